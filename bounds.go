@@ -1,0 +1,122 @@
+package tranche
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tranche-dev/tranche/internal/calendar"
+)
+
+// WindowBetween returns the window of g covering the half-open span
+// [from, to), as schedulers and chunked backfills pass bounds, in
+// from.Location(). Both bounds must lie on partition boundaries; one that
+// does not is refused with a [*BoundaryError] naming the nearest boundaries
+// on either side. Equal instants in different zones are the same bound.
+// It fails for an empty or inverted span.
+func WindowBetween(g TimeGranularity, from, to time.Time) (TimePartitionWindow, error) {
+	if !g.IsValid() {
+		return TimePartitionWindow{}, errors.New("tranche: WindowBetween with the zero TimeGranularity")
+	}
+	loc := from.Location()
+	to = to.In(loc)
+	switch c := from.Compare(to); {
+	case c == 0:
+		return TimePartitionWindow{}, fmt.Errorf("tranche: empty window: from and to are both %s; to must be later", from.Format(time.RFC3339Nano))
+	case c > 0:
+		return TimePartitionWindow{}, fmt.Errorf("tranche: inverted window: from %s is later than to %s", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	}
+	c := newCursor(g, loc)
+	start, err := c.boundary("from", from)
+	if err != nil {
+		return TimePartitionWindow{}, err
+	}
+	end, err := c.boundary("to", to)
+	if err != nil {
+		return TimePartitionWindow{}, err
+	}
+	return c.window(start, c.start(end-1), end), nil
+}
+
+// boundary returns t as Unix seconds if it is a partition boundary.
+func (c *cursor) boundary(name string, t time.Time) (int64, error) {
+	s, e := c.bounds(unix(t))
+	if s == unix(t) && t.Nanosecond() == 0 {
+		return s, nil
+	}
+	return 0, &BoundaryError{Bound: name, Value: t, Granularity: c.g, Before: at(s, c.loc), After: at(e, c.loc)}
+}
+
+var (
+	offsetLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04Z07:00"}
+	wallLayouts   = []string{"2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02 15:04:05.999999999", "2006-01-02 15:04"}
+)
+
+// ParseBound parses a window bound given as text, as from a command line
+// or a config file. It accepts RFC 3339 with an offset
+// ("2026-01-01T00:00:00Z", "2026-01-01T02:00:00+02:00"), converted to loc
+// when loc is not nil; and, only when loc names a zone, a date
+// ("2026-01-01", its first instant in loc) or a wall time without an
+// offset ("2026-01-01T06:00", "2026-01-01 06:00:00"), read in loc. A bound
+// without an offset and without a zone is refused, as is a wall time that
+// loc skips or repeats.
+func ParseBound(s string, loc *time.Location) (time.Time, error) {
+	text := strings.TrimSpace(s)
+	for _, layout := range offsetLayouts {
+		if t, err := time.Parse(layout, text); err == nil {
+			if loc != nil {
+				t = t.In(loc)
+			}
+			return t, nil
+		}
+	}
+	day, isDate := parseDate(text)
+	var wall time.Time
+	isWall := false
+	for _, layout := range wallLayouts {
+		if t, err := time.Parse(layout, text); err == nil {
+			wall, isWall = t, true
+			break
+		}
+	}
+	switch {
+	case !isDate && !isWall:
+		return time.Time{}, fmt.Errorf("tranche: bound %q is not a time; write RFC 3339 with an offset, as in 2026-01-01T00:00:00Z, or a date or time with a zone", s)
+	case loc == nil:
+		example := text + "T00:00:00Z"
+		if isWall {
+			example = wall.Format("2006-01-02T15:04:05Z")
+		}
+		return time.Time{}, fmt.Errorf("tranche: bound %q has no UTC offset and no zone was given; write it with an offset, as in %s, or name its zone", s, example)
+	case isDate:
+		c := newCursor(Day, loc)
+		return at(c.firstInstant(day), loc), nil
+	}
+	return wallInstant(s, wall, loc)
+}
+
+// wallInstant finds the one instant at which loc shows the wall time of
+// wall (read as UTC).
+func wallInstant(s string, wall time.Time, loc *time.Location) (time.Time, error) {
+	w := wall.Unix()
+	var found []int64
+	for u := w - zoneMargin; u < w+zoneMargin; {
+		sp := calendar.SpanAt(loc, u)
+		if v := w - sp.Offset; sp.Contains(v) && (len(found) == 0 || found[len(found)-1] != v) {
+			found = append(found, v)
+		}
+		if sp.End == calendar.Forever {
+			break
+		}
+		u = sp.End
+	}
+	switch len(found) {
+	case 1:
+		return time.Unix(found[0], int64(wall.Nanosecond())).In(loc), nil
+	case 0:
+		return time.Time{}, fmt.Errorf("tranche: bound %q does not exist in %v: the clocks skip it; write it with an offset", s, loc)
+	}
+	a, b := at(found[0], loc), at(found[1], loc)
+	return time.Time{}, fmt.Errorf("tranche: bound %q occurs twice in %v, at %s and %s; write it with the offset you mean", s, loc, a.Format(time.RFC3339), b.Format(time.RFC3339))
+}

@@ -1,0 +1,62 @@
+/*
+Package tranche divides time into partitions, groups them into windows,
+and computes trailing lookback windows, exactly, in any time zone and across
+every daylight-saving transition.
+
+Every span in tranche is half-open: a partition is [Start, End), a window
+runs from the start of its oldest partition to the end of its newest, and
+End is the first instant after it. Partitions follow the wall clock of a
+location: a day is a calendar day (23 or 25 hours on DST days), an hourly
+partition starts on the local hour, and the location is the one of the
+time you pass in.
+
+# Partitions
+
+A [TimeGranularity] is one of [Minute], [Hour], [Day], [Week] (ISO, from
+Monday), [Month], [Quarter] and [Year], or a multiple made with [Every]
+("15m", "6h", "2w" with [ParseGranularity]). [PartitionOf] returns the
+partition that holds an instant; [TimePartition.Next] and
+[TimePartition.Prev] step through time; [TimePartition.Key] names a
+partition ("2024-03-10", "2024-W10", "2024-11-03T01:00-05:00") and
+[ParsePartitionKey] reads the name back.
+
+The rules, for a granularity in a location:
+
+  - Partitions tile time: every instant lies in exactly one, each ends where
+    the next starts, none is empty.
+  - Minute and Hour multiples are buckets of the local wall time: n must
+    divide 60 (minutes) or 24 (hours), and a partition starts where the
+    bucket changes and wherever the clock is set back onto a bucket
+    boundary. New York's 2026-11-01 has 25 hourly partitions, two at local
+    01:00 (-04:00, then -05:00), and its 2026-03-08 has 23.
+  - Day and coarser partitions start at the first instant of their first
+    date: local midnight, or the first instant that exists when midnight is
+    skipped. A clock set back never reopens a finished day, and a date that
+    never occurs (Pacific/Apia, 2011-12-30) has no partition.
+  - Multiples are aligned to the calendar, not to the data: Every(3, Day)
+    counts days from 1970-01-01, Every(2, Week) ISO weeks from the week of
+    1969-12-29, Every(3, Month) months from January.
+
+# Windows and lookback
+
+A [TimePartitionWindow] is a lazy run of consecutive partitions, built with
+[NewTimePartitionWindow] (from the partition holding one instant to the one
+holding another), [WindowBetween] (half-open bounds that must lie on
+partition boundaries, as schedulers pass them) or [Lookback] (the trailing
+window a daily job re-materializes). [TimePartitionWindow.All] ranges over
+it newest first, the order backfills use so that an interrupted run leaves
+recent data in place; [TimePartitionWindow.OldestFirst] is the other order;
+[TimePartitionWindow.Chunks] splits it into sub-windows. Ranging allocates
+nothing per partition and [TimePartitionWindow.Len] costs nothing, so a
+century of minutes is as cheap to hold as a day.
+
+Bounds given as text go through [ParseBound], which insists on an offset or
+a zone: "2026-01-01" alone is ambiguous by up to a day.
+
+# Errors
+
+Every refusal names the value and says what would be accepted. A bound
+off a partition boundary is a [*BoundaryError]; a window reaching before an
+asset's first partition is a [*PartitionError].
+*/
+package tranche

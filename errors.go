@@ -1,0 +1,45 @@
+package tranche
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrBeforeFirstPartition is the error a [PartitionError] wraps: a run or
+// backfill reaching before the first partition an asset has data for.
+var ErrBeforeFirstPartition = errors.New("tranche: before the asset's first partition")
+
+// PartitionError reports a partition or window that reaches before an
+// asset's first partition. Find it with errors.As (or errors.AsType); it
+// matches [ErrBeforeFirstPartition] with errors.Is. To run only what the
+// asset can take, clamp the window with [TimePartitionWindow.ClampStart]
+// at First.Start.
+type PartitionError struct {
+	Asset  string        // the asset's name
+	Oldest TimePartition // the oldest partition asked for
+	First  TimePartition // the asset's first partition
+}
+
+func (e *PartitionError) Error() string {
+	return fmt.Sprintf("tranche: asset %q: partition %s is before its first partition %s; clamp the window to start at %s",
+		e.Asset, e.Oldest.Key(), e.First.Key(), e.First.Start.Format(time.RFC3339))
+}
+
+// Unwrap returns [ErrBeforeFirstPartition].
+func (e *PartitionError) Unwrap() error { return ErrBeforeFirstPartition }
+
+// BoundaryError reports a window bound that does not lie on a partition
+// boundary, with the nearest boundaries on either side.
+type BoundaryError struct {
+	Bound         string // "from" or "to"
+	Value         time.Time
+	Granularity   TimeGranularity
+	Before, After time.Time // the nearest boundaries at or before and after Value
+}
+
+func (e *BoundaryError) Error() string {
+	return fmt.Sprintf("tranche: %s %s is not a %v boundary in %v; the nearest are %s and %s",
+		e.Bound, e.Value.Format(time.RFC3339Nano), e.Granularity, e.Value.Location(),
+		e.Before.Format(time.RFC3339), e.After.Format(time.RFC3339))
+}

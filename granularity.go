@@ -1,0 +1,212 @@
+package tranche
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// unit is a base calendar unit.
+type unit uint8
+
+const (
+	unitInvalid unit = iota
+	unitMinute
+	unitHour
+	unitDay
+	unitWeek
+	unitMonth
+	unitQuarter
+	unitYear
+)
+
+var unitNames = [...]string{"", "minute", "hour", "day", "week", "month", "quarter", "year"}
+
+// unitShort holds the short suffixes of the canonical form ("15m", "1mo").
+var unitShort = [...]string{"", "m", "h", "d", "w", "mo", "q", "y"}
+
+// unitParent is how many of a unit fit its parent unit, for the units whose
+// multiples must divide it (minutes in an hour, hours in a day, ...); 0
+// means any multiple is accepted.
+var unitParent = [...]int{0, 60, 24, 0, 0, 12, 4, 0}
+
+var unitParentName = [...]string{"", "hour", "day", "", "", "year", "year", ""}
+
+// maxMultiple keeps bucket arithmetic far from overflow; no calendar use
+// comes near it.
+const maxMultiple = 1_000_000
+
+// TimeGranularity is the length of a partition: one of the calendar units
+// [Minute], [Hour], [Day], [Week], [Month], [Quarter] and [Year], or a
+// multiple of one made with [Every].
+//
+// A TimeGranularity is a small comparable value: equal granularities are
+// equal with ==, and each has one canonical text form, its String, which
+// [ParseGranularity] and UnmarshalText accept. The zero value is invalid:
+// functions that compute partitions panic on it, and it marshals to an
+// error.
+type TimeGranularity struct {
+	unit unit
+	n    int32
+}
+
+// The calendar units. Week is the ISO week, starting on Monday.
+var (
+	Minute  = TimeGranularity{unitMinute, 1}
+	Hour    = TimeGranularity{unitHour, 1}
+	Day     = TimeGranularity{unitDay, 1}
+	Week    = TimeGranularity{unitWeek, 1}
+	Month   = TimeGranularity{unitMonth, 1}
+	Quarter = TimeGranularity{unitQuarter, 1}
+	Year    = TimeGranularity{unitYear, 1}
+)
+
+// Every returns the granularity of n consecutive units: Every(15, Minute)
+// is a quarter hour, Every(6, Hour) starts at local 00, 06, 12 and 18.
+// Partitions of a multiple are aligned to the calendar, not to the first
+// partition a program asks for (see the package documentation for the
+// rules). Every(1, u) == u.
+//
+// Every panics if unit is not one of the seven calendar units, if n is
+// below 1, or if n does not divide the parent unit where the rules require
+// it: minutes must divide 60, hours 24, months 12 and quarters 4.
+// [ParseGranularity] returns the same refusals as errors.
+func Every(n int, unit TimeGranularity) TimeGranularity {
+	g, err := every(n, unit)
+	if err != nil {
+		panic("tranche: " + err.Error())
+	}
+	return g
+}
+
+func every(n int, base TimeGranularity) (TimeGranularity, error) {
+	if base.unit == unitInvalid || base.n != 1 {
+		return TimeGranularity{}, fmt.Errorf("Every takes a calendar unit (Minute, Hour, Day, Week, Month, Quarter or Year), not %v", base)
+	}
+	u := base.unit
+	if n < 1 || n > maxMultiple {
+		return TimeGranularity{}, fmt.Errorf("every %d %ss: the multiple must be between 1 and %d", n, unitNames[u], maxMultiple)
+	}
+	if p := unitParent[u]; p != 0 && p%n != 0 {
+		return TimeGranularity{}, fmt.Errorf("every %d %ss: %d does not divide the %d %ss of a%s %s; use one of %s",
+			n, unitNames[u], n, p, unitNames[u], article(unitParentName[u]), unitParentName[u], divisors(p))
+	}
+	return TimeGranularity{u, int32(n)}, nil
+}
+
+func article(noun string) string {
+	if noun == "hour" {
+		return "n"
+	}
+	return ""
+}
+
+func divisors(p int) string {
+	var b strings.Builder
+	for d := 1; d <= p; d++ {
+		if p%d == 0 {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.Itoa(d))
+		}
+	}
+	return b.String()
+}
+
+// IsValid reports whether g is a usable granularity (not the zero value).
+func (g TimeGranularity) IsValid() bool { return g.unit != unitInvalid }
+
+// String returns the canonical text form: the unit's name for a single
+// unit ("day", "week"), or the multiple and the short unit ("15m", "6h",
+// "3d", "2w", "3mo", "2q", "5y").
+func (g TimeGranularity) String() string {
+	switch {
+	case g.unit == unitInvalid:
+		return "invalid"
+	case g.n == 1:
+		return unitNames[g.unit]
+	}
+	return strconv.Itoa(int(g.n)) + unitShort[g.unit]
+}
+
+// MarshalText implements [encoding.TextMarshaler] with the String form.
+func (g TimeGranularity) MarshalText() ([]byte, error) {
+	if !g.IsValid() {
+		return nil, fmt.Errorf("tranche: cannot marshal the zero TimeGranularity")
+	}
+	return []byte(g.String()), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with
+// [ParseGranularity].
+func (g *TimeGranularity) UnmarshalText(text []byte) error {
+	v, err := ParseGranularity(string(text))
+	if err != nil {
+		return err
+	}
+	*g = v
+	return nil
+}
+
+var unitAliases = map[string]unit{
+	"m": unitMinute, "min": unitMinute, "mins": unitMinute, "minute": unitMinute, "minutes": unitMinute, "minutely": unitMinute,
+	"h": unitHour, "hr": unitHour, "hrs": unitHour, "hour": unitHour, "hours": unitHour, "hourly": unitHour,
+	"d": unitDay, "day": unitDay, "days": unitDay, "daily": unitDay,
+	"w": unitWeek, "wk": unitWeek, "week": unitWeek, "weeks": unitWeek, "weekly": unitWeek,
+	"mo": unitMonth, "mon": unitMonth, "month": unitMonth, "months": unitMonth, "monthly": unitMonth,
+	"q": unitQuarter, "quarter": unitQuarter, "quarters": unitQuarter, "quarterly": unitQuarter,
+	"y": unitYear, "yr": unitYear, "year": unitYear, "years": unitYear, "yearly": unitYear, "annual": unitYear,
+}
+
+const acceptedGranularities = "minute, hour, day, week, month, quarter, year, or a count and a unit: 15m, 6h, 1d, 2w, 1mo, 1q, 1y"
+
+// ParseGranularity parses a granularity: a unit's name ("day", "hourly"),
+// or a count followed by a unit, with or without a space ("15m", "6h",
+// "1d", "2w", "3mo", "1q", "1y", "15 minutes"). Units are case-insensitive.
+// "1d" and "day" parse to the same value, whose String is "day".
+func ParseGranularity(s string) (TimeGranularity, error) {
+	text := strings.ToLower(strings.TrimSpace(s))
+	i := 0
+	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+		i++
+	}
+	n := 1
+	if i > 0 {
+		v, err := strconv.Atoi(text[:i])
+		if err != nil || v > maxMultiple {
+			return TimeGranularity{}, fmt.Errorf("tranche: granularity %q: the count must be between 1 and %d", s, maxMultiple)
+		}
+		n = v
+	}
+	u, ok := unitAliases[strings.TrimSpace(text[i:])]
+	if !ok {
+		return TimeGranularity{}, fmt.Errorf("tranche: unknown granularity %q; accepted: %s", s, acceptedGranularities)
+	}
+	g, err := every(n, TimeGranularity{u, 1})
+	if err != nil {
+		return TimeGranularity{}, fmt.Errorf("tranche: granularity %q: %w", s, err)
+	}
+	return g, nil
+}
+
+// seconds returns the fixed length of a sub-day granularity.
+func (g TimeGranularity) seconds() int64 {
+	switch g.unit {
+	case unitMinute:
+		return int64(g.n) * 60
+	case unitHour:
+		return int64(g.n) * 3600
+	}
+	return 0
+}
+
+// subday reports whether g is a multiple of Minute or Hour, whose
+// boundaries are wall-clock instants rather than dates.
+func (g TimeGranularity) subday() bool { return g.unit == unitMinute || g.unit == unitHour }
+
+func (g TimeGranularity) mustBeValid(fn string) {
+	if !g.IsValid() {
+		panic("tranche: " + fn + " with the zero TimeGranularity")
+	}
+}

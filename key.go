@@ -1,0 +1,191 @@
+package tranche
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tranche-dev/tranche/internal/calendar"
+)
+
+// ParsePartitionKey returns the partition of g in loc whose key is key: it
+// inverts [TimePartition.Key] exactly. It refuses a key in another form
+// than g's, a date that does not exist, a key that names an instant inside
+// a partition rather than its start (the error names the partition that
+// holds it), and, for Minute and Hour multiples, an offset that loc does
+// not have at that instant.
+func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimePartition, error) {
+	if !g.IsValid() {
+		return TimePartition{}, fmt.Errorf("tranche: ParsePartitionKey with the zero TimeGranularity")
+	}
+	if loc == nil {
+		return TimePartition{}, fmt.Errorf("tranche: ParsePartitionKey(%v, %q) with a nil location", g, key)
+	}
+	c := newCursor(g, loc)
+	if g.subday() {
+		return parseSubdayKey(&c, key)
+	}
+	day, ok := parseCoarseKey(g.unit, key)
+	if !ok {
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not a %v key; want the form %s", key, g, keyForm[g.unit])
+	}
+	s := c.firstInstant(day)
+	p := c.partition(s)
+	switch {
+	case unix(p.Start) == s && p.hasKey(key):
+		return p, nil
+	case g.firstDay(g.bucket(day)) != day:
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not the start of a %v partition; it lies in %s", key, g, p.Key())
+	case c.date(s) != day:
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q names a date that never occurs in %v; the next partition is %s", key, loc, p.Key())
+	}
+	return TimePartition{}, fmt.Errorf("tranche: partition key %q has no partition of its own in %v; its first instant lies in %s", key, loc, p.Key())
+}
+
+var keyForm = [...]string{
+	unitMinute:  "2006-01-02T15:04Z07:00",
+	unitHour:    "2006-01-02T15:04Z07:00",
+	unitDay:     "2006-01-02",
+	unitWeek:    "2006-W01",
+	unitMonth:   "2006-01",
+	unitQuarter: "2006-Q1",
+	unitYear:    "2006",
+}
+
+// hasKey reports whether p.Key() == key without allocating.
+func (p TimePartition) hasKey(key string) bool {
+	var buf [32]byte
+	return string(appendKey(buf[:0], p.Granularity, p.Start)) == key
+}
+
+// partition returns the partition that holds the instant u.
+func (c *cursor) partition(u int64) TimePartition {
+	s, e := c.bounds(u)
+	return TimePartition{Start: at(s, c.loc), End: at(e, c.loc), Granularity: c.g}
+}
+
+func parseSubdayKey(c *cursor, key string) (TimePartition, error) {
+	u, off, ok := parseMinuteKey(key)
+	if !ok {
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not a %v key; want the form %s", key, c.g, keyForm[c.g.unit])
+	}
+	p := c.partition(u)
+	if s := unix(p.Start); s != u {
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not the start of a %v partition; it lies in %s", key, c.g, p.Key())
+	}
+	if have := c.span(u).Offset; have != off {
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q has offset %s, but %v is at %s then; the key is %s",
+			key, appendOffset(nil, int(off)), c.loc, appendOffset(nil, int(have)), p.Key())
+	}
+	return p, nil
+}
+
+// parseMinuteKey parses "2006-01-02T15:04Z07:00" into Unix seconds and the
+// offset, without allocating.
+func parseMinuteKey(s string) (u, off int64, ok bool) {
+	if len(s) < len("2006-01-02T15:04Z") || s[10] != 'T' || s[13] != ':' {
+		return 0, 0, false
+	}
+	day, ok := parseDate(s[:10])
+	if !ok {
+		return 0, 0, false
+	}
+	h, ok1 := digits(s[11:13])
+	m, ok2 := digits(s[14:16])
+	if !ok1 || !ok2 || h > 23 || m > 59 {
+		return 0, 0, false
+	}
+	switch zone := s[16:]; {
+	case zone == "Z":
+	case len(zone) == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':':
+		oh, ok1 := digits(zone[1:3])
+		om, ok2 := digits(zone[4:6])
+		if !ok1 || !ok2 || om > 59 || (oh == 0 && om == 0) {
+			return 0, 0, false // a zero offset is written Z
+		}
+		off = int64(oh*3600 + om*60)
+		if zone[0] == '-' {
+			off = -off
+		}
+	default:
+		return 0, 0, false
+	}
+	return day*secondsPerDay + int64(h*3600+m*60) - off, off, true
+}
+
+// parseCoarseKey parses a Day-or-coarser key into the first date it names.
+func parseCoarseKey(u unit, s string) (day int64, ok bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	y, ok := digits(s[:4])
+	if !ok {
+		return 0, false
+	}
+	year, rest := int64(y), s[4:]
+	switch u {
+	case unitDay:
+		return parseDate(s)
+	case unitWeek:
+		if len(rest) != 4 || rest[0] != '-' || rest[1] != 'W' {
+			return 0, false
+		}
+		w, ok := digits(rest[2:])
+		if !ok || w < 1 {
+			return 0, false
+		}
+		day = calendar.ISOWeekStart(year, w)
+		if wy, ww := calendar.ISOWeek(day); wy != year || ww != w {
+			return 0, false
+		}
+		return day, true
+	case unitMonth:
+		if len(rest) != 3 || rest[0] != '-' {
+			return 0, false
+		}
+		m, ok := digits(rest[1:])
+		if !ok || m < 1 || m > 12 {
+			return 0, false
+		}
+		return calendar.DaysFromCivil(year, m, 1), true
+	case unitQuarter:
+		if len(rest) != 3 || rest[0] != '-' || rest[1] != 'Q' || rest[2] < '1' || rest[2] > '4' {
+			return 0, false
+		}
+		return calendar.DaysFromCivil(year, int(rest[2]-'1')*3+1, 1), true
+	case unitYear:
+		if rest != "" {
+			return 0, false
+		}
+		return calendar.DaysFromCivil(year, 1, 1), true
+	}
+	return 0, false
+}
+
+// parseDate parses "2006-01-02" into a day number.
+func parseDate(s string) (int64, bool) {
+	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
+		return 0, false
+	}
+	y, ok1 := digits(s[:4])
+	m, ok2 := digits(s[5:7])
+	d, ok3 := digits(s[8:10])
+	if !ok1 || !ok2 || !ok3 || m < 1 || m > 12 || d < 1 || d > calendar.DaysIn(int64(y), m) {
+		return 0, false
+	}
+	return calendar.DaysFromCivil(int64(y), m, d), true
+}
+
+// digits parses a run of ASCII digits.
+func digits(s string) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		v = v*10 + int(s[i]-'0')
+	}
+	return v, true
+}

@@ -1,0 +1,168 @@
+package tranche
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tranche-dev/tranche/internal/calendar"
+)
+
+// TimePartition is one partition of time: the half-open span [Start, End)
+// of a granularity, with both instants in the partition's location.
+//
+// Partitions are small values, compared with [TimePartition.Equal] or
+// [TimePartition.Compare] rather than == (as with time.Time, == also
+// compares locations and monotonic readings).
+type TimePartition struct {
+	Start, End  time.Time // half-open [Start, End), in the partition's location
+	Granularity TimeGranularity
+}
+
+// PartitionOf returns the partition of g that holds t, in t.Location().
+// It panics if g is the zero TimeGranularity.
+func PartitionOf(g TimeGranularity, t time.Time) TimePartition {
+	g.mustBeValid("PartitionOf")
+	loc := t.Location()
+	c := newCursor(g, loc)
+	s, e := c.bounds(unix(t))
+	return TimePartition{Start: at(s, loc), End: at(e, loc), Granularity: g}
+}
+
+// Location returns the partition's location, the one its boundaries and
+// key follow.
+func (p TimePartition) Location() *time.Location { return p.Start.Location() }
+
+// Next returns the partition that starts where p ends.
+func (p TimePartition) Next() TimePartition {
+	p.Granularity.mustBeValid("TimePartition.Next")
+	loc := p.Location()
+	c := newCursor(p.Granularity, loc)
+	s := unix(p.End)
+	return TimePartition{Start: at(s, loc), End: at(c.next(s), loc), Granularity: p.Granularity}
+}
+
+// Prev returns the partition that ends where p starts.
+func (p TimePartition) Prev() TimePartition {
+	p.Granularity.mustBeValid("TimePartition.Prev")
+	loc := p.Location()
+	c := newCursor(p.Granularity, loc)
+	e := unix(p.Start)
+	return TimePartition{Start: at(c.start(e-1), loc), End: at(e, loc), Granularity: p.Granularity}
+}
+
+// Contains reports whether t lies in [p.Start, p.End).
+func (p TimePartition) Contains(t time.Time) bool {
+	return !t.Before(p.Start) && t.Before(p.End)
+}
+
+// Duration returns the partition's length, which varies across DST
+// transitions and calendar months.
+func (p TimePartition) Duration() time.Duration { return p.End.Sub(p.Start) }
+
+// IsZero reports whether p is the zero TimePartition. No partition
+// computed by this package is zero; none is empty either.
+func (p TimePartition) IsZero() bool {
+	return p.Start.IsZero() && p.End.IsZero() && !p.Granularity.IsValid()
+}
+
+// Equal reports whether p and q are the same partition: the same
+// granularity, start and end instants and location.
+func (p TimePartition) Equal(q TimePartition) bool {
+	return p.Granularity == q.Granularity && p.Start.Equal(q.Start) && p.End.Equal(q.End) &&
+		p.Location().String() == q.Location().String()
+}
+
+// Compare orders partitions by start, then end: -1 if p starts first, +1
+// if q does, 0 if they share both bounds. It suits slices.SortFunc.
+func (p TimePartition) Compare(q TimePartition) int {
+	if c := p.Start.Compare(q.Start); c != 0 {
+		return c
+	}
+	return p.End.Compare(q.End)
+}
+
+// String returns the key and the half-open bounds, as in
+// "2024-03-10 [2024-03-10T00:00:00-05:00, 2024-03-11T00:00:00-04:00)".
+func (p TimePartition) String() string {
+	if p.IsZero() {
+		return "zero partition"
+	}
+	return p.Key() + " [" + p.Start.Format(time.RFC3339) + ", " + p.End.Format(time.RFC3339) + ")"
+}
+
+// Key returns the partition's stable name, formatted from its start in its
+// location: "2006-01-02T15:04Z07:00" for Minute and Hour multiples (the
+// offset tells apart the two 01:00 hours of a fall-back night),
+// "2006-01-02" for days, "2006-W01" (the ISO week) for weeks, "2006-01"
+// for months, "2006-Q1" for quarters and "2006" for years.
+// [ParsePartitionKey] inverts it.
+func (p TimePartition) Key() string {
+	var buf [32]byte
+	return string(appendKey(buf[:0], p.Granularity, p.Start))
+}
+
+func appendKey(b []byte, g TimeGranularity, t time.Time) []byte {
+	_, off := t.Zone()
+	day := calendar.FloorDiv(t.Unix()+int64(off), secondsPerDay)
+	y, m, d := calendar.CivilFromDays(day)
+	switch g.unit {
+	case unitMinute, unitHour:
+		b = appendDate(b, y, m, d)
+		sec := calendar.Mod(t.Unix()+int64(off), secondsPerDay)
+		b = append(b, 'T')
+		b = append2(b, int(sec/3600))
+		b = append(b, ':')
+		b = append2(b, int(sec/60%60))
+		return appendOffset(b, off)
+	case unitDay:
+		return appendDate(b, y, m, d)
+	case unitWeek:
+		wy, w := calendar.ISOWeek(day)
+		b = appendYear(b, wy)
+		b = append(b, '-', 'W')
+		return append2(b, w)
+	case unitMonth:
+		b = appendYear(b, y)
+		b = append(b, '-')
+		return append2(b, m)
+	case unitQuarter:
+		b = appendYear(b, y)
+		return append(b, '-', 'Q', byte('1'+(m-1)/3))
+	case unitYear:
+		return appendYear(b, y)
+	}
+	return append(b, "invalid"...)
+}
+
+func appendDate(b []byte, y int64, m, d int) []byte {
+	b = appendYear(b, y)
+	b = append(b, '-')
+	b = append2(b, m)
+	b = append(b, '-')
+	return append2(b, d)
+}
+
+func appendYear(b []byte, y int64) []byte {
+	if y < 0 || y > 9999 {
+		return fmt.Appendf(b, "%d", y)
+	}
+	return append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10))
+}
+
+func append2(b []byte, v int) []byte {
+	return append(b, byte('0'+v/10), byte('0'+v%10))
+}
+
+func appendOffset(b []byte, off int) []byte {
+	if off == 0 {
+		return append(b, 'Z')
+	}
+	sign := byte('+')
+	if off < 0 {
+		sign, off = '-', -off
+	}
+	b = append(b, sign)
+	b = append2(b, off/3600)
+	b = append(b, ':')
+	return append2(b, off/60%60)
+}
