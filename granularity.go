@@ -91,6 +91,11 @@ func every(n int, base TimeGranularity) (TimeGranularity, error) {
 		return TimeGranularity{}, fmt.Errorf("every %d %ss: %d does not divide the %d %ss of a%s %s; use one of %s",
 			n, unitNames[u], n, p, unitNames[u], article(unitParentName[u]), unitParentName[u], divisors(p))
 	}
+	if u == unitMinute && n == 60 {
+		// 60 minutes make exactly the partitions and keys of an hour: one
+		// value, one canonical form.
+		return Hour, nil
+	}
 	return TimeGranularity{u, int32(n)}, nil
 }
 

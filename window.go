@@ -232,7 +232,8 @@ func (w TimePartitionWindow) MarshalText() ([]byte, error) {
 	if w.n == 0 {
 		return nil, errors.New("tranche: cannot marshal an empty TimePartitionWindow")
 	}
-	if _, err := time.LoadLocation(w.loc.String()); err != nil {
+	// LoadLocation("") is UTC, so an unnamed zone needs its own check.
+	if _, err := time.LoadLocation(w.loc.String()); err != nil || w.loc.String() == "" {
 		return nil, fmt.Errorf("tranche: cannot marshal window %s: its location is not a zone database name", w)
 	}
 	return []byte(w.String()), nil

@@ -1,0 +1,279 @@
+package tranche_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tranche-dev/tranche"
+)
+
+func TestWindowBetween(t *testing.T) {
+	tests := []struct {
+		name     string
+		zone     string
+		g        tranche.TimeGranularity
+		from, to string // RFC 3339
+		want     string // the window's String
+		wantLen  int
+	}{
+		{"days", "America/New_York", tranche.Day, "2024-03-01T00:00:00-05:00", "2024-04-01T00:00:00-04:00",
+			"day 2024-03-01..2024-03-31 America/New_York", 31},
+		{"one 23-hour day", "America/New_York", tranche.Day, "2024-03-10T05:00:00Z", "2024-03-11T04:00:00Z",
+			"day 2024-03-10..2024-03-10 America/New_York", 1},
+		{"the 25 hours of a fall-back day", "America/New_York", tranche.Hour, "2024-11-03T00:00:00-04:00", "2024-11-04T00:00:00-05:00",
+			"hour 2024-11-03T00:00-04:00..2024-11-03T23:00-05:00 America/New_York", 25},
+		{"to between the two 01:00 hours", "America/New_York", tranche.Hour, "2024-11-03T00:00:00-04:00", "2024-11-03T01:00:00-05:00",
+			"hour 2024-11-03T00:00-04:00..2024-11-03T01:00-04:00 America/New_York", 2},
+		{"Apia over the skipped day", "Pacific/Apia", tranche.Day, "2011-12-29T00:00:00-10:00", "2012-01-01T00:00:00+14:00",
+			"day 2011-12-29..2011-12-31 Pacific/Apia", 2},
+		{"Sao Paulo from the skipped midnight's 01:00", "America/Sao_Paulo", tranche.Day, "2018-11-04T01:00:00-02:00", "2018-11-06T00:00:00-02:00",
+			"day 2018-11-04..2018-11-05 America/Sao_Paulo", 2},
+		{"Lord Howe 90-minute hour", "Australia/Lord_Howe", tranche.Hour, "2024-04-07T01:00:00+11:00", "2024-04-07T02:00:00+10:30",
+			"hour 2024-04-07T01:00+11:00..2024-04-07T01:00+11:00 Australia/Lord_Howe", 1},
+		{"ISO weeks", "UTC", tranche.Week, "2026-12-28T00:00:00Z", "2027-01-11T00:00:00Z",
+			"week 2026-W53..2027-W01 UTC", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from, to := instant(t, tt.from, tt.zone), instant(t, tt.to, tt.zone)
+			w, err := tranche.WindowBetween(tt.g, from, to)
+			if err != nil {
+				t.Fatalf("WindowBetween(%v, %v, %v): %v", tt.g, from, to, err)
+			}
+			if diff := cmp.Diff(tt.want, w.String()); diff != "" {
+				t.Errorf("WindowBetween(%v, %v, %v) mismatch (-want +got):\n%s", tt.g, from, to, diff)
+			}
+			if w.Len() != tt.wantLen {
+				t.Errorf("Len() = %d, want %d", w.Len(), tt.wantLen)
+			}
+			if !w.Start().Equal(from) || !w.End().Equal(to) {
+				t.Errorf("[Start, End) = [%v, %v), want [%v, %v)", w.Start(), w.End(), from, to)
+			}
+		})
+	}
+}
+
+func TestWindowBetweenSameInstantOtherZones(t *testing.T) {
+	from := instant(t, "2024-03-01T00:00:00-05:00", "America/New_York")
+	want, err := tranche.WindowBetween(tranche.Day, from, instant(t, "2024-04-01T00:00:00-04:00", "America/New_York"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, zone := range []string{"UTC", "Europe/Berlin", "Asia/Kathmandu", "Pacific/Chatham", "America/Los_Angeles"} {
+		t.Run(zone, func(t *testing.T) {
+			to := instant(t, "2024-04-01T04:00:00Z", zone)
+			got, err := tranche.WindowBetween(tranche.Day, from, to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("WindowBetween(day, %v, %v) mismatch (-want +got):\n%s", from, to, diff)
+			}
+			// A bound in another fixed-offset zone, as parsed from text.
+			fixed, err := time.Parse(time.RFC3339, to.Format(time.RFC3339))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err = tranche.WindowBetween(tranche.Day, from, fixed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("WindowBetween(day, %v, %v) mismatch (-want +got):\n%s", from, fixed, diff)
+			}
+		})
+	}
+}
+
+func TestWindowBetweenErrors(t *testing.T) {
+	ny := "America/New_York"
+	tests := []struct {
+		name       string
+		zone       string
+		g          tranche.TimeGranularity
+		from, to   string
+		wantBound  string // the *BoundaryError's Bound, or "" for another error
+		wantBefore string
+		wantAfter  string
+		wantErr    string
+	}{
+		{"from at noon", ny, tranche.Day, "2024-03-10T12:00:00-04:00", "2024-03-12T00:00:00-04:00",
+			"from", "2024-03-10T00:00:00-05:00", "2024-03-11T00:00:00-04:00",
+			"tranche: from 2024-03-10T12:00:00-04:00 is not a day boundary in America/New_York; the nearest are 2024-03-10T00:00:00-05:00 and 2024-03-11T00:00:00-04:00"},
+		{"to at noon", ny, tranche.Day, "2024-03-10T00:00:00-05:00", "2024-03-11T12:00:00-04:00",
+			"to", "2024-03-11T00:00:00-04:00", "2024-03-12T00:00:00-04:00", "tranche: to 2024-03-11T12:00:00-04:00 is not a day boundary"},
+		{"to a nanosecond late", ny, tranche.Hour, "2024-03-10T00:00:00-05:00", "2024-03-10T03:00:00.000000001-04:00",
+			"to", "2024-03-10T03:00:00-04:00", "2024-03-10T04:00:00-04:00", "tranche: to 2024-03-10T03:00:00.000000001-04:00 is not a hour boundary"},
+		{"to at the skipped 02:30", ny, tranche.Hour, "2024-03-10T00:00:00-05:00", "2024-03-10T07:30:00Z",
+			"to", "2024-03-10T03:00:00-04:00", "2024-03-10T04:00:00-04:00", ""},
+		{"from at UTC midnight", ny, tranche.Day, "2024-03-01T00:00:00Z", "2024-03-02T00:00:00-05:00",
+			"from", "2024-02-29T00:00:00-05:00", "2024-03-01T00:00:00-05:00", ""},
+		{"from at Sao Paulo's missing midnight", "America/Sao_Paulo", tranche.Day, "2018-11-04T02:00:00Z", "2018-11-05T00:00:00-02:00",
+			"from", "2018-11-03T00:00:00-03:00", "2018-11-04T01:00:00-02:00", ""},
+		{"from mid-week", "UTC", tranche.Week, "2027-01-01T00:00:00Z", "2027-01-11T00:00:00Z",
+			"from", "2026-12-28T00:00:00Z", "2027-01-04T00:00:00Z", ""},
+		{"to inside Lord Howe's 90-minute hour", "Australia/Lord_Howe", tranche.Hour, "2024-04-07T00:00:00+11:00", "2024-04-07T01:30:00+10:30",
+			"to", "2024-04-07T01:00:00+11:00", "2024-04-07T02:00:00+10:30", ""},
+
+		{"empty", ny, tranche.Day, "2024-03-10T00:00:00-05:00", "2024-03-10T05:00:00Z",
+			"", "", "", "tranche: empty window: from and to are both 2024-03-10T00:00:00-05:00; to must be later"},
+		{"inverted", ny, tranche.Day, "2024-03-11T00:00:00-04:00", "2024-03-10T00:00:00-05:00",
+			"", "", "", "tranche: inverted window: from 2024-03-11T00:00:00-04:00 is later than to 2024-03-10T00:00:00-05:00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from, to := instant(t, tt.from, tt.zone), instant(t, tt.to, tt.zone)
+			w, err := tranche.WindowBetween(tt.g, from, to)
+			if err == nil {
+				t.Fatalf("WindowBetween(%v, %v, %v) = %v, want an error", tt.g, from, to, w)
+			}
+			if tt.wantErr != "" && !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Errorf("error %q does not start with %q", err, tt.wantErr)
+			}
+			var be *tranche.BoundaryError
+			if !errors.As(err, &be) {
+				if tt.wantBound != "" {
+					t.Fatalf("errors.As(%v) found no *BoundaryError", err)
+				}
+				return
+			}
+			if tt.wantBound == "" {
+				t.Fatalf("got a *BoundaryError %v, want another error", be)
+			}
+			got := []string{be.Bound, be.Before.Format(time.RFC3339), be.After.Format(time.RFC3339)}
+			if diff := cmp.Diff([]string{tt.wantBound, tt.wantBefore, tt.wantAfter}, got); diff != "" {
+				t.Errorf("BoundaryError {Bound, Before, After} mismatch (-want +got):\n%s", diff)
+			}
+			if be.Granularity != tt.g {
+				t.Errorf("BoundaryError.Granularity = %v, want %v", be.Granularity, tt.g)
+			}
+		})
+	}
+	t.Run("zero granularity", func(t *testing.T) {
+		from := instant(t, "2024-03-10T00:00:00-05:00", ny)
+		if _, err := tranche.WindowBetween(tranche.TimeGranularity{}, from, from.Add(time.Hour)); err == nil {
+			t.Error("no error for the zero granularity")
+		}
+	})
+}
+
+func TestParseBound(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		zone string // "" for a nil location
+		want string // RFC 3339 with nanoseconds, in the location of the result
+	}{
+		{"RFC 3339 Z", "2026-01-01T00:00:00Z", "", "2026-01-01T00:00:00Z"},
+		{"RFC 3339 offset", "2026-01-01T02:00:00+02:00", "", "2026-01-01T02:00:00+02:00"},
+		{"RFC 3339 nanoseconds", "2026-01-01T00:00:00.5Z", "", "2026-01-01T00:00:00.5Z"},
+		{"RFC 3339 minutes", "2026-01-01T02:00+02:00", "", "2026-01-01T02:00:00+02:00"},
+		{"RFC 3339 moved to the zone", "2026-01-01T00:00:00Z", "America/New_York", "2025-12-31T19:00:00-05:00"},
+		{"RFC 3339 spaces trimmed", "  2026-01-01T00:00:00Z\n", "", "2026-01-01T00:00:00Z"},
+		{"date in a zone", "2026-01-01", "America/New_York", "2026-01-01T00:00:00-05:00"},
+		{"date in Kathmandu", "2024-06-15", "Asia/Kathmandu", "2024-06-15T00:00:00+05:45"},
+		{"date with a skipped midnight", "2018-11-04", "America/Sao_Paulo", "2018-11-04T01:00:00-02:00"},
+		{"date with a repeated midnight", "2024-11-03", "America/Havana", "2024-11-03T00:00:00-04:00"},
+		{"Apia's skipped date starts the next", "2011-12-30", "Pacific/Apia", "2011-12-31T00:00:00+14:00"},
+		{"wall time", "2026-01-01T06:00", "Europe/Berlin", "2026-01-01T06:00:00+01:00"},
+		{"wall time with seconds", "2026-07-01T06:00:30", "Europe/Berlin", "2026-07-01T06:00:30+02:00"},
+		{"wall time with a space", "2026-07-01 06:00", "Europe/Berlin", "2026-07-01T06:00:00+02:00"},
+		{"wall time with nanoseconds", "2026-07-01 06:00:00.25", "Europe/Berlin", "2026-07-01T06:00:00.25+02:00"},
+		{"wall time once on a fall-back day", "2024-11-03T03:00", "America/New_York", "2024-11-03T03:00:00-05:00"},
+		{"Lord Howe after the half-hour gap", "2024-10-06T02:30", "Australia/Lord_Howe", "2024-10-06T02:30:00+11:00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var loc *time.Location
+			if tt.zone != "" {
+				loc = loadLocation(t, tt.zone)
+			}
+			got, err := tranche.ParseBound(tt.in, loc)
+			if err != nil {
+				t.Fatalf("ParseBound(%q, %v): %v", tt.in, loc, err)
+			}
+			if diff := cmp.Diff(tt.want, got.Format(time.RFC3339Nano)); diff != "" {
+				t.Errorf("ParseBound(%q, %v) mismatch (-want +got):\n%s", tt.in, loc, diff)
+			}
+			if loc != nil && got.Location() != loc {
+				t.Errorf("ParseBound(%q, %v) is in %v", tt.in, loc, got.Location())
+			}
+		})
+	}
+}
+
+func TestParseBoundErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       string
+		zone     string
+		wantErrs []string
+	}{
+		{"date without a zone", "2026-01-01", "",
+			[]string{`bound "2026-01-01" has no UTC offset and no zone was given`, "as in 2026-01-01T00:00:00Z", "or name its zone"}},
+		{"wall time without a zone", "2026-01-01T06:00", "",
+			[]string{`bound "2026-01-01T06:00"`, "no UTC offset", "as in 2026-01-01T06:00:00Z"}},
+		{"wall time with seconds without a zone", "2026-01-01 06:30:15", "",
+			[]string{"no UTC offset", "as in 2026-01-01T06:30:15Z"}},
+		{"New York spring gap", "2024-03-10T02:30", "America/New_York",
+			[]string{`bound "2024-03-10T02:30" does not exist in America/New_York`, "write it with an offset"}},
+		{"Lord Howe half-hour gap", "2024-10-06T02:15", "Australia/Lord_Howe",
+			[]string{"does not exist in Australia/Lord_Howe"}},
+		{"Sao Paulo skipped midnight", "2018-11-04T00:00", "America/Sao_Paulo",
+			[]string{"does not exist in America/Sao_Paulo"}},
+		{"Apia skipped day", "2011-12-30T12:00", "Pacific/Apia",
+			[]string{"does not exist in Pacific/Apia"}},
+		{"New York repeated 01:30", "2024-11-03T01:30", "America/New_York",
+			[]string{`bound "2024-11-03T01:30" occurs twice in America/New_York`, "at 2024-11-03T01:30:00-04:00 and 2024-11-03T01:30:00-05:00", "with the offset you mean"}},
+		{"Berlin repeated 02:30", "2024-10-27 02:30", "Europe/Berlin",
+			[]string{"occurs twice", "at 2024-10-27T02:30:00+02:00 and 2024-10-27T02:30:00+01:00"}},
+		{"Lord Howe repeated 01:45", "2024-04-07T01:45", "Australia/Lord_Howe",
+			[]string{"occurs twice", "at 2024-04-07T01:45:00+11:00 and 2024-04-07T01:45:00+10:30"}},
+		{"not a time", "yesterday", "America/New_York",
+			[]string{`bound "yesterday" is not a time`, "2026-01-01T00:00:00Z"}},
+		{"empty", "", "", []string{`bound "" is not a time`}},
+		{"February 30", "2024-02-30", "UTC", []string{`bound "2024-02-30" is not a time`}},
+		{"no zero padding", "2024-3-1", "UTC", []string{"is not a time"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var loc *time.Location
+			if tt.zone != "" {
+				loc = loadLocation(t, tt.zone)
+			}
+			got, err := tranche.ParseBound(tt.in, loc)
+			if err == nil {
+				t.Fatalf("ParseBound(%q, %v) = %v, want an error", tt.in, loc, got)
+			}
+			for _, want := range tt.wantErrs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("ParseBound(%q, %v) error %q does not contain %q", tt.in, loc, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestParseBoundThenWindowBetween is the path a command line takes.
+func TestParseBoundThenWindowBetween(t *testing.T) {
+	loc := loadLocation(t, "America/New_York")
+	from, err := tranche.ParseBound("2024-03-01", loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := tranche.ParseBound("2024-04-01T04:00:00Z", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tranche.WindowBetween(tranche.Day, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("day 2024-03-01..2024-03-31 America/New_York", w.String()); diff != "" {
+		t.Errorf("window mismatch (-want +got):\n%s", diff)
+	}
+}
