@@ -1,0 +1,639 @@
+package tranche
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Backfill materializes a DAG over every partition of a window, recording
+// each partition's attempts in a [Ledger], so that running it again
+// resumes it: succeeded partitions are skipped, failed ones retried under
+// their run ids, and pending ones run. Several workers, in one process or
+// many, may run the same backfill at once against one ledger: each
+// partition is claimed under a lease before it runs, so it runs in one
+// place at a time, and a worker killed mid-partition loses it to another
+// once its lease expires.
+//
+// The same DAG, window and chunk size always name the same backfill (see
+// [BackfillID]). Fields must not change once a method has been called. A
+// zero field takes the default its comment gives.
+type Backfill struct {
+	DAG    *DAG                // the assets to materialize; each must be partitioned
+	Window TimePartitionWindow // the partitions to backfill
+	Ledger Ledger              // where attempts are recorded
+
+	// Runner runs each partition or chunk; nil means a zero Runner.
+	// Its OnEvent hook sees the events of every run.
+	Runner *Runner
+
+	// Worker names this worker in the ledger; "" means host-pid.
+	Worker string
+
+	// Concurrency is how many partitions (or chunks) run at once;
+	// 0 means 1.
+	Concurrency int
+
+	// ChunkSize is how many partitions one run covers: 0 or 1 runs
+	// each partition alone; N runs windows of N partitions (newest
+	// first, see [TimePartitionWindow.Chunks]), which every asset must
+	// allow with Partitioning.AllowWindow.
+	ChunkSize int
+
+	Order     Order         // NewestFirst (the zero value) or OldestFirst
+	Rerun     RerunPolicy   // "" means RerunFailed
+	OnFailure FailurePolicy // "" means FailStop
+
+	// Lease is how long a claim holds without a heartbeat; 0 means 30s.
+	// Heartbeat is how often a running partition renews it; 0 means a
+	// third of Lease. A lease must be longer than the heartbeat.
+	Lease, Heartbeat time.Duration
+
+	// MaxPartitions bounds the window; 0 means 100,000.
+	MaxPartitions int
+
+	// OnEvent receives the backfill's events (backfill and partition
+	// kinds, with Progress); nil means none. Like Runner.OnEvent it is
+	// called synchronously, possibly from several goroutines at once.
+	OnEvent func(context.Context, Event)
+
+	// Now is the clock that judges leases in plans and status; nil means
+	// time.Now. Claims are judged by the ledger's own clock.
+	Now func() time.Time
+}
+
+// Order is the order a backfill runs its partitions in.
+type Order int
+
+const (
+	// NewestFirst runs the newest partition first, so that an
+	// interrupted backfill leaves recent data in place. The default.
+	NewestFirst Order = iota
+	// OldestFirst runs the oldest partition first.
+	OldestFirst
+)
+
+// String returns "newest first" or "oldest first".
+func (o Order) String() string {
+	if o == OldestFirst {
+		return "oldest first"
+	}
+	return "newest first"
+}
+
+// FailurePolicy decides what a backfill does after a partition fails.
+type FailurePolicy string
+
+const (
+	// FailStop claims nothing more after a failure: running partitions
+	// finish, unreached ones stay pending. The default.
+	FailStop FailurePolicy = "stop"
+	// FailContinue runs every partition whatever fails.
+	FailContinue FailurePolicy = "continue"
+)
+
+// ParseFailurePolicy parses "stop" or "continue"; "" is "stop".
+func ParseFailurePolicy(s string) (FailurePolicy, error) {
+	switch p := FailurePolicy(s); p {
+	case "":
+		return FailStop, nil
+	case FailStop, FailContinue:
+		return p, nil
+	}
+	return "", fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", s)
+}
+
+// Defaults of a Backfill's zero fields.
+const (
+	DefaultLease         = 30 * time.Second
+	DefaultMaxPartitions = 100_000
+)
+
+// config is a Backfill's validated settings, with defaults applied.
+type config struct {
+	dag, id, worker    string
+	chunk, concurrency int
+	rerun              RerunPolicy
+	onFailure          FailurePolicy
+	lease, heartbeat   time.Duration
+}
+
+// config validates the backfill before anything is read or written.
+func (b *Backfill) config() (*config, error) {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("tranche: backfill: "+format, args...))
+	}
+	if b.DAG == nil {
+		fail("no DAG")
+	}
+	if b.Ledger == nil {
+		fail("no Ledger")
+	}
+	cfg := &config{chunk: max(1, b.ChunkSize), concurrency: max(1, b.Concurrency), worker: b.Worker}
+	var err error
+	if cfg.rerun, err = ParseRerunPolicy(string(b.Rerun)); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.onFailure, err = ParseFailurePolicy(string(b.OnFailure)); err != nil {
+		errs = append(errs, err)
+	}
+	if b.Concurrency < 0 {
+		fail("concurrency %d: want 1 or more (0 means 1)", b.Concurrency)
+	}
+	if b.ChunkSize < 0 {
+		fail("chunk size %d: want 1 or more partitions per run (0 means 1)", b.ChunkSize)
+	}
+	if b.Order != NewestFirst && b.Order != OldestFirst {
+		fail("unknown order %d: want NewestFirst or OldestFirst", b.Order)
+	}
+	cfg.lease = b.Lease
+	if cfg.lease == 0 {
+		cfg.lease = DefaultLease
+	}
+	cfg.heartbeat = b.Heartbeat
+	if cfg.heartbeat == 0 {
+		cfg.heartbeat = cfg.lease / 3
+	}
+	if cfg.lease < 0 || cfg.heartbeat <= 0 || cfg.lease <= cfg.heartbeat {
+		fail("lease %v and heartbeat %v: the lease must be positive and longer than the heartbeat", cfg.lease, cfg.heartbeat)
+	}
+	limit := b.MaxPartitions
+	if limit == 0 {
+		limit = DefaultMaxPartitions
+	}
+	switch n := b.Window.Len(); {
+	case n == 0:
+		fail("empty window: give a window of at least one partition")
+	case limit < 0:
+		fail("MaxPartitions %d: want 1 or more (0 means %d)", limit, DefaultMaxPartitions)
+	case n > limit:
+		fail("window %s holds %d partitions, more than the limit of %d; split it, or raise MaxPartitions", b.Window, n, limit)
+	}
+	if b.DAG != nil && b.Window.Len() > 0 {
+		errs = append(errs, b.checkAssets(cfg.chunk)...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	cfg.dag = DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
+	cfg.id = BackfillID(cfg.dag, b.Window, cfg.chunk)
+	if cfg.worker == "" {
+		cfg.worker = defaultWorker()
+	}
+	return cfg, nil
+}
+
+// checkAssets refuses assets a backfill cannot run partition by partition.
+func (b *Backfill) checkAssets(chunk int) []error {
+	var unpartitioned, noWindow []string
+	var errs []error
+	g := b.Window.Granularity()
+	for a := range b.DAG.Assets() {
+		p := a.Partitioning
+		switch {
+		case !a.Partitioned():
+			unpartitioned = append(unpartitioned, a.Name)
+			continue
+		case p.Granularity != g:
+			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q is partitioned by %v, the window by %v", a.Name, p.Granularity, g))
+		case p.Location != nil && p.Location.String() != b.Window.Location().String():
+			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q follows %v, the window %v", a.Name, p.Location, b.Window.Location()))
+		}
+		if chunk > 1 && !p.AllowWindow {
+			noWindow = append(noWindow, a.Name)
+		}
+		if !p.First.IsZero() && b.Window.Start().Before(p.First) {
+			first := PartitionOf(g, p.First.In(b.Window.Location()))
+			if b.Window.Start().Before(first.Start) {
+				errs = append(errs, &PartitionError{Asset: a.Name, Oldest: b.Window.Oldest(), First: first})
+			}
+		}
+	}
+	if len(unpartitioned) > 0 {
+		slices.Sort(unpartitioned)
+		errs = append(errs, fmt.Errorf("tranche: backfill: unpartitioned assets %s would be re-extracted whole by every run; give them a Partitioning or run them outside the backfill",
+			strings.Join(quoteAll(unpartitioned), ", ")))
+	}
+	if len(noWindow) > 0 {
+		slices.Sort(noWindow)
+		errs = append(errs, fmt.Errorf("tranche: backfill: chunk size %d needs window runs, which assets %s do not allow (Partitioning.AllowWindow); use chunk size 1",
+			chunk, strings.Join(quoteAll(noWindow), ", ")))
+	}
+	return errs
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%q", n)
+	}
+	return out
+}
+
+func defaultWorker() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+func (b *Backfill) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+// ID returns the backfill's id, or why the backfill is invalid.
+func (b *Backfill) ID() (string, error) {
+	cfg, err := b.config()
+	if err != nil {
+		return "", err
+	}
+	return cfg.id, nil
+}
+
+// StalePlanError is returned by [Backfill.Execute] when the ledger changed
+// since the plan was made. Plan is the plan as things stand now.
+type StalePlanError struct {
+	Old, Plan *Plan
+}
+
+func (e *StalePlanError) Error() string {
+	return fmt.Sprintf("tranche: backfill %s: the ledger moved from revision %d to %d since the plan was made; review the new plan",
+		e.Plan.Backfill, e.Old.Revision, e.Plan.Revision)
+}
+
+// ErrBackfillCanceled is returned when a backfill was canceled in its
+// ledger (see [Ledger.CancelBackfill]).
+var ErrBackfillCanceled = errors.New("tranche: backfill canceled")
+
+// Run plans the backfill and executes the plan: running the same backfill
+// again resumes it. It returns when every claimed partition has finished
+// and is recorded. On context cancellation, in-flight partitions are
+// recorded failed, cause canceled, before Run returns.
+func (b *Backfill) Run(ctx context.Context) (*Report, error) {
+	cfg, err := b.config()
+	if err != nil {
+		return nil, err
+	}
+	plan, err := b.plan(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b.execute(ctx, cfg, plan)
+}
+
+// Execute runs a plan made by [Backfill.Plan]. If the ledger changed since,
+// it runs nothing and returns a [*StalePlanError] holding the new plan.
+func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
+	cfg, err := b.config()
+	if err != nil {
+		return nil, err
+	}
+	if plan.Backfill != cfg.id {
+		return nil, fmt.Errorf("tranche: plan of backfill %s given to backfill %s", plan.Backfill, cfg.id)
+	}
+	revision, err := b.Ledger.Revision(ctx, cfg.dag)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
+	}
+	if revision != plan.Revision {
+		fresh, err := b.plan(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &StalePlanError{Old: plan, Plan: fresh}
+	}
+	return b.execute(ctx, cfg, plan)
+}
+
+// Report is what one worker's run of a backfill did. RanHere + Skipped +
+// Elsewhere + NotRun == Total.
+type Report struct {
+	Backfill string
+	Worker   string
+	Total    int // partitions in the window
+
+	Succeeded int // partitions this worker ran that succeeded
+	Failed    int // partitions this worker ran that failed (or lost to a newer attempt)
+	Skipped   int // partitions that had succeeded already, or were left alone by the rerun policy
+	Elsewhere int // partitions held or finished by other workers during the run
+	NotRun    int // partitions left pending: the backfill stopped, was canceled, or its context ended
+
+	Failures []PartitionFailure // the failed partitions, in the order they failed
+	Duration time.Duration
+	Plan     *Plan
+
+	// HookErr joins the panics of OnEvent, each a [*PanicError]; nil when
+	// none panicked. A panicking hook does not change the backfill.
+	HookErr error
+}
+
+// RanHere returns the partitions this worker ran.
+func (r *Report) RanHere() int { return r.Succeeded + r.Failed }
+
+// String summarizes the report in one line.
+func (r *Report) String() string {
+	return fmt.Sprintf("backfill %s by %s: %d partitions: %d succeeded here, %d failed here, %d skipped, %d elsewhere, %d not run, in %v",
+		r.Backfill, r.Worker, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.NotRun, r.Duration.Round(time.Millisecond))
+}
+
+// PartitionFailure is a partition that failed in a backfill.
+type PartitionFailure struct {
+	Key string
+	Err error
+}
+
+// execution is the shared state of one Run.
+type execution struct {
+	b      *Backfill
+	cfg    *config
+	plan   *Plan
+	runner *Runner
+	start  time.Time
+
+	stop    atomic.Bool // no more claims
+	mu      sync.Mutex
+	report  Report
+	stopped string // why claims stopped, for the report's error
+}
+
+func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Report, error) {
+	record, err := b.Ledger.PutBackfill(ctx, BackfillRecord{ID: cfg.id, DAG: cfg.dag, Window: b.Window.String(), Chunk: cfg.chunk})
+	if err != nil {
+		return nil, fmt.Errorf("tranche: recording backfill %s: %w", cfg.id, err)
+	}
+	if record.Canceled {
+		return nil, fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+	}
+	x := &execution{b: b, cfg: cfg, plan: plan, runner: b.Runner, start: time.Now()}
+	if x.runner == nil {
+		x.runner = &Runner{}
+	}
+	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: b.Window.Len(), Plan: plan}
+	x.emit(ctx, Event{Kind: KindBackfillStarted})
+
+	var g errgroup.Group
+	g.SetLimit(cfg.concurrency)
+	var scanErr error
+	for u, err := range b.scan(ctx, cfg, plan.Revision, b.Order) {
+		if err != nil {
+			scanErr = err
+			break
+		}
+		if ctx.Err() != nil || x.stop.Load() {
+			x.count(func(r *Report) { r.NotRun += len(u.partitions) })
+			continue
+		}
+		switch u.action {
+		case ActionRun:
+			g.Go(func() error { x.runJob(ctx, u); return nil })
+		case ActionSkipRunning:
+			x.count(func(r *Report) { r.Elsewhere += len(u.partitions) })
+			x.emitJob(ctx, KindPartitionHeld, u, nil)
+		default:
+			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
+			x.emitJob(ctx, KindPartitionSkipped, u, nil)
+		}
+	}
+	_ = g.Wait()
+	return x.finish(ctx, scanErr)
+}
+
+// count updates the report under the lock.
+func (x *execution) count(f func(*Report)) {
+	x.mu.Lock()
+	f(&x.report)
+	x.mu.Unlock()
+}
+
+// runJob claims, runs and records one partition or chunk.
+func (x *execution) runJob(ctx context.Context, u *job) {
+	b, cfg, n := x.b, x.cfg, len(u.partitions)
+	if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
+		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id).Error())
+		x.count(func(r *Report) { r.NotRun += n })
+		return
+	}
+	runID := RunID(cfg.dag, u.window.Start(), u.window.End())
+	lease, err := b.Ledger.Claim(ctx, ClaimRequest{
+		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: runID, Partitions: u.partitions,
+		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
+	})
+	switch {
+	case errors.Is(err, ErrNotClaimable):
+		x.count(func(r *Report) { r.Elsewhere += n })
+		x.emitJob(ctx, KindPartitionHeld, u, err)
+		return
+	case err != nil:
+		if ctx.Err() != nil {
+			x.count(func(r *Report) { r.NotRun += n })
+			return
+		}
+		x.fail(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err))
+		return
+	}
+	x.emitJob(ctx, KindPartitionClaimed, u, nil)
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	beats := make(chan struct{})
+	var beating sync.WaitGroup
+	beating.Go(func() { x.heartbeat(runCtx, cancel, lease, beats) })
+
+	x.emitJob(ctx, KindPartitionStarted, u, nil)
+	var target Target = u.window
+	if n == 1 {
+		target = u.partitions[0]
+	}
+	res, runErr := x.runner.run(runCtx, b.DAG, target, runID, lease.Attempts[0])
+	close(beats)
+	beating.Wait()
+
+	outcomes := make([]Outcome, n)
+	var failure error
+	switch {
+	case errors.Is(context.Cause(runCtx), ErrFenced):
+		failure = context.Cause(runCtx)
+	case runErr == nil && res.Status == StatusCompleted:
+		rows := rowsByPartition(res)
+		for i, p := range u.partitions {
+			outcomes[i] = Outcome{State: StateSucceeded, Rows: int64(rows[p.Key()])}
+		}
+	case ctx.Err() != nil:
+		failure = fmt.Errorf("canceled: %w", context.Cause(ctx))
+	case runErr != nil:
+		failure = runErr
+	default:
+		failure = fmt.Errorf("run %s %s: %w", runID, res.Status, errors.Join(outcomeErrors(res)...))
+	}
+	if failure != nil {
+		for i := range outcomes {
+			outcomes[i] = Outcome{State: StateFailed, Err: failure.Error()}
+		}
+	}
+	if !errors.Is(failure, ErrFenced) {
+		// Record the outcome even when ctx ended: a canceled partition
+		// must not stay running until its lease expires.
+		finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := b.Ledger.Finish(finishCtx, lease, outcomes)
+		done()
+		if err != nil && failure == nil {
+			failure = fmt.Errorf("tranche: recording %s: %w", u.window, err)
+		}
+	}
+	if failure != nil {
+		x.fail(ctx, u, failure)
+		return
+	}
+	x.count(func(r *Report) { r.Succeeded += n })
+	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
+}
+
+// heartbeat renews the lease until beats closes; losing the lease to a
+// newer attempt cancels the run.
+func (x *execution) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, lease *Lease, beats <-chan struct{}) {
+	t := time.NewTicker(x.cfg.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-beats:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := x.b.Ledger.Heartbeat(ctx, lease, x.cfg.lease); errors.Is(err, ErrFenced) {
+				cancel(err)
+				return
+			}
+		}
+	}
+}
+
+func rowsByPartition(res *Result) map[string]int {
+	rows := map[string]int{}
+	for _, o := range res.Assets {
+		for k, n := range o.RowsByPartition {
+			rows[k] += n
+		}
+	}
+	return rows
+}
+
+func outcomeErrors(res *Result) []error {
+	var errs []error
+	for _, o := range res.Assets {
+		if o.Err != nil && o.Status == StatusFailed {
+			errs = append(errs, o.Err)
+		}
+	}
+	return errs
+}
+
+// fail records a failed job and stops claims under FailStop.
+func (x *execution) fail(ctx context.Context, u *job, err error) {
+	x.count(func(r *Report) {
+		r.Failed += len(u.partitions)
+		for _, p := range u.partitions {
+			r.Failures = append(r.Failures, PartitionFailure{Key: p.Key(), Err: err})
+		}
+	})
+	x.emitJob(ctx, KindPartitionFailed, u, err)
+	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
+		x.halt(fmt.Sprintf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()))
+	}
+}
+
+func (x *execution) halt(why string) {
+	if x.stop.CompareAndSwap(false, true) {
+		x.mu.Lock()
+		x.stopped = why
+		x.mu.Unlock()
+	}
+}
+
+func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) {
+	x.mu.Lock()
+	x.report.Duration = time.Since(x.start)
+	report := x.report
+	x.mu.Unlock()
+	var err error
+	kind := KindBackfillCompleted
+	switch {
+	case scanErr != nil:
+		kind, err = KindBackfillFailed, scanErr
+	case ctx.Err() != nil:
+		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
+	case report.Failed > 0:
+		kind = KindBackfillFailed
+		first := report.Failures[0]
+		err = fmt.Errorf("tranche: backfill %s: %d partitions failed (first %s: %w)", report.Backfill, report.Failed, first.Key, first.Err)
+	case x.stopped != "":
+		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %s", report.Backfill, x.stopped)
+	}
+	x.emit(ctx, Event{Kind: kind, Err: err, Duration: report.Duration})
+	return &report, err
+}
+
+// progress returns the counts so far with an estimate of the time left.
+func (x *execution) progress() *Progress {
+	x.mu.Lock()
+	r := x.report
+	x.mu.Unlock()
+	p := &Progress{Done: r.Succeeded, Failed: r.Failed, Skipped: r.Skipped + r.Elsewhere, Total: r.Total}
+	if ran := r.Succeeded + r.Failed; ran > 0 {
+		left := r.Total - ran - r.Skipped - r.Elsewhere - r.NotRun
+		p.ETA = time.Since(x.start) / time.Duration(ran) * time.Duration(max(left, 0))
+	}
+	return p
+}
+
+func (x *execution) emit(ctx context.Context, e Event) {
+	if x.b.OnEvent == nil {
+		return
+	}
+	e.Time = time.Now()
+	e.Backfill = x.cfg.id
+	e.Window = x.b.Window
+	e.Target = x.b.Window.String()
+	e.Progress = x.progress()
+	x.deliver(ctx, e)
+}
+
+func (x *execution) emitJob(ctx context.Context, kind Kind, u *job, err error) {
+	if x.b.OnEvent == nil {
+		return
+	}
+	e := Event{Kind: kind, Time: time.Now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
+		RunID: RunID(x.cfg.dag, u.window.Start(), u.window.End()), Target: u.window.String()}
+	if len(u.partitions) == 1 {
+		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()
+	} else {
+		e.Window = u.window
+	}
+	x.deliver(ctx, e)
+}
+
+// deliver calls the hook, recovering a panic so that a broken hook cannot
+// take a backfill down half-recorded; the report's HookErr keeps it.
+func (x *execution) deliver(ctx context.Context, e Event) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := &PanicError{Value: v, Stack: debug.Stack(), where: "backfill event hook on " + string(e.Kind)}
+			x.count(func(r *Report) { r.HookErr = errors.Join(r.HookErr, err) })
+		}
+	}()
+	x.b.OnEvent(ctx, e)
+}

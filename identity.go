@@ -1,0 +1,65 @@
+package tranche
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Identities name the same work the same way in every process, on every
+// machine and in every release: each is a short hash of a canonical text
+// form, with instants in UTC so that equal instants written in different
+// zones name one thing. The forms are versioned ("v1"): changing one would
+// orphan every ledger, so they are fixed by tests against literal values.
+
+// DAGIdentity returns the identity of a DAG run in a granularity and
+// location: a hash of its assets (names, dependencies, partitioning), the
+// granularity and the zone name. A ledger keys its history by it, so an
+// ordinary run and a backfill of the same DAG share their history.
+func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
+	var b strings.Builder
+	b.WriteString("tranche/dag/v1\n")
+	for a := range dag.Assets() {
+		deps := slices.Clone(a.Deps)
+		slices.Sort(deps)
+		fmt.Fprintf(&b, "asset %q deps=%q", a.Name, deps)
+		if p := a.Partitioning; p.Granularity.IsValid() {
+			fmt.Fprintf(&b, " granularity=%s", p.Granularity)
+			if p.Location != nil {
+				fmt.Fprintf(&b, " location=%s", p.Location)
+			}
+			if !p.First.IsZero() {
+				fmt.Fprintf(&b, " first=%s", p.First.UTC().Format(time.RFC3339Nano))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "granularity=%s zone=%s\n", g, loc)
+	return shortHash(b.String(), 16)
+}
+
+// BackfillID returns the id of the backfill of the DAG identity dag over
+// window w, run in chunks of chunk partitions (1 for one run per
+// partition): the same three always name the same backfill, so running it
+// again resumes it.
+func BackfillID(dag string, w TimePartitionWindow, chunk int) string {
+	return shortHash(fmt.Sprintf("tranche/backfill/v1\ndag=%s\nfrom=%s\nto=%s\nchunk=%d\n",
+		dag, utc(w.Start()), utc(w.End()), max(chunk, 1)), 12)
+}
+
+// RunID returns the run id of the DAG identity dag for the span
+// [start, end): a partition's bounds, or a chunk's. Every attempt at the
+// same span keeps it, so its data and checkpoints keep one namespace.
+func RunID(dag string, start, end time.Time) string {
+	return shortHash(fmt.Sprintf("tranche/run/v1\ndag=%s\nfrom=%s\nto=%s\n", dag, utc(start), utc(end)), 16)
+}
+
+func utc(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func shortHash(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:n]
+}

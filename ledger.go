@@ -1,0 +1,192 @@
+package tranche
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+)
+
+// A Ledger records every attempt at every partition of a DAG, so that a
+// backfill run again resumes instead of starting over, and so that several
+// workers sharing one backfill each land a partition exactly once.
+//
+// A ledger keys partitions by the DAG's identity (see [DAGIdentity]) and
+// the partition's bounds. History is shared: an ordinary run of a
+// partition recorded through [RecordRun] counts for every later backfill
+// of the same DAG.
+//
+// Every claim and transition is atomic and fenced: a [Lease] names the
+// attempt it holds, and [Ledger.Heartbeat] and [Ledger.Finish] fail with
+// [ErrFenced] once a newer attempt has taken the partition over, so a
+// worker that stalled past its lease cannot record a result over the
+// newer one. Leases are judged by the ledger's clock, never a worker's.
+//
+// [NewMemoryLedger] is the in-memory implementation; the SQL ledgers live
+// in their own modules. tranchetest.TestLedger checks any implementation.
+type Ledger interface {
+	// Claim starts a new attempt at each partition of req, all or none,
+	// under a lease of req.Lease. It fails with an error matching
+	// [ErrNotClaimable] when any partition is held under a live lease
+	// by another attempt or its history does not call for a run under
+	// req.Policy. A partition whose holder's lease has expired is taken
+	// over: the stale attempt is recorded failed and the new one starts.
+	Claim(ctx context.Context, req ClaimRequest) (*Lease, error)
+
+	// Heartbeat extends the lease by d from now. It fails with
+	// [ErrFenced] when the lease no longer holds the latest attempt of
+	// every partition.
+	Heartbeat(ctx context.Context, lease *Lease, d time.Duration) error
+
+	// Finish records the outcome of each leased partition (outcomes[i]
+	// for lease.Partitions[i]) and ends the lease. It fails with
+	// [ErrFenced], recording nothing, when any partition has been taken
+	// over.
+	Finish(ctx context.Context, lease *Lease, outcomes []Outcome) error
+
+	// Latest yields the latest attempt of each recorded partition of dag
+	// whose start lies in [from, to), oldest partition first.
+	Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[Attempt, error]
+
+	// History returns every attempt at the partition of dag starting at
+	// start, oldest first.
+	History(ctx context.Context, dag string, start time.Time) ([]Attempt, error)
+
+	// Revision returns a number that changes whenever any attempt of dag
+	// is claimed or changes state. Plans record it to notice a ledger
+	// that moved on.
+	Revision(ctx context.Context, dag string) (int64, error)
+
+	// PutBackfill records a backfill if its ID is new and returns the
+	// stored record either way.
+	PutBackfill(ctx context.Context, b BackfillRecord) (BackfillRecord, error)
+
+	// Backfill returns the record of a backfill, or an error matching
+	// [ErrUnknownBackfill].
+	Backfill(ctx context.Context, id string) (BackfillRecord, error)
+
+	// Backfills returns every recorded backfill, oldest first.
+	Backfills(ctx context.Context) ([]BackfillRecord, error)
+
+	// CancelBackfill marks a backfill canceled: workers claim nothing
+	// more for it. It fails with [ErrUnknownBackfill] for an unknown id.
+	CancelBackfill(ctx context.Context, id string) error
+}
+
+// Errors a [Ledger] returns, matched with errors.Is.
+var (
+	ErrNotClaimable    = errors.New("tranche: partition not claimable")
+	ErrFenced          = errors.New("tranche: lease lost to a newer attempt")
+	ErrUnknownBackfill = errors.New("tranche: unknown backfill")
+)
+
+// State is the state of a partition attempt. New states may be added.
+type State string
+
+// The states of a partition. Pending is never stored: a partition with no
+// attempt is pending.
+const (
+	StatePending   State = "pending"
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateCanceled  State = "canceled"
+)
+
+// Terminal reports whether s is a final state of an attempt.
+func (s State) Terminal() bool {
+	return s == StateSucceeded || s == StateFailed || s == StateCanceled
+}
+
+// RerunPolicy decides which recorded partitions a backfill runs again.
+type RerunPolicy string
+
+const (
+	// RerunNone runs only partitions with no recorded run.
+	RerunNone RerunPolicy = "none"
+	// RerunFailed also runs partitions whose latest run failed or was
+	// canceled: running the same backfill again resumes it. The default.
+	RerunFailed RerunPolicy = "failed"
+	// RerunAll runs every partition once more, including those that
+	// succeeded before the plan was made.
+	RerunAll RerunPolicy = "all"
+)
+
+// ParseRerunPolicy parses "none", "failed" or "all"; "" is "failed".
+func ParseRerunPolicy(s string) (RerunPolicy, error) {
+	switch p := RerunPolicy(s); p {
+	case "":
+		return RerunFailed, nil
+	case RerunNone, RerunFailed, RerunAll:
+		return p, nil
+	}
+	return "", fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all", s)
+}
+
+// ClaimRequest asks a [Ledger] to start attempts at some partitions.
+type ClaimRequest struct {
+	DAG        string          // the DAG's identity
+	Backfill   string          // the backfill's id; "" for an ordinary run
+	Worker     string          // who claims
+	RunID      string          // the run that will materialize the partitions
+	Partitions []TimePartition // one, or a chunk run as one window
+	Lease      time.Duration   // how long the claim holds without a heartbeat
+	Policy     RerunPolicy     // which recorded partitions may run again
+	// Revision bounds RerunAll: a partition that succeeded at a later
+	// revision, after the plan was made, is not run again.
+	Revision int64
+}
+
+// Lease is a held claim: the attempts a worker started and must heartbeat
+// and finish.
+type Lease struct {
+	DAG, Backfill, Worker, RunID string
+	Partitions                   []TimePartition
+	Attempts                     []int     // Attempts[i] is the attempt number at Partitions[i]
+	Until                        time.Time // when the lease expires, by the ledger's clock
+}
+
+// Outcome is how one leased partition ended.
+type Outcome struct {
+	State State // succeeded, failed or canceled
+	Err   string
+	Rows  int64
+}
+
+// Attempt is one recorded attempt at a partition.
+type Attempt struct {
+	DAG        string
+	Backfill   string // "" for an ordinary run
+	Start, End time.Time
+	Key        string
+	RunID      string
+	Worker     string
+	Number     int // 1 for the first attempt
+	State      State
+	Started    time.Time
+	Finished   time.Time // zero while running
+	LeaseUntil time.Time // meaningful while running
+	Err        string
+	Rows       int64
+	Revision   int64 // the ledger revision of the attempt's last change
+}
+
+// Duration returns how long a finished attempt ran; zero while running.
+func (a Attempt) Duration() time.Duration {
+	if a.Finished.IsZero() {
+		return 0
+	}
+	return a.Finished.Sub(a.Started)
+}
+
+// BackfillRecord is what a ledger keeps of a backfill besides its
+// partitions' attempts.
+type BackfillRecord struct {
+	ID       string
+	DAG      string
+	Window   string // the window's text form
+	Chunk    int
+	Created  time.Time
+	Canceled bool
+}

@@ -1,0 +1,358 @@
+package tranche
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryLedger is a [Ledger] held in memory: for tests, dry runs and
+// single-process backfills that need not survive the process. It is safe
+// for concurrent use. Create it with [NewMemoryLedger].
+type MemoryLedger struct {
+	now func() time.Time
+
+	mu        sync.Mutex
+	dags      map[string]*memoryDAG
+	backfills map[string]BackfillRecord
+	order     []string // backfill ids, oldest first
+}
+
+type memoryDAG struct {
+	revision int64
+	history  map[int64][]Attempt // by partition start, Unix nanoseconds
+	starts   []int64             // the keys of history, sorted when !unsorted
+	unsorted bool
+}
+
+// sortedStarts returns the partition starts in order, sorting them once
+// after claims added new ones.
+func (d *memoryDAG) sortedStarts() []int64 {
+	if d.unsorted {
+		slices.Sort(d.starts)
+		d.unsorted = false
+	}
+	return d.starts
+}
+
+// NewMemoryLedger returns an empty ledger. now is its clock, by which
+// leases expire; nil means time.Now.
+func NewMemoryLedger(now func() time.Time) *MemoryLedger {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryLedger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]BackfillRecord{}}
+}
+
+var _ Ledger = (*MemoryLedger)(nil)
+
+func (l *MemoryLedger) dag(id string) *memoryDAG {
+	d := l.dags[id]
+	if d == nil {
+		d = &memoryDAG{history: map[int64][]Attempt{}}
+		l.dags[id] = d
+	}
+	return d
+}
+
+// Claim implements [Ledger].
+func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, error) {
+	if err := validateClaim(req); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	d := l.dag(req.DAG)
+	latest := make([]*Attempt, len(req.Partitions))
+	for i, p := range req.Partitions {
+		if h := d.history[p.Start.UnixNano()]; len(h) > 0 {
+			latest[i] = &h[len(h)-1]
+		}
+		if err := claimable(latest[i], p, req, now); err != nil {
+			return nil, err
+		}
+	}
+	d.revision++
+	lease := &Lease{
+		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
+		Partitions: slices.Clone(req.Partitions), Attempts: make([]int, len(req.Partitions)),
+		Until: now.Add(req.Lease),
+	}
+	for i, p := range req.Partitions {
+		number := 1
+		if prev := latest[i]; prev != nil {
+			number = prev.Number + 1
+			if prev.State == StateRunning { // taken over after its lease expired
+				prev.State, prev.Finished, prev.Revision = StateFailed, now, d.revision
+				prev.Err = fmt.Sprintf("lease expired at %s; taken over by worker %s", prev.LeaseUntil.Format(time.RFC3339Nano), req.Worker)
+			}
+		}
+		key := p.Start.UnixNano()
+		if _, ok := d.history[key]; !ok {
+			d.unsorted = d.unsorted || (len(d.starts) > 0 && key < d.starts[len(d.starts)-1])
+			d.starts = append(d.starts, key)
+		}
+		d.history[key] = append(d.history[key], Attempt{
+			DAG: req.DAG, Backfill: req.Backfill, Start: p.Start.UTC(), End: p.End.UTC(), Key: p.Key(),
+			RunID: req.RunID, Worker: req.Worker, Number: number, State: StateRunning,
+			Started: now, LeaseUntil: lease.Until, Revision: d.revision,
+		})
+		lease.Attempts[i] = number
+	}
+	return lease, nil
+}
+
+// validateClaim checks a request before any ledger looks at it.
+func validateClaim(req ClaimRequest) error {
+	switch {
+	case req.DAG == "":
+		return fmt.Errorf("tranche: claim without a DAG identity")
+	case req.Worker == "":
+		return fmt.Errorf("tranche: claim without a worker name")
+	case len(req.Partitions) == 0:
+		return fmt.Errorf("tranche: claim of no partitions")
+	case req.Lease <= 0:
+		return fmt.Errorf("tranche: claim with lease %v; it must be positive", req.Lease)
+	}
+	if _, err := ParseRerunPolicy(string(req.Policy)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// claimable applies the claim rules of [Ledger.Claim] to one partition
+// whose latest attempt is latest (nil if none). Every ledger shares it.
+func claimable(latest *Attempt, p TimePartition, req ClaimRequest, now time.Time) error {
+	if latest == nil {
+		return nil
+	}
+	policy := req.Policy
+	if policy == "" {
+		policy = RerunFailed
+	}
+	switch latest.State {
+	case StateRunning:
+		if now.Before(latest.LeaseUntil) {
+			return fmt.Errorf("%w: %s is held by worker %s (attempt %d) until %s",
+				ErrNotClaimable, p.Key(), latest.Worker, latest.Number, latest.LeaseUntil.Format(time.RFC3339Nano))
+		}
+		return nil // the holder's lease expired: take it over
+	case StateSucceeded:
+		if policy == RerunAll && latest.Revision <= req.Revision {
+			return nil
+		}
+		return fmt.Errorf("%w: %s succeeded (attempt %d by worker %s)", ErrNotClaimable, p.Key(), latest.Number, latest.Worker)
+	}
+	if policy == RerunNone {
+		return fmt.Errorf("%w: %s has a recorded run (%s) and the rerun policy is none", ErrNotClaimable, p.Key(), latest.State)
+	}
+	return nil
+}
+
+// fenced reports whether the lease no longer holds a partition's latest
+// attempt: a newer attempt took it over, or it already finished.
+func fenced(latest *Attempt, lease *Lease, i int) error {
+	if latest == nil || latest.Number != lease.Attempts[i] || latest.Worker != lease.Worker || latest.State != StateRunning {
+		return fmt.Errorf("%w: %s attempt %d of worker %s", ErrFenced, lease.Partitions[i].Key(), lease.Attempts[i], lease.Worker)
+	}
+	return nil
+}
+
+func (l *MemoryLedger) leased(lease *Lease) ([]*Attempt, error) {
+	d := l.dags[lease.DAG]
+	if d == nil {
+		return nil, fmt.Errorf("%w: unknown DAG %s", ErrFenced, lease.DAG)
+	}
+	out := make([]*Attempt, len(lease.Partitions))
+	for i, p := range lease.Partitions {
+		if h := d.history[p.Start.UnixNano()]; len(h) > 0 {
+			out[i] = &h[len(h)-1]
+		}
+		if err := fenced(out[i], lease, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat implements [Ledger].
+func (l *MemoryLedger) Heartbeat(ctx context.Context, lease *Lease, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	attempts, err := l.leased(lease)
+	if err != nil {
+		return err
+	}
+	lease.Until = l.now().Add(d)
+	for _, a := range attempts {
+		a.LeaseUntil = lease.Until
+	}
+	return nil
+}
+
+// Finish implements [Ledger].
+func (l *MemoryLedger) Finish(ctx context.Context, lease *Lease, outcomes []Outcome) error {
+	if len(outcomes) != len(lease.Partitions) {
+		return fmt.Errorf("tranche: Finish with %d outcomes for %d partitions", len(outcomes), len(lease.Partitions))
+	}
+	for _, o := range outcomes {
+		if !o.State.Terminal() {
+			return fmt.Errorf("tranche: Finish with state %q; want succeeded, failed or canceled", o.State)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	attempts, err := l.leased(lease)
+	if err != nil {
+		return err
+	}
+	d := l.dags[lease.DAG]
+	d.revision++
+	now := l.now()
+	for i, a := range attempts {
+		a.State, a.Err, a.Rows = outcomes[i].State, outcomes[i].Err, outcomes[i].Rows
+		a.Finished, a.Revision = now, d.revision
+	}
+	return nil
+}
+
+// Latest implements [Ledger]. It copies attempts out in small batches, so
+// that ranging over a large ledger holds the lock briefly and memory stays
+// flat.
+func (l *MemoryLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[Attempt, error] {
+	const batchSize = 256
+	return func(yield func(Attempt, error) bool) {
+		batch := make([]Attempt, 0, batchSize)
+		next, end := from.UnixNano(), to.UnixNano()
+		for {
+			if err := ctx.Err(); err != nil {
+				yield(Attempt{}, err)
+				return
+			}
+			batch = batch[:0]
+			l.mu.Lock()
+			if d := l.dags[dag]; d != nil {
+				starts := d.sortedStarts()
+				i, _ := slices.BinarySearch(starts, next)
+				for ; i < len(starts) && starts[i] < end && len(batch) < batchSize; i++ {
+					h := d.history[starts[i]]
+					batch = append(batch, h[len(h)-1])
+				}
+			}
+			l.mu.Unlock()
+			for _, a := range batch {
+				if !yield(a, nil) {
+					return
+				}
+			}
+			if len(batch) < batchSize {
+				return
+			}
+			next = batch[len(batch)-1].Start.UnixNano() + 1
+		}
+	}
+}
+
+// History implements [Ledger].
+func (l *MemoryLedger) History(ctx context.Context, dag string, start time.Time) ([]Attempt, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := l.dags[dag]; d != nil {
+		return slices.Clone(d.history[start.UnixNano()]), nil
+	}
+	return nil, nil
+}
+
+// Revision implements [Ledger].
+func (l *MemoryLedger) Revision(ctx context.Context, dag string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := l.dags[dag]; d != nil {
+		return d.revision, nil
+	}
+	return 0, nil
+}
+
+// PutBackfill implements [Ledger].
+func (l *MemoryLedger) PutBackfill(ctx context.Context, b BackfillRecord) (BackfillRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return BackfillRecord{}, err
+	}
+	if b.ID == "" {
+		return BackfillRecord{}, fmt.Errorf("tranche: PutBackfill without an id")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if stored, ok := l.backfills[b.ID]; ok {
+		return stored, nil
+	}
+	if b.Created.IsZero() {
+		b.Created = l.now()
+	}
+	l.backfills[b.ID] = b
+	l.order = append(l.order, b.ID)
+	return b, nil
+}
+
+// Backfill implements [Ledger].
+func (l *MemoryLedger) Backfill(ctx context.Context, id string) (BackfillRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return BackfillRecord{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.backfills[id]
+	if !ok {
+		return BackfillRecord{}, fmt.Errorf("%w %q", ErrUnknownBackfill, id)
+	}
+	return b, nil
+}
+
+// Backfills implements [Ledger].
+func (l *MemoryLedger) Backfills(ctx context.Context) ([]BackfillRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]BackfillRecord, len(l.order))
+	for i, id := range l.order {
+		out[i] = l.backfills[id]
+	}
+	return out, nil
+}
+
+// CancelBackfill implements [Ledger].
+func (l *MemoryLedger) CancelBackfill(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.backfills[id]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownBackfill, id)
+	}
+	b.Canceled = true
+	l.backfills[id] = b
+	return nil
+}

@@ -1,0 +1,413 @@
+package tranche
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Action is what a backfill does with a partition. Its string value is
+// stable.
+type Action string
+
+// The actions of a plan.
+const (
+	ActionRun           Action = "run"
+	ActionSkipSucceeded Action = "skip: succeeded"
+	ActionSkipRunning   Action = "skip: running elsewhere"
+	ActionSkipRecorded  Action = "skip: recorded" // a failed run, under RerunNone
+)
+
+// Plan is what a backfill will do, computed before anything runs: every
+// partition's action, counts, and an estimate. A dry run is a plan alone.
+//
+// A plan is computed in one streaming pass over the window and the
+// ledger, so its memory does not grow with the window; [Plan.Items]
+// streams the partitions again. Revision is the ledger's revision when the
+// plan was made: [Backfill.Execute] refuses a plan whose ledger moved on.
+type Plan struct {
+	Backfill    string // the backfill's id
+	DAG         string // the DAG's identity
+	Window      TimePartitionWindow
+	ChunkSize   int // partitions per run
+	Order       Order
+	Rerun       RerunPolicy
+	OnFailure   FailurePolicy
+	Concurrency int
+	Revision    int64
+	Created     time.Time
+
+	Counts PlanCounts
+
+	// Estimate is the expected duration: the median of the last 20
+	// successful durations in the window times the rounds of runs at the
+	// plan's concurrency. Zero without history.
+	Estimate time.Duration
+
+	// Warnings are things worth knowing before running the plan.
+	Warnings []string
+
+	backfill *Backfill
+}
+
+// PlanCounts counts a plan's partitions by action, and the runs it makes.
+type PlanCounts struct {
+	Total         int `json:"total"`
+	Run           int `json:"run"`
+	SkipSucceeded int `json:"skip_succeeded"`
+	SkipRunning   int `json:"skip_running"`
+	SkipRecorded  int `json:"skip_recorded"`
+	Runs          int `json:"runs"` // runs to make: partitions, or chunks
+}
+
+// PlanItem is one partition of a plan.
+type PlanItem struct {
+	Partition TimePartition
+	Action    Action
+	// Latest is the partition's latest recorded attempt; nil if none.
+	Latest *Attempt
+	// Chunk is the window of the run that holds the partition: the
+	// partition alone, or its chunk.
+	Chunk TimePartitionWindow
+}
+
+// job is one run of a backfill: a partition, or a chunk of partitions,
+// with their latest attempts, oldest first.
+type job struct {
+	window     TimePartitionWindow
+	partitions []TimePartition
+	latest     []*Attempt
+	action     Action
+}
+
+// planBatch is how many partitions a scan reads from the ledger at once.
+const planBatch = 4096
+
+// scan yields the backfill's jobs in order, each with its action judged
+// against the ledger at the time of its batch. It holds one batch in
+// memory.
+func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order Order) iter.Seq2[*job, error] {
+	return func(yield func(*job, error) bool) {
+		batch := cfg.chunk * max(1, planBatch/cfg.chunk)
+		batches := b.Window.Chunks(batch)
+		if order == OldestFirst {
+			// Chunks run newest first; a window has few batches, so
+			// reversing their list costs little.
+			list := slices.Collect(batches)
+			slices.Reverse(list)
+			batches = slices.Values(list)
+		}
+		now := b.now()
+		for bw := range batches {
+			latest := make(map[int64]Attempt, bw.Len())
+			for a, err := range b.Ledger.Latest(ctx, cfg.dag, bw.Start(), bw.End()) {
+				if err != nil {
+					yield(nil, fmt.Errorf("tranche: reading ledger: %w", err))
+					return
+				}
+				latest[a.Start.Unix()] = a
+			}
+			jobs := make([]*job, 0, bw.Len()/cfg.chunk+1)
+			for cw := range bw.Chunks(cfg.chunk) {
+				u := &job{window: cw}
+				for p := range cw.OldestFirst() {
+					u.partitions = append(u.partitions, p)
+					var a *Attempt
+					if v, ok := latest[p.Start.Unix()]; ok {
+						a = &v
+					}
+					u.latest = append(u.latest, a)
+				}
+				u.action = jobAction(u.latest, cfg.rerun, revision, now)
+				jobs = append(jobs, u)
+			}
+			if order == OldestFirst {
+				slices.Reverse(jobs)
+			}
+			for _, u := range jobs {
+				if !yield(u, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// partitionAction judges one partition by its latest attempt.
+func partitionAction(a *Attempt, rerun RerunPolicy, revision int64, now time.Time) Action {
+	switch {
+	case a == nil:
+		return ActionRun
+	case a.State == StateRunning:
+		if now.Before(a.LeaseUntil) {
+			return ActionSkipRunning
+		}
+		return ActionRun // its lease expired: take it over
+	case a.State == StateSucceeded:
+		if rerun == RerunAll && a.Revision <= revision {
+			return ActionRun
+		}
+		return ActionSkipSucceeded
+	case rerun == RerunNone:
+		return ActionSkipRecorded
+	}
+	return ActionRun
+}
+
+// jobAction judges a run: it runs whole if any partition needs it and
+// none is held elsewhere.
+func jobAction(latest []*Attempt, rerun RerunPolicy, revision int64, now time.Time) Action {
+	action := ActionSkipSucceeded
+	for _, a := range latest {
+		switch partitionAction(a, rerun, revision, now) {
+		case ActionSkipRunning:
+			return ActionSkipRunning
+		case ActionRun:
+			action = ActionRun
+		case ActionSkipRecorded:
+			if action == ActionSkipSucceeded {
+				action = ActionSkipRecorded
+			}
+		}
+	}
+	return action
+}
+
+// Plan computes what [Backfill.Run] would do now, without running or
+// writing anything: a dry run.
+func (b *Backfill) Plan(ctx context.Context) (*Plan, error) {
+	cfg, err := b.config()
+	if err != nil {
+		return nil, err
+	}
+	return b.plan(ctx, cfg)
+}
+
+func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
+	revision, err := b.Ledger.Revision(ctx, cfg.dag)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
+	}
+	p := &Plan{
+		Backfill: cfg.id, DAG: cfg.dag, Window: b.Window, ChunkSize: cfg.chunk, Order: b.Order,
+		Rerun: cfg.rerun, OnFailure: cfg.onFailure, Concurrency: cfg.concurrency,
+		Revision: revision, Created: b.now(), backfill: b,
+	}
+	var durations []Attempt // the latest successful attempts, newest 20 by finish
+	p.Counts.Total = b.Window.Len()
+	for u, err := range b.scan(ctx, cfg, revision, NewestFirst) {
+		if err != nil {
+			return nil, err
+		}
+		n := len(u.partitions)
+		switch u.action {
+		case ActionRun:
+			p.Counts.Run += n
+			p.Counts.Runs++
+		case ActionSkipSucceeded:
+			p.Counts.SkipSucceeded += n
+		case ActionSkipRunning:
+			p.Counts.SkipRunning += n
+		case ActionSkipRecorded:
+			p.Counts.SkipRecorded += n
+		}
+		for _, a := range u.latest {
+			if a != nil && a.State == StateSucceeded {
+				durations = keepNewest(durations, *a, 20)
+			}
+		}
+	}
+	if len(durations) > 0 && p.Counts.Runs > 0 {
+		ds := make([]time.Duration, len(durations))
+		for i, a := range durations {
+			ds[i] = a.Duration()
+		}
+		slices.Sort(ds)
+		rounds := (p.Counts.Runs + cfg.concurrency - 1) / cfg.concurrency
+		p.Estimate = ds[len(ds)/2] * time.Duration(rounds)
+	}
+	p.Warnings = b.warnings(p)
+	return p, nil
+}
+
+// keepNewest adds a to the attempts kept, keeping the n that finished last.
+func keepNewest(kept []Attempt, a Attempt, n int) []Attempt {
+	if len(kept) < n {
+		return append(kept, a)
+	}
+	oldest := 0
+	for i := range kept {
+		if kept[i].Finished.Before(kept[oldest].Finished) {
+			oldest = i
+		}
+	}
+	if a.Finished.After(kept[oldest].Finished) {
+		kept[oldest] = a
+	}
+	return kept
+}
+
+func (b *Backfill) warnings(p *Plan) []string {
+	var w []string
+	if p.Counts.SkipRunning > 0 {
+		w = append(w, fmt.Sprintf("%d partitions are running elsewhere under live leases; this run skips them", p.Counts.SkipRunning))
+	}
+	if p.Counts.SkipRecorded > 0 {
+		w = append(w, fmt.Sprintf("%d partitions failed before and rerun policy none leaves them failed", p.Counts.SkipRecorded))
+	}
+	if p.Rerun == RerunAll && p.Counts.Run > 0 {
+		w = append(w, "rerun policy all runs succeeded partitions again")
+	}
+	if end := p.Window.End(); end.After(p.Created) {
+		w = append(w, fmt.Sprintf("the newest partition %s is not complete yet (it ends %s)", p.Window.Newest().Key(), end.Format(time.RFC3339)))
+	}
+	if p.Counts.Run > 0 && p.Estimate == 0 {
+		w = append(w, "no successful runs recorded in this window: no estimate")
+	}
+	return w
+}
+
+// Items streams the plan's partitions in the order the backfill runs
+// them, each with its action as the ledger stands now: while the ledger's
+// revision is the plan's, they are the plan's.
+func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
+	return func(yield func(PlanItem, error) bool) {
+		cfg, err := p.backfill.config()
+		if err != nil {
+			yield(PlanItem{}, err)
+			return
+		}
+		for u, err := range p.backfill.scan(ctx, cfg, p.Revision, p.Order) {
+			if err != nil {
+				yield(PlanItem{}, err)
+				return
+			}
+			parts, latest := u.partitions, u.latest
+			if p.Order == NewestFirst {
+				parts, latest = slices.Clone(parts), slices.Clone(latest)
+				slices.Reverse(parts)
+				slices.Reverse(latest)
+			}
+			for i, part := range parts {
+				if !yield(PlanItem{Partition: part, Action: u.action, Latest: latest[i], Chunk: u.window}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// String summarizes the plan in one line.
+func (p *Plan) String() string {
+	s := fmt.Sprintf("backfill %s of %s: %d partitions: %d to run in %d runs, %d succeeded, %d running elsewhere",
+		p.Backfill, p.Window, p.Counts.Total, p.Counts.Run, p.Counts.Runs, p.Counts.SkipSucceeded, p.Counts.SkipRunning)
+	if p.Counts.SkipRecorded > 0 {
+		s += fmt.Sprintf(", %d failed left alone", p.Counts.SkipRecorded)
+	}
+	if p.Estimate > 0 {
+		s += fmt.Sprintf("; about %v", p.Estimate.Round(time.Second))
+	}
+	return s
+}
+
+// WriteText writes the plan for people: a header, its warnings, and one
+// line per partition in run order.
+func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "backfill %s\n  window      %s (%d partitions)\n  dag         %s\n", p.Backfill, p.Window, p.Counts.Total, p.DAG)
+	fmt.Fprintf(&b, "  order       %s, %d at a time, %d per run\n  rerun       %s\n  on failure  %s\n  revision    %d\n",
+		p.Order, p.Concurrency, p.ChunkSize, p.Rerun, p.OnFailure, p.Revision)
+	fmt.Fprintf(&b, "  counts      run %d (%d runs), skip: succeeded %d, skip: running elsewhere %d, skip: recorded %d\n",
+		p.Counts.Run, p.Counts.Runs, p.Counts.SkipSucceeded, p.Counts.SkipRunning, p.Counts.SkipRecorded)
+	if p.Estimate > 0 {
+		fmt.Fprintf(&b, "  estimate    %v\n", p.Estimate.Round(time.Millisecond))
+	}
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(&b, "  warning     %s\n", warn)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	for item, err := range p.Items(ctx) {
+		if err != nil {
+			return err
+		}
+		line := "  " + item.Partition.Key() + "  " + string(item.Action)
+		if a := item.Latest; a != nil {
+			line += fmt.Sprintf("  (latest: attempt %d %s by %s)", a.Number, a.State, a.Worker)
+		}
+		if _, err := io.WriteString(w, line+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planJSON is the JSON form of a plan's header.
+type planJSON struct {
+	Backfill    string        `json:"backfill"`
+	DAG         string        `json:"dag"`
+	Window      string        `json:"window"`
+	ChunkSize   int           `json:"chunk_size"`
+	Order       string        `json:"order"`
+	Rerun       RerunPolicy   `json:"rerun"`
+	OnFailure   FailurePolicy `json:"on_failure"`
+	Concurrency int           `json:"concurrency"`
+	Revision    int64         `json:"revision"`
+	Counts      PlanCounts    `json:"counts"`
+	EstimateMS  int64         `json:"estimate_ms,omitempty"`
+	Warnings    []string      `json:"warnings"`
+}
+
+type planItemJSON struct {
+	Key           string `json:"key"`
+	Start         string `json:"start"`
+	End           string `json:"end"`
+	Action        Action `json:"action"`
+	LatestState   State  `json:"latest_state,omitempty"`
+	LatestAttempt int    `json:"latest_attempt,omitempty"`
+	LatestWorker  string `json:"latest_worker,omitempty"`
+}
+
+// WriteJSON writes the plan as one JSON object whose "partitions" array
+// lists every partition in run order; it streams, so a plan of a million
+// partitions needs no more memory than one of ten.
+func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
+	head, err := json.Marshal(planJSON{
+		Backfill: p.Backfill, DAG: p.DAG, Window: p.Window.String(), ChunkSize: p.ChunkSize, Order: p.Order.String(),
+		Rerun: p.Rerun, OnFailure: p.OnFailure, Concurrency: p.Concurrency, Revision: p.Revision,
+		Counts: p.Counts, EstimateMS: p.Estimate.Milliseconds(), Warnings: append([]string{}, p.Warnings...),
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "%s,\"partitions\":[", head[:len(head)-1]); err != nil {
+		return err
+	}
+	sep := ""
+	for item, err := range p.Items(ctx) {
+		if err != nil {
+			return err
+		}
+		j := planItemJSON{Key: item.Partition.Key(), Start: item.Partition.Start.Format(time.RFC3339),
+			End: item.Partition.End.Format(time.RFC3339), Action: item.Action}
+		if a := item.Latest; a != nil {
+			j.LatestState, j.LatestAttempt, j.LatestWorker = a.State, a.Number, a.Worker
+		}
+		line, err := json.Marshal(j)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%s\n%s", sep, line); err != nil {
+			return err
+		}
+		sep = ","
+	}
+	_, err = io.WriteString(w, "]}\n")
+	return err
+}
