@@ -447,20 +447,14 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	}
 	x.emitJob(ctx, KindPartitionClaimed, u, nil)
 
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	beats := make(chan struct{})
-	var beating sync.WaitGroup
-	beating.Go(func() { x.heartbeat(runCtx, cancel, lease, beats) })
-
+	runCtx, release := keepLease(ctx, b.Ledger, lease, cfg.heartbeat, cfg.lease)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
 	var target Target = u.window
 	if n == 1 {
 		target = u.partitions[0]
 	}
 	res, runErr := x.runner.run(runCtx, b.DAG, target, runID, lease.Attempts[0])
-	close(beats)
-	beating.Wait()
+	release()
 
 	outcomes := make([]Outcome, n)
 	var failure error
@@ -502,23 +496,34 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
 }
 
-// heartbeat renews the lease until beats closes; losing the lease to a
-// newer attempt cancels the run.
-func (x *execution) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, lease *Lease, beats <-chan struct{}) {
-	t := time.NewTicker(x.cfg.heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-beats:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := x.b.Ledger.Heartbeat(ctx, lease, x.cfg.lease); errors.Is(err, ErrFenced) {
-				cancel(err)
+// keepLease renews lease every interval, by d each time, until release is
+// called. Losing the lease to a newer attempt cancels the returned context
+// with a cause matching ErrFenced, so the run stops and records nothing.
+func keepLease(ctx context.Context, l Ledger, lease *Lease, every, d time.Duration) (_ context.Context, release func()) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	var beating sync.WaitGroup
+	beating.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
 				return
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				if err := l.Heartbeat(runCtx, lease, d); errors.Is(err, ErrFenced) {
+					cancel(err)
+					return
+				}
 			}
 		}
+	})
+	return runCtx, func() {
+		close(done)
+		beating.Wait()
+		cancel(nil)
 	}
 }
 
@@ -636,4 +641,48 @@ func (x *execution) deliver(ctx context.Context, e Event) {
 		}
 	}()
 	x.b.OnEvent(ctx, e)
+}
+
+// RunRecorded runs dag for partition p with r and records the run in l
+// like a backfill's partition: claimed under a lease, then finished. A
+// scheduled job that runs through RunRecorded shares its history with
+// later backfills of the same DAG, which skip what it landed. It always
+// runs the partition (rerun policy all) unless another worker holds it,
+// which fails with [ErrNotClaimable]; worker "" means host-pid.
+func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimePartition, worker string) (*Result, error) {
+	if r == nil {
+		r = &Runner{}
+	}
+	if worker == "" {
+		worker = defaultWorker()
+	}
+	id := DAGIdentity(dag, p.Granularity, p.Location())
+	revision, err := l.Revision(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
+	}
+	runID := RunID(id, p.Start, p.End)
+	lease, err := l.Claim(ctx, ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []TimePartition{p},
+		Lease: DefaultLease, Policy: RerunAll, Revision: revision})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, release := keepLease(ctx, l, lease, DefaultLease/3, DefaultLease)
+	res, runErr := r.run(runCtx, dag, p, runID, lease.Attempts[0])
+	release()
+	outcome := Outcome{State: StateSucceeded}
+	switch {
+	case runErr != nil:
+		outcome = Outcome{State: StateFailed, Err: runErr.Error()}
+	case res.Status != StatusCompleted:
+		outcome = Outcome{State: StateFailed, Err: fmt.Sprintf("run %s: %v", res.Status, errors.Join(outcomeErrors(res)...))}
+	default:
+		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
+	}
+	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer done()
+	if err := l.Finish(finishCtx, lease, []Outcome{outcome}); err != nil {
+		return res, errors.Join(runErr, fmt.Errorf("tranche: recording run %s: %w", runID, err))
+	}
+	return res, runErr
 }
