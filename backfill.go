@@ -61,6 +61,12 @@ type Backfill struct {
 	// MaxPartitions bounds the window; 0 means 100,000.
 	MaxPartitions int
 
+	// StopOnCancel makes running partitions stop, recorded failed with
+	// cause canceled, when the backfill is canceled in the ledger
+	// ([Ledger.CancelBackfill]); by default they finish and only new
+	// claims stop. Workers notice at their next heartbeat.
+	StopOnCancel bool
+
 	// OnEvent receives the backfill's events (backfill and partition
 	// kinds, with Progress); nil means none. Like Runner.OnEvent it is
 	// called synchronously, possibly from several goroutines at once.
@@ -447,7 +453,16 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	}
 	x.emitJob(ctx, KindPartitionClaimed, u, nil)
 
-	runCtx, release := keepLease(ctx, b.Ledger, lease, cfg.heartbeat, cfg.lease)
+	var canceled func(context.Context) error
+	if b.StopOnCancel {
+		canceled = func(ctx context.Context) error {
+			if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
+				return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+			}
+			return nil
+		}
+	}
+	runCtx, release := keepLease(ctx, b.Ledger, lease, cfg.heartbeat, cfg.lease, canceled)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
 	var target Target = u.window
 	if n == 1 {
@@ -461,6 +476,9 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	switch {
 	case errors.Is(context.Cause(runCtx), ErrFenced):
 		failure = context.Cause(runCtx)
+	case errors.Is(context.Cause(runCtx), ErrBackfillCanceled):
+		failure = fmt.Errorf("canceled: %w", context.Cause(runCtx))
+		x.halt(context.Cause(runCtx).Error())
 	case runErr == nil && res.Status == StatusCompleted:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
@@ -498,8 +516,9 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 
 // keepLease renews lease every interval, by d each time, until release is
 // called. Losing the lease to a newer attempt cancels the returned context
-// with a cause matching ErrFenced, so the run stops and records nothing.
-func keepLease(ctx context.Context, l Ledger, lease *Lease, every, d time.Duration) (_ context.Context, release func()) {
+// with a cause matching ErrFenced, so the run stops and records nothing;
+// an error from stop, checked at each beat when not nil, cancels it too.
+func keepLease(ctx context.Context, l Ledger, lease *Lease, every, d time.Duration, stop func(context.Context) error) (_ context.Context, release func()) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	var beating sync.WaitGroup
@@ -516,6 +535,12 @@ func keepLease(ctx context.Context, l Ledger, lease *Lease, every, d time.Durati
 				if err := l.Heartbeat(runCtx, lease, d); errors.Is(err, ErrFenced) {
 					cancel(err)
 					return
+				}
+				if stop != nil {
+					if err := stop(runCtx); err != nil {
+						cancel(err)
+						return
+					}
 				}
 			}
 		}
@@ -667,7 +692,7 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 	if err != nil {
 		return nil, err
 	}
-	runCtx, release := keepLease(ctx, l, lease, DefaultLease/3, DefaultLease)
+	runCtx, release := keepLease(ctx, l, lease, DefaultLease/3, DefaultLease, nil)
 	res, runErr := r.run(runCtx, dag, p, runID, lease.Attempts[0])
 	release()
 	outcome := Outcome{State: StateSucceeded}
