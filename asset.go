@@ -1,0 +1,257 @@
+package tranche
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Asset declares one data asset of a [DAG]: its name, what it depends on,
+// how it is partitioned, where its rows go, and the [Materializer] that
+// computes them.
+//
+// An Asset is a plain value; [NewDAG] copies it, so changing an Asset after
+// the DAG is built changes nothing.
+type Asset struct {
+	// Name identifies the asset; it must be unique in a DAG and not empty.
+	Name string
+
+	// Deps names the assets this one reads. Each runs, and completes,
+	// before this one starts, and its rows reach this one through
+	// [Materialization.Input].
+	Deps []string
+
+	// Partitioning says how the asset is divided in time. The zero value
+	// means unpartitioned: the asset is materialized whole on every run.
+	Partitioning Partitioning
+
+	// Destinations receive the asset's rows after each successful call,
+	// one [Batch] per partition (see [Destination]). Nil means the rows
+	// only feed the assets that depend on this one.
+	Destinations []Destination
+
+	// Timeout bounds each attempt, the call and its writes; its context
+	// is canceled when it expires. Zero means no limit beyond the run's
+	// context.
+	Timeout time.Duration
+
+	// Retry says how often and how soon an attempt that failed with a
+	// [Retryable] error, or timed out, is tried again. The zero value
+	// tries once.
+	Retry Retry
+
+	// Materializer does the asset's work. It must not be nil.
+	Materializer Materializer
+}
+
+// Partitioned reports whether the asset is partitioned in time.
+func (a Asset) Partitioned() bool { return a.Partitioning.Granularity.IsValid() }
+
+// Partitioning describes how a partitioned asset divides time.
+type Partitioning struct {
+	// Granularity is the length of the asset's partitions. The zero value
+	// means the asset is not partitioned, and the other fields must be
+	// zero too.
+	Granularity TimeGranularity
+
+	// Location is the time zone whose calendar the partitions follow. Nil
+	// means any: the asset takes the location of the run's partition or
+	// window. When set, a run in another location is refused.
+	Location *time.Location
+
+	// Column is the row field that holds each row's partition: a
+	// time.Time inside the partition, or the partition's key as a string
+	// ("2026-01-31"). Destinations split rows by it, so it is required
+	// when the asset has destinations.
+	Column string
+
+	// AllowWindow allows a run for a whole [TimePartitionWindow], in which
+	// the asset is called once with every partition of the window. When
+	// false, such a run is refused before anything runs, and the asset
+	// must be run one partition at a time.
+	AllowWindow bool
+
+	// First is an instant in the asset's first partition, the oldest one
+	// with data. A run reaching before that partition is refused with a
+	// [*PartitionError]. The zero time means no limit.
+	First time.Time
+}
+
+// Materializer computes an asset's rows for the partition or window in m.
+//
+// Materialize is called once per attempt, with a context canceled when the
+// run fails fast, is canceled, or the attempt times out; it should return
+// promptly then. Returning an error wrapped by [Retryable] asks for
+// another attempt (see [Asset.Retry]); returning [ErrSkip] says there is
+// nothing to materialize. A panic is recovered and fails the asset with a
+// [*PanicError].
+type Materializer interface {
+	Materialize(ctx context.Context, m *Materialization) ([]Row, error)
+}
+
+// MaterializeFunc adapts a function to a [Materializer].
+type MaterializeFunc func(ctx context.Context, m *Materialization) ([]Row, error)
+
+// Materialize calls f(ctx, m).
+func (f MaterializeFunc) Materialize(ctx context.Context, m *Materialization) ([]Row, error) {
+	return f(ctx, m)
+}
+
+var _ Materializer = MaterializeFunc(nil)
+
+// Row is one record an asset produces: column names to values. A
+// partitioned asset's rows carry their partition in
+// [Partitioning.Column].
+type Row map[string]any
+
+// ErrSkip is returned by a [Materializer] (possibly wrapped) to say that
+// there is nothing to materialize for this partition or window: nothing is
+// written, the asset is reported skipped, and so are the assets that
+// depend on it. A skip is not a failure.
+var ErrSkip = errors.New("tranche: skip")
+
+// ErrNotPartition is the error [Materialization.Partition] returns when
+// the asset is not being materialized for a single partition: in a window
+// run, or for an unpartitioned asset.
+var ErrNotPartition = errors.New("tranche: not a single-partition run")
+
+// Retry is an asset's retry policy, for errors wrapped with [Retryable]
+// and for attempts that exceed [Asset.Timeout]. Other errors, and panics,
+// fail the asset at once.
+type Retry struct {
+	// Attempts is the most attempts made, the first included. Zero and 1
+	// both mean a single attempt.
+	Attempts int
+
+	// Backoff is the wait before the second attempt; each later wait
+	// doubles. Zero means one second.
+	Backoff time.Duration
+
+	// MaxBackoff caps the wait. Zero means no cap.
+	MaxBackoff time.Duration
+}
+
+// delay returns the wait after the given failed attempt (1-based).
+func (r Retry) delay(attempt int) time.Duration {
+	d := r.Backoff
+	if d <= 0 {
+		d = time.Second
+	}
+	for i := 1; i < attempt; i++ {
+		if r.MaxBackoff > 0 && d >= r.MaxBackoff || d > time.Duration(1<<62)/2 {
+			break
+		}
+		d *= 2
+	}
+	if r.MaxBackoff > 0 && d > r.MaxBackoff {
+		d = r.MaxBackoff
+	}
+	return d
+}
+
+// Retryable marks err as transient, so that the runner tries the asset
+// again as its [Retry] policy allows. errors.Is and errors.As see through
+// the mark. Retryable(nil) is nil.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryableError{err}
+}
+
+type retryableError struct{ err error }
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+// IsRetryable reports whether err, or an error it wraps, was marked with
+// [Retryable].
+func IsRetryable(err error) bool {
+	var r *retryableError
+	return errors.As(err, &r)
+}
+
+// Materialization is what one call of a [Materializer] is asked to do: the
+// asset, the run, the partition or window, and the rows of the asset's
+// dependencies. It is valid only during the call.
+type Materialization struct {
+	run     *runState
+	index   int
+	attempt int
+	logger  *slog.Logger
+	logSeq  atomic.Int64
+}
+
+// Asset returns the name of the asset being materialized.
+func (m *Materialization) Asset() string { return m.run.dag.assets[m.index].Name }
+
+// RunID returns the id of the run.
+func (m *Materialization) RunID() string { return m.run.id }
+
+// Attempt returns the attempt number, 1 for the first call of the asset in
+// this run and more when it is retried.
+func (m *Materialization) Attempt() int { return m.attempt }
+
+// Partition returns the partition being materialized. It returns an error
+// matching [ErrNotPartition], naming the asset, when the run is for a
+// window (use [Materialization.Window]) or the asset is unpartitioned.
+func (m *Materialization) Partition() (TimePartition, error) {
+	name := m.Asset()
+	switch {
+	case !m.run.dag.assets[m.index].Partitioned():
+		return TimePartition{}, fmt.Errorf("tranche: asset %q is unpartitioned: %w", name, ErrNotPartition)
+	case m.run.target.isWindow:
+		return TimePartition{}, fmt.Errorf("tranche: asset %q is materialized for window %s; use Window: %w", name, m.run.target.window, ErrNotPartition)
+	}
+	return m.run.target.partition, nil
+}
+
+// Window returns the partitions being materialized as a window: the run's
+// window, or a window of the one partition of a single-partition run. It
+// returns the empty window for an unpartitioned asset.
+func (m *Materialization) Window() TimePartitionWindow {
+	if !m.run.dag.assets[m.index].Partitioned() {
+		return TimePartitionWindow{}
+	}
+	return m.run.target.asWindow()
+}
+
+// Logger returns a logger whose records become [KindLog] events of the
+// run, attributed to the asset and attempt; see [Runner.OnEvent]. It
+// discards its records when the runner has no hook and no logger.
+func (m *Materialization) Logger() *slog.Logger {
+	if m.logger == nil {
+		m.logger = slog.New(&logHandler{m: m})
+	}
+	return m.logger
+}
+
+// Input returns the rows the dependency named dep produced in this run,
+// for the same partition or window. It fails, naming both assets, when dep
+// is not one of the asset's dependencies.
+func (m *Materialization) Input(dep string) ([]Row, error) {
+	d := m.run.dag
+	for _, j := range d.deps[m.index] {
+		if d.assets[j].Name == dep {
+			return m.run.outputs[j], nil
+		}
+	}
+	a := d.assets[m.index]
+	deps := "none"
+	if len(a.Deps) > 0 {
+		deps = strings.Join(a.Deps, ", ")
+	}
+	return nil, fmt.Errorf("tranche: asset %q has no dependency %q; its dependencies: %s", a.Name, dep, deps)
+}
+
+// clone returns a copy of a that shares nothing mutable with it.
+func (a Asset) clone() Asset {
+	a.Deps = slices.Clone(a.Deps)
+	a.Destinations = slices.Clone(a.Destinations)
+	return a
+}

@@ -1,0 +1,443 @@
+package tranche
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Kind names what an [Event] reports. Its string value is stable and
+// safe to store; new kinds may be added, so hooks should ignore kinds
+// they do not know.
+type Kind string
+
+// Run, asset, write and log events, emitted by [Runner.Run].
+const (
+	KindRunStarted   Kind = "run.started"   // before the first asset
+	KindRunCompleted Kind = "run.completed" // every asset completed or was skipped
+	KindRunFailed    Kind = "run.failed"    // an asset failed
+	KindRunCanceled  Kind = "run.canceled"  // the run's context was canceled
+
+	KindAssetStarted   Kind = "asset.started"   // once per attempt
+	KindAssetRetrying  Kind = "asset.retrying"  // an attempt failed and another follows after Duration
+	KindAssetCompleted Kind = "asset.completed" // the asset's rows are written
+	KindAssetFailed    Kind = "asset.failed"    // its last attempt failed; Err says why
+	KindAssetCanceled  Kind = "asset.canceled"  // it did not finish: the run was canceled, failed fast, or a dependency failed
+	KindAssetSkipped   Kind = "asset.skipped"   // it returned ErrSkip, or a dependency was skipped
+
+	KindWriteStarted   Kind = "write.started"   // before a destination's write
+	KindWriteCompleted Kind = "write.completed" // the destination holds the asset's partitions
+	KindWriteFailed    Kind = "write.failed"    // the destination refused the write
+
+	KindLog Kind = "log" // a record of an asset's logger; see Materialization.Logger
+)
+
+// Backfill and partition events. A backfill emits them around the runs
+// of its partitions, with [Event.Backfill] and [Event.Progress] set.
+const (
+	KindBackfillStarted   Kind = "backfill.started"
+	KindBackfillCompleted Kind = "backfill.completed"
+	KindBackfillFailed    Kind = "backfill.failed"
+	KindBackfillCanceled  Kind = "backfill.canceled"
+
+	KindPartitionClaimed   Kind = "partition.claimed"   // this worker holds the partition's lease
+	KindPartitionStarted   Kind = "partition.started"   // its run starts
+	KindPartitionSucceeded Kind = "partition.succeeded" // its run completed and is recorded
+	KindPartitionFailed    Kind = "partition.failed"    // its run failed
+	KindPartitionSkipped   Kind = "partition.skipped"   // it already succeeded
+	KindPartitionHeld      Kind = "partition.held"      // another worker holds its lease
+)
+
+// String returns k's stable name.
+func (k Kind) String() string { return string(k) }
+
+// level is the slog level at which [SlogHook] logs events of kind k:
+// failures at ERROR, retries at WARN, lifecycle at INFO and the
+// fine-grained steps at DEBUG.
+func (k Kind) level() slog.Level {
+	switch k {
+	case KindRunFailed, KindAssetFailed, KindWriteFailed, KindBackfillFailed, KindPartitionFailed:
+		return slog.LevelError
+	case KindAssetRetrying:
+		return slog.LevelWarn
+	case KindWriteStarted, KindWriteCompleted, KindPartitionClaimed, KindPartitionHeld, KindPartitionStarted:
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+// Event reports one step of a run or a backfill. Fields that do not apply
+// to the kind are zero. Events are values: a hook may keep them.
+type Event struct {
+	Kind        Kind
+	Time        time.Time // when the step happened
+	RunID       string    // the run; empty for backfill-wide events
+	Backfill    string    // the backfill's id, when the run belongs to one
+	Asset       string    // the asset, for asset, write and log events
+	Destination string    // the destination, for write events
+
+	// Partition is the run's partition, or for a write event the
+	// partition written when there is one. Window is the run's window,
+	// for a window run. Target is the partition's key or the window's
+	// text form ([TimePartitionWindow.String]); empty for a run without
+	// either.
+	Partition TimePartition
+	Window    TimePartitionWindow
+	Target    string
+
+	// Attempt is the asset's attempt for asset, write and log events (1
+	// for the first), and the run's attempt for run events (1 unless a
+	// backfill retries the run).
+	Attempt int
+
+	// Duration is how long the step took: the run, the asset (all its
+	// attempts), or the write. For KindAssetRetrying it is the wait before
+	// the next attempt.
+	Duration time.Duration
+
+	Rows int   // rows written: by the write, the asset, or the whole run
+	Err  error // why the step failed, was canceled or skipped
+
+	// Level, Message and Attrs are a log record's, for KindLog.
+	Level   slog.Level
+	Message string
+	Attrs   []slog.Attr
+
+	// Progress counts a backfill's partitions, on backfill and partition
+	// events.
+	Progress *Progress
+
+	runAttempt int // the run's attempt, on every event of the run
+	seq        int // tells apart log events of the same asset and attempt
+}
+
+// Progress counts the partitions of a backfill.
+type Progress struct {
+	Done    int           // partitions succeeded so far
+	Failed  int           // partitions failed so far
+	Skipped int           // partitions skipped (already succeeded)
+	Total   int           // partitions in the backfill
+	ETA     time.Duration // estimated time left; zero when unknown
+}
+
+// ID returns a deterministic id of the event, 32 hexadecimal digits: a
+// hash of its run id and the run's attempt, backfill, asset, destination,
+// target, kind and attempt (and, for log events, their order within the
+// asset's attempt). The same step of the same run has the same id however
+// often its events are delivered, so consumers can drop duplicates.
+func (e Event) ID() string {
+	var buf [256]byte
+	b := buf[:0]
+	for _, s := range [...]string{e.RunID, e.Backfill, e.Asset, e.Destination, e.Target, string(e.Kind)} {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	for _, n := range [...]int{e.runAttempt, e.Attempt, e.seq} {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// LogValue implements [slog.LogValuer]: the event's non-zero fields as a
+// group.
+func (e Event) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs, slog.String("kind", string(e.Kind)), slog.String("id", e.ID()))
+	add := func(key, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(key, v))
+		}
+	}
+	add("run", e.RunID)
+	add("backfill", e.Backfill)
+	add("asset", e.Asset)
+	add("destination", e.Destination)
+	if e.Partition.Granularity.IsValid() && e.Partition.Key() != e.Target {
+		add("partition", e.Partition.Key())
+	}
+	add("target", e.Target)
+	if e.Attempt != 0 {
+		attrs = append(attrs, slog.Int("attempt", e.Attempt))
+	}
+	if e.Duration != 0 {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.Rows != 0 {
+		attrs = append(attrs, slog.Int("rows", e.Rows))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("err", e.Err.Error()))
+	}
+	if p := e.Progress; p != nil {
+		attrs = append(attrs, slog.Group("progress", slog.Int("done", p.Done), slog.Int("failed", p.Failed),
+			slog.Int("skipped", p.Skipped), slog.Int("total", p.Total), slog.Duration("eta", p.ETA)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// MarshalJSON encodes the event as one JSON object with stable keys: id,
+// kind, time (RFC 3339), and, when set, run, backfill, asset, destination,
+// partition and target (keys and text forms), attempt, duration_ns, rows,
+// error, level, msg, attrs and progress.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type progress struct {
+		Done    int   `json:"done"`
+		Failed  int   `json:"failed"`
+		Skipped int   `json:"skipped"`
+		Total   int   `json:"total"`
+		ETA     int64 `json:"eta_ns"`
+	}
+	v := struct {
+		ID          string         `json:"id"`
+		Kind        Kind           `json:"kind"`
+		Time        string         `json:"time"`
+		RunID       string         `json:"run,omitempty"`
+		Backfill    string         `json:"backfill,omitempty"`
+		Asset       string         `json:"asset,omitempty"`
+		Destination string         `json:"destination,omitempty"`
+		Partition   string         `json:"partition,omitempty"`
+		Target      string         `json:"target,omitempty"`
+		Attempt     int            `json:"attempt,omitempty"`
+		Duration    int64          `json:"duration_ns,omitempty"`
+		Rows        int            `json:"rows,omitempty"`
+		Err         string         `json:"error,omitempty"`
+		Level       string         `json:"level,omitempty"`
+		Message     string         `json:"msg,omitempty"`
+		Attrs       map[string]any `json:"attrs,omitempty"`
+		Progress    *progress      `json:"progress,omitempty"`
+	}{
+		ID: e.ID(), Kind: e.Kind, Time: e.Time.Format(time.RFC3339Nano),
+		RunID: e.RunID, Backfill: e.Backfill, Asset: e.Asset, Destination: e.Destination,
+		Target: e.Target, Attempt: e.Attempt, Duration: int64(e.Duration), Rows: e.Rows,
+		Message: e.Message,
+	}
+	if e.Partition.Granularity.IsValid() && e.Partition.Key() != e.Target {
+		v.Partition = e.Partition.Key()
+	}
+	if e.Err != nil {
+		v.Err = e.Err.Error()
+	}
+	if e.Kind == KindLog {
+		v.Level = e.Level.String()
+	}
+	if len(e.Attrs) > 0 {
+		v.Attrs = attrMap(e.Attrs)
+	}
+	if p := e.Progress; p != nil {
+		v.Progress = &progress{p.Done, p.Failed, p.Skipped, p.Total, int64(p.ETA)}
+	}
+	return json.Marshal(v)
+}
+
+// attrMap turns attributes into JSON-friendly maps, groups nested.
+func attrMap(attrs []slog.Attr) map[string]any {
+	m := make(map[string]any, len(attrs))
+	for _, a := range attrs {
+		v := a.Value.Resolve()
+		switch v.Kind() {
+		case slog.KindGroup:
+			m[a.Key] = attrMap(v.Group())
+		case slog.KindDuration:
+			m[a.Key] = int64(v.Duration())
+		case slog.KindTime:
+			m[a.Key] = v.Time().Format(time.RFC3339Nano)
+		default:
+			x := v.Any()
+			if err, ok := x.(error); ok {
+				x = err.Error()
+			} else if _, err := json.Marshal(x); err != nil {
+				x = fmt.Sprint(x)
+			}
+			m[a.Key] = x
+		}
+	}
+	return m
+}
+
+// SlogHook returns a hook that logs each event to l: failures at ERROR,
+// retries at WARN, the lifecycle of runs, assets, backfills and
+// partitions at INFO, writes, claims and leases at DEBUG, and log events
+// at their own level. The record's time is the event's, its message the
+// kind (a log event's own message), and its attributes the event's
+// ([Event.LogValue]) under the key "event", followed by a log event's own
+// attributes. A nil l gives a hook that does nothing.
+func SlogHook(l *slog.Logger) func(context.Context, Event) {
+	return func(ctx context.Context, e Event) {
+		if l == nil {
+			return
+		}
+		level, msg := e.Kind.level(), string(e.Kind)
+		if e.Kind == KindLog {
+			level, msg = e.Level, e.Message
+		}
+		h := l.Handler()
+		if !h.Enabled(ctx, level) {
+			return
+		}
+		r := slog.NewRecord(e.Time, level, msg, 0)
+		r.AddAttrs(slog.Any("event", e))
+		r.AddAttrs(e.Attrs...)
+		_ = h.Handle(ctx, r) // a handler's error has nowhere to go; slog.Logger drops it too
+	}
+}
+
+// EventWriter writes events as JSON lines ([Event.MarshalJSON]), one
+// object per line. Its [EventWriter.OnEvent] method is a hook; it is safe
+// for concurrent use. Build one with [NewEventWriter].
+type EventWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+// NewEventWriter returns an EventWriter writing to w.
+func NewEventWriter(w io.Writer) *EventWriter { return &EventWriter{w: w} }
+
+// OnEvent writes e as one line. After a write error it writes nothing
+// more; [EventWriter.Err] returns the error.
+func (w *EventWriter) OnEvent(_ context.Context, e Event) {
+	b, err := e.MarshalJSON()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return
+	}
+	if err != nil {
+		w.err = fmt.Errorf("tranche: encoding event %s of run %q: %w", e.Kind, e.RunID, err)
+		return
+	}
+	w.buf = append(append(w.buf[:0], b...), '\n')
+	if _, err := w.w.Write(w.buf); err != nil {
+		w.err = fmt.Errorf("tranche: writing event %s of run %q: %w", e.Kind, e.RunID, err)
+	}
+}
+
+// Err returns the first error met while encoding or writing an event, or
+// nil.
+func (w *EventWriter) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Hooks returns a hook that calls each non-nil hook in turn with every
+// event, as slog.NewMultiHandler fans out records. If a hook panics, the
+// others are still called, and then the first panic is raised again, for
+// the runner to report.
+func Hooks(hooks ...func(context.Context, Event)) func(context.Context, Event) {
+	return func(ctx context.Context, e Event) {
+		var first any
+		panicked := false
+		for _, h := range hooks {
+			if h == nil {
+				continue
+			}
+			func() {
+				defer func() {
+					if v := recover(); v != nil && !panicked {
+						first, panicked = v, true
+					}
+				}()
+				h(ctx, e)
+			}()
+		}
+		if panicked {
+			panic(first)
+		}
+	}
+}
+
+// logHandler is the slog.Handler behind Materialization.Logger: each
+// record becomes a KindLog event of the run.
+type logHandler struct {
+	m    *Materialization
+	goas []groupOrAttrs
+}
+
+type groupOrAttrs struct {
+	group string
+	attrs []slog.Attr
+}
+
+func (h *logHandler) Enabled(context.Context, slog.Level) bool { return h.m.run.hasHooks() }
+
+func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	return h.with(groupOrAttrs{attrs: attrs})
+}
+
+func (h *logHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return h.with(groupOrAttrs{group: name})
+}
+
+func (h *logHandler) with(g groupOrAttrs) *logHandler {
+	h2 := *h
+	h2.goas = append(h.goas[:len(h.goas):len(h.goas)], g)
+	return &h2
+}
+
+func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
+	attrs := make([]slog.Attr, 0, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool {
+		attrs = appendAttr(attrs, a)
+		return true
+	})
+	for i := len(h.goas) - 1; i >= 0; i-- {
+		g := h.goas[i]
+		if g.group == "" {
+			pre := make([]slog.Attr, 0, len(g.attrs)+len(attrs))
+			for _, a := range g.attrs {
+				pre = appendAttr(pre, a)
+			}
+			attrs = append(pre, attrs...)
+		} else if len(attrs) > 0 {
+			attrs = []slog.Attr{{Key: g.group, Value: slog.GroupValue(attrs...)}}
+		}
+	}
+	m := h.m
+	m.run.emit(Event{
+		Kind: KindLog, Time: r.Time, Asset: m.Asset(), Attempt: m.attempt,
+		Level: r.Level, Message: r.Message, Attrs: attrs, seq: int(m.logSeq.Add(1)),
+	})
+	return nil
+}
+
+// appendAttr appends a resolved, as slog.Handler asks: LogValuers
+// resolved, empty attributes dropped, groups without a key inlined and
+// empty groups dropped.
+func appendAttr(attrs []slog.Attr, a slog.Attr) []slog.Attr {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return attrs
+	}
+	if a.Value.Kind() != slog.KindGroup {
+		return append(attrs, a)
+	}
+	var sub []slog.Attr
+	for _, g := range a.Value.Group() {
+		sub = appendAttr(sub, g)
+	}
+	switch {
+	case len(sub) == 0:
+		return attrs
+	case a.Key == "":
+		return append(attrs, sub...)
+	}
+	return append(attrs, slog.Attr{Key: a.Key, Value: slog.GroupValue(sub...)})
+}

@@ -1,0 +1,626 @@
+package tranche
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Runner materializes the assets of a [DAG] for a partition, a window, or
+// nothing. The zero Runner is ready to use: GOMAXPROCS assets at a time,
+// failing fast, without events. Its fields must not change once a run has
+// started; one Runner may serve many runs at once.
+type Runner struct {
+	// Concurrency is the most assets run at once. Zero means
+	// runtime.GOMAXPROCS(0); a negative value means 1.
+	Concurrency int
+
+	// FailureMode says what a failed asset does to the rest of the run.
+	// The zero value is [FailFast].
+	FailureMode FailureMode
+
+	// OnEvent, when not nil, is called with every [Event] of every run:
+	// synchronously, one event at a time and in order within a run, and
+	// from several goroutines at once when runs overlap. It must be safe
+	// for concurrent use and fast, since the run waits for it. Every event
+	// of a run has been delivered when Run returns. A hook that panics is
+	// recovered: the panic is reported in [Result.HookErr] and to Logger,
+	// and the run goes on. Combine hooks with [Hooks].
+	OnEvent func(context.Context, Event)
+
+	// Logger, when not nil, receives every event through [SlogHook], as
+	// well as the panics of OnEvent. Nil means silent.
+	Logger *slog.Logger
+}
+
+// FailureMode says how a run treats a failed asset.
+type FailureMode int
+
+const (
+	// FailFast cancels the context of the running assets at the first
+	// failure and starts no other asset; every asset that did not finish
+	// is reported canceled.
+	FailFast FailureMode = iota
+
+	// CollectAll lets independent branches finish: only the assets that
+	// depend, directly or not, on a failed asset are canceled, and the
+	// result lists every outcome.
+	CollectAll
+)
+
+// String returns "fail-fast" or "collect-all".
+func (m FailureMode) String() string {
+	switch m {
+	case FailFast:
+		return "fail-fast"
+	case CollectAll:
+		return "collect-all"
+	}
+	return fmt.Sprintf("FailureMode(%d)", int(m))
+}
+
+// Target is what a run materializes: a [TimePartition], a
+// [TimePartitionWindow], or nil for a DAG whose assets are all
+// unpartitioned. No other type implements it.
+type Target interface{ isTarget() }
+
+func (TimePartition) isTarget()       {}
+func (TimePartitionWindow) isTarget() {}
+
+// Run materializes every asset of dag for target, each after its
+// dependencies, independent ones concurrently, and returns how each ended.
+//
+// A partition run calls each partitioned asset with that partition. A
+// window run calls each asset once with the whole window (never a
+// partition at a time); it is refused unless every partitioned asset
+// allows windows. Unpartitioned assets run on every run. The result's
+// RunID is new for each call.
+//
+// Before anything runs or any event is emitted, Run checks the target
+// against the assets, and refuses, with a nil Result, a nil target while
+// some assets are partitioned, a window while some partitioned assets
+// forbid windows (all named, sorted), a granularity or location other
+// than an asset's, and a target reaching before an asset's first
+// partition (a [*PartitionError]).
+//
+// Run returns the Result of every run that started. Its error is nil
+// when the run completed, the failures (each an [*AssetError], joined)
+// when it failed, and context.Cause(ctx) when ctx was canceled first.
+func (r *Runner) Run(ctx context.Context, dag *DAG, target Target) (*Result, error) {
+	return r.run(ctx, dag, target, rand.Text(), 1)
+}
+
+// run is Run with the run's id and attempt chosen by the caller, as a
+// backfill does.
+func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, attempt int) (*Result, error) {
+	if dag == nil {
+		return nil, errors.New("tranche: Run with a nil *DAG")
+	}
+	t, err := resolveTarget(tg)
+	if err != nil {
+		return nil, err
+	}
+	if err := preflight(dag, &t); err != nil {
+		return nil, err
+	}
+	n := dag.Len()
+	s := &runState{
+		dag:      dag,
+		id:       runID,
+		attempt:  attempt,
+		target:   t,
+		onEvent:  r.OnEvent,
+		logger:   r.Logger,
+		outcomes: make([]AssetOutcome, n),
+		outputs:  make([][]Row, n),
+	}
+	if r.Logger != nil {
+		s.logHook = SlogHook(r.Logger)
+	}
+	if s.hasHooks() {
+		s.hookCtx = context.WithoutCancel(ctx)
+	}
+	for i := range s.outcomes {
+		s.outcomes[i].Asset = dag.assets[i].Name
+	}
+	start := time.Now()
+	s.emit(Event{Kind: KindRunStarted, Time: start, Attempt: attempt})
+	s.schedule(ctx, r.limit(), r.FailureMode)
+	res := s.result(start)
+
+	var runErr error
+	kind := KindRunCompleted
+	switch res.Status {
+	case StatusFailed:
+		kind = KindRunFailed
+		var errs []error
+		for _, o := range res.Assets {
+			if o.Status == StatusFailed {
+				errs = append(errs, o.Err)
+			}
+		}
+		runErr = errs[0]
+		if len(errs) > 1 {
+			runErr = errors.Join(errs...)
+		}
+	case StatusCanceled:
+		kind = KindRunCanceled
+		runErr = context.Cause(ctx)
+	}
+	s.emit(Event{Kind: kind, Time: res.End, Attempt: attempt, Duration: res.End.Sub(start), Rows: res.Rows, Err: runErr})
+	res.HookErr = errors.Join(s.hookErrs...)
+	return res, runErr
+}
+
+func (r *Runner) limit() int {
+	if r.Concurrency == 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return max(1, r.Concurrency)
+}
+
+// target is a resolved Target.
+type target struct {
+	none      bool // no partition: only unpartitioned assets
+	isWindow  bool
+	partition TimePartition       // a partition run's
+	window    TimePartitionWindow // a window run's
+	text      string
+}
+
+func resolveTarget(tg Target) (target, error) {
+	switch v := tg.(type) {
+	case nil:
+		return target{none: true}, nil
+	case TimePartition:
+		if !v.Granularity.IsValid() {
+			return target{}, errors.New("tranche: Run with a TimePartition without a granularity; pass nil to run unpartitioned assets")
+		}
+		if p := PartitionOf(v.Granularity, v.Start); !p.Equal(v) || !v.End.Equal(p.End) {
+			return target{}, fmt.Errorf("tranche: Run with [%s, %s), which is not a %v partition; the %v partition holding its start is %s",
+				v.Start.Format(time.RFC3339Nano), v.End.Format(time.RFC3339Nano), v.Granularity, v.Granularity, p)
+		}
+		return target{partition: v, text: v.Key()}, nil
+	case TimePartitionWindow:
+		if v.Len() == 0 {
+			return target{}, errors.New("tranche: Run with an empty TimePartitionWindow")
+		}
+		return target{isWindow: true, window: v, text: v.String()}, nil
+	}
+	return target{}, fmt.Errorf("tranche: Run with an unknown target %T", tg)
+}
+
+func (t *target) granularity() TimeGranularity {
+	if t.isWindow {
+		return t.window.Granularity()
+	}
+	return t.partition.Granularity
+}
+
+func (t *target) location() *time.Location {
+	if t.isWindow {
+		return t.window.Location()
+	}
+	return t.partition.Location()
+}
+
+func (t *target) oldest() TimePartition {
+	if t.isWindow {
+		return t.window.Oldest()
+	}
+	return t.partition
+}
+
+// asWindow returns the run's window, or a window of its one partition.
+func (t *target) asWindow() TimePartitionWindow {
+	switch {
+	case t.none:
+		return TimePartitionWindow{}
+	case t.isWindow:
+		return t.window
+	}
+	w, err := NewTimePartitionWindow(t.partition.Granularity, t.partition.Start, t.partition.Start)
+	if err != nil {
+		panic("tranche: one-partition window: " + err.Error()) // unreachable: the partition was checked
+	}
+	return w
+}
+
+// preflight checks the target against the DAG's partitioned assets.
+func preflight(dag *DAG, t *target) error {
+	var partitioned, forbid []string
+	var errs []error
+	for i := range dag.assets {
+		a := &dag.assets[i]
+		if !a.Partitioned() {
+			continue
+		}
+		partitioned = append(partitioned, a.Name)
+		if t.none {
+			continue
+		}
+		p := a.Partitioning
+		if t.isWindow && !p.AllowWindow {
+			forbid = append(forbid, a.Name)
+		}
+		g, loc := t.granularity(), t.location()
+		if p.Granularity != g {
+			errs = append(errs, fmt.Errorf("tranche: asset %q is partitioned by %v, but the run's target %s is by %v",
+				a.Name, p.Granularity, t.text, g))
+			continue
+		}
+		if p.Location != nil && p.Location.String() != loc.String() {
+			errs = append(errs, fmt.Errorf("tranche: asset %q is partitioned in %v, but the run's target %s is in %v",
+				a.Name, p.Location, t.text, loc))
+			continue
+		}
+		if !p.First.IsZero() {
+			first, oldest := PartitionOf(g, p.First.In(loc)), t.oldest()
+			if oldest.Start.Before(first.Start) {
+				errs = append(errs, &PartitionError{Asset: a.Name, Oldest: oldest, First: first})
+			}
+		}
+	}
+	slices.Sort(partitioned)
+	slices.Sort(forbid)
+	if t.none && len(partitioned) > 0 {
+		return fmt.Errorf("tranche: run without a partition or window, but %s partitioned; pass a TimePartition or a TimePartitionWindow",
+			nameList(partitioned, "is", "are"))
+	}
+	if len(forbid) > 0 {
+		errs = append([]error{fmt.Errorf("tranche: window run of %s, but %s allow windows (Partitioning.AllowWindow is false); run the window's partitions one at a time",
+			t.text, nameList(forbid, "does not", "do not"))}, errs...)
+	}
+	return errors.Join(errs...)
+}
+
+// nameList formats sorted asset names and a verb: `asset "a" is` or
+// `assets "a", "b" are`.
+func nameList(names []string, one, many string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	if len(names) == 1 {
+		return "asset " + quoted[0] + " " + one
+	}
+	return "assets " + strings.Join(quoted, ", ") + " " + many
+}
+
+// runState is one run in progress.
+type runState struct {
+	dag     *DAG
+	id      string
+	attempt int
+	target  target
+
+	onEvent, logHook func(context.Context, Event)
+	logger           *slog.Logger
+	hookCtx          context.Context
+	mu               sync.Mutex // serializes hook calls; guards hookErrs
+	hookErrs         []error
+
+	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
+	outputs  [][]Row        // the rows of each completed asset, until its dependents finish
+}
+
+func (s *runState) hasHooks() bool { return s.onEvent != nil || s.logHook != nil }
+
+// emit completes e with the run's fields and delivers it to the hooks.
+func (s *runState) emit(e Event) {
+	if !s.hasHooks() {
+		return
+	}
+	e.RunID, e.runAttempt = s.id, s.attempt
+	if !s.target.none {
+		if s.target.isWindow {
+			e.Window = s.target.window
+		} else {
+			e.Partition = s.target.partition
+		}
+		e.Target = s.target.text
+	}
+	if e.Time.IsZero() && e.Kind != KindLog {
+		e.Time = time.Now()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliver(s.onEvent, e, true)
+	s.deliver(s.logHook, e, false)
+}
+
+// deliver calls one hook, recovering and reporting its panic.
+func (s *runState) deliver(hook func(context.Context, Event), e Event, report bool) {
+	if hook == nil {
+		return
+	}
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		err := &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)}
+		s.hookErrs = append(s.hookErrs, err)
+		if report && s.logger != nil {
+			func() {
+				defer func() { _ = recover() }() // a logger that panics too has been reported once already
+				s.logger.LogAttrs(s.hookCtx, slog.LevelError, "tranche: event hook panicked",
+					slog.String("kind", string(e.Kind)), slog.String("run", e.RunID), slog.Any("panic", v),
+					slog.String("stack", string(err.Stack)))
+			}()
+		}
+	}()
+	hook(s.hookCtx, e)
+}
+
+// schedule runs the assets, each once its dependencies have finished,
+// and returns when every asset has an outcome.
+func (s *runState) schedule(ctx context.Context, limit int, mode FailureMode) {
+	d := s.dag
+	n := d.Len()
+	var g *errgroup.Group
+	gctx := ctx
+	if mode == FailFast {
+		g, gctx = errgroup.WithContext(ctx)
+	} else {
+		g = new(errgroup.Group)
+	}
+	g.SetLimit(limit)
+
+	waiting := make([]int, n)   // unfinished dependencies of each asset
+	consumers := make([]int, n) // unfinished dependents of each asset
+	ready := make([]int, 0, n)  // a queue: every asset enters it once
+	for i := range n {
+		waiting[i], consumers[i] = len(d.deps[i]), len(d.dependents[i])
+		if waiting[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	release := func(i int) {
+		for _, j := range d.dependents[i] {
+			if waiting[j]--; waiting[j] == 0 {
+				ready = append(ready, j)
+			}
+		}
+		for _, k := range d.deps[i] {
+			if consumers[k]--; consumers[k] == 0 {
+				s.outputs[k] = nil
+			}
+		}
+	}
+	done := make(chan int, n)
+	head, finished := 0, 0
+	for finished < n {
+		for ; head < len(ready); head++ {
+			i := ready[head]
+			if s.preempt(gctx, i) {
+				finished++
+				release(i)
+				continue
+			}
+			g.Go(func() error {
+				err := s.runAsset(gctx, i)
+				done <- i
+				return err
+			})
+		}
+		if finished == n {
+			break
+		}
+		i := <-done
+		finished++
+		release(i)
+	}
+	_ = g.Wait() // the outcomes hold every error
+}
+
+// preempt settles, without running it, an asset whose dependencies did
+// not all complete or whose run is over, and reports whether it did.
+func (s *runState) preempt(ctx context.Context, i int) bool {
+	o := &s.outcomes[i]
+	for _, j := range s.dag.deps[i] {
+		dep := &s.outcomes[j]
+		switch dep.Status {
+		case StatusFailed, StatusCanceled:
+			s.cancel(i, fmt.Errorf("dependency %q %s", dep.Asset, dep.Status))
+			return true
+		case StatusSkipped:
+			o.Status, o.Err = StatusSkipped, fmt.Errorf("tranche: asset %q skipped: dependency %q skipped: %w", o.Asset, dep.Asset, ErrSkip)
+			s.emit(Event{Kind: KindAssetSkipped, Asset: o.Asset, Err: o.Err})
+			return true
+		}
+	}
+	if ctx.Err() != nil {
+		s.cancel(i, context.Cause(ctx))
+		return true
+	}
+	return false
+}
+
+// cancel settles an asset as canceled for the given cause.
+func (s *runState) cancel(i int, cause error) {
+	o := &s.outcomes[i]
+	o.Status, o.Err = StatusCanceled, errCanceled(o.Asset, cause)
+	var took time.Duration
+	if !o.Start.IsZero() {
+		o.End = time.Now()
+		took = o.End.Sub(o.Start)
+	}
+	s.emit(Event{Kind: KindAssetCanceled, Asset: o.Asset, Attempt: o.Attempts, Duration: took, Err: o.Err})
+}
+
+// runAsset runs one asset's attempts, and returns its failure.
+func (s *runState) runAsset(ctx context.Context, i int) error {
+	a := &s.dag.assets[i]
+	o := &s.outcomes[i]
+	o.Start = time.Now()
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			s.cancel(i, context.Cause(ctx))
+			return nil
+		}
+		o.Attempts = attempt
+		s.emit(Event{Kind: KindAssetStarted, Asset: a.Name, Attempt: attempt})
+		timedOut, err := s.try(ctx, i, attempt)
+		switch {
+		case err == nil:
+			o.Status, o.End = StatusCompleted, time.Now()
+			s.emit(Event{Kind: KindAssetCompleted, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
+			return nil
+		case ctx.Err() != nil:
+			s.cancel(i, context.Cause(ctx))
+			return nil
+		case errors.Is(err, ErrSkip):
+			o.Status, o.End, o.Err = StatusSkipped, time.Now(), err
+			s.emit(Event{Kind: KindAssetSkipped, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
+			return nil
+		case attempt < a.Retry.Attempts && (timedOut || IsRetryable(err)):
+			wait := a.Retry.delay(attempt)
+			s.emit(Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				s.cancel(i, context.Cause(ctx))
+				return nil
+			}
+			continue
+		}
+		o.Status, o.End = StatusFailed, time.Now()
+		o.Err = &AssetError{Asset: a.Name, Target: s.target.text, Attempts: attempt, Err: err}
+		s.emit(Event{Kind: KindAssetFailed, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
+		return o.Err
+	}
+}
+
+// try calls the asset once and writes its rows, under its timeout.
+func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error) {
+	a := &s.dag.assets[i]
+	actx := ctx
+	if a.Timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, a.Timeout)
+		defer cancel()
+		defer func() {
+			if err != nil && ctx.Err() == nil && actx.Err() != nil {
+				timedOut, err = true, &timeoutError{a.Timeout, err}
+			}
+		}()
+	}
+	m := &Materialization{run: s, index: i, attempt: n}
+	rows, err := materialize(actx, a, m)
+	if err == nil {
+		err = context.Cause(actx) // a call that outlived its timeout failed it
+	}
+	if err != nil {
+		return false, err
+	}
+	var batches []Batch
+	if len(a.Destinations) > 0 || a.Partitioning.Column != "" {
+		if batches, err = split(a, &s.target, rows); err != nil {
+			return false, err
+		}
+	}
+	for _, dst := range a.Destinations {
+		if err := s.write(actx, a, n, dst, batches, len(rows)); err != nil {
+			return false, err
+		}
+	}
+	o := &s.outcomes[i]
+	o.Rows, o.RowsByPartition = len(rows), nil
+	if a.Partitioned() && a.Partitioning.Column != "" {
+		o.RowsByPartition = make(map[string]int, len(batches))
+		for _, b := range batches {
+			o.RowsByPartition[b.Partition.Key()] = len(b.Rows)
+		}
+	}
+	s.outputs[i] = rows
+	return false, nil
+}
+
+// write writes the batches to one destination, with its events.
+func (s *runState) write(ctx context.Context, a *Asset, attempt int, dst Destination, batches []Batch, rows int) (err error) {
+	name := destinationName(dst)
+	s.emit(Event{Kind: KindWriteStarted, Asset: a.Name, Destination: name, Attempt: attempt, Rows: rows})
+	start := time.Now()
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				err = &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("destination %s", name)}
+			}
+		}()
+		err = dst.Write(ctx, batches)
+	}()
+	took := time.Since(start)
+	if err != nil {
+		err = fmt.Errorf("destination %s: %w", name, err)
+		s.emit(Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err})
+		return err
+	}
+	s.emit(Event{Kind: KindWriteCompleted, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows})
+	return nil
+}
+
+// materialize calls the asset's Materializer, turning a panic into a
+// *PanicError.
+func materialize(ctx context.Context, a *Asset, m *Materialization) (rows []Row, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			rows, err = nil, &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("asset %q", a.Name)}
+		}
+	}()
+	return a.Materializer.Materialize(ctx, m)
+}
+
+// timeoutError is an attempt that ran out of its asset's Timeout.
+type timeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("timed out after %v: %v", e.timeout, e.err)
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
+
+func (e *timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// result gathers the outcomes into a Result.
+func (s *runState) result(start time.Time) *Result {
+	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: time.Now(), Assets: s.outcomes}
+	for _, o := range s.outcomes {
+		res.Rows += o.Rows
+		switch o.Status {
+		case StatusCompleted:
+			res.Completed = append(res.Completed, o.Asset)
+		case StatusFailed:
+			res.Failed = append(res.Failed, o.Asset)
+		case StatusCanceled:
+			res.Canceled = append(res.Canceled, o.Asset)
+		case StatusSkipped:
+			res.Skipped = append(res.Skipped, o.Asset)
+		}
+	}
+	switch {
+	case len(res.Failed) > 0:
+		res.Status = StatusFailed
+	case len(res.Canceled) > 0:
+		res.Status = StatusCanceled
+	default:
+		res.Status = StatusCompleted
+	}
+	return res
+}

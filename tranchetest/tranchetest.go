@@ -1,0 +1,245 @@
+// Package tranchetest helps test code that uses tranche: a hook that
+// records events, assets and DAGs built from plain functions, and
+// assertions on results, events and the rows of a
+// [tranche.MemoryDestination].
+//
+// It imports only the standard library and tranche, so it adds nothing to
+// a consuming module's dependencies, and, as a separate package, it links
+// testing into test binaries only.
+//
+//	rec := new(tranchetest.Recorder)
+//	dest := new(tranche.MemoryDestination)
+//	dag := tranchetest.NewDAG(t,
+//		tranchetest.Rows("raw", []tranche.Row{{"n": 1}}),
+//		tranchetest.Func("sum", sum, "raw"),
+//	)
+//	runner := tranche.Runner{OnEvent: rec.OnEvent}
+//	res, err := runner.Run(ctx, dag, nil)
+//	tranchetest.RequireCompleted(t, res, err)
+//	tranchetest.RequireKinds(t, rec, "sum", tranche.KindAssetStarted, tranche.KindAssetCompleted)
+package tranchetest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// Recorder is an event hook that keeps every event it is given. The zero
+// value is ready to use; it is safe for concurrent use. Pass its OnEvent
+// method as [tranche.Runner.OnEvent].
+type Recorder struct {
+	mu     sync.Mutex
+	events []tranche.Event
+}
+
+// OnEvent records e.
+func (r *Recorder) OnEvent(_ context.Context, e tranche.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// Events returns a copy of the events recorded so far, in the order they
+// arrived.
+func (r *Recorder) Events() []tranche.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// Kinds returns the kinds of the recorded events of the named asset, in
+// order; an empty asset selects the events that name no asset (run and
+// backfill events).
+func (r *Recorder) Kinds(asset string) []tranche.Kind {
+	var kinds []tranche.Kind
+	for _, e := range r.Events() {
+		if e.Asset == asset {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	return kinds
+}
+
+// Reset forgets the recorded events.
+func (r *Recorder) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = nil
+}
+
+// Func returns an unpartitioned asset named name, depending on deps, that
+// calls fn. Set its Partitioning, Destinations, Timeout or Retry on the
+// returned value as needed.
+func Func(name string, fn func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error), deps ...string) tranche.Asset {
+	var mat tranche.Materializer
+	if fn != nil {
+		mat = tranche.MaterializeFunc(fn)
+	}
+	return tranche.Asset{Name: name, Deps: deps, Materializer: mat}
+}
+
+// Noop returns an asset that produces no rows.
+func Noop(name string, deps ...string) tranche.Asset {
+	return Func(name, func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }, deps...)
+}
+
+// Rows returns an asset that produces rows, the same on every call.
+func Rows(name string, rows []tranche.Row, deps ...string) tranche.Asset {
+	return Func(name, func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return rows, nil }, deps...)
+}
+
+// Fail returns an asset that fails with err on every call.
+func Fail(name string, err error, deps ...string) tranche.Asset {
+	return Func(name, func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, err }, deps...)
+}
+
+// NewDAG returns tranche.NewDAG(assets...), and fails the test if the
+// assets do not form a valid DAG.
+func NewDAG(tb testing.TB, assets ...tranche.Asset) *tranche.DAG {
+	tb.Helper()
+	return newDAG(tb, assets...)
+}
+
+func newDAG(t testingT, assets ...tranche.Asset) *tranche.DAG {
+	t.Helper()
+	dag, err := tranche.NewDAG(assets...)
+	if err != nil {
+		t.Fatalf("tranche.NewDAG: %v", err)
+		return nil
+	}
+	return dag
+}
+
+// testingT is the part of testing.TB the assertions use, so that their
+// failures can be tested.
+type testingT interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// RequireCompleted fails the test unless the run completed: err is nil,
+// the status is [tranche.StatusCompleted], and no hook panicked. The
+// message lists every asset that did not complete, with its error.
+func RequireCompleted(tb testing.TB, res *tranche.Result, err error) {
+	tb.Helper()
+	requireCompleted(tb, res, err)
+}
+
+func requireCompleted(t testingT, res *tranche.Result, err error) {
+	t.Helper()
+	switch {
+	case res == nil:
+		t.Fatalf("run did not start: %v", err)
+	case err != nil || res.Status != tranche.StatusCompleted:
+		t.Fatalf("run %s %s, want completed: %v%s", res.RunID, res.Status, err, outcomes(res))
+	case res.HookErr != nil:
+		t.Fatalf("run %s completed, but a hook panicked: %v", res.RunID, res.HookErr)
+	}
+}
+
+// RequireStatus fails the test unless the run ended with status want, and
+// each asset named in assets (as "name=status", for instance
+// "load=failed") ended with the status given.
+func RequireStatus(tb testing.TB, res *tranche.Result, want tranche.Status, assets ...string) {
+	tb.Helper()
+	requireStatus(tb, res, want, assets...)
+}
+
+func requireStatus(t testingT, res *tranche.Result, want tranche.Status, assets ...string) {
+	t.Helper()
+	if res == nil {
+		t.Fatalf("run did not start (nil Result), want status %s", want)
+		return
+	}
+	if res.Status != want {
+		t.Fatalf("run %s %s, want %s%s", res.RunID, res.Status, want, outcomes(res))
+		return
+	}
+	for _, spec := range assets {
+		name, status, ok := strings.Cut(spec, "=")
+		if !ok {
+			t.Fatalf("RequireStatus: %q is not name=status", spec)
+			return
+		}
+		o, found := res.Outcome(name)
+		switch {
+		case !found:
+			t.Fatalf("run %s has no asset %q", res.RunID, name)
+			return
+		case string(o.Status) != status:
+			t.Fatalf("asset %q %s, want %s%s", name, o.Status, status, outcomes(res))
+			return
+		}
+	}
+}
+
+func outcomes(res *tranche.Result) string {
+	var b strings.Builder
+	for _, o := range res.Assets {
+		fmt.Fprintf(&b, "\n\t%s: %s", o.Asset, o.Status)
+		if o.Err != nil {
+			fmt.Fprintf(&b, ": %v", o.Err)
+		}
+	}
+	return b.String()
+}
+
+// RequireKinds fails the test unless the kinds of the recorded events of
+// the named asset ("" for run events), in order, are want.
+func RequireKinds(tb testing.TB, rec *Recorder, asset string, want ...tranche.Kind) {
+	tb.Helper()
+	requireKinds(tb, rec, asset, want...)
+}
+
+func requireKinds(t testingT, rec *Recorder, asset string, want ...tranche.Kind) {
+	t.Helper()
+	if got := rec.Kinds(asset); !slices.Equal(got, want) {
+		what := "run events"
+		if asset != "" {
+			what = fmt.Sprintf("events of asset %q", asset)
+		}
+		t.Fatalf("%s:\n\tgot  %v\n\twant %v", what, got, want)
+	}
+}
+
+// RequireRows fails the test unless the destination holds exactly want,
+// in order, for the asset's partition with the given key ("" for an
+// unpartitioned asset). An empty want requires the partition to have been
+// written with no rows. Values are compared with reflect.DeepEqual.
+func RequireRows(tb testing.TB, dest *tranche.MemoryDestination, asset, key string, want []tranche.Row) {
+	tb.Helper()
+	requireRows(tb, dest, asset, key, want)
+}
+
+func requireRows(t testingT, dest *tranche.MemoryDestination, asset, key string, want []tranche.Row) {
+	t.Helper()
+	got, ok := dest.Rows(asset, key)
+	switch {
+	case !ok:
+		t.Fatalf("asset %q, partition %q: never written; written partitions: %q", asset, key, dest.Keys(asset))
+	case len(got) != len(want) || len(want) > 0 && !reflect.DeepEqual(got, want):
+		t.Fatalf("asset %q, partition %q: rows differ\n\tgot  %v\n\twant %v", asset, key, got, want)
+	}
+}
+
+// RequireKeys fails the test unless the keys of the asset's written
+// partitions, sorted, are want.
+func RequireKeys(tb testing.TB, dest *tranche.MemoryDestination, asset string, want ...string) {
+	tb.Helper()
+	requireKeys(tb, dest, asset, want...)
+}
+
+func requireKeys(t testingT, dest *tranche.MemoryDestination, asset string, want ...string) {
+	t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	if got := dest.Keys(asset); !slices.Equal(got, want) {
+		t.Fatalf("asset %q: partitions written:\n\tgot  %q\n\twant %q", asset, got, want)
+	}
+}
