@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -136,16 +137,15 @@ type Retry struct {
 	MaxBackoff time.Duration
 }
 
-// delay returns the wait after the given failed attempt (1-based).
+// delay returns the wait after the given failed attempt (1-based):
+// Backoff doubled attempt-1 times, capped at MaxBackoff, and never past
+// the largest Duration.
 func (r Retry) delay(attempt int) time.Duration {
 	d := r.Backoff
 	if d <= 0 {
 		d = time.Second
 	}
-	for i := 1; i < attempt; i++ {
-		if r.MaxBackoff > 0 && d >= r.MaxBackoff || d > time.Duration(1<<62)/2 {
-			break
-		}
+	for i := 1; i < attempt && d <= math.MaxInt64/2 && (r.MaxBackoff <= 0 || d < r.MaxBackoff); i++ {
 		d *= 2
 	}
 	if r.MaxBackoff > 0 && d > r.MaxBackoff {

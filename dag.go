@@ -63,7 +63,7 @@ func NewDAG(assets ...Asset) (*DAG, error) {
 	}
 	order, cycle := topoSort(input)
 	if cycle != nil {
-		return nil, fmt.Errorf("tranche: dependency cycle: %s", strings.Join(cycle, " -> "))
+		return nil, fmt.Errorf("tranche: dependency cycle (each asset feeds the next): %s", strings.Join(cycle, " -> "))
 	}
 	d.assets = order
 	for i, a := range order {

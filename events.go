@@ -149,10 +149,17 @@ func (e Event) ID() string {
 }
 
 // LogValue implements [slog.LogValuer]: the event's non-zero fields as a
-// group.
+// group, its kind first and its id last.
 func (e Event) LogValue() slog.Value {
+	return slog.GroupValue(e.attrs(true)...)
+}
+
+// attrs returns the event's non-zero fields as attributes.
+func (e Event) attrs(kind bool) []slog.Attr {
 	attrs := make([]slog.Attr, 0, 12)
-	attrs = append(attrs, slog.String("kind", string(e.Kind)), slog.String("id", e.ID()))
+	if kind {
+		attrs = append(attrs, slog.String("kind", string(e.Kind)))
+	}
 	add := func(key, v string) {
 		if v != "" {
 			attrs = append(attrs, slog.String(key, v))
@@ -182,7 +189,7 @@ func (e Event) LogValue() slog.Value {
 		attrs = append(attrs, slog.Group("progress", slog.Int("done", p.Done), slog.Int("failed", p.Failed),
 			slog.Int("skipped", p.Skipped), slog.Int("total", p.Total), slog.Duration("eta", p.ETA)))
 	}
-	return slog.GroupValue(attrs...)
+	return append(attrs, slog.String("id", e.ID()))
 }
 
 // MarshalJSON encodes the event as one JSON object with stable keys: id,
@@ -267,10 +274,12 @@ func attrMap(attrs []slog.Attr) map[string]any {
 // SlogHook returns a hook that logs each event to l: failures at ERROR,
 // retries at WARN, the lifecycle of runs, assets, backfills and
 // partitions at INFO, writes, claims and leases at DEBUG, and log events
-// at their own level. The record's time is the event's, its message the
-// kind (a log event's own message), and its attributes the event's
-// ([Event.LogValue]) under the key "event", followed by a log event's own
-// attributes. A nil l gives a hook that does nothing.
+// at their own level. The record's time is the event's; its message is
+// the kind, or a log event's own message; its attributes are the event's
+// non-zero fields (run, asset, target, attempt, duration, rows, err, ...,
+// and id last, as [Event.LogValue] lists them), with kind=log and the
+// record's own attributes for log events. A nil l gives a hook that does
+// nothing.
 func SlogHook(l *slog.Logger) func(context.Context, Event) {
 	return func(ctx context.Context, e Event) {
 		if l == nil {
@@ -285,7 +294,7 @@ func SlogHook(l *slog.Logger) func(context.Context, Event) {
 			return
 		}
 		r := slog.NewRecord(e.Time, level, msg, 0)
-		r.AddAttrs(slog.Any("event", e))
+		r.AddAttrs(e.attrs(e.Kind == KindLog)...)
 		r.AddAttrs(e.Attrs...)
 		_ = h.Handle(ctx, r) // a handler's error has nowhere to go; slog.Logger drops it too
 	}

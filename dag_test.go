@@ -1,0 +1,167 @@
+package tranche_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/tranchetest"
+)
+
+func partitioned(a tranche.Asset, p tranche.Partitioning) tranche.Asset {
+	a.Partitioning = p
+	return a
+}
+
+func TestNewDAGRefuses(t *testing.T) {
+	noop := tranchetest.Noop
+	dest := new(tranche.MemoryDestination)
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	daily := tranche.Partitioning{Granularity: tranche.Day}
+	for _, tc := range []struct {
+		name   string
+		assets []tranche.Asset
+		want   []string // substrings of the error
+	}{
+		{"empty name", []tranche.Asset{noop("a"), noop("")}, []string{"asset #1 (counting from 0) has an empty name"}},
+		{"nil materializer", []tranche.Asset{{Name: "a"}}, []string{`asset "a" has a nil Materializer`}},
+		{"duplicate", []tranche.Asset{noop("a"), noop("b"), noop("a")}, []string{`duplicate asset name "a" (assets #0 and #2)`}},
+		{"missing dependency", []tranche.Asset{noop("a", "ghost")}, []string{`asset "a" depends on "ghost", which is not in the DAG`}},
+		{"dependency twice", []tranche.Asset{noop("a"), noop("b", "a", "a")}, []string{`asset "b" lists dependency "a" twice`}},
+		{"self cycle", []tranche.Asset{noop("a", "a")}, []string{"dependency cycle (each asset feeds the next): a -> a"}},
+		{"cycle", []tranche.Asset{noop("root"), noop("c", "b"), noop("b", "a"), noop("a", "c", "root"), noop("tail", "c")},
+			[]string{"dependency cycle (each asset feeds the next): a -> b -> c -> a"}},
+		{"partitioned feeds unpartitioned", []tranche.Asset{partitioned(noop("p"), daily), noop("u", "p")},
+			[]string{`partitioned asset "p" (day) feeds unpartitioned asset "u"`}},
+		{"granularities differ", []tranche.Asset{partitioned(noop("d"), daily), partitioned(noop("h", "d"), tranche.Partitioning{Granularity: tranche.Hour})},
+			[]string{`asset "h" (hour) depends on asset "d" (day); dependent partitioned assets must share a granularity`}},
+		{"locations differ", []tranche.Asset{partitioned(noop("d"), tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC}),
+			partitioned(noop("e", "d"), tranche.Partitioning{Granularity: tranche.Day, Location: ny})},
+			[]string{`asset "e" (in America/New_York) depends on asset "d" (in UTC)`}},
+		{"partitioning without granularity", []tranche.Asset{partitioned(noop("a"), tranche.Partitioning{Column: "day"})},
+			[]string{`asset "a" sets Partitioning fields but no Granularity`}},
+		{"destination without column", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Partitioning: daily, Destinations: []tranche.Destination{dest}}},
+			[]string{`partitioned asset "a" has destinations but no Partitioning.Column`}},
+		{"nil destination", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Destinations: []tranche.Destination{nil}}},
+			[]string{`asset "a": destination #0 is nil`}},
+		{"negative timeout", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Timeout: -time.Second}},
+			[]string{`asset "a": negative Timeout -1s`}},
+		{"negative retry", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Retry: tranche.Retry{Attempts: -1}}},
+			[]string{`asset "a": negative Retry setting`}},
+		{"several at once", []tranche.Asset{{Name: "a"}, noop("b", "x"), noop("")},
+			[]string{`asset "a" has a nil Materializer`, `asset "b" depends on "x"`, "empty name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dag, err := tranche.NewDAG(tc.assets...)
+			if err == nil {
+				t.Fatalf("NewDAG = %v, want an error", dag)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("NewDAG error:\n%v\nwant it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestNewDAGAccepts(t *testing.T) {
+	daily := tranche.Partitioning{Granularity: tranche.Day}
+	for _, tc := range []struct {
+		name   string
+		assets []tranche.Asset
+	}{
+		{"empty", nil},
+		{"unpartitioned feeds partitioned", []tranche.Asset{tranchetest.Noop("dim"), partitioned(tranchetest.Noop("fact", "dim"), daily)}},
+		{"one location set", []tranche.Asset{partitioned(tranchetest.Noop("a"), daily),
+			partitioned(tranchetest.Noop("b", "a"), tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tranche.NewDAG(tc.assets...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestDAGOrder(t *testing.T) {
+	assets := []tranche.Asset{
+		tranchetest.Noop("zeta"), tranchetest.Noop("alpha", "zeta"), tranchetest.Noop("beta"),
+		tranchetest.Noop("gamma", "alpha", "beta"), tranchetest.Noop("aardvark"),
+	}
+	want := []string{"aardvark", "beta", "zeta", "alpha", "gamma"}
+	for i := range assets {
+		// every rotation of the input gives the same order
+		in := append(slices.Clone(assets[i:]), assets[:i]...)
+		dag, err := tranche.NewDAG(in...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for a := range dag.Assets() {
+			got = append(got, a.Name)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("rotation %d: Assets() order mismatch (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+func TestDAGIsACopy(t *testing.T) {
+	a := tranchetest.Noop("a")
+	b := tranchetest.Noop("b", "a")
+	dag, err := tranche.NewDAG(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Deps[0] = "changed"
+	got, ok := dag.Asset("b")
+	if !ok || got.Deps[0] != "a" {
+		t.Fatalf("Asset(b) = %+v, %v; changing the input changed the DAG", got, ok)
+	}
+	got.Deps[0] = "again"
+	if again, _ := dag.Asset("b"); again.Deps[0] != "a" {
+		t.Error("changing a returned Asset changed the DAG")
+	}
+	if _, ok := dag.Asset("nope"); ok {
+		t.Error(`Asset("nope") found an asset`)
+	}
+	if dag.Len() != 2 {
+		t.Errorf("Len() = %d", dag.Len())
+	}
+	for range dag.Assets() {
+		break // stopping early is fine
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	base := errors.New("transient")
+	err := tranche.Retryable(base)
+	if !tranche.IsRetryable(err) || !errors.Is(err, base) || err.Error() != "transient" {
+		t.Errorf("Retryable(%v) = %v", base, err)
+	}
+	if wrapped := errors.Join(errors.New("x"), err); !tranche.IsRetryable(wrapped) {
+		t.Error("IsRetryable does not see through wrapping")
+	}
+	if tranche.IsRetryable(base) || tranche.Retryable(nil) != nil {
+		t.Error("a plain error is retryable, or Retryable(nil) is not nil")
+	}
+}
+
+func TestMaterializeFunc(t *testing.T) {
+	f := tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) {
+		return []tranche.Row{{"x": 1}}, nil
+	})
+	rows, err := f.Materialize(context.Background(), nil)
+	if err != nil || len(rows) != 1 {
+		t.Errorf("Materialize = %v, %v", rows, err)
+	}
+}

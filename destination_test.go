@@ -1,0 +1,311 @@
+package tranche_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/tranchetest"
+)
+
+// dailyAsset returns a daily asset, column "day", that produces rows and
+// writes them to dests.
+func dailyAsset(name string, rows func(m *tranche.Materialization) []tranche.Row, dests ...tranche.Destination) tranche.Asset {
+	a := tranchetest.Func(name, func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		return rows(m), nil
+	})
+	a.Partitioning = tranche.Partitioning{Granularity: tranche.Day, Column: "day", AllowWindow: true}
+	a.Destinations = dests
+	return a
+}
+
+func fixed(rows ...tranche.Row) func(*tranche.Materialization) []tranche.Row {
+	return func(*tranche.Materialization) []tranche.Row { return rows }
+}
+
+func TestDestinationSplitsWindows(t *testing.T) {
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 3)) // Jan 1..4
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []tranche.Row{
+		{"day": "2026-01-01", "n": 1},
+		{"day": jan1.AddDate(0, 0, 2).Add(13 * time.Hour), "n": 2}, // a time inside Jan 3
+		{"day": "2026-01-01", "n": 3},
+		{"day": time.Date(2026, 1, 3, 20, 0, 0, 0, time.FixedZone("", -5*3600)), "n": 4}, // Jan 4 01:00 UTC
+	}
+	dest := new(tranche.MemoryDestination)
+	dag := tranchetest.NewDAG(t, dailyAsset("a", fixed(rows...), dest))
+	res, err := new(tranche.Runner).Run(ctxT, dag, w)
+	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireKeys(t, dest, "a", "2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04")
+	tranchetest.RequireRows(t, dest, "a", "2026-01-01", []tranche.Row{rows[0], rows[2]})
+	tranchetest.RequireRows(t, dest, "a", "2026-01-02", nil) // written empty
+	tranchetest.RequireRows(t, dest, "a", "2026-01-03", []tranche.Row{rows[1]})
+	tranchetest.RequireRows(t, dest, "a", "2026-01-04", []tranche.Row{rows[3]})
+	o, _ := res.Outcome("a")
+	if diff := cmp.Diff(map[string]int{"2026-01-01": 2, "2026-01-02": 0, "2026-01-03": 1, "2026-01-04": 1}, o.RowsByPartition); diff != "" {
+		t.Errorf("RowsByPartition mismatch (-want +got):\n%s", diff)
+	}
+	if o.Rows != 4 || res.Rows != 4 {
+		t.Errorf("Rows = %d, run rows = %d, want 4", o.Rows, res.Rows)
+	}
+
+	// A re-run replaces each partition: no duplicates, and a partition
+	// that lost its rows is emptied.
+	dag = tranchetest.NewDAG(t, dailyAsset("a", fixed(rows[1]), dest))
+	res, err = new(tranche.Runner).Run(ctxT, dag, w)
+	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireRows(t, dest, "a", "2026-01-01", nil)
+	tranchetest.RequireRows(t, dest, "a", "2026-01-03", []tranche.Row{rows[1]})
+}
+
+func TestDestinationPartitionRun(t *testing.T) {
+	dest := new(tranche.MemoryDestination)
+	for _, run := range []int{1, 2} { // twice: replaced, not appended
+		dag := tranchetest.NewDAG(t, dailyAsset("a", func(m *tranche.Materialization) []tranche.Row {
+			p, _ := m.Partition()
+			return []tranche.Row{{"day": p.Key(), "run": run}}
+		}, dest), dailyAsset("empty", fixed(), dest))
+		res, err := new(tranche.Runner).Run(ctxT, dag, day(7))
+		tranchetest.RequireCompleted(t, res, err)
+		tranchetest.RequireRows(t, dest, "a", "2026-01-07", []tranche.Row{{"day": "2026-01-07", "run": run}})
+		tranchetest.RequireRows(t, dest, "empty", "2026-01-07", nil)
+	}
+	tranchetest.RequireKeys(t, dest, "a", "2026-01-07")
+}
+
+func TestDestinationUnpartitioned(t *testing.T) {
+	dest := new(tranche.MemoryDestination)
+	a := tranchetest.Rows("dim", []tranche.Row{{"k": "v"}})
+	a.Destinations = []tranche.Destination{dest}
+	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, a), nil)
+	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireRows(t, dest, "dim", "", []tranche.Row{{"k": "v"}})
+	if o, _ := res.Outcome("dim"); o.RowsByPartition != nil || o.Rows != 1 {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+func TestDestinationBadRows(t *testing.T) {
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 1)) // Jan 1..2
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := tranche.Row{"day": "2026-01-01"}
+	for _, tc := range []struct {
+		name   string
+		target tranche.Target
+		rows   []tranche.Row
+		want   string
+	}{
+		{"outside the partition", day(1), []tranche.Row{ok, {"day": "2026-01-02"}},
+			`asset "a": row 1: day "2026-01-02" is outside partition 2026-01-01`},
+		{"outside the window", w, []tranche.Row{ok, {"day": time.Date(2026, 1, 5, 3, 0, 0, 0, time.UTC)}},
+			`asset "a": row 1: day 2026-01-05T03:00:00Z is outside window day 2026-01-01..2026-01-02 UTC`},
+		{"no column", w, []tranche.Row{ok, {"date": "2026-01-01"}},
+			`asset "a": row 1 has no partition column "day"`},
+		{"wrong type", w, []tranche.Row{{"day": 20260101}},
+			`asset "a": row 0: day holds int 20260101; want a time.Time or a partition key string`},
+		{"bad key", day(1), []tranche.Row{{"day": "01/01/2026"}},
+			`asset "a": row 0: day "01/01/2026" is not a day partition key`},
+		{"zero time", day(1), []tranche.Row{{"day": time.Time{}}},
+			`asset "a": row 0: day is the zero time`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := new(tranche.MemoryDestination)
+			res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, dailyAsset("a", fixed(tc.rows...), dest)), tc.target)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run error = %v, want one containing %q", err, tc.want)
+			}
+			tranchetest.RequireStatus(t, res, tranche.StatusFailed, "a=failed")
+			if keys := dest.Keys("a"); len(keys) > 0 {
+				t.Errorf("a refused write stored partitions %v", keys)
+			}
+		})
+	}
+}
+
+type failingDestination struct{ err error }
+
+func (d failingDestination) Write(context.Context, []tranche.Batch) error { return d.err }
+
+type panickingDestination struct{}
+
+func (panickingDestination) Write(context.Context, []tranche.Batch) error { panic("disk on fire") }
+
+func TestDestinationFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		dest  tranche.Destination
+		retry bool
+		want  string
+	}{
+		{"error", failingDestination{errors.New("quota")}, false, "destination tranche_test.failingDestination: quota"},
+		{"panic", panickingDestination{}, false, "destination tranche_test.panickingDestination panicked: disk on fire"},
+		{"retryable", failingDestination{tranche.Retryable(errors.New("busy"))}, true, "after 2 attempts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := new(tranchetest.Recorder)
+			a := dailyAsset("a", fixed(), tc.dest)
+			a.Retry = tranche.Retry{Attempts: 2, Backoff: time.Nanosecond}
+			res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, tranchetest.NewDAG(t, a), day(1))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run error = %v, want one containing %q", err, tc.want)
+			}
+			tranchetest.RequireStatus(t, res, tranche.StatusFailed)
+			want := []tranche.Kind{tranche.KindAssetStarted, tranche.KindWriteStarted, tranche.KindWriteFailed}
+			if tc.retry {
+				want = append(append(want, tranche.KindAssetRetrying), want...)
+			}
+			tranchetest.RequireKinds(t, rec, "a", append(want, tranche.KindAssetFailed)...)
+		})
+	}
+}
+
+func TestMemoryDestinationCopies(t *testing.T) {
+	dest := new(tranche.MemoryDestination)
+	row := tranche.Row{"x": 1}
+	if err := dest.Write(ctxT, []tranche.Batch{{Asset: "a", Rows: []tranche.Row{row}}}); err != nil {
+		t.Fatal(err)
+	}
+	row["x"] = 2
+	got, _ := dest.Rows("a", "")
+	got[0]["x"] = 3
+	tranchetest.RequireRows(t, dest, "a", "", []tranche.Row{{"x": 1}})
+	if _, ok := dest.Rows("a", "2026-01-01"); ok {
+		t.Error("Rows found a partition never written")
+	}
+	ctx, cancel := context.WithCancel(ctxT)
+	cancel()
+	if err := dest.Write(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Write with a canceled context = %v", err)
+	}
+}
+
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(dir, path)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestFilesDestination(t *testing.T) {
+	dir := t.TempDir()
+	dest := &tranche.FilesDestination{Dir: dir}
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 2)) // Jan 1..3
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []tranche.Row{
+		{"day": "2026-01-03", "views": 7, "page": "/a<b>&c"},
+		{"day": "2026-01-01", "views": 1, "page": "/"},
+		{"day": "2026-01-03", "views": 2, "page": "/x"},
+	}
+	hourly := tranchetest.Rows("hourly", []tranche.Row{{"hour": "2026-01-01T05:00Z"}})
+	hourly.Partitioning = tranche.Partitioning{Granularity: tranche.Hour, Column: "hour"}
+	hourly.Destinations = []tranche.Destination{dest}
+	dim := tranchetest.Rows("dim/2", []tranche.Row{{"k": 1}})
+	dim.Destinations = []tranche.Destination{dest}
+
+	for range 2 { // the second run replaces every file
+		res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, dailyAsset("views", fixed(rows...), dest), dim), w)
+		tranchetest.RequireCompleted(t, res, err)
+	}
+	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, hourly), tranche.PartitionOf(tranche.Hour, jan1.Add(5*time.Hour)))
+	tranchetest.RequireCompleted(t, res, err)
+
+	want := map[string]string{
+		"views/day=2026-01-01/data.jsonl":            `{"day":"2026-01-01","page":"/","views":1}` + "\n",
+		"views/day=2026-01-02/data.jsonl":            "",
+		"views/day=2026-01-03/data.jsonl":            `{"day":"2026-01-03","page":"/a<b>&c","views":7}` + "\n" + `{"day":"2026-01-03","page":"/x","views":2}` + "\n",
+		"dim%2F2/data.jsonl":                         `{"k":1}` + "\n",
+		"hourly/hour=2026-01-01T05%3A00Z/data.jsonl": `{"hour":"2026-01-01T05:00Z"}` + "\n",
+	}
+	if diff := cmp.Diff(want, readTree(t, dir)); diff != "" {
+		t.Errorf("files mismatch (-want +got):\n%s", diff)
+	}
+	if got := dest.Path("views", "day", "2026-01-02"); got != filepath.Join(dir, "views", "day=2026-01-02", "data.jsonl") {
+		t.Errorf("Path = %s", got)
+	}
+}
+
+func TestFilesDestinationRefusesWholeWrite(t *testing.T) {
+	dir := t.TempDir()
+	dest := &tranche.FilesDestination{Dir: dir}
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []tranche.Row{{"day": "2026-01-01", "v": 1}, {"day": "2026-01-03", "v": 3}}
+	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, dailyAsset("a", fixed(good...), dest)), w)
+	tranchetest.RequireCompleted(t, res, err)
+	before := readTree(t, dir)
+
+	// Partition 2026-01-03's second row cannot be encoded: nothing at all
+	// is replaced, and no temporary file is left.
+	bad := []tranche.Row{{"day": "2026-01-01", "v": 10}, {"day": "2026-01-03", "v": 30}, {"day": "2026-01-03", "v": make(chan int)}}
+	res, err = new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, dailyAsset("a", fixed(bad...), dest)), w)
+	if err == nil || !strings.Contains(err.Error(), `asset "a", partition 2026-01-03, row 1: json: unsupported type: chan int`) {
+		t.Fatalf("Run error = %v", err)
+	}
+	tranchetest.RequireStatus(t, res, tranche.StatusFailed)
+	if diff := cmp.Diff(before, readTree(t, dir)); diff != "" {
+		t.Errorf("a refused write changed the files (-before +after):\n%s", diff)
+	}
+}
+
+func TestFilesDestinationBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dest    *tranche.FilesDestination
+		batches []tranche.Batch
+		want    string
+	}{
+		{"no dir", &tranche.FilesDestination{}, []tranche.Batch{{Asset: "a"}}, "empty Dir"},
+		{"no asset", &tranche.FilesDestination{Dir: t.TempDir()}, []tranche.Batch{{}}, "needs an asset name"},
+		{"no column", &tranche.FilesDestination{Dir: t.TempDir()}, []tranche.Batch{{Asset: "a", Partition: day(1)}}, "needs an asset name and, for a partition, a column"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.dest.Write(ctxT, tc.batches); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Write = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFilesDestinationEscapes(t *testing.T) {
+	dest := &tranche.FilesDestination{Dir: "root"}
+	for _, tc := range []struct{ asset, column, key, want string }{
+		{"a", "", "", "root/a/data.jsonl"},
+		{"..", "", "", "root/%2E./data.jsonl"},
+		{"a b", "c:d", "2026-W01", "root/a%20b/c%3Ad=2026-W01/data.jsonl"},
+		{"x", "hour", "2026-11-01T01:00-05:00", "root/x/hour=2026-11-01T01%3A00-05%3A00/data.jsonl"},
+		{"x", "hour", "2026-03-29T01:00+01:00", "root/x/hour=2026-03-29T01%3A00+01%3A00/data.jsonl"},
+	} {
+		if got := filepath.ToSlash(dest.Path(tc.asset, tc.column, tc.key)); got != tc.want {
+			t.Errorf("Path(%q, %q, %q) = %s, want %s", tc.asset, tc.column, tc.key, got, tc.want)
+		}
+	}
+	if !slices.Contains([]string{"files:root"}, dest.String()) {
+		t.Errorf("String() = %s", dest.String())
+	}
+}
