@@ -2,10 +2,12 @@ package tranche
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -98,7 +100,7 @@ func (TimePartitionWindow) isTarget() {}
 // when the run completed, the failures (each an [*AssetError], joined)
 // when it failed, and context.Cause(ctx) when ctx was canceled first.
 func (r *Runner) Run(ctx context.Context, dag *DAG, target Target) (*Result, error) {
-	return r.run(ctx, dag, target, rand.Text(), 1)
+	return r.run(ctx, dag, target, newRunID(), 1)
 }
 
 // run is Run with the run's id and attempt chosen by the caller, as a
@@ -163,6 +165,14 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 	return res, runErr
 }
 
+// newRunID returns a random run id: 32 hexadecimal digits.
+func newRunID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	return hex.EncodeToString(b[:])
+}
+
 func (r *Runner) limit() int {
 	if r.Concurrency == 0 {
 		return runtime.GOMAXPROCS(0)
@@ -187,7 +197,7 @@ func resolveTarget(tg Target) (target, error) {
 		if !v.Granularity.IsValid() {
 			return target{}, errors.New("tranche: Run with a TimePartition without a granularity; pass nil to run unpartitioned assets")
 		}
-		if p := PartitionOf(v.Granularity, v.Start); !p.Equal(v) || !v.End.Equal(p.End) {
+		if p := PartitionOf(v.Granularity, v.Start); !p.Start.Equal(v.Start) || !p.End.Equal(v.End) {
 			return target{}, fmt.Errorf("tranche: Run with [%s, %s), which is not a %v partition; the %v partition holding its start is %s",
 				v.Start.Format(time.RFC3339Nano), v.End.Format(time.RFC3339Nano), v.Granularity, v.Granularity, p)
 		}
@@ -246,8 +256,8 @@ func preflight(dag *DAG, t *target) error {
 		if !a.Partitioned() {
 			continue
 		}
-		partitioned = append(partitioned, a.Name)
 		if t.none {
+			partitioned = append(partitioned, a.Name)
 			continue
 		}
 		p := a.Partitioning
@@ -313,6 +323,7 @@ type runState struct {
 
 	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
 	outputs  [][]Row        // the rows of each completed asset, until its dependents finish
+	sched    scheduler
 }
 
 func (s *runState) hasHooks() bool { return s.onEvent != nil || s.logHook != nil }
@@ -366,68 +377,128 @@ func (s *runState) deliver(hook func(context.Context, Event), e Event, report bo
 
 // schedule runs the assets, each once its dependencies have finished,
 // and returns when every asset has an outcome.
+//
+// Workers take ready assets from a queue: the calling goroutine is the
+// first, and more are started, through an errgroup.Group, whenever assets
+// are ready and fewer than limit workers are busy; a worker that finds the
+// queue empty ends. A chain of assets thus runs on the calling goroutine
+// with no hand-off, and independent assets spread over at most limit
+// goroutines.
 func (s *runState) schedule(ctx context.Context, limit int, mode FailureMode) {
-	d := s.dag
-	n := d.Len()
-	var g *errgroup.Group
-	gctx := ctx
-	if mode == FailFast {
-		g, gctx = errgroup.WithContext(ctx)
-	} else {
-		g = new(errgroup.Group)
+	n := s.dag.Len()
+	if n == 0 {
+		return
 	}
-	g.SetLimit(limit)
-
-	waiting := make([]int, n)   // unfinished dependencies of each asset
-	consumers := make([]int, n) // unfinished dependents of each asset
-	ready := make([]int, 0, n)  // a queue: every asset enters it once
+	c := &s.sched
+	c.s, c.ctx, c.limit, c.failFast = s, ctx, limit, mode == FailFast
+	if c.failFast && limit > 1 && n > 1 {
+		// Running assets are canceled at the first failure. With one
+		// worker, no other asset runs then, and the failure flag alone
+		// stops the rest.
+		var cancel context.CancelCauseFunc
+		c.ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		c.cancel = cancel
+	}
+	if limit > 1 {
+		c.g.SetLimit(limit - 1) // the calling goroutine is the other worker
+	}
+	counts := make([]int, 3*n)
+	c.waiting, c.consumers, c.queue = counts[:n], counts[n:2*n], counts[2*n:2*n]
 	for i := range n {
-		waiting[i], consumers[i] = len(d.deps[i]), len(d.dependents[i])
-		if waiting[i] == 0 {
-			ready = append(ready, i)
+		c.waiting[i], c.consumers[i] = len(s.dag.deps[i]), len(s.dag.dependents[i])
+		if c.waiting[i] == 0 {
+			c.queue = append(c.queue, i)
 		}
 	}
-	release := func(i int) {
-		for _, j := range d.dependents[i] {
-			if waiting[j]--; waiting[j] == 0 {
-				ready = append(ready, j)
+	c.active = min(limit, len(c.queue))
+	for range c.active - 1 {
+		c.g.Go(c.work)
+	}
+	_ = c.work()
+	_ = c.g.Wait() // the outcomes hold every error
+}
+
+// scheduler is the state of schedule's workers.
+type scheduler struct {
+	s        *runState
+	ctx      context.Context
+	limit    int
+	failFast bool
+	cancel   context.CancelCauseFunc // cancels ctx at the first failure, when failing fast with several workers
+	g        errgroup.Group
+
+	mu        sync.Mutex
+	waiting   []int // unfinished dependencies of each asset
+	consumers []int // unfinished dependents of each asset
+	queue     []int // every asset enters it once, when it is ready
+	head      int   // the next asset to take from queue
+	active    int   // workers started and not ended
+	failure   error // the first failure, when failing fast
+}
+
+// work takes and settles ready assets until none is left.
+func (c *scheduler) work() error {
+	for {
+		c.mu.Lock()
+		if c.head == len(c.queue) {
+			c.active--
+			c.mu.Unlock()
+			return nil
+		}
+		i := c.queue[c.head]
+		c.head++
+		failure := c.failure
+		c.mu.Unlock()
+
+		if !c.preempt(i, failure) {
+			if err := c.s.runAsset(c.ctx, i); err != nil && c.failFast {
+				c.mu.Lock()
+				if c.failure == nil {
+					c.failure = err
+				}
+				c.mu.Unlock()
+				if c.cancel != nil {
+					c.cancel(err)
+				}
 			}
 		}
-		for _, k := range d.deps[i] {
-			if consumers[k]--; consumers[k] == 0 {
-				s.outputs[k] = nil
-			}
+		c.finish(i)
+	}
+}
+
+// finish queues the dependents of asset i that it made ready, starts
+// workers for them if fewer than limit are busy, and frees the rows no
+// dependent needs any more.
+func (c *scheduler) finish(i int) {
+	d := c.s.dag
+	c.mu.Lock()
+	for _, j := range d.dependents[i] {
+		if c.waiting[j]--; c.waiting[j] == 0 {
+			c.queue = append(c.queue, j)
 		}
 	}
-	done := make(chan int, n)
-	head, finished := 0, 0
-	for finished < n {
-		for ; head < len(ready); head++ {
-			i := ready[head]
-			if s.preempt(gctx, i) {
-				finished++
-				release(i)
-				continue
-			}
-			g.Go(func() error {
-				err := s.runAsset(gctx, i)
-				done <- i
-				return err
-			})
+	for _, k := range d.deps[i] {
+		if c.consumers[k]--; c.consumers[k] == 0 {
+			c.s.outputs[k] = nil
 		}
-		if finished == n {
-			break
-		}
-		i := <-done
-		finished++
-		release(i)
 	}
-	_ = g.Wait() // the outcomes hold every error
+	// This worker takes one of the queued assets itself.
+	start := min(len(c.queue)-c.head-1, c.limit-c.active)
+	if start > 0 {
+		c.active += start
+	}
+	c.mu.Unlock()
+	for range start {
+		c.g.Go(c.work)
+	}
 }
 
 // preempt settles, without running it, an asset whose dependencies did
-// not all complete or whose run is over, and reports whether it did.
-func (s *runState) preempt(ctx context.Context, i int) bool {
+// not all complete, or that comes after a failure when failing fast or
+// after the run's context ended, and reports whether it did.
+func (c *scheduler) preempt(i int, failure error) bool {
+	s := c.s
 	o := &s.outcomes[i]
 	for _, j := range s.dag.deps[i] {
 		dep := &s.outcomes[j]
@@ -441,8 +512,12 @@ func (s *runState) preempt(ctx context.Context, i int) bool {
 			return true
 		}
 	}
-	if ctx.Err() != nil {
-		s.cancel(i, context.Cause(ctx))
+	switch {
+	case failure != nil:
+		s.cancel(i, failure)
+		return true
+	case c.ctx.Err() != nil:
+		s.cancel(i, context.Cause(c.ctx))
 		return true
 	}
 	return false
@@ -471,19 +546,23 @@ func (s *runState) runAsset(ctx context.Context, i int) error {
 			return nil
 		}
 		o.Attempts = attempt
-		s.emit(Event{Kind: KindAssetStarted, Asset: a.Name, Attempt: attempt})
+		started := o.Start
+		if attempt > 1 {
+			started = time.Now()
+		}
+		s.emit(Event{Kind: KindAssetStarted, Time: started, Asset: a.Name, Attempt: attempt})
 		timedOut, err := s.try(ctx, i, attempt)
 		switch {
 		case err == nil:
 			o.Status, o.End = StatusCompleted, time.Now()
-			s.emit(Event{Kind: KindAssetCompleted, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
+			s.emit(Event{Kind: KindAssetCompleted, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
 			return nil
 		case ctx.Err() != nil:
 			s.cancel(i, context.Cause(ctx))
 			return nil
 		case errors.Is(err, ErrSkip):
 			o.Status, o.End, o.Err = StatusSkipped, time.Now(), err
-			s.emit(Event{Kind: KindAssetSkipped, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
+			s.emit(Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
 			return nil
 		case attempt < a.Retry.Attempts && (timedOut || IsRetryable(err)):
 			wait := a.Retry.delay(attempt)
@@ -500,7 +579,7 @@ func (s *runState) runAsset(ctx context.Context, i int) error {
 		}
 		o.Status, o.End = StatusFailed, time.Now()
 		o.Err = &AssetError{Asset: a.Name, Target: s.target.text, Attempts: attempt, Err: err}
-		s.emit(Event{Kind: KindAssetFailed, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
+		s.emit(Event{Kind: KindAssetFailed, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
 		return o.Err
 	}
 }
@@ -601,18 +680,25 @@ func (e *timeoutError) Is(target error) bool { return target == context.Deadline
 // result gathers the outcomes into a Result.
 func (s *runState) result(start time.Time) *Result {
 	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: time.Now(), Assets: s.outcomes}
+	// The four name lists share one array, each capped at its length.
+	var count [4]int
 	for _, o := range s.outcomes {
 		res.Rows += o.Rows
-		switch o.Status {
-		case StatusCompleted:
-			res.Completed = append(res.Completed, o.Asset)
-		case StatusFailed:
-			res.Failed = append(res.Failed, o.Asset)
-		case StatusCanceled:
-			res.Canceled = append(res.Canceled, o.Asset)
-		case StatusSkipped:
-			res.Skipped = append(res.Skipped, o.Asset)
+		count[statusIndex(o.Status)]++
+	}
+	names := make([]string, 0, len(s.outcomes))
+	lists := [4]*[]string{&res.Completed, &res.Failed, &res.Canceled, &res.Skipped}
+	for k, list := range lists {
+		if count[k] == 0 {
+			continue
 		}
+		from := len(names)
+		for _, o := range s.outcomes {
+			if statusIndex(o.Status) == k {
+				names = append(names, o.Asset)
+			}
+		}
+		*list = names[from:len(names):len(names)]
 	}
 	switch {
 	case len(res.Failed) > 0:
@@ -623,4 +709,16 @@ func (s *runState) result(start time.Time) *Result {
 		res.Status = StatusCompleted
 	}
 	return res
+}
+
+func statusIndex(s Status) int {
+	switch s {
+	case StatusFailed:
+		return 1
+	case StatusCanceled:
+		return 2
+	case StatusSkipped:
+		return 3
+	}
+	return 0
 }
