@@ -1,6 +1,7 @@
 package tranche
 
 import (
+	"math"
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/calendar"
@@ -20,15 +21,55 @@ const zoneMargin = 32 * 3600
 // cursor finds the partition boundaries of one granularity in one location.
 // It remembers the last two offset spans it looked up, so that walking
 // through consecutive partitions asks the zone database once per span.
+//
+// For Minute and Hour multiples it also remembers the last boundary it
+// found on a multiple of the partition length inside an offset span, so
+// that step and back walk on from it with an addition while they stay in
+// that span.
 type cursor struct {
 	g        TimeGranularity
 	loc      *time.Location
 	cur, old calendar.Span
 	have     int
+
+	// l is g.seconds(), 0 for Day and coarser. aligned is a boundary whose
+	// wall time is a multiple of l inside an offset span [S, E), with
+	// S < aligned; step adds l to it while aligned <= stepMax (E-l-1),
+	// back subtracts l while aligned >= backMin (S+l+1). With no span
+	// remembered, stepMax is MinInt64 and backMin MaxInt64.
+	l, aligned, stepMax, backMin int64
 }
 
 func newCursor(g TimeGranularity, loc *time.Location) cursor {
-	return cursor{g: g, loc: loc}
+	return cursor{g: g, loc: loc, l: g.seconds(), stepMax: math.MinInt64, backMin: math.MaxInt64}
+}
+
+// remember records the boundary x on a multiple of l inside the offset
+// span sp, with sp.Start < x < sp.End, for step and back.
+func (c *cursor) remember(x int64, sp calendar.Span) {
+	c.aligned = x
+	c.stepMax = sp.End - c.l - 1   // x+l < sp.End (no overflow at Forever)
+	c.backMin = sp.Start + c.l + 1 // x-l > sp.Start (no overflow at Beginning)
+}
+
+// step returns the end of the partition that starts at boundary e, as
+// next does; it is the fast path of a walk forward.
+func (c *cursor) step(e int64) int64 {
+	if e != c.aligned || e > c.stepMax {
+		return c.next(e)
+	}
+	c.aligned += c.l
+	return c.aligned
+}
+
+// back returns the start of the partition that ends at boundary s, as
+// start(s-1) does; it is the fast path of a walk backward.
+func (c *cursor) back(s int64) int64 {
+	if s != c.aligned || s < c.backMin {
+		return c.startBefore(s)
+	}
+	c.aligned -= c.l
+	return c.aligned
 }
 
 func (c *cursor) span(u int64) calendar.Span {
@@ -62,6 +103,12 @@ func (c *cursor) next(s int64) int64 {
 	return c.firstInstant(c.g.firstDay(c.g.bucket(c.date(s)) + 1))
 }
 
+// startBefore returns the start of the partition that ends at boundary s.
+// It stays a call so that back, its fast path, inlines.
+//
+//go:noinline
+func (c *cursor) startBefore(s int64) int64 { return c.start(s - 1) }
+
 // start returns the start of the partition that holds u.
 func (c *cursor) start(u int64) int64 {
 	if c.g.subday() {
@@ -86,6 +133,7 @@ func (c *cursor) subdayNext(u int64) int64 {
 		// the instants whose wall time is a multiple of l.
 		next := u + l - calendar.Mod(u+sp.Offset, l)
 		if next < sp.End {
+			c.remember(next, sp)
 			return next
 		}
 		if c.subdayBoundaryAt(sp.End, sp.Offset) {
@@ -102,6 +150,7 @@ func (c *cursor) subdayStart(u int64) int64 {
 		sp := c.span(u)
 		prev := u - calendar.Mod(u+sp.Offset, l)
 		if prev > sp.Start {
+			c.remember(prev, sp)
 			return prev
 		}
 		before := c.span(sp.Start - 1).Offset

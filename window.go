@@ -126,7 +126,7 @@ func (w TimePartitionWindow) All() iter.Seq[TimePartition] {
 			if !yield(TimePartition{Start: start, End: end, Granularity: w.g}) || s <= w.start {
 				return
 			}
-			s, end = c.start(s-1), start
+			s, end = c.back(s), start
 		}
 	}
 }
@@ -141,7 +141,7 @@ func (w TimePartitionWindow) OldestFirst() iter.Seq[TimePartition] {
 		c := newCursor(w.g, w.loc)
 		e, start := w.start, at(w.start, w.loc)
 		for e < w.end {
-			e = c.next(e)
+			e = c.step(e)
 			end := at(e, w.loc)
 			if !yield(TimePartition{Start: start, End: end, Granularity: w.g}) {
 				return
@@ -166,14 +166,14 @@ func (w TimePartitionWindow) Chunks(n int) iter.Seq[TimePartitionWindow] {
 			k := min(n, left)
 			start := last
 			for range k - 1 {
-				start = c.start(start - 1)
+				start = c.back(start)
 			}
 			chunk := TimePartitionWindow{g: w.g, loc: w.loc, start: start, last: last, end: end, n: k}
 			if !yield(chunk) {
 				return
 			}
 			if left -= k; left > 0 {
-				last, end = c.start(start-1), start
+				last, end = c.back(start), start
 			}
 		}
 	}
@@ -308,11 +308,11 @@ func Lookback(now time.Time, lookback, offset int, g TimeGranularity) (TimeParti
 	c := newCursor(g, now.Location())
 	start, end := c.bounds(unix(now))
 	for range offset {
-		start, end = c.start(start-1), start
+		start, end = c.back(start), start
 	}
 	last := start
 	for range lookback - 1 {
-		start = c.start(start - 1)
+		start = c.back(start)
 	}
 	return TimePartitionWindow{g: g, loc: now.Location(), start: start, last: last, end: end, n: lookback}, nil
 }
