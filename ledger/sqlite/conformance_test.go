@@ -1,0 +1,32 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+	"github.com/tranche-dev/tranche/tranchetest"
+)
+
+// openTemp opens a ledger in a new file of a test's temporary folder,
+// closed when the test ends.
+func openTemp(t testing.TB, opts *sqlite.Options) *sqlite.Ledger {
+	t.Helper()
+	l, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	})
+	return l
+}
+
+func TestConformance(t *testing.T) {
+	tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) tranche.Ledger {
+		return openTemp(t, &sqlite.Options{Now: clock.Now})
+	})
+}

@@ -1,0 +1,227 @@
+// Package sqlite is tranche's embedded ledger: a [tranche.Ledger] in one
+// SQLite file, needing no server, that any number of processes on one
+// machine share safely. It runs on modernc.org/sqlite, in pure Go, and
+// lives in its own module so that tranche itself does not carry the
+// driver.
+//
+//	ledger, err := sqlite.Open(ctx, "tranche.db", nil)
+//	if err != nil { ... }
+//	defer ledger.Close()
+//	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger}
+//
+// The database runs in WAL mode, so readers never wait for the writer.
+// Every claim and transition is one immediate transaction: it takes the
+// file's write lock as it begins, waiting up to the busy timeout for
+// another process to release it. A process keeps one writing connection,
+// so its own goroutines queue in Go rather than in SQLite's busy loop,
+// and a few read-only connections.
+//
+// Durability: commits are written with synchronous=NORMAL, which keeps
+// every commit through a crash or kill of any process; only a crash of
+// the machine itself may roll back the last commits, never corrupting the
+// file. Since every worker sharing the file runs on that machine, such a
+// loss only makes partitions whose workers died too run again. Set
+// [Options.Synchronous] to "FULL" to sync every commit to the disk.
+//
+// The schema is github.com/tranche-dev/tranche/sqlledger's, shared with
+// the PostgreSQL ledger; the README shows how to inspect a ledger with the
+// sqlite3 command. Nothing in a ledger ever needs repairing by hand: a
+// partition whose worker died stays claimed only until its lease expires,
+// and the next worker to run the backfill takes it over.
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/sqlledger"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Options configure [Open]. A nil *Options means the defaults.
+type Options struct {
+	// BusyTimeout is how long a call waits for another process holding
+	// the file's write lock before it fails with an error matching
+	// [sqlledger.ErrLocked]. Zero means 10s.
+	BusyTimeout time.Duration
+
+	// Now, when not nil, is the clock that judges leases and stamps
+	// attempts. Nil means SQLite's clock ('now'), which reads the
+	// machine's clock, the same for every process sharing the file.
+	Now func() time.Time
+
+	// Synchronous is SQLite's synchronous setting: "NORMAL" (the
+	// default, "" too) or "FULL". See the package documentation.
+	Synchronous string
+
+	// Readers is how many read-only connections serve Latest, History
+	// and the other reads. Zero means 4.
+	Readers int
+}
+
+// DefaultBusyTimeout is the busy timeout of Options.BusyTimeout zero.
+const DefaultBusyTimeout = 10 * time.Second
+
+// Ledger is a [tranche.Ledger] in a SQLite file. Its methods are those of
+// [sqlledger.Ledger]; Close it after its last use.
+type Ledger struct {
+	*sqlledger.Ledger
+	path           string
+	writer, reader *sql.DB
+}
+
+var _ tranche.Ledger = (*Ledger)(nil)
+
+// Errors of [Open] about the file itself, before SQLite opens it, match
+// these with errors.Is, besides naming the file.
+var (
+	ErrNoFolder = errors.New("sqlite: folder does not exist")
+)
+
+// Open opens the ledger in the SQLite file at path, creating the file if
+// it does not exist (its folder must exist), and creating or migrating the
+// ledger's tables. It refuses, with an error naming the file and writing
+// nothing: a path in a missing folder, a file that is not a SQLite
+// database, a read-only file, and a database whose schema a newer release
+// of tranche migrated ([*sqlledger.SchemaError]).
+func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.BusyTimeout == 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.Readers == 0 {
+		o.Readers = 4
+	}
+	sync := strings.ToUpper(o.Synchronous)
+	if sync == "" {
+		sync = "NORMAL"
+	}
+	switch {
+	case path == "":
+		return nil, errors.New("tranche: sqlite ledger: empty path; give the ledger's file, such as tranche.db")
+	case o.BusyTimeout < 0:
+		return nil, fmt.Errorf("tranche: sqlite ledger %s: busy timeout %v; want a positive duration (0 means %v)", path, o.BusyTimeout, DefaultBusyTimeout)
+	case o.Readers < 0:
+		return nil, fmt.Errorf("tranche: sqlite ledger %s: %d readers; want 1 or more (0 means 4)", path, o.Readers)
+	case sync != "NORMAL" && sync != "FULL":
+		return nil, fmt.Errorf("tranche: sqlite ledger %s: synchronous %q; accepted: NORMAL, FULL", path, o.Synchronous)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: sqlite ledger %s: %w", path, err)
+	}
+	if err := checkFile(abs); err != nil {
+		return nil, err
+	}
+	name := "sqlite ledger " + abs
+	dialect := sqlledger.SQLite
+	dialect.Classify = func(err error) (error, string, bool) {
+		kind, hint, retry := sqlledger.SQLite.Classify(err)
+		if errors.Is(kind, sqlledger.ErrLocked) {
+			hint = fmt.Sprintf("another process held the file's write lock for longer than the busy timeout of %v; nothing was written; try again, or raise Options.BusyTimeout", o.BusyTimeout)
+		}
+		return kind, hint, retry
+	}
+
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", o.BusyTimeout.Milliseconds())
+	writer, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=journal_mode(WAL)&_pragma=synchronous("+sync+")&_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("tranche: %s: %w", name, err)
+	}
+	// One writing connection: the process's writers queue for it in Go,
+	// and only other processes meet SQLite's busy timeout.
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	reader, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=query_only(1)"))
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("tranche: %s: %w", name, err)
+	}
+	reader.SetMaxOpenConns(o.Readers)
+	reader.SetMaxIdleConns(o.Readers)
+	l, err := sqlledger.Open(ctx, writer, sqlledger.Options{Dialect: &dialect, Name: name, Now: o.Now, Reader: reader})
+	if err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, err
+	}
+	return &Ledger{Ledger: l, path: abs, writer: writer, reader: reader}, nil
+}
+
+// dsn returns the modernc.org/sqlite data source name of the file at the
+// absolute path abs with the given query.
+func dsn(abs, query string) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+	return u.String() + "?" + query
+}
+
+// sqliteHeader starts every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// checkFile refuses, before SQLite touches anything, a path that cannot
+// be a ledger.
+func checkFile(abs string) error {
+	name := "sqlite ledger " + abs
+	dir := filepath.Dir(abs)
+	switch info, err := os.Stat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("tranche: %s: the folder %s does not exist; create it first, or give a path in an existing folder: %w", name, dir, ErrNoFolder)
+	case err != nil:
+		return fmt.Errorf("tranche: %s: %w", name, err)
+	case !info.IsDir():
+		return fmt.Errorf("tranche: %s: %s is not a folder: %w", name, dir, ErrNoFolder)
+	}
+	info, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // a new ledger
+	case err != nil:
+		return fmt.Errorf("tranche: %s: %w", name, err)
+	case info.IsDir():
+		return fmt.Errorf("tranche: %s: it is a folder; give the path of a file in it, such as %s: %w",
+			name, filepath.Join(abs, "tranche.db"), sqlledger.ErrCantOpen)
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("tranche: %s: not a regular file: %w", name, sqlledger.ErrCantOpen)
+	case info.Mode().Perm()&0o200 == 0:
+		return fmt.Errorf("tranche: %s: the file is read-only (mode %v); a ledger records every claim, so it must be writable: %w",
+			name, info.Mode().Perm(), sqlledger.ErrReadOnly)
+	case info.Size() == 0:
+		return nil // an empty file is an empty database
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return fmt.Errorf("tranche: %s: %w", name, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
+		return fmt.Errorf("tranche: %s: the file is not a SQLite database (it does not start with SQLite's header); give the path of a ledger, or of a new file; nothing was written to it: %w",
+			name, sqlledger.ErrNotDatabase)
+	}
+	return nil
+}
+
+// Path returns the absolute path of the ledger's file.
+func (l *Ledger) Path() string { return l.path }
+
+// Close closes the ledger's connections. A ledger must not be used after.
+func (l *Ledger) Close() error {
+	return errors.Join(l.reader.Close(), l.writer.Close())
+}

@@ -1,0 +1,86 @@
+package sqlledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// What a database failure under a ledger was, as a [Dialect] classifies
+// it; match them with errors.Is.
+var (
+	ErrLocked      = errors.New("sqlledger: database locked")
+	ErrFull        = errors.New("sqlledger: database or disk full")
+	ErrReadOnly    = errors.New("sqlledger: database read-only")
+	ErrNotDatabase = errors.New("sqlledger: not a database")
+	ErrCorrupt     = errors.New("sqlledger: database corrupt")
+	ErrCantOpen    = errors.New("sqlledger: database cannot be opened")
+	ErrIO          = errors.New("sqlledger: input/output error")
+)
+
+// Error is a database failure during a ledger operation. Its message names
+// the ledger (the file, for SQLite), the operation and, when the dialect
+// knows, what went wrong in words. It matches Kind and the driver's error
+// with errors.Is and errors.As.
+type Error struct {
+	Ledger string // the ledger's name, such as "sqlite ledger /var/lib/tranche/ledger.db"
+	Op     string // what the ledger was doing, such as "claiming 2026-01-31"
+	Kind   error  // ErrLocked, ErrFull, ...; nil when the dialect did not say
+	Hint   string // what the failure means and what to do; may be empty
+	Err    error  // the driver's error
+}
+
+func (e *Error) Error() string {
+	msg := "tranche: " + e.Ledger + ": " + e.Op + ": "
+	if e.Hint != "" {
+		msg += e.Hint + ": "
+	}
+	return msg + e.Err.Error()
+}
+
+// Unwrap returns Kind, when set, and the driver's error.
+func (e *Error) Unwrap() []error {
+	if e.Kind == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// SchemaError refuses a database whose ledger schema is newer than this
+// release of tranche knows: a newer release migrated it, and this one
+// could misread it. Nothing was written.
+type SchemaError struct {
+	Ledger string
+	Found  int // the database's schema version
+	Known  int // the newest version this release knows, [SchemaVersion]
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("tranche: %s: its schema is version %d, newer than version %d, the newest this release of tranche knows; open it with the release that migrated it, or a newer one",
+		e.Ledger, e.Found, e.Known)
+}
+
+// wrap turns a failure of op into an [*Error], leaving alone the ledger's
+// own errors and the context's.
+func (l *Ledger) wrap(ctx context.Context, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		// The driver reports an interrupted statement in its own words.
+		return fmt.Errorf("tranche: %s: %s: %w (%w)", l.name, op, ctx.Err(), err)
+	case errors.Is(err, tranche.ErrNotClaimable), errors.Is(err, tranche.ErrFenced), errors.Is(err, tranche.ErrUnknownBackfill),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	if _, ok := errors.AsType[*Error](err); ok {
+		return err
+	}
+	if _, ok := errors.AsType[*SchemaError](err); ok {
+		return err
+	}
+	kind, hint, _ := l.dialect.classify(err)
+	return &Error{Ledger: l.name, Op: op, Kind: kind, Hint: hint, Err: err}
+}

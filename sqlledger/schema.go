@@ -1,0 +1,121 @@
+package sqlledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// A migration moves the schema from the version before it to its own.
+// Migrations are applied in order, forward only, all those missing in
+// one transaction; tranche_schema keeps a row for each one applied.
+// Never change a released migration: add another.
+type migration struct {
+	version     int
+	description string
+	statements  []string // with the dialect's {{id}} and {{table_options}}
+}
+
+var migrations = []migration{{
+	version:     1,
+	description: "dags, partitions, attempts, backfills",
+	statements: []string{
+		// One row per DAG identity: the DAG's number in the other tables,
+		// and its revision, which every claim and finish increments.
+		`CREATE TABLE tranche_dags (
+			id       {{id}},
+			dag      TEXT NOT NULL UNIQUE,
+			revision BIGINT NOT NULL
+		)`,
+		// One row per partition ever claimed: the number of its latest
+		// attempt, so that the latest attempts of a range of partitions
+		// are one join on primary keys. It is also the row a claim locks.
+		`CREATE TABLE tranche_partitions (
+			dag_id  BIGINT NOT NULL REFERENCES tranche_dags (id),
+			start_s BIGINT NOT NULL,
+			latest  INTEGER NOT NULL,
+			PRIMARY KEY (dag_id, start_s)
+		){{table_options}}`,
+		// One row per attempt at a partition. Instants of partitions are
+		// Unix seconds; instants of attempts are Unix milliseconds.
+		`CREATE TABLE tranche_attempts (
+			dag_id         BIGINT NOT NULL,
+			start_s        BIGINT NOT NULL,
+			attempt        INTEGER NOT NULL,
+			end_s          BIGINT NOT NULL,
+			partition_key  TEXT NOT NULL,
+			backfill       TEXT NOT NULL,
+			run_id         TEXT NOT NULL,
+			worker         TEXT NOT NULL,
+			state          TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed', 'canceled')),
+			started_ms     BIGINT NOT NULL,
+			finished_ms    BIGINT,
+			lease_until_ms BIGINT NOT NULL,
+			error          TEXT NOT NULL,
+			row_count      BIGINT NOT NULL,
+			revision       BIGINT NOT NULL,
+			PRIMARY KEY (dag_id, start_s, attempt),
+			FOREIGN KEY (dag_id, start_s) REFERENCES tranche_partitions (dag_id, start_s)
+		){{table_options}}`,
+		`CREATE TABLE tranche_backfills (
+			id         TEXT NOT NULL PRIMARY KEY,
+			seq        BIGINT NOT NULL,
+			dag        TEXT NOT NULL,
+			time_window TEXT NOT NULL,
+			chunk      INTEGER NOT NULL,
+			created_ms BIGINT NOT NULL,
+			canceled   INTEGER NOT NULL
+		)`,
+	},
+}}
+
+// SchemaVersion is the version of the newest schema this release knows. A
+// database at a newer version is refused with a [*SchemaError].
+var SchemaVersion = migrations[len(migrations)-1].version
+
+const createSchemaTable = `CREATE TABLE IF NOT EXISTS tranche_schema (
+	version     INTEGER NOT NULL PRIMARY KEY,
+	description TEXT NOT NULL,
+	applied_ms  BIGINT NOT NULL
+)`
+
+// migrate brings the schema up to date in one transaction, refusing a
+// newer one. It returns the version found before.
+func (l *Ledger) migrate(ctx context.Context) (found int, err error) {
+	err = l.write(ctx, "migrating the schema", func(tx *sql.Tx) error {
+		if l.dialect.LockSchema != "" {
+			if _, err := tx.ExecContext(ctx, l.dialect.LockSchema); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, createSchemaTable); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM tranche_schema`).Scan(&found); err != nil {
+			return err
+		}
+		if found > SchemaVersion {
+			return &SchemaError{Ledger: l.name, Found: found, Known: SchemaVersion}
+		}
+		if found == SchemaVersion {
+			return nil
+		}
+		now, err := l.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, m := range migrations[found:] {
+			for _, stmt := range m.statements {
+				if _, err := tx.ExecContext(ctx, l.dialect.ddl(stmt)); err != nil {
+					return fmt.Errorf("migration %d (%s): %w", m.version, m.description, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`),
+				m.version, m.description, now.UnixMilli()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return found, err
+}
