@@ -53,10 +53,64 @@ century of minutes is as cheap to hold as a day.
 Bounds given as text go through [ParseBound], which insists on an offset or
 a zone: "2026-01-01" alone is ambiguous by up to a day.
 
+# Assets
+
+An [Asset] is a named piece of data and the work that makes it: its
+[Asset.Deps] (other assets, by name), an optional [Partitioning]
+(granularity, location, the partition column of its rows, whether it takes
+whole windows, its first partition), optional [Destination] values, a
+per-attempt [Asset.Timeout], a [Retry] policy, and a [Materializer]: one
+method, with the [MaterializeFunc] adapter, that returns the asset's rows
+([Row], column names to values). The [Materialization] it receives names
+the partition or window, the run, the attempt, the rows of its
+dependencies ([Materialization.Input]) and a [*slog.Logger] whose records
+become events.
+
+[NewDAG] validates assets before anything runs: unique, non-empty names,
+dependencies that exist, no cycle (the error shows it), no partitioned
+asset feeding an unpartitioned one, one granularity along each
+dependency. [DAG.Assets] lists them in dependency order, ties broken by
+name.
+
+# Running
+
+[Runner.Run] materializes a DAG for a [Target]: a [TimePartition], a
+[TimePartitionWindow], or nil when no asset is partitioned. Assets run in
+dependency order, independent ones concurrently up to
+[Runner.Concurrency]. A window run calls each asset once with the whole
+window, and is refused unless every partitioned asset allows windows;
+targets reaching before an asset's first partition are refused with a
+[*PartitionError]; both before any event. A failure cancels the running
+assets ([FailFast], the default), or only the assets downstream of it
+([CollectAll]). A panic fails its asset with a [*PanicError]; an error
+wrapped with [Retryable], or a timeout, is retried with exponential
+backoff. The [Result] reports every asset's [AssetOutcome].
+
+After an asset succeeds, each of its destinations receives one [Batch]
+per partition of the run (the rows split by the partition column, empty
+partitions included); a batch replaces its partition, so re-running never
+duplicates rows. A row outside the run's partitions fails the asset before
+anything is written. [MemoryDestination] keeps rows in memory;
+[FilesDestination] writes JSON lines, one file per partition, replaced
+atomically.
+
+# Events
+
+Every step of a run is an [Event] of a stable [Kind] (run, asset, write
+and log events; backfills add theirs), delivered synchronously and in
+order to [Runner.OnEvent], a plain function; every event of a run has been
+delivered when Run returns, and a hook that panics is recovered and
+reported in [Result.HookErr]. [SlogHook] logs events with [log/slog];
+[EventWriter] writes them as JSON lines; [Hooks] combines hooks. Event ids
+([Event.ID]) are deterministic. The package tranchetest records events and
+checks results in tests.
+
 # Errors
 
 Every refusal names the value and says what would be accepted. A bound
 off a partition boundary is a [*BoundaryError]; a window reaching before an
-asset's first partition is a [*PartitionError].
+asset's first partition is a [*PartitionError]. A failed asset is an
+[*AssetError] wrapping the asset's own error; a panic is a [*PanicError]
+with its stack.
 */
 package tranche
