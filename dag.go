@@ -84,7 +84,7 @@ func NewDAG(assets ...Asset) (*DAG, error) {
 // checkAsset returns the problems of one asset on its own.
 func checkAsset(a Asset) []error {
 	var errs []error
-	if a.Materializer == nil {
+	if f, isFunc := a.Materializer.(MaterializeFunc); a.Materializer == nil || isFunc && f == nil {
 		errs = append(errs, fmt.Errorf("tranche: asset %q has a nil Materializer", a.Name))
 	}
 	p := a.Partitioning

@@ -33,6 +33,7 @@ func TestNewDAGRefuses(t *testing.T) {
 	}{
 		{"empty name", []tranche.Asset{noop("a"), noop("")}, []string{"asset #1 (counting from 0) has an empty name"}},
 		{"nil materializer", []tranche.Asset{{Name: "a"}}, []string{`asset "a" has a nil Materializer`}},
+		{"nil function", []tranche.Asset{{Name: "a", Materializer: tranche.MaterializeFunc(nil)}}, []string{`asset "a" has a nil Materializer`}},
 		{"duplicate", []tranche.Asset{noop("a"), noop("b"), noop("a")}, []string{`duplicate asset name "a" (assets #0 and #2)`}},
 		{"missing dependency", []tranche.Asset{noop("a", "ghost")}, []string{`asset "a" depends on "ghost", which is not in the DAG`}},
 		{"dependency twice", []tranche.Asset{noop("a"), noop("b", "a", "a")}, []string{`asset "b" lists dependency "a" twice`}},

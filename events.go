@@ -420,7 +420,7 @@ func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 	}
 	m := h.m
-	m.run.emit(Event{
+	m.run.emit(&Event{
 		Kind: KindLog, Time: r.Time, Asset: m.Asset(), Attempt: m.attempt,
 		Level: r.Level, Message: r.Message, Attrs: attrs, seq: int(m.logSeq.Add(1)),
 	})

@@ -137,7 +137,7 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 		s.outcomes[i].Asset = dag.assets[i].Name
 	}
 	start := time.Now()
-	s.emit(Event{Kind: KindRunStarted, Time: start, Attempt: attempt})
+	s.emit(&Event{Kind: KindRunStarted, Time: start, Attempt: attempt})
 	s.schedule(ctx, r.limit(), r.FailureMode)
 	res := s.result(start)
 
@@ -160,7 +160,7 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 		kind = KindRunCanceled
 		runErr = context.Cause(ctx)
 	}
-	s.emit(Event{Kind: kind, Time: res.End, Attempt: attempt, Duration: res.End.Sub(start), Rows: res.Rows, Err: runErr})
+	s.emit(&Event{Kind: kind, Time: res.End, Attempt: attempt, Duration: res.End.Sub(start), Rows: res.Rows, Err: runErr})
 	res.HookErr = errors.Join(s.hookErrs...)
 	return res, runErr
 }
@@ -329,7 +329,7 @@ type runState struct {
 func (s *runState) hasHooks() bool { return s.onEvent != nil || s.logHook != nil }
 
 // emit completes e with the run's fields and delivers it to the hooks.
-func (s *runState) emit(e Event) {
+func (s *runState) emit(e *Event) {
 	if !s.hasHooks() {
 		return
 	}
@@ -352,7 +352,7 @@ func (s *runState) emit(e Event) {
 }
 
 // deliver calls one hook, recovering and reporting its panic.
-func (s *runState) deliver(hook func(context.Context, Event), e Event, report bool) {
+func (s *runState) deliver(hook func(context.Context, Event), e *Event, report bool) {
 	if hook == nil {
 		return
 	}
@@ -372,7 +372,7 @@ func (s *runState) deliver(hook func(context.Context, Event), e Event, report bo
 			}()
 		}
 	}()
-	hook(s.hookCtx, e)
+	hook(s.hookCtx, *e)
 }
 
 // schedule runs the assets, each once its dependencies have finished,
@@ -508,7 +508,7 @@ func (c *scheduler) preempt(i int, failure error) bool {
 			return true
 		case StatusSkipped:
 			o.Status, o.Err = StatusSkipped, fmt.Errorf("tranche: asset %q skipped: dependency %q skipped: %w", o.Asset, dep.Asset, ErrSkip)
-			s.emit(Event{Kind: KindAssetSkipped, Asset: o.Asset, Err: o.Err})
+			s.emit(&Event{Kind: KindAssetSkipped, Asset: o.Asset, Err: o.Err})
 			return true
 		}
 	}
@@ -532,7 +532,7 @@ func (s *runState) cancel(i int, cause error) {
 		o.End = time.Now()
 		took = o.End.Sub(o.Start)
 	}
-	s.emit(Event{Kind: KindAssetCanceled, Asset: o.Asset, Attempt: o.Attempts, Duration: took, Err: o.Err})
+	s.emit(&Event{Kind: KindAssetCanceled, Asset: o.Asset, Attempt: o.Attempts, Duration: took, Err: o.Err})
 }
 
 // runAsset runs one asset's attempts, and returns its failure.
@@ -550,23 +550,23 @@ func (s *runState) runAsset(ctx context.Context, i int) error {
 		if attempt > 1 {
 			started = time.Now()
 		}
-		s.emit(Event{Kind: KindAssetStarted, Time: started, Asset: a.Name, Attempt: attempt})
+		s.emit(&Event{Kind: KindAssetStarted, Time: started, Asset: a.Name, Attempt: attempt})
 		timedOut, err := s.try(ctx, i, attempt)
 		switch {
 		case err == nil:
 			o.Status, o.End = StatusCompleted, time.Now()
-			s.emit(Event{Kind: KindAssetCompleted, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
+			s.emit(&Event{Kind: KindAssetCompleted, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
 			return nil
 		case ctx.Err() != nil:
 			s.cancel(i, context.Cause(ctx))
 			return nil
 		case errors.Is(err, ErrSkip):
 			o.Status, o.End, o.Err = StatusSkipped, time.Now(), err
-			s.emit(Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
+			s.emit(&Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
 			return nil
 		case attempt < a.Retry.Attempts && (timedOut || IsRetryable(err)):
 			wait := a.Retry.delay(attempt)
-			s.emit(Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
+			s.emit(&Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
 			timer := time.NewTimer(wait)
 			select {
 			case <-timer.C:
@@ -579,7 +579,7 @@ func (s *runState) runAsset(ctx context.Context, i int) error {
 		}
 		o.Status, o.End = StatusFailed, time.Now()
 		o.Err = &AssetError{Asset: a.Name, Target: s.target.text, Attempts: attempt, Err: err}
-		s.emit(Event{Kind: KindAssetFailed, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
+		s.emit(&Event{Kind: KindAssetFailed, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
 		return o.Err
 	}
 }
@@ -632,7 +632,7 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 // write writes the batches to one destination, with its events.
 func (s *runState) write(ctx context.Context, a *Asset, attempt int, dst Destination, batches []Batch, rows int) (err error) {
 	name := destinationName(dst)
-	s.emit(Event{Kind: KindWriteStarted, Asset: a.Name, Destination: name, Attempt: attempt, Rows: rows})
+	s.emit(&Event{Kind: KindWriteStarted, Asset: a.Name, Destination: name, Attempt: attempt, Rows: rows})
 	start := time.Now()
 	func() {
 		defer func() {
@@ -645,10 +645,10 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt int, dst Destina
 	took := time.Since(start)
 	if err != nil {
 		err = fmt.Errorf("destination %s: %w", name, err)
-		s.emit(Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err})
+		s.emit(&Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err})
 		return err
 	}
-	s.emit(Event{Kind: KindWriteCompleted, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows})
+	s.emit(&Event{Kind: KindWriteCompleted, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows})
 	return nil
 }
 
