@@ -373,7 +373,7 @@ type execution struct {
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
 	report  Report
-	stopped string // why claims stopped, for the report's error
+	stopped error // why claims stopped, for the report's error
 }
 
 func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Report, error) {
@@ -394,17 +394,19 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	var g errgroup.Group
 	g.SetLimit(cfg.concurrency)
 	var scanErr error
+	seen := 0 // partitions the scan reached
 	for u, err := range b.scan(ctx, cfg, plan.Revision, b.Order) {
 		if err != nil {
 			scanErr = err
 			break
 		}
-		if ctx.Err() != nil || x.stop.Load() {
-			x.count(func(r *Report) { r.NotRun += len(u.partitions) })
-			continue
-		}
+		seen += len(u.partitions)
 		switch u.action {
 		case ActionRun:
+			if ctx.Err() != nil || x.stop.Load() {
+				x.count(func(r *Report) { r.NotRun += len(u.partitions) })
+				continue
+			}
 			g.Go(func() error { x.runJob(ctx, u); return nil })
 		case ActionSkipRunning:
 			x.count(func(r *Report) { r.Elsewhere += len(u.partitions) })
@@ -415,6 +417,11 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		}
 	}
 	_ = g.Wait()
+	if left := x.report.Total - seen; left > 0 {
+		// The scan ended early (its context ended, or the ledger
+		// failed): the partitions it did not reach stay pending.
+		x.count(func(r *Report) { r.NotRun += left })
+	}
 	return x.finish(ctx, scanErr)
 }
 
@@ -428,8 +435,14 @@ func (x *execution) count(f func(*Report)) {
 // runJob claims, runs and records one partition or chunk.
 func (x *execution) runJob(ctx context.Context, u *job) {
 	b, cfg, n := x.b, x.cfg, len(u.partitions)
+	// The job may have waited for a free slot while another failed or
+	// the context ended: then it stays pending.
+	if ctx.Err() != nil || x.stop.Load() {
+		x.count(func(r *Report) { r.NotRun += n })
+		return
+	}
 	if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
-		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id).Error())
+		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id))
 		x.count(func(r *Report) { r.NotRun += n })
 		return
 	}
@@ -478,7 +491,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		failure = context.Cause(runCtx)
 	case errors.Is(context.Cause(runCtx), ErrBackfillCanceled):
 		failure = fmt.Errorf("canceled: %w", context.Cause(runCtx))
-		x.halt(context.Cause(runCtx).Error())
+		x.halt(context.Cause(runCtx))
 	case runErr == nil && res.Status == StatusCompleted:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
@@ -582,11 +595,11 @@ func (x *execution) fail(ctx context.Context, u *job, err error) {
 	})
 	x.emitJob(ctx, KindPartitionFailed, u, err)
 	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
-		x.halt(fmt.Sprintf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()))
+		x.halt(fmt.Errorf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()))
 	}
 }
 
-func (x *execution) halt(why string) {
+func (x *execution) halt(why error) {
 	if x.stop.CompareAndSwap(false, true) {
 		x.mu.Lock()
 		x.stopped = why
@@ -602,7 +615,7 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 	var err error
 	kind := KindBackfillCompleted
 	switch {
-	case scanErr != nil:
+	case scanErr != nil && ctx.Err() == nil:
 		kind, err = KindBackfillFailed, scanErr
 	case ctx.Err() != nil:
 		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
@@ -610,8 +623,8 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 		kind = KindBackfillFailed
 		first := report.Failures[0]
 		err = fmt.Errorf("tranche: backfill %s: %d partitions failed (first %s: %w)", report.Backfill, report.Failed, first.Key, first.Err)
-	case x.stopped != "":
-		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %s", report.Backfill, x.stopped)
+	case x.stopped != nil:
+		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	}
 	x.emit(ctx, Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err

@@ -123,8 +123,7 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 					}
 					u.latest = append(u.latest, a)
 				}
-				u.action = jobAction(u.latest, cfg.rerun, revision, now)
-				jobs = append(jobs, u)
+				jobs = append(jobs, splitJob(u, cfg.rerun, revision, now)...)
 			}
 			if order == OldestFirst {
 				slices.Reverse(jobs)
@@ -159,23 +158,41 @@ func partitionAction(a *Attempt, rerun RerunPolicy, revision int64, now time.Tim
 	return ActionRun
 }
 
-// jobAction judges a run: it runs whole if any partition needs it and
-// none is held elsewhere.
-func jobAction(latest []*Attempt, rerun RerunPolicy, revision int64, now time.Time) Action {
-	action := ActionSkipSucceeded
-	for _, a := range latest {
-		switch partitionAction(a, rerun, revision, now) {
-		case ActionSkipRunning:
-			return ActionSkipRunning
-		case ActionRun:
-			action = ActionRun
-		case ActionSkipRecorded:
-			if action == ActionSkipSucceeded {
-				action = ActionSkipRecorded
-			}
-		}
+// splitJob judges a run by its partitions' actions. A chunk whose
+// partitions all call for one action stays whole; one whose partitions
+// differ (a partition an ordinary run landed, or one a backfill of
+// another chunk size holds) is split into runs of consecutive partitions
+// with the same action, newest first, since a ledger claims a chunk all or
+// nothing and would refuse the whole chunk forever.
+func splitJob(u *job, rerun RerunPolicy, revision int64, now time.Time) []*job {
+	u.action = partitionAction(u.latest[0], rerun, revision, now)
+	n := len(u.partitions)
+	if n == 1 {
+		return []*job{u}
 	}
-	return action
+	actions := make([]Action, n)
+	uniform := true
+	for i, a := range u.latest {
+		actions[i] = partitionAction(a, rerun, revision, now)
+		uniform = uniform && actions[i] == u.action
+	}
+	if uniform {
+		return []*job{u}
+	}
+	var out []*job
+	for j := n; j > 0; {
+		i := j - 1
+		for i > 0 && actions[i-1] == actions[j-1] {
+			i--
+		}
+		w, err := NewTimePartitionWindow(u.window.Granularity(), u.partitions[i].Start, u.partitions[j-1].Start)
+		if err != nil {
+			panic("tranche: splitting chunk " + u.window.String() + ": " + err.Error()) // unreachable: the partitions are the chunk's
+		}
+		out = append(out, &job{window: w, partitions: u.partitions[i:j:j], latest: u.latest[i:j:j], action: actions[i]})
+		j = i
+	}
+	return out
 }
 
 // Plan computes what [Backfill.Run] would do now, without running or
