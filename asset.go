@@ -183,7 +183,7 @@ type Materialization struct {
 	run     *runState
 	index   int
 	attempt int
-	logger  *slog.Logger
+	logger  atomic.Pointer[slog.Logger]
 	logSeq  atomic.Int64
 }
 
@@ -223,12 +223,14 @@ func (m *Materialization) Window() TimePartitionWindow {
 
 // Logger returns a logger whose records become [KindLog] events of the
 // run, attributed to the asset and attempt; see [Runner.OnEvent]. It
-// discards its records when the runner has no hook and no logger.
+// discards its records when the runner has no hook and no logger. It may
+// be called, and used, from several goroutines.
 func (m *Materialization) Logger() *slog.Logger {
-	if m.logger == nil {
-		m.logger = slog.New(&logHandler{m: m})
+	if l := m.logger.Load(); l != nil {
+		return l
 	}
-	return m.logger
+	m.logger.CompareAndSwap(nil, slog.New(&logHandler{m: m}))
+	return m.logger.Load()
 }
 
 // Input returns the rows the dependency named dep produced in this run,

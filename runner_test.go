@@ -733,3 +733,26 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		t.Errorf("%d goroutines before the runs, %d after", before, after)
 	}
 }
+
+func TestAssetLoggerFromGoroutines(t *testing.T) {
+	rec := new(tranchetest.Recorder)
+	dag := tranchetest.NewDAG(t, tranchetest.Func("a", func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() { m.Logger().Info("part", "i", i) })
+		}
+		wg.Wait()
+		return nil, nil
+	}))
+	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, dag, nil)
+	tranchetest.RequireCompleted(t, res, err)
+	ids := map[string]bool{}
+	for _, e := range rec.Events() {
+		if e.Kind == tranche.KindLog {
+			ids[e.ID()] = true
+		}
+	}
+	if len(ids) != 8 {
+		t.Errorf("%d distinct log event ids, want 8", len(ids))
+	}
+}
