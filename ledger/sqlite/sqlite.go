@@ -182,11 +182,11 @@ func checkFile(abs string) error {
 	dir := filepath.Dir(abs)
 	switch info, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("tranche: %s: the folder %s does not exist; create it first, or give a path in an existing folder: %w", name, dir, ErrNoFolder)
+		return refuse(ErrNoFolder, "tranche: %s: the folder %s does not exist; create it first, or give a path in an existing folder", name, dir)
 	case err != nil:
 		return fmt.Errorf("tranche: %s: %w", name, err)
 	case !info.IsDir():
-		return fmt.Errorf("tranche: %s: %s is not a folder: %w", name, dir, ErrNoFolder)
+		return refuse(ErrNoFolder, "tranche: %s: %s is not a folder", name, dir)
 	}
 	info, err := os.Stat(abs)
 	switch {
@@ -195,13 +195,13 @@ func checkFile(abs string) error {
 	case err != nil:
 		return fmt.Errorf("tranche: %s: %w", name, err)
 	case info.IsDir():
-		return fmt.Errorf("tranche: %s: it is a folder; give the path of a file in it, such as %s: %w",
-			name, filepath.Join(abs, "tranche.db"), sqlledger.ErrCantOpen)
+		return refuse(sqlledger.ErrCantOpen, "tranche: %s: it is a folder; give the path of a file in it, such as %s",
+			name, filepath.Join(abs, "tranche.db"))
 	case !info.Mode().IsRegular():
-		return fmt.Errorf("tranche: %s: not a regular file: %w", name, sqlledger.ErrCantOpen)
+		return refuse(sqlledger.ErrCantOpen, "tranche: %s: not a regular file", name)
 	case info.Mode().Perm()&0o200 == 0:
-		return fmt.Errorf("tranche: %s: the file is read-only (mode %v); a ledger records every claim, so it must be writable: %w",
-			name, info.Mode().Perm(), sqlledger.ErrReadOnly)
+		return refuse(sqlledger.ErrReadOnly, "tranche: %s: the file is read-only (mode %v); a ledger records every claim, so it must be writable",
+			name, info.Mode().Perm())
 	case info.Size() == 0:
 		return nil // an empty file is an empty database
 	}
@@ -212,10 +212,24 @@ func checkFile(abs string) error {
 	defer f.Close()
 	head := make([]byte, len(sqliteHeader))
 	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
-		return fmt.Errorf("tranche: %s: the file is not a SQLite database (it does not start with SQLite's header); give the path of a ledger, or of a new file; nothing was written to it: %w",
-			name, sqlledger.ErrNotDatabase)
+		return refuse(sqlledger.ErrNotDatabase, "tranche: %s: the file is not a SQLite database (it does not start with SQLite's header); give the path of a ledger, or of a new file; nothing was written to it",
+			name)
 	}
 	return nil
+}
+
+// fileError is a refusal of a file, whose message says it all and which
+// matches its kind with errors.Is.
+type fileError struct {
+	msg  string
+	kind error
+}
+
+func (e *fileError) Error() string { return e.msg }
+func (e *fileError) Unwrap() error { return e.kind }
+
+func refuse(kind error, format string, args ...any) error {
+	return &fileError{msg: fmt.Sprintf(format, args...), kind: kind}
 }
 
 // Path returns the absolute path of the ledger's file.

@@ -1,0 +1,596 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+)
+
+// The crash tests run real worker processes (internal/crashworker) against
+// one SQLite file, and kill, interrupt, pause and resume them at random
+// points. Each scenario runs several times; CRASH_REPEAT multiplies the
+// repetitions, CRASH_SEED replays a run's random points.
+
+var (
+	buildOnce sync.Once
+	workerBin string
+	buildErr  error
+	binDir    string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// crashworker builds the worker binary once per test binary.
+func crashworker(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs worker processes")
+	}
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "crashworker")
+		if buildErr != nil {
+			return
+		}
+		workerBin = filepath.Join(binDir, "crashworker")
+		out, err := exec.Command("go", "build", "-o", workerBin, "./internal/crashworker").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./internal/crashworker: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return workerBin
+}
+
+// rng returns the test's random source, seeded from CRASH_SEED or the
+// clock, and logs the seed.
+func rng(t *testing.T) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("CRASH_SEED=%d", seed)
+	return rand.New(rand.NewPCG(seed, 0))
+}
+
+// repeat returns n times CRASH_REPEAT (default 1).
+func repeat(n int) int {
+	if k, err := strconv.Atoi(os.Getenv("CRASH_REPEAT")); err == nil && k > 0 {
+		return n * k
+	}
+	return n
+}
+
+// world is one scenario's files: the ledger, the destination and the
+// executions log that every worker appends to.
+type world struct {
+	t                 *testing.T
+	dir, ledger, dest string
+	log               string
+	first             time.Time
+	days              int
+	bin               string
+	procs             []*proc
+}
+
+func newWorld(t *testing.T, days int) *world {
+	dir := t.TempDir()
+	w := &world{t: t, dir: dir, ledger: filepath.Join(dir, "ledger.db"), dest: filepath.Join(dir, "warehouse"),
+		log: filepath.Join(dir, "executions.log"), first: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), days: days, bin: crashworker(t)}
+	t.Cleanup(func() {
+		for _, p := range w.procs {
+			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.cmd.Process.Kill()
+			p.wait()
+		}
+	})
+	return w
+}
+
+// proc is a running worker.
+type proc struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	err            error
+	exited         time.Time
+}
+
+// start starts a worker; later flags override earlier ones.
+func (w *world) start(name string, args ...string) *proc {
+	w.t.Helper()
+	all := append([]string{"-ledger", w.ledger, "-dest", w.dest, "-log", w.log, "-worker", name,
+		"-days", strconv.Itoa(w.days), "-from", w.first.Format(time.DateOnly)}, args...)
+	p := &proc{name: name, cmd: exec.Command(w.bin, all...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		p.exited = time.Now()
+		close(p.done)
+	}()
+	w.procs = append(w.procs, p)
+	return p
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to %s: %v", sig, p.name, err)
+	}
+}
+
+// wait waits for the worker to exit, at most a minute.
+func (p *proc) wait() error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(time.Minute):
+		p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("worker %s still running after a minute; killed", p.name)
+	}
+}
+
+// workerReport is crashworker's output in backfill mode.
+type workerReport struct {
+	Worker    string `json:"worker"`
+	Total     int    `json:"total"`
+	Succeeded int    `json:"succeeded"`
+	Failed    int    `json:"failed"`
+	Skipped   int    `json:"skipped"`
+	Elsewhere int    `json:"elsewhere"`
+	NotRun    int    `json:"not_run"`
+	Failures  []struct {
+		Key    string `json:"key"`
+		Err    string `json:"err"`
+		Fenced bool   `json:"fenced"`
+	} `json:"failures"`
+	Err string `json:"err"`
+}
+
+// report waits for the worker and decodes its report, checking that it
+// adds up.
+func (p *proc) report(t *testing.T) workerReport {
+	t.Helper()
+	if err := p.wait(); err != nil {
+		t.Fatalf("worker %s: %v\nstderr:\n%s", p.name, err, p.stderr.String())
+	}
+	var r workerReport
+	if err := json.Unmarshal(p.stdout.Bytes(), &r); err != nil {
+		t.Fatalf("worker %s printed %q: %v\nstderr:\n%s", p.name, p.stdout.String(), err, p.stderr.String())
+	}
+	if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.NotRun; sum != r.Total {
+		t.Errorf("worker %s's report does not add up: %d succeeded + %d failed + %d skipped + %d elsewhere + %d not run = %d; total %d",
+			p.name, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.NotRun, sum, r.Total)
+	}
+	return r
+}
+
+// execution is a line of the executions log.
+type execution struct {
+	what, key, worker string
+	attempt           int
+}
+
+func (w *world) executions() []execution {
+	w.t.Helper()
+	data, err := os.ReadFile(w.log)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []execution
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[3])
+		out = append(out, execution{f[0], f[1], f[2], n})
+	}
+	return out
+}
+
+// waitFor polls the executions log until ok holds of it.
+func (w *world) waitFor(what string, ok func([]execution) bool) []execution {
+	w.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if e := w.executions(); ok(e) {
+			return e
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	w.t.Fatalf("timed out waiting for %s; executions:\n%v", what, w.executions())
+	return nil
+}
+
+func (w *world) partition(i int) tranche.TimePartition {
+	return tranche.PartitionOf(tranche.Day, w.first.AddDate(0, 0, i))
+}
+
+// dagID is the identity of crashworker's DAG.
+func dagID(t *testing.T) string {
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+}
+
+// histories opens the ledger and returns every partition's history.
+func (w *world) histories() map[string][]tranche.Attempt {
+	w.t.Helper()
+	l, err := sqlite.Open(w.t.Context(), w.ledger, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer l.Close()
+	out := map[string][]tranche.Attempt{}
+	dag := dagID(w.t)
+	for i := range w.days {
+		p := w.partition(i)
+		h, err := l.History(w.t.Context(), dag, p.Start)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		out[p.Key()] = h
+	}
+	return out
+}
+
+// row is a row of crashworker's asset as the files destination holds it.
+type row struct {
+	Day     string `json:"day"`
+	N       int    `json:"n"`
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+}
+
+func (w *world) rows(key string) []row {
+	w.t.Helper()
+	f, err := os.Open(filepath.Join(w.dest, "events", "day="+key, "data.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []row
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		var r row
+		if err := json.Unmarshal(s.Bytes(), &r); err != nil {
+			w.t.Fatalf("partition %s: row %q: %v", key, s.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkLanded checks that every partition succeeded exactly once, as its
+// latest attempt, that every attempt before it failed, and that the files
+// destination holds the partition's rows exactly once, written by the
+// attempt that succeeded. It returns the histories.
+func (w *world) checkLanded() map[string][]tranche.Attempt {
+	w.t.Helper()
+	hs := w.histories()
+	for i := range w.days {
+		key := w.partition(i).Key()
+		h := hs[key]
+		succeeded := 0
+		for _, a := range h {
+			if a.State == tranche.StateSucceeded {
+				succeeded++
+			}
+		}
+		if succeeded != 1 || len(h) == 0 || h[len(h)-1].State != tranche.StateSucceeded {
+			w.t.Errorf("partition %s: %d successes; want exactly one, the latest attempt:\n%s", key, succeeded, formatHistory(h))
+			continue
+		}
+		for _, a := range h[:len(h)-1] {
+			if a.State != tranche.StateFailed {
+				w.t.Errorf("partition %s: attempt %d %s; want every attempt before the success failed", key, a.Number, a.State)
+			}
+		}
+		last := h[len(h)-1]
+		rows := w.rows(key)
+		if len(rows) != 3 {
+			w.t.Errorf("partition %s: %d rows in the files destination; want 3, once each", key, len(rows))
+		}
+		seen := map[int]bool{}
+		for _, r := range rows {
+			if r.Day != key || seen[r.N] || r.Worker != last.Worker || r.Attempt != last.Number {
+				w.t.Errorf("partition %s: row %+v; want day %s, n unique, written by %s attempt %d (the success)", key, r, key, last.Worker, last.Number)
+			}
+			seen[r.N] = true
+		}
+	}
+	return hs
+}
+
+func formatHistory(h []tranche.Attempt) string {
+	var b strings.Builder
+	for _, a := range h {
+		fmt.Fprintf(&b, "\tattempt %d by %s: %s %q\n", a.Number, a.Worker, a.State, a.Err)
+	}
+	return b.String()
+}
+
+// starts counts the executions started per partition.
+func starts(es []execution) map[string]int {
+	n := map[string]int{}
+	for _, e := range es {
+		if e.what == "start" {
+			n[e.key]++
+		}
+	}
+	return n
+}
+
+// TestKillMidPartition kills a worker with SIGKILL at a random point and
+// runs the same backfill again once the short lease has expired: every
+// partition lands exactly once.
+func TestKillMidPartition(t *testing.T) {
+	r := rng(t)
+	for rep := range repeat(5) {
+		t.Run(strconv.Itoa(rep), func(t *testing.T) {
+			w := newWorld(t, 60)
+			args := []string{"-concurrency", "2", "-work", "20ms", "-lease", "500ms", "-heartbeat", "150ms"}
+			a := w.start("killed", args...)
+			delay := time.Duration(50+r.IntN(650)) * time.Millisecond
+			time.Sleep(delay)
+			a.signal(t, syscall.SIGKILL)
+			a.wait()
+			before := w.executions()
+			time.Sleep(600 * time.Millisecond) // past the lease
+			b := w.start("rerun", args...).report(t)
+			if b.Failed != 0 || b.NotRun != 0 || b.Elsewhere != 0 || b.Err != "" {
+				t.Errorf("rerun report %+v; want every partition succeeded or skipped", b)
+			}
+			hs := w.checkLanded()
+			n, takeovers := starts(w.executions()), 0
+			for key, h := range hs {
+				if len(h) > 1 {
+					takeovers++
+				}
+				if n[key] > len(h) || len(h) == 1 && n[key] != 1 {
+					t.Errorf("partition %s executed %d times with %d attempts; want once per attempt at most, once when never interrupted",
+						key, n[key], len(h))
+				}
+			}
+			t.Logf("killed after %v, %d executions started; the rerun ran %d, skipped %d; %d partitions taken over",
+				delay, len(starts(before)), b.Succeeded, b.Skipped, takeovers)
+		})
+	}
+}
+
+// TestWorkersShareABackfill runs two and four workers on one backfill at
+// once: every partition executes exactly once, and each report adds up.
+func TestWorkersShareABackfill(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		for rep := range repeat(3) {
+			t.Run(fmt.Sprintf("%d-workers/%d", n, rep), func(t *testing.T) {
+				w := newWorld(t, 120)
+				ps := make([]*proc, n)
+				for i := range ps {
+					ps[i] = w.start(fmt.Sprintf("w%d", i), "-concurrency", "2", "-work", "10ms", "-lease", "5s", "-heartbeat", "1s")
+				}
+				ran := 0
+				var summary []string
+				for _, p := range ps {
+					r := p.report(t)
+					if r.Failed != 0 || r.NotRun != 0 || r.Err != "" || r.Total != w.days {
+						t.Errorf("worker %s: report %+v; want no failure, every partition accounted for", p.name, r)
+					}
+					ran += r.Succeeded
+					summary = append(summary, fmt.Sprintf("%s ran %d, %d elsewhere, %d skipped", r.Worker, r.Succeeded, r.Elsewhere, r.Skipped))
+				}
+				if ran != w.days {
+					t.Errorf("the workers ran %d partitions between them; want %d", ran, w.days)
+				}
+				w.checkLanded()
+				for key, c := range starts(w.executions()) {
+					if c != 1 {
+						t.Errorf("partition %s executed %d times; want once", key, c)
+					}
+				}
+				if got := len(starts(w.executions())); got != w.days {
+					t.Errorf("%d partitions executed; want %d", got, w.days)
+				}
+				t.Log(strings.Join(summary, "; "))
+			})
+		}
+	}
+}
+
+// TestInterrupt sends SIGINT to a worker with partitions in flight: they
+// are recorded failed, cause canceled, and the worker exits promptly.
+func TestInterrupt(t *testing.T) {
+	r := rng(t)
+	for rep := range repeat(3) {
+		t.Run(strconv.Itoa(rep), func(t *testing.T) {
+			w := newWorld(t, 30)
+			p := w.start("interrupted", "-concurrency", "3", "-work", "3s", "-lease", "10s", "-heartbeat", "2s")
+			k := 1 + r.IntN(3)
+			w.waitFor(fmt.Sprintf("%d executions", k), func(es []execution) bool { return len(es) >= k })
+			time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)
+			sent := time.Now()
+			p.signal(t, syscall.SIGINT)
+			rep := p.report(t)
+			took := p.exited.Sub(sent)
+			if took > 2*time.Second {
+				t.Errorf("the worker exited %v after SIGINT; want within 2s", took)
+			}
+			inFlight := map[string]bool{}
+			for _, e := range w.executions() {
+				switch e.what {
+				case "start":
+					inFlight[e.key] = true
+				case "done":
+					delete(inFlight, e.key)
+				}
+			}
+			if len(inFlight) == 0 || rep.Failed < len(inFlight) || rep.Succeeded+rep.Failed+rep.NotRun != w.days {
+				t.Errorf("report %+v with %d partitions in flight; want them failed, the rest not run", rep, len(inFlight))
+			}
+			for key, h := range w.histories() {
+				for _, a := range h {
+					switch {
+					case a.State == tranche.StateRunning:
+						t.Errorf("partition %s: attempt %d still running after the worker exited", key, a.Number)
+					case a.State == tranche.StateFailed && !strings.Contains(a.Err, "canceled"):
+						t.Errorf("partition %s: attempt %d failed with %q; want the cause, canceled", key, a.Number, a.Err)
+					}
+				}
+				if inFlight[key] && (len(h) != 1 || h[0].State != tranche.StateFailed) {
+					t.Errorf("partition %s was in flight; history:\n%s\nwant one failed attempt", key, formatHistory(h))
+				}
+			}
+			t.Logf("SIGINT with %d partitions in flight; exited after %v", len(inFlight), took.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestPausedPastLease pauses a worker (SIGSTOP) mid-partition past its
+// lease, lets another take the partition over, and resumes it (SIGCONT):
+// the late result is fenced and the newer attempt's data stands.
+func TestPausedPastLease(t *testing.T) {
+	r := rng(t)
+	variants := []string{"resumed-after-takeover-finished", "resumed-during-takeover", "stale-finish"}
+	for rep := range repeat(2) {
+		for _, variant := range variants {
+			t.Run(fmt.Sprintf("%s/%d", variant, rep), func(t *testing.T) {
+				pausedPastLease(t, r, variant)
+			})
+		}
+	}
+}
+
+func pausedPastLease(t *testing.T, r *rand.Rand, variant string) {
+	const days = 6
+	w := newWorld(t, days)
+	gate := filepath.Join(w.dir, "gate")
+	var a *proc
+	var key string
+	if variant == "stale-finish" {
+		i := r.IntN(days)
+		key = w.partition(i).Key()
+		a = w.start("paused", "-mode", "stale", "-offset", strconv.Itoa(i), "-work", "300ms", "-lease", "500ms")
+		w.waitFor("the claim", func(es []execution) bool { return len(es) > 0 })
+	} else {
+		a = w.start("paused", "-concurrency", "1", "-work", "400ms", "-lease", "500ms", "-heartbeat", "150ms")
+		k := 1 + r.IntN(2)
+		es := w.waitFor(fmt.Sprintf("%d starts", k), func(es []execution) bool { return len(startsOf(es, "paused")) >= k })
+		key = startsOf(es, "paused")[k-1]
+	}
+	time.Sleep(time.Duration(r.IntN(100)) * time.Millisecond)
+	a.signal(t, syscall.SIGSTOP)
+	time.Sleep(800 * time.Millisecond) // past the lease
+
+	bArgs := []string{"-concurrency", "2", "-work", "20ms", "-lease", "10s", "-heartbeat", "3s"}
+	if variant == "resumed-during-takeover" {
+		bArgs = append(bArgs, "-gate", key, "-gatefile", gate)
+	}
+	b := w.start("newer", bArgs...)
+	if variant == "resumed-during-takeover" {
+		w.waitFor("the takeover", func(es []execution) bool { return slices.Contains(startsOf(es, "newer"), key) })
+		a.signal(t, syscall.SIGCONT)
+		checkPaused(t, a, key, variant)
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.report(t)
+	} else {
+		b.report(t)
+		a.signal(t, syscall.SIGCONT)
+		checkPaused(t, a, key, variant)
+	}
+	hs := w.checkLanded()
+	h := hs[key]
+	if len(h) != 2 || h[0].Worker != "paused" || h[1].Worker != "newer" || !strings.Contains(h[0].Err, "taken over by worker newer") {
+		t.Errorf("partition %s: history\n%s\nwant the paused worker's attempt taken over by the newer one, which succeeded", key, formatHistory(h))
+	}
+	for _, e := range w.executions() {
+		if e.worker == "paused" && e.what == "done" && e.key == key {
+			t.Errorf("the paused worker finished executing %s after it was fenced", key)
+		}
+	}
+}
+
+// checkPaused waits for the resumed worker and checks that its result for
+// key was fenced.
+func checkPaused(t *testing.T, a *proc, key, variant string) {
+	t.Helper()
+	if variant == "stale-finish" {
+		if err := a.wait(); err != nil {
+			t.Fatalf("paused worker: %v\n%s", err, a.stderr.String())
+		}
+		var res struct {
+			Attempt   int    `json:"attempt"`
+			FinishErr string `json:"finish_err"`
+			Fenced    bool   `json:"fenced"`
+		}
+		if err := json.Unmarshal(a.stdout.Bytes(), &res); err != nil {
+			t.Fatalf("paused worker printed %q: %v", a.stdout.String(), err)
+		}
+		if !res.Fenced {
+			t.Errorf("the paused worker's late Finish of %s = %q; want an error matching ErrFenced", key, res.FinishErr)
+		}
+		t.Logf("late Finish of %s: %s", key, res.FinishErr)
+		return
+	}
+	rep := a.report(t)
+	for _, f := range rep.Failures {
+		if f.Key == key {
+			if !f.Fenced {
+				t.Errorf("the paused worker's failure of %s: %q; want an error matching ErrFenced", key, f.Err)
+			}
+			t.Logf("resumed worker's failure of %s: %s", key, f.Err)
+			return
+		}
+	}
+	t.Errorf("the paused worker's report %+v has no failure of %s; want it fenced", rep, key)
+}
+
+func startsOf(es []execution, worker string) []string {
+	var keys []string
+	for _, e := range es {
+		if e.what == "start" && e.worker == worker {
+			keys = append(keys, e.key)
+		}
+	}
+	return keys
+}

@@ -1,0 +1,263 @@
+// Crashworker is the worker process of the SQLite ledger's crash tests and
+// benchmarks: the tests start several, kill, interrupt, pause and resume
+// them, and check what the ledger and the files destination hold after.
+//
+// In stale mode it claims one partition as the backfill would, works, and
+// then finishes it directly, printing Finish's error: paused past its
+// lease meanwhile, it must be fenced.
+//
+// In backfill mode it runs a tranche.Backfill of one daily asset, "events",
+// into a files destination, appending a line to an executions log when
+// each execution starts and when it ends, and prints its Report as one
+// JSON object on stdout. In bench mode it claims and finishes partitions
+// one at a time and prints the latencies.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+)
+
+var (
+	ledgerPath  = flag.String("ledger", "", "the ledger's SQLite file")
+	mode        = flag.String("mode", "backfill", "backfill or bench")
+	worker      = flag.String("worker", "", "the worker's name")
+	dest        = flag.String("dest", "", "the files destination's folder")
+	logPath     = flag.String("log", "", "the executions log, appended to")
+	from        = flag.String("from", "2025-01-01", "the first day")
+	days        = flag.Int("days", 60, "how many days")
+	lease       = flag.Duration("lease", time.Second, "the lease")
+	heartbeat   = flag.Duration("heartbeat", 300*time.Millisecond, "the heartbeat")
+	concurrency = flag.Int("concurrency", 2, "partitions at once")
+	work        = flag.Duration("work", 20*time.Millisecond, "the work per partition, in 5ms steps")
+	ignoreCtx   = flag.Bool("ignorectx", false, "work through a canceled context")
+	gateKey     = flag.String("gate", "", "a partition whose execution waits for -gatefile to exist before it ends")
+	gateFile    = flag.String("gatefile", "", "see -gate")
+	rows        = flag.Int("rows", 3, "rows per partition")
+	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
+	offset      = flag.Int("offset", 0, "bench: the first partition, in days after -from")
+)
+
+// report is the worker's output: the backfill's Report, flattened.
+type report struct {
+	Worker    string    `json:"worker"`
+	Total     int       `json:"total"`
+	Succeeded int       `json:"succeeded"`
+	Failed    int       `json:"failed"`
+	Skipped   int       `json:"skipped"`
+	Elsewhere int       `json:"elsewhere"`
+	NotRun    int       `json:"not_run"`
+	Failures  []failure `json:"failures"`
+	Err       string    `json:"err,omitempty"`
+}
+
+type failure struct {
+	Key    string `json:"key"`
+	Err    string `json:"err"`
+	Fenced bool   `json:"fenced"` // matches tranche.ErrFenced
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "crashworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := sqlite.Open(ctx, *ledgerPath, nil)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	first, err := time.Parse(time.DateOnly, *from)
+	if err != nil {
+		return err
+	}
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, first, first.AddDate(0, 0, *days-1))
+	if err != nil {
+		return err
+	}
+	switch *mode {
+	case "bench":
+		return bench(ctx, l, first)
+	case "stale":
+		return stale(ctx, l, first)
+	}
+	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	var attempts sync.Map // run id -> the ledger's attempt number
+	logLine := func(what, key string, attempt int) {
+		// One write per line under O_APPEND: lines of several workers
+		// never interleave.
+		fmt.Fprintf(logFile, "%s %s %s %d\n", what, key, *worker, attempt)
+	}
+	asset := tranche.Asset{
+		Name:         "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
+		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: *dest}},
+		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			p, err := m.Partition()
+			if err != nil {
+				return nil, err
+			}
+			attempt := 0
+			if v, ok := attempts.Load(m.RunID()); ok {
+				attempt = v.(int)
+			}
+			key := p.Key()
+			logLine("start", key, attempt)
+			for range int(*work / (5 * time.Millisecond)) {
+				if err := ctx.Err(); err != nil && !*ignoreCtx {
+					return nil, err
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if key == *gateKey {
+				for {
+					if _, err := os.Stat(*gateFile); err == nil {
+						break
+					}
+					if err := ctx.Err(); err != nil && !*ignoreCtx {
+						return nil, err
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			out := make([]tranche.Row, *rows)
+			for i := range out {
+				out[i] = tranche.Row{"day": key, "n": i, "worker": *worker, "attempt": attempt}
+			}
+			logLine("done", key, attempt)
+			return out, nil
+		}),
+	}
+	dag, err := tranche.NewDAG(asset)
+	if err != nil {
+		return err
+	}
+	b := &tranche.Backfill{
+		DAG: dag, Window: w, Ledger: l, Worker: *worker, Concurrency: *concurrency,
+		Lease: *lease, Heartbeat: *heartbeat, OnFailure: tranche.FailContinue,
+		Runner: &tranche.Runner{OnEvent: func(_ context.Context, e tranche.Event) {
+			if e.Kind == tranche.KindRunStarted {
+				attempts.Store(e.RunID, e.Attempt)
+			}
+		}},
+	}
+	r, err := b.Run(ctx)
+	out := report{Worker: *worker}
+	if r != nil {
+		out = report{Worker: r.Worker, Total: r.Total, Succeeded: r.Succeeded, Failed: r.Failed,
+			Skipped: r.Skipped, Elsewhere: r.Elsewhere, NotRun: r.NotRun}
+		for _, f := range r.Failures {
+			out.Failures = append(out.Failures, failure{Key: f.Key, Err: f.Err.Error(), Fenced: errors.Is(f.Err, tranche.ErrFenced)})
+		}
+	}
+	if err != nil {
+		out.Err = err.Error()
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// benchResult is what bench mode prints.
+type benchResult struct {
+	Ops      int     `json:"ops"`
+	MedianUS float64 `json:"median_us"`
+	P90US    float64 `json:"p90_us"`
+	P99US    float64 `json:"p99_us"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// bench claims and finishes -ops partitions from -offset days after
+// first, one at a time, timing each claim plus finish.
+func bench(ctx context.Context, l tranche.Ledger, first time.Time) error {
+	dag := "bench-dag"
+	lat := make([]time.Duration, 0, *ops)
+	start := time.Now()
+	for i := range *ops {
+		p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset+i))
+		t0 := time.Now()
+		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "bench", Worker: *worker, RunID: "bench",
+			Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+		if err != nil {
+			return err
+		}
+		if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	total := time.Since(start)
+	slices.Sort(lat)
+	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
+	return json.NewEncoder(os.Stdout).Encode(benchResult{Ops: len(lat), MedianUS: q(0.5), P90US: q(0.9), P99US: q(0.99), Seconds: total.Seconds()})
+}
+
+// staleResult is what stale mode prints.
+type staleResult struct {
+	Attempt   int    `json:"attempt"`
+	FinishErr string `json:"finish_err"`
+	Fenced    bool   `json:"fenced"`
+}
+
+// stale claims the day -offset days after first in the backfill's DAG and
+// backfill, logs the claim, works through -work whatever happens, then
+// records success.
+func stale(ctx context.Context, l tranche.Ledger, first time.Time) error {
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
+		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: *dest}},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		return err
+	}
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, first, first.AddDate(0, 0, *days-1))
+	if err != nil {
+		return err
+	}
+	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
+	id, err := b.ID()
+	if err != nil {
+		return err
+	}
+	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset))
+	lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dagID, Backfill: id, Worker: *worker,
+		RunID: tranche.RunID(dagID, p.Start, p.End), Partitions: []tranche.TimePartition{p}, Lease: *lease})
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "claimed %s %s %d\n", p.Key(), *worker, lease.Attempts[0])
+	logFile.Close()
+	for range int(*work / (5 * time.Millisecond)) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	out := staleResult{Attempt: lease.Attempts[0]}
+	if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: int64(*rows)}}); err != nil {
+		out.FinishErr, out.Fenced = err.Error(), errors.Is(err, tranche.ErrFenced)
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
