@@ -181,7 +181,7 @@ func (s *Schedule) nextFire(a int64) (int64, bool) {
 			return u, true
 		}
 		// w lies past this span: continue in the next one.
-		next := s.span(end)
+		next := s.spanAt(end)
 		if s.fixed && next.Offset > off && 60*w < end+next.Offset {
 			return end, true // w lies in the gap
 		}
@@ -223,7 +223,7 @@ func (s *Schedule) prevFire(b int64) (int64, bool) {
 			// previous span: it fires there.
 		}
 		// Continue in the previous span.
-		prev := s.span(start - 1)
+		prev := s.spanAt(start - 1)
 		if s.fixed && prev.Offset < off && 60*w >= start+prev.Offset {
 			return start, true // w lies in the gap before start
 		}
@@ -397,7 +397,7 @@ func (s *Schedule) prevMonth(y int64, mo int) (int64, int, int) {
 }
 
 // span returns the span of the schedule's location that holds the
-// instant u, from the cache when it holds u.
+// instant u, from the cache when it holds u, else looked up and cached.
 func (s *Schedule) span(u int64) calendar.Span {
 	if sp, ok := s.cache.get(u); ok {
 		return sp
@@ -405,6 +405,16 @@ func (s *Schedule) span(u int64) calendar.Span {
 	sp := calendar.SpanAt(s.Location(), u)
 	s.cache.put(sp)
 	return sp
+}
+
+// spanAt is span without filling the cache, for the spans a search passes
+// through: the cache keeps the span where the search began, which is
+// where the next search of an enumeration begins too.
+func (s *Schedule) spanAt(u int64) calendar.Span {
+	if sp, ok := s.cache.get(u); ok {
+		return sp
+	}
+	return calendar.SpanAt(s.Location(), u)
 }
 
 // spanCache remembers one span for a schedule, so that consecutive fire
