@@ -211,8 +211,6 @@ func ExampleParseGranularity() {
 	}
 	_, err := tranche.ParseGranularity("7m")
 	fmt.Println(err)
-	_, err = tranche.ParseGranularity("fortnight")
-	fmt.Println(err)
 	// Output:
 	// "15m" -> 15m (day: false)
 	// "1d" -> day (day: true)
@@ -220,7 +218,6 @@ func ExampleParseGranularity() {
 	// "2w" -> 2w (day: false)
 	// "3mo" -> 3mo (day: false)
 	// tranche: granularity "7m": every 7 minutes: 7 does not divide the 60 minutes of an hour; use one of 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60
-	// tranche: unknown granularity "fortnight"; accepted: minute, hour, day, week, month, quarter, year, or a count and a unit: 15m, 6h, 1d, 2w, 1mo, 1q, 1y
 }
 
 func ExampleWindowBetween() {

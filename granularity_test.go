@@ -82,18 +82,22 @@ func TestParseGranularity(t *testing.T) {
 }
 
 func TestParseGranularityErrors(t *testing.T) {
-	const accepted = "accepted: minute, hour, day, week, month, quarter, year, or a count and a unit: 15m, 6h, 1d, 2w, 1mo, 1q, 1y"
+	// An unknown granularity lists the accepted forms: the unit names and
+	// a count with a unit.
+	accepted := func(value string) []string {
+		return []string{value, "accepted: minute, hour, day, week, month, quarter, year", "15m", "6h", "1d", "2w", "1mo", "1q", "1y"}
+	}
 	tests := []struct {
 		in       string
 		wantErrs []string // each must appear in the error
 	}{
-		{"", []string{`""`, accepted}},
-		{"fortnight", []string{`"fortnight"`, accepted}},
-		{"1.5h", []string{`"1.5h"`, accepted}},
-		{"-1d", []string{`"-1d"`, accepted}},
-		{"d1", []string{`"d1"`, accepted}},
-		{"15", []string{`"15"`, accepted}},
-		{"15 s", []string{`"15 s"`, accepted}},
+		{"", accepted(`""`)},
+		{"fortnight", accepted(`"fortnight"`)},
+		{"1.5h", accepted(`"1.5h"`)},
+		{"-1d", accepted(`"-1d"`)},
+		{"d1", accepted(`"d1"`)},
+		{"15", accepted(`"15"`)},
+		{"15 s", accepted(`"15 s"`)},
 		{"0d", []string{`"0d"`, "between 1 and 1000000"}},
 		{"0m", []string{`"0m"`, "between 1 and 1000000"}},
 		{"99999999999999999999d", []string{`"99999999999999999999d"`, "between 1 and 1000000"}},
