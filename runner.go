@@ -138,7 +138,7 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 	}
 	start := time.Now()
 	s.emit(&Event{Kind: KindRunStarted, Time: start, Attempt: attempt})
-	s.schedule(ctx, r.limit(), r.FailureMode)
+	s.schedule(ctx, start, r.limit(), r.FailureMode)
 	res := s.result(start)
 
 	var runErr error
@@ -384,7 +384,7 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 // queue empty ends. A chain of assets thus runs on the calling goroutine
 // with no hand-off, and independent assets spread over at most limit
 // goroutines.
-func (s *runState) schedule(ctx context.Context, limit int, mode FailureMode) {
+func (s *runState) schedule(ctx context.Context, start time.Time, limit int, mode FailureMode) {
 	n := s.dag.Len()
 	if n == 0 {
 		return
@@ -400,7 +400,7 @@ func (s *runState) schedule(ctx context.Context, limit int, mode FailureMode) {
 		defer cancel(nil)
 		c.cancel = cancel
 	}
-	if limit > 1 {
+	if limit > 1 && n > 1 {
 		c.g.SetLimit(limit - 1) // the calling goroutine is the other worker
 	}
 	counts := make([]int, 3*n)
@@ -415,7 +415,7 @@ func (s *runState) schedule(ctx context.Context, limit int, mode FailureMode) {
 	for range c.active - 1 {
 		c.g.Go(c.work)
 	}
-	_ = c.work()
+	c.worker(start)
 	_ = c.g.Wait() // the outcomes hold every error
 }
 
@@ -437,14 +437,22 @@ type scheduler struct {
 	failure   error // the first failure, when failing fast
 }
 
-// work takes and settles ready assets until none is left.
+// work is a worker started by the errgroup.
 func (c *scheduler) work() error {
+	c.worker(time.Time{})
+	return nil
+}
+
+// worker takes and settles ready assets until none is left. now, when
+// not zero, is the time it starts at: each asset's end is the next one's
+// start, so that the clock is read once per asset.
+func (c *scheduler) worker(now time.Time) {
 	for {
 		c.mu.Lock()
 		if c.head == len(c.queue) {
 			c.active--
 			c.mu.Unlock()
-			return nil
+			return
 		}
 		i := c.queue[c.head]
 		c.head++
@@ -452,7 +460,8 @@ func (c *scheduler) work() error {
 		c.mu.Unlock()
 
 		if !c.preempt(i, failure) {
-			if err := c.s.runAsset(c.ctx, i); err != nil && c.failFast {
+			var err error
+			if now, err = c.s.runAsset(c.ctx, i, now); err != nil && c.failFast {
 				c.mu.Lock()
 				if c.failure == nil {
 					c.failure = err
@@ -535,15 +544,19 @@ func (s *runState) cancel(i int, cause error) {
 	s.emit(&Event{Kind: KindAssetCanceled, Asset: o.Asset, Attempt: o.Attempts, Duration: took, Err: o.Err})
 }
 
-// runAsset runs one asset's attempts, and returns its failure.
-func (s *runState) runAsset(ctx context.Context, i int) error {
+// runAsset runs one asset's attempts from now (the zero time: the
+// present), and returns when it ended and its failure.
+func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Time, error) {
 	a := &s.dag.assets[i]
 	o := &s.outcomes[i]
-	o.Start = time.Now()
+	if now.IsZero() {
+		now = time.Now()
+	}
+	o.Start = now
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			s.cancel(i, context.Cause(ctx))
-			return nil
+			return o.End, nil
 		}
 		o.Attempts = attempt
 		started := o.Start
@@ -556,14 +569,14 @@ func (s *runState) runAsset(ctx context.Context, i int) error {
 		case err == nil:
 			o.Status, o.End = StatusCompleted, time.Now()
 			s.emit(&Event{Kind: KindAssetCompleted, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
-			return nil
+			return o.End, nil
 		case ctx.Err() != nil:
 			s.cancel(i, context.Cause(ctx))
-			return nil
+			return o.End, nil
 		case errors.Is(err, ErrSkip):
 			o.Status, o.End, o.Err = StatusSkipped, time.Now(), err
 			s.emit(&Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
-			return nil
+			return o.End, nil
 		case attempt < a.Retry.Attempts && (timedOut || IsRetryable(err)):
 			wait := a.Retry.delay(attempt)
 			s.emit(&Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
@@ -573,14 +586,14 @@ func (s *runState) runAsset(ctx context.Context, i int) error {
 			case <-ctx.Done():
 				timer.Stop()
 				s.cancel(i, context.Cause(ctx))
-				return nil
+				return o.End, nil
 			}
 			continue
 		}
 		o.Status, o.End = StatusFailed, time.Now()
 		o.Err = &AssetError{Asset: a.Name, Target: s.target.text, Attempts: attempt, Err: err}
 		s.emit(&Event{Kind: KindAssetFailed, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
-		return o.Err
+		return o.End, o.Err
 	}
 }
 
@@ -679,7 +692,18 @@ func (e *timeoutError) Is(target error) bool { return target == context.Deadline
 
 // result gathers the outcomes into a Result.
 func (s *runState) result(start time.Time) *Result {
-	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: time.Now(), Assets: s.outcomes}
+	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: start, Assets: s.outcomes}
+	// The run ended when its last asset did; when some asset never
+	// started, at the present.
+	for _, o := range s.outcomes {
+		if o.End.IsZero() {
+			res.End = time.Now()
+			break
+		}
+		if o.End.After(res.End) {
+			res.End = o.End
+		}
+	}
 	// The four name lists share one array, each capped at its length.
 	var count [4]int
 	for _, o := range s.outcomes {
