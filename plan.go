@@ -327,7 +327,7 @@ func (p *Plan) String() string {
 		s += fmt.Sprintf(", %d failed left alone", p.Counts.SkipRecorded)
 	}
 	if p.Estimate > 0 {
-		s += fmt.Sprintf("; about %v", p.Estimate.Round(time.Second))
+		s += fmt.Sprintf("; about %v", approx(p.Estimate))
 	}
 	return s
 }

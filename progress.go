@@ -50,7 +50,7 @@ func (r *progressReporter) onEvent(_ context.Context, e Event) {
 		counts += fmt.Sprintf(", %.1f/s", float64(p.Done+p.Failed)/elapsed.Seconds())
 	}
 	if p.ETA > 0 {
-		counts += fmt.Sprintf(", ETA %v", p.ETA.Round(time.Second))
+		counts += fmt.Sprintf(", ETA %v", approx(p.ETA))
 	}
 	final := e.Kind == KindBackfillCompleted || e.Kind == KindBackfillFailed || e.Kind == KindBackfillCanceled
 	switch {
@@ -77,4 +77,13 @@ func kindVerb(k Kind) string {
 		return "succeeded"
 	}
 	return string(k)
+}
+
+// approx rounds d for people: to the second from a second up, to the
+// millisecond below, so that a short wait never reads as none ("0s").
+func approx(d time.Duration) time.Duration {
+	if r := d.Round(time.Second); r > 0 {
+		return r
+	}
+	return max(d.Round(time.Millisecond), time.Millisecond)
 }
