@@ -240,7 +240,7 @@ func (m *Materialization) Input(dep string) ([]Row, error) {
 	d := m.run.dag
 	for _, j := range d.deps[m.index] {
 		if d.assets[j].Name == dep {
-			return m.run.outputs[j], nil
+			return m.run.assets[j].rows, nil
 		}
 	}
 	a := d.assets[m.index]

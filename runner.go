@@ -125,7 +125,7 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 		onEvent:  r.OnEvent,
 		logger:   r.Logger,
 		outcomes: make([]AssetOutcome, n),
-		outputs:  make([][]Row, n),
+		assets:   make([]assetState, n),
 	}
 	if r.Logger != nil {
 		s.logHook = SlogHook(r.Logger)
@@ -161,7 +161,10 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 		runErr = context.Cause(ctx)
 	}
 	s.emit(&Event{Kind: kind, Time: res.End, Attempt: attempt, Duration: res.End.Sub(start), Rows: res.Rows, Err: runErr})
+	s.mu.Lock()
+	s.closed = true // a goroutine an asset left behind logs no more
 	res.HookErr = errors.Join(s.hookErrs...)
+	s.mu.Unlock()
 	return res, runErr
 }
 
@@ -318,12 +321,23 @@ type runState struct {
 	onEvent, logHook func(context.Context, Event)
 	logger           *slog.Logger
 	hookCtx          context.Context
-	mu               sync.Mutex // serializes hook calls; guards hookErrs
+	mu               sync.Mutex // serializes hook calls; guards hookErrs and closed
 	hookErrs         []error
+	closed           bool // the run's last event was delivered
 
 	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
-	outputs  [][]Row        // the rows of each completed asset, until its dependents finish
+	assets   []assetState   // by DAG position
 	sched    scheduler
+	res      Result
+}
+
+// assetState is what a run keeps of one asset, besides its outcome.
+type assetState struct {
+	m         Materialization // reused by its attempts
+	rows      []Row           // its rows, once it completed and until its dependents finish
+	waiting   int             // its unfinished dependencies
+	consumers int             // its unfinished dependents
+	queued    int             // the scheduler's queue: the k-th asset to become ready is assets[k].queued
 }
 
 func (s *runState) hasHooks() bool { return s.onEvent != nil || s.logHook != nil }
@@ -347,6 +361,9 @@ func (s *runState) emit(e *Event) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.deliver(s.onEvent, e, true)
 	s.deliver(s.logHook, e, false)
 }
@@ -403,15 +420,15 @@ func (s *runState) schedule(ctx context.Context, start time.Time, limit int, mod
 	if limit > 1 && n > 1 {
 		c.g.SetLimit(limit - 1) // the calling goroutine is the other worker
 	}
-	counts := make([]int, 3*n)
-	c.waiting, c.consumers, c.queue = counts[:n], counts[n:2*n], counts[2*n:2*n]
 	for i := range n {
-		c.waiting[i], c.consumers[i] = len(s.dag.deps[i]), len(s.dag.dependents[i])
-		if c.waiting[i] == 0 {
-			c.queue = append(c.queue, i)
+		a := &s.assets[i]
+		a.waiting, a.consumers = len(s.dag.deps[i]), len(s.dag.dependents[i])
+		if a.waiting == 0 {
+			s.assets[c.tail].queued = i
+			c.tail++
 		}
 	}
-	c.active = min(limit, len(c.queue))
+	c.active = min(limit, c.tail)
 	for range c.active - 1 {
 		c.g.Go(c.work)
 	}
@@ -428,13 +445,10 @@ type scheduler struct {
 	cancel   context.CancelCauseFunc // cancels ctx at the first failure, when failing fast with several workers
 	g        errgroup.Group
 
-	mu        sync.Mutex
-	waiting   []int // unfinished dependencies of each asset
-	consumers []int // unfinished dependents of each asset
-	queue     []int // every asset enters it once, when it is ready
-	head      int   // the next asset to take from queue
-	active    int   // workers started and not ended
-	failure   error // the first failure, when failing fast
+	mu         sync.Mutex
+	head, tail int   // the queue of ready assets, in runState.assets: each enters it once
+	active     int   // workers started and not ended
+	failure    error // the first failure, when failing fast
 }
 
 // work is a worker started by the errgroup.
@@ -449,12 +463,12 @@ func (c *scheduler) work() error {
 func (c *scheduler) worker(now time.Time) {
 	for {
 		c.mu.Lock()
-		if c.head == len(c.queue) {
+		if c.head == c.tail {
 			c.active--
 			c.mu.Unlock()
 			return
 		}
-		i := c.queue[c.head]
+		i := c.s.assets[c.head].queued
 		c.head++
 		failure := c.failure
 		c.mu.Unlock()
@@ -480,20 +494,21 @@ func (c *scheduler) worker(now time.Time) {
 // workers for them if fewer than limit are busy, and frees the rows no
 // dependent needs any more.
 func (c *scheduler) finish(i int) {
-	d := c.s.dag
+	d, assets := c.s.dag, c.s.assets
 	c.mu.Lock()
 	for _, j := range d.dependents[i] {
-		if c.waiting[j]--; c.waiting[j] == 0 {
-			c.queue = append(c.queue, j)
+		if assets[j].waiting--; assets[j].waiting == 0 {
+			assets[c.tail].queued = j
+			c.tail++
 		}
 	}
 	for _, k := range d.deps[i] {
-		if c.consumers[k]--; c.consumers[k] == 0 {
-			c.s.outputs[k] = nil
+		if assets[k].consumers--; assets[k].consumers == 0 {
+			assets[k].rows = nil
 		}
 	}
 	// This worker takes one of the queued assets itself.
-	start := min(len(c.queue)-c.head-1, c.limit-c.active)
+	start := min(c.tail-c.head-1, c.limit-c.active)
 	if start > 0 {
 		c.active += start
 	}
@@ -611,7 +626,8 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 			}
 		}()
 	}
-	m := &Materialization{run: s, index: i, attempt: n}
+	m := &s.assets[i].m
+	m.run, m.index, m.attempt = s, i, n
 	rows, err := materialize(actx, a, m)
 	if err == nil {
 		err = context.Cause(actx) // a call that outlived its timeout failed it
@@ -638,7 +654,7 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 			o.RowsByPartition[b.Partition.Key()] = len(b.Rows)
 		}
 	}
-	s.outputs[i] = rows
+	s.assets[i].rows = rows
 	return false, nil
 }
 
@@ -692,7 +708,8 @@ func (e *timeoutError) Is(target error) bool { return target == context.Deadline
 
 // result gathers the outcomes into a Result.
 func (s *runState) result(start time.Time) *Result {
-	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: start, Assets: s.outcomes}
+	res := &s.res
+	*res = Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: start, Assets: s.outcomes}
 	// The run ended when its last asset did; when some asset never
 	// started, at the present.
 	for _, o := range s.outcomes {
