@@ -30,8 +30,9 @@ type Ledger interface {
 	// under a lease of req.Lease. It fails with an error matching
 	// [ErrNotClaimable] when any partition is held under a live lease
 	// by another attempt or its history does not call for a run under
-	// req.Policy. A partition whose holder's lease has expired is taken
-	// over: the stale attempt is recorded failed and the new one starts.
+	// req.Policy, or when req.Backfill was canceled. A partition whose
+	// holder's lease has expired is taken over: the stale attempt is
+	// recorded failed and the new one starts.
 	Claim(ctx context.Context, req ClaimRequest) (*Lease, error)
 
 	// Heartbeat extends the lease by d from now. It fails with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -68,6 +69,9 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if b, ok := l.backfills[req.Backfill]; ok && b.Canceled {
+		return nil, fmt.Errorf("%w: backfill %s was canceled", ErrNotClaimable, req.Backfill)
+	}
 	now := l.now()
 	d := l.dag(req.DAG)
 	latest := make([]*Attempt, len(req.Partitions))
@@ -124,8 +128,42 @@ func validateClaim(req ClaimRequest) error {
 	if _, err := ParseRerunPolicy(string(req.Policy)); err != nil {
 		return err
 	}
+	for i, p := range req.Partitions {
+		switch {
+		case !p.Granularity.IsValid() || !p.Start.Before(p.End):
+			return fmt.Errorf("tranche: claim of partition %d, %v: not a partition", i, p)
+		case p.Start.Before(minLedgerTime) || p.Start.After(maxLedgerTime):
+			return fmt.Errorf("tranche: claim of partition %v: a ledger keeps partitions starting from %s to %s",
+				p, minLedgerTime.Format(time.RFC3339), maxLedgerTime.Format(time.RFC3339))
+		}
+	}
+	return checkDistinct(req.Partitions)
+}
+
+// checkDistinct refuses a chunk that names one partition twice, which would
+// start two attempts with one number. Chunks come in order, or nearly.
+func checkDistinct(ps []TimePartition) error {
+	for i := 1; i < len(ps); i++ {
+		if ps[i-1].Start.Before(ps[i].Start) {
+			continue
+		}
+		seen := make(map[int64]bool, len(ps))
+		for _, p := range ps {
+			if seen[p.Start.UnixNano()] {
+				return fmt.Errorf("tranche: claim of partition %s twice", p.Key())
+			}
+			seen[p.Start.UnixNano()] = true
+		}
+		return nil
+	}
 	return nil
 }
+
+// The partition starts a ledger can key by Unix nanoseconds.
+var (
+	minLedgerTime = time.Unix(0, math.MinInt64).UTC()
+	maxLedgerTime = time.Unix(0, math.MaxInt64).UTC()
+)
 
 // claimable applies the claim rules of [Ledger.Claim] to one partition
 // whose latest attempt is latest (nil if none). Every ledger shares it.

@@ -1,0 +1,1490 @@
+package tranchetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// Clock is a manual clock for [TestLedger]: it stands still until
+// [Clock.Advance] moves it. It is safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock that reads now until it is advanced.
+func NewClock(now time.Time) *Clock { return &Clock{now: now} }
+
+// Now returns the clock's time. Pass the method value, clock.Now, where a
+// ledger takes a func() time.Time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d. It panics if d is negative: a
+// ledger's clock never goes back.
+func (c *Clock) Advance(d time.Duration) {
+	if d < 0 {
+		panic(fmt.Sprintf("tranchetest: Clock.Advance(%v): the clock never goes back", d))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestLedger checks that a [tranche.Ledger] implementation follows the
+// ledger contract, in subtests that each get a fresh ledger from
+// newLedger. Use it in a test of the implementation:
+//
+//	func TestMyLedger(t *testing.T) {
+//		tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) tranche.Ledger {
+//			return mine.Open(t.TempDir(), mine.WithClock(clock.Now))
+//		})
+//	}
+//
+// The ledger must judge leases and stamp attempts by clock, which the suite
+// advances to expire leases instead of sleeping. A ledger that reads the
+// database's clock in production must accept an injected clock for the
+// suite. The clock and every time the suite passes are whole seconds, so a
+// ledger that stores instants to the second passes; the ledger may return
+// them in any location.
+//
+// The suite checks:
+//   - a claim of a fresh partition or chunk starts attempt 1, running,
+//     under a lease of the requested length by the ledger's clock;
+//   - a partition held under a live lease refuses a claim with an error
+//     matching [tranche.ErrNotClaimable] that names the holder; at its
+//     Until the lease has expired and the next claim takes the partition
+//     over: a new attempt number, the stale attempt recorded failed with a
+//     reason naming the new worker;
+//   - Heartbeat and Finish of a lease whose attempt was taken over, already
+//     finished, or never existed fail with [tranche.ErrFenced] and record
+//     nothing; Finish after the worker's own lease expired but before a
+//     takeover succeeds;
+//   - the rerun policies none, failed ("" too) and all, and the Revision
+//     bound of all: one plan reruns a partition once;
+//   - chunk claims are all or nothing;
+//   - Latest yields the latest attempt of each partition in [from, to),
+//     oldest first, across 1,000 partitions, stops when the loop does, and
+//     lets the loop body call the ledger;
+//   - equal instants in different locations are one partition, and DAGs
+//     do not share partitions, but ordinary runs and backfills of one DAG
+//     share history;
+//   - Revision strictly increases on every claim and Finish (the RerunAll
+//     bound compares revisions), and stays put on reads, heartbeats,
+//     refused requests and other DAGs' changes;
+//   - concurrent claimers of the same partitions and chunks: each
+//     partition is claimed once;
+//   - backfill records: PutBackfill is idempotent, Backfill of an unknown
+//     id fails with [tranche.ErrUnknownBackfill], Backfills lists oldest
+//     first, CancelBackfill marks a backfill canceled and refuses its
+//     further claims, while its running leases may still finish;
+//   - malformed requests (no DAG or worker, no partitions, a zero or empty
+//     partition, one partition twice, a lease that is not positive, an
+//     unknown policy, Finish with the wrong number of outcomes or a state
+//     that is not terminal) are refused without writing anything, with
+//     errors matching neither ErrNotClaimable nor ErrFenced;
+//   - a canceled context fails every method with an error matching
+//     context.Canceled, and writes nothing.
+func TestLedger(t *testing.T, newLedger func(t *testing.T, clock *Clock) tranche.Ledger) {
+	t.Helper()
+	for _, test := range ledgerTests {
+		t.Run(test.name, func(t *testing.T) {
+			clock := NewClock(suiteNow)
+			l := newLedger(t, clock)
+			if l == nil {
+				t.Fatal("newLedger returned nil")
+			}
+			test.run(&ledgerSuite{t: t, ctx: t.Context(), clock: clock, l: l})
+		})
+	}
+}
+
+var ledgerTests = []struct {
+	name string
+	run  func(*ledgerSuite)
+}{
+	{"ClaimFresh", testClaimFresh},
+	{"ClaimChunk", testClaimChunk},
+	{"HeldUnderLiveLease", testHeldUnderLiveLease},
+	{"TakeoverAfterExpiry", testTakeoverAfterExpiry},
+	{"FencedAfterTakeover", testFencedAfterTakeover},
+	{"FencedChunk", testFencedChunk},
+	{"FencedForeignLease", testFencedForeignLease},
+	{"FinishTwice", testFinishTwice},
+	{"FinishAfterOwnLeaseExpired", testFinishAfterOwnLeaseExpired},
+	{"Heartbeat", testHeartbeat},
+	{"Outcomes", testOutcomes},
+	{"RerunPolicies", testRerunPolicies},
+	{"RerunAllRevisionBound", testRerunAllRevisionBound},
+	{"ChunkAllOrNothing", testChunkAllOrNothing},
+	{"Latest", testLatest},
+	{"LatestLoopBodyMayCallLedger", testLatestLoopBody},
+	{"SameInstantOtherLocation", testSameInstantOtherLocation},
+	{"DAGsAreSeparate", testDAGsAreSeparate},
+	{"OrdinaryRunsCount", testOrdinaryRunsCount},
+	{"Revision", testRevision},
+	{"ConcurrentClaimers", testConcurrentClaimers},
+	{"ConcurrentChunkClaimers", testConcurrentChunkClaimers},
+	{"Backfills", testBackfills},
+	{"CanceledBackfill", testCanceledBackfill},
+	{"BadClaims", testBadClaims},
+	{"BadFinish", testBadFinish},
+	{"CanceledContext", testCanceledContext},
+	{"HistoryIsACopy", testHistoryIsACopy},
+}
+
+const (
+	suiteDAG      = "tranchetest-dag"
+	suiteBackfill = "tranchetest-backfill"
+	suiteLease    = time.Minute
+
+	alpha = "worker-alpha"
+	beta  = "worker-beta"
+	gamma = "worker-gamma"
+)
+
+var (
+	suiteNow   = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)             // the ledger clock's start
+	suiteFirst = time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)             // the start of part(0)
+	suiteFrom  = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)             // before every partition used
+	suiteTo    = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)             // after every partition used
+	suiteEST   = time.FixedZone("EST", -5*60*60)                         // whole hours off UTC: same hour partitions
+	suiteIST   = time.FixedZone("IST", 5*60*60+30*60)                    // a half-hour offset
+	succeeded  = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1} // the usual outcome
+)
+
+type ledgerSuite struct {
+	t     *testing.T
+	ctx   context.Context
+	clock *Clock
+	l     tranche.Ledger
+}
+
+// part returns the hourly partition i hours after suiteFirst, in UTC.
+func part(i int) tranche.TimePartition {
+	return tranche.PartitionOf(tranche.Hour, suiteFirst.Add(time.Duration(i)*time.Hour))
+}
+
+// parts returns part(i) for each i.
+func parts(is ...int) []tranche.TimePartition {
+	out := make([]tranche.TimePartition, len(is))
+	for k, i := range is {
+		out[k] = part(i)
+	}
+	return out
+}
+
+// in returns p with its bounds in loc: the same partition to a ledger.
+func in(p tranche.TimePartition, loc *time.Location) tranche.TimePartition {
+	return tranche.TimePartition{Start: p.Start.In(loc), End: p.End.In(loc), Granularity: p.Granularity}
+}
+
+// req returns a claim of ps by worker in the suite's DAG and backfill.
+func req(worker string, ps ...tranche.TimePartition) tranche.ClaimRequest {
+	return tranche.ClaimRequest{
+		DAG: suiteDAG, Backfill: suiteBackfill, Worker: worker, RunID: "run-" + worker,
+		Partitions: ps, Lease: suiteLease, Policy: tranche.RerunFailed,
+	}
+}
+
+func describeReq(r tranche.ClaimRequest) string {
+	keys := make([]string, len(r.Partitions))
+	for i, p := range r.Partitions {
+		keys[i] = p.Key()
+	}
+	return fmt.Sprintf("Claim(dag %q, backfill %q, worker %q, partitions [%s], lease %v, policy %q, revision %d)",
+		r.DAG, r.Backfill, r.Worker, strings.Join(keys, " "), r.Lease, r.Policy, r.Revision)
+}
+
+func describeLease(l *tranche.Lease) string {
+	keys := make([]string, len(l.Partitions))
+	for i, p := range l.Partitions {
+		keys[i] = p.Key()
+	}
+	return fmt.Sprintf("lease of worker %q on [%s] attempts %v", l.Worker, strings.Join(keys, " "), l.Attempts)
+}
+
+// claim claims r and fails the test unless the ledger grants it.
+func (s *ledgerSuite) claim(r tranche.ClaimRequest) *tranche.Lease {
+	s.t.Helper()
+	lease, err := s.l.Claim(s.ctx, r)
+	if err != nil {
+		s.t.Fatalf("%s = %v; want a lease", describeReq(r), err)
+	}
+	if lease == nil {
+		s.t.Fatalf("%s returned a nil lease and no error", describeReq(r))
+	}
+	return lease
+}
+
+// refuse claims r, wants an error matching ErrNotClaimable that names
+// holder (unless ""), and checks that nothing was written.
+func (s *ledgerSuite) refuse(r tranche.ClaimRequest, holder string) {
+	s.t.Helper()
+	before := s.snapshot(r.Partitions...)
+	lease, err := s.l.Claim(s.ctx, r)
+	switch {
+	case err == nil:
+		s.t.Fatalf("%s granted %s; want an error matching ErrNotClaimable", describeReq(r), describeLease(lease))
+	case !errors.Is(err, tranche.ErrNotClaimable):
+		s.t.Fatalf("%s = %v; want an error matching ErrNotClaimable", describeReq(r), err)
+	case holder != "" && !strings.Contains(err.Error(), holder):
+		s.t.Errorf("%s = %v; want the message to name the holder %q", describeReq(r), err, holder)
+	}
+	s.unchanged(before, describeReq(r)+" (refused)")
+}
+
+// finish finishes lease with outcomes, each a State or an Outcome.
+func (s *ledgerSuite) finish(lease *tranche.Lease, outcomes ...any) {
+	s.t.Helper()
+	os := outcomesOf(outcomes...)
+	if err := s.l.Finish(s.ctx, lease, os); err != nil {
+		s.t.Fatalf("Finish(%s, %v) = %v", describeLease(lease), os, err)
+	}
+}
+
+func outcomesOf(outcomes ...any) []tranche.Outcome {
+	os := make([]tranche.Outcome, len(outcomes))
+	for i, o := range outcomes {
+		switch o := o.(type) {
+		case tranche.State:
+			os[i] = tranche.Outcome{State: o}
+		case tranche.Outcome:
+			os[i] = o
+		default:
+			panic(fmt.Sprintf("tranchetest: outcome %T", o))
+		}
+	}
+	return os
+}
+
+// fenced calls Heartbeat and Finish with lease and wants ErrFenced from
+// both, with nothing written.
+func (s *ledgerSuite) fenced(lease *tranche.Lease) {
+	s.t.Helper()
+	before := s.snapshot(lease.Partitions...)
+	until := lease.Until
+	if err := s.l.Heartbeat(s.ctx, lease, suiteLease); !errors.Is(err, tranche.ErrFenced) {
+		s.t.Errorf("Heartbeat(%s) = %v; want an error matching ErrFenced", describeLease(lease), err)
+	}
+	if !lease.Until.Equal(until) {
+		s.t.Errorf("fenced Heartbeat(%s) moved lease.Until from %v to %v", describeLease(lease), until, lease.Until)
+		lease.Until = until
+	}
+	outcomes := make([]tranche.Outcome, len(lease.Partitions))
+	for i := range outcomes {
+		outcomes[i] = succeeded
+	}
+	if err := s.l.Finish(s.ctx, lease, outcomes); !errors.Is(err, tranche.ErrFenced) {
+		s.t.Errorf("Finish(%s) = %v; want an error matching ErrFenced", describeLease(lease), err)
+	}
+	s.unchanged(before, "fenced Heartbeat and Finish of "+describeLease(lease))
+}
+
+func (s *ledgerSuite) history(p tranche.TimePartition) []tranche.Attempt {
+	s.t.Helper()
+	return s.historyOf(suiteDAG, p)
+}
+
+func (s *ledgerSuite) historyOf(dag string, p tranche.TimePartition) []tranche.Attempt {
+	s.t.Helper()
+	h, err := s.l.History(s.ctx, dag, p.Start)
+	if err != nil {
+		s.t.Fatalf("History(%q, %s) = %v", dag, p.Key(), err)
+	}
+	return h
+}
+
+func (s *ledgerSuite) latest(from, to time.Time) []tranche.Attempt {
+	s.t.Helper()
+	return s.latestOf(suiteDAG, from, to)
+}
+
+func (s *ledgerSuite) latestOf(dag string, from, to time.Time) []tranche.Attempt {
+	s.t.Helper()
+	var out []tranche.Attempt
+	for a, err := range s.l.Latest(s.ctx, dag, from, to) {
+		if err != nil {
+			s.t.Fatalf("Latest(%q, %v, %v) yielded error %v", dag, from, to, err)
+		}
+		out = append(out, a)
+		if len(out) > maxLatest {
+			s.t.Fatalf("Latest(%q, %v, %v) yielded more than %d attempts: it repeats itself", dag, from, to, maxLatest)
+		}
+	}
+	return out
+}
+
+// maxLatest bounds what the suite collects from Latest: it never records
+// as many partitions.
+const maxLatest = 100_000
+
+func (s *ledgerSuite) revision() int64 {
+	s.t.Helper()
+	return s.revisionOf(suiteDAG)
+}
+
+func (s *ledgerSuite) revisionOf(dag string) int64 {
+	s.t.Helper()
+	r, err := s.l.Revision(s.ctx, dag)
+	if err != nil {
+		s.t.Fatalf("Revision(%q) = %v", dag, err)
+	}
+	return r
+}
+
+// only returns the single attempt of h, failing the test otherwise.
+func (s *ledgerSuite) only(h []tranche.Attempt, what string) tranche.Attempt {
+	s.t.Helper()
+	if len(h) != 1 {
+		s.t.Fatalf("%s: %d attempts; want 1:\n%s", what, len(h), formatAttempts(h))
+	}
+	return h[0]
+}
+
+// ledgerState is what a request must leave alone when it is refused.
+type ledgerState struct {
+	revision  int64
+	latest    []tranche.Attempt
+	histories [][]tranche.Attempt
+	parts     []tranche.TimePartition
+}
+
+// snapshot records the suite DAG's revision, latest attempts and the
+// histories of ps.
+func (s *ledgerSuite) snapshot(ps ...tranche.TimePartition) ledgerState {
+	s.t.Helper()
+	st := ledgerState{revision: s.revision(), latest: s.latest(suiteFrom, suiteTo), parts: ps}
+	for _, p := range ps {
+		if p.Granularity.IsValid() && !p.Start.IsZero() {
+			st.histories = append(st.histories, s.history(p))
+		} else {
+			st.histories = append(st.histories, nil)
+		}
+	}
+	return st
+}
+
+// unchanged fails the test if the ledger moved since before.
+func (s *ledgerSuite) unchanged(before ledgerState, what string) {
+	s.t.Helper()
+	after := s.snapshot(before.parts...)
+	if after.revision != before.revision {
+		s.t.Errorf("%s changed Revision from %d to %d; want nothing written", what, before.revision, after.revision)
+	}
+	if d := diffAttempts(before.latest, after.latest); d != "" {
+		s.t.Errorf("%s changed Latest; want nothing written:\n%s", what, d)
+	}
+	for i := range before.histories {
+		if d := diffAttempts(before.histories[i], after.histories[i]); d != "" {
+			s.t.Errorf("%s changed the history of %s; want nothing written:\n%s", what, before.parts[i].Key(), d)
+		}
+	}
+}
+
+func sameAttempt(a, b tranche.Attempt) bool {
+	return a.DAG == b.DAG && a.Backfill == b.Backfill && a.Start.Equal(b.Start) && a.End.Equal(b.End) &&
+		a.Key == b.Key && a.RunID == b.RunID && a.Worker == b.Worker && a.Number == b.Number &&
+		a.State == b.State && a.Started.Equal(b.Started) && a.Finished.Equal(b.Finished) &&
+		a.LeaseUntil.Equal(b.LeaseUntil) && a.Err == b.Err && a.Rows == b.Rows && a.Revision == b.Revision
+}
+
+func formatAttempt(a tranche.Attempt) string {
+	return fmt.Sprintf("{%s %s attempt %d: %s by %q (dag %q, backfill %q, run %q), started %s, finished %s, lease until %s, rows %d, err %q, revision %d}",
+		a.Key, a.Start.UTC().Format(time.RFC3339), a.Number, a.State, a.Worker, a.DAG, a.Backfill, a.RunID,
+		formatTime(a.Started), formatTime(a.Finished), formatTime(a.LeaseUntil), a.Rows, a.Err, a.Revision)
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func formatAttempts(as []tranche.Attempt) string {
+	var b strings.Builder
+	for _, a := range as {
+		b.WriteString("\t" + formatAttempt(a) + "\n")
+	}
+	if len(as) == 0 {
+		b.WriteString("\t(none)\n")
+	}
+	return b.String()
+}
+
+// diffAttempts returns "" if want and got hold the same attempts, and
+// otherwise a listing of the differences.
+func diffAttempts(want, got []tranche.Attempt) string {
+	var b strings.Builder
+	if len(want) != len(got) {
+		fmt.Fprintf(&b, "%d attempts; want %d\n", len(got), len(want))
+	}
+	for i := range max(len(want), len(got)) {
+		switch {
+		case i >= len(got):
+			fmt.Fprintf(&b, "[%d] -%s\n", i, formatAttempt(want[i]))
+		case i >= len(want):
+			fmt.Fprintf(&b, "[%d] +%s\n", i, formatAttempt(got[i]))
+		case !sameAttempt(want[i], got[i]):
+			fmt.Fprintf(&b, "[%d] -%s\n[%d] +%s\n", i, formatAttempt(want[i]), i, formatAttempt(got[i]))
+		}
+		if b.Len() > 4000 {
+			b.WriteString("...\n")
+			break
+		}
+	}
+	return b.String()
+}
+
+// checkAttempt compares the fields of a that a test cares about.
+func (s *ledgerSuite) checkAttempt(a tranche.Attempt, p tranche.TimePartition, number int, state tranche.State, worker string) {
+	s.t.Helper()
+	if !a.Start.Equal(p.Start) || !a.End.Equal(p.End) || a.Number != number || a.State != state || a.Worker != worker {
+		s.t.Errorf("attempt %s; want attempt %d at %s [%v, %v), %s by %q",
+			formatAttempt(a), number, p.Key(), p.Start, p.End, state, worker)
+	}
+}
+
+func testClaimFresh(s *ledgerSuite) {
+	p := part(0)
+	now := s.clock.Now()
+	r := req(alpha, p)
+	r.RunID = "run-fresh"
+	lease := s.claim(r)
+	if lease.DAG != suiteDAG || lease.Backfill != suiteBackfill || lease.Worker != alpha || lease.RunID != "run-fresh" {
+		s.t.Errorf("lease names dag %q, backfill %q, worker %q, run %q; want %q, %q, %q, %q",
+			lease.DAG, lease.Backfill, lease.Worker, lease.RunID, suiteDAG, suiteBackfill, alpha, "run-fresh")
+	}
+	if len(lease.Partitions) != 1 || !lease.Partitions[0].Start.Equal(p.Start) || !lease.Partitions[0].End.Equal(p.End) {
+		s.t.Errorf("lease.Partitions = %v; want [%v]", lease.Partitions, p)
+	}
+	if len(lease.Attempts) != 1 || lease.Attempts[0] != 1 {
+		s.t.Errorf("lease.Attempts = %v; want [1]", lease.Attempts)
+	}
+	if want := now.Add(suiteLease); !lease.Until.Equal(want) {
+		s.t.Errorf("lease.Until = %v; want the ledger clock's now + lease = %v", lease.Until, want)
+	}
+
+	a := s.only(s.history(p), "History after a fresh claim")
+	s.checkAttempt(a, p, 1, tranche.StateRunning, alpha)
+	if a.DAG != suiteDAG || a.Backfill != suiteBackfill || a.RunID != "run-fresh" || a.Key != p.Key() {
+		s.t.Errorf("attempt %s; want dag %q, backfill %q, run %q, key %q", formatAttempt(a), suiteDAG, suiteBackfill, "run-fresh", p.Key())
+	}
+	if !a.Started.Equal(now) || !a.Finished.IsZero() || !a.LeaseUntil.Equal(lease.Until) || a.Duration() != 0 {
+		s.t.Errorf("attempt %s; want started %v, not finished, lease until %v, duration 0", formatAttempt(a), now, lease.Until)
+	}
+	if a.Err != "" || a.Rows != 0 {
+		s.t.Errorf("attempt %s; want no error and no rows while running", formatAttempt(a))
+	}
+	if rev := s.revision(); a.Revision != rev {
+		s.t.Errorf("attempt revision %d; want the ledger's revision %d", a.Revision, rev)
+	}
+	if d := diffAttempts([]tranche.Attempt{a}, s.latest(suiteFrom, suiteTo)); d != "" {
+		s.t.Errorf("Latest after a fresh claim:\n%s", d)
+	}
+	if h := s.history(part(1)); len(h) != 0 {
+		s.t.Errorf("History of an unclaimed partition:\n%s", formatAttempts(h))
+	}
+	if got := s.latestOf("tranchetest-unknown-dag", suiteFrom, suiteTo); len(got) != 0 {
+		s.t.Errorf("Latest of an unknown DAG:\n%s", formatAttempts(got))
+	}
+}
+
+func testClaimChunk(s *ledgerSuite) {
+	ps := parts(3, 1, 2) // a chunk need not be sorted
+	lease := s.claim(req(alpha, ps...))
+	if fmt.Sprint(lease.Attempts) != "[1 1 1]" || len(lease.Partitions) != 3 {
+		s.t.Fatalf("chunk %s; want attempts [1 1 1] on 3 partitions", describeLease(lease))
+	}
+	for i, p := range ps {
+		if !lease.Partitions[i].Start.Equal(p.Start) {
+			s.t.Errorf("lease.Partitions[%d] = %v; want %v (the request's order)", i, lease.Partitions[i], p)
+		}
+	}
+	got := s.latest(suiteFrom, suiteTo)
+	if len(got) != 3 {
+		s.t.Fatalf("Latest after a chunk claim:\n%s", formatAttempts(got))
+	}
+	for i, a := range got {
+		s.checkAttempt(a, part(i+1), 1, tranche.StateRunning, alpha)
+		if !a.LeaseUntil.Equal(lease.Until) {
+			s.t.Errorf("attempt %s; want lease until %v", formatAttempt(a), lease.Until)
+		}
+	}
+}
+
+func testHeldUnderLiveLease(s *ledgerSuite) {
+	p := part(0)
+	lease := s.claim(req(alpha, p))
+	s.refuse(req(beta, p), alpha)
+	s.refuse(req(alpha, p), alpha) // holding a partition does not let its holder claim it again
+	s.clock.Advance(suiteLease - time.Second)
+	s.refuse(req(beta, p), alpha)
+	r := req(beta, p)
+	r.Policy = tranche.RerunAll
+	r.Revision = s.revision()
+	s.refuse(r, alpha) // no policy overrides a live lease
+	if err := s.l.Heartbeat(s.ctx, lease, suiteLease); err != nil {
+		s.t.Fatalf("Heartbeat of the live lease = %v", err)
+	}
+}
+
+func testTakeoverAfterExpiry(s *ledgerSuite) {
+	p := part(0)
+	t0 := s.clock.Now()
+	old := s.claim(req(alpha, p))
+	rev0 := s.revision()
+	s.clock.Advance(suiteLease) // the lease expires at Until
+	t1 := s.clock.Now()
+	lease := s.claim(req(beta, p))
+	if fmt.Sprint(lease.Attempts) != "[2]" || !lease.Until.Equal(t1.Add(suiteLease)) {
+		s.t.Errorf("takeover %s until %v; want attempt 2 until %v", describeLease(lease), lease.Until, t1.Add(suiteLease))
+	}
+	rev1 := s.revision()
+	if rev1 <= rev0 {
+		s.t.Errorf("Revision %d after a takeover; want more than %d", rev1, rev0)
+	}
+	h := s.history(p)
+	if len(h) != 2 {
+		s.t.Fatalf("History after a takeover: %d attempts; want 2:\n%s", len(h), formatAttempts(h))
+	}
+	stale, cur := h[0], h[1]
+	s.checkAttempt(stale, p, 1, tranche.StateFailed, alpha)
+	s.checkAttempt(cur, p, 2, tranche.StateRunning, beta)
+	if !strings.Contains(stale.Err, beta) {
+		s.t.Errorf("stale attempt's error %q; want a reason naming the new worker %q", stale.Err, beta)
+	}
+	if !stale.Started.Equal(t0) || stale.Finished.IsZero() || stale.Finished.Before(stale.Started) || stale.Finished.After(t1) {
+		s.t.Errorf("stale attempt %s; want started %v and finished in [%v, %v]", formatAttempt(stale), t0, t0, t1)
+	}
+	if stale.Revision <= rev0 || stale.Revision > rev1 {
+		s.t.Errorf("stale attempt revision %d; want in (%d, %d]: the takeover changed it", stale.Revision, rev0, rev1)
+	}
+	if !cur.Started.Equal(t1) || cur.Revision != rev1 || cur.RunID != "run-"+beta {
+		s.t.Errorf("new attempt %s; want started %v, revision %d, run %q", formatAttempt(cur), t1, rev1, "run-"+beta)
+	}
+	if d := diffAttempts([]tranche.Attempt{cur}, s.latest(suiteFrom, suiteTo)); d != "" {
+		s.t.Errorf("Latest after a takeover; want the new attempt:\n%s", d)
+	}
+	s.fenced(old)
+
+	// A third worker takes over the second attempt in turn.
+	s.clock.Advance(suiteLease + time.Second)
+	third := s.claim(req(gamma, p))
+	if fmt.Sprint(third.Attempts) != "[3]" {
+		s.t.Errorf("second takeover %s; want attempt 3", describeLease(third))
+	}
+	h = s.history(p)
+	if len(h) != 3 {
+		s.t.Fatalf("History after two takeovers:\n%s", formatAttempts(h))
+	}
+	s.checkAttempt(h[0], p, 1, tranche.StateFailed, alpha)
+	s.checkAttempt(h[1], p, 2, tranche.StateFailed, beta)
+	s.checkAttempt(h[2], p, 3, tranche.StateRunning, gamma)
+	if !strings.Contains(h[1].Err, gamma) {
+		s.t.Errorf("second stale attempt's error %q; want it to name %q", h[1].Err, gamma)
+	}
+	s.fenced(lease)
+	s.finish(third, succeeded)
+}
+
+func testFencedAfterTakeover(s *ledgerSuite) {
+	p := part(0)
+	old := s.claim(req(alpha, p))
+	s.clock.Advance(2 * suiteLease)
+	cur := s.claim(req(beta, p))
+	s.fenced(old)
+	s.clock.Advance(time.Second)
+	s.finish(cur, tranche.Outcome{State: tranche.StateSucceeded, Rows: 7})
+	s.fenced(old) // still fenced after the newer attempt finished
+	h := s.history(p)
+	if len(h) != 2 || h[1].State != tranche.StateSucceeded || h[1].Rows != 7 || h[1].Worker != beta {
+		s.t.Errorf("History; want attempt 2 succeeded by %q with 7 rows:\n%s", beta, formatAttempts(h))
+	}
+}
+
+func testFencedChunk(s *ledgerSuite) {
+	old := s.claim(req(alpha, part(0), part(1)))
+	s.clock.Advance(suiteLease)
+	s.claim(req(beta, part(1)))
+	s.fenced(old) // one partition taken over fences the whole lease
+	a := s.only(s.history(part(0)), "the chunk's other partition")
+	s.checkAttempt(a, part(0), 1, tranche.StateRunning, alpha)
+	// The untouched partition is taken over like any other once its lease
+	// has expired.
+	lease := s.claim(req(gamma, part(0)))
+	if fmt.Sprint(lease.Attempts) != "[2]" {
+		s.t.Errorf("takeover %s; want attempt 2", describeLease(lease))
+	}
+}
+
+func testFencedForeignLease(s *ledgerSuite) {
+	p := part(0)
+	lease := s.claim(req(alpha, p))
+	forge := func(change func(*tranche.Lease)) *tranche.Lease {
+		l := *lease
+		l.Partitions = append([]tranche.TimePartition(nil), lease.Partitions...)
+		l.Attempts = append([]int(nil), lease.Attempts...)
+		change(&l)
+		return &l
+	}
+	s.fenced(forge(func(l *tranche.Lease) { l.Worker = beta }))                                      // another worker's name
+	s.fenced(forge(func(l *tranche.Lease) { l.Attempts[0] = 2 }))                                    // an attempt that does not exist
+	s.fenced(forge(func(l *tranche.Lease) { l.Partitions[0] = part(5) }))                            // a partition never claimed
+	s.fenced(forge(func(l *tranche.Lease) { l.DAG = "tranchetest-unknown-dag" }))                    // another DAG
+	s.fenced(forge(func(l *tranche.Lease) { l.Partitions = parts(0, 5); l.Attempts = []int{1, 1} })) // one of two
+	s.finish(lease, succeeded)                                                                       // the real lease still holds
+}
+
+func testFinishTwice(s *ledgerSuite) {
+	p := part(0)
+	lease := s.claim(req(alpha, p))
+	s.finish(lease, succeeded)
+	s.fenced(lease)
+	s.checkAttempt(s.only(s.history(p), "History"), p, 1, tranche.StateSucceeded, alpha)
+
+	q := part(1)
+	lease = s.claim(req(alpha, q))
+	s.finish(lease, tranche.StateFailed)
+	s.fenced(lease) // a failed attempt is over too
+	again := s.claim(req(alpha, q))
+	s.fenced(lease) // and the retry by the same worker is a newer attempt
+	s.finish(again, succeeded)
+}
+
+func testFinishAfterOwnLeaseExpired(s *ledgerSuite) {
+	p := part(0)
+	lease := s.claim(req(alpha, p))
+	s.clock.Advance(10 * suiteLease)
+	s.finish(lease, tranche.Outcome{State: tranche.StateSucceeded, Rows: 3})
+	a := s.only(s.history(p), "History")
+	s.checkAttempt(a, p, 1, tranche.StateSucceeded, alpha)
+	if !a.Finished.Equal(s.clock.Now()) || a.Duration() != 10*suiteLease || a.Rows != 3 {
+		s.t.Errorf("attempt %s; want finished %v after %v with 3 rows", formatAttempt(a), s.clock.Now(), 10*suiteLease)
+	}
+
+	// An expired lease not taken over may also heartbeat back to life.
+	q := part(1)
+	lease = s.claim(req(alpha, q))
+	s.clock.Advance(2 * suiteLease)
+	if err := s.l.Heartbeat(s.ctx, lease, suiteLease); err != nil {
+		s.t.Fatalf("Heartbeat after the lease expired, not taken over = %v; want nil", err)
+	}
+	if want := s.clock.Now().Add(suiteLease); !lease.Until.Equal(want) {
+		s.t.Errorf("lease.Until = %v after Heartbeat; want %v", lease.Until, want)
+	}
+	s.refuse(req(beta, q), alpha)
+}
+
+func testHeartbeat(s *ledgerSuite) {
+	p := part(0)
+	t0 := s.clock.Now()
+	lease := s.claim(req(alpha, p, part(1)))
+	rev := s.revision()
+	s.clock.Advance(45 * time.Second)
+	if err := s.l.Heartbeat(s.ctx, lease, 2*suiteLease); err != nil {
+		s.t.Fatalf("Heartbeat = %v", err)
+	}
+	until := t0.Add(45*time.Second + 2*suiteLease)
+	if !lease.Until.Equal(until) {
+		s.t.Errorf("lease.Until = %v after Heartbeat; want now + d = %v", lease.Until, until)
+	}
+	for _, q := range parts(0, 1) {
+		if a := s.only(s.history(q), "History"); !a.LeaseUntil.Equal(until) || a.State != tranche.StateRunning {
+			s.t.Errorf("attempt %s after Heartbeat; want running, lease until %v", formatAttempt(a), until)
+		}
+	}
+	if r := s.revision(); r != rev {
+		s.t.Errorf("Heartbeat changed Revision from %d to %d; a heartbeat is neither a claim nor a state change", rev, r)
+	}
+	s.clock.Advance(suiteLease) // past the lease's first Until, within the extended one
+	s.refuse(req(beta, p), alpha)
+	s.clock.Advance(until.Sub(s.clock.Now())) // now at the extended Until
+	lease2 := s.claim(req(beta, p))
+	if fmt.Sprint(lease2.Attempts) != "[2]" {
+		s.t.Errorf("takeover %s; want attempt 2", describeLease(lease2))
+	}
+}
+
+func testOutcomes(s *ledgerSuite) {
+	ps := parts(0, 1, 2)
+	t0 := s.clock.Now()
+	lease := s.claim(req(alpha, ps...))
+	rev := s.revision()
+	s.clock.Advance(30 * time.Second)
+	want := []tranche.Outcome{
+		{State: tranche.StateSucceeded, Rows: 42},
+		{State: tranche.StateFailed, Err: "boom", Rows: 5},
+		{State: tranche.StateCanceled, Err: "context canceled"},
+	}
+	s.finish(lease, want[0], want[1], want[2])
+	rev2 := s.revision()
+	if rev2 <= rev {
+		s.t.Errorf("Revision %d after Finish; want more than %d", rev2, rev)
+	}
+	for i, p := range ps {
+		a := s.only(s.history(p), "History")
+		s.checkAttempt(a, p, 1, want[i].State, alpha)
+		if a.Err != want[i].Err || a.Rows != want[i].Rows {
+			s.t.Errorf("attempt %s; want err %q, rows %d", formatAttempt(a), want[i].Err, want[i].Rows)
+		}
+		if !a.Started.Equal(t0) || !a.Finished.Equal(t0.Add(30*time.Second)) || a.Duration() != 30*time.Second {
+			s.t.Errorf("attempt %s; want started %v, finished 30s later", formatAttempt(a), t0)
+		}
+		if a.Revision != rev2 {
+			s.t.Errorf("attempt %s; want revision %d, its Finish", formatAttempt(a), rev2)
+		}
+	}
+}
+
+func testRerunPolicies(s *ledgerSuite) {
+	states := []tranche.State{tranche.StatePending, tranche.StateSucceeded, tranche.StateFailed, tranche.StateCanceled}
+	policies := []struct {
+		policy    tranche.RerunPolicy
+		claimable map[tranche.State]bool
+	}{
+		{tranche.RerunNone, map[tranche.State]bool{tranche.StatePending: true}},
+		{tranche.RerunFailed, map[tranche.State]bool{tranche.StatePending: true, tranche.StateFailed: true, tranche.StateCanceled: true}},
+		{"", map[tranche.State]bool{tranche.StatePending: true, tranche.StateFailed: true, tranche.StateCanceled: true}},
+		{tranche.RerunAll, map[tranche.State]bool{tranche.StatePending: true, tranche.StateSucceeded: true, tranche.StateFailed: true, tranche.StateCanceled: true}},
+	}
+	i := 0
+	for _, pol := range policies {
+		for _, prior := range states {
+			p := part(i)
+			i++
+			s.t.Run(fmt.Sprintf("%s-after-%s", cmpOr(string(pol.policy), "default"), prior), func(t *testing.T) {
+				s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
+				prev := 0
+				if prior != tranche.StatePending {
+					s.finish(s.claim(req(gamma, p)), prior)
+					prev = 1
+				}
+				r := req(alpha, p)
+				r.Policy = pol.policy
+				r.Revision = s.revision() // a plan made now
+				if !pol.claimable[prior] {
+					s.refuse(r, "")
+					return
+				}
+				lease := s.claim(r)
+				if fmt.Sprint(lease.Attempts) != fmt.Sprintf("[%d]", prev+1) {
+					s.t.Errorf("%s; want attempt %d", describeLease(lease), prev+1)
+				}
+			})
+		}
+	}
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func testRerunAllRevisionBound(s *ledgerSuite) {
+	p := part(0)
+	s.finish(s.claim(req(gamma, p)), succeeded)
+	plan := s.revision()
+
+	r := req(alpha, p)
+	r.Policy, r.Revision = tranche.RerunAll, plan
+	lease := s.claim(r)
+	if fmt.Sprint(lease.Attempts) != "[2]" {
+		s.t.Errorf("RerunAll %s; want attempt 2", describeLease(lease))
+	}
+	s.finish(lease, succeeded)
+
+	// Another worker of the same plan: the partition succeeded after the
+	// plan was made, so the plan does not run it again.
+	r2 := req(beta, p)
+	r2.Policy, r2.Revision = tranche.RerunAll, plan
+	s.refuse(r2, "")
+
+	// A plan made before the first success does not rerun it either.
+	r3 := req(beta, p)
+	r3.Policy, r3.Revision = tranche.RerunAll, 0
+	s.refuse(r3, "")
+
+	// A new plan does.
+	r4 := req(beta, p)
+	r4.Policy, r4.Revision = tranche.RerunAll, s.revision()
+	if lease := s.claim(r4); fmt.Sprint(lease.Attempts) != "[3]" {
+		s.t.Errorf("RerunAll with a new plan %s; want attempt 3", describeLease(lease))
+	}
+
+	// A partition running when the plan was made and succeeding right
+	// after it is not run again by that plan.
+	q := part(1)
+	running := s.claim(req(gamma, q))
+	plan = s.revision()
+	s.finish(running, succeeded)
+	r5 := req(alpha, q)
+	r5.Policy, r5.Revision = tranche.RerunAll, plan
+	s.refuse(r5, "")
+}
+
+func testChunkAllOrNothing(s *ledgerSuite) {
+	held := s.claim(req(alpha, part(1)))
+	s.refuse(req(beta, parts(0, 1, 2)...), alpha) // held by another
+	s.finish(s.claim(req(gamma, part(3))), succeeded)
+	s.refuse(req(beta, parts(2, 3, 4)...), "") // succeeded under RerunFailed
+	r := req(beta, parts(0, 4)...)
+	r.Policy = tranche.RerunNone
+	s.finish(s.claim(req(gamma, part(4))), tranche.StateFailed)
+	s.refuse(r, "") // failed under RerunNone
+	for _, i := range []int{0, 2, 4} {
+		if i != 4 && len(s.history(part(i))) != 0 {
+			s.t.Errorf("partition %d has attempts after refused chunk claims:\n%s", i, formatAttempts(s.history(part(i))))
+		}
+	}
+
+	lease := s.claim(req(beta, parts(0, 2, 4)...))
+	if fmt.Sprint(lease.Attempts) != "[1 1 2]" {
+		s.t.Errorf("chunk %s; want attempts [1 1 2]", describeLease(lease))
+	}
+	s.clock.Advance(suiteLease)
+	takeover := s.claim(req(gamma, parts(1, 5)...))
+	if fmt.Sprint(takeover.Attempts) != "[2 1]" {
+		s.t.Errorf("chunk takeover %s; want attempts [2 1]", describeLease(takeover))
+	}
+	s.fenced(held)
+}
+
+func testLatest(s *ledgerSuite) {
+	const n = 1000
+	// Claim in a scattered order, so that no ledger can rely on claims
+	// arriving oldest first.
+	leases := make([]*tranche.Lease, n)
+	for k := range n {
+		i := k * 7919 % n
+		leases[i] = s.claim(req([]string{alpha, beta, gamma}[k%3], part(i)))
+	}
+	type want struct {
+		number int
+		state  tranche.State
+	}
+	wants := make([]want, n)
+	for i, lease := range leases {
+		switch i % 4 {
+		case 0:
+			s.finish(lease, tranche.StateSucceeded)
+			wants[i] = want{1, tranche.StateSucceeded}
+		case 1:
+			s.finish(lease, tranche.StateFailed)
+			wants[i] = want{1, tranche.StateFailed}
+		case 2:
+			wants[i] = want{1, tranche.StateRunning}
+		case 3:
+			s.finish(lease, tranche.StateCanceled)
+			wants[i] = want{1, tranche.StateCanceled}
+		}
+	}
+	s.clock.Advance(2 * suiteLease)
+	for i := range n {
+		if i%4 == 1 || i%8 == 2 { // retry a failed one, take over an expired one
+			s.claim(req(gamma, part(i)))
+			wants[i] = want{2, tranche.StateRunning}
+		}
+	}
+	// Another DAG's partitions, interleaved, stay out of this DAG's Latest.
+	for i := 0; i < n; i += 10 {
+		r := req(alpha, part(i), in(part(i+1), suiteIST))
+		r.DAG = "tranchetest-other-dag"
+		s.claim(r)
+	}
+
+	check := func(from, to time.Time, lo, hi int) {
+		s.t.Helper()
+		got := s.latest(from, to)
+		if len(got) != hi-lo {
+			s.t.Errorf("Latest(%v, %v): %d attempts; want %d (partitions %d to %d)", from, to, len(got), hi-lo, lo, hi-1)
+		}
+		for k, a := range got {
+			i := lo + k
+			if i >= hi {
+				break
+			}
+			if a.DAG != suiteDAG || !a.Start.Equal(part(i).Start) || a.Number != wants[i].number || a.State != wants[i].state {
+				s.t.Fatalf("Latest(%v, %v)[%d] = %s; want partition %d (%s) attempt %d %s, oldest first",
+					from, to, k, formatAttempt(a), i, part(i).Key(), wants[i].number, wants[i].state)
+			}
+		}
+	}
+	check(suiteFrom, suiteTo, 0, n)
+	check(part(0).Start, part(n-1).End, 0, n)
+	check(part(0).Start, part(n-1).Start, 0, n-1) // to is excluded
+	check(part(100).Start.In(suiteEST), part(900).Start.In(suiteIST), 100, 900)
+	check(part(10).Start.Add(30*time.Minute), part(20).Start, 11, 20) // by start: 10 begins before from
+	check(part(500).Start, part(500).Start, 500, 500)
+	check(part(600).Start, part(500).Start, 500, 500) // inverted: nothing
+	check(part(n).Start, suiteTo, 0, 0)
+	check(suiteFrom, part(0).Start, 0, 0)
+
+	// Stopping the loop early stops the sequence, at and around any batch
+	// size a ledger might use.
+	for _, stop := range []int{1, 100, 255, 256, 257, 500, 511, 512, 513, 999} {
+		seen := 0
+		for _, err := range s.l.Latest(s.ctx, suiteDAG, suiteFrom, suiteTo) {
+			if err != nil {
+				s.t.Fatalf("Latest yielded %v", err)
+			}
+			seen++
+			if seen == stop {
+				break
+			}
+		}
+		if seen != stop {
+			s.t.Errorf("Latest stopped at %d; want %d", seen, stop)
+		}
+	}
+	if got := s.latestOf("tranchetest-other-dag", suiteFrom, suiteTo); len(got) != n/5 {
+		s.t.Errorf("Latest of the other DAG: %d attempts; want %d", len(got), n/5)
+	}
+}
+
+func testLatestLoopBody(s *ledgerSuite) {
+	for i := range 600 {
+		s.claim(req(alpha, part(i)))
+	}
+	done := make(chan struct{})
+	var seen int
+	go func() {
+		defer close(done)
+		for a, err := range s.l.Latest(s.ctx, suiteDAG, suiteFrom, suiteTo) {
+			if err != nil {
+				s.t.Errorf("Latest yielded %v", err)
+				return
+			}
+			// Reads and writes from the loop body must not deadlock.
+			if _, err := s.l.History(s.ctx, suiteDAG, a.Start); err != nil {
+				s.t.Errorf("History inside the Latest loop = %v", err)
+				return
+			}
+			if seen%100 == 0 {
+				if _, err := s.l.Claim(s.ctx, req(beta, part(1000+seen))); err != nil {
+					s.t.Errorf("Claim inside the Latest loop = %v", err)
+					return
+				}
+			}
+			seen++
+			if seen > 10000 {
+				s.t.Errorf("Latest yielded more than 10,000 attempts")
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("a ledger call inside the loop over Latest deadlocked: Latest must not hold a lock or connection the loop body needs")
+	}
+	if seen < 600 {
+		s.t.Errorf("Latest yielded %d attempts; want at least 600", seen)
+	}
+}
+
+func testSameInstantOtherLocation(s *ledgerSuite) {
+	p := part(0)
+	q := tranche.PartitionOf(tranche.Hour, p.Start.In(suiteEST)) // the same hour, in New York's winter offset
+	if !q.Start.Equal(p.Start) || !q.End.Equal(p.End) {
+		s.t.Fatalf("test bug: %v and %v are not the same instants", p, q)
+	}
+	lease := s.claim(req(alpha, p))
+	s.refuse(req(beta, q), alpha)
+	s.refuse(req(beta, in(p, suiteIST)), alpha)
+	hp, hq := s.history(p), s.historyOf(suiteDAG, q)
+	if d := diffAttempts(hp, hq); d != "" || len(hp) != 1 {
+		s.t.Errorf("History by the same instant in two locations differs:\n%s", d)
+	}
+	if got := s.latest(p.Start.In(suiteEST), p.End.In(suiteIST)); len(got) != 1 {
+		s.t.Errorf("Latest with bounds in other locations:\n%s", formatAttempts(got))
+	}
+	s.finish(lease, succeeded)
+	s.refuse(req(beta, q), "")
+
+	// A chunk naming one partition in two locations is malformed.
+	before := s.snapshot(part(1))
+	if _, err := s.l.Claim(s.ctx, req(beta, part(1), in(part(1), suiteEST))); err == nil {
+		s.t.Errorf("Claim of one partition twice, in two locations, succeeded")
+	}
+	s.unchanged(before, "a claim of one partition twice")
+}
+
+func testDAGsAreSeparate(s *ledgerSuite) {
+	p := part(0)
+	s.claim(req(alpha, p))
+	rev := s.revision()
+	r := req(beta, p)
+	r.DAG = "tranchetest-other-dag"
+	other := s.claim(r)
+	if fmt.Sprint(other.Attempts) != "[1]" {
+		s.t.Errorf("claim in another DAG %s; want attempt 1", describeLease(other))
+	}
+	if got := s.revision(); got != rev {
+		s.t.Errorf("a claim in another DAG changed this DAG's Revision from %d to %d", rev, got)
+	}
+	s.finish(other, succeeded)
+	if got := s.revision(); got != rev {
+		s.t.Errorf("a Finish in another DAG changed this DAG's Revision from %d to %d", rev, got)
+	}
+	s.checkAttempt(s.only(s.history(p), "History"), p, 1, tranche.StateRunning, alpha)
+	a := s.only(s.historyOf("tranchetest-other-dag", p), "History of the other DAG")
+	s.checkAttempt(a, p, 1, tranche.StateSucceeded, beta)
+	if a.DAG != "tranchetest-other-dag" {
+		s.t.Errorf("attempt %s; want dag %q", formatAttempt(a), "tranchetest-other-dag")
+	}
+}
+
+func testOrdinaryRunsCount(s *ledgerSuite) {
+	p, q := part(0), part(1)
+	ordinary := func(pt tranche.TimePartition) tranche.ClaimRequest {
+		r := req(gamma, pt)
+		r.Backfill = ""
+		return r
+	}
+	s.finish(s.claim(ordinary(p)), succeeded)
+	s.finish(s.claim(ordinary(q)), tranche.StateFailed)
+	if a := s.only(s.history(p), "History"); a.Backfill != "" {
+		s.t.Errorf("ordinary run %s; want no backfill", formatAttempt(a))
+	}
+	s.refuse(req(alpha, p), "") // the daily job's success counts for the backfill
+	lease := s.claim(req(alpha, q))
+	if fmt.Sprint(lease.Attempts) != "[2]" {
+		s.t.Errorf("backfill retry of a failed ordinary run %s; want attempt 2", describeLease(lease))
+	}
+	h := s.history(q)
+	if len(h) != 2 || h[0].Backfill != "" || h[1].Backfill != suiteBackfill {
+		s.t.Errorf("History; want the ordinary run then the backfill's attempt:\n%s", formatAttempts(h))
+	}
+}
+
+func testRevision(s *ledgerSuite) {
+	var last int64
+	step := func(what string, changes bool) {
+		s.t.Helper()
+		r := s.revision()
+		switch {
+		case changes && r <= last:
+			s.t.Errorf("after %s Revision = %d; want more than %d", what, r, last)
+		case !changes && r != last:
+			s.t.Errorf("after %s Revision = %d; want %d, unchanged", what, r, last)
+		}
+		last = r
+	}
+	last = s.revision()
+	step("Revision", false)
+	lease := s.claim(req(alpha, part(0)))
+	step("a claim", true)
+	if a := s.only(s.history(part(0)), "History"); a.Revision != last {
+		s.t.Errorf("attempt revision %d; want %d", a.Revision, last)
+	}
+	s.history(part(0))
+	s.latest(suiteFrom, suiteTo)
+	if _, err := s.l.Backfills(s.ctx); err != nil {
+		s.t.Fatal(err)
+	}
+	step("reads", false)
+	if err := s.l.Heartbeat(s.ctx, lease, suiteLease); err != nil {
+		s.t.Fatal(err)
+	}
+	step("a heartbeat", false)
+	if _, err := s.l.Claim(s.ctx, req(beta, part(0))); err == nil {
+		s.t.Fatal("claim of a held partition succeeded")
+	}
+	step("a refused claim", false)
+	s.finish(lease, succeeded)
+	step("a Finish", true)
+	if a := s.only(s.history(part(0)), "History"); a.Revision != last {
+		s.t.Errorf("attempt revision %d after Finish; want %d", a.Revision, last)
+	}
+	s.fenced(lease)
+	step("a fenced Finish", false)
+	old := s.claim(req(alpha, part(1), part(2)))
+	step("a chunk claim", true)
+	s.clock.Advance(suiteLease)
+	s.claim(req(beta, part(1)))
+	step("a takeover", true)
+	s.fenced(old)
+	step("a fenced chunk", false)
+	s.clock.Advance(suiteLease)
+	s.finish(s.claim(req(gamma, part(2))), tranche.StateFailed)
+	step("a takeover and a failure", true)
+	r := req(beta, part(3))
+	r.DAG = "tranchetest-other-dag"
+	s.finish(s.claim(r), succeeded)
+	step("another DAG's claim and Finish", false)
+}
+
+// contend runs work in workers goroutines released at once.
+func contend(workers int, work func(w int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			work(w)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+func testConcurrentClaimers(s *ledgerSuite) {
+	const workers, n = 8, 64
+	var mu sync.Mutex
+	claims := make([]int, n)
+	contend(workers, func(w int) {
+		worker := fmt.Sprintf("worker-%d", w)
+		for k := range n {
+			i := (k + w*n/workers) % n // each starts elsewhere and meets the others
+			if w%2 == 1 {
+				i = n - 1 - i
+			}
+			lease, err := s.l.Claim(s.ctx, req(worker, part(i)))
+			if errors.Is(err, tranche.ErrNotClaimable) {
+				continue
+			}
+			if err != nil {
+				s.t.Errorf("%s: Claim(%s) = %v", worker, part(i).Key(), err)
+				return
+			}
+			mu.Lock()
+			claims[i]++
+			mu.Unlock()
+			if err := s.l.Heartbeat(s.ctx, lease, suiteLease); err != nil {
+				s.t.Errorf("%s: Heartbeat = %v", worker, err)
+			}
+			if err := s.l.Finish(s.ctx, lease, []tranche.Outcome{succeeded}); err != nil {
+				s.t.Errorf("%s: Finish = %v", worker, err)
+			}
+		}
+	})
+	for i, c := range claims {
+		if c != 1 {
+			s.t.Errorf("partition %s claimed %d times by concurrent claimers; want once", part(i).Key(), c)
+		}
+		if h := s.history(part(i)); len(h) != 1 || h[0].State != tranche.StateSucceeded {
+			s.t.Errorf("History of %s; want one success:\n%s", part(i).Key(), formatAttempts(h))
+		}
+	}
+}
+
+func testConcurrentChunkClaimers(s *ledgerSuite) {
+	const workers, n, chunk = 8, 64, 3
+	var mu sync.Mutex
+	claims := make([]int, n)
+	contend(workers, func(w int) {
+		worker := fmt.Sprintf("worker-%d", w)
+		for k := range n {
+			i := (k*5 + w*7) % (n - chunk + 1) // overlapping chunks, in different orders
+			ps := make([]tranche.TimePartition, chunk)
+			for j := range ps {
+				ps[j] = part(i + j)
+			}
+			lease, err := s.l.Claim(s.ctx, req(worker, ps...))
+			if errors.Is(err, tranche.ErrNotClaimable) {
+				continue
+			}
+			if err != nil {
+				s.t.Errorf("%s: %s = %v", worker, describeReq(req(worker, ps...)), err)
+				return
+			}
+			mu.Lock()
+			for j := range ps {
+				claims[i+j]++
+			}
+			mu.Unlock()
+			if err := s.l.Finish(s.ctx, lease, []tranche.Outcome{succeeded, succeeded, succeeded}); err != nil {
+				s.t.Errorf("%s: Finish = %v", worker, err)
+			}
+		}
+	})
+	for i, c := range claims {
+		h := s.history(part(i))
+		switch {
+		case c > 1:
+			s.t.Errorf("partition %s claimed %d times by concurrent chunk claimers; want at most once", part(i).Key(), c)
+		case len(h) != c:
+			s.t.Errorf("partition %s claimed %d times; History:\n%s", part(i).Key(), c, formatAttempts(h))
+		case c == 0:
+			// No chunk could take it: its neighbours went in other chunks.
+			// It is still claimable alone.
+			s.finish(s.claim(req(alpha, part(i))), succeeded)
+		}
+	}
+}
+
+func testBackfills(s *ledgerSuite) {
+	checkBackfills := func(what string, want ...tranche.BackfillRecord) {
+		s.t.Helper()
+		bs, err := s.l.Backfills(s.ctx)
+		if err != nil {
+			s.t.Fatalf("Backfills = %v", err)
+		}
+		if len(bs) != len(want) {
+			s.t.Fatalf("%s: Backfills = %+v; want %+v", what, bs, want)
+		}
+		for i := range want {
+			checkBackfill(s.t, fmt.Sprintf("%s: Backfills[%d]", what, i), bs[i], want[i])
+		}
+	}
+	checkBackfills("a new ledger")
+
+	t0 := s.clock.Now()
+	b1 := tranche.BackfillRecord{ID: "bf-one", DAG: suiteDAG, Window: "2024-03-01/2024-03-31", Chunk: 1}
+	got, err := s.l.PutBackfill(s.ctx, b1)
+	if err != nil {
+		s.t.Fatalf("PutBackfill = %v", err)
+	}
+	b1.Created = t0 // a zero Created becomes the ledger's now
+	checkBackfill(s.t, "PutBackfill of a new backfill", got, b1)
+
+	s.clock.Advance(time.Minute)
+	b2 := tranche.BackfillRecord{ID: "bf-two", DAG: "tranchetest-other-dag", Window: "2024", Chunk: 7, Created: t0.Add(30 * time.Second)}
+	if got, err := s.l.PutBackfill(s.ctx, b2); err != nil {
+		s.t.Fatalf("PutBackfill = %v", err)
+	} else {
+		checkBackfill(s.t, "PutBackfill with a Created time", got, b2) // a given Created is kept
+	}
+
+	s.clock.Advance(time.Minute)
+	again := b1
+	again.Window, again.Chunk, again.Created = "2020", 99, time.Time{}
+	if got, err := s.l.PutBackfill(s.ctx, again); err != nil {
+		s.t.Fatalf("PutBackfill of a known id = %v", err)
+	} else {
+		checkBackfill(s.t, "PutBackfill of a known id", got, b1) // the stored record, unchanged
+	}
+	if got, err := s.l.Backfill(s.ctx, b1.ID); err != nil {
+		s.t.Fatalf("Backfill(%q) = %v", b1.ID, err)
+	} else {
+		checkBackfill(s.t, "Backfill", got, b1)
+	}
+	if _, err := s.l.Backfill(s.ctx, "bf-unknown"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+		s.t.Errorf("Backfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
+	}
+	b3 := tranche.BackfillRecord{ID: "bf-three", DAG: suiteDAG, Window: "2025"}
+	if _, err := s.l.PutBackfill(s.ctx, b3); err != nil {
+		s.t.Fatal(err)
+	}
+	b3.Created = s.clock.Now()
+	checkBackfills("three backfills", b1, b2, b3) // oldest first
+
+	if err := s.l.CancelBackfill(s.ctx, b1.ID); err != nil {
+		s.t.Fatalf("CancelBackfill = %v", err)
+	}
+	if err := s.l.CancelBackfill(s.ctx, b1.ID); err != nil {
+		s.t.Fatalf("CancelBackfill twice = %v; want nil", err)
+	}
+	b1.Canceled = true
+	if got, err := s.l.Backfill(s.ctx, b1.ID); err != nil {
+		s.t.Fatal(err)
+	} else {
+		checkBackfill(s.t, "Backfill after CancelBackfill", got, b1)
+	}
+	if got, err := s.l.PutBackfill(s.ctx, again); err != nil {
+		s.t.Fatal(err)
+	} else {
+		checkBackfill(s.t, "PutBackfill after CancelBackfill", got, b1) // still canceled
+	}
+	if err := s.l.CancelBackfill(s.ctx, "bf-unknown"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+		s.t.Errorf("CancelBackfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
+	}
+	if _, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{DAG: suiteDAG}); err == nil {
+		s.t.Errorf("PutBackfill without an id succeeded")
+	}
+	checkBackfills("after cancel and refusals", b1, b2, b3) // only b1 canceled, nothing added
+}
+
+func checkBackfill(t *testing.T, what string, got, want tranche.BackfillRecord) {
+	t.Helper()
+	if got.ID != want.ID || got.DAG != want.DAG || got.Window != want.Window || got.Chunk != want.Chunk ||
+		!got.Created.Equal(want.Created) || got.Canceled != want.Canceled {
+		t.Errorf("%s = %+v; want %+v", what, got, want)
+	}
+}
+
+func testCanceledBackfill(s *ledgerSuite) {
+	if _, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
+		s.t.Fatal(err)
+	}
+	running := s.claim(req(alpha, part(0)))
+	if err := s.l.CancelBackfill(s.ctx, suiteBackfill); err != nil {
+		s.t.Fatal(err)
+	}
+	s.refuse(req(beta, part(1)), "")
+	// Running partitions may finish.
+	if err := s.l.Heartbeat(s.ctx, running, suiteLease); err != nil {
+		s.t.Errorf("Heartbeat of a canceled backfill's running lease = %v; want nil", err)
+	}
+	s.finish(running, tranche.StateCanceled)
+	s.refuse(req(beta, part(0)), "")
+	// Other backfills and ordinary runs go on.
+	r := req(beta, part(1))
+	r.Backfill = ""
+	s.claim(r)
+	r = req(beta, part(2))
+	r.Backfill = "tranchetest-another-backfill"
+	s.claim(r)
+}
+
+func testBadClaims(s *ledgerSuite) {
+	s.claim(req(gamma, part(9))) // something to leave alone
+	cases := []struct {
+		name   string
+		change func(*tranche.ClaimRequest)
+	}{
+		{"no DAG", func(r *tranche.ClaimRequest) { r.DAG = "" }},
+		{"no worker", func(r *tranche.ClaimRequest) { r.Worker = "" }},
+		{"nil partitions", func(r *tranche.ClaimRequest) { r.Partitions = nil }},
+		{"empty partitions", func(r *tranche.ClaimRequest) { r.Partitions = []tranche.TimePartition{} }},
+		{"zero partition", func(r *tranche.ClaimRequest) { r.Partitions = []tranche.TimePartition{{}} }},
+		{"zero partition in a chunk", func(r *tranche.ClaimRequest) { r.Partitions = append(parts(0, 1), tranche.TimePartition{}) }},
+		{"empty partition", func(r *tranche.ClaimRequest) {
+			r.Partitions = []tranche.TimePartition{{Start: part(0).Start, End: part(0).Start, Granularity: tranche.Hour}}
+		}},
+		{"inverted partition", func(r *tranche.ClaimRequest) {
+			r.Partitions = []tranche.TimePartition{{Start: part(0).End, End: part(0).Start, Granularity: tranche.Hour}}
+		}},
+		{"one partition twice", func(r *tranche.ClaimRequest) { r.Partitions = parts(0, 1, 0) }},
+		{"zero lease", func(r *tranche.ClaimRequest) { r.Lease = 0 }},
+		{"negative lease", func(r *tranche.ClaimRequest) { r.Lease = -time.Minute }},
+		{"unknown policy", func(r *tranche.ClaimRequest) { r.Policy = "sometimes" }},
+		{"policy in capitals", func(r *tranche.ClaimRequest) { r.Policy = "ALL" }},
+	}
+	for _, c := range cases {
+		s.t.Run(strings.ReplaceAll(c.name, " ", "-"), func(t *testing.T) {
+			s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
+			r := req(alpha, parts(0, 1)...)
+			c.change(&r)
+			var ps []tranche.TimePartition
+			for _, p := range r.Partitions {
+				if p.Granularity.IsValid() && !p.Start.IsZero() {
+					ps = append(ps, p)
+				}
+			}
+			before := s.snapshot(append(ps, part(9))...)
+			lease, err := s.l.Claim(s.ctx, r)
+			switch {
+			case err == nil:
+				s.t.Errorf("Claim with %s granted %s; want an error", c.name, describeLease(lease))
+			case errors.Is(err, tranche.ErrNotClaimable):
+				s.t.Errorf("Claim with %s = %v; want an error not matching ErrNotClaimable (the request is wrong, not the partition)", c.name, err)
+			}
+			s.unchanged(before, "Claim with "+c.name)
+		})
+	}
+}
+
+func testBadFinish(s *ledgerSuite) {
+	ps := parts(0, 1)
+	lease := s.claim(req(alpha, ps...))
+	ok := tranche.Outcome{State: tranche.StateSucceeded}
+	cases := []struct {
+		name     string
+		outcomes []tranche.Outcome
+	}{
+		{"no outcomes", nil},
+		{"too few outcomes", []tranche.Outcome{ok}},
+		{"too many outcomes", []tranche.Outcome{ok, ok, ok}},
+		{"state running", []tranche.Outcome{ok, {State: tranche.StateRunning}}},
+		{"state pending", []tranche.Outcome{{State: tranche.StatePending}, ok}},
+		{"no state", []tranche.Outcome{ok, {}}},
+		{"unknown state", []tranche.Outcome{ok, {State: "done"}}},
+	}
+	for _, c := range cases {
+		s.t.Run(strings.ReplaceAll(c.name, " ", "-"), func(t *testing.T) {
+			s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
+			before := s.snapshot(ps...)
+			err := s.l.Finish(s.ctx, lease, c.outcomes)
+			switch {
+			case err == nil:
+				s.t.Errorf("Finish with %s succeeded; want an error", c.name)
+			case errors.Is(err, tranche.ErrFenced):
+				s.t.Errorf("Finish with %s = %v; want an error not matching ErrFenced (the lease still holds)", c.name, err)
+			}
+			s.unchanged(before, "Finish with "+c.name)
+		})
+	}
+	s.finish(lease, succeeded, tranche.StateFailed) // the lease survived the refusals
+}
+
+func testCanceledContext(s *ledgerSuite) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	cancel()
+	if _, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
+		s.t.Fatal(err)
+	}
+	lease := s.claim(req(alpha, part(0)))
+	before := s.snapshot(part(0), part(1))
+	wantCanceled := func(what string, err error) {
+		s.t.Helper()
+		if !errors.Is(err, context.Canceled) {
+			s.t.Errorf("%s with a canceled context = %v; want an error matching context.Canceled", what, err)
+		}
+	}
+	_, err := s.l.Claim(ctx, req(beta, part(1)))
+	wantCanceled("Claim", err)
+	until := lease.Until
+	s.clock.Advance(time.Second)
+	wantCanceled("Heartbeat", s.l.Heartbeat(ctx, lease, suiteLease))
+	if !lease.Until.Equal(until) {
+		s.t.Errorf("Heartbeat with a canceled context moved lease.Until")
+	}
+	wantCanceled("Finish", s.l.Finish(ctx, lease, []tranche.Outcome{succeeded}))
+	_, err = s.l.History(ctx, suiteDAG, part(0).Start)
+	wantCanceled("History", err)
+	_, err = s.l.Revision(ctx, suiteDAG)
+	wantCanceled("Revision", err)
+	n := 0
+	for a, err := range s.l.Latest(ctx, suiteDAG, suiteFrom, suiteTo) {
+		n++
+		if err == nil {
+			s.t.Errorf("Latest with a canceled context yielded %s; want an error first", formatAttempt(a))
+		} else {
+			wantCanceled("Latest", err)
+		}
+		break
+	}
+	if n == 0 {
+		s.t.Errorf("Latest with a canceled context yielded nothing; want an error")
+	}
+	_, err = s.l.PutBackfill(ctx, tranche.BackfillRecord{ID: "bf-canceled", DAG: suiteDAG})
+	wantCanceled("PutBackfill", err)
+	_, err = s.l.Backfill(ctx, suiteBackfill)
+	wantCanceled("Backfill", err)
+	_, err = s.l.Backfills(ctx)
+	wantCanceled("Backfills", err)
+	wantCanceled("CancelBackfill", s.l.CancelBackfill(ctx, suiteBackfill))
+
+	s.unchanged(before, "calls with a canceled context")
+	if _, err := s.l.Backfill(s.ctx, "bf-canceled"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+		s.t.Errorf("PutBackfill with a canceled context stored the backfill: Backfill = %v", err)
+	}
+	if b, err := s.l.Backfill(s.ctx, suiteBackfill); err != nil || b.Canceled {
+		s.t.Errorf("CancelBackfill with a canceled context canceled the backfill: %+v, %v", b, err)
+	}
+	s.finish(lease, succeeded)
+}
+
+func testHistoryIsACopy(s *ledgerSuite) {
+	p := part(0)
+	s.finish(s.claim(req(alpha, p)), succeeded)
+	h := s.history(p)
+	h[0].State, h[0].Worker, h[0].Number = tranche.StateFailed, "worker-mallory", 9
+	s.checkAttempt(s.only(s.history(p), "History"), p, 1, tranche.StateSucceeded, alpha)
+	s.refuse(req(beta, p), "")
+}
