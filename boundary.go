@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/calendar"
+	"github.com/tranche-dev/tranche/internal/cron"
 )
 
 // This file applies the partition rules of the package documentation.
@@ -38,10 +39,16 @@ type cursor struct {
 	// back subtracts l while aligned >= backMin (S+l+1). With no span
 	// remembered, stepMax is MinInt64 and backMin MaxInt64.
 	l, aligned, stepMax, backMin int64
+
+	sched *cron.Schedule // for a cron schedule: its fire times in loc
 }
 
 func newCursor(g TimeGranularity, loc *time.Location) cursor {
-	return cursor{g: g, loc: loc, l: g.seconds(), stepMax: math.MinInt64, backMin: math.MaxInt64}
+	c := cursor{g: g, loc: loc, l: g.seconds(), stepMax: math.MinInt64, backMin: math.MaxInt64}
+	if g.unit == unitCron {
+		c.sched = g.cron.schedule(loc)
+	}
+	return c
 }
 
 // remember records the boundary x on a multiple of l inside the offset
@@ -88,6 +95,9 @@ func (c *cursor) span(u int64) calendar.Span {
 
 // bounds returns the partition [start, end) that holds u.
 func (c *cursor) bounds(u int64) (start, end int64) {
+	if c.sched != nil {
+		return c.cronStart(u), c.cronNext(u)
+	}
 	if c.g.subday() {
 		start = c.subdayStart(u)
 		return start, c.subdayNext(start)
@@ -97,6 +107,9 @@ func (c *cursor) bounds(u int64) (start, end int64) {
 
 // next returns the end of the partition that starts at boundary s.
 func (c *cursor) next(s int64) int64 {
+	if c.sched != nil {
+		return c.cronNext(s)
+	}
 	if c.g.subday() {
 		return c.subdayNext(s)
 	}
@@ -111,6 +124,9 @@ func (c *cursor) startBefore(s int64) int64 { return c.start(s - 1) }
 
 // start returns the start of the partition that holds u.
 func (c *cursor) start(u int64) int64 {
+	if c.sched != nil {
+		return c.cronStart(u)
+	}
 	if c.g.subday() {
 		return c.subdayStart(u)
 	}
@@ -270,10 +286,18 @@ const isoEpochMonday = -3
 // It looks at each offset span once, so its cost grows with the zone
 // transitions in the range, not with its partitions.
 func (c *cursor) count(start, end int64) int {
-	if start >= end {
+	switch {
+	case start >= end:
 		return 0
-	}
-	if c.g.subday() {
+	case c.sched != nil:
+		// Fire times have no closed form: count them, at tens of
+		// nanoseconds each.
+		n := 0
+		for u := start; u < end; u = c.cronNext(u) {
+			n++
+		}
+		return n
+	case c.g.subday():
 		return c.subdayCount(start, end)
 	}
 	return c.coarseCount(start, end)

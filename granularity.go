@@ -18,19 +18,20 @@ const (
 	unitMonth
 	unitQuarter
 	unitYear
+	unitCron // a cron schedule's slots; see ParseCron
 )
 
-var unitNames = [...]string{"", "minute", "hour", "day", "week", "month", "quarter", "year"}
+var unitNames = [...]string{"", "minute", "hour", "day", "week", "month", "quarter", "year", "cron"}
 
 // unitShort holds the short suffixes of the canonical form ("15m", "1mo").
-var unitShort = [...]string{"", "m", "h", "d", "w", "mo", "q", "y"}
+var unitShort = [...]string{"", "m", "h", "d", "w", "mo", "q", "y", ""}
 
 // unitParent is how many of a unit fit its parent unit, for the units whose
 // multiples must divide it (minutes in an hour, hours in a day, ...); 0
 // means any multiple is accepted.
-var unitParent = [...]int{0, 60, 24, 0, 0, 12, 4, 0}
+var unitParent = [...]int{0, 60, 24, 0, 0, 12, 4, 0, 0}
 
-var unitParentName = [...]string{"", "hour", "day", "", "", "year", "year", ""}
+var unitParentName = [...]string{"", "hour", "day", "", "", "year", "year", "", ""}
 
 // maxMultiple keeps bucket arithmetic far from overflow; no calendar use
 // comes near it.
@@ -48,17 +49,18 @@ const maxMultiple = 1_000_000
 type TimeGranularity struct {
 	unit unit
 	n    int32
+	cron *cronSpec // for unitCron: shared by equal schedules
 }
 
 // The calendar units. Week is the ISO week, starting on Monday.
 var (
-	Minute  = TimeGranularity{unitMinute, 1}
-	Hour    = TimeGranularity{unitHour, 1}
-	Day     = TimeGranularity{unitDay, 1}
-	Week    = TimeGranularity{unitWeek, 1}
-	Month   = TimeGranularity{unitMonth, 1}
-	Quarter = TimeGranularity{unitQuarter, 1}
-	Year    = TimeGranularity{unitYear, 1}
+	Minute  = TimeGranularity{unit: unitMinute, n: 1}
+	Hour    = TimeGranularity{unit: unitHour, n: 1}
+	Day     = TimeGranularity{unit: unitDay, n: 1}
+	Week    = TimeGranularity{unit: unitWeek, n: 1}
+	Month   = TimeGranularity{unit: unitMonth, n: 1}
+	Quarter = TimeGranularity{unit: unitQuarter, n: 1}
+	Year    = TimeGranularity{unit: unitYear, n: 1}
 )
 
 // Every returns the granularity of n consecutive units: Every(15, Minute)
@@ -80,7 +82,7 @@ func Every(n int, unit TimeGranularity) TimeGranularity {
 }
 
 func every(n int, base TimeGranularity) (TimeGranularity, error) {
-	if base.unit == unitInvalid || base.n != 1 {
+	if base.unit == unitInvalid || base.unit == unitCron || base.n != 1 {
 		return TimeGranularity{}, fmt.Errorf("Every takes a calendar unit (Minute, Hour, Day, Week, Month, Quarter or Year), not %v", base)
 	}
 	u := base.unit
@@ -96,7 +98,7 @@ func every(n int, base TimeGranularity) (TimeGranularity, error) {
 		// value, one canonical form.
 		return Hour, nil
 	}
-	return TimeGranularity{u, int32(n)}, nil
+	return TimeGranularity{unit: u, n: int32(n)}, nil
 }
 
 func article(noun string) string {
@@ -129,6 +131,8 @@ func (g TimeGranularity) String() string {
 	switch {
 	case g.unit == unitInvalid:
 		return "invalid"
+	case g.unit == unitCron:
+		return "cron(" + g.cron.text + ")"
 	case g.n == 1:
 		return unitNames[g.unit]
 	}
@@ -164,13 +168,20 @@ var unitAliases = map[string]unit{
 	"y": unitYear, "yr": unitYear, "year": unitYear, "years": unitYear, "yearly": unitYear, "annual": unitYear,
 }
 
-const acceptedGranularities = "minute, hour, day, week, month, quarter, year, or a count and a unit: 15m, 6h, 1d, 2w, 1mo, 1q, 1y"
+const acceptedGranularities = "minute, hour, day, week, month, quarter, year, a count and a unit (15m, 6h, 1d, 2w, 1mo, 1q, 1y), or a cron schedule: cron(0 2 * * 1-5)"
 
 // ParseGranularity parses a granularity: a unit's name ("day", "hourly"),
 // or a count followed by a unit, with or without a space ("15m", "6h",
 // "1d", "2w", "3mo", "1q", "1y", "15 minutes"). Units are case-insensitive.
-// "1d" and "day" parse to the same value, whose String is "day".
+// "1d" and "day" parse to the same value, whose String is "day". A cron
+// schedule is written "cron(0 2 * * 1-5)", with holidays
+// "cron(0 2 * * 1-5; except 2026-12-25 2026-12-26)" (see [ParseCron]).
 func ParseGranularity(s string) (TimeGranularity, error) {
+	if inner, ok := strings.CutPrefix(strings.TrimSpace(s), "cron("); ok {
+		if inner, ok = strings.CutSuffix(inner, ")"); ok {
+			return parseCronText(inner)
+		}
+	}
 	text := strings.ToLower(strings.TrimSpace(s))
 	i := 0
 	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
@@ -188,7 +199,7 @@ func ParseGranularity(s string) (TimeGranularity, error) {
 	if !ok {
 		return TimeGranularity{}, fmt.Errorf("tranche: unknown granularity %q; accepted: %s", s, acceptedGranularities)
 	}
-	g, err := every(n, TimeGranularity{u, 1})
+	g, err := every(n, TimeGranularity{unit: u, n: 1})
 	if err != nil {
 		return TimeGranularity{}, fmt.Errorf("tranche: granularity %q: %w", s, err)
 	}

@@ -21,7 +21,10 @@ func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimeP
 		return TimePartition{}, fmt.Errorf("tranche: ParsePartitionKey(%v, %q) with a nil location", g, key)
 	}
 	c := newCursor(g, loc)
-	if g.subday() {
+	switch {
+	case c.sched != nil:
+		return parseSlotKey(&c, key)
+	case g.subday():
 		return parseSubdayKey(&c, key)
 	}
 	day, ok := parseCoarseKey(g.unit, key)
@@ -54,7 +57,7 @@ var keyForm = [...]string{
 // hasKey reports whether p.Key() == key without allocating.
 func (p TimePartition) hasKey(key string) bool {
 	var buf [32]byte
-	return string(appendKey(buf[:0], p.Granularity, p.Start)) == key
+	return string(appendKey(buf[:0], p.Granularity, p.Start, p.End)) == key
 }
 
 // partition returns the partition that holds the instant u.
@@ -75,6 +78,22 @@ func parseSubdayKey(c *cursor, key string) (TimePartition, error) {
 	if have := c.span(u).Offset; have != off {
 		return TimePartition{}, fmt.Errorf("tranche: partition key %q has offset %s, but %v is at %s then; the key is %s",
 			key, appendOffset(nil, int(off)), c.loc, appendOffset(nil, int(have)), p.Key())
+	}
+	return p, nil
+}
+
+// parseSlotKey parses the key of a cron schedule's slot: its fire time.
+func parseSlotKey(c *cursor, key string) (TimePartition, error) {
+	fire, err := time.Parse(time.RFC3339, key)
+	if err != nil {
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not a %v key; want a fire time in RFC 3339, as in 2026-01-05T02:00:00Z", key, c.g)
+	}
+	p, err := SlotAt(c.g, fire.In(c.loc))
+	if err != nil {
+		return TimePartition{}, err
+	}
+	if !p.hasKey(key) {
+		return TimePartition{}, fmt.Errorf("tranche: partition key %q has an offset %v does not have then; the key is %s", key, c.loc, p.Key())
 	}
 	return p, nil
 }

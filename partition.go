@@ -94,14 +94,21 @@ func (p TimePartition) String() string {
 // location: "2006-01-02T15:04Z07:00" for Minute and Hour multiples (the
 // offset tells apart the two 01:00 hours of a fall-back night),
 // "2006-01-02" for days, "2006-W01" (the ISO week) for weeks, "2006-01"
-// for months, "2006-Q1" for quarters and "2006" for years.
+// for months, "2006-Q1" for quarters and "2006" for years. The slot of a
+// cron schedule is named by the fire time that ends it, in RFC 3339
+// ("2026-01-05T02:00:00-05:00").
 // [ParsePartitionKey] inverts it.
 func (p TimePartition) Key() string {
 	var buf [32]byte
-	return string(appendKey(buf[:0], p.Granularity, p.Start))
+	return string(appendKey(buf[:0], p.Granularity, p.Start, p.End))
 }
 
-func appendKey(b []byte, g TimeGranularity, t time.Time) []byte {
+func appendKey(b []byte, g TimeGranularity, start, end time.Time) []byte {
+	if g.unit == unitCron {
+		// A slot is named by the fire time that closes it.
+		return end.AppendFormat(b, time.RFC3339)
+	}
+	t := start
 	_, off := t.Zone()
 	day := calendar.FloorDiv(t.Unix()+int64(off), secondsPerDay)
 	y, m, d := calendar.CivilFromDays(day)

@@ -217,9 +217,10 @@ func (w TimePartitionWindow) String() string {
 	var buf [96]byte
 	b := append(buf[:0], w.g.String()...)
 	b = append(b, ' ')
-	b = appendKey(b, w.g, at(w.start, w.loc))
+	oldest := w.Oldest()
+	b = appendKey(b, w.g, oldest.Start, oldest.End)
 	b = append(b, ".."...)
-	b = appendKey(b, w.g, at(w.last, w.loc))
+	b = appendKey(b, w.g, at(w.last, w.loc), at(w.end, w.loc))
 	b = append(b, ' ')
 	b = append(b, w.loc.String()...)
 	return string(b)

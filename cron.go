@@ -1,0 +1,216 @@
+package tranche
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tranche-dev/tranche/internal/calendar"
+	"github.com/tranche-dev/tranche/internal/cron"
+)
+
+// A cron schedule as a granularity: each fire time closes a slot that
+// began at the previous fire, so the slots of "0 2 * * *" are
+// [yesterday 02:00, today 02:00), the window a job firing at 02:00 loads.
+// Slots tile time like any partitions, and everything that takes a
+// TimeGranularity takes a schedule: windows, lookback, keys, runners and
+// backfills.
+
+// cronSpec is the shared, immutable description of a schedule
+// granularity. Equal schedules share one cronSpec (see cronSpecs), so that
+// TimeGranularity stays comparable with ==.
+type cronSpec struct {
+	text     string         // the canonical text inside "cron(...)"
+	expr     string         // the expression, with CRON_TZ= only when zoned
+	zone     *time.Location // the CRON_TZ zone; nil: the partitions' location
+	excluded []cron.Date
+
+	mu    sync.Mutex
+	byLoc map[string]*cron.Schedule // the schedule evaluated in each location
+}
+
+// cronSpecs interns cronSpecs by canonical text. It is a cache, not
+// state: a value is a pure function of its key.
+var cronSpecs sync.Map // string → *cronSpec
+
+// ParseCron returns the granularity of a cron schedule's slots. expr is a
+// standard five-field expression with names (MON, JAN), ranges, steps and
+// lists, or a macro (@hourly, @daily, @weekly, @monthly, @yearly), with an
+// optional CRON_TZ=Zone prefix; day of month and day of week combine with
+// OR when both are restricted, as in Vixie cron. Without CRON_TZ the
+// schedule follows the location of the times it is used with.
+//
+// excluded are holidays, as dates "2006-01-02" in the schedule's zone: an
+// excluded day has no slot, and the next slot covers it, so no time is
+// lost.
+//
+// Across daylight saving time, a schedule with fixed hours fires once per
+// local day: a wall time the clock skips fires at the first instant after
+// the gap, a repeated one at its first occurrence. A schedule whose hour
+// field is * or */n fires at every real matching instant, so "0 * * * *"
+// has 23 and 25 slots on New York's transition days.
+//
+// ParseCron refuses, naming the field and the text, a malformed
+// expression, an unknown zone, an expression that can never fire
+// ("0 0 30 2 *") and an excluded date that does not exist.
+func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
+	s, err := cron.Parse(expr, nil)
+	if err != nil {
+		return TimeGranularity{}, fmt.Errorf("tranche: %w", err)
+	}
+	trimmed := strings.TrimSpace(expr)
+	zoned := strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=")
+	spec := &cronSpec{expr: s.String(), byLoc: map[string]*cron.Schedule{}}
+	if zoned {
+		spec.zone = s.Location()
+	} else {
+		spec.expr = strings.TrimPrefix(spec.expr, "CRON_TZ=UTC ")
+	}
+	var days []string
+	for _, d := range excluded {
+		day, ok := parseDate(strings.TrimSpace(d))
+		if !ok {
+			return TimeGranularity{}, fmt.Errorf("tranche: cron %q: excluded date %q is not a date; want the form 2006-01-02", expr, d)
+		}
+		y, m, dd := calendar.CivilFromDays(day)
+		spec.excluded = append(spec.excluded, cron.Date{Year: int(y), Month: time.Month(m), Day: dd})
+		days = append(days, strings.TrimSpace(d))
+	}
+	slices.Sort(days)
+	days = slices.Compact(days)
+	spec.text = spec.expr
+	if len(days) > 0 {
+		spec.text += "; except " + strings.Join(days, " ")
+	}
+	interned, _ := cronSpecs.LoadOrStore(spec.text, spec)
+	return TimeGranularity{unit: unitCron, n: 1, cron: interned.(*cronSpec)}, nil
+}
+
+// parseCronText parses the text inside "cron(...)".
+func parseCronText(text string) (TimeGranularity, error) {
+	expr, except, _ := strings.Cut(text, ";")
+	var days []string
+	if except = strings.TrimSpace(except); except != "" {
+		list, ok := strings.CutPrefix(except, "except")
+		if !ok {
+			return TimeGranularity{}, fmt.Errorf("tranche: cron(%s): want \"cron(EXPR)\" or \"cron(EXPR; except 2006-01-02 ...)\"", text)
+		}
+		days = strings.Fields(list)
+	}
+	return ParseCron(expr, days...)
+}
+
+// schedule returns the schedule evaluated in loc.
+func (c *cronSpec) schedule(loc *time.Location) *cron.Schedule {
+	if c.zone != nil {
+		loc = c.zone
+	}
+	name := loc.String()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.byLoc[name]; ok {
+		return s
+	}
+	s, err := cron.Parse(c.expr, loc)
+	if err != nil {
+		panic("tranche: reparsing a parsed cron expression: " + err.Error())
+	}
+	s = s.Exclude(c.excluded...)
+	c.byLoc[name] = s
+	return s
+}
+
+// IsSchedule reports whether g is a cron schedule made by [ParseCron].
+func (g TimeGranularity) IsSchedule() bool { return g.unit == unitCron }
+
+// cronStart returns the last fire time at or before u: the start of the
+// slot that holds u.
+func (c *cursor) cronStart(u int64) int64 {
+	return c.sched.Prev(time.Unix(u, 0)).Unix()
+}
+
+// cronNext returns the first fire time after u: the end of the slot that
+// holds u.
+func (c *cursor) cronNext(u int64) int64 {
+	return c.sched.Next(time.Unix(u, 0)).Unix()
+}
+
+// SlotAt returns the slot of schedule g that fire closes: the partition
+// [previous fire, fire). A time that is not a fire time is refused with
+// the nearest fire times before and after it. The slot is in
+// fire.Location().
+func SlotAt(g TimeGranularity, fire time.Time) (TimePartition, error) {
+	if !g.IsSchedule() {
+		return TimePartition{}, fmt.Errorf("tranche: SlotAt takes a cron schedule, not %v", g)
+	}
+	c := newCursor(g, fire.Location())
+	u := unix(fire)
+	if prev := c.cronStart(u); prev != u || fire.Nanosecond() != 0 {
+		return TimePartition{}, fmt.Errorf("tranche: %s is not a fire time of %v; the nearest are %s and %s",
+			fire.Format(time.RFC3339Nano), g, at(prev, c.loc).Format(time.RFC3339), at(c.cronNext(u), c.loc).Format(time.RFC3339))
+	}
+	return c.partition(u - 1), nil
+}
+
+// SlotWindow returns the window of schedule g's slots that fire from
+// `from` to `to`, both included, as people type bounds for a backfill of a
+// schedule's past: a date ("2026-01-05") means the start of that day for
+// from and its end for to; a time without an offset is read in the
+// schedule's zone (its CRON_TZ, else now's location); RFC 3339 is taken
+// as is. An empty to means now, and a later to is clamped to now: the
+// current slot belongs to the live schedule. A from later than now, or
+// later than to, is refused, as is a range in which nothing fires.
+func SlotWindow(g TimeGranularity, from, to string, now time.Time) (TimePartitionWindow, error) {
+	if !g.IsSchedule() {
+		return TimePartitionWindow{}, fmt.Errorf("tranche: SlotWindow takes a cron schedule, not %v", g)
+	}
+	loc := now.Location()
+	if g.cron.zone != nil {
+		loc = g.cron.zone
+	}
+	lo, err := slotBound(from, loc, false)
+	if err != nil {
+		return TimePartitionWindow{}, err
+	}
+	hi := now.In(loc)
+	if strings.TrimSpace(to) != "" {
+		if hi, err = slotBound(to, loc, true); err != nil {
+			return TimePartitionWindow{}, err
+		}
+		hi = hi.In(loc)
+	}
+	switch {
+	case lo.After(now):
+		return TimePartitionWindow{}, fmt.Errorf("tranche: from %s is later than now (%s): a backfill covers the past", lo.Format(time.RFC3339), now.Format(time.RFC3339))
+	case lo.After(hi):
+		return TimePartitionWindow{}, fmt.Errorf("tranche: from %s is later than to %s", lo.Format(time.RFC3339), hi.Format(time.RFC3339))
+	case hi.After(now):
+		hi = now.In(loc)
+	}
+	c := newCursor(g, loc)
+	first := c.cronNext(unix(lo) - 1)
+	last := c.cronStart(unix(hi))
+	if first > last {
+		return TimePartitionWindow{}, fmt.Errorf("tranche: %v fires nowhere from %s to %s; the nearest fire times are %s and %s",
+			g, lo.Format(time.RFC3339), hi.Format(time.RFC3339), at(last, loc).Format(time.RFC3339), at(first, loc).Format(time.RFC3339))
+	}
+	firstStart, _ := c.bounds(first - 1)
+	lastStart, _ := c.bounds(last - 1)
+	return c.window(firstStart, lastStart, last), nil
+}
+
+// slotBound parses a bound of SlotWindow; a date is its day's start, or
+// with end its day's end.
+func slotBound(s string, loc *time.Location, end bool) (time.Time, error) {
+	day, isDate := parseDate(strings.TrimSpace(s))
+	if isDate && end {
+		day++
+	}
+	if isDate {
+		c := newCursor(Day, loc)
+		return at(c.firstInstant(day), loc), nil
+	}
+	return ParseBound(s, loc)
+}
