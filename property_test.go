@@ -23,7 +23,12 @@ var propertyZones = []string{
 
 var propertyGranularities = func() []tranche.TimeGranularity {
 	gs := []tranche.TimeGranularity{tranche.Minute, tranche.Hour, tranche.Day, tranche.Week, tranche.Month, tranche.Quarter, tranche.Year}
-	for _, s := range []string{"5m", "10m", "15m", "30m", "2h", "3h", "4h", "6h", "8h", "12h", "24h", "2d", "3d", "7d", "2w", "2mo", "3mo", "4mo", "6mo", "2q", "5y", "10y"} {
+	for _, s := range []string{"5m", "10m", "15m", "30m", "2h", "3h", "4h", "6h", "8h", "12h", "24h", "2d", "3d", "7d", "2w", "2mo", "3mo", "4mo", "6mo", "2q", "5y", "10y",
+		// cron schedules: fixed hours (one slot a day, DST-adjusted), wildcard
+		// hours (every real instant), weekdays with holidays, a fixed zone
+		"cron(0 2 * * *)", "cron(*/15 * * * *)", "cron(30 1,13 * * *)", "cron(0 */6 * * *)",
+		"cron(0 2 * * 1-5; except 2024-12-25 2026-01-01)", "cron(0 0 1 * *)", "cron(CRON_TZ=Asia/Tokyo 0 9 * * MON-FRI)",
+	} {
 		g, err := tranche.ParseGranularity(s)
 		if err != nil {
 			panic(err)
