@@ -122,8 +122,7 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 		id:       runID,
 		attempt:  attempt,
 		target:   t,
-		onEvent:  r.OnEvent,
-		logger:   r.Logger,
+		runner:   r,
 		outcomes: make([]AssetOutcome, n),
 		assets:   make([]assetState, n),
 	}
@@ -318,8 +317,8 @@ type runState struct {
 	attempt int
 	target  target
 
-	onEvent, logHook func(context.Context, Event)
-	logger           *slog.Logger
+	runner           *Runner // its OnEvent and Logger
+	logHook          func(context.Context, Event)
 	hookCtx          context.Context
 	mu               sync.Mutex // serializes hook calls; guards hookErrs and closed
 	hookErrs         []error
@@ -328,7 +327,6 @@ type runState struct {
 	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
 	assets   []assetState   // by DAG position
 	sched    scheduler
-	res      Result
 }
 
 // assetState is what a run keeps of one asset, besides its outcome.
@@ -340,7 +338,7 @@ type assetState struct {
 	queued    int             // the scheduler's queue: the k-th asset to become ready is assets[k].queued
 }
 
-func (s *runState) hasHooks() bool { return s.onEvent != nil || s.logHook != nil }
+func (s *runState) hasHooks() bool { return s.runner.OnEvent != nil || s.logHook != nil }
 
 // emit completes e with the run's fields and delivers it to the hooks.
 func (s *runState) emit(e *Event) {
@@ -364,7 +362,7 @@ func (s *runState) emit(e *Event) {
 	if s.closed {
 		return
 	}
-	s.deliver(s.onEvent, e, true)
+	s.deliver(s.runner.OnEvent, e, true)
 	s.deliver(s.logHook, e, false)
 }
 
@@ -380,10 +378,10 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 		}
 		err := &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)}
 		s.hookErrs = append(s.hookErrs, err)
-		if report && s.logger != nil {
+		if report && s.runner.Logger != nil {
 			func() {
 				defer func() { _ = recover() }() // a logger that panics too has been reported once already
-				s.logger.LogAttrs(s.hookCtx, slog.LevelError, "tranche: event hook panicked",
+				s.runner.Logger.LogAttrs(s.hookCtx, slog.LevelError, "tranche: event hook panicked",
 					slog.String("kind", string(e.Kind)), slog.String("run", e.RunID), slog.Any("panic", v),
 					slog.String("stack", string(err.Stack)))
 			}()
@@ -708,8 +706,7 @@ func (e *timeoutError) Is(target error) bool { return target == context.Deadline
 
 // result gathers the outcomes into a Result.
 func (s *runState) result(start time.Time) *Result {
-	res := &s.res
-	*res = Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: start, Assets: s.outcomes}
+	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: start, Assets: s.outcomes}
 	// The run ended when its last asset did; when some asset never
 	// started, at the present.
 	for _, o := range s.outcomes {
