@@ -317,12 +317,12 @@ type runState struct {
 	attempt int
 	target  target
 
-	runner           *Runner // its OnEvent and Logger
-	logHook          func(context.Context, Event)
-	hookCtx          context.Context
-	mu               sync.Mutex // serializes hook calls; guards hookErrs and closed
-	hookErrs         []error
-	closed           bool // the run's last event was delivered
+	runner   *Runner // its OnEvent and Logger
+	logHook  func(context.Context, Event)
+	hookCtx  context.Context
+	mu       sync.Mutex // serializes hook calls; guards hookErrs and closed
+	hookErrs []error
+	closed   bool // the run's last event was delivered
 
 	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
 	assets   []assetState   // by DAG position
