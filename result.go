@@ -92,6 +92,8 @@ type AssetError struct {
 	Err      error
 }
 
+// Error names the asset, the target and the number of attempts, then
+// gives the last attempt's error.
 func (e *AssetError) Error() string {
 	target := ""
 	if e.Target != "" {
@@ -115,6 +117,7 @@ type PanicError struct {
 	where string
 }
 
+// Error names what panicked and the panic value; the stack is in Stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("tranche: %s panicked: %v", e.where, e.Value)
 }
