@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // Backfill materializes a DAG over every partition of a window, recording
@@ -370,6 +368,13 @@ type execution struct {
 	runner *Runner
 	start  time.Time
 
+	// finishCtx records outcomes: it outlives the run's context by
+	// finishGrace, so that the partitions in flight when it ends are
+	// still recorded, while a ledger that hangs cannot hold the backfill
+	// longer than that.
+	finishCtx context.Context
+	keeper    *leaseKeeper
+
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
 	report  Report
@@ -385,14 +390,37 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		return nil, fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
 	}
 	x := &execution{b: b, cfg: cfg, plan: plan, runner: b.Runner, start: time.Now()}
+	var stopFinish func()
+	x.finishCtx, stopFinish = finishContext(ctx)
+	defer stopFinish()
+	var canceled func(context.Context) error
+	if b.StopOnCancel {
+		canceled = func(ctx context.Context) error {
+			if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
+				return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+			}
+			return nil
+		}
+	}
+	x.keeper = newLeaseKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
+	defer x.keeper.close()
 	if x.runner == nil {
 		x.runner = &Runner{}
 	}
 	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: b.Window.Len(), Plan: plan}
 	x.emit(ctx, Event{Kind: KindBackfillStarted})
 
-	var g errgroup.Group
-	g.SetLimit(cfg.concurrency)
+	// A pool of at most cfg.concurrency workers runs the jobs, each
+	// started when every running one is busy: a handoff per job, without
+	// a goroutine (and its stack growth) per job.
+	work := make(chan *job)
+	var workers sync.WaitGroup
+	started := 0
+	worker := func() {
+		for u := range work {
+			x.runJob(ctx, u)
+		}
+	}
 	var scanErr error
 	seen := 0 // partitions the scan reached
 	for u, err := range b.scan(ctx, cfg, plan.Revision, b.Order) {
@@ -407,7 +435,19 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 				x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 				continue
 			}
-			g.Go(func() error { x.runJob(ctx, u); return nil })
+			if cfg.concurrency == 1 {
+				x.runJob(ctx, u) // no handoff: one job at a time
+				continue
+			}
+			select {
+			case work <- u:
+			default:
+				if started < cfg.concurrency {
+					started++
+					workers.Go(worker)
+				}
+				work <- u
+			}
 		case ActionSkipRunning:
 			x.count(func(r *Report) { r.Elsewhere += len(u.partitions) })
 			x.emitJob(ctx, KindPartitionHeld, u, nil)
@@ -416,13 +456,54 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 			x.emitJob(ctx, KindPartitionSkipped, u, nil)
 		}
 	}
-	_ = g.Wait()
+	close(work)
+	workers.Wait()
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
 		// failed): the partitions it did not reach stay pending.
 		x.count(func(r *Report) { r.NotRun += left })
 	}
 	return x.finish(ctx, scanErr)
+}
+
+// finishGrace is how long outcomes may still be recorded after a
+// backfill's context ends.
+const finishGrace = 30 * time.Second
+
+// finishContext returns a context that is not canceled with ctx but
+// finishGrace after it, and a function that releases it.
+func finishContext(ctx context.Context) (context.Context, func()) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu      sync.Mutex
+		grace   *time.Timer
+		stopped bool
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			grace = time.AfterFunc(finishGrace, cancel)
+		}
+	})
+	return fctx, func() {
+		stop()
+		mu.Lock()
+		stopped = true
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
+// runID returns the run id of a job, computed once.
+func (x *execution) runID(u *job) string {
+	if u.runID == "" {
+		u.runID = RunID(x.cfg.dag, u.window.Start(), u.window.End())
+	}
+	return u.runID
 }
 
 // count updates the report under the lock.
@@ -446,7 +527,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		x.count(func(r *Report) { r.NotRun += n })
 		return
 	}
-	runID := RunID(cfg.dag, u.window.Start(), u.window.End())
+	runID := x.runID(u)
 	lease, err := b.Ledger.Claim(ctx, ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: runID, Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
@@ -466,20 +547,13 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	}
 	x.emitJob(ctx, KindPartitionClaimed, u, nil)
 
-	var canceled func(context.Context) error
-	if b.StopOnCancel {
-		canceled = func(ctx context.Context) error {
-			if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
-				return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
-			}
-			return nil
-		}
-	}
-	runCtx, release := keepLease(ctx, b.Ledger, lease, cfg.heartbeat, cfg.lease, canceled)
+	runCtx, release := x.keeper.keep(lease)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
-	var target Target = u.window
+	var target Target
 	if n == 1 {
 		target = u.partitions[0]
+	} else {
+		target = u.window
 	}
 	res, runErr := x.runner.run(runCtx, b.DAG, target, runID, lease.Attempts[0])
 	release()
@@ -495,7 +569,10 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	case runErr == nil && res.Status == StatusCompleted:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
-			outcomes[i] = Outcome{State: StateSucceeded, Rows: int64(rows[p.Key()])}
+			outcomes[i] = Outcome{State: StateSucceeded}
+			if len(rows) > 0 {
+				outcomes[i].Rows = int64(rows[p.Key()])
+			}
 		}
 	case ctx.Err() != nil:
 		failure = fmt.Errorf("canceled: %w", context.Cause(ctx))
@@ -512,9 +589,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	if !errors.Is(failure, ErrFenced) {
 		// Record the outcome even when ctx ended: a canceled partition
 		// must not stay running until its lease expires.
-		finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		err := b.Ledger.Finish(finishCtx, lease, outcomes)
-		done()
+		err := b.Ledger.Finish(x.finishCtx, lease, outcomes)
 		if err != nil && failure == nil {
 			failure = fmt.Errorf("tranche: recording %s: %w", u.window, err)
 		}
@@ -527,47 +602,105 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
 }
 
-// keepLease renews lease every interval, by d each time, until release is
-// called. Losing the lease to a newer attempt cancels the returned context
-// with a cause matching ErrFenced, so the run stops and records nothing;
-// an error from stop, checked at each beat when not nil, cancels it too.
-func keepLease(ctx context.Context, l Ledger, lease *Lease, every, d time.Duration, stop func(context.Context) error) (_ context.Context, release func()) {
-	runCtx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	var beating sync.WaitGroup
-	beating.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				if err := l.Heartbeat(runCtx, lease, d); errors.Is(err, ErrFenced) {
-					cancel(err)
-					return
-				}
-				if stop != nil {
-					if err := stop(runCtx); err != nil {
-						cancel(err)
-						return
-					}
-				}
-			}
-		}
-	})
+// leaseKeeper renews the leases of running jobs, every interval by d,
+// from one goroutine, started with the first lease. Losing a lease to a
+// newer attempt cancels its job's context with a cause matching
+// ErrFenced, so the run stops and records nothing; an error from stop,
+// checked after each round of heartbeats when not nil, cancels every
+// job's context with it.
+type leaseKeeper struct {
+	ctx      context.Context
+	l        Ledger
+	every, d time.Duration
+	stop     func(context.Context) error
+
+	mu      sync.Mutex
+	leases  map[*Lease]context.CancelCauseFunc
+	started bool
+	quit    chan struct{}
+	loop    sync.WaitGroup
+
+	round sync.Mutex // held during a round of heartbeats
+}
+
+func newLeaseKeeper(ctx context.Context, l Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
+	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, stop: stop,
+		leases: map[*Lease]context.CancelCauseFunc{}, quit: make(chan struct{})}
+}
+
+// keep renews lease until release is called, and returns the context to
+// run under. Release waits out a round of heartbeats that holds the
+// lease, so that no heartbeat of it overlaps what follows.
+func (k *leaseKeeper) keep(lease *Lease) (_ context.Context, release func()) {
+	runCtx, cancel := context.WithCancelCause(k.ctx)
+	k.mu.Lock()
+	k.leases[lease] = cancel
+	if !k.started {
+		k.started = true
+		k.loop.Go(k.run)
+	}
+	k.mu.Unlock()
 	return runCtx, func() {
-		close(done)
-		beating.Wait()
+		k.mu.Lock()
+		delete(k.leases, lease)
+		k.mu.Unlock()
+		// Wait out a round in flight, which may hold the lease.
+		k.round.Lock()
+		k.round.Unlock()
 		cancel(nil)
 	}
 }
 
+func (k *leaseKeeper) run() {
+	t := time.NewTicker(k.every)
+	defer t.Stop()
+	var leases []*Lease
+	var cancels []context.CancelCauseFunc
+	for {
+		select {
+		case <-k.quit:
+			return
+		case <-k.ctx.Done():
+			return
+		case <-t.C:
+		}
+		k.round.Lock()
+		k.mu.Lock()
+		leases, cancels = leases[:0], cancels[:0]
+		for lease, cancel := range k.leases {
+			leases, cancels = append(leases, lease), append(cancels, cancel)
+		}
+		k.mu.Unlock()
+		for i, lease := range leases {
+			if err := k.l.Heartbeat(k.ctx, lease, k.d); errors.Is(err, ErrFenced) {
+				cancels[i](err)
+			}
+		}
+		if k.stop != nil && len(leases) > 0 {
+			if err := k.stop(k.ctx); err != nil {
+				for _, cancel := range cancels {
+					cancel(err)
+				}
+			}
+		}
+		k.round.Unlock()
+	}
+}
+
+// close stops the keeper once every lease is released.
+func (k *leaseKeeper) close() {
+	close(k.quit)
+	k.loop.Wait()
+}
+
+// rowsByPartition sums the rows of each partition over the assets; nil
+// when no asset counts rows by partition.
 func rowsByPartition(res *Result) map[string]int {
-	rows := map[string]int{}
+	var rows map[string]int
 	for _, o := range res.Assets {
+		if len(o.RowsByPartition) > 0 && rows == nil {
+			rows = map[string]int{}
+		}
 		for k, n := range o.RowsByPartition {
 			rows[k] += n
 		}
@@ -660,7 +793,7 @@ func (x *execution) emitJob(ctx context.Context, kind Kind, u *job, err error) {
 		return
 	}
 	e := Event{Kind: kind, Time: time.Now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
-		RunID: RunID(x.cfg.dag, u.window.Start(), u.window.End()), Target: u.window.String()}
+		RunID: x.runID(u), Target: u.window.String()}
 	if len(u.partitions) == 1 {
 		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()
 	} else {
@@ -705,9 +838,11 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 	if err != nil {
 		return nil, err
 	}
-	runCtx, release := keepLease(ctx, l, lease, DefaultLease/3, DefaultLease, nil)
+	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
+	runCtx, release := keeper.keep(lease)
 	res, runErr := r.run(runCtx, dag, p, runID, lease.Attempts[0])
 	release()
+	keeper.close()
 	outcome := Outcome{State: StateSucceeded}
 	switch {
 	case runErr != nil:

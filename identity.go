@@ -54,7 +54,20 @@ func BackfillID(dag string, w TimePartitionWindow, chunk int) string {
 // [start, end): a partition's bounds, or a chunk's. Every attempt at the
 // same span keeps it, so its data and checkpoints keep one namespace.
 func RunID(dag string, start, end time.Time) string {
-	return shortHash(fmt.Sprintf("tranche/run/v1\ndag=%s\nfrom=%s\nto=%s\n", dag, utc(start), utc(end)), 16)
+	// The form of the other ids, appended without fmt: a backfill makes
+	// one per partition.
+	var buf [128]byte
+	b := append(buf[:0], "tranche/run/v1\ndag="...)
+	b = append(b, dag...)
+	b = append(b, "\nfrom="...)
+	b = start.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, "\nto="...)
+	b = end.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '\n')
+	sum := sha256.Sum256(b)
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], sum[:])
+	return string(hexSum[:16])
 }
 
 func utc(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -83,6 +83,7 @@ type job struct {
 	partitions []TimePartition
 	latest     []*Attempt
 	action     Action
+	runID      string // set when first needed, by one goroutine at a time
 }
 
 // planBatch is how many partitions a scan reads from the ledger at once.
@@ -104,32 +105,43 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 		}
 		now := b.now()
 		for bw := range batches {
-			latest := make(map[int64]Attempt, bw.Len())
+			// The batch's partitions, oldest first, and their latest
+			// attempts, each batch in a few allocations: the jobs share
+			// these slices.
+			n := bw.Len()
+			parts := make([]TimePartition, 0, n)
+			for p := range bw.OldestFirst() {
+				parts = append(parts, p)
+			}
+			latest := make([]*Attempt, n)
+			var found []Attempt
+			var at []int
 			for a, err := range b.Ledger.Latest(ctx, cfg.dag, bw.Start(), bw.End()) {
 				if err != nil {
 					yield(nil, fmt.Errorf("tranche: reading ledger: %w", err))
 					return
 				}
-				latest[a.Start.Unix()] = a
-			}
-			jobs := make([]*job, 0, bw.Len()/cfg.chunk+1)
-			for cw := range bw.Chunks(cfg.chunk) {
-				u := &job{window: cw}
-				for p := range cw.OldestFirst() {
-					u.partitions = append(u.partitions, p)
-					var a *Attempt
-					if v, ok := latest[p.Start.Unix()]; ok {
-						a = &v
-					}
-					u.latest = append(u.latest, a)
+				if i, ok := slices.BinarySearchFunc(parts, a.Start, func(p TimePartition, t time.Time) int { return p.Start.Compare(t) }); ok {
+					found, at = append(found, a), append(at, i)
 				}
-				jobs = append(jobs, splitJob(u, cfg.rerun, revision, now)...)
+			}
+			for k, i := range at {
+				latest[i] = &found[k]
+			}
+			// The batch's chunks come newest first, ending where the
+			// previous one starts.
+			jobs := make([]job, 0, n/cfg.chunk+1)
+			end := n
+			for cw := range bw.Chunks(cfg.chunk) {
+				start := end - cw.Len()
+				jobs = appendJob(jobs, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, revision, now)
+				end = start
 			}
 			if order == OldestFirst {
 				slices.Reverse(jobs)
 			}
-			for _, u := range jobs {
-				if !yield(u, nil) {
+			for i := range jobs {
+				if !yield(&jobs[i], nil) {
 					return
 				}
 			}
@@ -158,28 +170,29 @@ func partitionAction(a *Attempt, rerun RerunPolicy, revision int64, now time.Tim
 	return ActionRun
 }
 
-// splitJob judges a run by its partitions' actions. A chunk whose
-// partitions all call for one action stays whole; one whose partitions
-// differ (a partition an ordinary run landed, or one a backfill of
-// another chunk size holds) is split into runs of consecutive partitions
-// with the same action, newest first, since a ledger claims a chunk all or
-// nothing and would refuse the whole chunk forever.
-func splitJob(u *job, rerun RerunPolicy, revision int64, now time.Time) []*job {
+// appendJob judges a run by its partitions' actions and appends it to
+// jobs. A chunk whose partitions all call for one action stays whole; one
+// whose partitions differ (a partition an ordinary run landed, or one a
+// backfill of another chunk size holds) is split into runs of consecutive
+// partitions with the same action, newest first, since a ledger claims a
+// chunk all or nothing and would refuse the whole chunk forever.
+func appendJob(jobs []job, u job, rerun RerunPolicy, revision int64, now time.Time) []job {
 	u.action = partitionAction(u.latest[0], rerun, revision, now)
 	n := len(u.partitions)
-	if n == 1 {
-		return []*job{u}
-	}
-	actions := make([]Action, n)
 	uniform := true
-	for i, a := range u.latest {
-		actions[i] = partitionAction(a, rerun, revision, now)
-		uniform = uniform && actions[i] == u.action
+	for _, a := range u.latest[1:] {
+		if partitionAction(a, rerun, revision, now) != u.action {
+			uniform = false
+			break
+		}
 	}
 	if uniform {
-		return []*job{u}
+		return append(jobs, u)
 	}
-	var out []*job
+	actions := make([]Action, n)
+	for i, a := range u.latest {
+		actions[i] = partitionAction(a, rerun, revision, now)
+	}
 	for j := n; j > 0; {
 		i := j - 1
 		for i > 0 && actions[i-1] == actions[j-1] {
@@ -189,10 +202,10 @@ func splitJob(u *job, rerun RerunPolicy, revision int64, now time.Time) []*job {
 		if err != nil {
 			panic("tranche: splitting chunk " + u.window.String() + ": " + err.Error()) // unreachable: the partitions are the chunk's
 		}
-		out = append(out, &job{window: w, partitions: u.partitions[i:j:j], latest: u.latest[i:j:j], action: actions[i]})
+		jobs = append(jobs, job{window: w, partitions: u.partitions[i:j:j], latest: u.latest[i:j:j], action: actions[i]})
 		j = i
 	}
-	return out
+	return jobs
 }
 
 // Plan computes what [Backfill.Run] would do now, without running or
@@ -304,14 +317,15 @@ func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
 				yield(PlanItem{}, err)
 				return
 			}
-			parts, latest := u.partitions, u.latest
-			if p.Order == NewestFirst {
-				parts, latest = slices.Clone(parts), slices.Clone(latest)
-				slices.Reverse(parts)
-				slices.Reverse(latest)
-			}
-			for i, part := range parts {
-				if !yield(PlanItem{Partition: part, Action: u.action, Latest: latest[i], Chunk: u.window}, nil) {
+			// A job's partitions are oldest first; newest first walks
+			// them backwards.
+			n := len(u.partitions)
+			for k := range n {
+				i := k
+				if p.Order == NewestFirst {
+					i = n - 1 - k
+				}
+				if !yield(PlanItem{Partition: u.partitions[i], Action: u.action, Latest: u.latest[i], Chunk: u.window}, nil) {
 					return
 				}
 			}
