@@ -1490,6 +1490,7 @@ func TestBackfillPlanEstimate(t *testing.T) {
 		{"one", []time.Duration{time.Minute}, 4, 1, 3 * time.Minute},
 		{"the last 20 only", append(slices.Repeat([]time.Duration{time.Hour}, 5), slices.Repeat([]time.Duration{10 * time.Second}, 20)...), 30, 1, 50 * time.Second},
 		{"all succeeded", []time.Duration{time.Second, time.Second}, 2, 1, 0},
+		{"under a second", []time.Duration{200 * time.Millisecond}, 2, 1, 200 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1505,6 +1506,10 @@ func TestBackfillPlanEstimate(t *testing.T) {
 			}
 			if plan.Estimate != tt.want {
 				t.Errorf("estimate %v; want %v", plan.Estimate, tt.want)
+			}
+			// A short estimate reads in milliseconds, not as 0s.
+			if tt.name == "under a second" && !strings.HasSuffix(plan.String(), "; about 200ms") {
+				t.Errorf("plan %q; want it to end with about 200ms", plan)
 			}
 			noEstimate := slices.Contains(plan.Warnings, "no successful runs recorded in this window: no estimate")
 			if noEstimate != (tt.durations == nil) {
@@ -1533,6 +1538,9 @@ func TestBackfillPlanEstimate(t *testing.T) {
 	}
 	if want := 30 * time.Second * 3; plan.Estimate != want {
 		t.Errorf("estimate after a run %v; want %v", plan.Estimate, want)
+	}
+	if got, want := plan.String(), "backfill "+bfJanuary5DaysID+" of day 2026-01-01..2026-01-05 UTC: 5 partitions: 5 to run in 5 runs, 0 succeeded, 0 running elsewhere; about 1m30s"; got != want {
+		t.Errorf("plan %q; want %q", got, want)
 	}
 	if want := "rerun policy all runs succeeded partitions again"; !slices.Contains(plan.Warnings, want) {
 		t.Errorf("warnings %q; want %q", plan.Warnings, want)
@@ -1763,9 +1771,10 @@ func TestProgressReporterPlain(t *testing.T) {
 	ev(tranche.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 2, Total: 5}, nil)
 	ev(tranche.KindBackfillFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 2, Total: 5}, errors.New("1 failed"))
 	ev(tranche.KindBackfillStarted, 10*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
-	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
-	ev(tranche.KindBackfillCompleted, 11*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
-	ev(tranche.KindBackfillCanceled, 12*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Total: 5, ETA: 400 * time.Millisecond}, nil)
+	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-02", tranche.Progress{Done: 2, Skipped: 3, Total: 5, ETA: 700 * time.Millisecond}, nil)
+	ev(tranche.KindBackfillCompleted, 11*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 3, Total: 5}, nil)
+	ev(tranche.KindBackfillCanceled, 12*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 3, Total: 5}, nil)
 	bfGolden(t, "backfill_progress.txt", buf.Bytes())
 
 	// Through a backfill: a line per partition and one for the end.
