@@ -752,6 +752,10 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 		kind, err = KindBackfillFailed, scanErr
 	case ctx.Err() != nil:
 		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
+	case errors.Is(x.stopped, ErrBackfillCanceled):
+		// Partitions stopped by the cancellation count as failed, but
+		// the backfill was canceled, not failed.
+		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Failed > 0:
 		kind = KindBackfillFailed
 		first := report.Failures[0]
