@@ -2,6 +2,7 @@ package sqlledger
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 )
 
@@ -25,7 +26,9 @@ type Dialect struct {
 	Now string
 
 	// Rebind rewrites a query from $1, $2, ... placeholders to the
-	// driver's, if they differ; nil keeps the query as written.
+	// driver's, if they differ; nil keeps the query as written. The
+	// ledger's queries use each placeholder once, in order, so
+	// [PositionalRebind] may replace them all with ?.
 	Rebind func(query string) string
 
 	// IDColumn is the type and constraints of an integer primary key the
@@ -65,6 +68,15 @@ type Dialect struct {
 	Classify func(err error) (kind error, hint string, retry bool)
 }
 
+// PositionalRebind replaces every $n placeholder of query with ?, for
+// drivers that bind by position. It is right only for queries that use
+// $1, $2, ... once each, in order, as the ledger's do.
+func PositionalRebind(query string) string {
+	return placeholder.ReplaceAllLiteralString(query, "?")
+}
+
+var placeholder = regexp.MustCompile(`\$[0-9]+`)
+
 func (d *Dialect) rebind(query string) string {
 	if d.Rebind == nil {
 		return query
@@ -90,8 +102,11 @@ func (d *Dialect) classify(err error) (kind error, hint string, retry bool) {
 // (_txlock=immediate), as github.com/tranche-dev/tranche/ledger/sqlite
 // does.
 var SQLite = Dialect{
-	Name:         "sqlite",
-	Now:          "CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)",
+	Name: "sqlite",
+	Now:  "CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)",
+	// SQLite would take $1 as a parameter named "$1", and looks names up
+	// one by one: binding a chunk's thousands is quadratic. ? is not.
+	Rebind:       PositionalRebind,
 	IDColumn:     "INTEGER PRIMARY KEY",
 	TableOptions: " WITHOUT ROWID",
 	Classify:     classifySQLite,

@@ -78,13 +78,17 @@ type Ledger struct {
 
 	queries sync.Map // query as written -> as rebound for the driver
 	dags    sync.Map // DAG identity -> int64 id, for committed DAG rows only
+
+	// Statements prepared by Open, by query as written: on db, run in
+	// transactions, and on reader.
+	wstmts, rstmts map[string]*sql.Stmt
 }
 
 var _ tranche.Ledger = (*Ledger)(nil)
 
 // Open returns a ledger over db, creating or migrating its schema first.
 // The caller keeps db (and Options.Reader) and closes them after the
-// ledger's last use.
+// ledger's Close.
 func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if db == nil || opts.Dialect == nil || opts.Name == "" {
 		return nil, errors.New("tranche: sqlledger.Open needs a database, a dialect and a name")
@@ -95,6 +99,9 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	}
 	if _, err := l.migrate(ctx); err != nil {
 		return nil, err
+	}
+	if err := l.prepare(ctx); err != nil {
+		return nil, l.wrap(ctx, "preparing the ledger's statements", err)
 	}
 	return l, nil
 }
@@ -155,21 +162,20 @@ func (l *Ledger) now(ctx context.Context, tx *sql.Tx) (time.Time, error) {
 		return time.UnixMilli(l.clock().UnixMilli()).UTC(), nil
 	}
 	var ms int64
-	if err := tx.QueryRowContext(ctx, "SELECT "+l.dialect.Now).Scan(&ms); err != nil {
+	if err := l.queryRow(ctx, tx, l.qNow()).Scan(&ms); err != nil {
 		return time.Time{}, err
 	}
 	return time.UnixMilli(ms).UTC(), nil
 }
 
-// dagID returns the id of a DAG identity, or 0 if it has none yet.
-func (l *Ledger) dagID(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, dag string) (int64, error) {
+// dagID returns the id of a DAG identity, or 0 if it has none yet,
+// reading in tx.
+func (l *Ledger) dagID(ctx context.Context, tx *sql.Tx, dag string) (int64, error) {
 	if v, ok := l.dags.Load(dag); ok {
 		return v.(int64), nil
 	}
 	var id int64
-	err := q.QueryRowContext(ctx, l.q(`SELECT id FROM tranche_dags WHERE dag = $1`), dag).Scan(&id)
+	err := l.queryRow(ctx, tx, qDAGID, dag).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -186,17 +192,17 @@ func (l *Ledger) ensureDAG(ctx context.Context, tx *sql.Tx, dag string) (id int6
 	if id, err = l.dagID(ctx, tx, dag); err != nil || id != 0 {
 		return id, false, err
 	}
-	if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO tranche_dags (dag, revision) VALUES ($1, 0) ON CONFLICT (dag) DO NOTHING`), dag); err != nil {
+	if _, err := l.exec(ctx, tx, qInsertDAG, dag); err != nil {
 		return 0, false, err
 	}
-	err = tx.QueryRowContext(ctx, l.q(`SELECT id FROM tranche_dags WHERE dag = $1`), dag).Scan(&id)
+	err = l.queryRow(ctx, tx, qDAGID, dag).Scan(&id)
 	return id, true, err
 }
 
 // bump increments a DAG's revision and returns the new one.
 func (l *Ledger) bump(ctx context.Context, tx *sql.Tx, dagID int64) (int64, error) {
 	var rev int64
-	err := tx.QueryRowContext(ctx, l.q(`UPDATE tranche_dags SET revision = revision + 1 WHERE id = $1 RETURNING revision`), dagID).Scan(&rev)
+	err := l.queryRow(ctx, tx, qBump, dagID).Scan(&rev)
 	return rev, err
 }
 
@@ -246,10 +252,7 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 		for _, s := range batch {
 			args = append(args, s)
 		}
-		rows, err := tx.QueryContext(ctx, l.q(`SELECT p.start_s, p.latest, a.worker, a.state, a.lease_until_ms, a.revision
-			FROM tranche_partitions p
-			LEFT JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt = p.latest
-			WHERE p.dag_id = $1 AND p.start_s IN (`+params(2, len(batch))+`)`+l.dialect.LockRows), args...)
+		rows, err := l.query(ctx, tx, l.qReadLatest(len(batch)), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +302,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 		lease, newDAG = nil, 0
 		if req.Backfill != "" {
 			var canceled int
-			err := tx.QueryRowContext(ctx, l.q(`SELECT canceled FROM tranche_backfills WHERE id = $1`), req.Backfill).Scan(&canceled)
+			err := l.queryRow(ctx, tx, qCanceled, req.Backfill).Scan(&canceled)
 			switch {
 			case err == nil && canceled != 0:
 				return fmt.Errorf("%w: backfill %s was canceled", tranche.ErrNotClaimable, req.Backfill)
@@ -324,8 +327,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 			for _, s := range batch {
 				args = append(args, dagID, s)
 			}
-			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO tranche_partitions (dag_id, start_s, latest) VALUES `+
-				strings.ReplaceAll(tuples(1, len(batch), 2), ")", ", 0)")+` ON CONFLICT (dag_id, start_s) DO NOTHING`), args...); err != nil {
+			if _, err := l.exec(ctx, tx, qInsertPartitions(len(batch)), args...); err != nil {
 				return err
 			}
 		}
@@ -359,9 +361,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 			r := latest[starts[i]]
 			lease.Attempts[i] = r.latest + 1
 			if r.latest > 0 && r.attempt.State == tranche.StateRunning { // taken over after its lease expired
-				if _, err := tx.ExecContext(ctx, l.q(`UPDATE tranche_attempts SET state = 'failed', finished_ms = $1, revision = $2, error = $3
-					WHERE dag_id = $4 AND start_s = $5 AND attempt = $6 AND state = 'running'`),
-					now.UnixMilli(), rev, takenOver(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest); err != nil {
+				if _, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, takenOver(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest); err != nil {
 					return err
 				}
 			}
@@ -375,17 +375,14 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 				args = append(args, dagID, starts[i], lease.Attempts[i], p.End.Unix(), p.Key(), req.Backfill, req.RunID, req.Worker,
 					now.UnixMilli(), lease.Until.UnixMilli(), "", 0, rev)
 			}
-			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO tranche_attempts
-				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
-				VALUES `+strings.ReplaceAll(tuples(1, hi-lo, width), ")", ", 'running')")), args...); err != nil {
+			if _, err := l.exec(ctx, tx, qInsertAttempts(hi-lo), args...); err != nil {
 				return err
 			}
 			args = append(args[:0], dagID)
 			for i := lo; i < hi; i++ {
 				args = append(args, starts[i])
 			}
-			if _, err := tx.ExecContext(ctx, l.q(`UPDATE tranche_partitions SET latest = latest + 1
-				WHERE dag_id = $1 AND start_s IN (`+params(2, hi-lo)+`)`), args...); err != nil {
+			if _, err := l.exec(ctx, tx, qAdvanceLatest(hi-lo), args...); err != nil {
 				return err
 			}
 		}
@@ -444,10 +441,6 @@ func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *tranche.Leas
 	return dagID, starts, nil
 }
 
-// fence is the condition under which a heartbeat or finish may change an
-// attempt: the lease's worker still runs the lease's attempt.
-const fence = `dag_id = $1 AND worker = $2 AND state = 'running'`
-
 // Heartbeat implements [tranche.Ledger].
 func (l *Ledger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
@@ -466,12 +459,11 @@ func (l *Ledger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Dur
 		until = now.Add(d).Truncate(time.Millisecond)
 		for lo := 0; lo < len(starts); lo += batchRows {
 			hi := min(len(starts), lo+batchRows)
-			args := []any{dagID, lease.Worker, until.UnixMilli()}
+			args := []any{until.UnixMilli(), dagID, lease.Worker}
 			for i := lo; i < hi; i++ {
 				args = append(args, starts[i], lease.Attempts[i])
 			}
-			res, err := tx.ExecContext(ctx, l.q(`UPDATE tranche_attempts SET lease_until_ms = $3
-				WHERE `+fence+` AND (start_s, attempt) IN (VALUES `+tuples(4, hi-lo, 2)+`)`), args...)
+			res, err := l.exec(ctx, tx, qHeartbeat(hi-lo), args...)
 			if err := changed(res, err, hi-lo, lease); err != nil {
 				return err
 			}
@@ -521,17 +513,9 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 		if err != nil {
 			return err
 		}
-		// Outcomes differ by partition: one UPDATE each, through one
-		// prepared statement.
-		stmt, err := tx.PrepareContext(ctx, l.q(`UPDATE tranche_attempts
-			SET state = $3, error = $4, row_count = $5, finished_ms = $6, revision = $7
-			WHERE `+fence+` AND start_s = $8 AND attempt = $9`))
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
+		// Outcomes differ by partition: one UPDATE each.
 		for i, o := range outcomes {
-			res, err := stmt.ExecContext(ctx, dagID, lease.Worker, string(o.State), o.Err, o.Rows, now.UnixMilli(), rev, starts[i], lease.Attempts[i])
+			res, err := l.exec(ctx, tx, qFinish, string(o.State), o.Err, o.Rows, now.UnixMilli(), rev, dagID, lease.Worker, starts[i], lease.Attempts[i])
 			if err := changed(res, err, 1, lease); err != nil {
 				return err
 			}
@@ -539,10 +523,6 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 		return nil
 	})
 }
-
-// attemptColumns are the columns scanAttempt reads, from tranche_attempts a.
-const attemptColumns = `a.start_s, a.end_s, a.partition_key, a.backfill, a.run_id, a.worker, a.attempt, a.state,
-	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision`
 
 func scanAttempt(rows *sql.Rows, dag string) (tranche.Attempt, error) {
 	a := tranche.Attempt{DAG: dag}
@@ -585,13 +565,7 @@ func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) ite
 			}
 			page = page[:0]
 			err := l.read(ctx, "reading the latest attempts of DAG "+dag, func() error {
-				rows, err := l.reader.QueryContext(ctx, l.q(`SELECT `+attemptColumns+`
-					FROM tranche_dags d
-					JOIN tranche_partitions p ON p.dag_id = d.id
-					JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt = p.latest
-					WHERE d.dag = $1 AND p.start_s >= $2 AND p.start_s < $3
-					ORDER BY p.start_s
-					LIMIT $4`), dag, next, end, latestPage)
+				rows, err := l.readRows(ctx, qLatest, dag, next, end, latestPage)
 				if err != nil {
 					return err
 				}
@@ -637,10 +611,7 @@ func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]tr
 		if start.Nanosecond() != 0 {
 			return nil // no partition starts there
 		}
-		rows, err := l.reader.QueryContext(ctx, l.q(`SELECT `+attemptColumns+`
-			FROM tranche_dags d JOIN tranche_attempts a ON a.dag_id = d.id
-			WHERE d.dag = $1 AND a.start_s = $2
-			ORDER BY a.attempt`), dag, start.Unix())
+		rows, err := l.readRows(ctx, qHistory, dag, start.Unix())
 		if err != nil {
 			return err
 		}
@@ -661,7 +632,7 @@ func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]tr
 func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 	var rev int64
 	err := l.read(ctx, "reading the revision of DAG "+dag, func() error {
-		err := l.reader.QueryRowContext(ctx, l.q(`SELECT revision FROM tranche_dags WHERE dag = $1`), dag).Scan(&rev)
+		err := l.readRow(ctx, qRevision, dag).Scan(&rev)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -669,8 +640,6 @@ func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 	})
 	return rev, err
 }
-
-const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled`
 
 func scanBackfill(row interface{ Scan(...any) error }) (tranche.BackfillRecord, error) {
 	var b tranche.BackfillRecord
@@ -693,7 +662,7 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 	var stored tranche.BackfillRecord
 	err := l.write(ctx, "recording backfill "+b.ID, func(tx *sql.Tx) error {
 		var err error
-		stored, err = scanBackfill(tx.QueryRowContext(ctx, l.q(`SELECT `+backfillColumns+` FROM tranche_backfills WHERE id = $1`), b.ID))
+		stored, err = scanBackfill(l.queryRow(ctx, tx, qBackfill, b.ID))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -707,9 +676,7 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 		if b.Canceled {
 			canceled = 1
 		}
-		if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled)
-			SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6 FROM tranche_backfills`),
-			b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), canceled); err != nil {
+		if _, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), canceled); err != nil {
 			return err
 		}
 		stored = b
@@ -724,7 +691,7 @@ func (l *Ledger) Backfill(ctx context.Context, id string) (tranche.BackfillRecor
 	var b tranche.BackfillRecord
 	err := l.read(ctx, "reading backfill "+id, func() error {
 		var err error
-		b, err = scanBackfill(l.reader.QueryRowContext(ctx, l.q(`SELECT `+backfillColumns+` FROM tranche_backfills WHERE id = $1`), id))
+		b, err = scanBackfill(l.readRow(ctx, qBackfill, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w %q", tranche.ErrUnknownBackfill, id)
 		}
@@ -737,7 +704,7 @@ func (l *Ledger) Backfill(ctx context.Context, id string) (tranche.BackfillRecor
 func (l *Ledger) Backfills(ctx context.Context) ([]tranche.BackfillRecord, error) {
 	var out []tranche.BackfillRecord
 	err := l.read(ctx, "reading the backfills", func() error {
-		rows, err := l.reader.QueryContext(ctx, `SELECT `+backfillColumns+` FROM tranche_backfills ORDER BY seq, id`)
+		rows, err := l.readRows(ctx, qBackfills)
 		if err != nil {
 			return err
 		}
@@ -760,7 +727,7 @@ func (l *Ledger) CancelBackfill(ctx context.Context, id string) error {
 		return err
 	}
 	return l.write(ctx, "canceling backfill "+id, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, l.q(`UPDATE tranche_backfills SET canceled = 1 WHERE id = $1`), id)
+		res, err := l.exec(ctx, tx, qCancelBackfill, id)
 		if err != nil {
 			return err
 		}

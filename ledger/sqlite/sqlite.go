@@ -237,5 +237,5 @@ func (l *Ledger) Path() string { return l.path }
 
 // Close closes the ledger's connections. A ledger must not be used after.
 func (l *Ledger) Close() error {
-	return errors.Join(l.reader.Close(), l.writer.Close())
+	return errors.Join(l.Ledger.Close(), l.reader.Close(), l.writer.Close())
 }

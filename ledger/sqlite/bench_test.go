@@ -1,0 +1,225 @@
+package sqlite_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+)
+
+// Benchmarks of the SQLite ledger, beside the in-memory ledger; run them
+// with
+//
+//	go test -run '^$' -bench . -benchtime 2000x -count 5 ./ledger/sqlite
+//
+// and the file size of a million attempts with
+//
+//	TRANCHE_SQLITE_SIZE=1 go test -run TestFileSize -v ./ledger/sqlite
+//
+// BENCHMARKS.md holds the medians and the ratios.
+
+// BenchmarkClaimFinishProcesses claims and finishes one partition at a
+// time in 1, 2 and 4 worker processes sharing one file, b.N partitions
+// each, and reports the median and 99th percentile latency of a claim
+// plus finish, the median of the processes' own.
+func BenchmarkClaimFinishProcesses(b *testing.B) {
+	bin := crashworker(b)
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("procs=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			path := filepath.Join(dir, "ledger.db")
+			l, err := sqlite.Open(b.Context(), path, nil) // created before the processes race to
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Close()
+			cmds := make([]*exec.Cmd, n)
+			for i := range cmds {
+				cmds[i] = exec.Command(bin, "-mode", "bench", "-ledger", path, "-worker", fmt.Sprintf("bench-%d", i),
+					"-ops", strconv.Itoa(b.N), "-offset", strconv.Itoa(i*b.N), "-from", "1900-01-01")
+			}
+			b.ResetTimer()
+			outs := make([][]byte, n)
+			errs := make(chan error, n)
+			for i, c := range cmds {
+				go func() {
+					var err error
+					outs[i], err = c.Output()
+					errs <- err
+				}()
+			}
+			for range cmds {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			var medians, p99s []float64
+			for _, out := range outs {
+				var r struct {
+					MedianUS float64 `json:"median_us"`
+					P99US    float64 `json:"p99_us"`
+				}
+				if err := json.Unmarshal(out, &r); err != nil {
+					b.Fatalf("%q: %v", out, err)
+				}
+				medians, p99s = append(medians, r.MedianUS), append(p99s, r.P99US)
+			}
+			slices.Sort(medians)
+			slices.Sort(p99s)
+			b.ReportMetric(medians[len(medians)/2], "median-µs")
+			b.ReportMetric(p99s[len(p99s)/2], "p99-µs")
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "partitions/s")
+		})
+	}
+}
+
+// BenchmarkClaimFinish claims and finishes one partition at a time in this
+// process, on SQLite and on the in-memory ledger.
+func BenchmarkClaimFinish(b *testing.B) {
+	for _, kind := range []string{"sqlite", "memory"} {
+		b.Run(kind, func(b *testing.B) {
+			var l tranche.Ledger = tranche.NewMemoryLedger(nil)
+			if kind == "sqlite" {
+				l = openTemp(b, nil)
+			}
+			ctx := b.Context()
+			first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+			i := 0
+			for b.Loop() {
+				p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, i))
+				i++
+				lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench", Backfill: "bench", Worker: "w", RunID: "r",
+					Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// hourly is a DAG of one hourly asset, and a window of n hours.
+func hourly(b testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	first := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := tranche.NewTimePartitionWindow(tranche.Hour, first, first.Add(time.Duration(n-1)*time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dag, w
+}
+
+// fill records one finished attempt at every partition of w, in chunks,
+// the states varying, as a backfill would leave them.
+func fill(b testing.TB, l tranche.Ledger, dag string, w tranche.TimePartitionWindow, worker string) {
+	ctx := context.Background()
+	for chunk := range w.Chunks(500) {
+		ps := slices.Collect(chunk.OldestFirst())
+		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "0123456789ab", Worker: worker,
+			RunID: tranche.RunID(dag, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		outcomes := make([]tranche.Outcome, len(ps))
+		for i := range outcomes {
+			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
+			if i%10 == 0 {
+				outcomes[i] = tranche.Outcome{State: tranche.StateFailed, Err: "asset \"events\": extract: connection reset by peer"}
+			}
+		}
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlan100k plans a backfill of 100,000 hourly partitions against
+// a ledger holding an attempt at each.
+func BenchmarkPlan100k(b *testing.B) {
+	const n = 100_000
+	for _, kind := range []string{"sqlite", "memory"} {
+		b.Run(kind, func(b *testing.B) {
+			var l tranche.Ledger = tranche.NewMemoryLedger(nil)
+			if kind == "sqlite" {
+				l = openTemp(b, nil)
+			}
+			dag, w := hourly(b, n)
+			fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
+			bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
+			for b.Loop() {
+				plan, err := bf.Plan(b.Context())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if plan.Counts.Total != n || plan.Counts.Run != n/10 {
+					b.Fatalf("plan counts %+v", plan.Counts)
+				}
+			}
+		})
+	}
+}
+
+// TestFileSize records a million attempts and reports the file's size.
+// It runs only with TRANCHE_SQLITE_SIZE set: it takes a minute or more.
+func TestFileSize(t *testing.T) {
+	if os.Getenv("TRANCHE_SQLITE_SIZE") == "" {
+		t.Skip("set TRANCHE_SQLITE_SIZE=1 to measure the file of a million attempts")
+	}
+	const n = 1_000_000
+	l := openTemp(t, nil)
+	dag, w := hourly(t, n/2) // two attempts per partition: a failure, then a success
+	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	start := time.Now()
+	fill(t, l, id, w, "host-12345")
+	ctx := context.Background()
+	for chunk := range w.Chunks(500) { // every partition again, under RerunAll
+		ps := slices.Collect(chunk.OldestFirst())
+		rev, err := l.Revision(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: id, Backfill: "0123456789ab", Worker: "host-67890",
+			RunID: tranche.RunID(id, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour, Policy: tranche.RerunAll, Revision: rev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcomes := make([]tranche.Outcome, len(ps))
+		for i := range outcomes {
+			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
+		}
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	if _, err := l.Writer().ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(l.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages, pageSize int64
+	l.Writer().QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages)
+	l.Writer().QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize)
+	t.Logf("%d attempts at %d partitions recorded in %v: file %d bytes (%.1f MB), %.0f bytes per attempt; %d pages of %d bytes",
+		n, n/2, took.Round(time.Second), info.Size(), float64(info.Size())/1e6, float64(info.Size())/n, pages, pageSize)
+}

@@ -1,0 +1,169 @@
+package sqlledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+)
+
+// The ledger's queries, written once for every dialect with $n
+// placeholders, each used once and in order, so that a dialect whose
+// driver wants ? may rewrite them (see [Dialect.Rebind]). Those that name a variable number of partitions are built
+// for the number; Open prepares the others, and those for one partition,
+// so that a claim or a finish parses no SQL.
+const (
+	qDAGID          = `SELECT id FROM tranche_dags WHERE dag = $1`
+	qInsertDAG      = `INSERT INTO tranche_dags (dag, revision) VALUES ($1, 0) ON CONFLICT (dag) DO NOTHING`
+	qBump           = `UPDATE tranche_dags SET revision = revision + 1 WHERE id = $1 RETURNING revision`
+	qRevision       = `SELECT revision FROM tranche_dags WHERE dag = $1`
+	qCanceled       = `SELECT canceled FROM tranche_backfills WHERE id = $1`
+	qBackfill       = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
+	qBackfills      = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
+	qCancelBackfill = `UPDATE tranche_backfills SET canceled = 1 WHERE id = $1`
+	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled)
+		SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6 FROM tranche_backfills`
+
+	// qTakeover fails an attempt whose lease expired, when another
+	// worker takes its partition over.
+	qTakeover = `UPDATE tranche_attempts SET state = 'failed', finished_ms = $1, revision = $2, error = $3
+		WHERE dag_id = $4 AND start_s = $5 AND attempt = $6 AND state = 'running'`
+
+	// qFinish records an outcome where the lease still holds: the
+	// lease's worker (the fence) still runs the lease's attempt.
+	qFinish = `UPDATE tranche_attempts
+		SET state = $1, error = $2, row_count = $3, finished_ms = $4, revision = $5
+		WHERE dag_id = $6 AND worker = $7 AND state = 'running' AND start_s = $8 AND attempt = $9`
+
+	qHistory = `SELECT ` + attemptColumns + `
+		FROM tranche_dags d JOIN tranche_attempts a ON a.dag_id = d.id
+		WHERE d.dag = $1 AND a.start_s = $2
+		ORDER BY a.attempt`
+
+	qLatest = `SELECT ` + attemptColumns + `
+		FROM tranche_dags d
+		JOIN tranche_partitions p ON p.dag_id = d.id
+		JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt = p.latest
+		WHERE d.dag = $1 AND p.start_s >= $2 AND p.start_s < $3
+		ORDER BY p.start_s
+		LIMIT $4`
+)
+
+// attemptColumns are the columns scanAttempt reads, from tranche_attempts a.
+const attemptColumns = `a.start_s, a.end_s, a.partition_key, a.backfill, a.run_id, a.worker, a.attempt, a.state,
+	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision`
+
+const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled`
+
+// qInsertPartitions gives n partitions (dag_id, start_s pairs from $1) a
+// row each, with no attempt yet, unless they have one.
+func qInsertPartitions(n int) string {
+	return `INSERT INTO tranche_partitions (dag_id, start_s, latest) VALUES ` +
+		strings.ReplaceAll(tuples(1, n, 2), ")", ", 0)") + ` ON CONFLICT (dag_id, start_s) DO NOTHING`
+}
+
+// qReadLatest reads the latest attempt of n partitions of DAG $1 (starts
+// from $2), locking their rows as the dialect says.
+func (l *Ledger) qReadLatest(n int) string {
+	return `SELECT p.start_s, p.latest, a.worker, a.state, a.lease_until_ms, a.revision
+		FROM tranche_partitions p
+		LEFT JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt = p.latest
+		WHERE p.dag_id = $1 AND p.start_s IN (` + params(2, n) + `)` + l.dialect.LockRows
+}
+
+// qInsertAttempts starts n attempts, 13 columns each from $1.
+func qInsertAttempts(n int) string {
+	return `INSERT INTO tranche_attempts
+		(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
+		VALUES ` + strings.ReplaceAll(tuples(1, n, 13), ")", ", 'running')")
+}
+
+// qAdvanceLatest moves n partitions of DAG $1 (starts from $2) to their
+// next attempt.
+func qAdvanceLatest(n int) string {
+	return `UPDATE tranche_partitions SET latest = latest + 1 WHERE dag_id = $1 AND start_s IN (` + params(2, n) + `)`
+}
+
+// qHeartbeat extends to $1 the lease of n attempts ((start_s, attempt)
+// pairs from $4) of DAG $2 that worker $3 still runs: the fence.
+func qHeartbeat(n int) string {
+	return `UPDATE tranche_attempts SET lease_until_ms = $1
+		WHERE dag_id = $2 AND worker = $3 AND state = 'running' AND (start_s, attempt) IN (VALUES ` + tuples(4, n, 2) + `)`
+}
+
+// prepare prepares the ledger's fixed queries: on the writing database
+// those that transactions run, on the reader those that reads run.
+func (l *Ledger) prepare(ctx context.Context) error {
+	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
+	writes := []string{l.qNow(), qDAGID, qInsertDAG, qBump, qCanceled, qBackfill, qCancelBackfill, qInsertBackfill,
+		qTakeover, qFinish, qInsertPartitions(1), l.qReadLatest(1), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
+	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qLatest}
+	for _, set := range []struct {
+		db    *sql.DB
+		into  map[string]*sql.Stmt
+		query []string
+	}{{l.db, l.wstmts, writes}, {l.reader, l.rstmts, reads}} {
+		for _, q := range set.query {
+			s, err := set.db.PrepareContext(ctx, l.q(q))
+			if err != nil {
+				return errors.Join(err, l.Close())
+			}
+			set.into[q] = s
+		}
+	}
+	return nil
+}
+
+// Close releases the ledger's prepared statements. The databases stay
+// open: they are the caller's.
+func (l *Ledger) Close() error {
+	var errs []error
+	for _, m := range []map[string]*sql.Stmt{l.wstmts, l.rstmts} {
+		for q, s := range m {
+			errs = append(errs, s.Close())
+			delete(m, q)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Ledger) qNow() string { return "SELECT " + l.dialect.Now }
+
+// exec, query and queryRow run a query in tx, prepared if Open prepared
+// it.
+func (l *Ledger) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if s := l.wstmts[query]; s != nil {
+		return tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, l.q(query), args...)
+}
+
+func (l *Ledger) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if s := l.wstmts[query]; s != nil {
+		return tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, l.q(query), args...)
+}
+
+func (l *Ledger) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if s := l.wstmts[query]; s != nil {
+		return tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, l.q(query), args...)
+}
+
+// read and readRow run a query on the reader, prepared if Open prepared
+// it.
+func (l *Ledger) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := l.rstmts[query]; s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return l.reader.QueryContext(ctx, l.q(query), args...)
+}
+
+func (l *Ledger) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := l.rstmts[query]; s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return l.reader.QueryRowContext(ctx, l.q(query), args...)
+}

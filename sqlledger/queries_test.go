@@ -1,0 +1,31 @@
+package sqlledger
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// TestPlaceholdersInOrder holds every query to the rule PositionalRebind
+// relies on: $1, $2, ... each used once, in order.
+func TestPlaceholdersInOrder(t *testing.T) {
+	l := &Ledger{dialect: &SQLite}
+	queries := []string{l.qNow(), qDAGID, qInsertDAG, qBump, qRevision, qCanceled, qBackfill, qBackfills, qCancelBackfill,
+		qInsertBackfill, qTakeover, qFinish, qHistory, qLatest, createSchemaTable,
+		`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`}
+	for _, n := range []int{1, 2, 7, batchRows} {
+		queries = append(queries, qInsertPartitions(n), l.qReadLatest(n), qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n))
+	}
+	re := regexp.MustCompile(`\$([0-9]+)`)
+	for _, q := range queries {
+		for i, m := range re.FindAllStringSubmatch(q, -1) {
+			if m[1] != strconv.Itoa(i+1) {
+				t.Errorf("placeholder %d is $%s; want $%d, each once and in order, in:\n%s", i+1, m[1], i+1, q)
+				break
+			}
+		}
+		if got := PositionalRebind(q); re.MatchString(got) {
+			t.Errorf("PositionalRebind left a $n in %s", got)
+		}
+	}
+}
