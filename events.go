@@ -115,7 +115,7 @@ type Event struct {
 	Progress *Progress
 
 	runAttempt int // the run's attempt, on every event of the run
-	seq        int // tells apart log events of the same asset and attempt
+	seq        int // tells apart the log events, and the writes to each destination, of an asset's attempt
 }
 
 // Progress counts the partitions of a backfill.
@@ -129,8 +129,8 @@ type Progress struct {
 
 // ID returns a deterministic id of the event, 32 hexadecimal digits: a
 // hash of its run id and the run's attempt, backfill, asset, destination,
-// target, kind and attempt (and, for log events, their order within the
-// asset's attempt). The same step of the same run has the same id however
+// target, kind and attempt (and, for log and write events, their order
+// within the asset's attempt). The same step of the same run has the same id however
 // often its events are delivered, so consumers can drop duplicates.
 func (e Event) ID() string {
 	var buf [256]byte

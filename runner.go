@@ -639,8 +639,8 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 			return false, err
 		}
 	}
-	for _, dst := range a.Destinations {
-		if err := s.write(actx, a, n, dst, batches, len(rows)); err != nil {
+	for k, dst := range a.Destinations {
+		if err := s.write(actx, a, n, k, dst, batches, len(rows)); err != nil {
 			return false, err
 		}
 	}
@@ -656,10 +656,11 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 	return false, nil
 }
 
-// write writes the batches to one destination, with its events.
-func (s *runState) write(ctx context.Context, a *Asset, attempt int, dst Destination, batches []Batch, rows int) (err error) {
+// write writes the batches to the asset's destination number k, with
+// its events.
+func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Destination, batches []Batch, rows int) (err error) {
 	name := destinationName(dst)
-	s.emit(&Event{Kind: KindWriteStarted, Asset: a.Name, Destination: name, Attempt: attempt, Rows: rows})
+	s.emit(&Event{Kind: KindWriteStarted, Asset: a.Name, Destination: name, Attempt: attempt, Rows: rows, seq: k})
 	start := time.Now()
 	func() {
 		defer func() {
@@ -672,10 +673,10 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt int, dst Destina
 	took := time.Since(start)
 	if err != nil {
 		err = fmt.Errorf("destination %s: %w", name, err)
-		s.emit(&Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err})
+		s.emit(&Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err, seq: k})
 		return err
 	}
-	s.emit(&Event{Kind: KindWriteCompleted, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows})
+	s.emit(&Event{Kind: KindWriteCompleted, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows, seq: k})
 	return nil
 }
 

@@ -756,3 +756,49 @@ func TestAssetLoggerFromGoroutines(t *testing.T) {
 		t.Errorf("%d distinct log event ids, want 8", len(ids))
 	}
 }
+
+func TestEventIDsOfTwoDestinations(t *testing.T) {
+	a := tranchetest.Rows("a", []tranche.Row{{"x": 1}})
+	a.Destinations = []tranche.Destination{new(tranche.MemoryDestination), new(tranche.MemoryDestination)}
+	rec := new(tranchetest.Recorder)
+	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, tranchetest.NewDAG(t, a), nil)
+	tranchetest.RequireCompleted(t, res, err)
+	seen := map[string]tranche.Kind{}
+	for _, e := range rec.Events() {
+		if k, dup := seen[e.ID()]; dup {
+			t.Errorf("%s and %s share the id %s", k, e.Kind, e.ID())
+		}
+		seen[e.ID()] = e.Kind
+	}
+	tranchetest.RequireKinds(t, rec, "a", tranche.KindAssetStarted, tranche.KindWriteStarted, tranche.KindWriteCompleted,
+		tranche.KindWriteStarted, tranche.KindWriteCompleted, tranche.KindAssetCompleted)
+}
+
+func TestConcurrentRunsShareAHook(t *testing.T) {
+	rec := new(tranchetest.Recorder)
+	dag := tranchetest.NewDAG(t, tranchetest.Noop("a"), tranchetest.Noop("b", "a"), tranchetest.Noop("c", "a"))
+	r := tranche.Runner{Concurrency: 2, OnEvent: rec.OnEvent}
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Go(func() {
+			res, err := tranche.RunWithID(&r, ctxT, dag, nil, fmt.Sprintf("run-%d", i), 1)
+			if err != nil || res.Status != tranche.StatusCompleted {
+				t.Errorf("run %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	byRun := map[string][]tranche.Kind{}
+	for _, e := range rec.Events() {
+		byRun[e.RunID] = append(byRun[e.RunID], e.Kind)
+	}
+	for id, kinds := range byRun {
+		if len(kinds) != 8 || kinds[0] != tranche.KindRunStarted || kinds[7] != tranche.KindRunCompleted {
+			t.Errorf("run %s: events %v out of order or missing", id, kinds)
+		}
+	}
+	if len(byRun) != len(ids) {
+		t.Errorf("%d runs reported, want %d", len(byRun), len(ids))
+	}
+}
