@@ -1,160 +1,201 @@
-// Quickstart materializes a DAG of two daily assets over a month in New
-// York, newest day first, into JSON-lines files, printing every event
-// through the slog adapter; it then runs the month again to show that a
-// re-run replaces each day's file rather than adding to it. It opens with
-// what daylight saving time does to partitions and lookback windows.
+// Quickstart backfills a month of days over two assets, newest day first,
+// into JSON-lines files, recording every partition in a SQLite ledger; it
+// then runs the same backfill again, which skips every day: the ledger
+// remembers, across runs and across processes. It opens with what
+// daylight saving time does to days.
 //
 //	go run ./examples/quickstart [-dir tranche-demo]
+//	TRANCHE_FAIL_PARTITION=2026-11-15 go run ./examples/quickstart
+//	go run ./examples/quickstart   # resumes: only 2026-11-15 runs
+//
+// TRANCHE_FAIL_PARTITION names a day whose source is down: the backfill
+// records it failed and lands the other days. Run the quickstart again
+// without it, and the backfill resumes, running that day alone. The files
+// and the ledger (ledger.db) are kept in the folder: inspect the ledger
+// with sqlite3 (see the README), and delete the folder to start over.
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"log"
-	"log/slog"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
 func main() {
-	dir := flag.String("dir", "tranche-demo", "folder for the files destination")
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dir := flag.String("dir", "tranche-demo", "folder for the files and the ledger")
 	flag.Parse()
+	// Ctrl-C cancels the backfill: the days in flight are recorded failed,
+	// cause canceled, and the next run retries them.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
 	ny, err := time.LoadLocation("America/New_York")
-	if err != nil {
-		log.Fatal(err)
-	}
-	partitions(ny)
-	if err := materialize(context.Background(), ny, *dir); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// partitions shows days, hours and lookback across the fall-back night.
-func partitions(ny *time.Location) {
-	w, err := tranche.NewTimePartitionWindow(tranche.Day,
-		time.Date(2026, 10, 31, 0, 0, 0, 0, ny), time.Date(2026, 11, 2, 0, 0, 0, 0, ny))
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("window %s, newest first:\n", w)
-	for p := range w.All() {
-		fmt.Printf("  %s  %v long\n", p.Key(), p.Duration())
-	}
-	night, err := tranche.NewTimePartitionWindow(tranche.Hour,
-		time.Date(2026, 11, 1, 0, 0, 0, 0, ny), time.Date(2026, 11, 1, 2, 30, 0, 0, ny))
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Print("hours of the fall-back night:")
-	for p := range night.OldestFirst() {
-		fmt.Print(" " + p.Key())
-	}
-	now := time.Date(2026, 11, 3, 9, 30, 0, 0, ny)
-	week, err := tranche.Lookback(now, 7, 1, tranche.Day)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("\nthe 7 days ending yesterday, at %s: %s\n\n", now.Format(time.RFC3339), week)
-}
-
-// pageViews makes up a day's page views: a few rows per page.
-func pageViews(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
-	p, err := m.Partition()
-	if err != nil {
-		return nil, err
-	}
-	var rows []tranche.Row
-	for i, page := range []string{"/", "/pricing", "/docs"} {
-		rows = append(rows, tranche.Row{"day": p.Key(), "page": page, "views": (p.Start.Day()*7+i*13)%50 + 1})
-	}
-	m.Logger().Debug("generated", "rows", len(rows))
-	return rows, nil
-}
-
-// dailyStats sums the day's page views.
-func dailyStats(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
-	views, err := m.Input("page_views")
-	if err != nil {
-		return nil, err
-	}
-	p, err := m.Partition()
-	if err != nil {
-		return nil, err
-	}
-	total := 0
-	for _, r := range views {
-		total += r["views"].(int)
-	}
-	return []tranche.Row{{"day": p.Key(), "pages": len(views), "views": total}}, nil
-}
-
-func materialize(ctx context.Context, ny *time.Location, dir string) error {
-	files := &tranche.FilesDestination{Dir: dir}
-	daily := tranche.Partitioning{Granularity: tranche.Day, Location: ny, Column: "day"}
-	dag, err := tranche.NewDAG(
-		tranche.Asset{Name: "page_views", Partitioning: daily, Destinations: []tranche.Destination{files},
-			Materializer: tranche.MaterializeFunc(pageViews)},
-		tranche.Asset{Name: "daily_stats", Deps: []string{"page_views"}, Partitioning: daily,
-			Destinations: []tranche.Destination{files}, Materializer: tranche.MaterializeFunc(dailyStats)},
-	)
 	if err != nil {
 		return err
 	}
-	month, err := tranche.NewTimePartitionWindow(tranche.Day,
+	november, err := tranche.NewTimePartitionWindow(tranche.Day,
 		time.Date(2026, 11, 1, 0, 0, 0, 0, ny), time.Date(2026, 11, 30, 0, 0, 0, 0, ny))
 	if err != nil {
 		return err
 	}
+	first := november.Oldest()
+	fmt.Printf("November 2026 in New York (%s): %d days, the first %v long as clocks fall back, keys %s to %s\n\n",
+		november, november.Len(), first.Duration(), first.Key(), november.Newest().Key())
 
-	// Events go through the slog adapter; time and id are left out to keep
-	// the lines short.
-	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey || a.Key == "id" {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
-	runner := tranche.Runner{Concurrency: 4, Logger: logger}
-	fmt.Printf("materializing %s into %s, newest first:\n", month, dir)
-	for p := range month.All() {
-		if _, err := runner.Run(ctx, dag, p); err != nil {
+	fault, err := injectedFault(november)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	ledger, err := sqlite.Open(ctx, filepath.Join(*dir, "ledger.db"), nil)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+
+	files := &tranche.FilesDestination{Dir: *dir}
+	dag, err := newDAG(files, ny, fault)
+	if err != nil {
+		return err
+	}
+	b := &tranche.Backfill{
+		DAG:         dag,
+		Window:      november,
+		Ledger:      ledger,
+		Worker:      "quickstart",
+		Concurrency: 4,
+		OnFailure:   tranche.FailContinue, // a failed day does not stop the others
+		OnEvent:     tranche.NewProgressReporter(os.Stdout),
+	}
+	fmt.Printf("Backfilling into %s, recorded in %s\n", *dir, ledger.Path())
+	var failed []tranche.PartitionFailure
+	for round := 1; round <= 2; round++ {
+		plan, err := b.Plan(ctx)
+		if err != nil {
 			return err
+		}
+		fmt.Printf("\n== run %d: %d to run, %d succeeded before, %d running elsewhere\n",
+			round, plan.Counts.Run, plan.Counts.SkipSucceeded, plan.Counts.SkipRunning)
+		report, err := b.Execute(ctx, plan)
+		if report == nil {
+			return err // refused before running anything
+		}
+		fmt.Printf("== run %d: %d ran here (%d failed), %d skipped, in %v\n",
+			round, report.RanHere(), report.Failed, report.Skipped+report.Elsewhere, report.Duration.Round(time.Millisecond))
+		failed = report.Failures
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 
-	// The same month again, silently: each day's file is replaced.
-	before := countLines(files, month)
-	quiet := tranche.Runner{Concurrency: 4}
-	for p := range month.All() {
-		if _, err := quiet.Run(ctx, dag, p); err != nil {
+	for _, f := range failed {
+		p, err := tranche.ParsePartitionKey(tranche.Day, f.Key, ny)
+		if err != nil {
 			return err
 		}
+		h, err := ledger.History(ctx, tranche.DAGIdentity(dag, tranche.Day, ny), p.Start)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nThe history of %s:\n", f.Key)
+		for _, a := range h {
+			fmt.Printf("  attempt %d by %s: %s  %s\n", a.Number, a.Worker, a.State, a.Err)
+		}
 	}
-	fmt.Printf("\nrows on disk after the first run: %d; after re-running the month: %d\n", before, countLines(files, month))
-	fmt.Printf("for instance %s\n", files.Path("daily_stats", "day", month.Newest().Key()))
+	id, err := b.ID()
+	if err != nil {
+		return err
+	}
+	status, err := tranche.StatusOf(ctx, ledger, id, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\n", status)
+	switch {
+	case fault != nil:
+		fmt.Printf("Now run it again without TRANCHE_FAIL_PARTITION: the backfill resumes, running %s alone.\n", fault.Key())
+	case status.Done():
+		fmt.Println("Every day has landed; running the quickstart again skips them all: the ledger remembers.")
+		fmt.Println("Set TRANCHE_FAIL_PARTITION=2026-11-15 and delete the folder to see a failure, then the resume.")
+	}
+	fmt.Printf("For instance %s\n", files.Path("daily_stats", "day", november.Newest().Key()))
+	fmt.Printf("Inspect the ledger: sqlite3 -readonly %s 'SELECT partition_key, attempt, state FROM tranche_attempts'\n",
+		ledger.Path())
 	return nil
 }
 
-// countLines counts the rows of both assets' files for the month.
-func countLines(files *tranche.FilesDestination, month tranche.TimePartitionWindow) int {
-	n := 0
-	for p := range month.All() {
-		for _, asset := range []string{"page_views", "daily_stats"} {
-			f, err := os.Open(files.Path(asset, "day", p.Key()))
-			if err != nil {
-				log.Fatal(err)
-			}
-			for s := bufio.NewScanner(f); s.Scan(); {
-				n++
-			}
-			f.Close()
-		}
+// injectedFault returns the day TRANCHE_FAIL_PARTITION names, or nil.
+func injectedFault(w tranche.TimePartitionWindow) (*tranche.TimePartition, error) {
+	key := os.Getenv("TRANCHE_FAIL_PARTITION")
+	if key == "" {
+		return nil, nil
 	}
-	return n
+	p, err := tranche.ParsePartitionKey(w.Granularity(), key, w.Location())
+	if err != nil {
+		return nil, fmt.Errorf("TRANCHE_FAIL_PARTITION=%s: %w", key, err)
+	}
+	if !w.Contains(p.Start) {
+		return nil, fmt.Errorf("TRANCHE_FAIL_PARTITION=%s is outside %s; give a day of it, such as 2026-11-15", key, w)
+	}
+	return &p, nil
+}
+
+// newDAG returns the quickstart's DAG: page_views, made up per day, and
+// daily_stats, summed from it; both write JSON lines to dst. The page
+// views of the fault's day fail.
+func newDAG(dst tranche.Destination, ny *time.Location, fault *tranche.TimePartition) (*tranche.DAG, error) {
+	daily := tranche.Partitioning{Granularity: tranche.Day, Location: ny, Column: "day"}
+	pageViews := func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		p, err := m.Partition()
+		if err != nil {
+			return nil, err
+		}
+		if fault != nil && p.Equal(*fault) {
+			return nil, errors.New("injected fault (TRANCHE_FAIL_PARTITION): the source timed out")
+		}
+		time.Sleep(20 * time.Millisecond) // as if it read something
+		var rows []tranche.Row
+		for i, page := range []string{"/", "/pricing", "/docs"} {
+			rows = append(rows, tranche.Row{"day": p.Key(), "page": page, "views": (p.Start.Day()*7+i*13)%50 + 1})
+		}
+		return rows, nil
+	}
+	dailyStats := func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		views, err := m.Input("page_views")
+		if err != nil {
+			return nil, err
+		}
+		p, err := m.Partition()
+		if err != nil {
+			return nil, err
+		}
+		total := 0
+		for _, r := range views {
+			total += r["views"].(int)
+		}
+		return []tranche.Row{{"day": p.Key(), "pages": len(views), "views": total}}, nil
+	}
+	return tranche.NewDAG(
+		tranche.Asset{Name: "page_views", Partitioning: daily, Destinations: []tranche.Destination{dst},
+			Materializer: tranche.MaterializeFunc(pageViews)},
+		tranche.Asset{Name: "daily_stats", Deps: []string{"page_views"}, Partitioning: daily,
+			Destinations: []tranche.Destination{dst}, Materializer: tranche.MaterializeFunc(dailyStats)},
+	)
 }
