@@ -105,6 +105,37 @@ reported in [Result.HookErr]. [SlogHook] logs events with [log/slog];
 ([Event.ID]) are deterministic. The package tranchetest records events and
 checks results in tests.
 
+# Schedules
+
+[ParseCron] makes a cron schedule a granularity: each fire time closes a
+slot that began at the previous fire, so the slots of "0 2 * * *" are
+[yesterday 02:00, today 02:00), and a slot's key is its fire time. A
+schedule with fixed hours fires once per local day across daylight saving
+time; one whose hour field is * or */n fires at every real matching
+instant. Excluded dates (holidays) have no slot: the next slot covers them.
+[SlotWindow] reads backfill bounds as people type them and [SlotAt] names
+one slot by its fire time.
+
+# Resumable backfills
+
+A [Backfill] materializes a DAG over every partition of a window, claiming
+each partition in a [Ledger] under a heartbeated lease before it runs and
+recording how it ended, so that running the same backfill again resumes
+it, and several workers share one backfill with every partition landing
+once. [Backfill.Plan] is a dry run; [Backfill.Run] plans and executes;
+[StatusOf] reads a backfill's progress and why it is stuck, if it is.
+[BackfillID], [RunID] and [DAGIdentity] are stable hashes. [NewMemoryLedger]
+keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
+keep it in a database through the package sqlledger. [NewProgressReporter]
+shows progress on a terminal.
+
+# Testing
+
+The package tranchetest, for the tests of programs that use tranche,
+records events, holds an in-memory destination, builds DAGs from plain
+functions, asserts on results with testing.TB, and checks any [Ledger]
+implementation with its conformance suite, TestLedger.
+
 # Errors
 
 Every refusal names the value and says what would be accepted. A bound
