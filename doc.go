@@ -112,8 +112,8 @@ slot that began at the previous fire, so the slots of "0 2 * * *" are
 [yesterday 02:00, today 02:00), and a slot's key is its fire time. A
 schedule with fixed hours fires once per local day across daylight saving
 time; one whose hour field is a wildcard (every hour, or every n hours)
-fires at every real matching
-instant. Excluded dates (holidays) have no slot: the next slot covers them.
+fires at every real matching instant. Excluded dates (holidays) have no
+slot: the next slot covers them.
 [SlotWindow] reads backfill bounds as people type them and [SlotAt] names
 one slot by its fire time.
 
