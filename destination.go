@@ -24,7 +24,9 @@ import (
 // destination checks that the rows suit it (their shape, their types) and
 // should check all the batches before storing any, so that a refused
 // write leaves every partition as it was. Write may be called from
-// several goroutines at once, for different assets or runs.
+// several goroutines at once, for different assets or runs. Events name a
+// destination by its String method when it has one ([fmt.Stringer]), and
+// by its type otherwise.
 type Destination interface {
 	Write(ctx context.Context, batches []Batch) error
 }
