@@ -1,7 +1,10 @@
 // Package tranchetest helps test code that uses tranche: a hook that
-// records events, assets and DAGs built from plain functions, and
-// assertions on results, events and the rows of a
-// [tranche.MemoryDestination].
+// records events ([Recorder]), assets and DAGs built from plain functions
+// ([Func], [Noop], [Rows], [Fail], [NewDAG]), assertions on results, events
+// and the rows of a [tranche.MemoryDestination] ([RequireCompleted],
+// [RequireStatus], [RequireKinds], [RequireRows], [RequireKeys]), and a
+// conformance suite for [tranche.Ledger] implementations ([TestLedger],
+// with a settable [Clock]).
 //
 // It imports only the standard library and tranche, so it adds nothing to
 // a consuming module's dependencies, and, as a separate package, it links
