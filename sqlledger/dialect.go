@@ -41,16 +41,22 @@ type Dialect struct {
 	// key is the table, or "".
 	TableOptions string
 
-	// LockRows ends the query that reads the partitions a claim, a
-	// heartbeat or a finish is about to change, to lock them for the
-	// transaction: "" where a write transaction already holds the
-	// database's write lock (SQLite, under BEGIN IMMEDIATE), or
+	// ClaimLock ends the query that reads the partitions a claim is
+	// about to take, to lock their rows for the transaction without
+	// waiting: "" where a write transaction holds the database's write
+	// lock already (SQLite, under BEGIN IMMEDIATE), or
 	// " FOR UPDATE OF p SKIP LOCKED" where rows lock one by one
 	// (PostgreSQL; p is the partitions table's alias). A partition the
-	// query leaves out counts as held by a concurrent transaction: a claim
-	// is refused with [tranche.ErrNotClaimable], a heartbeat or a finish
-	// is retried.
-	LockRows string
+	// query leaves out is being claimed by a concurrent transaction: the
+	// claim is refused with [tranche.ErrNotClaimable], so that claims
+	// never wait for each other.
+	ClaimLock string
+
+	// LeaseLock ends the query that reads the partitions a heartbeat or a
+	// finish is about to change: "" for SQLite, " FOR UPDATE OF p" for
+	// PostgreSQL, which waits for a concurrent claim of the same
+	// partition to decide, so that the fence is judged on its outcome.
+	LeaseLock string
 
 	// LockSchema, when not empty, is executed first in the transaction
 	// that creates or migrates the schema, so that several processes

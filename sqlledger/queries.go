@@ -63,12 +63,13 @@ func qInsertPartitions(n int) string {
 }
 
 // qReadLatest reads the latest attempt of n partitions of DAG $1 (starts
-// from $2), locking their rows as the dialect says.
-func (l *Ledger) qReadLatest(n int) string {
+// from $2), locking their rows with lock, the dialect's ClaimLock or
+// LeaseLock.
+func qReadLatest(n int, lock string) string {
 	return `SELECT p.start_s, p.latest, a.worker, a.state, a.lease_until_ms, a.revision
 		FROM tranche_partitions p
 		LEFT JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt = p.latest
-		WHERE p.dag_id = $1 AND p.start_s IN (` + params(2, n) + `)` + l.dialect.LockRows
+		WHERE p.dag_id = $1 AND p.start_s IN (` + params(2, n) + `)` + lock
 }
 
 // qInsertAttempts starts n attempts, 13 columns each from $1.
@@ -96,7 +97,7 @@ func qHeartbeat(n int) string {
 func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	writes := []string{l.qNow(), qDAGID, qInsertDAG, qBump, qCanceled, qBackfill, qCancelBackfill, qInsertBackfill,
-		qTakeover, qFinish, qInsertPartitions(1), l.qReadLatest(1), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
+		qTakeover, qFinish, qInsertPartitions(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
 	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qLatest}
 	for _, set := range []struct {
 		db    *sql.DB

@@ -14,7 +14,7 @@ func TestPlaceholdersInOrder(t *testing.T) {
 		qInsertBackfill, qTakeover, qFinish, qHistory, qLatest, createSchemaTable,
 		`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`}
 	for _, n := range []int{1, 2, 7, batchRows} {
-		queries = append(queries, qInsertPartitions(n), l.qReadLatest(n), qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n))
+		queries = append(queries, qInsertPartitions(n), qReadLatest(n, " FOR UPDATE OF p SKIP LOCKED"), qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n))
 	}
 	re := regexp.MustCompile(`\$([0-9]+)`)
 	for _, q := range queries {
