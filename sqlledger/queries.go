@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -21,8 +22,11 @@ const (
 	qBackfill       = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
 	qBackfills      = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
 	qCancelBackfill = `UPDATE tranche_backfills SET canceled = 1 WHERE id = $1`
+	// Parameters outside a VALUES list of an INSERT, or a comparison with
+	// a column, are cast: PostgreSQL would take them for text.
 	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled)
-		SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6 FROM tranche_backfills`
+		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), CAST($3 AS TEXT),
+			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER) FROM tranche_backfills`
 
 	// qTakeover fails an attempt whose lease expired, when another
 	// worker takes its partition over.
@@ -89,7 +93,22 @@ func qAdvanceLatest(n int) string {
 // pairs from $4) of DAG $2 that worker $3 still runs: the fence.
 func qHeartbeat(n int) string {
 	return `UPDATE tranche_attempts SET lease_until_ms = $1
-		WHERE dag_id = $2 AND worker = $3 AND state = 'running' AND (start_s, attempt) IN (VALUES ` + tuples(4, n, 2) + `)`
+		WHERE dag_id = $2 AND worker = $3 AND state = 'running' AND (start_s, attempt) IN (VALUES ` +
+		pairs(4, n) + `)`
+}
+
+// pairs returns n (start_s, attempt) pairs of placeholders from $from,
+// cast for PostgreSQL, which would take a VALUES list's parameters for
+// text.
+func pairs(from, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(CAST($%d AS BIGINT), CAST($%d AS INTEGER))", from+2*i, from+2*i+1)
+	}
+	return b.String()
 }
 
 // prepare prepares the ledger's fixed queries: on the writing database

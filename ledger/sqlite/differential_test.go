@@ -50,7 +50,7 @@ func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 		log = append(log, fmt.Sprintf("%s: %v", what, errs[1]))
 		m, s := fmt.Sprint(errs[0]), fmt.Sprint(errs[1])
 		if m != s {
-			t.Fatalf("%s:\n memory: %s\n sqlite: %s\nsteps:\n%s", what, m, s, strings.Join(log, "\n"))
+			t.Fatalf("%s:\n memory: %s\n sqlite: %s\nthe last steps:\n%s", what, m, s, strings.Join(log[max(0, len(log)-20):], "\n"))
 		}
 	}
 	for range steps {
@@ -163,6 +163,6 @@ func compareLedgers(t *testing.T, ctx context.Context, mem, sql tranche.Ledger, 
 		return b.String()
 	}
 	if m, s := dump(mem), dump(sql); m != s {
-		t.Fatalf("ledgers differ after:\n%s\nmemory:\n%s\nsqlite:\n%s", strings.Join(log, "\n"), m, s)
+		t.Fatalf("ledgers differ after:\n%s\nmemory:\n%s\nsqlite:\n%s", strings.Join(log[max(0, len(log)-20):], "\n"), m, s)
 	}
 }
