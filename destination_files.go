@@ -21,9 +21,12 @@ import (
 // "2026-11-01T01:00-05:00" is the folder "hour=2026-11-01T01%3A00-05%3A00".
 //
 // A write encodes every batch into a temporary file beside its target
-// before it renames any into place, so rows that JSON cannot encode leave
-// every partition as it was, and a process killed during a write leaves
-// each partition's old file or its new one, never part of one.
+// (".data-*.jsonl.tmp", synced to disk) before it renames any into place,
+// so rows that JSON cannot encode, or a context canceled before the
+// renames, leave every partition as it was, and a process killed during a
+// write leaves each partition's old file or its new one, never part of
+// one (and, at worst, a temporary file that readers of data.jsonl never
+// see).
 type FilesDestination struct {
 	// Dir is the root folder; it is created when missing. It must not be
 	// empty.

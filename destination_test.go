@@ -309,3 +309,39 @@ func TestFilesDestinationEscapes(t *testing.T) {
 		t.Errorf("String() = %s", dest.String())
 	}
 }
+
+// cancelAfter is a context canceled once Err has been asked n times, to
+// stop a write between encoding its batches and renaming them.
+type cancelAfter struct {
+	context.Context
+	n int
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestFilesDestinationCanceledBeforeRenames(t *testing.T) {
+	dir := t.TempDir()
+	dest := &tranche.FilesDestination{Dir: dir}
+	batches := func(v int) []tranche.Batch {
+		return []tranche.Batch{
+			{Asset: "a", Column: "day", Partition: day(1), Rows: []tranche.Row{{"v": v}}},
+			{Asset: "a", Column: "day", Partition: day(2), Rows: []tranche.Row{{"v": v}}},
+		}
+	}
+	if err := dest.Write(ctxT, batches(1)); err != nil {
+		t.Fatal(err)
+	}
+	before := readTree(t, dir)
+	// Err is asked once per batch, then once before the renames.
+	if err := dest.Write(&cancelAfter{Context: ctxT, n: 2}, batches(2)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write = %v, want context.Canceled", err)
+	}
+	if diff := cmp.Diff(before, readTree(t, dir)); diff != "" {
+		t.Errorf("a write canceled before its renames changed the files (-before +after):\n%s", diff)
+	}
+}
