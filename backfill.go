@@ -555,7 +555,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	} else {
 		target = u.window
 	}
-	res, runErr := x.runner.run(runCtx, b.DAG, target, runID, lease.Attempts[0])
+	res, runErr := x.runner.run(runCtx, b.DAG, target, runID, lease.Attempts[0], cfg.id)
 	release()
 
 	outcomes := make([]Outcome, n)
@@ -844,7 +844,7 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 	}
 	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
 	runCtx, release := keeper.keep(lease)
-	res, runErr := r.run(runCtx, dag, p, runID, lease.Attempts[0])
+	res, runErr := r.run(runCtx, dag, p, runID, lease.Attempts[0], "")
 	release()
 	keeper.close()
 	outcome := Outcome{State: StateSucceeded}

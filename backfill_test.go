@@ -1676,7 +1676,8 @@ func TestBackfillEvents(t *testing.T) {
 			t.Errorf("failed event: %v", e.Err)
 		}
 	}
-	// The runner's events carry the run id and attempt of the ledger.
+	// The runner's events carry the run id and attempt of the ledger, and
+	// the backfill's id.
 	rec.Reset()
 	runs.Reset()
 	clock.Advance(2 * time.Hour) // day 2's lease expires
@@ -1692,6 +1693,9 @@ func TestBackfillEvents(t *testing.T) {
 			if p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC); e.RunID != tranche.RunID(bfDAGID, p.Start, p.End) {
 				t.Errorf("run %s of %s; want its partition's run id", e.RunID, e.Target)
 			}
+		}
+		if id, _ := b.ID(); e.Backfill != id {
+			t.Errorf("%s event of run %s has backfill %q, want %q", e.Kind, e.RunID, e.Backfill, id)
 		}
 	}
 	if want := map[string]int{"2026-01-03": 2, "2026-01-02": 2}; !cmp.Equal(got, want) {

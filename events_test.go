@@ -125,14 +125,14 @@ func goldenRuns(t *testing.T, hook func(context.Context, tranche.Event)) {
 	report.Partitioning = tranche.Partitioning{Granularity: tranche.Day, AllowWindow: true}
 	dag := tranchetest.NewDAG(t, raw, stats, report, tranchetest.Noop("dim"))
 	r := tranche.Runner{Concurrency: 1, OnEvent: hook}
-	if _, err := tranche.RunWithID(&r, ctxT, dag, day(2), "run-1", 1); err != nil {
+	if _, err := tranche.RunWithID(&r, ctxT, dag, day(2), "run-1", 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tranche.RunWithID(&r, ctxT, dag, w, "run-2", 3); err == nil {
+	if _, err := tranche.RunWithID(&r, ctxT, dag, w, "run-2", 3, ""); err == nil {
 		t.Fatal("the window run succeeded")
 	}
 }

@@ -1,4 +1,5 @@
 package tranche
 
-// RunWithID is Runner.run, for tests that need a known run id.
+// RunWithID is Runner.run, for tests that need a known run id, attempt
+// or backfill.
 var RunWithID = (*Runner).run

@@ -100,12 +100,12 @@ func (TimePartitionWindow) isTarget() {}
 // when the run completed, the failures (each an [*AssetError], joined)
 // when it failed, and context.Cause(ctx) when ctx was canceled first.
 func (r *Runner) Run(ctx context.Context, dag *DAG, target Target) (*Result, error) {
-	return r.run(ctx, dag, target, newRunID(), 1)
+	return r.run(ctx, dag, target, newRunID(), 1, "")
 }
 
 // run is Run with the run's id and attempt chosen by the caller, as a
 // backfill does.
-func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, attempt int) (*Result, error) {
+func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, attempt int, backfill string) (*Result, error) {
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
 	}
@@ -121,6 +121,7 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 		dag:      dag,
 		id:       runID,
 		attempt:  attempt,
+		backfill: backfill,
 		target:   t,
 		runner:   r,
 		outcomes: make([]AssetOutcome, n),
@@ -312,10 +313,11 @@ func nameList(names []string, one, many string) string {
 
 // runState is one run in progress.
 type runState struct {
-	dag     *DAG
-	id      string
-	attempt int
-	target  target
+	dag      *DAG
+	id       string
+	attempt  int
+	backfill string // the backfill the run belongs to, or ""
+	target   target
 
 	runner   *Runner // its OnEvent and Logger
 	logHook  func(context.Context, Event)
@@ -345,7 +347,7 @@ func (s *runState) emit(e *Event) {
 	if !s.hasHooks() {
 		return
 	}
-	e.RunID, e.runAttempt = s.id, s.attempt
+	e.RunID, e.runAttempt, e.Backfill = s.id, s.attempt, s.backfill
 	if !s.target.none {
 		if s.target.isWindow {
 			e.Window = s.target.window

@@ -529,7 +529,7 @@ func TestRunTargets(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clear(got)
-			res, err := tranche.RunWithID(new(tranche.Runner), ctxT, dag, tc.target, "run-1", 1)
+			res, err := tranche.RunWithID(new(tranche.Runner), ctxT, dag, tc.target, "run-1", 1, "")
 			tranchetest.RequireCompleted(t, res, err)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(seen{})); diff != "" {
 				t.Errorf("what assets saw mismatch (-want +got):\n%s", diff)
@@ -692,7 +692,7 @@ func TestEventIDsAreDeterministic(t *testing.T) {
 		tranchetest.Noop("b", "a"))
 	ids := func(runID string, attempt int) []string {
 		rec := new(tranchetest.Recorder)
-		res, err := tranche.RunWithID(&tranche.Runner{OnEvent: rec.OnEvent}, ctxT, dag, nil, runID, attempt)
+		res, err := tranche.RunWithID(&tranche.Runner{OnEvent: rec.OnEvent}, ctxT, dag, nil, runID, attempt, "")
 		tranchetest.RequireCompleted(t, res, err)
 		var out []string
 		for _, e := range rec.Events() {
@@ -782,7 +782,7 @@ func TestConcurrentRunsShareAHook(t *testing.T) {
 	ids := make([]string, 8)
 	for i := range ids {
 		wg.Go(func() {
-			res, err := tranche.RunWithID(&r, ctxT, dag, nil, fmt.Sprintf("run-%d", i), 1)
+			res, err := tranche.RunWithID(&r, ctxT, dag, nil, fmt.Sprintf("run-%d", i), 1, "")
 			if err != nil || res.Status != tranche.StatusCompleted {
 				t.Errorf("run %d: %v", i, err)
 			}
