@@ -65,6 +65,16 @@ type Dialect struct {
 	// serializes them already.
 	LockSchema string
 
+	// HasTable, when not empty, is a query of one boolean telling
+	// whether the table named $1 exists (PostgreSQL:
+	// "SELECT to_regclass($1) IS NOT NULL"). The migration asks it
+	// before creating the table of schema versions, and creates that
+	// table only when it is missing: PostgreSQL checks the privilege to
+	// create a table even for CREATE TABLE IF NOT EXISTS, and would
+	// refuse a worker without it a ledger whose tables the schema's
+	// owner created. "" runs CREATE TABLE IF NOT EXISTS every time.
+	HasTable string
+
 	// Classify tells what a driver error means: one of the Err...
 	// sentinels of this package (or nil when none fits), a hint for the
 	// reader of the error message (or ""), and whether the whole

@@ -88,8 +88,16 @@ func (l *Ledger) migrate(ctx context.Context) (found int, err error) {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, createSchemaTable); err != nil {
-			return err
+		exists := false
+		if l.dialect.HasTable != "" {
+			if err := tx.QueryRowContext(ctx, l.q(l.dialect.HasTable), "tranche_schema").Scan(&exists); err != nil {
+				return err
+			}
+		}
+		if !exists {
+			if _, err := tx.ExecContext(ctx, createSchemaTable); err != nil {
+				return err
+			}
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM tranche_schema`).Scan(&found); err != nil {
 			return err
