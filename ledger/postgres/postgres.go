@@ -1,0 +1,329 @@
+// Package postgres is tranche's shared ledger: a [tranche.Ledger] in a
+// PostgreSQL database, through which workers on any number of machines
+// share one backfill, each partition landing exactly once. It runs on
+// github.com/jackc/pgx/v5 through database/sql, and lives in its own
+// module so that tranche itself does not carry the driver.
+//
+//	ledger, err := postgres.Open(ctx, "postgres://tranche@db.internal/warehouse", nil)
+//	if err != nil { ... }
+//	defer ledger.Close()
+//	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger}
+//
+// Scaling out is running the same program N times against the same
+// connection string: a backfill's workers need no other coordination.
+//
+// # Claims, leases and fencing
+//
+// Every claim and transition is one transaction. A claim locks the rows
+// of the partitions it asks for with FOR UPDATE SKIP LOCKED, so it never
+// waits for another claim of the same partitions: a partition another
+// transaction is claiming counts as held. Leases are judged by the
+// database's clock (clock_timestamp()), read inside the transaction, so
+// clock skew between the workers' machines can neither expire a live
+// lease nor keep a dead one. A heartbeat or a finish changes a partition
+// only while the lease's worker still runs the lease's attempt; a worker
+// that lost its partition to a newer attempt gets [tranche.ErrFenced] and
+// records nothing.
+//
+// # Schema
+//
+// The tables are github.com/tranche-dev/tranche/sqlledger's, shared with
+// the SQLite ledger, in [Options.Schema] or the connection's current
+// schema. [Open] creates or migrates them in one transaction under an
+// advisory lock, so that workers starting at once migrate one after the
+// other; a schema that a newer release of tranche migrated is refused
+// with a [*sqlledger.SchemaError]. The role that opens the ledger first
+// needs the CREATE privilege on the schema; once the tables exist,
+// workers need only SELECT, INSERT and UPDATE on them.
+//
+// # Failures
+//
+// A wrong connection string, a server that cannot be reached or refuses
+// the role, a role without the privileges the ledger needs: each is an
+// error that says so, matching [ErrConnect] or [ErrPermission]. A
+// connection lost mid-transaction (the server restarted, or the
+// connection was terminated) fails that call with an error matching
+// [ErrConnectionLost], and the transaction is rolled back: nothing is
+// ever half-written. A claim whose outcome the worker could not learn
+// leaves its partitions claimed only until the lease expires, when the
+// next worker takes them over; the ledger's history shows the takeover.
+// The next call reconnects.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/sqlledger"
+)
+
+// Options configure [Open]. A nil *Options means the defaults.
+type Options struct {
+	// Schema is the PostgreSQL schema that holds the ledger's tables;
+	// Open creates it if it does not exist. "" means the connection's
+	// current schema: the first existing schema of its search_path,
+	// usually public.
+	Schema string
+
+	// Now, when not nil, is the clock that judges leases and stamps
+	// attempts in place of the database's. Tests inject one; workers
+	// should keep the database's, the one clock they all share.
+	Now func() time.Time
+
+	// MaxConns bounds the connections the ledger opens to the server;
+	// 0 means [DefaultMaxConns]. Every worker process opens its own, so
+	// the server's max_connections must exceed the sum.
+	MaxConns int
+}
+
+// DefaultMaxConns is the connection limit of Options.MaxConns zero.
+const DefaultMaxConns = 4
+
+// Errors of a PostgreSQL ledger beside sqlledger's kinds, matched with
+// errors.Is; the message says what went wrong and what to do.
+var (
+	// ErrConnect: the server could not be reached, or refused the
+	// connection (an unknown database, a failed authentication, no
+	// connection slot left, a server starting up or shutting down).
+	ErrConnect = errors.New("postgres: cannot connect to the server")
+
+	// ErrConnectionLost: an open connection broke mid-call (the server
+	// restarted or shut down, or the connection was terminated). The
+	// call's transaction was rolled back, or, if it was committing, may
+	// have committed.
+	ErrConnectionLost = errors.New("postgres: connection to the server lost")
+
+	// ErrPermission: the role lacks a privilege the ledger needs.
+	ErrPermission = errors.New("postgres: permission denied")
+)
+
+// Ledger is a [tranche.Ledger] in a PostgreSQL database. Its methods are
+// those of [sqlledger.Ledger]; Close it after its last use.
+type Ledger struct {
+	*sqlledger.Ledger
+	db     *sql.DB
+	schema string
+}
+
+var _ tranche.Ledger = (*Ledger)(nil)
+
+// Open connects to the database of connString, a PostgreSQL URL
+// (postgres://user:password@host:port/database?sslmode=...) or key=value
+// string as libpq and pgx accept them, and creates or migrates the
+// ledger's tables. Unset PG* environment variables fill in what the
+// string leaves out, as with psql. It refuses, with an error naming the
+// server, the database and the schema (never the password) and writing
+// nothing: a connection string that does not parse, a server it cannot
+// reach or that refuses it ([ErrConnect]), a role that may not create the
+// tables ([ErrPermission]), and tables a newer release of tranche
+// migrated ([*sqlledger.SchemaError]).
+func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.MaxConns < 0 {
+		return nil, fmt.Errorf("tranche: postgres ledger: %d connections; want 1 or more (0 means %d)", o.MaxConns, DefaultMaxConns)
+	}
+	if strings.ContainsRune(o.Schema, 0) {
+		return nil, fmt.Errorf("tranche: postgres ledger: schema %q contains a NUL byte", o.Schema)
+	}
+	cfg, err := pgx.ParseConfig(connString)
+	if err != nil {
+		// pgx's message quotes the string with its password redacted.
+		return nil, fmt.Errorf("tranche: postgres ledger: the connection string is not valid; want a URL such as postgres://user@host:5432/database or key=value pairs such as host=db dbname=warehouse: %w", err)
+	}
+	name := "postgres ledger " + describe(cfg, o.Schema)
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 15 * time.Second
+	}
+	setDefault(cfg.RuntimeParams, "application_name", "tranche")
+	// A worker stopped mid-transaction (a paused process, a network
+	// partition) must not hold its rows locked for long.
+	setDefault(cfg.RuntimeParams, "idle_in_transaction_session_timeout", "15s")
+	if o.Schema != "" {
+		cfg.RuntimeParams["search_path"] = quoteIdent(o.Schema)
+	}
+
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(o.MaxConns)
+	db.SetMaxIdleConns(o.MaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	dialect := dialectFor(cfg, o.Schema)
+	fail := func(op string, err error) (*Ledger, error) {
+		db.Close()
+		if _, ok := errors.AsType[*sqlledger.Error](err); ok || errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+			return nil, err
+		}
+		if _, ok := errors.AsType[*sqlledger.SchemaError](err); ok {
+			return nil, err
+		}
+		kind, hint, _ := dialect.Classify(err)
+		return nil, &sqlledger.Error{Ledger: name, Op: op, Kind: kind, Hint: hint, Err: err}
+	}
+	if err := db.PingContext(ctx); err != nil {
+		return fail("connecting", err)
+	}
+	if o.Schema != "" {
+		if err := createSchema(ctx, db, o.Schema); err != nil {
+			return fail("creating schema "+o.Schema, err)
+		}
+	}
+	l, err := sqlledger.Open(ctx, db, sqlledger.Options{Dialect: dialect, Name: name, Now: o.Now})
+	if err != nil {
+		return fail("opening", err)
+	}
+	return &Ledger{Ledger: l, db: db, schema: o.Schema}, nil
+}
+
+// Close closes the ledger's connections. A ledger must not be used after.
+func (l *Ledger) Close() error {
+	return errors.Join(l.Ledger.Close(), l.db.Close())
+}
+
+func setDefault(m map[string]string, key, value string) {
+	if _, ok := m[key]; !ok {
+		m[key] = value
+	}
+}
+
+// describe names a database as errors give it: user@host:port/database,
+// and the schema; never the password.
+func describe(cfg *pgx.ConnConfig, schema string) string {
+	host := cfg.Host
+	if strings.HasPrefix(host, "/") {
+		host = "[" + host + "]" // a Unix socket's folder
+	}
+	s := fmt.Sprintf("%s@%s:%d/%s", cfg.User, host, cfg.Port, cfg.Database)
+	if schema != "" {
+		s += " schema " + schema
+	}
+	return s
+}
+
+// quoteIdent quotes a PostgreSQL identifier.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// lockClass is the first key of the ledger's advisory locks: "tran".
+const lockClass = 0x7472616e
+
+// createSchema creates the schema unless it exists, under the advisory
+// lock of migrations: CREATE SCHEMA IF NOT EXISTS would need the
+// privilege to create it even when it exists, and races with itself.
+func createSchema(ctx context.Context, db *sql.DB, schema string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockClass, schema); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+quoteIdent(schema)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// dialectFor returns the PostgreSQL dialect, its hints naming the role
+// and the schema of cfg.
+func dialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
+	where := "the connection's current schema"
+	if schema != "" {
+		where = "schema " + schema
+	}
+	return &sqlledger.Dialect{
+		Name:     "postgres",
+		Now:      "CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)",
+		IDColumn: "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+		// Claims never wait for each other: a partition row another
+		// transaction has locked is being claimed there.
+		ClaimLock: " FOR UPDATE OF p SKIP LOCKED",
+		// A heartbeat or a finish waits for a claim of its partitions
+		// to decide, and judges the fence on the outcome.
+		LeaseLock: " FOR UPDATE OF p",
+		// The migration's lock, per schema: the schema is the first
+		// of the search_path, the one the tables go to.
+		LockSchema: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext(current_schema()))", lockClass),
+		// A worker without the privilege to create tables opens a
+		// ledger whose tables exist.
+		HasTable: "SELECT to_regclass($1) IS NOT NULL",
+		Classify: func(err error) (error, string, bool) {
+			return classify(err, cfg.User, cfg.Database, where)
+		},
+	}
+}
+
+// classify tells what a pgx error means; see [sqlledger.Dialect].
+func classify(err error, role, database, where string) (kind error, hint string, retry bool) {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch code := pe.Code; {
+		case code == "40001", code == "40P01":
+			return nil, "", true // a serialization failure, a deadlock: try again
+		case code == "42501":
+			return ErrPermission, fmt.Sprintf("role %s lacks a privilege the ledger needs in %s of database %s: the first to open a ledger needs CREATE on the schema to create its tables (or the owner opens it once), and every worker needs SELECT, INSERT and UPDATE on the tranche_ tables; nothing was written",
+				role, where, database), false
+		case code == "3F000":
+			return ErrPermission, fmt.Sprintf("%s does not exist in database %s (the search_path names no existing schema); give Options.Schema, or create the schema; nothing was written", where, database), false
+		case code == "3D000":
+			return ErrConnect, fmt.Sprintf("database %s does not exist on the server; create it (createdb %s), or correct the connection string", database, database), false
+		case code == "28P01", code == "28000":
+			return ErrConnect, fmt.Sprintf("the server refused role %s: check the user and password of the connection string (or PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf", role), false
+		case code == "53300":
+			return ErrConnect, "the server has no connection slot left: raise its max_connections, or lower Options.MaxConns times the number of workers", false
+		case code == "57P03":
+			return ErrConnect, "the server is starting up or shutting down; try again in a moment", false
+		case code == "57P01", code == "57P02", code == "57P05", strings.HasPrefix(code, "08"):
+			return ErrConnectionLost, lostHint, false
+		case code == "25006":
+			return sqlledger.ErrReadOnly, "the server is a read-only standby, or the database is read-only (default_transaction_read_only): point the ledger at the primary; nothing was written", false
+		case code == "53100":
+			return sqlledger.ErrFull, "the server's disk is full; free space and run again: the transaction was rolled back", false
+		case code == "55P03":
+			return sqlledger.ErrLocked, "a lock wait exceeded the session's lock_timeout; try again; nothing was written", false
+		case code == "XX001", code == "XX002":
+			return sqlledger.ErrCorrupt, "the server reports damaged data; see its log", false
+		case code == "58030":
+			return sqlledger.ErrIO, "the server failed a read or a write; see its log", false
+		}
+		return nil, "", false
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return ErrConnect, "the server cannot be reached: check the host and port of the connection string, and that the server runs and accepts TCP connections from this machine", false
+	}
+	if pgconn.Timeout(err) {
+		return nil, "", false // the caller's deadline: the context says so
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "conn closed") {
+		return ErrConnectionLost, lostHint, false
+	}
+	return nil, "", false
+}
+
+const lostHint = "the connection to the server was lost (the server restarted or shut down, or the connection was terminated): the transaction was rolled back, or, if it was committing, may have committed; partitions a lost claim holds are taken over once its lease expires; the next call reconnects"
