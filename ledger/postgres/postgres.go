@@ -285,8 +285,7 @@ func classify(err error, role, database, where string) (kind error, hint string,
 		case code == "40001", code == "40P01":
 			return nil, "", true // a serialization failure, a deadlock: try again
 		case code == "42501":
-			return ErrPermission, fmt.Sprintf("role %s lacks a privilege the ledger needs in %s of database %s: the first to open a ledger needs CREATE on the schema to create its tables (or the owner opens it once), and every worker needs SELECT, INSERT and UPDATE on the tranche_ tables; nothing was written",
-				role, where, database), false
+			return ErrPermission, permissionHint(pe.Message, role, where, database), false
 		case code == "3F000":
 			return ErrPermission, fmt.Sprintf("%s does not exist in database %s (the search_path names no existing schema); give Options.Schema, or create the schema; nothing was written", where, database), false
 		case code == "3D000":
@@ -324,6 +323,20 @@ func classify(err error, role, database, where string) (kind error, hint string,
 		return ErrConnectionLost, lostHint, false
 	}
 	return nil, "", false
+}
+
+// permissionHint says what to grant, by what the server refused.
+func permissionHint(msg, role, where, database string) string {
+	switch {
+	case strings.Contains(msg, "for database"):
+		return fmt.Sprintf("role %s may not create %s in database %s: create the schema for it (CREATE SCHEMA ... AUTHORIZATION %s), or grant it CREATE on the database; nothing was written",
+			role, where, database, role)
+	case strings.Contains(msg, "for schema"):
+		return fmt.Sprintf("role %s may not create the ledger's tables in %s of database %s: grant it CREATE on the schema, or have the schema's owner open the ledger once to create them (workers then need only SELECT, INSERT and UPDATE on the tranche_ tables); nothing was written",
+			role, where, database)
+	}
+	return fmt.Sprintf("role %s lacks a privilege on the ledger's tables in %s of database %s: workers need SELECT, INSERT and UPDATE on the tranche_ tables; nothing was written",
+		role, where, database)
 }
 
 const lostHint = "the connection to the server was lost (the server restarted or shut down, or the connection was terminated): the transaction was rolled back, or, if it was committing, may have committed; partitions a lost claim holds are taken over once its lease expires; the next call reconnects"

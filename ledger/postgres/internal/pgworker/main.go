@@ -1,0 +1,236 @@
+// Pgworker is the worker process of the PostgreSQL ledger's fault tests
+// and benchmarks: the tests start several against one database, kill
+// them, cut their connections and restart the server under them, and
+// check what the ledger and the files destination hold after.
+//
+// In backfill mode it runs a tranche.Backfill of one daily asset,
+// "events", into a files destination, appending a line to an executions
+// log when each execution starts and when it ends. With -loop (the
+// default) it runs the backfill again, as a replica of a scaled-out job
+// would, until every partition has succeeded: partitions held by others
+// whose leases then expire are taken over, and calls that failed with the
+// server are tried again. It prints a summary as one JSON object on
+// stdout.
+//
+// In bench mode it claims and finishes partitions one at a time and
+// prints the latencies.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger/postgres"
+)
+
+var (
+	url         = flag.String("url", "", "the ledger's connection string")
+	schema      = flag.String("schema", "", "the ledger's schema")
+	maxConns    = flag.Int("maxconns", 0, "the ledger's connection limit")
+	mode        = flag.String("mode", "backfill", "backfill or bench")
+	worker      = flag.String("worker", "", "the worker's name")
+	dest        = flag.String("dest", "", "the files destination's folder")
+	logPath     = flag.String("log", "", "the executions log, appended to")
+	from        = flag.String("from", "2020-01-01", "the first day")
+	days        = flag.Int("days", 60, "how many days")
+	lease       = flag.Duration("lease", time.Second, "the lease")
+	heartbeat   = flag.Duration("heartbeat", 300*time.Millisecond, "the heartbeat")
+	concurrency = flag.Int("concurrency", 2, "partitions at once")
+	work        = flag.Duration("work", 10*time.Millisecond, "the work per partition")
+	rows        = flag.Int("rows", 3, "rows per partition")
+	loop        = flag.Bool("loop", true, "run the backfill again until every partition succeeded")
+	deadline    = flag.Duration("deadline", 90*time.Second, "give up looping after this long")
+	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
+	offset      = flag.Int("offset", 0, "bench: the first partition, in days after -from")
+)
+
+// summary is what backfill mode prints: the runs' reports added up.
+type summary struct {
+	Worker    string   `json:"worker"`
+	Runs      int      `json:"runs"`
+	Succeeded int      `json:"succeeded"` // partitions this worker ran that succeeded
+	Failed    int      `json:"failed"`    // partitions this worker ran that failed
+	Fenced    int      `json:"fenced"`    // of those, how many lost to a newer attempt
+	Lost      int      `json:"lost"`      // of those, and of run errors, how many lost the server
+	Errors    []string `json:"errors"`    // the first run-level errors
+	Done      bool     `json:"done"`      // every partition succeeded
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	first, err := time.Parse(time.DateOnly, *from)
+	if err != nil {
+		return err
+	}
+	var l *postgres.Ledger
+	// The server may be restarting: keep trying for a while.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		l, err = postgres.Open(ctx, *url, &postgres.Options{Schema: *schema, MaxConns: *maxConns})
+		if err == nil || time.Since(start) > 20*time.Second || ctx.Err() != nil ||
+			!errors.Is(err, postgres.ErrConnect) && !errors.Is(err, postgres.ErrConnectionLost) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if *mode == "bench" {
+		return bench(ctx, l, first)
+	}
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, first, first.AddDate(0, 0, *days-1))
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	var attempts sync.Map // run id -> the ledger's attempt number
+	logLine := func(what, key string, attempt int) {
+		// One write per line under O_APPEND: lines of several workers
+		// never interleave.
+		fmt.Fprintf(logFile, "%s %s %s %d\n", what, key, *worker, attempt)
+	}
+	asset := tranche.Asset{
+		Name:         "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
+		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: *dest}},
+		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			p, err := m.Partition()
+			if err != nil {
+				return nil, err
+			}
+			attempt := 0
+			if v, ok := attempts.Load(m.RunID()); ok {
+				attempt = v.(int)
+			}
+			key := p.Key()
+			logLine("start", key, attempt)
+			select {
+			case <-time.After(*work):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			out := make([]tranche.Row, *rows)
+			for i := range out {
+				out[i] = tranche.Row{"day": key, "n": i, "worker": *worker, "attempt": attempt}
+			}
+			logLine("done", key, attempt)
+			return out, nil
+		}),
+	}
+	dag, err := tranche.NewDAG(asset)
+	if err != nil {
+		return err
+	}
+	b := &tranche.Backfill{
+		DAG: dag, Window: w, Ledger: l, Worker: *worker, Concurrency: *concurrency,
+		Lease: *lease, Heartbeat: *heartbeat, OnFailure: tranche.FailContinue,
+		Runner: &tranche.Runner{OnEvent: func(_ context.Context, e tranche.Event) {
+			if e.Kind == tranche.KindRunStarted {
+				attempts.Store(e.RunID, e.Attempt)
+			}
+		}},
+	}
+	id, err := b.ID()
+	if err != nil {
+		return err
+	}
+	out := summary{Worker: *worker}
+	lost := func(err error) bool {
+		return errors.Is(err, postgres.ErrConnectionLost) || errors.Is(err, postgres.ErrConnect)
+	}
+	start := time.Now()
+	for ctx.Err() == nil {
+		r, err := b.Run(ctx)
+		out.Runs++
+		if r != nil {
+			out.Succeeded += r.Succeeded
+			out.Failed += r.Failed
+			for _, f := range r.Failures {
+				switch {
+				case errors.Is(f.Err, tranche.ErrFenced):
+					out.Fenced++
+				case lost(f.Err):
+					out.Lost++
+				}
+			}
+		}
+		if err != nil && r == nil || err != nil && r.Failed == 0 {
+			if lost(err) {
+				out.Lost++
+			}
+			if len(out.Errors) < 10 {
+				out.Errors = append(out.Errors, err.Error())
+			}
+		}
+		if !*loop {
+			break
+		}
+		if s, err := tranche.StatusOf(ctx, l, id, time.Now()); err == nil && s.Done() {
+			out.Done = true
+			break
+		}
+		if time.Since(start) > *deadline {
+			out.Errors = append(out.Errors, fmt.Sprintf("gave up after %v", *deadline))
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// benchResult is what bench mode prints.
+type benchResult struct {
+	Ops      int     `json:"ops"`
+	MedianUS float64 `json:"median_us"`
+	P90US    float64 `json:"p90_us"`
+	P99US    float64 `json:"p99_us"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// bench claims and finishes -ops partitions from -offset days after
+// first, one at a time, timing each claim plus finish.
+func bench(ctx context.Context, l tranche.Ledger, first time.Time) error {
+	dag := "bench-dag"
+	lat := make([]time.Duration, 0, *ops)
+	start := time.Now()
+	for i := range *ops {
+		p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset+i))
+		t0 := time.Now()
+		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "bench", Worker: *worker, RunID: "bench",
+			Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+		if err != nil {
+			return err
+		}
+		if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	total := time.Since(start)
+	slices.Sort(lat)
+	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
+	return json.NewEncoder(os.Stdout).Encode(benchResult{Ops: len(lat), MedianUS: q(0.5), P90US: q(0.9), P99US: q(0.99), Seconds: total.Seconds()})
+}
