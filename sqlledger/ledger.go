@@ -563,7 +563,8 @@ func ceilUnix(t time.Time) int64 {
 const latestPage = 4096
 
 // Latest implements [tranche.Ledger]. It reads a page of attempts at a
-// time and holds no connection while the loop body runs.
+// time, in the order of the primary key, and keeps each partition's last;
+// it holds no connection while the loop body runs.
 func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[tranche.Attempt, error] {
 	return func(yield func(tranche.Attempt, error) bool) {
 		next, end := ceilUnix(from), ceilUnix(to)
@@ -574,8 +575,9 @@ func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) ite
 				return
 			}
 			page = page[:0]
+			read := 0
 			err := l.read(ctx, "reading the latest attempts of DAG "+dag, func() error {
-				rows, err := l.readRows(ctx, qLatest, dag, next, end, latestPage)
+				rows, err := l.readRows(ctx, qAttempts, dag, next, end, latestPage)
 				if err != nil {
 					return err
 				}
@@ -585,7 +587,12 @@ func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) ite
 					if err != nil {
 						return err
 					}
-					page = append(page, a)
+					read++
+					if n := len(page); n > 0 && page[n-1].Start.Equal(a.Start) {
+						page[n-1] = a // a later attempt at the same partition
+					} else {
+						page = append(page, a)
+					}
 				}
 				return rows.Err()
 			})
@@ -593,15 +600,34 @@ func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) ite
 				yield(tranche.Attempt{}, err)
 				return
 			}
+			full := read == latestPage
+			if full && len(page) > 0 {
+				// The last partition's attempts may go on in the next
+				// page: read it again from there.
+				last := page[len(page)-1]
+				if len(page) == 1 {
+					// One partition filled the page: its latest attempt
+					// is its history's last.
+					h, err := l.History(ctx, dag, last.Start)
+					if err != nil {
+						yield(tranche.Attempt{}, err)
+						return
+					}
+					page[0] = h[len(h)-1]
+					next = last.Start.Unix() + 1
+				} else {
+					page = page[:len(page)-1]
+					next = last.Start.Unix()
+				}
+			}
 			for _, a := range page {
 				if !yield(a, nil) {
 					return
 				}
 			}
-			if len(page) < latestPage {
+			if !full {
 				return
 			}
-			next = page[len(page)-1].Start.Unix() + 1
 		}
 	}
 }

@@ -44,12 +44,14 @@ const (
 		WHERE d.dag = $1 AND a.start_s = $2
 		ORDER BY a.attempt`
 
-	qLatest = `SELECT ` + attemptColumns + `
-		FROM tranche_dags d
-		JOIN tranche_partitions p ON p.dag_id = d.id
-		JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt = p.latest
-		WHERE d.dag = $1 AND p.start_s >= $2 AND p.start_s < $3
-		ORDER BY p.start_s
+	// qAttempts reads the attempts of a range of partitions in the
+	// primary key's order, a sequential read: Latest keeps each
+	// partition's last, cheaper than a join seeking each partition's
+	// latest attempt when partitions have few attempts, as they do.
+	qAttempts = `SELECT ` + attemptColumns + `
+		FROM tranche_dags d JOIN tranche_attempts a ON a.dag_id = d.id
+		WHERE d.dag = $1 AND a.start_s >= $2 AND a.start_s < $3
+		ORDER BY a.start_s, a.attempt
 		LIMIT $4`
 )
 
@@ -117,7 +119,7 @@ func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	writes := []string{l.qNow(), qDAGID, qInsertDAG, qBump, qCanceled, qBackfill, qCancelBackfill, qInsertBackfill,
 		qTakeover, qFinish, qInsertPartitions(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
-	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qLatest}
+	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts}
 	for _, set := range []struct {
 		db    *sql.DB
 		into  map[string]*sql.Stmt

@@ -19,7 +19,8 @@ import (
 // Benchmarks of the SQLite ledger, beside the in-memory ledger; run them
 // with
 //
-//	go test -run '^$' -bench . -benchtime 2000x -count 5 ./ledger/sqlite
+//	go test -run '^$' -bench 'ClaimFinish' -benchtime 2000x -count 5 ./ledger/sqlite
+//	go test -run '^$' -bench 'Plan100k' -benchtime 5x -count 5 ./ledger/sqlite
 //
 // and the file size of a million attempts with
 //
@@ -84,31 +85,33 @@ func BenchmarkClaimFinishProcesses(b *testing.B) {
 }
 
 // BenchmarkClaimFinish claims and finishes one partition at a time in this
-// process, on SQLite and on the in-memory ledger.
+// process, on SQLite and on the in-memory ledger in alternation, so that
+// both see the same load, and reports each one's time and their ratio.
 func BenchmarkClaimFinish(b *testing.B) {
-	for _, kind := range []string{"sqlite", "memory"} {
-		b.Run(kind, func(b *testing.B) {
-			var l tranche.Ledger = tranche.NewMemoryLedger(nil)
-			if kind == "sqlite" {
-				l = openTemp(b, nil)
+	ledgers := []tranche.Ledger{openTemp(b, nil), tranche.NewMemoryLedger(nil)}
+	ctx := b.Context()
+	first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	var took [2]time.Duration
+	i := 0
+	for b.Loop() {
+		p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, i))
+		i++
+		for k, l := range ledgers {
+			t0 := time.Now()
+			lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench", Backfill: "bench", Worker: "w", RunID: "r",
+				Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+			if err != nil {
+				b.Fatal(err)
 			}
-			ctx := b.Context()
-			first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
-			i := 0
-			for b.Loop() {
-				p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, i))
-				i++
-				lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench", Backfill: "bench", Worker: "w", RunID: "r",
-					Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
-					b.Fatal(err)
-				}
+			if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+				b.Fatal(err)
 			}
-		})
+			took[k] += time.Since(t0)
+		}
 	}
+	b.ReportMetric(float64(took[0].Microseconds())/float64(i), "sqlite-µs")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "memory-ns")
+	b.ReportMetric(float64(took[0])/float64(took[1]), "sqlite/memory")
 }
 
 // hourly is a DAG of one hourly asset, and a window of n hours.
@@ -152,29 +155,34 @@ func fill(b testing.TB, l tranche.Ledger, dag string, w tranche.TimePartitionWin
 }
 
 // BenchmarkPlan100k plans a backfill of 100,000 hourly partitions against
-// a ledger holding an attempt at each.
+// a ledger holding an attempt at each, on SQLite and on the in-memory
+// ledger in alternation, and reports each one's time and their ratio.
 func BenchmarkPlan100k(b *testing.B) {
 	const n = 100_000
-	for _, kind := range []string{"sqlite", "memory"} {
-		b.Run(kind, func(b *testing.B) {
-			var l tranche.Ledger = tranche.NewMemoryLedger(nil)
-			if kind == "sqlite" {
-				l = openTemp(b, nil)
-			}
-			dag, w := hourly(b, n)
-			fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
-			bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
-			for b.Loop() {
-				plan, err := bf.Plan(b.Context())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if plan.Counts.Total != n || plan.Counts.Run != n/10 {
-					b.Fatalf("plan counts %+v", plan.Counts)
-				}
-			}
-		})
+	dag, w := hourly(b, n)
+	ledgers := []tranche.Ledger{openTemp(b, nil), tranche.NewMemoryLedger(nil)}
+	var took [2]time.Duration
+	runs := 0
+	for _, l := range ledgers {
+		fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
 	}
+	for b.Loop() {
+		runs++
+		for k, l := range ledgers {
+			t0 := time.Now()
+			plan, err := (&tranche.Backfill{DAG: dag, Window: w, Ledger: l}).Plan(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			took[k] += time.Since(t0)
+			if plan.Counts.Total != n || plan.Counts.Run != n/10 {
+				b.Fatalf("plan counts %+v", plan.Counts)
+			}
+		}
+	}
+	b.ReportMetric(float64(took[0].Milliseconds())/float64(runs), "sqlite-ms")
+	b.ReportMetric(float64(took[1].Milliseconds())/float64(runs), "memory-ms")
+	b.ReportMetric(float64(took[0])/float64(took[1]), "sqlite/memory")
 }
 
 // TestFileSize records a million attempts and reports the file's size.
