@@ -351,3 +351,30 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Errorf("state after a refused Open:\n%s\nwant:\n%s", got, before)
 	}
 }
+
+func TestBadOptions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	for _, c := range []struct {
+		path string
+		opts *sqlite.Options
+		says string
+	}{
+		{"", nil, "empty path"},
+		{path, &sqlite.Options{Synchronous: "sometimes"}, `synchronous "sometimes"; accepted: NORMAL, FULL`},
+		{path, &sqlite.Options{BusyTimeout: -time.Second}, "busy timeout -1s"},
+		{path, &sqlite.Options{Readers: -1}, "-1 readers"},
+	} {
+		_, err := sqlite.Open(t.Context(), c.path, c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("Open(%q, %+v) = %v; want an error naming the file and saying %q", c.path, c.opts, err, c.says)
+		}
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused Open created the file: %v", err)
+	}
+	l, err := sqlite.Open(t.Context(), path, &sqlite.Options{Synchronous: "full"})
+	if err != nil {
+		t.Fatalf("Open with synchronous full = %v", err)
+	}
+	l.Close()
+}

@@ -107,9 +107,9 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	if o.Readers == 0 {
 		o.Readers = 4
 	}
-	sync := strings.ToUpper(o.Synchronous)
-	if sync == "" {
-		sync = "NORMAL"
+	syncMode := strings.ToUpper(o.Synchronous)
+	if syncMode == "" {
+		syncMode = "NORMAL"
 	}
 	switch {
 	case path == "":
@@ -118,7 +118,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 		return nil, fmt.Errorf("tranche: sqlite ledger %s: busy timeout %v; want a positive duration (0 means %v)", path, o.BusyTimeout, DefaultBusyTimeout)
 	case o.Readers < 0:
 		return nil, fmt.Errorf("tranche: sqlite ledger %s: %d readers; want 1 or more (0 means 4)", path, o.Readers)
-	case sync != "NORMAL" && sync != "FULL":
+	case syncMode != "NORMAL" && syncMode != "FULL":
 		return nil, fmt.Errorf("tranche: sqlite ledger %s: synchronous %q; accepted: NORMAL, FULL", path, o.Synchronous)
 	}
 	abs, err := filepath.Abs(path)
@@ -139,7 +139,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	}
 
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", o.BusyTimeout.Milliseconds())
-	writer, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=journal_mode(WAL)&_pragma=synchronous("+sync+")&_txlock=immediate"))
+	writer, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=journal_mode(WAL)&_pragma=synchronous("+syncMode+")&_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("tranche: %s: %w", name, err)
 	}
