@@ -142,7 +142,7 @@ const maxTries = 8
 
 // write runs f in a write transaction, committing when it returns nil,
 // and tries again a few times when the dialect says a failure was a
-// transient conflict. afterCommit, when not nil, runs after the commit.
+// transient conflict.
 func (l *Ledger) write(ctx context.Context, op string, f func(tx *sql.Tx) error) error {
 	var err error
 	for try := 1; ; try++ {
