@@ -52,6 +52,7 @@ var (
 	deadline    = flag.Duration("deadline", 90*time.Second, "give up looping after this long")
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "bench: the first partition, in days after -from")
+	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
 )
 
 // summary is what backfill mode prints: the runs' reports added up.
@@ -211,20 +212,27 @@ type benchResult struct {
 }
 
 // bench claims and finishes -ops partitions from -offset days after
-// first, one at a time, timing each claim plus finish.
+// first, -chunk at a time, timing each claim plus finish.
 func bench(ctx context.Context, l tranche.Ledger, first time.Time) error {
 	dag := "bench-dag"
-	lat := make([]time.Duration, 0, *ops)
+	lat := make([]time.Duration, 0, *ops / *chunk)
+	ps := make([]tranche.TimePartition, *chunk)
+	outcomes := make([]tranche.Outcome, *chunk)
+	for i := range outcomes {
+		outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1}
+	}
 	start := time.Now()
-	for i := range *ops {
-		p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset+i))
+	for i := 0; i+*chunk <= *ops; i += *chunk {
+		for j := range ps {
+			ps[j] = tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset+i+j))
+		}
 		t0 := time.Now()
 		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "bench", Worker: *worker, RunID: "bench",
-			Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+			Partitions: ps, Lease: time.Minute})
 		if err != nil {
 			return err
 		}
-		if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
 			return err
 		}
 		lat = append(lat, time.Since(t0))

@@ -1,0 +1,209 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// Benchmarks of the PostgreSQL ledger, beside the SQLite ledger with the
+// same workers; run them against a test server with
+//
+//	eval "$(ledger/postgres/testserver.sh start)"
+//	go test -run '^$' -bench . -benchtime 400x -count 5 github.com/tranche-dev/tranche/ledger/postgres
+//
+// BENCHMARKS.md holds the medians and the scaling curve.
+
+var (
+	sqliteOnce sync.Once
+	sqliteBin  string
+	sqliteErr  error
+)
+
+// sqliteWorker builds the SQLite ledger's crash worker, whose bench mode
+// is pgworker's: one process claiming and finishing partitions one at a
+// time. It needs the workspace (go.work), which holds both modules.
+func sqliteWorker(b *testing.B) string {
+	b.Helper()
+	dir := filepath.Dir(pgworker(b))
+	sqliteOnce.Do(func() {
+		sqliteBin = filepath.Join(dir, "crashworker")
+		out, err := exec.Command("go", "build", "-o", sqliteBin, "github.com/tranche-dev/tranche/ledger/sqlite/internal/crashworker").CombinedOutput()
+		if err != nil {
+			sqliteErr = fmt.Errorf("go build of the SQLite ledger's crashworker (in the workspace only): %v\n%s", err, out)
+		}
+	})
+	if sqliteErr != nil {
+		b.Skip(sqliteErr)
+	}
+	return sqliteBin
+}
+
+// benchResult is the workers' bench output.
+type benchResult struct {
+	Ops      int     `json:"ops"`
+	MedianUS float64 `json:"median_us"`
+	P99US    float64 `json:"p99_us"`
+}
+
+// processes runs the commands at once and reports the aggregate
+// throughput of perProc partitions each, and the medians over the
+// processes of their median and 99th percentile latencies.
+func processes(b *testing.B, cmds []*exec.Cmd, perProc int) {
+	b.ResetTimer()
+	outs := make([][]byte, len(cmds))
+	errs := make(chan error, len(cmds))
+	for i, c := range cmds {
+		go func() {
+			var err error
+			outs[i], err = c.Output()
+			if ee, ok := err.(*exec.ExitError); ok {
+				err = fmt.Errorf("%v: %s", err, ee.Stderr)
+			}
+			errs <- err
+		}()
+	}
+	for range cmds {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	var medians, p99s []float64
+	for _, out := range outs {
+		var r benchResult
+		if err := json.Unmarshal(out, &r); err != nil {
+			b.Fatalf("%q: %v", out, err)
+		}
+		medians, p99s = append(medians, r.MedianUS), append(p99s, r.P99US)
+	}
+	slices.Sort(medians)
+	slices.Sort(p99s)
+	b.ReportMetric(medians[len(medians)/2], "median-µs")
+	b.ReportMetric(p99s[len(p99s)/2], "p99-µs")
+	b.ReportMetric(float64(len(cmds)*perProc)/b.Elapsed().Seconds(), "partitions/s")
+}
+
+// BenchmarkThroughput claims and finishes partitions with no-op work in 1,
+// 4 and 16 worker processes at once, each with its own connections (a
+// pool of 4 to PostgreSQL; SQLite's one writing connection), b.N
+// partitions each, one claim and one finish per partition: the aggregate
+// throughput of a backfill whose assets cost nothing, on PostgreSQL and on
+// SQLite. With chunk=10, each claim and finish covers 10 partitions, as a
+// backfill with ChunkSize 10 does.
+func BenchmarkThroughput(b *testing.B) {
+	url := serverURL(b)
+	pg := pgworker(b)
+	for _, kind := range []string{"postgres", "postgres-chunk=10", "sqlite"} {
+		for _, n := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("%s/workers=%d", kind, n), func(b *testing.B) {
+				chunk := 1
+				if kind == "postgres-chunk=10" {
+					chunk = 10
+				}
+				perProc := b.N * chunk
+				cmds := make([]*exec.Cmd, n)
+				var base []string
+				switch kind {
+				case "sqlite":
+					path := filepath.Join(b.TempDir(), "ledger.db")
+					base = []string{sqliteWorker(b), "-mode", "bench", "-ledger", path, "-from", "1900-01-01"}
+				default:
+					base = []string{pg, "-mode", "bench", "-url", url, "-schema", freshSchema(b, url), "-from", "1900-01-01",
+						"-chunk", strconv.Itoa(chunk)}
+				}
+				// One process creates the tables before the others race.
+				if out, err := exec.Command(base[0], append(base[1:], "-worker", "setup", "-ops", strconv.Itoa(chunk), "-offset", "-20")...).CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+				for i := range cmds {
+					cmds[i] = exec.Command(base[0], append(base[1:], "-worker", fmt.Sprintf("bench-%d", i),
+						"-ops", strconv.Itoa(perProc), "-offset", strconv.Itoa(i*perProc))...)
+				}
+				processes(b, cmds, perProc)
+			})
+		}
+	}
+}
+
+// hourly is a DAG of one hourly asset, and a window of n hours.
+func hourly(b testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	first := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := tranche.NewTimePartitionWindow(tranche.Hour, first, first.Add(time.Duration(n-1)*time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dag, w
+}
+
+// fill records one finished attempt at every partition of w, in chunks,
+// a tenth of them failed, as a backfill would leave them.
+func fill(b testing.TB, l tranche.Ledger, dag string, w tranche.TimePartitionWindow) {
+	ctx := context.Background()
+	for chunk := range w.Chunks(500) {
+		ps := slices.Collect(chunk.OldestFirst())
+		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "0123456789ab", Worker: "host-12345",
+			RunID: tranche.RunID(dag, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		outcomes := make([]tranche.Outcome, len(ps))
+		for i := range outcomes {
+			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
+			if i%10 == 0 {
+				outcomes[i] = tranche.Outcome{State: tranche.StateFailed, Err: "asset \"events\": extract: connection reset by peer"}
+			}
+		}
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlan100k plans a backfill of 100,000 hourly partitions against
+// a ledger holding an attempt at each (the SQLite ledger's benchmark of
+// the same name is its twin).
+func BenchmarkPlan100k(b *testing.B) {
+	const n = 100_000
+	l := openFresh(b, serverURL(b), nil)
+	dag, w := hourly(b, n)
+	fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w)
+	bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
+	runs, c0 := 0, cpuTime()
+	for b.Loop() {
+		runs++
+		plan, err := bf.Plan(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plan.Counts.Total != n || plan.Counts.Run != n/10 {
+			b.Fatalf("plan counts %+v", plan.Counts)
+		}
+	}
+	// The CPU time of this process (the server's is not counted), which
+	// other work on the machine inflates less than the wall clock's.
+	b.ReportMetric(float64((cpuTime()-c0).Milliseconds())/float64(runs), "client-cpu-ms")
+}
+
+// cpuTime returns the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
