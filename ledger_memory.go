@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -61,7 +60,7 @@ func (l *MemoryLedger) dag(id string) *memoryDAG {
 
 // Claim implements [Ledger].
 func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, error) {
-	if err := validateClaim(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -79,7 +78,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 		if h := d.history[p.Start.UnixNano()]; len(h) > 0 {
 			latest[i] = &h[len(h)-1]
 		}
-		if err := claimable(latest[i], p, req, now); err != nil {
+		if err := req.Admits(latest[i], p, now); err != nil {
 			return nil, err
 		}
 	}
@@ -95,7 +94,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 			number = prev.Number + 1
 			if prev.State == StateRunning { // taken over after its lease expired
 				prev.State, prev.Finished, prev.Revision = StateFailed, now, d.revision
-				prev.Err = fmt.Sprintf("lease expired at %s; taken over by worker %s", prev.LeaseUntil.Format(time.RFC3339Nano), req.Worker)
+				prev.Err = TakeoverReason(prev.LeaseUntil, req.Worker)
 			}
 		}
 		key := p.Start.UnixNano()
@@ -113,96 +112,6 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 	return lease, nil
 }
 
-// validateClaim checks a request before any ledger looks at it.
-func validateClaim(req ClaimRequest) error {
-	switch {
-	case req.DAG == "":
-		return fmt.Errorf("tranche: claim without a DAG identity")
-	case req.Worker == "":
-		return fmt.Errorf("tranche: claim without a worker name")
-	case len(req.Partitions) == 0:
-		return fmt.Errorf("tranche: claim of no partitions")
-	case req.Lease <= 0:
-		return fmt.Errorf("tranche: claim with lease %v; it must be positive", req.Lease)
-	}
-	if _, err := ParseRerunPolicy(string(req.Policy)); err != nil {
-		return err
-	}
-	for i, p := range req.Partitions {
-		switch {
-		case !p.Granularity.IsValid() || !p.Start.Before(p.End):
-			return fmt.Errorf("tranche: claim of partition %d, %v: not a partition", i, p)
-		case p.Start.Before(minLedgerTime) || p.Start.After(maxLedgerTime):
-			return fmt.Errorf("tranche: claim of partition %v: a ledger keeps partitions starting from %s to %s",
-				p, minLedgerTime.Format(time.RFC3339), maxLedgerTime.Format(time.RFC3339))
-		}
-	}
-	return checkDistinct(req.Partitions)
-}
-
-// checkDistinct refuses a chunk that names one partition twice, which would
-// start two attempts with one number. Chunks come in order, or nearly.
-func checkDistinct(ps []TimePartition) error {
-	for i := 1; i < len(ps); i++ {
-		if ps[i-1].Start.Before(ps[i].Start) {
-			continue
-		}
-		seen := make(map[int64]bool, len(ps))
-		for _, p := range ps {
-			if seen[p.Start.UnixNano()] {
-				return fmt.Errorf("tranche: claim of partition %s twice", p.Key())
-			}
-			seen[p.Start.UnixNano()] = true
-		}
-		return nil
-	}
-	return nil
-}
-
-// The partition starts a ledger can key by Unix nanoseconds.
-var (
-	minLedgerTime = time.Unix(0, math.MinInt64).UTC()
-	maxLedgerTime = time.Unix(0, math.MaxInt64).UTC()
-)
-
-// claimable applies the claim rules of [Ledger.Claim] to one partition
-// whose latest attempt is latest (nil if none). Every ledger shares it.
-func claimable(latest *Attempt, p TimePartition, req ClaimRequest, now time.Time) error {
-	if latest == nil {
-		return nil
-	}
-	policy := req.Policy
-	if policy == "" {
-		policy = RerunFailed
-	}
-	switch latest.State {
-	case StateRunning:
-		if now.Before(latest.LeaseUntil) {
-			return fmt.Errorf("%w: %s is held by worker %s (attempt %d) until %s",
-				ErrNotClaimable, p.Key(), latest.Worker, latest.Number, latest.LeaseUntil.Format(time.RFC3339Nano))
-		}
-		return nil // the holder's lease expired: take it over
-	case StateSucceeded:
-		if policy == RerunAll && latest.Revision <= req.Revision {
-			return nil
-		}
-		return fmt.Errorf("%w: %s succeeded (attempt %d by worker %s)", ErrNotClaimable, p.Key(), latest.Number, latest.Worker)
-	}
-	if policy == RerunNone {
-		return fmt.Errorf("%w: %s has a recorded run (%s) and the rerun policy is none", ErrNotClaimable, p.Key(), latest.State)
-	}
-	return nil
-}
-
-// fenced reports whether the lease no longer holds a partition's latest
-// attempt: a newer attempt took it over, or it already finished.
-func fenced(latest *Attempt, lease *Lease, i int) error {
-	if latest == nil || latest.Number != lease.Attempts[i] || latest.Worker != lease.Worker || latest.State != StateRunning {
-		return fmt.Errorf("%w: %s attempt %d of worker %s", ErrFenced, lease.Partitions[i].Key(), lease.Attempts[i], lease.Worker)
-	}
-	return nil
-}
-
 func (l *MemoryLedger) leased(lease *Lease) ([]*Attempt, error) {
 	d := l.dags[lease.DAG]
 	if d == nil {
@@ -213,7 +122,7 @@ func (l *MemoryLedger) leased(lease *Lease) ([]*Attempt, error) {
 		if h := d.history[p.Start.UnixNano()]; len(h) > 0 {
 			out[i] = &h[len(h)-1]
 		}
-		if err := fenced(out[i], lease, i); err != nil {
+		if err := lease.Holds(i, out[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -240,13 +149,8 @@ func (l *MemoryLedger) Heartbeat(ctx context.Context, lease *Lease, d time.Durat
 
 // Finish implements [Ledger].
 func (l *MemoryLedger) Finish(ctx context.Context, lease *Lease, outcomes []Outcome) error {
-	if len(outcomes) != len(lease.Partitions) {
-		return fmt.Errorf("tranche: Finish with %d outcomes for %d partitions", len(outcomes), len(lease.Partitions))
-	}
-	for _, o := range outcomes {
-		if !o.State.Terminal() {
-			return fmt.Errorf("tranche: Finish with state %q; want succeeded, failed or canceled", o.State)
-		}
+	if err := lease.CheckOutcomes(outcomes); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

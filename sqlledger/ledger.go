@@ -354,7 +354,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 			if r.latest > 0 {
 				a = &r.attempt
 			}
-			if err := claimable(a, p, req, now); err != nil {
+			if err := req.Admits(a, p, now); err != nil {
 				return err
 			}
 		}
@@ -371,7 +371,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 			r := latest[starts[i]]
 			lease.Attempts[i] = r.latest + 1
 			if r.latest > 0 && r.attempt.State == tranche.StateRunning { // taken over after its lease expired
-				if _, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, takenOver(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest); err != nil {
+				if _, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, tranche.TakeoverReason(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest); err != nil {
 					return err
 				}
 			}
@@ -444,7 +444,7 @@ func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *tranche.Leas
 		if r := latest[starts[i]]; r != nil && r.latest > 0 {
 			a = &r.attempt
 		}
-		if err := fenced(a, lease, i); err != nil {
+		if err := lease.Holds(i, a); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -504,7 +504,7 @@ func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
 
 // Finish implements [tranche.Ledger].
 func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
-	if err := validateFinish(lease, outcomes); err != nil {
+	if err := lease.CheckOutcomes(outcomes); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -1,0 +1,127 @@
+package tranche
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// The rules every Ledger applies, word for word in their messages, so that
+// ledgers answer alike: the in-memory ledger, and those in other modules
+// (package sqlledger), which call these methods.
+
+// Validate checks a claim request before a ledger looks at it: a DAG
+// identity, a worker, at least one partition, each a real partition named
+// once and keyable by Unix nanoseconds (starting between 1678 and 2262), a
+// positive lease and a known rerun policy.
+func (req ClaimRequest) Validate() error {
+	switch {
+	case req.DAG == "":
+		return fmt.Errorf("tranche: claim without a DAG identity")
+	case req.Worker == "":
+		return fmt.Errorf("tranche: claim without a worker name")
+	case len(req.Partitions) == 0:
+		return fmt.Errorf("tranche: claim of no partitions")
+	case req.Lease <= 0:
+		return fmt.Errorf("tranche: claim with lease %v; it must be positive", req.Lease)
+	}
+	if _, err := ParseRerunPolicy(string(req.Policy)); err != nil {
+		return err
+	}
+	for i, p := range req.Partitions {
+		switch {
+		case !p.Granularity.IsValid() || !p.Start.Before(p.End):
+			return fmt.Errorf("tranche: claim of partition %d, %v: not a partition", i, p)
+		case p.Start.Before(minLedgerTime) || p.Start.After(maxLedgerTime):
+			return fmt.Errorf("tranche: claim of partition %v: a ledger keeps partitions starting from %s to %s",
+				p, minLedgerTime.Format(time.RFC3339), maxLedgerTime.Format(time.RFC3339))
+		}
+	}
+	return checkDistinct(req.Partitions)
+}
+
+// checkDistinct refuses a chunk that names one partition twice, which would
+// start two attempts with one number. Chunks come in order, or nearly.
+func checkDistinct(ps []TimePartition) error {
+	for i := 1; i < len(ps); i++ {
+		if ps[i-1].Start.Before(ps[i].Start) {
+			continue
+		}
+		seen := make(map[int64]bool, len(ps))
+		for _, p := range ps {
+			if seen[p.Start.UnixNano()] {
+				return fmt.Errorf("tranche: claim of partition %s twice", p.Key())
+			}
+			seen[p.Start.UnixNano()] = true
+		}
+		return nil
+	}
+	return nil
+}
+
+// The partition starts a ledger can key by Unix nanoseconds.
+var (
+	minLedgerTime = time.Unix(0, math.MinInt64).UTC()
+	maxLedgerTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// Admits applies the claim rules of [Ledger.Claim] to partition p, whose
+// latest attempt is latest (nil if none), at the ledger's time now: nil
+// if the request may start an attempt at it, else an error matching
+// [ErrNotClaimable] that says why.
+func (req ClaimRequest) Admits(latest *Attempt, p TimePartition, now time.Time) error {
+	if latest == nil {
+		return nil
+	}
+	policy := req.Policy
+	if policy == "" {
+		policy = RerunFailed
+	}
+	switch latest.State {
+	case StateRunning:
+		if now.Before(latest.LeaseUntil) {
+			return fmt.Errorf("%w: %s is held by worker %s (attempt %d) until %s",
+				ErrNotClaimable, p.Key(), latest.Worker, latest.Number, latest.LeaseUntil.Format(time.RFC3339Nano))
+		}
+		return nil // the holder's lease expired: take it over
+	case StateSucceeded:
+		if policy == RerunAll && latest.Revision <= req.Revision {
+			return nil
+		}
+		return fmt.Errorf("%w: %s succeeded (attempt %d by worker %s)", ErrNotClaimable, p.Key(), latest.Number, latest.Worker)
+	}
+	if policy == RerunNone {
+		return fmt.Errorf("%w: %s has a recorded run (%s) and the rerun policy is none", ErrNotClaimable, p.Key(), latest.State)
+	}
+	return nil
+}
+
+// TakeoverReason is the error a ledger records on an attempt whose lease
+// expired at until when worker took its partition over.
+func TakeoverReason(until time.Time, worker string) string {
+	return fmt.Sprintf("lease expired at %s; taken over by worker %s", until.Format(time.RFC3339Nano), worker)
+}
+
+// Holds reports, as an error matching [ErrFenced], that the lease no
+// longer holds its i-th partition, whose latest attempt is latest: a newer
+// attempt took it over, or it already finished. Nil while it holds it.
+func (l *Lease) Holds(i int, latest *Attempt) error {
+	if latest == nil || latest.Number != l.Attempts[i] || latest.Worker != l.Worker || latest.State != StateRunning {
+		return fmt.Errorf("%w: %s attempt %d of worker %s", ErrFenced, l.Partitions[i].Key(), l.Attempts[i], l.Worker)
+	}
+	return nil
+}
+
+// CheckOutcomes checks what [Ledger.Finish] is given: one terminal outcome
+// per leased partition.
+func (l *Lease) CheckOutcomes(outcomes []Outcome) error {
+	if len(outcomes) != len(l.Partitions) {
+		return fmt.Errorf("tranche: Finish with %d outcomes for %d partitions", len(outcomes), len(l.Partitions))
+	}
+	for _, o := range outcomes {
+		if !o.State.Terminal() {
+			return fmt.Errorf("tranche: Finish with state %q; want succeeded, failed or canceled", o.State)
+		}
+	}
+	return nil
+}
