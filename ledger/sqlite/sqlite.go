@@ -139,7 +139,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	}
 
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", o.BusyTimeout.Milliseconds())
-	writer, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=journal_mode(WAL)&_pragma=synchronous("+syncMode+")&_txlock=immediate"))
+	writer, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=synchronous("+syncMode+")&_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("tranche: %s: %w", name, err)
 	}
@@ -149,6 +149,11 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
+	if err := turnOnWAL(ctx, writer, o.BusyTimeout); err != nil {
+		writer.Close()
+		kind, hint, _ := dialect.Classify(err)
+		return nil, &sqlledger.Error{Ledger: name, Op: "turning on WAL journaling", Kind: kind, Hint: hint, Err: err}
+	}
 	reader, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=query_only(1)"))
 	if err != nil {
 		writer.Close()
@@ -163,6 +168,30 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{Ledger: l, path: abs, writer: writer, reader: reader}, nil
+}
+
+// turnOnWAL switches the database to WAL journaling, which it keeps. On a
+// new file that several processes open at once, the switch can fail at
+// once with SQLITE_BUSY rather than wait (SQLite will not make a reader
+// wait for a writer that waits for it): it is tried again until the busy
+// timeout has passed.
+func turnOnWAL(ctx context.Context, db *sql.DB, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for try := 1; ; try++ {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		switch {
+		case err == nil && strings.EqualFold(mode, "wal"):
+			return nil
+		case err == nil:
+			return fmt.Errorf("SQLite kept journal mode %q instead of WAL; the file system may lack the shared memory WAL needs", mode)
+		}
+		kind, _, _ := sqlledger.SQLite.Classify(err)
+		if !errors.Is(kind, sqlledger.ErrLocked) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(min(try, 20)) * time.Millisecond)
+	}
 }
 
 // dsn returns the modernc.org/sqlite data source name of the file at the
