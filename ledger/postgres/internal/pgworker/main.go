@@ -12,8 +12,9 @@
 // server are tried again. It prints a summary as one JSON object on
 // stdout.
 //
-// In bench mode it claims and finishes partitions one at a time and
-// prints the latencies.
+// In bench mode it claims and finishes partitions, one at a time or
+// -chunk at a time, and prints the latencies: the loop of the SQLite
+// ledger's crashworker, so that the benchmarks compare like with like.
 package main
 
 import (
