@@ -25,6 +25,13 @@
 // that lost its partition to a newer attempt gets [tranche.ErrFenced] and
 // records nothing.
 //
+// Claims and finishes of one DAG do pass one at a time through one row,
+// the DAG's revision, which every claim and finish increments and holds
+// locked until its commit is on disk: one DAG's backfill records a few
+// hundred partitions a second however many workers share it (see
+// BENCHMARKS.md). That is plenty for partitions that take seconds; give
+// partitions of milliseconds a [tranche.Backfill] ChunkSize.
+//
 // # Schema
 //
 // The tables are github.com/tranche-dev/tranche/sqlledger's, shared with
@@ -129,6 +136,12 @@ var _ tranche.Ledger = (*Ledger)(nil)
 // reach or that refuses it ([ErrConnect]), a role that may not create the
 // tables ([ErrPermission]), and tables a newer release of tranche
 // migrated ([*sqlledger.SchemaError]).
+//
+// Unless the connection string sets them, the ledger's connections name
+// themselves application_name=tranche (in pg_stat_activity), connect
+// within 15s, and are ended by the server after 15s idle inside a
+// transaction (idle_in_transaction_session_timeout), so that a worker
+// paused mid-transaction cannot hold rows locked for long.
 func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error) {
 	var o Options
 	if opts != nil {
