@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -31,62 +32,26 @@ import (
 // FAULT_REPEAT multiplies the repetitions, FAULT_SEED replays a run's
 // random points.
 
-var (
-	buildOnce sync.Once
-	workerBin string
-	buildErr  error
-	binDir    string
-)
+var worker = proctest.Binary{Pkg: "./internal/pgworker"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	worker.Remove()
 	os.Exit(code)
 }
 
 // pgworker builds the worker binary once per test binary.
 func pgworker(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs worker processes")
-	}
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "pgworker")
-		if buildErr != nil {
-			return
-		}
-		workerBin = filepath.Join(binDir, "pgworker")
-		out, err := exec.Command("go", "build", "-o", workerBin, "./internal/pgworker").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./internal/pgworker: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return workerBin
+	return worker.Path(t)
 }
 
 // rng returns the test's random source, seeded from FAULT_SEED or the
 // clock, and logs the seed.
-func rng(t *testing.T) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FAULT_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("FAULT_SEED=%d", seed)
-	return rand.New(rand.NewPCG(seed, 0))
-}
+func rng(t *testing.T) *rand.Rand { return proctest.Rand(t, "FAULT") }
 
 // repeat returns n times FAULT_REPEAT (default 1).
-func repeat(n int) int {
-	if k, err := strconv.Atoi(os.Getenv("FAULT_REPEAT")); err == nil && k > 0 {
-		return n * k
-	}
-	return n
-}
+func repeat(n int) int { return proctest.Repeat("FAULT", n) }
 
 // world is one scenario: a schema of the test server, the destination
 // and the executions log that every worker appends to.

@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -27,62 +27,26 @@ import (
 // points. Each scenario runs several times; CRASH_REPEAT multiplies the
 // repetitions, CRASH_SEED replays a run's random points.
 
-var (
-	buildOnce sync.Once
-	workerBin string
-	buildErr  error
-	binDir    string
-)
+var worker = proctest.Binary{Pkg: "./internal/crashworker"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	worker.Remove()
 	os.Exit(code)
 }
 
 // crashworker builds the worker binary once per test binary.
 func crashworker(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs worker processes")
-	}
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "crashworker")
-		if buildErr != nil {
-			return
-		}
-		workerBin = filepath.Join(binDir, "crashworker")
-		out, err := exec.Command("go", "build", "-o", workerBin, "./internal/crashworker").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./internal/crashworker: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return workerBin
+	return worker.Path(t)
 }
 
 // rng returns the test's random source, seeded from CRASH_SEED or the
 // clock, and logs the seed.
-func rng(t *testing.T) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("CRASH_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("CRASH_SEED=%d", seed)
-	return rand.New(rand.NewPCG(seed, 0))
-}
+func rng(t *testing.T) *rand.Rand { return proctest.Rand(t, "CRASH") }
 
 // repeat returns n times CRASH_REPEAT (default 1).
-func repeat(n int) int {
-	if k, err := strconv.Atoi(os.Getenv("CRASH_REPEAT")); err == nil && k > 0 {
-		return n * k
-	}
-	return n
-}
+func repeat(n int) int { return proctest.Repeat("CRASH", n) }
 
 // world is one scenario's files: the ledger, the destination and the
 // executions log that every worker appends to.

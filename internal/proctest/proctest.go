@@ -1,0 +1,78 @@
+// Package proctest holds what the ledgers' real-process tests share:
+// building a worker binary once per test binary, a logged random seed a
+// failing run can replay, and a repetition count to run scenarios more
+// often.
+package proctest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Binary builds the Go package Pkg (a path relative to the test's folder,
+// "./internal/crashworker") once, on first use.
+type Binary struct {
+	Pkg string
+
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Path returns the built binary, building it on first use. It skips the
+// test under -short: process tests are the slow ones.
+func (b *Binary) Path(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs worker processes")
+	}
+	b.once.Do(func() {
+		name := filepath.Base(b.Pkg)
+		if b.dir, b.err = os.MkdirTemp("", name); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, name)
+		if out, err := exec.Command("go", "build", "-o", b.path, b.Pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", b.Pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// Remove deletes the built binary; call it from TestMain after m.Run.
+func (b *Binary) Remove() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// Rand returns a random source seeded from the environment variable
+// PREFIX_SEED, or the clock, and logs the seed so that a failure can be
+// replayed.
+func Rand(t testing.TB, prefix string) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(prefix + "_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("%s_SEED=%d", prefix, seed)
+	return rand.New(rand.NewPCG(seed, 0))
+}
+
+// Repeat returns n times PREFIX_REPEAT (default 1).
+func Repeat(prefix string, n int) int {
+	if k, err := strconv.Atoi(os.Getenv(prefix + "_REPEAT")); err == nil && k > 0 {
+		return n * k
+	}
+	return n
+}
