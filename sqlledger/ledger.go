@@ -712,7 +712,15 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 		if b.Canceled {
 			canceled = 1
 		}
-		if _, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), canceled); err != nil {
+		res, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), canceled)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			// Another worker recorded it since our read: theirs stands.
+			stored, err = scanBackfill(l.queryRow(ctx, tx, qBackfill, b.ID))
 			return err
 		}
 		stored = b

@@ -23,10 +23,14 @@ const (
 	qBackfills      = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
 	qCancelBackfill = `UPDATE tranche_backfills SET canceled = 1 WHERE id = $1`
 	// Parameters outside a VALUES list of an INSERT, or a comparison with
-	// a column, are cast: PostgreSQL would take them for text.
+	// a column, are cast: PostgreSQL would take them for text. Workers
+	// starting the same backfill at once both insert it: ON CONFLICT lets
+	// the later one wait for the first and keep its row. (SQLite needs the
+	// WHERE to tell the upsert's ON from a join's.)
 	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled)
 		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), CAST($3 AS TEXT),
-			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER) FROM tranche_backfills`
+			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER) FROM tranche_backfills WHERE true
+		ON CONFLICT (id) DO NOTHING`
 
 	// qTakeover fails an attempt whose lease expired, when another
 	// worker takes its partition over.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,8 @@ func (c *Clock) Advance(d time.Duration) {
 //     refused requests and other DAGs' changes;
 //   - concurrent claimers of the same partitions and chunks: each
 //     partition is claimed once;
-//   - backfill records: PutBackfill is idempotent, Backfill of an unknown
+//   - backfill records: PutBackfill is idempotent, even when workers
+//     starting one backfill at once put it together, Backfill of an unknown
 //     id fails with [tranche.ErrUnknownBackfill], Backfills lists oldest
 //     first, CancelBackfill marks a backfill canceled and refuses its
 //     further claims, while its running leases may still finish;
@@ -136,6 +138,7 @@ var ledgerTests = []struct {
 	{"ConcurrentClaimers", testConcurrentClaimers},
 	{"ConcurrentChunkClaimers", testConcurrentChunkClaimers},
 	{"Backfills", testBackfills},
+	{"ConcurrentPutBackfill", testConcurrentPutBackfill},
 	{"CanceledBackfill", testCanceledBackfill},
 	{"BadClaims", testBadClaims},
 	{"BadFinish", testBadFinish},
@@ -1307,6 +1310,41 @@ func testBackfills(s *ledgerSuite) {
 		s.t.Errorf("PutBackfill without an id succeeded")
 	}
 	checkBackfills("after cancel and refusals", b1, b2, b3) // only b1 canceled, nothing added
+}
+
+// testConcurrentPutBackfill puts each of several backfills from many
+// workers at once, as workers started together do: every put succeeds and
+// all see one record, the first stored.
+func testConcurrentPutBackfill(s *ledgerSuite) {
+	const workers, backfills = 8, 16
+	got := make([][]tranche.BackfillRecord, workers)
+	contend(workers, func(w int) {
+		for i := range backfills {
+			b := tranche.BackfillRecord{ID: fmt.Sprintf("bf-%02d", i), DAG: suiteDAG, Window: fmt.Sprint(w), Chunk: w}
+			stored, err := s.l.PutBackfill(s.ctx, b)
+			if err != nil {
+				s.t.Errorf("worker %d: PutBackfill(%s) = %v", w, b.ID, err)
+				return
+			}
+			got[w] = append(got[w], stored)
+		}
+	})
+	if s.t.Failed() {
+		return
+	}
+	bs, err := s.l.Backfills(s.ctx)
+	if err != nil {
+		s.t.Fatalf("Backfills = %v", err)
+	}
+	if len(bs) != backfills {
+		s.t.Fatalf("Backfills after concurrent puts = %d records; want %d:\n%+v", len(bs), backfills, bs)
+	}
+	for _, stored := range bs {
+		i, _ := strconv.Atoi(strings.TrimPrefix(stored.ID, "bf-"))
+		for w := range workers {
+			checkBackfill(s.t, fmt.Sprintf("worker %d: PutBackfill(%s)", w, stored.ID), got[w][i], stored)
+		}
+	}
 }
 
 func checkBackfill(t *testing.T, what string, got, want tranche.BackfillRecord) {
