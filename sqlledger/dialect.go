@@ -3,6 +3,7 @@ package sqlledger
 import (
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -58,6 +59,35 @@ type Dialect struct {
 	// partition to decide, so that the fence is judged on its outcome.
 	LeaseLock string
 
+	// NextRevision is an SQL expression of a new revision of the DAG
+	// whose id is $1 (its only placeholder), evaluated in the
+	// transaction that records a change; see [tranche.Ledger.Revision].
+	// A revision must exceed every one committed before, and no
+	// transaction may commit one at or below what [Ledger.Revision] has
+	// returned. SQLite, whose writes take turns, counts on from the
+	// DAG's highest:
+	//
+	//	(SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts WHERE dag_id = $1)
+	//
+	// PostgreSQL takes a number from a sequence, so that writers of one
+	// DAG need not take turns on a counter, under a shared advisory lock
+	// on the DAG that RevisionBarrier waits for.
+	NextRevision string
+
+	// RevisionBarrier, when not empty, is run with a DAG's id as $1 in
+	// the transaction of [Ledger.Revision] before it reads the DAG's
+	// highest revision. It waits until every transaction holding a
+	// revision of the DAG it has not committed yet has ended, so that
+	// none commits a revision below the one read (PostgreSQL: an
+	// exclusive advisory lock on the DAG, the lock NextRevision takes
+	// shared). "" where writes take turns already.
+	RevisionBarrier string
+
+	// RevisionSchema are the statements that the second migration runs
+	// to create what NextRevision needs (PostgreSQL: its sequence,
+	// started above every revision recorded before).
+	RevisionSchema []string
+
 	// LockSchema, when not empty, is executed first in the transaction
 	// that creates or migrates the schema, so that several processes
 	// starting at once migrate one after the other (PostgreSQL:
@@ -100,6 +130,11 @@ func (d *Dialect) rebind(query string) string {
 	return d.Rebind(query)
 }
 
+// nextRevision returns NextRevision with its DAG id at placeholder $n.
+func (d *Dialect) nextRevision(n int) string {
+	return strings.ReplaceAll(d.NextRevision, "$1", "$"+strconv.Itoa(n))
+}
+
 // ddl expands the dialect's pieces in a schema statement.
 func (d *Dialect) ddl(stmt string) string {
 	return strings.NewReplacer("{{id}}", d.IDColumn, "{{table_options}}", d.TableOptions).Replace(stmt)
@@ -125,6 +160,7 @@ var SQLite = Dialect{
 	Rebind:       PositionalRebind,
 	IDColumn:     "INTEGER PRIMARY KEY",
 	TableOptions: " WITHOUT ROWID",
+	NextRevision: "(SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts WHERE dag_id = $1)",
 	Classify:     classifySQLite,
 }
 

@@ -9,7 +9,7 @@
 // and records each migration in tranche_schema; a database migrated by a
 // newer release is refused with a [*SchemaError]. The tables are:
 //
-//	tranche_dags        id, dag (the DAG identity), revision
+//	tranche_dags        id, dag (the DAG identity)
 //	tranche_partitions  dag_id, start_s, latest (the latest attempt's number)
 //	tranche_attempts    dag_id, start_s, attempt, end_s, partition_key, backfill,
 //	                    run_id, worker, state, started_ms, finished_ms,
@@ -90,6 +90,9 @@ type Ledger struct {
 	name       string
 	clock      func() time.Time
 
+	// The dialect's own queries: see qStart and qFinishOne.
+	qStart, qFinishOne string
+
 	queries sync.Map // query as written -> as rebound for the driver
 	dags    sync.Map // DAG identity -> int64 id, for committed DAG rows only
 
@@ -107,7 +110,8 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if db == nil || opts.Dialect == nil || opts.Name == "" {
 		return nil, errors.New("tranche: sqlledger.Open needs a database, a dialect and a name")
 	}
-	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now}
+	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now,
+		qStart: opts.Dialect.qStart(), qFinishOne: opts.Dialect.qFinishOne()}
 	if l.reader == nil {
 		l.reader = db
 	}
@@ -158,6 +162,21 @@ func (l *Ledger) write(ctx context.Context, op string, f func(tx *sql.Tx) error)
 	return l.wrap(ctx, op, err)
 }
 
+// writeOne runs a statement that is a transaction of its own, trying it
+// again as write does.
+func (l *Ledger) writeOne(ctx context.Context, op, query string, args ...any) (sql.Result, error) {
+	for try := 1; ; try++ {
+		res, err := l.exec(ctx, nil, query, args...)
+		if err == nil {
+			return res, nil
+		}
+		if _, _, retry := l.dialect.classify(err); !retry || try == maxTries || ctx.Err() != nil {
+			return nil, l.wrap(ctx, op, err)
+		}
+		time.Sleep(time.Duration(try*try) * time.Millisecond)
+	}
+}
+
 func (l *Ledger) tryWrite(ctx context.Context, f func(tx *sql.Tx) error) error {
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -183,7 +202,7 @@ func (l *Ledger) now(ctx context.Context, tx *sql.Tx) (time.Time, error) {
 }
 
 // dagID returns the id of a DAG identity, or 0 if it has none yet,
-// reading in tx.
+// reading in tx (or outside any, when nil).
 func (l *Ledger) dagID(ctx context.Context, tx *sql.Tx, dag string) (int64, error) {
 	if v, ok := l.dags.Load(dag); ok {
 		return v.(int64), nil
@@ -213,11 +232,20 @@ func (l *Ledger) ensureDAG(ctx context.Context, tx *sql.Tx, dag string) (id int6
 	return id, true, err
 }
 
-// bump increments a DAG's revision and returns the new one.
-func (l *Ledger) bump(ctx context.Context, tx *sql.Tx, dagID int64) (int64, error) {
-	var rev int64
-	err := l.queryRow(ctx, tx, qBump, dagID).Scan(&rev)
-	return rev, err
+// start reads what a claim or a finish starts with, in tx: the ledger's
+// clock, a new revision of the DAG, and whether the backfill was
+// canceled.
+func (l *Ledger) start(ctx context.Context, tx *sql.Tx, dagID int64, backfill string) (now time.Time, rev int64, canceled bool, err error) {
+	var ms int64
+	var c sql.NullInt64
+	if err := l.queryRow(ctx, tx, l.qStart, dagID, backfill).Scan(&ms, &rev, &c); err != nil {
+		return time.Time{}, 0, false, err
+	}
+	now = time.UnixMilli(ms).UTC()
+	if l.clock != nil {
+		now = time.UnixMilli(l.clock().UnixMilli()).UTC()
+	}
+	return now, rev, c.Int64 != 0, nil
 }
 
 // batchRows bounds the partitions one statement names, keeping every
@@ -294,6 +322,11 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 }
 
 // Claim implements [tranche.Ledger].
+//
+// Partitions never claimed before, the common case of a backfill, get
+// their row and first attempt without being read: a claim of fresh
+// partitions is four statements (the start, the partitions, the
+// attempts, the commit) besides BEGIN.
 func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.Lease, error) {
 	if err := validateClaim(req); err != nil {
 		return nil, err
@@ -310,20 +343,6 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 	var newDAG int64
 	err := l.write(ctx, "claiming "+describe(req.Partitions), func(tx *sql.Tx) error {
 		lease, newDAG = nil, 0
-		if req.Backfill != "" {
-			var canceled int
-			err := l.queryRow(ctx, tx, qCanceled, req.Backfill).Scan(&canceled)
-			switch {
-			case err == nil && canceled != 0:
-				return fmt.Errorf("%w: backfill %s was canceled", tranche.ErrNotClaimable, req.Backfill)
-			case err != nil && !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
-		}
-		now, err := l.now(ctx, tx)
-		if err != nil {
-			return err
-		}
 		dagID, created, err := l.ensureDAG(ctx, tx, req.DAG)
 		if err != nil {
 			return err
@@ -331,21 +350,34 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 		if created {
 			newDAG = dagID
 		}
-		// Every partition gets a row to lock; a new one has no attempt.
-		for batch := range slices.Chunk(starts, batchRows) {
-			args := make([]any, 0, 2*len(batch))
-			for _, s := range batch {
-				args = append(args, dagID, s)
-			}
-			if _, err := l.exec(ctx, tx, qInsertPartitions(len(batch)), args...); err != nil {
-				return err
+		now, rev, canceled, err := l.start(ctx, tx, dagID, req.Backfill)
+		if err != nil {
+			return err
+		}
+		if canceled {
+			return fmt.Errorf("%w: backfill %s was canceled", tranche.ErrNotClaimable, req.Backfill)
+		}
+		fresh, err := l.insertFresh(ctx, tx, dagID, starts)
+		if err != nil {
+			return err
+		}
+		var seen []int64 // the partitions with a row before, to read and lock
+		for _, s := range starts {
+			if !fresh[s] {
+				seen = append(seen, s)
 			}
 		}
-		latest, err := l.readLatest(ctx, tx, dagID, starts, l.dialect.ClaimLock)
+		latest, err := l.readLatest(ctx, tx, dagID, seen, l.dialect.ClaimLock)
 		if err != nil {
 			return err
 		}
 		for i, p := range req.Partitions {
+			if fresh[starts[i]] {
+				if err := req.Admits(nil, p, now); err != nil {
+					return err
+				}
+				continue
+			}
 			r := latest[starts[i]]
 			if r == nil {
 				return fmt.Errorf("%w: %s is being claimed by another worker", tranche.ErrNotClaimable, p.Key())
@@ -358,20 +390,29 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 				return err
 			}
 		}
-		rev, err := l.bump(ctx, tx, dagID)
-		if err != nil {
-			return err
-		}
 		lease = &tranche.Lease{
 			DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 			Partitions: slices.Clone(req.Partitions), Attempts: make([]int, n),
 			Until: now.Add(req.Lease).Truncate(time.Millisecond),
 		}
-		for i := range req.Partitions {
+		for i, p := range req.Partitions {
 			r := latest[starts[i]]
+			if r == nil { // fresh
+				lease.Attempts[i] = 1
+				continue
+			}
 			lease.Attempts[i] = r.latest + 1
 			if r.latest > 0 && r.attempt.State == tranche.StateRunning { // taken over after its lease expired
-				if _, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, tranche.TakeoverReason(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest); err != nil {
+				res, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, tranche.TakeoverReason(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest)
+				if err != nil {
+					return err
+				}
+				// A finish does not lock the partition's row: one that
+				// committed since the read leaves nothing to take over.
+				if n, err := res.RowsAffected(); err != nil || n != 1 {
+					if err == nil {
+						err = fmt.Errorf("%w: %s finished while being claimed", tranche.ErrNotClaimable, p.Key())
+					}
 					return err
 				}
 			}
@@ -388,11 +429,14 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 			if _, err := l.exec(ctx, tx, qInsertAttempts(hi-lo), args...); err != nil {
 				return err
 			}
-			args = append(args[:0], dagID)
-			for i := lo; i < hi; i++ {
-				args = append(args, starts[i])
+		}
+		for batch := range slices.Chunk(seen, batchRows) {
+			args := make([]any, 0, len(batch)+1)
+			args = append(args, dagID)
+			for _, s := range batch {
+				args = append(args, s)
 			}
-			if _, err := l.exec(ctx, tx, qAdvanceLatest(hi-lo), args...); err != nil {
+			if _, err := l.exec(ctx, tx, qAdvanceLatest(len(batch)), args...); err != nil {
 				return err
 			}
 		}
@@ -405,6 +449,37 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 		l.dags.Store(req.DAG, newDAG)
 	}
 	return lease, nil
+}
+
+// insertFresh gives the partitions starting at starts that have no row
+// one, at their first attempt, and returns their starts.
+func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, starts []int64) (map[int64]bool, error) {
+	fresh := make(map[int64]bool, len(starts))
+	for batch := range slices.Chunk(starts, batchRows) {
+		args := make([]any, 0, 2*len(batch))
+		for _, s := range batch {
+			args = append(args, dagID, s)
+		}
+		rows, err := l.query(ctx, tx, qInsertFresh(len(batch)), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var s int64
+			if err := rows.Scan(&s); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			fresh[s] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return fresh, nil
 }
 
 // describe names partitions in an operation's description.
@@ -503,6 +578,12 @@ func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
 }
 
 // Finish implements [tranche.Ledger].
+//
+// The fence is in the WHERE clause of each UPDATE: a finish changes only
+// attempts its worker still runs, and reads nothing first. A finish of
+// one partition is one statement, a transaction of its own. Where the
+// fence fails, the transaction is rolled back, and a read of the
+// partitions tells why.
 func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
 	if err := lease.CheckOutcomes(outcomes); err != nil {
 		return err
@@ -510,28 +591,68 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return l.write(ctx, "finishing "+describe(lease.Partitions), func(tx *sql.Tx) error {
-		dagID, starts, err := l.checkLease(ctx, tx, lease)
+	if len(lease.Attempts) != len(lease.Partitions) {
+		return fmt.Errorf("%w: a lease of %d partitions with %d attempts", tranche.ErrFenced, len(lease.Partitions), len(lease.Attempts))
+	}
+	op := "finishing " + describe(lease.Partitions)
+	dagID, err := l.dagID(ctx, nil, lease.DAG)
+	if err != nil {
+		return l.wrap(ctx, op, err)
+	}
+	if dagID == 0 {
+		return fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
+	}
+	var clock any // nil: the database's
+	if l.clock != nil {
+		clock = l.clock().UnixMilli()
+	}
+	var fenced error
+	if len(outcomes) == 1 {
+		o := outcomes[0]
+		res, err := l.writeOne(ctx, op, l.qFinishOne, string(o.State), o.Err, o.Rows, clock, dagID,
+			dagID, lease.Worker, lease.Partitions[0].Start.Unix(), lease.Attempts[0])
 		if err != nil {
 			return err
 		}
-		now, err := l.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		rev, err := l.bump(ctx, tx, dagID)
-		if err != nil {
-			return err
-		}
-		// Outcomes differ by partition: one UPDATE each.
-		for i, o := range outcomes {
-			res, err := l.exec(ctx, tx, qFinish, string(o.State), o.Err, o.Rows, now.UnixMilli(), rev, dagID, lease.Worker, starts[i], lease.Attempts[i])
-			if err := changed(res, err, 1, lease); err != nil {
+		fenced = changed(res, nil, 1, lease)
+	} else {
+		err = l.write(ctx, op, func(tx *sql.Tx) error {
+			fenced = nil
+			now, rev, _, err := l.start(ctx, tx, dagID, "")
+			if err != nil {
 				return err
 			}
+			// Outcomes differ by partition: one UPDATE each.
+			for i, o := range outcomes {
+				res, err := l.exec(ctx, tx, qFinish, string(o.State), o.Err, o.Rows, now.UnixMilli(), rev, dagID, lease.Worker,
+					lease.Partitions[i].Start.Unix(), lease.Attempts[i])
+				if fenced = changed(res, err, 1, lease); fenced != nil {
+					return fenced
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, tranche.ErrFenced) {
+			return err
 		}
-		return nil
+	}
+	if fenced != nil {
+		return l.whyFenced(ctx, op, lease, fenced)
+	}
+	return nil
+}
+
+// whyFenced explains a transition the fence refused: the error of the
+// first partition the lease does not hold, or else fenced.
+func (l *Ledger) whyFenced(ctx context.Context, op string, lease *tranche.Lease, fenced error) error {
+	err := l.write(ctx, op, func(tx *sql.Tx) error {
+		_, _, err := l.checkLease(ctx, tx, lease)
+		return err
 	})
+	if errors.Is(err, tranche.ErrFenced) {
+		return err
+	}
+	return fenced
 }
 
 func scanAttempt(rows *sql.Rows, dag string) (tranche.Attempt, error) {
@@ -664,15 +785,38 @@ func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]tr
 	return out, err
 }
 
-// Revision implements [tranche.Ledger].
+// Revision implements [tranche.Ledger]: the highest revision of the
+// DAG's attempts, once the dialect's RevisionBarrier has waited for the
+// transactions that hold a lower one.
 func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
+	op := "reading the revision of DAG " + dag
 	var rev int64
-	err := l.read(ctx, "reading the revision of DAG "+dag, func() error {
-		err := l.readRow(ctx, qRevision, dag).Scan(&rev)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
+	if l.dialect.RevisionBarrier == "" {
+		err := l.read(ctx, op, func() error {
+			var id int64
+			err := l.readRow(ctx, qDAGID, dag).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return l.readRow(ctx, qRevision, id).Scan(&rev)
+		})
+		return rev, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	err := l.write(ctx, op, func(tx *sql.Tx) error {
+		id, err := l.dagID(ctx, tx, dag)
+		if err != nil || id == 0 {
+			return err
 		}
-		return err
+		if _, err := l.exec(ctx, tx, l.dialect.RevisionBarrier, id); err != nil {
+			return err
+		}
+		return l.queryRow(ctx, tx, qRevision, id).Scan(&rev)
 	})
 	return rev, err
 }

@@ -15,10 +15,8 @@ import (
 // so that a claim or a finish parses no SQL.
 const (
 	qDAGID          = `SELECT id FROM tranche_dags WHERE dag = $1`
-	qInsertDAG      = `INSERT INTO tranche_dags (dag, revision) VALUES ($1, 0) ON CONFLICT (dag) DO NOTHING`
-	qBump           = `UPDATE tranche_dags SET revision = revision + 1 WHERE id = $1 RETURNING revision`
-	qRevision       = `SELECT revision FROM tranche_dags WHERE dag = $1`
-	qCanceled       = `SELECT canceled FROM tranche_backfills WHERE id = $1`
+	qInsertDAG      = `INSERT INTO tranche_dags (dag) VALUES ($1) ON CONFLICT (dag) DO NOTHING`
+	qRevision       = `SELECT COALESCE(MAX(revision), 0) FROM tranche_attempts WHERE dag_id = $1`
 	qBackfill       = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
 	qBackfills      = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
 	qCancelBackfill = `UPDATE tranche_backfills SET canceled = 1 WHERE id = $1`
@@ -68,11 +66,30 @@ const attemptColumns = `a.start_s, a.end_s, a.partition_key, a.backfill, a.run_i
 
 const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled`
 
-// qInsertPartitions gives n partitions (dag_id, start_s pairs from $1) a
-// row each, with no attempt yet, unless they have one.
-func qInsertPartitions(n int) string {
+// qStart is the first statement of a claim or a multi-partition finish:
+// the database's clock, a new revision of DAG $1, and whether backfill $2
+// was canceled (NULL when there is no such backfill).
+func (d *Dialect) qStart() string {
+	return `SELECT ` + d.Now + `, ` + d.nextRevision(1) + `, (SELECT canceled FROM tranche_backfills WHERE id = $2)`
+}
+
+// qFinishOne is qFinish for a finish of one partition, a transaction of
+// its own: the clock is $4's or, when NULL, the database's, and the
+// revision is a new one of DAG $5.
+func (d *Dialect) qFinishOne() string {
+	return `UPDATE tranche_attempts
+		SET state = $1, error = $2, row_count = $3, finished_ms = COALESCE(CAST($4 AS BIGINT), ` + d.Now + `),
+			revision = ` + d.nextRevision(5) + `
+		WHERE dag_id = $6 AND worker = $7 AND state = 'running' AND start_s = $8 AND attempt = $9`
+}
+
+// qInsertFresh gives those of n partitions (dag_id, start_s pairs from
+// $1) that have no row yet one, at their first attempt, and returns their
+// starts. A concurrent claim of one waits for this transaction, and
+// then finds the partition claimed.
+func qInsertFresh(n int) string {
 	return `INSERT INTO tranche_partitions (dag_id, start_s, latest) VALUES ` +
-		strings.ReplaceAll(tuples(1, n, 2), ")", ", 0)") + ` ON CONFLICT (dag_id, start_s) DO NOTHING`
+		strings.ReplaceAll(tuples(1, n, 2), ")", ", 1)") + ` ON CONFLICT (dag_id, start_s) DO NOTHING RETURNING start_s`
 }
 
 // qReadLatest reads the latest attempt of n partitions of DAG $1 (starts
@@ -124,8 +141,8 @@ func pairs(from, n int) string {
 // those that transactions run, on the reader those that reads run.
 func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	writes := []string{l.qNow(), qDAGID, qInsertDAG, qBump, qCanceled, qBackfill, qCancelBackfill, qInsertBackfill,
-		qTakeover, qFinish, qInsertPartitions(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
+	writes := []string{l.qNow(), l.qStart, l.qFinishOne, qDAGID, qInsertDAG, qRevision, qBackfill, qCancelBackfill, qInsertBackfill,
+		qTakeover, qFinish, qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
 	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts}
 	for _, set := range []struct {
 		db    *sql.DB
@@ -159,9 +176,16 @@ func (l *Ledger) Close() error {
 func (l *Ledger) qNow() string { return "SELECT " + l.dialect.Now }
 
 // exec, query and queryRow run a query in tx, prepared if Open prepared
-// it.
+// it. Without a transaction (tx nil), they run a statement that is a
+// transaction of its own.
 func (l *Ledger) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if s := l.wstmts[query]; s != nil {
+	s := l.wstmts[query]
+	switch {
+	case tx == nil && s != nil:
+		return s.ExecContext(ctx, args...)
+	case tx == nil:
+		return l.db.ExecContext(ctx, l.q(query), args...)
+	case s != nil:
 		return tx.StmtContext(ctx, s).ExecContext(ctx, args...)
 	}
 	return tx.ExecContext(ctx, l.q(query), args...)
@@ -175,7 +199,13 @@ func (l *Ledger) query(ctx context.Context, tx *sql.Tx, query string, args ...an
 }
 
 func (l *Ledger) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
-	if s := l.wstmts[query]; s != nil {
+	s := l.wstmts[query]
+	switch {
+	case tx == nil && s != nil:
+		return s.QueryRowContext(ctx, args...)
+	case tx == nil:
+		return l.db.QueryRowContext(ctx, l.q(query), args...)
+	case s != nil:
 		return tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
 	}
 	return tx.QueryRowContext(ctx, l.q(query), args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 )
 
 // A migration moves the schema from the version before it to its own.
@@ -14,6 +15,10 @@ type migration struct {
 	version     int
 	description string
 	statements  []string // with the dialect's {{id}} and {{table_options}}
+
+	// dialect returns the dialect's own statements, run after the
+	// others, when not nil.
+	dialect func(*Dialect) []string
 }
 
 var migrations = []migration{{
@@ -21,7 +26,8 @@ var migrations = []migration{{
 	description: "dags, partitions, attempts, backfills",
 	statements: []string{
 		// One row per DAG identity: the DAG's number in the other tables,
-		// and its revision, which every claim and finish increments.
+		// and its revision, which every claim and finish incremented
+		// until version 2.
 		`CREATE TABLE tranche_dags (
 			id       {{id}},
 			dag      TEXT NOT NULL UNIQUE,
@@ -67,6 +73,17 @@ var migrations = []migration{{
 			canceled   INTEGER NOT NULL
 		)`,
 	},
+}, {
+	version:     2,
+	description: "revisions from the attempts, without a counter per DAG",
+	statements: []string{
+		// A DAG's revision is its attempts' highest: a counter that every
+		// claim and finish of the DAG incremented made them take turns,
+		// each holding the counter's row until its commit was on disk.
+		`CREATE INDEX tranche_attempts_revision ON tranche_attempts (dag_id, revision)`,
+		`ALTER TABLE tranche_dags DROP COLUMN revision`,
+	},
+	dialect: func(d *Dialect) []string { return d.RevisionSchema },
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A
@@ -113,7 +130,11 @@ func (l *Ledger) migrate(ctx context.Context) (found int, err error) {
 			return err
 		}
 		for _, m := range migrations[found:] {
-			for _, stmt := range m.statements {
+			stmts := m.statements
+			if m.dialect != nil {
+				stmts = append(slices.Clip(stmts), m.dialect(l.dialect)...)
+			}
+			for _, stmt := range stmts {
 				if _, err := tx.ExecContext(ctx, l.dialect.ddl(stmt)); err != nil {
 					return fmt.Errorf("migration %d (%s): %w", m.version, m.description, err)
 				}

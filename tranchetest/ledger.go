@@ -85,6 +85,8 @@ func (c *Clock) Advance(d time.Duration) {
 //     refused requests and other DAGs' changes;
 //   - concurrent claimers of the same partitions and chunks: each
 //     partition is claimed once;
+//   - a finish racing a takeover of its expired lease: one of them wins,
+//     never both;
 //   - backfill records: PutBackfill is idempotent, even when workers
 //     starting one backfill at once put it together, Backfill of an unknown
 //     id fails with [tranche.ErrUnknownBackfill], Backfills lists oldest
@@ -137,6 +139,7 @@ var ledgerTests = []struct {
 	{"Revision", testRevision},
 	{"ConcurrentClaimers", testConcurrentClaimers},
 	{"ConcurrentChunkClaimers", testConcurrentChunkClaimers},
+	{"FinishRacesTakeover", testFinishRacesTakeover},
 	{"Backfills", testBackfills},
 	{"ConcurrentPutBackfill", testConcurrentPutBackfill},
 	{"CanceledBackfill", testCanceledBackfill},
@@ -1310,6 +1313,41 @@ func testBackfills(s *ledgerSuite) {
 		s.t.Errorf("PutBackfill without an id succeeded")
 	}
 	checkBackfills("after cancel and refusals", b1, b2, b3) // only b1 canceled, nothing added
+}
+
+// testFinishRacesTakeover finishes attempts whose lease has just expired
+// while another worker takes them over, at once: either the finish lands
+// and the claim is refused, or the takeover lands and the finish is
+// fenced, never both.
+func testFinishRacesTakeover(s *ledgerSuite) {
+	const rounds = 48
+	for i := range rounds {
+		p := part(i)
+		lease := s.claim(req(alpha, p))
+		s.clock.Advance(suiteLease)
+		var finishErr, claimErr error
+		contend(2, func(w int) {
+			if w == 0 {
+				finishErr = s.l.Finish(s.ctx, lease, []tranche.Outcome{succeeded})
+			} else {
+				_, claimErr = s.l.Claim(s.ctx, req(beta, p))
+			}
+		})
+		h := s.history(p)
+		switch {
+		case finishErr == nil && errors.Is(claimErr, tranche.ErrNotClaimable):
+			if len(h) != 1 || h[0].State != tranche.StateSucceeded {
+				s.t.Errorf("%s: the finish won; History:\n%swant one success", p.Key(), formatAttempts(h))
+			}
+		case claimErr == nil && errors.Is(finishErr, tranche.ErrFenced):
+			if len(h) != 2 || h[0].State != tranche.StateFailed || h[1].State != tranche.StateRunning {
+				s.t.Errorf("%s: the takeover won; History:\n%swant attempt 1 failed, attempt 2 running", p.Key(), formatAttempts(h))
+			}
+		default:
+			s.t.Errorf("%s: Finish = %v and a takeover's Claim = %v at once; want one to win, the other refused or fenced\n%s",
+				p.Key(), finishErr, claimErr, formatAttempts(h))
+		}
+	}
 }
 
 // testConcurrentPutBackfill puts each of several backfills from many

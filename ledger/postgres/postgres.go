@@ -25,12 +25,11 @@
 // that lost its partition to a newer attempt gets [tranche.ErrFenced] and
 // records nothing.
 //
-// Claims and finishes of one DAG do pass one at a time through one row,
-// the DAG's revision, which every claim and finish increments and holds
-// locked until its commit is on disk: one DAG's backfill records a few
-// hundred partitions a second however many workers share it (see
-// BENCHMARKS.md). That is plenty for partitions that take seconds; give
-// partitions of milliseconds a [tranche.Backfill] ChunkSize.
+// Claims and finishes of one DAG never take turns: a change's revision
+// comes from a sequence, under an advisory lock that writers hold shared
+// and only [sqlledger.Ledger.Revision], when a backfill plans, takes
+// alone. A claim of fresh partitions is four statements and a finish of
+// one partition is one (see BENCHMARKS.md for the throughput).
 //
 // # Schema
 //
@@ -41,7 +40,8 @@
 // other; a schema that a newer release of tranche migrated is refused
 // with a [*sqlledger.SchemaError]. The role that opens the ledger first
 // needs the CREATE privilege on the schema; once the tables exist,
-// workers need only SELECT, INSERT and UPDATE on them.
+// workers need only SELECT, INSERT and UPDATE on them and USAGE on the
+// sequence tranche_revisions.
 //
 // # Failures
 //
@@ -234,8 +234,16 @@ func quoteIdent(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
 
-// lockClass is the first key of the ledger's advisory locks: "tran".
-const lockClass = 0x7472616e
+// lockClass is the first key of the ledger's advisory locks on its
+// schema, "tran"; revisionClass, "revs", of those on a DAG's revisions.
+const (
+	lockClass     = 0x7472616e
+	revisionClass = 0x72657673
+)
+
+// revisionLock names the advisory lock on the revisions of the DAG whose
+// id is $1, in the connection's current schema.
+var revisionLock = fmt.Sprintf("%d, hashtext(current_schema() || '.' || CAST(CAST($1 AS BIGINT) AS TEXT))", revisionClass)
 
 // createSchema creates the schema unless it exists, under the advisory
 // lock of migrations: CREATE SCHEMA IF NOT EXISTS would need the
@@ -282,6 +290,19 @@ func dialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
 		// The migration's lock, per schema: the schema is the first
 		// of the search_path, the one the tables go to.
 		LockSchema: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext(current_schema()))", lockClass),
+		// Revisions come from a sequence, so that writers of one DAG
+		// never take turns on a counter; a writer holds the DAG's
+		// revision lock shared from before it takes one until it
+		// commits, and Revision takes the lock alone, waiting for
+		// them, so that no revision lower than the one it reads is
+		// committed after it. The sequence caches no numbers: a
+		// session's cached numbers would be lower than others'.
+		NextRevision:    "(SELECT nextval('tranche_revisions') FROM (SELECT pg_advisory_xact_lock_shared(" + revisionLock + ")) AS fence)",
+		RevisionBarrier: "SELECT pg_advisory_xact_lock(" + revisionLock + ")",
+		RevisionSchema: []string{
+			`CREATE SEQUENCE tranche_revisions AS BIGINT CACHE 1`,
+			`SELECT setval('tranche_revisions', (SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts), false)`,
+		},
 		// A worker without the privilege to create tables opens a
 		// ledger whose tables exist.
 		HasTable: "SELECT to_regclass($1) IS NOT NULL",
@@ -345,10 +366,10 @@ func permissionHint(msg, role, where, database string) string {
 		return fmt.Sprintf("role %s may not create %s in database %s: create the schema for it (CREATE SCHEMA ... AUTHORIZATION %s), or grant it CREATE on the database; nothing was written",
 			role, where, database, role)
 	case strings.Contains(msg, "for schema"):
-		return fmt.Sprintf("role %s may not create the ledger's tables in %s of database %s: grant it CREATE on the schema, or have the schema's owner open the ledger once to create them (workers then need only SELECT, INSERT and UPDATE on the tranche_ tables); nothing was written",
+		return fmt.Sprintf("role %s may not create the ledger's tables in %s of database %s: grant it CREATE on the schema, or have the schema's owner open the ledger once to create them (workers then need only SELECT, INSERT and UPDATE on the tranche_ tables and USAGE on the sequence tranche_revisions); nothing was written",
 			role, where, database)
 	}
-	return fmt.Sprintf("role %s lacks a privilege on the ledger's tables in %s of database %s: workers need SELECT, INSERT and UPDATE on the tranche_ tables; nothing was written",
+	return fmt.Sprintf("role %s lacks a privilege on the ledger's tables in %s of database %s: workers need SELECT, INSERT and UPDATE on the tranche_ tables and USAGE on the sequence tranche_revisions; nothing was written",
 		role, where, database)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -337,7 +338,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	if !ok || se.Found != 99 || se.Known != sqlledger.SchemaVersion {
 		t.Fatalf("Open of a newer schema = %v; want a *SchemaError found 99, known %d", err, sqlledger.SchemaVersion)
 	}
-	for _, s := range []string{path, "version 99", "version 1,"} {
+	for _, s := range []string{path, "version 99", fmt.Sprintf("version %d,", sqlledger.SchemaVersion)} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q; want it to say %q", err, s)
 		}
