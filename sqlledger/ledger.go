@@ -90,9 +90,6 @@ type Ledger struct {
 	name       string
 	clock      func() time.Time
 
-	// The dialect's own queries: see qStart and qFinishOne.
-	qStart, qFinishOne string
-
 	queries sync.Map // query as written -> as rebound for the driver
 	dags    sync.Map // DAG identity -> int64 id, for committed DAG rows only
 
@@ -110,8 +107,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if db == nil || opts.Dialect == nil || opts.Name == "" {
 		return nil, errors.New("tranche: sqlledger.Open needs a database, a dialect and a name")
 	}
-	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now,
-		qStart: opts.Dialect.qStart(), qFinishOne: opts.Dialect.qFinishOne()}
+	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now}
 	if l.reader == nil {
 		l.reader = db
 	}
@@ -232,20 +228,36 @@ func (l *Ledger) ensureDAG(ctx context.Context, tx *sql.Tx, dag string) (id int6
 	return id, true, err
 }
 
-// start reads what a claim or a finish starts with, in tx: the ledger's
-// clock, a new revision of the DAG, and whether the backfill was
-// canceled.
-func (l *Ledger) start(ctx context.Context, tx *sql.Tx, dagID int64, backfill string) (now time.Time, rev int64, canceled bool, err error) {
+// txStart is what a claim or a finish starts with: the ledger's clock, a
+// new revision of the DAG, and whether the backfill was canceled.
+type txStart struct {
+	now      time.Time
+	rev      int64
+	canceled bool
+}
+
+// scan reads a txStart from the last three columns of row, and the
+// columns before into dest.
+func (st *txStart) scan(row interface{ Scan(...any) error }, dest ...any) error {
 	var ms int64
-	var c sql.NullInt64
-	if err := l.queryRow(ctx, tx, l.qStart, dagID, backfill).Scan(&ms, &rev, &c); err != nil {
-		return time.Time{}, 0, false, err
+	var canceled sql.NullInt64
+	if err := row.Scan(append(dest, &ms, &st.rev, &canceled)...); err != nil {
+		return err
 	}
-	now = time.UnixMilli(ms).UTC()
+	st.now, st.canceled = time.UnixMilli(ms).UTC(), canceled.Int64 != 0
+	return nil
+}
+
+// start reads a txStart in tx.
+func (l *Ledger) start(ctx context.Context, tx *sql.Tx, dagID int64, backfill string) (txStart, error) {
+	var st txStart
+	if err := st.scan(l.queryRow(ctx, tx, l.dialect.qStart(), dagID, backfill)); err != nil {
+		return st, err
+	}
 	if l.clock != nil {
-		now = time.UnixMilli(l.clock().UnixMilli()).UTC()
+		st.now = time.UnixMilli(l.clock().UnixMilli()).UTC()
 	}
-	return now, rev, c.Int64 != 0, nil
+	return st, nil
 }
 
 // batchRows bounds the partitions one statement names, keeping every
@@ -325,8 +337,8 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 //
 // Partitions never claimed before, the common case of a backfill, get
 // their row and first attempt without being read: a claim of fresh
-// partitions is four statements (the start, the partitions, the
-// attempts, the commit) besides BEGIN.
+// partitions is three statements (the partitions, which return the
+// transaction's start, the attempts, and the commit) besides BEGIN.
 func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.Lease, error) {
 	if err := validateClaim(req); err != nil {
 		return nil, err
@@ -350,16 +362,18 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 		if created {
 			newDAG = dagID
 		}
-		now, rev, canceled, err := l.start(ctx, tx, dagID, req.Backfill)
+		fresh, st, err := l.insertFresh(ctx, tx, dagID, req.Backfill, starts)
 		if err != nil {
 			return err
 		}
-		if canceled {
+		if len(fresh) == 0 { // the insert returned no start
+			if st, err = l.start(ctx, tx, dagID, req.Backfill); err != nil {
+				return err
+			}
+		}
+		now, rev := st.now, st.rev
+		if st.canceled {
 			return fmt.Errorf("%w: backfill %s was canceled", tranche.ErrNotClaimable, req.Backfill)
-		}
-		fresh, err := l.insertFresh(ctx, tx, dagID, starts)
-		if err != nil {
-			return err
 		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {
@@ -452,34 +466,43 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 }
 
 // insertFresh gives the partitions starting at starts that have no row
-// one, at their first attempt, and returns their starts.
-func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, starts []int64) (map[int64]bool, error) {
+// one, at their first attempt, and returns their starts and, if there were
+// any, the transaction's start.
+func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, backfill string, starts []int64) (map[int64]bool, txStart, error) {
 	fresh := make(map[int64]bool, len(starts))
+	var st txStart
 	for batch := range slices.Chunk(starts, batchRows) {
-		args := make([]any, 0, 2*len(batch))
+		args := make([]any, 0, 2*len(batch)+2)
 		for _, s := range batch {
 			args = append(args, dagID, s)
 		}
-		rows, err := l.query(ctx, tx, qInsertFresh(len(batch)), args...)
+		rows, err := l.query(ctx, tx, l.dialect.qInsertFresh(len(batch)), append(args, dagID, backfill)...)
 		if err != nil {
-			return nil, err
+			return nil, st, err
 		}
 		for rows.Next() {
 			var s int64
-			if err := rows.Scan(&s); err != nil {
+			var row txStart
+			if err := row.scan(rows, &s); err != nil {
 				rows.Close()
-				return nil, err
+				return nil, st, err
+			}
+			if len(fresh) == 0 {
+				st = row // one revision for the claim; the others go unused
 			}
 			fresh[s] = true
 		}
 		if err := rows.Close(); err != nil {
-			return nil, err
+			return nil, st, err
 		}
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return nil, st, err
 		}
 	}
-	return fresh, nil
+	if l.clock != nil {
+		st.now = time.UnixMilli(l.clock().UnixMilli()).UTC()
+	}
+	return fresh, st, nil
 }
 
 // describe names partitions in an operation's description.
@@ -579,11 +602,11 @@ func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
 
 // Finish implements [tranche.Ledger].
 //
-// The fence is in the WHERE clause of each UPDATE: a finish changes only
+// The fence is in the WHERE clause of the UPDATE: a finish changes only
 // attempts its worker still runs, and reads nothing first. A finish of
-// one partition is one statement, a transaction of its own. Where the
-// fence fails, the transaction is rolled back, and a read of the
-// partitions tells why.
+// one partition is one statement, a transaction of its own; of several,
+// one statement in a transaction. Where the fence fails, the transaction
+// is rolled back, and a read of the partitions tells why.
 func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
 	if err := lease.CheckOutcomes(outcomes); err != nil {
 		return err
@@ -602,35 +625,30 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 	if dagID == 0 {
 		return fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
 	}
-	var clock any // nil: the database's
+	args := make([]any, 0, 5*len(outcomes)+4)
+	args = append(args, nil, dagID) // nil: the database's clock
 	if l.clock != nil {
-		clock = l.clock().UnixMilli()
+		args[0] = l.clock().UnixMilli()
 	}
+	for i, o := range outcomes {
+		args = append(args, lease.Partitions[i].Start.Unix(), lease.Attempts[i], string(o.State), o.Err, o.Rows)
+	}
+	args = append(args, dagID, lease.Worker)
+	query := l.dialect.qFinish(len(outcomes))
 	var fenced error
 	if len(outcomes) == 1 {
-		o := outcomes[0]
-		res, err := l.writeOne(ctx, op, l.qFinishOne, string(o.State), o.Err, o.Rows, clock, dagID,
-			dagID, lease.Worker, lease.Partitions[0].Start.Unix(), lease.Attempts[0])
+		res, err := l.writeOne(ctx, op, query, args...)
 		if err != nil {
 			return err
 		}
 		fenced = changed(res, nil, 1, lease)
 	} else {
+		// All or nothing: a transaction, rolled back when the fence holds
+		// for fewer than all.
 		err = l.write(ctx, op, func(tx *sql.Tx) error {
-			fenced = nil
-			now, rev, _, err := l.start(ctx, tx, dagID, "")
-			if err != nil {
-				return err
-			}
-			// Outcomes differ by partition: one UPDATE each.
-			for i, o := range outcomes {
-				res, err := l.exec(ctx, tx, qFinish, string(o.State), o.Err, o.Rows, now.UnixMilli(), rev, dagID, lease.Worker,
-					lease.Partitions[i].Start.Unix(), lease.Attempts[i])
-				if fenced = changed(res, err, 1, lease); fenced != nil {
-					return fenced
-				}
-			}
-			return nil
+			res, err := l.exec(ctx, tx, query, args...)
+			fenced = changed(res, err, len(outcomes), lease)
+			return fenced
 		})
 		if err != nil && !errors.Is(err, tranche.ErrFenced) {
 			return err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -34,12 +35,6 @@ const (
 	// worker takes its partition over.
 	qTakeover = `UPDATE tranche_attempts SET state = 'failed', finished_ms = $1, revision = $2, error = $3
 		WHERE dag_id = $4 AND start_s = $5 AND attempt = $6 AND state = 'running'`
-
-	// qFinish records an outcome where the lease still holds: the
-	// lease's worker (the fence) still runs the lease's attempt.
-	qFinish = `UPDATE tranche_attempts
-		SET state = $1, error = $2, row_count = $3, finished_ms = $4, revision = $5
-		WHERE dag_id = $6 AND worker = $7 AND state = 'running' AND start_s = $8 AND attempt = $9`
 
 	qHistory = `SELECT ` + attemptColumns + `
 		FROM tranche_dags d JOIN tranche_attempts a ON a.dag_id = d.id
@@ -73,23 +68,43 @@ func (d *Dialect) qStart() string {
 	return `SELECT ` + d.Now + `, ` + d.nextRevision(1) + `, (SELECT canceled FROM tranche_backfills WHERE id = $2)`
 }
 
-// qFinishOne is qFinish for a finish of one partition, a transaction of
-// its own: the clock is $4's or, when NULL, the database's, and the
-// revision is a new one of DAG $5.
-func (d *Dialect) qFinishOne() string {
+// qFinish records the outcomes of n partitions where the lease still
+// holds: the lease's worker (the fence, $3n+3) still runs the lease's
+// attempt at each. Each outcome is five values from $3: the partition's
+// start, the attempt, the state, the error and the rows. The clock is
+// $1's or, when NULL, the database's; the revision is a new one of DAG $2
+// (a subquery of no row's, evaluated once), and the DAG is $5n+3.
+func (d *Dialect) qFinish(n int) string {
+	var v strings.Builder
+	for i := range n {
+		if i > 0 {
+			v.WriteString(", ")
+		}
+		p := 3 + 5*i
+		fmt.Fprintf(&v, "(CAST($%d AS BIGINT), CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BIGINT))",
+			p, p+1, p+2, p+3, p+4)
+	}
+	// VALUES names its columns column1, column2, ... in SQLite and
+	// PostgreSQL alike.
 	return `UPDATE tranche_attempts
-		SET state = $1, error = $2, row_count = $3, finished_ms = COALESCE(CAST($4 AS BIGINT), ` + d.Now + `),
-			revision = ` + d.nextRevision(5) + `
-		WHERE dag_id = $6 AND worker = $7 AND state = 'running' AND start_s = $8 AND attempt = $9`
+		SET state = v.column3, error = v.column4, row_count = v.column5,
+			finished_ms = COALESCE(CAST($1 AS BIGINT), ` + d.Now + `), revision = ` + d.nextRevision(2) + `
+		FROM (VALUES ` + v.String() + `) AS v
+		WHERE tranche_attempts.dag_id = $` + strconv.Itoa(3+5*n) + ` AND tranche_attempts.worker = $` + strconv.Itoa(4+5*n) + `
+			AND tranche_attempts.state = 'running' AND tranche_attempts.start_s = v.column1 AND tranche_attempts.attempt = v.column2`
 }
 
 // qInsertFresh gives those of n partitions (dag_id, start_s pairs from
-// $1) that have no row yet one, at their first attempt, and returns their
-// starts. A concurrent claim of one waits for this transaction, and
-// then finds the partition claimed.
-func qInsertFresh(n int) string {
+// $1) that have no row yet one, at their first attempt, and returns, for
+// each, its start and what qStart reads (the clock, a new revision of DAG
+// $2n+1, whether backfill $2n+2 was canceled), saving a claim of fresh
+// partitions that statement. A concurrent claim of one of them waits for
+// this transaction, and then finds the partition claimed.
+func (d *Dialect) qInsertFresh(n int) string {
 	return `INSERT INTO tranche_partitions (dag_id, start_s, latest) VALUES ` +
-		strings.ReplaceAll(tuples(1, n, 2), ")", ", 1)") + ` ON CONFLICT (dag_id, start_s) DO NOTHING RETURNING start_s`
+		strings.ReplaceAll(tuples(1, n, 2), ")", ", 1)") + ` ON CONFLICT (dag_id, start_s) DO NOTHING
+		RETURNING start_s, ` + d.Now + `, ` + d.nextRevision(2*n+1) +
+		`, (SELECT canceled FROM tranche_backfills WHERE id = $` + strconv.Itoa(2*n+2) + `)`
 }
 
 // qReadLatest reads the latest attempt of n partitions of DAG $1 (starts
@@ -141,8 +156,8 @@ func pairs(from, n int) string {
 // those that transactions run, on the reader those that reads run.
 func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	writes := []string{l.qNow(), l.qStart, l.qFinishOne, qDAGID, qInsertDAG, qRevision, qBackfill, qCancelBackfill, qInsertBackfill,
-		qTakeover, qFinish, qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
+	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill, qCancelBackfill, qInsertBackfill,
+		qTakeover, l.dialect.qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
 	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts}
 	for _, set := range []struct {
 		db    *sql.DB

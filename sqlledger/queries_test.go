@@ -10,11 +10,11 @@ import (
 // relies on: $1, $2, ... each used once, in order.
 func TestPlaceholdersInOrder(t *testing.T) {
 	l := &Ledger{dialect: &SQLite}
-	queries := []string{l.qNow(), SQLite.qStart(), SQLite.qFinishOne(), qDAGID, qInsertDAG, qRevision, qBackfill, qBackfills, qCancelBackfill,
-		qInsertBackfill, qTakeover, qFinish, qHistory, qAttempts, createSchemaTable,
+	queries := []string{l.qNow(), SQLite.qStart(), qDAGID, qInsertDAG, qRevision, qBackfill, qBackfills, qCancelBackfill,
+		qInsertBackfill, qTakeover, qHistory, qAttempts, createSchemaTable,
 		`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`}
 	for _, n := range []int{1, 2, 7, batchRows} {
-		queries = append(queries, qInsertFresh(n), qReadLatest(n, " FOR UPDATE OF p SKIP LOCKED"), qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n))
+		queries = append(queries, SQLite.qInsertFresh(n), SQLite.qFinish(n), qReadLatest(n, " FOR UPDATE OF p SKIP LOCKED"), qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n))
 	}
 	re := regexp.MustCompile(`\$([0-9]+)`)
 	for _, q := range queries {

@@ -2,18 +2,19 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 )
 
 // Benchmarks of the PostgreSQL ledger, beside the SQLite ledger with the
@@ -49,79 +50,33 @@ func sqliteWorker(b *testing.B) string {
 	return sqliteBin
 }
 
-// benchResult is the workers' bench output.
-type benchResult struct {
-	Ops      int     `json:"ops"`
-	MedianUS float64 `json:"median_us"`
-	P99US    float64 `json:"p99_us"`
-}
-
-// processes runs the commands at once and reports the aggregate
-// throughput of perProc partitions each, and the medians over the
-// processes of their median and 99th percentile latencies.
-func processes(b *testing.B, cmds []*exec.Cmd, perProc int) {
-	b.ResetTimer()
-	outs := make([][]byte, len(cmds))
-	errs := make(chan error, len(cmds))
-	for i, c := range cmds {
-		go func() {
-			var err error
-			outs[i], err = c.Output()
-			if ee, ok := err.(*exec.ExitError); ok {
-				err = fmt.Errorf("%v: %s", err, ee.Stderr)
-			}
-			errs <- err
-		}()
-	}
-	for range cmds {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	var medians, p99s []float64
-	for _, out := range outs {
-		var r benchResult
-		if err := json.Unmarshal(out, &r); err != nil {
-			b.Fatalf("%q: %v", out, err)
-		}
-		medians, p99s = append(medians, r.MedianUS), append(p99s, r.P99US)
-	}
-	slices.Sort(medians)
-	slices.Sort(p99s)
-	b.ReportMetric(medians[len(medians)/2], "median-µs")
-	b.ReportMetric(p99s[len(p99s)/2], "p99-µs")
-	b.ReportMetric(float64(len(cmds)*perProc)/b.Elapsed().Seconds(), "partitions/s")
-}
-
 // BenchmarkThroughput claims and finishes partitions with no-op work in 1,
 // 4 and 16 worker processes at once, each with its own connections (a
-// pool of 4 to PostgreSQL; SQLite's one writing connection), b.N
-// partitions each, one claim and one finish per partition: the aggregate
-// throughput of a backfill whose assets cost nothing, on PostgreSQL and on
-// SQLite. With chunk=10, each claim and finish covers 10 partitions, as a
-// backfill with ChunkSize 10 does.
+// pool of 4 to PostgreSQL; SQLite's one writing connection), b.N claims
+// and finishes each: the aggregate throughput of a backfill whose assets
+// cost nothing, on PostgreSQL and on SQLite, timed from when all workers
+// have their ledger open (proctest.RunBench). With chunk=10, each claim
+// and finish covers 10 partitions, as a backfill with ChunkSize 10 does.
 func BenchmarkThroughput(b *testing.B) {
 	url := serverURL(b)
 	pg := pgworker(b)
-	for _, kind := range []string{"postgres", "postgres-chunk=10", "sqlite"} {
+	for _, kind := range []string{"postgres", "postgres-chunk=10", "sqlite", "sqlite-chunk=10"} {
 		for _, n := range []int{1, 4, 16} {
 			b.Run(fmt.Sprintf("%s/workers=%d", kind, n), func(b *testing.B) {
 				chunk := 1
-				if kind == "postgres-chunk=10" {
+				if strings.HasSuffix(kind, "-chunk=10") {
 					chunk = 10
 				}
 				perProc := b.N * chunk
 				cmds := make([]*exec.Cmd, n)
 				var base []string
-				switch kind {
-				case "sqlite":
+				if strings.HasPrefix(kind, "sqlite") {
 					path := filepath.Join(b.TempDir(), "ledger.db")
-					base = []string{sqliteWorker(b), "-mode", "bench", "-ledger", path, "-from", "1900-01-01"}
-				default:
-					base = []string{pg, "-mode", "bench", "-url", url, "-schema", freshSchema(b, url), "-from", "1900-01-01",
-						"-chunk", strconv.Itoa(chunk)}
+					base = []string{sqliteWorker(b), "-mode", "bench", "-ledger", path}
+				} else {
+					base = []string{pg, "-mode", "bench", "-url", url, "-schema", freshSchema(b, url)}
 				}
+				base = append(base, "-from", "1900-01-01", "-chunk", strconv.Itoa(chunk))
 				// One process creates the tables before the others race.
 				if out, err := exec.Command(base[0], append(base[1:], "-worker", "setup", "-ops", strconv.Itoa(chunk), "-offset", "-20")...).CombinedOutput(); err != nil {
 					b.Fatalf("%v: %s", err, out)
@@ -130,7 +85,7 @@ func BenchmarkThroughput(b *testing.B) {
 					cmds[i] = exec.Command(base[0], append(base[1:], "-worker", fmt.Sprintf("bench-%d", i),
 						"-ops", strconv.Itoa(perProc), "-offset", strconv.Itoa(i*perProc))...)
 				}
-				processes(b, cmds, perProc)
+				proctest.RunBench(b, cmds)
 			})
 		}
 	}

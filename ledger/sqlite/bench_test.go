@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -32,7 +32,8 @@ import (
 // BenchmarkClaimFinishProcesses claims and finishes one partition at a
 // time in 1, 2 and 4 worker processes sharing one file, b.N partitions
 // each, and reports the median and 99th percentile latency of a claim
-// plus finish, the median of the processes' own.
+// plus finish, the median of the processes' own, and the throughput once
+// all have started (see proctest.RunBench).
 func BenchmarkClaimFinishProcesses(b *testing.B) {
 	bin := crashworker(b)
 	for _, n := range []int{1, 2, 4} {
@@ -49,38 +50,7 @@ func BenchmarkClaimFinishProcesses(b *testing.B) {
 				cmds[i] = exec.Command(bin, "-mode", "bench", "-ledger", path, "-worker", fmt.Sprintf("bench-%d", i),
 					"-ops", strconv.Itoa(b.N), "-offset", strconv.Itoa(i*b.N), "-from", "1900-01-01")
 			}
-			b.ResetTimer()
-			outs := make([][]byte, n)
-			errs := make(chan error, n)
-			for i, c := range cmds {
-				go func() {
-					var err error
-					outs[i], err = c.Output()
-					errs <- err
-				}()
-			}
-			for range cmds {
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			var medians, p99s []float64
-			for _, out := range outs {
-				var r struct {
-					MedianUS float64 `json:"median_us"`
-					P99US    float64 `json:"p99_us"`
-				}
-				if err := json.Unmarshal(out, &r); err != nil {
-					b.Fatalf("%q: %v", out, err)
-				}
-				medians, p99s = append(medians, r.MedianUS), append(p99s, r.P99US)
-			}
-			slices.Sort(medians)
-			slices.Sort(p99s)
-			b.ReportMetric(medians[len(medians)/2], "median-µs")
-			b.ReportMetric(p99s[len(p99s)/2], "p99-µs")
-			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "partitions/s")
+			proctest.RunBench(b, cmds)
 		})
 	}
 }

@@ -12,9 +12,9 @@
 // server are tried again. It prints a summary as one JSON object on
 // stdout.
 //
-// In bench mode it claims and finishes partitions, one at a time or
-// -chunk at a time, and prints the latencies: the loop of the SQLite
-// ledger's crashworker, so that the benchmarks compare like with like.
+// In bench mode it claims and finishes hourly partitions, -chunk at a
+// time, and prints the latencies: proctest.Bench, the loop of the SQLite
+// ledger's crashworker too, so that the benchmarks compare like with like.
 package main
 
 import (
@@ -25,12 +25,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -52,7 +52,7 @@ var (
 	loop        = flag.Bool("loop", true, "run the backfill again until every partition succeeded")
 	deadline    = flag.Duration("deadline", 90*time.Second, "give up looping after this long")
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
-	offset      = flag.Int("offset", 0, "bench: the first partition, in days after -from")
+	offset      = flag.Int("offset", 0, "bench: the first partition, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
 )
 
@@ -97,7 +97,7 @@ func run() error {
 	}
 	defer l.Close()
 	if *mode == "bench" {
-		return bench(ctx, l, first)
+		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk}.Run(ctx, l, os.Stdin, os.Stdout)
 	}
 	w, err := tranche.NewTimePartitionWindow(tranche.Day, first, first.AddDate(0, 0, *days-1))
 	if err != nil {
@@ -201,45 +201,4 @@ func run() error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
-}
-
-// benchResult is what bench mode prints.
-type benchResult struct {
-	Ops      int     `json:"ops"`
-	MedianUS float64 `json:"median_us"`
-	P90US    float64 `json:"p90_us"`
-	P99US    float64 `json:"p99_us"`
-	Seconds  float64 `json:"seconds"`
-}
-
-// bench claims and finishes -ops partitions from -offset days after
-// first, -chunk at a time, timing each claim plus finish.
-func bench(ctx context.Context, l tranche.Ledger, first time.Time) error {
-	dag := "bench-dag"
-	lat := make([]time.Duration, 0, *ops / *chunk)
-	ps := make([]tranche.TimePartition, *chunk)
-	outcomes := make([]tranche.Outcome, *chunk)
-	for i := range outcomes {
-		outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1}
-	}
-	start := time.Now()
-	for i := 0; i+*chunk <= *ops; i += *chunk {
-		for j := range ps {
-			ps[j] = tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset+i+j))
-		}
-		t0 := time.Now()
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "bench", Worker: *worker, RunID: "bench",
-			Partitions: ps, Lease: time.Minute})
-		if err != nil {
-			return err
-		}
-		if err := l.Finish(ctx, lease, outcomes); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	total := time.Since(start)
-	slices.Sort(lat)
-	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
-	return json.NewEncoder(os.Stdout).Encode(benchResult{Ops: len(lat), MedianUS: q(0.5), P90US: q(0.9), P99US: q(0.99), Seconds: total.Seconds()})
 }

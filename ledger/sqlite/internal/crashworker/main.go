@@ -9,8 +9,9 @@
 // In backfill mode it runs a tranche.Backfill of one daily asset, "events",
 // into a files destination, appending a line to an executions log when
 // each execution starts and when it ends, and prints its Report as one
-// JSON object on stdout. In bench mode it claims and finishes partitions
-// one at a time and prints the latencies.
+// JSON object on stdout. In bench mode it claims and finishes hourly
+// partitions, -chunk at a time, and prints the latencies (see
+// proctest.Bench).
 package main
 
 import (
@@ -21,12 +22,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -47,7 +48,8 @@ var (
 	gateFile    = flag.String("gatefile", "", "see -gate")
 	rows        = flag.Int("rows", 3, "rows per partition")
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
-	offset      = flag.Int("offset", 0, "bench: the first partition, in days after -from")
+	offset      = flag.Int("offset", 0, "stale: the partition, in days after -from; bench: the first, in hours after -from")
+	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
 )
 
 // report is the worker's output: the backfill's Report, flattened.
@@ -95,7 +97,7 @@ func run() error {
 	}
 	switch *mode {
 	case "bench":
-		return bench(ctx, l, first)
+		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk}.Run(ctx, l, os.Stdin, os.Stdout)
 	case "stale":
 		return stale(ctx, l, first)
 	}
@@ -176,40 +178,6 @@ func run() error {
 		out.Err = err.Error()
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
-}
-
-// benchResult is what bench mode prints.
-type benchResult struct {
-	Ops      int     `json:"ops"`
-	MedianUS float64 `json:"median_us"`
-	P90US    float64 `json:"p90_us"`
-	P99US    float64 `json:"p99_us"`
-	Seconds  float64 `json:"seconds"`
-}
-
-// bench claims and finishes -ops partitions from -offset days after
-// first, one at a time, timing each claim plus finish.
-func bench(ctx context.Context, l tranche.Ledger, first time.Time) error {
-	dag := "bench-dag"
-	lat := make([]time.Duration, 0, *ops)
-	start := time.Now()
-	for i := range *ops {
-		p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset+i))
-		t0 := time.Now()
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "bench", Worker: *worker, RunID: "bench",
-			Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
-		if err != nil {
-			return err
-		}
-		if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	total := time.Since(start)
-	slices.Sort(lat)
-	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
-	return json.NewEncoder(os.Stdout).Encode(benchResult{Ops: len(lat), MedianUS: q(0.5), P90US: q(0.9), P99US: q(0.99), Seconds: total.Seconds()})
 }
 
 // staleResult is what stale mode prints.

@@ -1,0 +1,159 @@
+package proctest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// Bench is the bench mode of the ledgers' worker binaries: one process
+// claiming and finishing hourly partitions with no work between, so that
+// the benchmarks of the SQLite and PostgreSQL ledgers compare like with
+// like.
+type Bench struct {
+	Worker string
+	First  time.Time // the first hour of the DAG's partitions
+	Offset int       // this worker's first partition, in hours after First
+	Ops    int       // partitions to claim and finish
+	Chunk  int       // partitions per claim and finish; 0 means 1
+}
+
+// BenchResult is what [Bench.Run] prints: the partitions done, and the
+// latencies of a claim plus a finish.
+type BenchResult struct {
+	Ops      int     `json:"ops"`
+	MedianUS float64 `json:"median_us"`
+	P90US    float64 `json:"p90_us"`
+	P99US    float64 `json:"p99_us"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// Ready is the line a worker prints when its ledger is open; it then
+// waits for a line (or the end) of its standard input before starting, so
+// that the benchmark times the work of all workers at once, not their
+// starts.
+const Ready = "ready"
+
+// Run prints Ready to out, waits for a line from in, claims and finishes
+// the partitions, and prints a BenchResult to out as JSON.
+func (b Bench) Run(ctx context.Context, l tranche.Ledger, in io.Reader, out io.Writer) error {
+	chunk := max(b.Chunk, 1)
+	ps := make([]tranche.TimePartition, chunk)
+	outcomes := make([]tranche.Outcome, chunk)
+	for i := range outcomes {
+		outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1}
+	}
+	lat := make([]time.Duration, 0, b.Ops/chunk)
+	if _, err := fmt.Fprintln(out, Ready); err != nil {
+		return err
+	}
+	if _, err := bufio.NewReader(in).ReadString('\n'); err != nil && err != io.EOF {
+		return fmt.Errorf("waiting for the start: %w", err)
+	}
+	start := time.Now()
+	for i := 0; i+chunk <= b.Ops; i += chunk {
+		for j := range ps {
+			ps[j] = tranche.PartitionOf(tranche.Hour, b.First.Add(time.Duration(b.Offset+i+j)*time.Hour))
+		}
+		t0 := time.Now()
+		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: b.Worker, RunID: "bench",
+			Partitions: ps, Lease: time.Minute})
+		if err != nil {
+			return err
+		}
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	if len(lat) == 0 {
+		return fmt.Errorf("bench of %d partitions in chunks of %d: nothing to do", b.Ops, chunk)
+	}
+	total := time.Since(start)
+	slices.Sort(lat)
+	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
+	return json.NewEncoder(out).Encode(BenchResult{Ops: len(lat) * chunk, MedianUS: q(0.5), P90US: q(0.9), P99US: q(0.99), Seconds: total.Seconds()})
+}
+
+// RunBench runs worker commands in bench mode at once: it starts them,
+// waits until each has its ledger open, releases them together, and
+// reports the medians over the workers of their median and 99th
+// percentile latencies, and the aggregate throughput from the release to
+// the last worker's end.
+func RunBench(b *testing.B, cmds []*exec.Cmd) {
+	b.Helper()
+	b.StopTimer()
+	b.ResetTimer()
+	type worker struct {
+		cmd    *exec.Cmd
+		start  io.WriteCloser
+		out    *bufio.Reader
+		stderr strings.Builder
+	}
+	workers := make([]*worker, len(cmds))
+	defer func() {
+		for _, w := range workers {
+			if w != nil && w.cmd.ProcessState == nil {
+				w.cmd.Process.Kill()
+				w.cmd.Wait()
+			}
+		}
+	}()
+	for i, c := range cmds {
+		w := &worker{cmd: c}
+		var err error
+		if w.start, err = c.StdinPipe(); err != nil {
+			b.Fatal(err)
+		}
+		stdout, err := c.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.out = bufio.NewReader(stdout)
+		c.Stderr = &w.stderr
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		workers[i] = w
+	}
+	for _, w := range workers {
+		if line, err := w.out.ReadString('\n'); strings.TrimSpace(line) != Ready {
+			w.cmd.Wait()
+			b.Fatalf("%s: %q, %v; want %q\n%s", w.cmd, line, err, Ready, &w.stderr)
+		}
+	}
+	b.StartTimer()
+	for _, w := range workers {
+		if _, err := io.WriteString(w.start, "go\n"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	results := make([]BenchResult, len(workers))
+	for i, w := range workers {
+		err := json.NewDecoder(w.out).Decode(&results[i])
+		if werr := w.cmd.Wait(); err != nil || werr != nil {
+			b.Fatalf("%s: %v, %v\n%s", w.cmd, err, werr, &w.stderr)
+		}
+	}
+	b.StopTimer()
+	var medians, p99s []float64
+	ops := 0
+	for _, r := range results {
+		medians, p99s = append(medians, r.MedianUS), append(p99s, r.P99US)
+		ops += r.Ops
+	}
+	slices.Sort(medians)
+	slices.Sort(p99s)
+	b.ReportMetric(medians[len(medians)/2], "median-µs")
+	b.ReportMetric(p99s[len(p99s)/2], "p99-µs")
+	b.ReportMetric(float64(ops)/b.Elapsed().Seconds(), "partitions/s")
+}
