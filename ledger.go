@@ -54,9 +54,12 @@ type Ledger interface {
 	// start, oldest first.
 	History(ctx context.Context, dag string, start time.Time) ([]Attempt, error)
 
-	// Revision returns a number that changes whenever any attempt of dag
-	// is claimed or changes state. Plans record it to notice a ledger
-	// that moved on.
+	// Revision returns the revision of dag: a number that grows with
+	// every claim and every finish of its attempts, each of which
+	// records the revision of its change (Attempt.Revision). Plans record
+	// it to notice a ledger that moved on, and bound RerunAll with it,
+	// which needs it to be a watermark: every change committed after
+	// Revision returned r has a revision above r.
 	Revision(ctx context.Context, dag string) (int64, error)
 
 	// PutBackfill records a backfill if its ID is new and returns the

@@ -88,6 +88,12 @@ type Dialect struct {
 	// started above every revision recorded before).
 	RevisionSchema []string
 
+	// InsertInWith says that the database runs an INSERT inside a WITH
+	// clause, a data-modifying common table expression, as PostgreSQL
+	// does and SQLite does not. A claim of one partition never claimed
+	// before is then one statement, outside any transaction.
+	InsertInWith bool
+
 	// LockSchema, when not empty, is executed first in the transaction
 	// that creates or migrates the schema, so that several processes
 	// starting at once migrate one after the other (PostgreSQL:

@@ -94,6 +94,28 @@ func (d *Dialect) qFinish(n int) string {
 			AND tranche_attempts.state = 'running' AND tranche_attempts.start_s = v.column1 AND tranche_attempts.attempt = v.column2`
 }
 
+// qClaimFresh claims partition $2 of DAG $1, at its first attempt, if it
+// has no row and backfill $3 was not canceled, in one statement, and
+// returns the attempt's start; the clock is $4's or, when NULL, the
+// database's, the revision a new one of DAG $5. $6 to $11 are the
+// attempt's end, key, backfill, run, worker and lease in milliseconds.
+// Only for dialects with InsertInWith.
+func (d *Dialect) qClaimFresh() string {
+	return `WITH p AS (
+			INSERT INTO tranche_partitions (dag_id, start_s, latest)
+			SELECT CAST($1 AS BIGINT), CAST($2 AS BIGINT), 1
+			WHERE NOT EXISTS (SELECT 1 FROM tranche_backfills WHERE id = $3 AND canceled <> 0)
+			ON CONFLICT (dag_id, start_s) DO NOTHING
+			RETURNING dag_id, start_s, COALESCE(CAST($4 AS BIGINT), ` + d.Now + `) AS now_ms, ` + d.nextRevision(5) + ` AS rev
+		)
+		INSERT INTO tranche_attempts
+			(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
+		SELECT p.dag_id, p.start_s, 1, CAST($6 AS BIGINT), CAST($7 AS TEXT), CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS TEXT),
+			p.now_ms, p.now_ms + CAST($11 AS BIGINT), '', 0, p.rev, 'running'
+		FROM p
+		RETURNING started_ms`
+}
+
 // qInsertFresh gives those of n partitions (dag_id, start_s pairs from
 // $1) that have no row yet one, at their first attempt, and returns, for
 // each, its start and what qStart reads (the clock, a new revision of DAG
@@ -158,6 +180,9 @@ func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill, qCancelBackfill, qInsertBackfill,
 		qTakeover, l.dialect.qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
+	if l.dialect.InsertInWith {
+		writes = append(writes, l.dialect.qClaimFresh())
+	}
 	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts}
 	for _, set := range []struct {
 		db    *sql.DB

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
 // Benchmarks of the PostgreSQL ledger, beside the SQLite ledger with the
@@ -88,6 +89,43 @@ func BenchmarkThroughput(b *testing.B) {
 				proctest.RunBench(b, cmds)
 			})
 		}
+	}
+}
+
+// BenchmarkThroughputInProcess is BenchmarkThroughput's postgres case
+// with the workers as goroutines of one process sharing one ledger, a
+// connection each, as one process running a backfill with Concurrency n
+// does: the same claims and finishes, without n Go runtimes competing for
+// the machine's cores.
+func BenchmarkThroughputInProcess(b *testing.B) {
+	url := serverURL(b)
+	for _, n := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+			l := openFresh(b, url, &postgres.Options{MaxConns: n})
+			ctx := b.Context()
+			first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for w := range n {
+				wg.Go(func() {
+					for i := range b.N {
+						p := tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(w*b.N+i)*time.Hour))
+						lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: fmt.Sprint("bench-", w),
+							RunID: "bench", Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "partitions/s")
+		})
 	}
 }
 

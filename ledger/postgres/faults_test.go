@@ -481,8 +481,20 @@ func TestTerminateConnections(t *testing.T) {
 			const days = 300
 			w := newWorld(t, days, "-concurrency", "4", "-work", "20ms", "-lease", "1s", "-heartbeat", "250ms")
 			victim := w.start("victim")
-			other := w.start("other")
 			db := admin(t, w.url)
+			// The victim lands a partition before the other starts, which
+			// would otherwise be quick enough to leave it none.
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				var n int
+				err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM "+w.schema+".tranche_attempts WHERE worker = 'victim' AND state = 'succeeded'").Scan(&n)
+				if err == nil && n > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the victim landed no partition in 20 s alone (%v)", err)
+				}
+			}
+			other := w.start("other")
 			terminated := 0
 			start := time.Now()
 			for {

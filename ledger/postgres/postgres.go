@@ -303,6 +303,7 @@ func dialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
 			`CREATE SEQUENCE tranche_revisions AS BIGINT CACHE 1`,
 			`SELECT setval('tranche_revisions', (SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts), false)`,
 		},
+		InsertInWith: true,
 		// A worker without the privilege to create tables opens a
 		// ledger whose tables exist.
 		HasTable: "SELECT to_regclass($1) IS NOT NULL",
