@@ -88,6 +88,13 @@ type Dialect struct {
 	// started above every revision recorded before).
 	RevisionSchema []string
 
+	// InProcess says that the database runs inside the process, as
+	// SQLite does: a statement costs no round trip, so a finish of many
+	// partitions runs a small prepared UPDATE for each rather than one
+	// large statement, which the database would parse every time and
+	// SQLite runs no faster.
+	InProcess bool
+
 	// InsertInWith says that the database runs an INSERT inside a WITH
 	// clause, a data-modifying common table expression, as PostgreSQL
 	// does and SQLite does not. A claim of one partition never claimed
@@ -166,6 +173,7 @@ var SQLite = Dialect{
 	Rebind:       PositionalRebind,
 	IDColumn:     "INTEGER PRIMARY KEY",
 	TableOptions: " WITHOUT ROWID",
+	InProcess:    true,
 	NextRevision: "(SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts WHERE dag_id = $1)",
 	Classify:     classifySQLite,
 }

@@ -36,6 +36,13 @@ const (
 	qTakeover = `UPDATE tranche_attempts SET state = 'failed', finished_ms = $1, revision = $2, error = $3
 		WHERE dag_id = $4 AND start_s = $5 AND attempt = $6 AND state = 'running'`
 
+	// qFinishEach records one outcome where the lease still holds, at
+	// revision $5: a finish of many partitions, one at a time, where
+	// statements cost no round trip (Dialect.InProcess).
+	qFinishEach = `UPDATE tranche_attempts
+		SET state = $1, error = $2, row_count = $3, finished_ms = $4, revision = $5
+		WHERE dag_id = $6 AND worker = $7 AND state = 'running' AND start_s = $8 AND attempt = $9`
+
 	qHistory = `SELECT ` + attemptColumns + `
 		FROM tranche_dags d JOIN tranche_attempts a ON a.dag_id = d.id
 		WHERE d.dag = $1 AND a.start_s = $2
@@ -179,7 +186,7 @@ func pairs(from, n int) string {
 func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill, qCancelBackfill, qInsertBackfill,
-		qTakeover, l.dialect.qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
+		qTakeover, qFinishEach, l.dialect.qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
 	if l.dialect.InsertInWith {
 		writes = append(writes, l.dialect.qClaimFresh())
 	}

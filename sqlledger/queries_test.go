@@ -11,7 +11,7 @@ import (
 func TestPlaceholdersInOrder(t *testing.T) {
 	l := &Ledger{dialect: &SQLite}
 	queries := []string{l.qNow(), SQLite.qStart(), SQLite.qClaimFresh(), qDAGID, qInsertDAG, qRevision, qBackfill, qBackfills, qCancelBackfill,
-		qInsertBackfill, qTakeover, qHistory, qAttempts, createSchemaTable,
+		qInsertBackfill, qTakeover, qFinishEach, qHistory, qAttempts, createSchemaTable,
 		`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`}
 	for _, n := range []int{1, 2, 7, batchRows} {
 		queries = append(queries, SQLite.qInsertFresh(n), SQLite.qFinish(n), qReadLatest(n, " FOR UPDATE OF p SKIP LOCKED"), qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n))
