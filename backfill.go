@@ -726,10 +726,12 @@ func (x *execution) fail(ctx context.Context, u *job, err error) {
 			r.Failures = append(r.Failures, PartitionFailure{Key: p.Key(), Err: err})
 		}
 	})
-	x.emitJob(ctx, KindPartitionFailed, u, err)
+	// Claims stop before the event goes out, so that a hook that sees the
+	// failure sees no partition claimed after it.
 	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
 		x.halt(fmt.Errorf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()))
 	}
+	x.emitJob(ctx, KindPartitionFailed, u, err)
 }
 
 func (x *execution) halt(why error) {
