@@ -9,85 +9,12 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
-// v1Schema is the schema of version 1, as released, with SQLite's
-// expansions: a fixture of the past, never to change with
-// sqlledger/schema.go.
-var v1Schema = []string{
-	`CREATE TABLE tranche_dags (
-		id       INTEGER PRIMARY KEY,
-		dag      TEXT NOT NULL UNIQUE,
-		revision BIGINT NOT NULL
-	)`,
-	`CREATE TABLE tranche_partitions (
-		dag_id  BIGINT NOT NULL REFERENCES tranche_dags (id),
-		start_s BIGINT NOT NULL,
-		latest  INTEGER NOT NULL,
-		PRIMARY KEY (dag_id, start_s)
-	) WITHOUT ROWID`,
-	`CREATE TABLE tranche_attempts (
-		dag_id         BIGINT NOT NULL,
-		start_s        BIGINT NOT NULL,
-		attempt        INTEGER NOT NULL,
-		end_s          BIGINT NOT NULL,
-		partition_key  TEXT NOT NULL,
-		backfill       TEXT NOT NULL,
-		run_id         TEXT NOT NULL,
-		worker         TEXT NOT NULL,
-		state          TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed', 'canceled')),
-		started_ms     BIGINT NOT NULL,
-		finished_ms    BIGINT,
-		lease_until_ms BIGINT NOT NULL,
-		error          TEXT NOT NULL,
-		row_count      BIGINT NOT NULL,
-		revision       BIGINT NOT NULL,
-		PRIMARY KEY (dag_id, start_s, attempt),
-		FOREIGN KEY (dag_id, start_s) REFERENCES tranche_partitions (dag_id, start_s)
-	) WITHOUT ROWID`,
-	`CREATE TABLE tranche_backfills (
-		id         TEXT NOT NULL PRIMARY KEY,
-		seq        BIGINT NOT NULL,
-		dag        TEXT NOT NULL,
-		time_window TEXT NOT NULL,
-		chunk      INTEGER NOT NULL,
-		created_ms BIGINT NOT NULL,
-		canceled   INTEGER NOT NULL
-	)`,
-	`CREATE TABLE IF NOT EXISTS tranche_schema (
-		version     INTEGER NOT NULL PRIMARY KEY,
-		description TEXT NOT NULL,
-		applied_ms  BIGINT NOT NULL
-	)`,
-	`INSERT INTO tranche_schema (version, description, applied_ms) VALUES (1, 'dags, partitions, attempts, backfills', 0)`,
-}
-
-const v1DAG = "dag-v1"
-
-func v1Day(i int) tranche.TimePartition {
-	return tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i))
-}
-
-// v1Attempts are the attempts of the version-1 ledger, as a release of
-// version 1 recorded them: day 0 and 1 claimed together (revision 4),
-// day 0 succeeded (5), day 1 failed (6), and day 2 claimed (7) by a
-// worker that died, its lease long expired.
-func v1Attempts() []tranche.Attempt {
-	at := func(min int) time.Time { return time.Date(2025, 12, 1, 3, min, 0, 0, time.UTC) }
-	a := func(i int) tranche.Attempt {
-		p := v1Day(i)
-		return tranche.Attempt{DAG: v1DAG, Backfill: "bf-v1", Start: p.Start, End: p.End, Key: p.Key(),
-			RunID: "run-v1", Worker: "w1", Number: 1}
-	}
-	a0, a1, a2 := a(0), a(1), a(2)
-	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = tranche.StateSucceeded, at(0), at(1), at(5), 10, 5
-	a1.State, a1.Started, a1.Finished, a1.LeaseUntil, a1.Err, a1.Revision = tranche.StateFailed, at(0), at(2), at(5), "boom", 6
-	a2.State, a2.Started, a2.LeaseUntil, a2.Worker, a2.Revision = tranche.StateRunning, at(3), at(8), "w2", 7
-	return []tranche.Attempt{a0, a1, a2}
-}
-
-// writeV1 creates a version-1 ledger holding v1Attempts at path.
+// writeV1 creates a version-1 ledger holding schematest.V1Attempts at
+// path.
 func writeV1(t *testing.T, path string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -95,28 +22,8 @@ func writeV1(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, stmt := range v1Schema {
-		if _, err := db.Exec(stmt); err != nil {
-			t.Fatalf("creating the version-1 schema: %v\n%s", err, stmt)
-		}
-	}
-	var id int64
-	if err := db.QueryRow(`INSERT INTO tranche_dags (dag, revision) VALUES (?, 7) RETURNING id`, v1DAG).Scan(&id); err != nil {
-		t.Fatalf("inserting the DAG: %v", err)
-	}
-	if _, err := db.Exec(`INSERT INTO tranche_backfills VALUES ('bf-v1', 1, ?, '2026-01-01/2026-01-04', 1, 0, 0)`, v1DAG); err != nil {
-		t.Fatalf("inserting the backfill: %v", err)
-	}
-	for _, a := range v1Attempts() {
-		finished := sql.NullInt64{Int64: a.Finished.UnixMilli(), Valid: !a.Finished.IsZero()}
-		if _, err := db.Exec(`INSERT INTO tranche_partitions VALUES (?, ?, 1)`, id, a.Start.Unix()); err != nil {
-			t.Fatalf("inserting partition %s: %v", a.Key, err)
-		}
-		if _, err := db.Exec(`INSERT INTO tranche_attempts VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, a.Start.Unix(), a.End.Unix(), a.Key, a.Backfill, a.RunID, a.Worker, string(a.State),
-			a.Started.UnixMilli(), finished, a.LeaseUntil.UnixMilli(), a.Err, a.Rows, a.Revision); err != nil {
-			t.Fatalf("inserting attempt %s: %v", a.Key, err)
-		}
+	if err := schematest.WriteV1(t.Context(), db, "INTEGER PRIMARY KEY", " WITHOUT ROWID"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -151,14 +58,14 @@ func TestMigrateFromVersion1(t *testing.T) {
 
 	revision := func(want int64) {
 		t.Helper()
-		if got, err := l.Revision(ctx, v1DAG); err != nil || got != want {
+		if got, err := l.Revision(ctx, schematest.V1DAG); err != nil || got != want {
 			t.Fatalf("Revision = %d, %v; want %d", got, err, want)
 		}
 	}
 	revision(7)
-	want := v1Attempts()
+	want := schematest.V1Attempts()
 	var latest []tranche.Attempt
-	for a, err := range l.Latest(ctx, v1DAG, v1Day(0).Start, v1Day(10).Start) {
+	for a, err := range l.Latest(ctx, schematest.V1DAG, schematest.V1Day(0).Start, schematest.V1Day(10).Start) {
 		if err != nil {
 			t.Fatalf("Latest = %v", err)
 		}
@@ -168,14 +75,14 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Errorf("Latest after the migration:\n%+v\nwant:\n%+v", latest, want)
 	}
 	for _, a := range want {
-		if h, err := l.History(ctx, v1DAG, a.Start); err != nil || !reflect.DeepEqual(h, []tranche.Attempt{a}) {
+		if h, err := l.History(ctx, schematest.V1DAG, a.Start); err != nil || !reflect.DeepEqual(h, []tranche.Attempt{a}) {
 			t.Errorf("History(%s) = %+v, %v; want %+v", a.Key, h, err, a)
 		}
 	}
 
 	// A fresh partition: its claim and its finish are revisions 8 and 9.
-	req := tranche.ClaimRequest{DAG: v1DAG, Backfill: "bf-v1", Worker: "w3", RunID: "run-v2",
-		Partitions: []tranche.TimePartition{v1Day(3)}, Lease: time.Minute, Policy: tranche.RerunFailed}
+	req := tranche.ClaimRequest{DAG: schematest.V1DAG, Backfill: "bf-v1", Worker: "w3", RunID: "run-v2",
+		Partitions: []tranche.TimePartition{schematest.V1Day(3)}, Lease: time.Minute, Policy: tranche.RerunFailed}
 	lease, err := l.Claim(ctx, req)
 	if err != nil {
 		t.Fatalf("Claim of a fresh partition = %v", err)
@@ -191,7 +98,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 
 	// The failed partition runs again, and the dead worker's partition
 	// is taken over: both at attempt 2, revision 10.
-	req.Partitions = []tranche.TimePartition{v1Day(1), v1Day(2)}
+	req.Partitions = []tranche.TimePartition{schematest.V1Day(1), schematest.V1Day(2)}
 	if lease, err = l.Claim(ctx, req); err != nil {
 		t.Fatalf("Claim of the failed and the expired partitions = %v", err)
 	}
@@ -199,7 +106,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Errorf("Claim of the failed and the expired partitions took attempts %v; want [2 2]", lease.Attempts)
 	}
 	revision(10)
-	h, err := l.History(ctx, v1DAG, v1Day(2).Start)
+	h, err := l.History(ctx, schematest.V1DAG, schematest.V1Day(2).Start)
 	if err != nil || len(h) != 2 || h[0].State != tranche.StateFailed || h[0].Revision != 10 || h[1].Number != 2 || h[1].Revision != 10 {
 		t.Errorf("History of the partition taken over = %+v, %v; want attempt 1 failed and attempt 2 running, both at revision 10", h, err)
 	}

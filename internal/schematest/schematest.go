@@ -1,0 +1,141 @@
+// Package schematest holds the ledger's released schemas and a ledger
+// written at each, as fixtures for the migration tests of the SQLite and
+// PostgreSQL ledgers. A fixture is the past: it never changes with
+// sqlledger/schema.go.
+package schematest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// V1 returns the statements that create the schema of version 1, as
+// released, with a dialect's type of database-assigned integer keys and
+// options of tables keyed by a composite key (see sqlledger.Dialect's
+// IDColumn and TableOptions).
+func V1(idColumn, tableOptions string) []string {
+	r := strings.NewReplacer("{{id}}", idColumn, "{{table_options}}", tableOptions)
+	out := make([]string, len(v1))
+	for i, stmt := range v1 {
+		out[i] = r.Replace(stmt)
+	}
+	return out
+}
+
+var v1 = []string{
+	`CREATE TABLE tranche_dags (
+		id       {{id}},
+		dag      TEXT NOT NULL UNIQUE,
+		revision BIGINT NOT NULL
+	)`,
+	`CREATE TABLE tranche_partitions (
+		dag_id  BIGINT NOT NULL REFERENCES tranche_dags (id),
+		start_s BIGINT NOT NULL,
+		latest  INTEGER NOT NULL,
+		PRIMARY KEY (dag_id, start_s)
+	){{table_options}}`,
+	`CREATE TABLE tranche_attempts (
+		dag_id         BIGINT NOT NULL,
+		start_s        BIGINT NOT NULL,
+		attempt        INTEGER NOT NULL,
+		end_s          BIGINT NOT NULL,
+		partition_key  TEXT NOT NULL,
+		backfill       TEXT NOT NULL,
+		run_id         TEXT NOT NULL,
+		worker         TEXT NOT NULL,
+		state          TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed', 'canceled')),
+		started_ms     BIGINT NOT NULL,
+		finished_ms    BIGINT,
+		lease_until_ms BIGINT NOT NULL,
+		error          TEXT NOT NULL,
+		row_count      BIGINT NOT NULL,
+		revision       BIGINT NOT NULL,
+		PRIMARY KEY (dag_id, start_s, attempt),
+		FOREIGN KEY (dag_id, start_s) REFERENCES tranche_partitions (dag_id, start_s)
+	){{table_options}}`,
+	`CREATE TABLE tranche_backfills (
+		id         TEXT NOT NULL PRIMARY KEY,
+		seq        BIGINT NOT NULL,
+		dag        TEXT NOT NULL,
+		time_window TEXT NOT NULL,
+		chunk      INTEGER NOT NULL,
+		created_ms BIGINT NOT NULL,
+		canceled   INTEGER NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS tranche_schema (
+		version     INTEGER NOT NULL PRIMARY KEY,
+		description TEXT NOT NULL,
+		applied_ms  BIGINT NOT NULL
+	)`,
+	`INSERT INTO tranche_schema (version, description, applied_ms) VALUES (1, 'dags, partitions, attempts, backfills', 0)`,
+}
+
+// V1DAG is the DAG of the version-1 ledger.
+const V1DAG = "dag-v1"
+
+// V1Day is the partition of the version-1 ledger's DAG i days after
+// 2026-01-01.
+func V1Day(i int) tranche.TimePartition {
+	return tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i))
+}
+
+// V1Revision is the revision of V1DAG in the version-1 ledger.
+const V1Revision = 7
+
+// V1Attempts are the attempts of the version-1 ledger, as a release of
+// version 1 recorded them: day 0 and 1 claimed together (revision 4),
+// day 0 succeeded (5), day 1 failed (6), and day 2 claimed (7) by a
+// worker that died, its lease long expired.
+func V1Attempts() []tranche.Attempt {
+	at := func(min int) time.Time { return time.Date(2025, 12, 1, 3, min, 0, 0, time.UTC) }
+	a := func(i int) tranche.Attempt {
+		p := V1Day(i)
+		return tranche.Attempt{DAG: V1DAG, Backfill: "bf-v1", Start: p.Start, End: p.End, Key: p.Key(),
+			RunID: "run-v1", Worker: "w1", Number: 1}
+	}
+	a0, a1, a2 := a(0), a(1), a(2)
+	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = tranche.StateSucceeded, at(0), at(1), at(5), 10, 5
+	a1.State, a1.Started, a1.Finished, a1.LeaseUntil, a1.Err, a1.Revision = tranche.StateFailed, at(0), at(2), at(5), "boom", 6
+	a2.State, a2.Started, a2.LeaseUntil, a2.Worker, a2.Revision = tranche.StateRunning, at(3), at(8), "w2", V1Revision
+	return []tranche.Attempt{a0, a1, a2}
+}
+
+// DB is what WriteV1 writes through: a *sql.DB or a *sql.Tx.
+type DB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// WriteV1 creates the schema of version 1 in db, with a dialect's
+// pieces as V1 takes them, and records V1Attempts in it.
+func WriteV1(ctx context.Context, db DB, idColumn, tableOptions string) error {
+	for _, stmt := range V1(idColumn, tableOptions) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("creating the version-1 schema: %w\n%s", err, stmt)
+		}
+	}
+	var id int64
+	if err := db.QueryRowContext(ctx, `INSERT INTO tranche_dags (dag, revision) VALUES ($1, $2) RETURNING id`, V1DAG, V1Revision).Scan(&id); err != nil {
+		return fmt.Errorf("inserting the DAG: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO tranche_backfills VALUES ('bf-v1', 1, $1, '2026-01-01/2026-01-04', 1, 0, 0)`, V1DAG); err != nil {
+		return fmt.Errorf("inserting the backfill: %w", err)
+	}
+	for _, a := range V1Attempts() {
+		finished := sql.NullInt64{Int64: a.Finished.UnixMilli(), Valid: !a.Finished.IsZero()}
+		if _, err := db.ExecContext(ctx, `INSERT INTO tranche_partitions VALUES ($1, $2, 1)`, id, a.Start.Unix()); err != nil {
+			return fmt.Errorf("inserting partition %s: %w", a.Key, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO tranche_attempts VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			id, a.Start.Unix(), a.End.Unix(), a.Key, a.Backfill, a.RunID, a.Worker, string(a.State),
+			a.Started.UnixMilli(), finished, a.LeaseUntil.UnixMilli(), a.Err, a.Rows, a.Revision); err != nil {
+			return fmt.Errorf("inserting attempt %s: %w", a.Key, err)
+		}
+	}
+	return nil
+}
