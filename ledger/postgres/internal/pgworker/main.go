@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -108,53 +107,19 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	var attempts sync.Map // run id -> the ledger's attempt number
-	logLine := func(what, key string, attempt int) {
-		// One write per line under O_APPEND: lines of several workers
-		// never interleave.
-		fmt.Fprintf(logFile, "%s %s %s %d\n", what, key, *worker, attempt)
-	}
-	asset := tranche.Asset{
-		Name:         "events",
-		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: *dest}},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
-			p, err := m.Partition()
-			if err != nil {
-				return nil, err
-			}
-			attempt := 0
-			if v, ok := attempts.Load(m.RunID()); ok {
-				attempt = v.(int)
-			}
-			key := p.Key()
-			logLine("start", key, attempt)
-			select {
-			case <-time.After(*work):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			out := make([]tranche.Row, *rows)
-			for i := range out {
-				out[i] = tranche.Row{"day": key, "n": i, "worker": *worker, "attempt": attempt}
-			}
-			logLine("done", key, attempt)
-			return out, nil
-		}),
-	}
-	dag, err := tranche.NewDAG(asset)
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Work: func(ctx context.Context, key string) error {
+		select {
+		case <-time.After(*work):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	b, err := events.Backfill(w, l)
 	if err != nil {
 		return err
 	}
-	b := &tranche.Backfill{
-		DAG: dag, Window: w, Ledger: l, Worker: *worker, Concurrency: *concurrency,
-		Lease: *lease, Heartbeat: *heartbeat, OnFailure: tranche.FailContinue,
-		Runner: &tranche.Runner{OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == tranche.KindRunStarted {
-				attempts.Store(e.RunID, e.Attempt)
-			}
-		}},
-	}
+	b.Concurrency, b.Lease, b.Heartbeat = *concurrency, *lease, *heartbeat
 	id, err := b.ID()
 	if err != nil {
 		return err

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -106,65 +105,29 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	var attempts sync.Map // run id -> the ledger's attempt number
-	logLine := func(what, key string, attempt int) {
-		// One write per line under O_APPEND: lines of several workers
-		// never interleave.
-		fmt.Fprintf(logFile, "%s %s %s %d\n", what, key, *worker, attempt)
-	}
-	asset := tranche.Asset{
-		Name:         "events",
-		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: *dest}},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
-			p, err := m.Partition()
-			if err != nil {
-				return nil, err
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Work: func(ctx context.Context, key string) error {
+		for range int(*work / (5 * time.Millisecond)) {
+			if err := ctx.Err(); err != nil && !*ignoreCtx {
+				return err
 			}
-			attempt := 0
-			if v, ok := attempts.Load(m.RunID()); ok {
-				attempt = v.(int)
+			time.Sleep(5 * time.Millisecond)
+		}
+		for key == *gateKey {
+			if _, err := os.Stat(*gateFile); err == nil {
+				break
 			}
-			key := p.Key()
-			logLine("start", key, attempt)
-			for range int(*work / (5 * time.Millisecond)) {
-				if err := ctx.Err(); err != nil && !*ignoreCtx {
-					return nil, err
-				}
-				time.Sleep(5 * time.Millisecond)
+			if err := ctx.Err(); err != nil && !*ignoreCtx {
+				return err
 			}
-			if key == *gateKey {
-				for {
-					if _, err := os.Stat(*gateFile); err == nil {
-						break
-					}
-					if err := ctx.Err(); err != nil && !*ignoreCtx {
-						return nil, err
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			out := make([]tranche.Row, *rows)
-			for i := range out {
-				out[i] = tranche.Row{"day": key, "n": i, "worker": *worker, "attempt": attempt}
-			}
-			logLine("done", key, attempt)
-			return out, nil
-		}),
-	}
-	dag, err := tranche.NewDAG(asset)
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	}}
+	b, err := events.Backfill(w, l)
 	if err != nil {
 		return err
 	}
-	b := &tranche.Backfill{
-		DAG: dag, Window: w, Ledger: l, Worker: *worker, Concurrency: *concurrency,
-		Lease: *lease, Heartbeat: *heartbeat, OnFailure: tranche.FailContinue,
-		Runner: &tranche.Runner{OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == tranche.KindRunStarted {
-				attempts.Store(e.RunID, e.Attempt)
-			}
-		}},
-	}
+	b.Concurrency, b.Lease, b.Heartbeat = *concurrency, *lease, *heartbeat
 	r, err := b.Run(ctx)
 	out := report{Worker: *worker}
 	if r != nil {
