@@ -1,10 +1,17 @@
 package proctest
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -73,4 +80,89 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 			}
 		}},
 	}, nil
+}
+
+// EventsDAG returns the identity of the events DAG.
+func EventsDAG(t testing.TB) string {
+	t.Helper()
+	b, err := Events{Work: func(context.Context, string) error { return nil }}.Backfill(tranche.TimePartitionWindow{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tranche.DAGIdentity(b.DAG, tranche.Day, time.UTC)
+}
+
+// Execution is a line of the executions log.
+type Execution struct {
+	What, Key, Worker string // what: "start" or "done"
+	Attempt           int
+}
+
+// Executions reads the executions log at path; a missing log holds none.
+func Executions(t testing.TB, path string) []Execution {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Execution
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue // a line cut short by a kill
+		}
+		n, _ := strconv.Atoi(f[3])
+		out = append(out, Execution{f[0], f[1], f[2], n})
+	}
+	return out
+}
+
+// Row is a row of the events asset as the files destination holds it.
+type Row struct {
+	Day     string `json:"day"`
+	N       int    `json:"n"`
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+}
+
+// Rows reads the rows of partition key in the files destination at dest.
+func Rows(t testing.TB, dest, key string) []Row {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dest, "events", "day="+key, "data.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []Row
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		var r Row
+		if err := json.Unmarshal(s.Bytes(), &r); err != nil {
+			t.Fatalf("partition %s: row %q: %v", key, s.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Histories returns the history of each of the events DAG's partitions
+// in w, by key.
+func Histories(t testing.TB, l tranche.Ledger, w tranche.TimePartitionWindow) map[string][]tranche.Attempt {
+	t.Helper()
+	dag := EventsDAG(t)
+	out := map[string][]tranche.Attempt{}
+	for p := range w.OldestFirst() {
+		h, err := l.History(t.Context(), dag, p.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p.Key()] = h
+	}
+	return out
 }

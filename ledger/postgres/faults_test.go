@@ -1,9 +1,7 @@
 package postgres_test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -170,32 +168,8 @@ func (p *proc) report(t *testing.T) summary {
 	return s
 }
 
-// execution is a line of the executions log.
-type execution struct {
-	what, key, worker string
-	attempt           int
-}
-
-func (w *world) executions() []execution {
-	w.t.Helper()
-	data, err := os.ReadFile(w.log)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var out []execution
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 4 {
-			continue
-		}
-		n, _ := strconv.Atoi(f[3])
-		out = append(out, execution{f[0], f[1], f[2], n})
-	}
-	return out
-}
+// executions reads the executions log.
+func (w *world) executions() []proctest.Execution { return proctest.Executions(w.t, w.log) }
 
 // doneCount counts the executions that ended, cheaply enough to poll.
 func (w *world) doneCount() int {
@@ -207,17 +181,6 @@ func (w *world) partition(i int) tranche.TimePartition {
 	return tranche.PartitionOf(tranche.Day, w.first.AddDate(0, 0, i))
 }
 
-// dagID is the identity of pgworker's DAG.
-func dagID(t *testing.T) string {
-	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
-		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tranche.DAGIdentity(dag, tranche.Day, time.UTC)
-}
-
 // histories returns every partition's history.
 func (w *world) histories() map[string][]tranche.Attempt {
 	w.t.Helper()
@@ -226,48 +189,15 @@ func (w *world) histories() map[string][]tranche.Attempt {
 		w.t.Fatal(err)
 	}
 	defer l.Close()
-	out := map[string][]tranche.Attempt{}
-	dag := dagID(w.t)
-	for i := range w.days {
-		p := w.partition(i)
-		h, err := l.History(w.t.Context(), dag, p.Start)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		out[p.Key()] = h
-	}
-	return out
-}
-
-// row is a row of pgworker's asset as the files destination holds it.
-type row struct {
-	Day     string `json:"day"`
-	N       int    `json:"n"`
-	Worker  string `json:"worker"`
-	Attempt int    `json:"attempt"`
-}
-
-func (w *world) rows(key string) []row {
-	w.t.Helper()
-	f, err := os.Open(filepath.Join(w.dest, "events", "day="+key, "data.jsonl"))
-	if os.IsNotExist(err) {
-		return nil
-	}
+	window, err := tranche.NewTimePartitionWindow(tranche.Day, w.first, w.first.AddDate(0, 0, w.days-1))
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	defer f.Close()
-	var out []row
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		var r row
-		if err := json.Unmarshal(s.Bytes(), &r); err != nil {
-			w.t.Fatalf("partition %s: row %q: %v", key, s.Text(), err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return proctest.Histories(w.t, l, window)
 }
+
+// rows reads the rows of partition key in the files destination.
+func (w *world) rows(key string) []proctest.Row { return proctest.Rows(w.t, w.dest, key) }
 
 // outcome is what checkLanded found.
 type outcome struct {
@@ -287,8 +217,8 @@ func (w *world) checkLanded() outcome {
 	o := outcome{histories: w.histories(), byWorker: map[string]int{}}
 	started := map[string]int{} // key/worker/attempt -> executions started
 	for _, e := range w.executions() {
-		if e.what == "start" {
-			started[fmt.Sprintf("%s/%s/%d", e.key, e.worker, e.attempt)]++
+		if e.What == "start" {
+			started[fmt.Sprintf("%s/%s/%d", e.Key, e.Worker, e.Attempt)]++
 		}
 	}
 	for k, n := range started {
@@ -379,14 +309,14 @@ func formatHistory(h []tranche.Attempt) string {
 // interrupted returns the attempts (key/worker/attempt) that started
 // executing but whose worker never saw them finish: killed, or cut off
 // from the server.
-func interrupted(es []execution, workers map[string]bool) map[string]bool {
+func interrupted(es []proctest.Execution, workers map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range es {
-		if !workers[e.worker] {
+		if !workers[e.Worker] {
 			continue
 		}
-		k := fmt.Sprintf("%s/%s/%d", e.key, e.worker, e.attempt)
-		switch e.what {
+		k := fmt.Sprintf("%s/%s/%d", e.Key, e.Worker, e.Attempt)
+		switch e.What {
 		case "start":
 			out[k] = true
 		case "done":

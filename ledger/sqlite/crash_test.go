@@ -1,9 +1,7 @@
 package sqlite_test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -157,35 +155,11 @@ func (p *proc) report(t *testing.T) workerReport {
 	return r
 }
 
-// execution is a line of the executions log.
-type execution struct {
-	what, key, worker string
-	attempt           int
-}
-
-func (w *world) executions() []execution {
-	w.t.Helper()
-	data, err := os.ReadFile(w.log)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var out []execution
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 4 {
-			continue
-		}
-		n, _ := strconv.Atoi(f[3])
-		out = append(out, execution{f[0], f[1], f[2], n})
-	}
-	return out
-}
+// executions reads the executions log.
+func (w *world) executions() []proctest.Execution { return proctest.Executions(w.t, w.log) }
 
 // waitFor polls the executions log until ok holds of it.
-func (w *world) waitFor(what string, ok func([]execution) bool) []execution {
+func (w *world) waitFor(what string, ok func([]proctest.Execution) bool) []proctest.Execution {
 	w.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -202,17 +176,6 @@ func (w *world) partition(i int) tranche.TimePartition {
 	return tranche.PartitionOf(tranche.Day, w.first.AddDate(0, 0, i))
 }
 
-// dagID is the identity of crashworker's DAG.
-func dagID(t *testing.T) string {
-	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
-		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tranche.DAGIdentity(dag, tranche.Day, time.UTC)
-}
-
 // histories opens the ledger and returns every partition's history.
 func (w *world) histories() map[string][]tranche.Attempt {
 	w.t.Helper()
@@ -221,48 +184,15 @@ func (w *world) histories() map[string][]tranche.Attempt {
 		w.t.Fatal(err)
 	}
 	defer l.Close()
-	out := map[string][]tranche.Attempt{}
-	dag := dagID(w.t)
-	for i := range w.days {
-		p := w.partition(i)
-		h, err := l.History(w.t.Context(), dag, p.Start)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		out[p.Key()] = h
-	}
-	return out
-}
-
-// row is a row of crashworker's asset as the files destination holds it.
-type row struct {
-	Day     string `json:"day"`
-	N       int    `json:"n"`
-	Worker  string `json:"worker"`
-	Attempt int    `json:"attempt"`
-}
-
-func (w *world) rows(key string) []row {
-	w.t.Helper()
-	f, err := os.Open(filepath.Join(w.dest, "events", "day="+key, "data.jsonl"))
-	if os.IsNotExist(err) {
-		return nil
-	}
+	window, err := tranche.NewTimePartitionWindow(tranche.Day, w.first, w.first.AddDate(0, 0, w.days-1))
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	defer f.Close()
-	var out []row
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		var r row
-		if err := json.Unmarshal(s.Bytes(), &r); err != nil {
-			w.t.Fatalf("partition %s: row %q: %v", key, s.Text(), err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return proctest.Histories(w.t, l, window)
 }
+
+// rows reads the rows of partition key in the files destination.
+func (w *world) rows(key string) []proctest.Row { return proctest.Rows(w.t, w.dest, key) }
 
 // checkLanded checks that every partition succeeded exactly once, as its
 // latest attempt, that every attempt before it failed, and that the files
@@ -314,11 +244,11 @@ func formatHistory(h []tranche.Attempt) string {
 }
 
 // starts counts the executions started per partition.
-func starts(es []execution) map[string]int {
+func starts(es []proctest.Execution) map[string]int {
 	n := map[string]int{}
 	for _, e := range es {
-		if e.what == "start" {
-			n[e.key]++
+		if e.What == "start" {
+			n[e.Key]++
 		}
 	}
 	return n
@@ -409,7 +339,7 @@ func TestInterrupt(t *testing.T) {
 			w := newWorld(t, 30)
 			p := w.start("interrupted", "-concurrency", "3", "-work", "3s", "-lease", "10s", "-heartbeat", "2s")
 			k := 1 + r.IntN(3)
-			w.waitFor(fmt.Sprintf("%d executions", k), func(es []execution) bool { return len(es) >= k })
+			w.waitFor(fmt.Sprintf("%d executions", k), func(es []proctest.Execution) bool { return len(es) >= k })
 			time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)
 			sent := time.Now()
 			p.signal(t, syscall.SIGINT)
@@ -420,11 +350,11 @@ func TestInterrupt(t *testing.T) {
 			}
 			inFlight := map[string]bool{}
 			for _, e := range w.executions() {
-				switch e.what {
+				switch e.What {
 				case "start":
-					inFlight[e.key] = true
+					inFlight[e.Key] = true
 				case "done":
-					delete(inFlight, e.key)
+					delete(inFlight, e.Key)
 				}
 			}
 			if len(inFlight) == 0 || rep.Failed < len(inFlight) || rep.Succeeded+rep.Failed+rep.NotRun != w.days {
@@ -473,11 +403,11 @@ func pausedPastLease(t *testing.T, r *rand.Rand, variant string) {
 		i := r.IntN(days)
 		key = w.partition(i).Key()
 		a = w.start("paused", "-mode", "stale", "-offset", strconv.Itoa(i), "-work", "300ms", "-lease", "500ms")
-		w.waitFor("the claim", func(es []execution) bool { return len(es) > 0 })
+		w.waitFor("the claim", func(es []proctest.Execution) bool { return len(es) > 0 })
 	} else {
 		a = w.start("paused", "-concurrency", "1", "-work", "400ms", "-lease", "500ms", "-heartbeat", "150ms")
 		k := 1 + r.IntN(2)
-		es := w.waitFor(fmt.Sprintf("%d starts", k), func(es []execution) bool { return len(startsOf(es, "paused")) >= k })
+		es := w.waitFor(fmt.Sprintf("%d starts", k), func(es []proctest.Execution) bool { return len(startsOf(es, "paused")) >= k })
 		key = startsOf(es, "paused")[k-1]
 	}
 	time.Sleep(time.Duration(r.IntN(100)) * time.Millisecond)
@@ -490,7 +420,7 @@ func pausedPastLease(t *testing.T, r *rand.Rand, variant string) {
 	}
 	b := w.start("newer", bArgs...)
 	if variant == "resumed-during-takeover" {
-		w.waitFor("the takeover", func(es []execution) bool { return slices.Contains(startsOf(es, "newer"), key) })
+		w.waitFor("the takeover", func(es []proctest.Execution) bool { return slices.Contains(startsOf(es, "newer"), key) })
 		a.signal(t, syscall.SIGCONT)
 		checkPaused(t, a, key, variant)
 		if err := os.WriteFile(gate, nil, 0o644); err != nil {
@@ -508,7 +438,7 @@ func pausedPastLease(t *testing.T, r *rand.Rand, variant string) {
 		t.Errorf("partition %s: history\n%s\nwant the paused worker's attempt taken over by the newer one, which succeeded", key, formatHistory(h))
 	}
 	for _, e := range w.executions() {
-		if e.worker == "paused" && e.what == "done" && e.key == key {
+		if e.Worker == "paused" && e.What == "done" && e.Key == key {
 			t.Errorf("the paused worker finished executing %s after it was fenced", key)
 		}
 	}
@@ -549,11 +479,11 @@ func checkPaused(t *testing.T, a *proc, key, variant string) {
 	t.Errorf("the paused worker's report %+v has no failure of %s; want it fenced", rep, key)
 }
 
-func startsOf(es []execution, worker string) []string {
+func startsOf(es []proctest.Execution, worker string) []string {
 	var keys []string
 	for _, e := range es {
-		if e.what == "start" && e.worker == worker {
-			keys = append(keys, e.key)
+		if e.What == "start" && e.Worker == worker {
+			keys = append(keys, e.Key)
 		}
 	}
 	return keys
