@@ -673,6 +673,32 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 	if dagID == 0 {
 		return fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
 	}
+	var fenced error
+	if len(outcomes) == 1 {
+		res, err := l.writeOne(ctx, op, l.dialect.qFinish(1), l.finishArgs(dagID, lease, outcomes)...)
+		if err != nil {
+			return err
+		}
+		fenced = changed(res, nil, 1, lease)
+	} else {
+		// All or nothing: a transaction, rolled back when the fence holds
+		// for fewer than all.
+		err := l.write(ctx, op, func(tx *sql.Tx) error {
+			fenced = l.finishAll(ctx, tx, dagID, lease, outcomes)
+			return fenced
+		})
+		if err != nil && !errors.Is(err, tranche.ErrFenced) {
+			return err
+		}
+	}
+	if fenced != nil {
+		return l.whyFenced(ctx, op, lease, fenced)
+	}
+	return nil
+}
+
+// finishArgs are the arguments of qFinish for the outcomes of lease.
+func (l *Ledger) finishArgs(dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome) []any {
 	args := make([]any, 0, 5*len(outcomes)+4)
 	args = append(args, nil, dagID) // nil: the database's clock
 	if l.clock != nil {
@@ -681,43 +707,26 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 	for i, o := range outcomes {
 		args = append(args, lease.Partitions[i].Start.Unix(), lease.Attempts[i], string(o.State), o.Err, o.Rows)
 	}
-	args = append(args, dagID, lease.Worker)
-	query := l.dialect.qFinish(len(outcomes))
-	var fenced error
-	if len(outcomes) == 1 {
-		res, err := l.writeOne(ctx, op, query, args...)
-		if err != nil {
-			return err
-		}
-		fenced = changed(res, nil, 1, lease)
-	} else {
-		// All or nothing: a transaction, rolled back when the fence holds
-		// for fewer than all.
-		err = l.write(ctx, op, func(tx *sql.Tx) error {
-			if !l.dialect.InProcess {
-				res, err := l.exec(ctx, tx, query, args...)
-				fenced = changed(res, err, len(outcomes), lease)
-				return fenced
-			}
-			st, err := l.start(ctx, tx, dagID, "")
-			if err != nil {
-				return err
-			}
-			for i, o := range outcomes {
-				res, err := l.exec(ctx, tx, qFinishEach, string(o.State), o.Err, o.Rows, st.now.UnixMilli(), st.rev, dagID, lease.Worker,
-					lease.Partitions[i].Start.Unix(), lease.Attempts[i])
-				if fenced = changed(res, err, 1, lease); fenced != nil {
-					return fenced
-				}
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, tranche.ErrFenced) {
-			return err
-		}
+	return append(args, dagID, lease.Worker)
+}
+
+// finishAll records the outcomes of several partitions in tx: one
+// statement, or one per partition where statements cost no round trip.
+func (l *Ledger) finishAll(ctx context.Context, tx *sql.Tx, dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome) error {
+	if !l.dialect.InProcess {
+		res, err := l.exec(ctx, tx, l.dialect.qFinish(len(outcomes)), l.finishArgs(dagID, lease, outcomes)...)
+		return changed(res, err, len(outcomes), lease)
 	}
-	if fenced != nil {
-		return l.whyFenced(ctx, op, lease, fenced)
+	st, err := l.start(ctx, tx, dagID, "")
+	if err != nil {
+		return err
+	}
+	for i, o := range outcomes {
+		res, err := l.exec(ctx, tx, qFinishEach, string(o.State), o.Err, o.Rows, st.now.UnixMilli(), st.rev, dagID, lease.Worker,
+			lease.Partitions[i].Start.Unix(), lease.Attempts[i])
+		if err := changed(res, err, 1, lease); err != nil {
+			return err
+		}
 	}
 	return nil
 }
