@@ -157,3 +157,47 @@ func RunBench(b *testing.B, cmds []*exec.Cmd) {
 	b.ReportMetric(p99s[len(p99s)/2], "p99-µs")
 	b.ReportMetric(float64(ops)/b.Elapsed().Seconds(), "partitions/s")
 }
+
+// Hourly returns a DAG of one hourly asset that does nothing, and a window
+// of n hours from 2010: what the planning benchmarks plan.
+func Hourly(t testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
+	t.Helper()
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := tranche.NewTimePartitionWindow(tranche.Hour, first, first.Add(time.Duration(n-1)*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dag, w
+}
+
+// Fill records, as worker, one finished attempt at every partition of w
+// for dag, in chunks of 500, a tenth of them failed, as a backfill would
+// leave them.
+func Fill(t testing.TB, l tranche.Ledger, dag string, w tranche.TimePartitionWindow, worker string) {
+	t.Helper()
+	ctx := context.Background()
+	for chunk := range w.Chunks(500) {
+		ps := slices.Collect(chunk.OldestFirst())
+		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "0123456789ab", Worker: worker,
+			RunID: tranche.RunID(dag, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcomes := make([]tranche.Outcome, len(ps))
+		for i := range outcomes {
+			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
+			if i%10 == 0 {
+				outcomes[i] = tranche.Outcome{State: tranche.StateFailed, Err: "asset \"events\": extract: connection reset by peer"}
+			}
+		}
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,11 +1,9 @@
 package postgres_test
 
 import (
-	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,54 +127,14 @@ func BenchmarkThroughputInProcess(b *testing.B) {
 	}
 }
 
-// hourly is a DAG of one hourly asset, and a window of n hours.
-func hourly(b testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
-	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
-		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
-	if err != nil {
-		b.Fatal(err)
-	}
-	first := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := tranche.NewTimePartitionWindow(tranche.Hour, first, first.Add(time.Duration(n-1)*time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dag, w
-}
-
-// fill records one finished attempt at every partition of w, in chunks,
-// a tenth of them failed, as a backfill would leave them.
-func fill(b testing.TB, l tranche.Ledger, dag string, w tranche.TimePartitionWindow) {
-	ctx := context.Background()
-	for chunk := range w.Chunks(500) {
-		ps := slices.Collect(chunk.OldestFirst())
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "0123456789ab", Worker: "host-12345",
-			RunID: tranche.RunID(dag, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour})
-		if err != nil {
-			b.Fatal(err)
-		}
-		outcomes := make([]tranche.Outcome, len(ps))
-		for i := range outcomes {
-			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
-			if i%10 == 0 {
-				outcomes[i] = tranche.Outcome{State: tranche.StateFailed, Err: "asset \"events\": extract: connection reset by peer"}
-			}
-		}
-		if err := l.Finish(ctx, lease, outcomes); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkPlan100k plans a backfill of 100,000 hourly partitions against
 // a ledger holding an attempt at each (the SQLite ledger's benchmark of
 // the same name is its twin).
 func BenchmarkPlan100k(b *testing.B) {
 	const n = 100_000
 	l := openFresh(b, serverURL(b), nil)
-	dag, w := hourly(b, n)
-	fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w)
+	dag, w := proctest.Hourly(b, n)
+	proctest.Fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
 	bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
 	runs, c0 := 0, cpuTime()
 	for b.Loop() {

@@ -85,57 +85,17 @@ func BenchmarkClaimFinish(b *testing.B) {
 	b.ReportMetric(float64(took[0])/float64(took[1]), "sqlite/memory")
 }
 
-// hourly is a DAG of one hourly asset, and a window of n hours.
-func hourly(b testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
-	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
-		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
-	if err != nil {
-		b.Fatal(err)
-	}
-	first := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := tranche.NewTimePartitionWindow(tranche.Hour, first, first.Add(time.Duration(n-1)*time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dag, w
-}
-
-// fill records one finished attempt at every partition of w, in chunks,
-// the states varying, as a backfill would leave them.
-func fill(b testing.TB, l tranche.Ledger, dag string, w tranche.TimePartitionWindow, worker string) {
-	ctx := context.Background()
-	for chunk := range w.Chunks(500) {
-		ps := slices.Collect(chunk.OldestFirst())
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "0123456789ab", Worker: worker,
-			RunID: tranche.RunID(dag, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour})
-		if err != nil {
-			b.Fatal(err)
-		}
-		outcomes := make([]tranche.Outcome, len(ps))
-		for i := range outcomes {
-			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
-			if i%10 == 0 {
-				outcomes[i] = tranche.Outcome{State: tranche.StateFailed, Err: "asset \"events\": extract: connection reset by peer"}
-			}
-		}
-		if err := l.Finish(ctx, lease, outcomes); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkPlan100k plans a backfill of 100,000 hourly partitions against
 // a ledger holding an attempt at each, on SQLite and on the in-memory
 // ledger in alternation, and reports each one's time and their ratio.
 func BenchmarkPlan100k(b *testing.B) {
 	const n = 100_000
-	dag, w := hourly(b, n)
+	dag, w := proctest.Hourly(b, n)
 	ledgers := []tranche.Ledger{openTemp(b, nil), tranche.NewMemoryLedger(nil)}
 	var took, cpu [2]time.Duration
 	runs := 0
 	for _, l := range ledgers {
-		fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
+		proctest.Fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
 	}
 	for b.Loop() {
 		runs++
@@ -178,10 +138,10 @@ func TestFileSize(t *testing.T) {
 	}
 	const n = 1_000_000
 	l := openTemp(t, nil)
-	dag, w := hourly(t, n/2) // two attempts per partition: a failure, then a success
+	dag, w := proctest.Hourly(t, n/2) // two attempts per partition: a failure, then a success
 	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
 	start := time.Now()
-	fill(t, l, id, w, "host-12345")
+	proctest.Fill(t, l, id, w, "host-12345")
 	ctx := context.Background()
 	for chunk := range w.Chunks(500) { // every partition again, under RerunAll
 		ps := slices.Collect(chunk.OldestFirst())
