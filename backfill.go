@@ -555,7 +555,8 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	} else {
 		target = u.window
 	}
-	res, runErr := x.runner.run(runCtx, b.DAG, target, runID, lease.Attempts[0], cfg.id)
+	res, runErr := x.runner.run(runCtx, b.DAG, target,
+		runOptions{id: runID, attempt: lease.Attempts[0], backfill: cfg.id, tokens: lease.Tokens()})
 	release()
 
 	outcomes := make([]Outcome, n)
@@ -846,7 +847,7 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 	}
 	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
 	runCtx, release := keeper.keep(lease)
-	res, runErr := r.run(runCtx, dag, p, runID, lease.Attempts[0], "")
+	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], tokens: lease.Tokens()})
 	release()
 	keeper.close()
 	outcome := Outcome{State: StateSucceeded}

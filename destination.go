@@ -37,6 +37,29 @@ type Batch struct {
 	Column    string        // the partition column; empty for an unpartitioned asset
 	Partition TimePartition // the zero TimePartition for an unpartitioned asset
 	Rows      []Row
+
+	// RunID is the id of the run that wrote the batch. A backfill's
+	// partition keeps its run id across attempts (see [RunID]).
+	RunID string
+
+	// Token is the batch's fencing token: the ledger's number of the
+	// attempt that wrote it, which grows with every attempt at the
+	// partition, so that a write by an attempt that was taken over has a
+	// lower token than the write of the attempt that took it over. A
+	// destination that stores the token of each partition's last write
+	// refuses an older one (see [Destination]). Zero when the run is not
+	// recorded in a ledger ([Runner.Run]): such a write is not fenced.
+	Token int64
+}
+
+// DeliveryID returns an id of the batch that is the same for every
+// delivery of the same attempt's write, and differs between attempts,
+// assets and partitions: a destination that may receive a write twice
+// (a worker killed after its write and before the ledger recorded it)
+// deduplicates by it.
+func (b Batch) DeliveryID() string {
+	return shortHash(fmt.Sprintf("tranche/delivery/v1\nrun=%s\nasset=%s\npartition=%s\ntoken=%d\n",
+		b.RunID, b.Asset, b.Key(), b.Token), 16)
 }
 
 // Key returns the batch's partition key, or "" for an unpartitioned
@@ -131,6 +154,7 @@ func split(a *Asset, t *target, rows []Row) ([]Batch, error) {
 	if !a.Partitioned() {
 		return []Batch{{Asset: a.Name, Rows: rows}}, nil
 	}
+
 	col := a.Partitioning.Column
 	if !t.isWindow {
 		p := t.partition

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -343,5 +344,100 @@ func TestFilesDestinationCanceledBeforeRenames(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, readTree(t, dir)); diff != "" {
 		t.Errorf("a write canceled before its renames changed the files (-before +after):\n%s", diff)
+	}
+}
+
+// batchRecorder records every batch written to it.
+type batchRecorder struct {
+	mu      sync.Mutex
+	batches []tranche.Batch
+}
+
+func (d *batchRecorder) Write(_ context.Context, batches []tranche.Batch) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.batches = append(d.batches, batches...)
+	return nil
+}
+
+func (d *batchRecorder) take() []tranche.Batch {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.batches
+	d.batches = nil
+	return b
+}
+
+// TestBatchesCarryTokens checks that each batch carries its run id and
+// its partition's attempt number as the fencing token: 0 for a run
+// outside a ledger, and growing with each attempt under a backfill.
+func TestBatchesCarryTokens(t *testing.T) {
+	dest := new(batchRecorder)
+	dag := tranchetest.NewDAG(t, dailyAsset("a", func(m *tranche.Materialization) []tranche.Row { return nil }, dest))
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := new(tranche.Runner).Run(ctxT, dag, w)
+	tranchetest.RequireCompleted(t, res, err)
+	for _, b := range dest.take() {
+		if b.Token != 0 || b.RunID != res.RunID {
+			t.Errorf("Runner.Run batch %s: token %d, run %q; want 0, %q", b.Key(), b.Token, b.RunID, res.RunID)
+		}
+	}
+
+	ledger := tranche.NewMemoryLedger(nil)
+	identity := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	for attempt, rerun := range []tranche.RerunPolicy{tranche.RerunFailed, tranche.RerunAll} {
+		bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger, ChunkSize: 2, Rerun: rerun}
+		if _, err := bf.Run(ctxT); err != nil {
+			t.Fatal(err)
+		}
+		got := dest.take()
+		if len(got) != w.Len() {
+			t.Fatalf("attempt %d: %d batches written, want %d", attempt+1, len(got), w.Len())
+		}
+		ids := map[string]bool{}
+		for _, b := range got {
+			chunk := tranche.PartitionOf(tranche.Day, b.Partition.Start)
+			if b.Token != int64(attempt+1) {
+				t.Errorf("attempt %d: batch %s has token %d", attempt+1, b.Key(), b.Token)
+			}
+			// Chunks of 2, newest first, over Jan 1..4: Jan 3-4 and Jan 1-2.
+			start := chunk.Start.AddDate(0, 0, -((chunk.Start.YearDay() - 1) % 2))
+			if want := tranche.RunID(identity, start, start.AddDate(0, 0, 2)); b.RunID != want {
+				t.Errorf("attempt %d: batch %s has run %q, want %q", attempt+1, b.Key(), b.RunID, want)
+			}
+			ids[b.DeliveryID()] = true
+		}
+		if len(ids) != len(got) {
+			t.Errorf("attempt %d: %d delivery ids for %d batches", attempt+1, len(ids), len(got))
+		}
+	}
+}
+
+func TestDeliveryID(t *testing.T) {
+	b := tranche.Batch{Asset: "a", Partition: tranche.PartitionOf(tranche.Day, jan1), RunID: "r", Token: 3}
+	if b.DeliveryID() != b.DeliveryID() {
+		t.Fatal("DeliveryID is not stable")
+	}
+	for name, other := range map[string]tranche.Batch{
+		"token": {Asset: "a", Partition: b.Partition, RunID: "r", Token: 4},
+		"asset": {Asset: "b", Partition: b.Partition, RunID: "r", Token: 3},
+		"key":   {Asset: "a", Partition: b.Partition.Next(), RunID: "r", Token: 3},
+		"run":   {Asset: "a", Partition: b.Partition, RunID: "s", Token: 3},
+	} {
+		if other.DeliveryID() == b.DeliveryID() {
+			t.Errorf("a batch with another %s has the same delivery id", name)
+		}
+	}
+	// The rows are not part of the id: a retried delivery of one
+	// attempt's write is the same delivery.
+	if with := (tranche.Batch{Asset: "a", Partition: b.Partition, RunID: "r", Token: 3, Rows: []tranche.Row{{"x": 1}}}); with.DeliveryID() != b.DeliveryID() {
+		t.Error("rows change the delivery id")
+	}
+	// Pinned: destinations store delivery ids, so the form never changes.
+	if got := b.DeliveryID(); got != "0e62ac3387b7e2ad" {
+		t.Errorf("DeliveryID = %q, want 0e62ac3387b7e2ad", got)
 	}
 }

@@ -151,6 +151,17 @@ type Lease struct {
 	Until                        time.Time // when the lease expires, by the ledger's clock
 }
 
+// Tokens returns the fencing tokens of the leased partitions: Tokens()[i]
+// is the attempt number at Partitions[i], which destinations receive as
+// [Batch.Token].
+func (l *Lease) Tokens() []int64 {
+	tokens := make([]int64, len(l.Attempts))
+	for i, n := range l.Attempts {
+		tokens[i] = int64(n)
+	}
+	return tokens
+}
+
 // Outcome is how one leased partition ended.
 type Outcome struct {
 	State State // succeeded, failed or canceled

@@ -100,12 +100,25 @@ func (TimePartitionWindow) isTarget() {}
 // when the run completed, the failures (each an [*AssetError], joined)
 // when it failed, and context.Cause(ctx) when ctx was canceled first.
 func (r *Runner) Run(ctx context.Context, dag *DAG, target Target) (*Result, error) {
-	return r.run(ctx, dag, target, newRunID(), 1, "")
+	return r.run(ctx, dag, target, runOptions{id: newRunID(), attempt: 1})
 }
 
-// run is Run with the run's id and attempt chosen by the caller, as a
-// backfill does.
-func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, attempt int, backfill string) (*Result, error) {
+// runOptions are what a backfill chooses of a run, that [Runner.Run]
+// leaves to defaults.
+type runOptions struct {
+	id       string
+	attempt  int
+	backfill string // the backfill the run belongs to, or ""
+	// tokens are the fencing tokens of the target's partitions, oldest
+	// first (the ledger's attempt numbers); nil when the run is not
+	// recorded in a ledger.
+	tokens []int64
+}
+
+// run is Run with the run's id, attempt and fencing tokens chosen by the
+// caller, as a backfill does.
+func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, opts runOptions) (*Result, error) {
+	runID, attempt, backfill := opts.id, opts.attempt, opts.backfill
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
 	}
@@ -122,6 +135,7 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, runID string, att
 		id:       runID,
 		attempt:  attempt,
 		backfill: backfill,
+		tokens:   opts.tokens,
 		target:   t,
 		runner:   r,
 		outcomes: make([]AssetOutcome, n),
@@ -317,6 +331,7 @@ type runState struct {
 	id       string
 	attempt  int
 	backfill string // the backfill the run belongs to, or ""
+	tokens   []int64
 	target   target
 
 	runner   *Runner // its OnEvent and Logger
@@ -640,6 +655,7 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 		if batches, err = split(a, &s.target, rows); err != nil {
 			return false, err
 		}
+		s.stamp(batches)
 	}
 	for k, dst := range a.Destinations {
 		if err := s.write(actx, a, n, k, dst, batches, len(rows)); err != nil {
@@ -656,6 +672,18 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 	}
 	s.assets[i].rows = rows
 	return false, nil
+}
+
+// stamp gives each batch the run's id and its partition's fencing token.
+// Batches of a partitioned asset come oldest first, one per partition of
+// the target, in the order of s.tokens.
+func (s *runState) stamp(batches []Batch) {
+	for k := range batches {
+		batches[k].RunID = s.id
+		if len(s.tokens) == len(batches) {
+			batches[k].Token = s.tokens[k]
+		}
+	}
 }
 
 // write writes the batches to the asset's destination number k, with
