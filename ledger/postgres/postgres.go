@@ -5,7 +5,9 @@
 // module so that tranche itself does not carry the driver.
 //
 //	ledger, err := postgres.Open(ctx, "postgres://tranche@db.internal/warehouse", nil)
-//	if err != nil { ... }
+//	if err != nil {
+//		return err // says what failed, never showing the password
+//	}
 //	defer ledger.Close()
 //	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger}
 //
@@ -207,7 +209,13 @@ func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error
 }
 
 // Close closes the ledger's connections. A ledger must not be used after.
+// Close of a nil *Ledger does nothing and returns nil, so that a deferred
+// Close placed before the check of Open's error hides nothing: the error
+// of Open is what the caller sees.
 func (l *Ledger) Close() error {
+	if l == nil {
+		return nil
+	}
 	return errors.Join(l.Ledger.Close(), l.db.Close())
 }
 

@@ -5,7 +5,9 @@
 // driver.
 //
 //	ledger, err := sqlite.Open(ctx, "tranche.db", nil)
-//	if err != nil { ... }
+//	if err != nil {
+//		return err // names the file and what was wrong
+//	}
 //	defer ledger.Close()
 //	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger}
 //
@@ -265,6 +267,12 @@ func refuse(kind error, format string, args ...any) error {
 func (l *Ledger) Path() string { return l.path }
 
 // Close closes the ledger's connections. A ledger must not be used after.
+// Close of a nil *Ledger does nothing and returns nil, so that a deferred
+// Close placed before the check of Open's error hides nothing: the error
+// of Open is what the caller sees.
 func (l *Ledger) Close() error {
+	if l == nil {
+		return nil
+	}
 	return errors.Join(l.Ledger.Close(), l.reader.Close(), l.writer.Close())
 }
