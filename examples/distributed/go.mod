@@ -3,8 +3,8 @@ module github.com/tranche-dev/tranche/examples/distributed
 go 1.26.0
 
 require (
-	github.com/tranche-dev/tranche v0.0.0
-	github.com/tranche-dev/tranche/ledger/postgres v0.0.0
+	github.com/tranche-dev/tranche v0.1.0
+	github.com/tranche-dev/tranche/ledger/postgres v0.1.0
 )
 
 require (
@@ -14,9 +14,4 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-replace (
-	github.com/tranche-dev/tranche => ../..
-	github.com/tranche-dev/tranche/ledger/postgres => ../../ledger/postgres
 )

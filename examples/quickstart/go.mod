@@ -3,8 +3,8 @@ module github.com/tranche-dev/tranche/examples/quickstart
 go 1.26.0
 
 require (
-	github.com/tranche-dev/tranche v0.0.0
-	github.com/tranche-dev/tranche/ledger/sqlite v0.0.0
+	github.com/tranche-dev/tranche v0.1.0
+	github.com/tranche-dev/tranche/ledger/sqlite v0.1.0
 )
 
 require (
@@ -19,9 +19,4 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
-)
-
-replace (
-	github.com/tranche-dev/tranche => ../..
-	github.com/tranche-dev/tranche/ledger/sqlite => ../../ledger/sqlite
 )

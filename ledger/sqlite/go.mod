@@ -3,7 +3,7 @@ module github.com/tranche-dev/tranche/ledger/sqlite
 go 1.26.0
 
 require (
-	github.com/tranche-dev/tranche v0.0.0
+	github.com/tranche-dev/tranche v0.1.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -19,5 +19,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/tranche-dev/tranche => ../..

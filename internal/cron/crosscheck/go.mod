@@ -4,9 +4,7 @@ go 1.26.0
 
 require (
 	github.com/robfig/cron/v3 v3.0.1
-	github.com/tranche-dev/tranche v0.0.0-00010101000000-000000000000
+	github.com/tranche-dev/tranche v0.1.0
 )
 
 require pgregory.net/rapid v1.3.0
-
-replace github.com/tranche-dev/tranche => ../../..

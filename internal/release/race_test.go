@@ -1,0 +1,5 @@
+//go:build race
+
+package release
+
+const raceEnabled = true
