@@ -3,7 +3,7 @@
 // release before its tags are pushed:
 //
 //	go run ./internal/release/cmd/modproxy -version v0.1.0 -out /tmp/proxy
-//	GOPROXY=file:///tmp/proxy,https://proxy.golang.org GONOSUMDB=github.com/tranche-dev/tranche go get github.com/tranche-dev/tranche/ledger/sqlite@v0.1.0
+//	GOPROXY=file:///tmp/proxy,$(go env GOPROXY) GONOSUMDB=github.com/tranche-dev/tranche go get github.com/tranche-dev/tranche/ledger/sqlite@v0.1.0
 //
 // Without -rev it takes the working tree's files that a commit would
 // hold; with -rev (a tag or commit) the files git archive exports at that
