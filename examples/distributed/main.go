@@ -158,7 +158,10 @@ func worker(ctx context.Context) error {
 		return err
 	}
 	if b.Worker == "" {
-		host, _ := os.Hostname()
+		host, err := os.Hostname()
+		if err != nil {
+			host = "worker" // the pid still tells the replicas apart on one machine
+		}
 		b.Worker = host + "-" + strconv.Itoa(os.Getpid())
 	}
 	b.OnEvent = func(_ context.Context, e tranche.Event) {
@@ -263,7 +266,9 @@ func start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		return err
+	}
 	fmt.Printf("starting %d workers; the files land in %s\n", *workers, *dest)
 	var wg sync.WaitGroup
 	errs := make([]error, *workers)
