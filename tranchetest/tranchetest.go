@@ -2,9 +2,13 @@
 // records events ([Recorder]), assets and DAGs built from plain functions
 // ([Func], [Noop], [Rows], [Fail], [NewDAG]), assertions on results, events
 // and the rows of a [tranche.MemoryDestination] ([RequireCompleted],
-// [RequireStatus], [RequireKinds], [RequireRows], [RequireKeys]), and a
-// conformance suite for [tranche.Ledger] implementations ([TestLedger],
-// with a settable [Clock]).
+// [RequireStatus], [RequireKinds], [RequireRows], [RequireKeys]),
+// backfills on a settable [Clock] and an in-memory ledger ([RunBackfill])
+// with a check that every partition succeeded exactly once
+// ([CheckSucceededOnce], [RequireSucceededOnce]), the rows of a
+// [tranche.FilesDestination] read back ([FileRows], [FileKeys],
+// [RequireFileRows]), and a conformance suite for [tranche.Ledger]
+// implementations ([TestLedger]).
 //
 // It imports only the standard library and tranche, so it adds nothing to
 // a consuming module's dependencies, and, as a separate package, it links
@@ -20,6 +24,16 @@
 //	res, err := runner.Run(ctx, dag, nil)
 //	tranchetest.RequireCompleted(t, res, err)
 //	tranchetest.RequireKinds(t, rec, "sum", tranche.KindAssetStarted, tranche.KindAssetCompleted)
+//
+// A test of a backfill:
+//
+//	b := &tranche.Backfill{DAG: dag, Window: january}
+//	report, err := tranchetest.RunBackfill(t.Context(), nil, b) // an in-memory ledger on a still clock
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	tranchetest.RequireSucceededOnce(t, b)
+//	tranchetest.RequireFileRows(t, files, "events", "day", "2026-01-01", []tranche.Row{{"day": "2026-01-01", "n": 1}})
 package tranchetest
 
 import (
