@@ -54,11 +54,13 @@ var cronSpecs sync.Map // string → *cronSpec
 //
 // ParseCron refuses, naming the field and the text, a malformed
 // expression, an unknown zone, an expression that can never fire
-// ("0 0 30 2 *") and an excluded date that does not exist.
+// ("0 0 30 2 *") and an excluded date that does not exist; each refusal
+// is a [*ParseError] of Kind "cron" for the expression, whose Reason says
+// what was wrong ("hour field \"25\": 25 is out of range 0-23").
 func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	s, err := cron.Parse(expr, nil)
 	if err != nil {
-		return TimeGranularity{}, fmt.Errorf("tranche: %w", err)
+		return TimeGranularity{}, &ParseError{Kind: "cron", Text: expr, Reason: strings.TrimPrefix(err.Error(), "cron: ")}
 	}
 	trimmed := strings.TrimSpace(expr)
 	zoned := strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=")
@@ -72,7 +74,11 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	for _, d := range excluded {
 		day, ok := parseDate(strings.TrimSpace(d))
 		if !ok {
-			return TimeGranularity{}, fmt.Errorf("tranche: cron %q: excluded date %q is not a date; want the form 2006-01-02", expr, d)
+			reason := fmt.Sprintf("excluded date %q is not a date", d)
+			if r := fieldReason(strings.TrimSpace(d)); r != "" {
+				reason += ": " + r
+			}
+			return TimeGranularity{}, &ParseError{Kind: "cron", Text: expr, Reason: reason + "; want the form 2006-01-02"}
 		}
 		y, m, dd := calendar.CivilFromDays(day)
 		spec.excluded = append(spec.excluded, cron.Date{Year: int(y), Month: time.Month(m), Day: dd})
@@ -95,7 +101,7 @@ func parseCronText(text string) (TimeGranularity, error) {
 	if except = strings.TrimSpace(except); except != "" {
 		list, ok := strings.CutPrefix(except, "except")
 		if !ok {
-			return TimeGranularity{}, fmt.Errorf("tranche: cron(%s): want \"cron(EXPR)\" or \"cron(EXPR; except 2006-01-02 ...)\"", text)
+			return TimeGranularity{}, &ParseError{Kind: "cron", Text: text, Reason: `want "cron(EXPR)" or "cron(EXPR; except 2006-01-02 ...)"`}
 		}
 		days = strings.Fields(list)
 	}
@@ -107,7 +113,7 @@ func (c *cronSpec) schedule(loc *time.Location) *cron.Schedule {
 	if c.zone != nil {
 		loc = c.zone
 	}
-	name := loc.String()
+	name := zoneName(loc) // unnamed fixed zones of different offsets differ
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.byLoc[name]; ok {

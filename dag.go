@@ -121,7 +121,7 @@ func checkEdge(from, to Asset) []error {
 	case fp.Granularity != tp.Granularity:
 		return []error{fmt.Errorf("tranche: asset %q (%v) depends on asset %q (%v); dependent partitioned assets must share a granularity",
 			to.Name, tp.Granularity, from.Name, fp.Granularity)}
-	case fp.Location != nil && tp.Location != nil && fp.Location.String() != tp.Location.String():
+	case fp.Location != nil && tp.Location != nil && !sameZone(fp.Location, tp.Location):
 		return []error{fmt.Errorf("tranche: asset %q (in %v) depends on asset %q (in %v); dependent partitioned assets must share a location",
 			to.Name, tp.Location, from.Name, fp.Location)}
 	}
