@@ -197,3 +197,21 @@ func TestIdentityUnderEveryTZ(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenUnderEveryTZ runs the golden tests of the slog hook and the
+// event writer under each host zone: golden files hold UTC, whatever the
+// zone of the machine that runs the suite.
+func TestGoldenUnderEveryTZ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process per zone")
+	}
+	if os.Getenv("TRANCHE_ZONE_CHILD") != "" {
+		t.Skip("already a child")
+	}
+	for _, zone := range hostZones {
+		out := runUnderTZ(t, zone, "^(TestSlogHookGolden|TestEventWriterGolden)$", "TRANCHE_ZONE_CHILD=1")
+		if !strings.Contains(out, "PASS") {
+			t.Errorf("under TZ=%s the golden tests did not run:\n%s", zone, out)
+		}
+	}
+}
