@@ -44,8 +44,9 @@ const maxMultiple = 1_000_000
 // A TimeGranularity is a small comparable value: equal granularities are
 // equal with ==, and each has one canonical text form, its String, which
 // [ParseGranularity] and UnmarshalText accept. The zero value is invalid:
-// functions that compute partitions panic on it, and it marshals to an
-// error.
+// functions that compute partitions panic on it; it marshals to empty
+// text, which UnmarshalText reads back as the zero value, so that a struct
+// holding an unset granularity encodes and decodes without omitzero.
 type TimeGranularity struct {
 	unit unit
 	n    int32
@@ -139,17 +140,23 @@ func (g TimeGranularity) String() string {
 	return strconv.Itoa(int(g.n)) + unitShort[g.unit]
 }
 
-// MarshalText implements [encoding.TextMarshaler] with the String form.
+// MarshalText implements [encoding.TextMarshaler] with the String form;
+// the zero value marshals to empty text.
 func (g TimeGranularity) MarshalText() ([]byte, error) {
 	if !g.IsValid() {
-		return nil, fmt.Errorf("tranche: cannot marshal the zero TimeGranularity")
+		return []byte{}, nil
 	}
 	return []byte(g.String()), nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] with
-// [ParseGranularity].
+// [ParseGranularity]; empty text is the zero value, as MarshalText writes
+// it.
 func (g *TimeGranularity) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*g = TimeGranularity{}
+		return nil
+	}
 	v, err := ParseGranularity(string(text))
 	if err != nil {
 		return err
