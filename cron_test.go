@@ -398,3 +398,16 @@ func TestSlotWindowLeavesNowsMinuteLive(t *testing.T) {
 		})
 	}
 }
+
+// TestCronInUnnamedFixedZones: a schedule evaluated in two fixed offsets
+// without names, as time.Parse returns them, fires at 02:00 of each.
+func TestCronInUnnamedFixedZones(t *testing.T) {
+	g := mustCron(t, "0 2 * * *")
+	for _, off := range []int{3600, 7200, -5 * 3600} {
+		loc := time.FixedZone("", off)
+		p := tranche.PartitionOf(g, time.Date(2026, 1, 5, 12, 0, 0, 0, loc))
+		if got := p.End.In(loc).Format("15:04"); got != "02:00" || p.End.In(loc).Day() != 6 {
+			t.Errorf("in the offset %+d s the slot holding 2026-01-05 12:00 ends at %v, want 2026-01-06 02:00 local", off, p.End.In(loc))
+		}
+	}
+}
