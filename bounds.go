@@ -54,21 +54,51 @@ var (
 )
 
 // ParseBound parses a window bound given as text, as from a command line
-// or a config file. It accepts RFC 3339 with an offset
-// ("2026-01-01T00:00:00Z", "2026-01-01T02:00:00+02:00"), converted to loc
-// when loc is not nil; and, only when loc names a zone, a date
-// ("2026-01-01", its first instant in loc) or a wall time without an
-// offset ("2026-01-01T06:00", "2026-01-01 06:00:00"), read in loc. A bound
-// without an offset and without a zone is refused, as is a wall time that
-// loc skips or repeats.
+// or a config file. It accepts:
+//
+//   - RFC 3339 with an offset ("2026-01-01T00:00:00Z",
+//     "2026-01-01T02:00:00+02:00"), converted to loc when loc is not nil.
+//     With a nil loc the bound keeps its offset, the same on every host
+//     and never time.Local: a zero offset ("Z", "+00:00") is [time.UTC],
+//     any other a fixed zone named by the offset ("+02:00"). A window
+//     between such bounds follows that fixed offset, and the backfill it
+//     names has one id wherever it runs.
+//   - Only when loc names a zone: a date ("2026-01-01", its first instant
+//     in loc) or a wall time without an offset ("2026-01-01T06:00",
+//     "2026-01-01 06:00:00"), read in loc.
+//
+// It refuses a bound without an offset and without a zone, a wall time
+// that loc skips or repeats, and an instant outside the years 0001 to 9999
+// in UTC, which RFC 3339 cannot write back. Every refusal is a
+// [*ParseError] of Kind "bound" whose Reason says what was wrong: a month
+// or day out of range, a relative word such as "yesterday", a missing
+// zone.
 func ParseBound(s string, loc *time.Location) (time.Time, error) {
+	t, reason := parseBound(s, loc)
+	if reason == "" {
+		if y := t.UTC().Year(); y < 1 || y > 9999 {
+			reason = fmt.Sprintf("it lies in year %d in UTC; bounds lie in the years 0001 to 9999 of UTC, which RFC 3339 can write", y)
+		}
+	}
+	if reason != "" {
+		return time.Time{}, &ParseError{Kind: "bound", Text: s, Reason: reason}
+	}
+	return t, nil
+}
+
+// parseBound is ParseBound without the range check; it returns the reason
+// of a refusal rather than an error.
+func parseBound(s string, loc *time.Location) (time.Time, string) {
 	text := strings.TrimSpace(s)
 	for _, layout := range offsetLayouts {
 		if t, err := time.Parse(layout, text); err == nil {
-			if loc != nil {
-				t = t.In(loc)
+			if loc == nil {
+				// time.Parse returns time.Local when the offset happens to
+				// be the host's: a bound must mean the same on every host.
+				_, off := t.Zone()
+				loc = offsetZone(off)
 			}
-			return t, nil
+			return t.In(loc), ""
 		}
 	}
 	day, isDate := parseDate(text)
@@ -82,23 +112,38 @@ func ParseBound(s string, loc *time.Location) (time.Time, error) {
 	}
 	switch {
 	case !isDate && !isWall:
-		return time.Time{}, fmt.Errorf("tranche: bound %q is not a time; write RFC 3339 with an offset, as in 2026-01-01T00:00:00Z, or a date or time with a zone", s)
+		return time.Time{}, notATime(text)
 	case loc == nil:
 		example := text + "T00:00:00Z"
 		if isWall {
 			example = wall.Format("2006-01-02T15:04:05Z")
 		}
-		return time.Time{}, fmt.Errorf("tranche: bound %q has no UTC offset and no zone was given; write it with an offset, as in %s, or name its zone", s, example)
+		return time.Time{}, fmt.Sprintf("no UTC offset and no zone was given; write it with an offset, as in %s, or name its zone", example)
 	case isDate:
 		c := newCursor(Day, loc)
-		return at(c.firstInstant(day), loc), nil
+		return at(c.firstInstant(day), loc), ""
 	}
-	return wallInstant(s, wall, loc)
+	return wallInstant(wall, loc)
+}
+
+// notATime explains why text is no bound at all.
+func notATime(text string) string {
+	const want = "write RFC 3339 with an offset, as in 2026-01-01T00:00:00Z, or a date or time with a zone"
+	if text == "" {
+		return "empty; " + want
+	}
+	if w := relativeWord(text); w != "" {
+		return fmt.Sprintf("relative words such as %s are not times: use Lookback for a window relative to now, or %s", w, want)
+	}
+	if r := fieldReason(text); r != "" {
+		return r
+	}
+	return "not a time; " + want
 }
 
 // wallInstant finds the one instant at which loc shows the wall time of
 // wall (read as UTC).
-func wallInstant(s string, wall time.Time, loc *time.Location) (time.Time, error) {
+func wallInstant(wall time.Time, loc *time.Location) (time.Time, string) {
 	w := wall.Unix()
 	var found []int64
 	for u := w - zoneMargin; u < w+zoneMargin; {
@@ -113,10 +158,10 @@ func wallInstant(s string, wall time.Time, loc *time.Location) (time.Time, error
 	}
 	switch len(found) {
 	case 1:
-		return time.Unix(found[0], int64(wall.Nanosecond())).In(loc), nil
+		return time.Unix(found[0], int64(wall.Nanosecond())).In(loc), ""
 	case 0:
-		return time.Time{}, fmt.Errorf("tranche: bound %q does not exist in %v: the clocks skip it; write it with an offset", s, loc)
+		return time.Time{}, fmt.Sprintf("it does not exist in %v: the clocks skip it; write it with an offset", loc)
 	}
 	a, b := at(found[0], loc), at(found[1], loc)
-	return time.Time{}, fmt.Errorf("tranche: bound %q occurs twice in %v, at %s and %s; write it with the offset you mean", s, loc, a.Format(time.RFC3339), b.Format(time.RFC3339))
+	return time.Time{}, fmt.Sprintf("it occurs twice in %v, at %s and %s; write it with the offset you mean", loc, a.Format(time.RFC3339), b.Format(time.RFC3339))
 }

@@ -211,33 +211,57 @@ func TestParseBoundErrors(t *testing.T) {
 		name     string
 		in       string
 		zone     string
-		wantErrs []string
+		reason   string   // the ParseError's Reason, whole
+		wantErrs []string // in the error's text
 	}{
 		{"date without a zone", "2026-01-01", "",
-			[]string{`bound "2026-01-01" has no UTC offset and no zone was given`, "as in 2026-01-01T00:00:00Z", "or name its zone"}},
-		{"wall time without a zone", "2026-01-01T06:00", "",
+			"no UTC offset and no zone was given; write it with an offset, as in 2026-01-01T00:00:00Z, or name its zone",
+			[]string{`tranche: bound "2026-01-01": no UTC offset`}},
+		{"wall time without a zone", "2026-01-01T06:00", "", "",
 			[]string{`bound "2026-01-01T06:00"`, "no UTC offset", "as in 2026-01-01T06:00:00Z"}},
-		{"wall time with seconds without a zone", "2026-01-01 06:30:15", "",
+		{"wall time with seconds without a zone", "2026-01-01 06:30:15", "", "",
 			[]string{"no UTC offset", "as in 2026-01-01T06:30:15Z"}},
 		{"New York spring gap", "2024-03-10T02:30", "America/New_York",
-			[]string{`bound "2024-03-10T02:30" does not exist in America/New_York`, "write it with an offset"}},
-		{"Lord Howe half-hour gap", "2024-10-06T02:15", "Australia/Lord_Howe",
+			"it does not exist in America/New_York: the clocks skip it; write it with an offset", nil},
+		{"Lord Howe half-hour gap", "2024-10-06T02:15", "Australia/Lord_Howe", "",
 			[]string{"does not exist in Australia/Lord_Howe"}},
-		{"Sao Paulo skipped midnight", "2018-11-04T00:00", "America/Sao_Paulo",
+		{"Sao Paulo skipped midnight", "2018-11-04T00:00", "America/Sao_Paulo", "",
 			[]string{"does not exist in America/Sao_Paulo"}},
-		{"Apia skipped day", "2011-12-30T12:00", "Pacific/Apia",
+		{"Apia skipped day", "2011-12-30T12:00", "Pacific/Apia", "",
 			[]string{"does not exist in Pacific/Apia"}},
 		{"New York repeated 01:30", "2024-11-03T01:30", "America/New_York",
-			[]string{`bound "2024-11-03T01:30" occurs twice in America/New_York`, "at 2024-11-03T01:30:00-04:00 and 2024-11-03T01:30:00-05:00", "with the offset you mean"}},
-		{"Berlin repeated 02:30", "2024-10-27 02:30", "Europe/Berlin",
+			"it occurs twice in America/New_York, at 2024-11-03T01:30:00-04:00 and 2024-11-03T01:30:00-05:00; write it with the offset you mean", nil},
+		{"Berlin repeated 02:30", "2024-10-27 02:30", "Europe/Berlin", "",
 			[]string{"occurs twice", "at 2024-10-27T02:30:00+02:00 and 2024-10-27T02:30:00+01:00"}},
-		{"Lord Howe repeated 01:45", "2024-04-07T01:45", "Australia/Lord_Howe",
+		{"Lord Howe repeated 01:45", "2024-04-07T01:45", "Australia/Lord_Howe", "",
 			[]string{"occurs twice", "at 2024-04-07T01:45:00+11:00 and 2024-04-07T01:45:00+10:30"}},
-		{"not a time", "yesterday", "America/New_York",
-			[]string{`bound "yesterday" is not a time`, "2026-01-01T00:00:00Z"}},
-		{"empty", "", "", []string{`bound "" is not a time`}},
-		{"February 30", "2024-02-30", "UTC", []string{`bound "2024-02-30" is not a time`}},
-		{"no zero padding", "2024-3-1", "UTC", []string{"is not a time"}},
+
+		// Not a time at all: the reason says what is wrong.
+		{"yesterday", "yesterday", "America/New_York", "",
+			[]string{`bound "yesterday": relative words such as yesterday are not times: use Lookback`, "2026-01-01T00:00:00Z"}},
+		{"last week", "last week", "UTC", "", []string{"relative words such as last are not times: use Lookback"}},
+		{"-7d", "-7d", "", "", []string{"relative words such as -7d are not times: use Lookback"}},
+		{"empty", "", "", "", []string{`bound "": empty; write RFC 3339 with an offset`}},
+		{"gibberish", "soon-ish", "UTC", "", []string{`bound "soon-ish": not a time; write RFC 3339 with an offset`}},
+		{"February 30", "2024-02-30", "UTC", "day 30 is out of range: February 2024 has 29 days", nil},
+		{"February 29 2100", "2100-02-29T00:00:00Z", "", "day 29 is out of range: February 2100 has 28 days", nil},
+		{"month 13", "2026-13-01T00:00:00Z", "", "month 13 is out of range (01 to 12)", nil},
+		{"month 00", "2026-00-01", "UTC", "month 00 is out of range (01 to 12)", nil},
+		{"hour 24", "2026-01-01T24:00:00Z", "", "hour 24 is out of range (00 to 23)", nil},
+		{"minute 60", "2026-01-01 10:60", "UTC", "minute 60 is out of range (00 to 59)", nil},
+		{"second 60", "2026-01-01T10:00:60Z", "", "second 60 is out of range (00 to 59)", nil},
+		{"offset +25:00", "2026-01-01T10:00:00+25:00", "", "offset +25:00 is out of range (-23:59 to +23:59)", nil},
+		{"no zero padding", "2024-3-1", "UTC", "month 3 is not two digits; write months and days with two digits, as in 2024-03-01", nil},
+		{"no zero padding in the day", "2024-03-1", "UTC", "day 1 is not two digits; write months and days with two digits, as in 2024-03-01", nil},
+		{"a slash before the time", "2024-03-01/10:00", "UTC", `"/" follows the date; write T or a space before the time`, nil},
+
+		// RFC 3339 writes the years 0001 to 9999 of UTC only.
+		{"before year 1 in UTC", "0000-01-01T0:00+01:00", "",
+			"it lies in year -1 in UTC; bounds lie in the years 0001 to 9999 of UTC, which RFC 3339 can write", nil},
+		{"year 1 at an offset east", "0001-01-01T00:00:00+01:00", "", "", []string{"it lies in year 0 in UTC"}},
+		{"year 1 in Tokyo", "0001-01-01", "Asia/Tokyo", "", []string{"it lies in year 0 in UTC"}},
+		{"after year 9999 in UTC", "9999-12-31T23:00:00-05:00", "", "", []string{"it lies in year 10000 in UTC"}},
+		{"after year 9999 in New York", "9999-12-31T22:00", "America/New_York", "", []string{"it lies in year 10000 in UTC"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,12 +273,69 @@ func TestParseBoundErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseBound(%q, %v) = %v, want an error", tt.in, loc, got)
 			}
+			pe, ok := errors.AsType[*tranche.ParseError](err)
+			if !ok {
+				t.Fatalf("ParseBound(%q, %v) error %v is not a *ParseError", tt.in, loc, err)
+			}
+			if pe.Kind != "bound" || pe.Text != tt.in {
+				t.Errorf("ParseBound(%q, %v) error has Kind %q and Text %q", tt.in, loc, pe.Kind, pe.Text)
+			}
+			if tt.reason != "" && pe.Reason != tt.reason {
+				t.Errorf("ParseBound(%q, %v) reason\n%q, want\n%q", tt.in, loc, pe.Reason, tt.reason)
+			}
 			for _, want := range tt.wantErrs {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("ParseBound(%q, %v) error %q does not contain %q", tt.in, loc, err, want)
 				}
 			}
 		})
+	}
+}
+
+// TestParseBoundRange: the first and last instants RFC 3339 can write are
+// bounds.
+func TestParseBoundRange(t *testing.T) {
+	for _, s := range []string{"0001-01-01T00:00:00Z", "0001-01-01T00:00:00-01:00", "9999-12-31T23:59:59.999999999Z", "9999-12-31T23:59:59+01:00"} {
+		got, err := tranche.ParseBound(s, nil)
+		if err != nil {
+			t.Errorf("ParseBound(%q): %v", s, err)
+			continue
+		}
+		if back, err := tranche.ParseBound(got.Format(time.RFC3339Nano), nil); err != nil || !back.Equal(got) {
+			t.Errorf("ParseBound(%q) = %v, which reads back as %v, %v", s, got, back, err)
+		}
+	}
+}
+
+// TestParseBoundOffsets: a bound written with an offset keeps it on every
+// host, as time.UTC for a zero offset and a fixed zone named by the offset
+// otherwise, never time.Local.
+func TestParseBoundOffsets(t *testing.T) {
+	tests := []struct {
+		in, zone string
+		offset   int
+	}{
+		{"2026-01-01T00:00:00Z", "UTC", 0},
+		{"2026-01-01T00:00:00+00:00", "UTC", 0},
+		{"2026-01-01T00:00:00-00:00", "UTC", 0},
+		{"2026-01-01T00:00+00:00", "UTC", 0},
+		{"2026-01-01T00:00:00+01:00", "+01:00", 3600},
+		{"2026-07-01T00:00:00+02:00", "+02:00", 7200},
+		{"2026-01-01T00:00:00-03:30", "-03:30", -12600},
+		{"2026-01-01T00:00+05:45", "+05:45", 20700},
+	}
+	for _, tt := range tests {
+		got, err := tranche.ParseBound(tt.in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, off := got.Zone()
+		if got.Location() == time.Local || got.Location().String() != tt.zone || off != tt.offset {
+			t.Errorf("ParseBound(%q, nil) is in %q (%s, offset %d), want %q at offset %d", tt.in, got.Location(), name, off, tt.zone, tt.offset)
+		}
+		if tt.offset == 0 && got.Location() != time.UTC {
+			t.Errorf("ParseBound(%q, nil) is in %v, not time.UTC", tt.in, got.Location())
+		}
 	}
 }
 

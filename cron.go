@@ -54,11 +54,13 @@ var cronSpecs sync.Map // string → *cronSpec
 //
 // ParseCron refuses, naming the field and the text, a malformed
 // expression, an unknown zone, an expression that can never fire
-// ("0 0 30 2 *") and an excluded date that does not exist.
+// ("0 0 30 2 *") and an excluded date that does not exist; each refusal
+// is a [*ParseError] of Kind "cron" for the expression, whose Reason says
+// what was wrong ("hour field \"25\": 25 is out of range 0-23").
 func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	s, err := cron.Parse(expr, nil)
 	if err != nil {
-		return TimeGranularity{}, fmt.Errorf("tranche: %w", err)
+		return TimeGranularity{}, &ParseError{Kind: "cron", Text: expr, Reason: strings.TrimPrefix(err.Error(), "cron: ")}
 	}
 	trimmed := strings.TrimSpace(expr)
 	zoned := strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=")
@@ -72,7 +74,11 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	for _, d := range excluded {
 		day, ok := parseDate(strings.TrimSpace(d))
 		if !ok {
-			return TimeGranularity{}, fmt.Errorf("tranche: cron %q: excluded date %q is not a date; want the form 2006-01-02", expr, d)
+			reason := fmt.Sprintf("excluded date %q is not a date", d)
+			if r := fieldReason(strings.TrimSpace(d)); r != "" {
+				reason += ": " + r
+			}
+			return TimeGranularity{}, &ParseError{Kind: "cron", Text: expr, Reason: reason + "; want the form 2006-01-02"}
 		}
 		y, m, dd := calendar.CivilFromDays(day)
 		spec.excluded = append(spec.excluded, cron.Date{Year: int(y), Month: time.Month(m), Day: dd})
@@ -95,7 +101,7 @@ func parseCronText(text string) (TimeGranularity, error) {
 	if except = strings.TrimSpace(except); except != "" {
 		list, ok := strings.CutPrefix(except, "except")
 		if !ok {
-			return TimeGranularity{}, fmt.Errorf("tranche: cron(%s): want \"cron(EXPR)\" or \"cron(EXPR; except 2006-01-02 ...)\"", text)
+			return TimeGranularity{}, &ParseError{Kind: "cron", Text: text, Reason: `want "cron(EXPR)" or "cron(EXPR; except 2006-01-02 ...)"`}
 		}
 		days = strings.Fields(list)
 	}
@@ -107,7 +113,7 @@ func (c *cronSpec) schedule(loc *time.Location) *cron.Schedule {
 	if c.zone != nil {
 		loc = c.zone
 	}
-	name := loc.String()
+	name := zoneName(loc) // unnamed fixed zones of different offsets differ
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.byLoc[name]; ok {
@@ -157,11 +163,16 @@ func SlotAt(g TimeGranularity, fire time.Time) (TimePartition, error) {
 // SlotWindow returns the window of schedule g's slots that fire from
 // `from` to `to`, both included, as people type bounds for a backfill of a
 // schedule's past: a date ("2026-01-05") means the start of that day for
-// from and its end for to; a time without an offset is read in the
-// schedule's zone (its CRON_TZ, else now's location); RFC 3339 is taken
-// as is. An empty to means now, and a later to is clamped to now: the
-// current slot belongs to the live schedule. A from later than now, or
-// later than to, is refused, as is a range in which nothing fires.
+// from and, for to, through the end of that day, so that
+// SlotWindow(g, "2026-10-02", "2026-10-02", now) holds the slots that fire
+// on 10-02 and not the one firing at the next midnight (an hourly schedule
+// has 24 there, 23 or 25 on DST days); a time without an offset is read in
+// the schedule's zone (its CRON_TZ, else now's location); RFC 3339 is
+// taken as is. An empty to means now, and a later to is clamped to now.
+// The fires of now's minute and later belong to the live schedule: with
+// now at 02:00:30, the 02:00 fire is not in the window, so a backfill and
+// the live job never both run it. A from later than now, or later than
+// to, is refused, as is a range in which nothing fires.
 func SlotWindow(g TimeGranularity, from, to string, now time.Time) (TimePartitionWindow, error) {
 	if !g.IsSchedule() {
 		return TimePartitionWindow{}, fmt.Errorf("tranche: SlotWindow takes a cron schedule, not %v", g)
@@ -174,6 +185,8 @@ func SlotWindow(g TimeGranularity, from, to string, now time.Time) (TimePartitio
 	if err != nil {
 		return TimePartitionWindow{}, err
 	}
+	// hi is the last instant a fire may fall on: to itself, or the last
+	// second of to's day.
 	hi := now.In(loc)
 	if strings.TrimSpace(to) != "" {
 		if hi, err = slotBound(to, loc, true); err != nil {
@@ -186,31 +199,43 @@ func SlotWindow(g TimeGranularity, from, to string, now time.Time) (TimePartitio
 		return TimePartitionWindow{}, fmt.Errorf("tranche: from %s is later than now (%s): a backfill covers the past", lo.Format(time.RFC3339), now.Format(time.RFC3339))
 	case lo.After(hi):
 		return TimePartitionWindow{}, fmt.Errorf("tranche: from %s is later than to %s", lo.Format(time.RFC3339), hi.Format(time.RFC3339))
-	case hi.After(now):
-		hi = now.In(loc)
+	}
+	// The live schedule owns the fires from the start of now's minute on.
+	u := unix(now)
+	_, off := now.In(loc).Zone()
+	live := u - calendar.Mod(u+int64(off), 60)
+	last := unix(hi)
+	if last >= live {
+		last = live - 1
 	}
 	c := newCursor(g, loc)
 	first := c.cronNext(unix(lo) - 1)
-	last := c.cronStart(unix(hi))
-	if first > last {
-		return TimePartitionWindow{}, fmt.Errorf("tranche: %v fires nowhere from %s to %s; the nearest fire times are %s and %s",
-			g, lo.Format(time.RFC3339), hi.Format(time.RFC3339), at(last, loc).Format(time.RFC3339), at(first, loc).Format(time.RFC3339))
+	lastFire := c.cronStart(last)
+	if first > lastFire {
+		note := ""
+		if first >= live {
+			note = fmt.Sprintf(" (the fires from %s on, now's minute, belong to the live schedule)", at(live, loc).Format(time.RFC3339))
+		}
+		return TimePartitionWindow{}, fmt.Errorf("tranche: %v fires nowhere from %s to %s%s; the nearest fire times are %s and %s",
+			g, lo.Format(time.RFC3339), at(last, loc).Format(time.RFC3339), note, at(lastFire, loc).Format(time.RFC3339), at(first, loc).Format(time.RFC3339))
 	}
 	firstStart, _ := c.bounds(first - 1)
-	lastStart, _ := c.bounds(last - 1)
-	return c.window(firstStart, lastStart, last), nil
+	lastStart, _ := c.bounds(lastFire - 1)
+	return c.window(firstStart, lastStart, lastFire), nil
 }
 
-// slotBound parses a bound of SlotWindow; a date is its day's start, or
-// with end its day's end.
+// slotBound parses a bound of SlotWindow. A date is its day's first
+// instant, or with end the last second before the next day's first
+// instant: fires are whole seconds, so "up to and including that second"
+// is "before the next day".
 func slotBound(s string, loc *time.Location, end bool) (time.Time, error) {
-	day, isDate := parseDate(strings.TrimSpace(s))
-	if isDate && end {
-		day++
+	t, err := ParseBound(s, loc)
+	if err != nil {
+		return time.Time{}, err
 	}
-	if isDate {
+	if day, isDate := parseDate(strings.TrimSpace(s)); isDate && end {
 		c := newCursor(Day, loc)
-		return at(c.firstInstant(day), loc), nil
+		return at(c.firstInstant(day+1)-1, loc), nil
 	}
-	return ParseBound(s, loc)
+	return t, nil
 }

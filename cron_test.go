@@ -313,3 +313,101 @@ func TestCronBackfill(t *testing.T) {
 		t.Fatalf("slots run (-want +got):\n%s", diff)
 	}
 }
+
+// TestSlotWindowDateEnds: a date as the end of a slot range means through
+// the end of that day, so a schedule firing at local midnight gets the
+// day's own fire and not the next midnight's; an hourly schedule gets the
+// day's hours, 23 or 25 on DST days.
+func TestSlotWindowDateEnds(t *testing.T) {
+	tests := []struct {
+		name, expr, zone, from, to string
+		n                          int
+		first, last                string // the keys (fire times) of the oldest and newest slots
+	}{
+		{"midnight, one date", "0 0 * * *", "UTC", "2026-10-02", "2026-10-02", 1, "2026-10-02T00:00:00Z", "2026-10-02T00:00:00Z"},
+		{"@daily, one date", "@daily", "Europe/Berlin", "2026-10-02", "2026-10-02", 1, "2026-10-02T00:00:00+02:00", "2026-10-02T00:00:00+02:00"},
+		{"midnight, three dates", "0 0 * * *", "America/New_York", "2026-10-01", "2026-10-03", 3, "2026-10-01T00:00:00-04:00", "2026-10-03T00:00:00-04:00"},
+		{"02:00, one date", "0 2 * * *", "America/New_York", "2026-10-02", "2026-10-02", 1, "2026-10-02T02:00:00-04:00", "2026-10-02T02:00:00-04:00"},
+		{"hourly, one date", "0 * * * *", "UTC", "2026-10-02", "2026-10-02", 24, "2026-10-02T00:00:00Z", "2026-10-02T23:00:00Z"},
+		{"hourly, New York spring forward", "0 * * * *", "America/New_York", "2026-03-08", "2026-03-08", 23, "2026-03-08T00:00:00-05:00", "2026-03-08T23:00:00-04:00"},
+		{"hourly, New York fall back", "0 * * * *", "America/New_York", "2026-11-01", "2026-11-01", 25, "2026-11-01T00:00:00-04:00", "2026-11-01T23:00:00-05:00"},
+		{"hourly, Berlin fall back", "0 * * * *", "Europe/Berlin", "2026-10-25", "2026-10-25", 25, "2026-10-25T00:00:00+02:00", "2026-10-25T23:00:00+01:00"},
+		{"half-hourly, Lord Howe spring forward", "*/30 * * * *", "Australia/Lord_Howe", "2026-10-04", "2026-10-04", 47, "2026-10-04T00:00:00+10:30", "2026-10-04T23:30:00+11:00"},
+		{"midnight skipped (Sao Paulo)", "0 0 * * *", "America/Sao_Paulo", "2018-11-04", "2018-11-04", 1, "2018-11-04T01:00:00-02:00", "2018-11-04T01:00:00-02:00"},
+		{"CRON_TZ zone, hourly over its date", "CRON_TZ=Asia/Kathmandu 0 * * * *", "UTC", "2026-10-02", "2026-10-02", 24, "2026-10-02T00:00:00+05:45", "2026-10-02T23:00:00+05:45"},
+		{"a time as the end is included", "0 0 * * *", "UTC", "2026-10-01", "2026-10-03T00:00", 3, "2026-10-01T00:00:00Z", "2026-10-03T00:00:00Z"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := mustCron(t, tt.expr)
+			now := time.Date(2027, 1, 1, 0, 0, 0, 0, loadLocation(t, tt.zone))
+			w, err := tranche.SlotWindow(g, tt.from, tt.to, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Len() != tt.n || w.Oldest().Key() != tt.first || w.Newest().Key() != tt.last {
+				t.Errorf("SlotWindow(%s, %s, %s) = %v: %d slots from %s to %s; want %d from %s to %s",
+					tt.expr, tt.from, tt.to, w, w.Len(), w.Oldest().Key(), w.Newest().Key(), tt.n, tt.first, tt.last)
+			}
+			n := 0
+			for range w.All() {
+				n++
+			}
+			if n != tt.n {
+				t.Errorf("the window yields %d slots, want %d", n, tt.n)
+			}
+		})
+	}
+}
+
+// TestSlotWindowLeavesNowsMinuteLive: the fires of now's minute belong to
+// the live schedule, never to a backfill ending at now.
+func TestSlotWindowLeavesNowsMinuteLive(t *testing.T) {
+	ny := loadLocation(t, "America/New_York")
+	tests := []struct {
+		name, expr, from, to string
+		now                  time.Time
+		last                 string // the newest slot's key
+		err                  string
+	}{
+		{"02:00:30: the 02:00 fire is live", "0 2 * * *", "2026-01-18", "", time.Date(2026, 1, 20, 2, 0, 30, 0, ny), "2026-01-19T02:00:00-05:00", ""},
+		{"exactly 02:00", "0 2 * * *", "2026-01-18", "", time.Date(2026, 1, 20, 2, 0, 0, 0, ny), "2026-01-19T02:00:00-05:00", ""},
+		{"02:00:59.9", "0 2 * * *", "2026-01-18", "", time.Date(2026, 1, 20, 2, 0, 59, 900_000_000, ny), "2026-01-19T02:00:00-05:00", ""},
+		{"02:01: the 02:00 fire is past", "0 2 * * *", "2026-01-18", "", time.Date(2026, 1, 20, 2, 1, 0, 0, ny), "2026-01-20T02:00:00-05:00", ""},
+		{"a later to is clamped the same way", "0 2 * * *", "2026-01-18", "2026-02-01", time.Date(2026, 1, 20, 2, 0, 30, 0, ny), "2026-01-19T02:00:00-05:00", ""},
+		{"today's date as to", "0 2 * * *", "2026-01-18", "2026-01-20", time.Date(2026, 1, 20, 2, 0, 30, 0, ny), "2026-01-19T02:00:00-05:00", ""},
+		{"to at the live fire", "0 2 * * *", "2026-01-18", "2026-01-20T02:00", time.Date(2026, 1, 20, 2, 0, 30, 0, ny), "2026-01-19T02:00:00-05:00", ""},
+		{"every minute", "* * * * *", "2026-01-20T01:55", "", time.Date(2026, 1, 20, 2, 0, 30, 0, ny), "2026-01-20T01:59:00-05:00", ""},
+		{"only the live fire", "0 2 * * *", "2026-01-20", "", time.Date(2026, 1, 20, 2, 0, 30, 0, ny), "", "belong to the live schedule"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := tranche.SlotWindow(mustCron(t, tt.expr), tt.from, tt.to, tt.now)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("SlotWindow = %v, %v; want an error containing %q", w, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.Newest().Key(); got != tt.last {
+				t.Errorf("the newest slot is %s, want %s (window %v)", got, tt.last, w)
+			}
+		})
+	}
+}
+
+// TestCronInUnnamedFixedZones: a schedule evaluated in two fixed offsets
+// without names, as time.Parse returns them, fires at 02:00 of each.
+func TestCronInUnnamedFixedZones(t *testing.T) {
+	g := mustCron(t, "0 2 * * *")
+	for _, off := range []int{3600, 7200, -5 * 3600} {
+		loc := time.FixedZone("", off)
+		p := tranche.PartitionOf(g, time.Date(2026, 1, 5, 12, 0, 0, 0, loc))
+		if got := p.End.In(loc).Format("15:04"); got != "02:00" || p.End.In(loc).Day() != 6 {
+			t.Errorf("in the offset %+d s the slot holding 2026-01-05 12:00 ends at %v, want 2026-01-06 02:00 local", off, p.End.In(loc))
+		}
+	}
+}

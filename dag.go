@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -20,58 +21,77 @@ type DAG struct {
 }
 
 // NewDAG validates the assets and returns the DAG they form. It refuses,
-// with one error per problem naming the assets involved (joined with
-// errors.Join): an empty name, a nil Materializer, a duplicate name, a
-// dependency listed twice or missing from the DAG, a cycle (the error
-// shows it, as in "a -> b -> a"), a partitioned asset feeding an
-// unpartitioned one, dependent partitioned assets with different
-// granularities or locations, and partitioning, timeout or retry settings
-// that cannot work.
+// with one error per problem naming the assets involved, all of them
+// joined with errors.Join: an empty name, a nil Materializer, a duplicate
+// name, a dependency on itself, a dependency listed twice or missing from
+// the DAG, cycles (one error for each group of assets that depend on each
+// other, showing one cycle, as in "a -> b -> a"), a partitioned asset
+// feeding an unpartitioned one, dependent partitioned assets with
+// different granularities or locations, and partitioning, timeout or retry
+// settings that cannot work. Every asset is checked, a duplicate too, so
+// that one call reports everything to fix.
+//
+// NewDAG() with no assets is the empty DAG, not an error: it has no
+// assets and no identity of its own beyond that, and a run of it, with
+// any target or none, completes at once without calling anything, so
+// that a program assembling its DAG from configuration can hold one.
 func NewDAG(assets ...Asset) (*DAG, error) {
-	d := &DAG{index: make(map[string]int, len(assets))}
 	var errs []error
-	input := make([]Asset, 0, len(assets))
+	first := make(map[string]int, len(assets)) // each name's first asset
 	for i, a := range assets {
-		switch {
+		switch j, dup := first[a.Name]; {
 		case a.Name == "":
 			errs = append(errs, fmt.Errorf("tranche: asset #%d (counting from 0) has an empty name", i))
-			continue
-		case d.index[a.Name] > 0:
-			errs = append(errs, fmt.Errorf("tranche: duplicate asset name %q (assets #%d and #%d)", a.Name, d.index[a.Name]-1, i))
-			continue
+		case dup:
+			errs = append(errs, fmt.Errorf("tranche: duplicate asset name %q (assets #%d and #%d)", a.Name, j, i))
+		default:
+			first[a.Name] = i
 		}
-		d.index[a.Name] = i + 1
-		input = append(input, a.clone())
-		errs = append(errs, checkAsset(a)...)
+		errs = append(errs, checkAsset(assetLabel(i, a), a)...)
 	}
-	for _, a := range input {
+	// The dependencies of every asset. graph holds, for the cycle check,
+	// the first asset of each name with the dependencies that exist, once
+	// each and without the self-dependencies reported here.
+	graph := make([]Asset, 0, len(first))
+	for i, a := range assets {
 		seen := make(map[string]bool, len(a.Deps))
+		var deps []string
 		for _, dep := range a.Deps {
+			j, exists := first[dep]
 			switch {
 			case seen[dep]:
-				errs = append(errs, fmt.Errorf("tranche: asset %q lists dependency %q twice", a.Name, dep))
-			case d.index[dep] == 0:
-				errs = append(errs, fmt.Errorf("tranche: asset %q depends on %q, which is not in the DAG", a.Name, dep))
+				errs = append(errs, fmt.Errorf("tranche: asset %s lists dependency %q twice", assetLabel(i, a), dep))
+			case dep == a.Name:
+				errs = append(errs, fmt.Errorf("tranche: asset %q depends on itself: dependency cycle (each asset feeds the next): %[1]s -> %[1]s", a.Name))
+			case !exists:
+				errs = append(errs, fmt.Errorf("tranche: asset %s depends on %q, which is not in the DAG", assetLabel(i, a), dep))
 			default:
-				errs = append(errs, checkEdge(assets[d.index[dep]-1], a)...)
+				errs = append(errs, checkEdge(assets[j], a)...)
+				deps = append(deps, dep)
 			}
 			seen[dep] = true
+		}
+		if j, ok := first[a.Name]; ok && j == i {
+			graph = append(graph, Asset{Name: a.Name, Deps: deps})
+		}
+	}
+	order, ok := topoSort(graph)
+	if !ok {
+		for _, cycle := range cycles(graph) {
+			errs = append(errs, fmt.Errorf("tranche: dependency cycle (each asset feeds the next): %s", strings.Join(cycle, " -> ")))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	order, cycle := topoSort(input)
-	if cycle != nil {
-		return nil, fmt.Errorf("tranche: dependency cycle (each asset feeds the next): %s", strings.Join(cycle, " -> "))
-	}
-	d.assets = order
+	d := &DAG{assets: make([]Asset, len(order)), index: make(map[string]int, len(order))}
 	for i, a := range order {
+		d.assets[i] = assets[first[a.Name]].clone()
 		d.index[a.Name] = i
 	}
 	d.deps = make([][]int, len(order))
 	d.dependents = make([][]int, len(order))
-	for i, a := range order {
+	for i, a := range d.assets {
 		for _, dep := range a.Deps {
 			j := d.index[dep]
 			d.deps[i] = append(d.deps[i], j)
@@ -81,30 +101,39 @@ func NewDAG(assets ...Asset) (*DAG, error) {
 	return d, nil
 }
 
-// checkAsset returns the problems of one asset on its own.
-func checkAsset(a Asset) []error {
+// assetLabel names the i-th asset given to NewDAG in its errors: by its
+// name, or by its position when it has none.
+func assetLabel(i int, a Asset) string {
+	if a.Name == "" {
+		return fmt.Sprintf("#%d (counting from 0)", i)
+	}
+	return strconv.Quote(a.Name)
+}
+
+// checkAsset returns the problems of one asset on its own, named by label.
+func checkAsset(label string, a Asset) []error {
 	var errs []error
 	if f, isFunc := a.Materializer.(MaterializeFunc); a.Materializer == nil || isFunc && f == nil {
-		errs = append(errs, fmt.Errorf("tranche: asset %q has a nil Materializer", a.Name))
+		errs = append(errs, fmt.Errorf("tranche: asset %s has a nil Materializer", label))
 	}
 	p := a.Partitioning
 	if !p.Granularity.IsValid() {
 		if p.Location != nil || p.Column != "" || p.AllowWindow || !p.First.IsZero() {
-			errs = append(errs, fmt.Errorf("tranche: asset %q sets Partitioning fields but no Granularity; set one, or leave Partitioning zero for an unpartitioned asset", a.Name))
+			errs = append(errs, fmt.Errorf("tranche: asset %s sets Partitioning fields but no Granularity; set one, or leave Partitioning zero for an unpartitioned asset", label))
 		}
 	} else if p.Column == "" && len(a.Destinations) > 0 {
-		errs = append(errs, fmt.Errorf("tranche: partitioned asset %q has destinations but no Partitioning.Column to split its rows by", a.Name))
+		errs = append(errs, fmt.Errorf("tranche: partitioned asset %s has destinations but no Partitioning.Column to split its rows by", label))
 	}
 	for i, dst := range a.Destinations {
 		if dst == nil {
-			errs = append(errs, fmt.Errorf("tranche: asset %q: destination #%d is nil", a.Name, i))
+			errs = append(errs, fmt.Errorf("tranche: asset %s: destination #%d is nil", label, i))
 		}
 	}
 	if a.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("tranche: asset %q: negative Timeout %v", a.Name, a.Timeout))
+		errs = append(errs, fmt.Errorf("tranche: asset %s: negative Timeout %v", label, a.Timeout))
 	}
 	if r := a.Retry; r.Attempts < 0 || r.Backoff < 0 || r.MaxBackoff < 0 {
-		errs = append(errs, fmt.Errorf("tranche: asset %q: negative Retry setting %+v", a.Name, r))
+		errs = append(errs, fmt.Errorf("tranche: asset %s: negative Retry setting %+v", label, r))
 	}
 	return errs
 }
@@ -121,17 +150,18 @@ func checkEdge(from, to Asset) []error {
 	case fp.Granularity != tp.Granularity:
 		return []error{fmt.Errorf("tranche: asset %q (%v) depends on asset %q (%v); dependent partitioned assets must share a granularity",
 			to.Name, tp.Granularity, from.Name, fp.Granularity)}
-	case fp.Location != nil && tp.Location != nil && fp.Location.String() != tp.Location.String():
+	case fp.Location != nil && tp.Location != nil && !sameZone(fp.Location, tp.Location):
 		return []error{fmt.Errorf("tranche: asset %q (in %v) depends on asset %q (in %v); dependent partitioned assets must share a location",
 			to.Name, tp.Location, from.Name, fp.Location)}
 	}
 	return nil
 }
 
-// topoSort orders assets so that each follows its dependencies, taking the
-// smallest name among those ready at each step. When the assets hold a
-// cycle, it returns one, its first name repeated at the end.
-func topoSort(assets []Asset) (order []Asset, cycle []string) {
+// topoSort orders assets, whose names are unique and whose dependencies
+// all exist, so that each follows its dependencies, taking the smallest
+// name among those ready at each step. It reports false when the assets
+// hold a cycle.
+func topoSort(assets []Asset) (order []Asset, ok bool) {
 	pos := make(map[string]int, len(assets))
 	for i, a := range assets {
 		pos[a.Name] = i
@@ -161,14 +191,72 @@ func topoSort(assets []Asset) (order []Asset, cycle []string) {
 			}
 		}
 	}
-	if len(order) == len(assets) {
-		return order, nil
-	}
-	return nil, findCycle(assets, pos, waiting)
+	return order, len(order) == len(assets)
 }
 
-// findCycle walks dependencies among the assets left waiting, which all
-// lie on or behind a cycle, until a name repeats.
+// cycles returns one cycle of each group of assets that depend on each
+// other (each strongly connected component of more than one asset), in
+// the order of their smallest names, as findCycle writes them. The assets'
+// names are unique and their dependencies all exist.
+func cycles(assets []Asset) [][]string {
+	pos := make(map[string]int, len(assets))
+	for i, a := range assets {
+		pos[a.Name] = i
+	}
+	// Tarjan's algorithm: index[i] is 1 + the order in which the walk
+	// reached i, 0 before; low[i] the smallest index reachable from i
+	// through the assets still on the stack.
+	index, low := make([]int, len(assets)), make([]int, len(assets))
+	onStack := make([]bool, len(assets))
+	var stack []int
+	var out [][]string
+	next := 1
+	var visit func(i int)
+	visit = func(i int) {
+		index[i], low[i] = next, next
+		next++
+		stack = append(stack, i)
+		onStack[i] = true
+		for _, dep := range assets[i].Deps {
+			switch j := pos[dep]; {
+			case index[j] == 0:
+				visit(j)
+				low[i] = min(low[i], low[j])
+			case onStack[j]:
+				low[i] = min(low[i], index[j])
+			}
+		}
+		if low[i] != index[i] {
+			return
+		}
+		k := len(stack) - 1
+		for stack[k] != i {
+			k--
+		}
+		group := stack[k:]
+		stack = stack[:k]
+		for _, j := range group {
+			onStack[j] = false
+		}
+		if len(group) > 1 {
+			member := make([]int, len(assets))
+			for _, j := range group {
+				member[j] = 1
+			}
+			out = append(out, findCycle(assets, pos, member))
+		}
+	}
+	for i := range assets {
+		if index[i] == 0 {
+			visit(i)
+		}
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
+
+// findCycle walks dependencies among the assets whose entry in waiting is
+// positive, which all lie on or behind a cycle, until a name repeats.
 func findCycle(assets []Asset, pos map[string]int, waiting []int) []string {
 	start := -1
 	for i := range assets {

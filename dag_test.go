@@ -166,3 +166,67 @@ func TestMaterializeFunc(t *testing.T) {
 		t.Errorf("Materialize = %v, %v", rows, err)
 	}
 }
+
+// TestNewDAGReportsEveryProblem: one call names every problem, a
+// duplicate's own problems and every cycle included.
+func TestNewDAGReportsEveryProblem(t *testing.T) {
+	noop := tranchetest.Noop
+	_, err := tranche.NewDAG(
+		noop("a"),
+		tranche.Asset{Name: "a", Deps: []string{"ghost"}}, // a duplicate, with a nil Materializer and a missing dependency
+		noop("self", "self"),
+		noop("u", "ghost", "a", "a"),
+		noop("x", "y"), noop("y", "x"), // one cycle
+		noop("p", "r"), noop("q", "p"), noop("r", "q"), // another
+		noop("below", "p"), // behind a cycle, on none
+		tranche.Asset{Materializer: noop("z").Materializer, Timeout: -time.Second},
+	)
+	if err == nil {
+		t.Fatal("NewDAG succeeded")
+	}
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("NewDAG error %T is not joined", err)
+	}
+	var got []string
+	for _, e := range joined.Unwrap() {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`tranche: duplicate asset name "a" (assets #0 and #1)`,
+		`tranche: asset "a" has a nil Materializer`,
+		`tranche: asset #10 (counting from 0) has an empty name`,
+		`tranche: asset #10 (counting from 0): negative Timeout -1s`,
+		`tranche: asset "a" depends on "ghost", which is not in the DAG`,
+		`tranche: asset "self" depends on itself: dependency cycle (each asset feeds the next): self -> self`,
+		`tranche: asset "u" depends on "ghost", which is not in the DAG`,
+		`tranche: asset "u" lists dependency "a" twice`,
+		`tranche: dependency cycle (each asset feeds the next): p -> q -> r -> p`,
+		`tranche: dependency cycle (each asset feeds the next): x -> y -> x`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NewDAG errors (-want +got):\n%s", diff)
+	}
+}
+
+// TestNewDAGEmpty: NewDAG() is the empty DAG, and a run of it completes
+// at once, with a target or without.
+func TestNewDAGEmpty(t *testing.T) {
+	dag, err := tranche.NewDAG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dag.Len() != 0 || slices.Collect(dag.Assets()) != nil {
+		t.Fatalf("NewDAG() holds %d assets", dag.Len())
+	}
+	if _, ok := dag.Asset("a"); ok {
+		t.Fatal("the empty DAG has an asset a")
+	}
+	var r tranche.Runner
+	for _, target := range []tranche.Target{nil, day(2)} {
+		res, err := r.Run(context.Background(), dag, target)
+		if err != nil || res.Status != tranche.StatusCompleted || len(res.Assets) != 0 {
+			t.Errorf("Run(empty DAG, %v) = %+v, %v; want a completed run of nothing", target, res, err)
+		}
+	}
+}

@@ -51,7 +51,25 @@ nothing per partition and [TimePartitionWindow.Len] costs nothing, so a
 century of minutes is as cheap to hold as a day.
 
 Bounds given as text go through [ParseBound], which insists on an offset or
-a zone: "2026-01-01" alone is ambiguous by up to a day.
+a zone: "2026-01-01" alone is ambiguous by up to a day. A bound written with
+an offset keeps it, as [time.UTC] for a zero offset ("Z" and "+00:00" are one
+bound) or a fixed zone named by the offset ("+01:00"), never time.Local, so
+the window between two such bounds, and the backfill it names, are the same
+on every host.
+
+# Text forms and zones
+
+Windows, partitions and granularities have a text form each, which their
+MarshalText and UnmarshalText write and read, so that they travel in JSON
+and configs: "day 2024-01-01..2024-01-31 America/New_York",
+"hour 2024-11-03T01:00-05:00 America/New_York", "15m". The zero value of
+each marshals to empty text, and empty text unmarshals to it. A zone is
+written by its zone database name, or for a fixed offset without one by the
+offset ("day 2026-01-01..2026-01-31 +01:00", "UTC" for zero); identities
+([DAGIdentity]) name zones the same way. Nothing that names a backfill, a
+DAG or a window depends on the host's zone: time.Local on a host with
+daylight saving time and without TZ has no portable name, so the text forms
+refuse it ("Local"); load zones by name with [time.LoadLocation].
 
 # Assets
 
@@ -66,11 +84,12 @@ the partition or window, the run, the attempt, the rows of its
 dependencies ([Materialization.Input]) and a [*slog.Logger] whose records
 become events.
 
-[NewDAG] validates assets before anything runs: unique, non-empty names,
-dependencies that exist, no cycle (the error shows it), no partitioned
-asset feeding an unpartitioned one, one granularity along each
-dependency. [DAG.Assets] lists them in dependency order, ties broken by
-name.
+[NewDAG] validates assets before anything runs and reports every problem
+at once: unique, non-empty names, dependencies that exist and are not the
+asset itself, no cycle (each shown), no partitioned asset feeding an
+unpartitioned one, one granularity along each dependency. NewDAG() with no
+assets is the empty DAG, whose runs complete at once. [DAG.Assets] lists
+the assets in dependency order, ties broken by name.
 
 # Running
 
@@ -114,8 +133,9 @@ schedule with fixed hours fires once per local day across daylight saving
 time; one whose hour field is a wildcard (every hour, or every n hours)
 fires at every real matching instant. Excluded dates (holidays) have no
 slot: the next slot covers them.
-[SlotWindow] reads backfill bounds as people type them and [SlotAt] names
-one slot by its fire time.
+[SlotWindow] reads backfill bounds as people type them, a date as the end
+meaning through the end of that day, and leaves the fires of the current
+minute to the live schedule; [SlotAt] names one slot by its fire time.
 
 # Resumable backfills
 
@@ -139,8 +159,12 @@ implementation with its conformance suite, TestLedger.
 
 # Errors
 
-Every refusal names the value and says what would be accepted. A bound
-off a partition boundary is a [*BoundaryError]; a window reaching before an
+Every refusal names the value and says what would be accepted. Text that
+a parser refuses (a bound, a partition key, a granularity, a cron
+expression, a window's or partition's text form) is a [*ParseError] whose
+Kind, Text and Reason say what was parsed and what was wrong ("month 13 is
+out of range (01 to 12)"). A bound off a partition boundary is a
+[*BoundaryError]; a window reaching before an
 asset's first partition is a [*PartitionError]. A failed asset is an
 [*AssetError] wrapping the asset's own error; a panic is a [*PanicError]
 with its stack.

@@ -3,6 +3,8 @@ package tranche
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,4 +44,38 @@ func (e *BoundaryError) Error() string {
 	return fmt.Sprintf("tranche: %s %s is not a %v boundary in %v; the nearest are %s and %s",
 		e.Bound, e.Value.Format(time.RFC3339Nano), e.Granularity, e.Value.Location(),
 		e.Before.Format(time.RFC3339), e.After.Format(time.RFC3339))
+}
+
+// ParseError reports text that one of the package's parsers refused: a
+// bound ([ParseBound], [SlotWindow]), a partition key
+// ([ParsePartitionKey]), a granularity ([ParseGranularity]), a cron
+// expression ([ParseCron]), or the text form of a window or partition.
+// Find it with errors.As (or errors.AsType); its Reason says what was
+// wrong and what would be accepted.
+type ParseError struct {
+	// Kind names what was parsed: "bound", "partition key",
+	// "granularity", "cron", "window" or "partition".
+	Kind string
+	// Text is the text as given.
+	Text string
+	// Reason says what was wrong with Text and, where it helps, what
+	// would be accepted, as in "month 13 is out of range (01 to 12)" or
+	// "relative words such as yesterday are not times: use Lookback".
+	Reason string
+	// Err is the error of a part of Text, when one caused this one (the
+	// key of a window, a cron field), else nil.
+	Err error
+}
+
+func (e *ParseError) Error() string {
+	return "tranche: " + e.Kind + " " + strconv.Quote(e.Text) + ": " + e.Reason
+}
+
+// Unwrap returns Err.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// reasonOf returns err's text for the Reason of an enclosing ParseError:
+// without the package prefix.
+func reasonOf(err error) string {
+	return strings.TrimPrefix(err.Error(), "tranche: ")
 }

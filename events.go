@@ -193,7 +193,8 @@ func (e Event) attrs(kind bool) []slog.Attr {
 }
 
 // MarshalJSON encodes the event as one JSON object with stable keys: id,
-// kind, time (RFC 3339), and, when set, run, backfill, asset, destination,
+// kind, time (RFC 3339 in UTC, so that the lines of workers in different
+// zones read and sort alike), and, when set, run, backfill, asset, destination,
 // partition and target (keys and text forms), attempt, duration_ns, rows,
 // error, level, msg, attrs and progress.
 func (e Event) MarshalJSON() ([]byte, error) {
@@ -223,7 +224,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Attrs       map[string]any `json:"attrs,omitempty"`
 		Progress    *progress      `json:"progress,omitempty"`
 	}{
-		ID: e.ID(), Kind: e.Kind, Time: e.Time.Format(time.RFC3339Nano),
+		ID: e.ID(), Kind: e.Kind, Time: e.Time.UTC().Format(time.RFC3339Nano),
 		RunID: e.RunID, Backfill: e.Backfill, Asset: e.Asset, Destination: e.Destination,
 		Target: e.Target, Attempt: e.Attempt, Duration: int64(e.Duration), Rows: e.Rows,
 		Message: e.Message,

@@ -140,10 +140,21 @@ func goldenRuns(t *testing.T, hook func(context.Context, tranche.Event)) {
 func TestSlogHookGolden(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
-		l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		// The handler formats times in their own location, the host's for
+		// the runner's clock: the golden file holds UTC, so that the test
+		// passes under any TZ.
+		l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: utcTime}))
 		goldenRuns(t, tranche.SlogHook(l))
 		golden(t, "events.slog.golden", buf.Bytes())
 	})
+}
+
+// utcTime is a slog ReplaceAttr that writes the record's time in UTC.
+func utcTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.Time(a.Key, a.Value.Time().UTC())
+	}
+	return a
 }
 
 func TestSlogHookLevels(t *testing.T) {
@@ -313,4 +324,24 @@ func attrsToMap(attrs []slog.Attr) map[string]any {
 		}
 	}
 	return m
+}
+
+// TestEventJSONTimeInUTC: the JSON lines of workers in different zones
+// hold the same text for the same instant, whatever the host's zone.
+func TestEventJSONTimeInUTC(t *testing.T) {
+	kathmandu := loadLocation(t, "Asia/Kathmandu")
+	at := time.Date(2026, 1, 2, 5, 45, 0, 500, kathmandu)
+	for _, when := range []time.Time{at, at.UTC(), at.In(loadLocation(t, "America/St_Johns"))} {
+		b, err := json.Marshal(tranche.Event{Kind: tranche.KindRunStarted, Time: when, RunID: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct{ Time string }
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if want := "2026-01-02T00:00:00.0000005Z"; v.Time != want {
+			t.Errorf("the time of an event at %v is written %q, want %q", when, v.Time, want)
+		}
+	}
 }

@@ -82,8 +82,8 @@ func ExampleParsePartitionKey() {
 	fmt.Println(err)
 	// Output:
 	// 2024-11-03T01:00-05:00 [2024-11-03T01:00:00-05:00, 2024-11-03T02:00:00-05:00)
-	// tranche: partition key "2024-11-03T01:30-04:00" is not the start of a hour partition; it lies in 2024-11-03T01:00-04:00
-	// tranche: partition key "2011-12-30" names a date that never occurs in Pacific/Apia; the next partition is 2011-12-31
+	// tranche: partition key "2024-11-03T01:30-04:00": not the start of a hour partition; it lies in 2024-11-03T01:00-04:00
+	// tranche: partition key "2011-12-30": the date never occurs in Pacific/Apia: the clocks skip it; the next partition is 2011-12-31
 }
 
 func ExampleTimePartitionWindow_All() {
@@ -251,6 +251,9 @@ func ExampleParseBound() {
 	fmt.Println(t, err)
 	t, err = tranche.ParseBound("2026-01-01", berlin)
 	fmt.Println(t, err)
+	// An offset is kept as a fixed zone, the same on every host.
+	t, err = tranche.ParseBound("2026-01-01T00:00:00+01:00", nil)
+	fmt.Println(t, err)
 
 	// Without an offset or a zone, the bound is ambiguous by up to a day.
 	_, err = tranche.ParseBound("2026-01-01", nil)
@@ -258,9 +261,16 @@ func ExampleParseBound() {
 	// Wall times the clocks skip or repeat are refused too.
 	_, err = tranche.ParseBound("2024-10-27T02:30", berlin)
 	fmt.Println(err)
+	// A refusal is a *ParseError saying what was wrong.
+	_, err = tranche.ParseBound("2026-13-01", berlin)
+	if pe, ok := errors.AsType[*tranche.ParseError](err); ok {
+		fmt.Printf("%s %q: %s\n", pe.Kind, pe.Text, pe.Reason)
+	}
 	// Output:
 	// 2026-01-01 00:00:00 +0000 UTC <nil>
 	// 2026-01-01 00:00:00 +0100 CET <nil>
-	// tranche: bound "2026-01-01" has no UTC offset and no zone was given; write it with an offset, as in 2026-01-01T00:00:00Z, or name its zone
-	// tranche: bound "2024-10-27T02:30" occurs twice in Europe/Berlin, at 2024-10-27T02:30:00+02:00 and 2024-10-27T02:30:00+01:00; write it with the offset you mean
+	// 2026-01-01 00:00:00 +0100 +01:00 <nil>
+	// tranche: bound "2026-01-01": no UTC offset and no zone was given; write it with an offset, as in 2026-01-01T00:00:00Z, or name its zone
+	// tranche: bound "2024-10-27T02:30": it occurs twice in Europe/Berlin, at 2024-10-27T02:30:00+02:00 and 2024-10-27T02:30:00+01:00; write it with the offset you mean
+	// bound "2026-13-01": month 13 is out of range (01 to 12)
 }

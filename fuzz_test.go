@@ -1,6 +1,8 @@
 package tranche_test
 
 import (
+	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +31,8 @@ var fuzzGranularities = []string{
 }
 
 func FuzzParseGranularity(f *testing.F) {
-	for _, s := range append(fuzzGranularities, "1d", "15 minutes", "daily", "0d", "7m", "5h", "-1d", "", "99999999999999999999y", "1.5h", "60m") {
+	for _, s := range append(fuzzGranularities, "1d", "15 minutes", "daily", "0d", "7m", "5h", "-1d", "", "99999999999999999999y", "1.5h", "60m",
+		"cron(0 2 * * *)", "cron(0 2 * * 1-5; except 2026-12-25)", "cron(CRON_TZ=Asia/Kathmandu */15 * * * *)", "cron(0 25 * * *)", "cron(0 2 * * *; holidays 2026-12-25)", "cron(@daily)") {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -176,6 +179,10 @@ func FuzzParseBound(f *testing.F) {
 		}
 		got, err := tranche.ParseBound(s, loc)
 		if err != nil {
+			pe, ok := errors.AsType[*tranche.ParseError](err)
+			if !ok || pe.Kind != "bound" || pe.Text != s || pe.Reason == "" {
+				t.Errorf("ParseBound(%q, %v) error %#v is not the bound's ParseError", s, loc, err)
+			}
 			if !strings.Contains(err.Error(), strconv.Quote(s)) {
 				t.Errorf("ParseBound(%q, %v) error %q does not name the value", s, loc, err)
 			}
@@ -183,6 +190,12 @@ func FuzzParseBound(f *testing.F) {
 		}
 		if loc != nil && got.Location() != loc {
 			t.Fatalf("ParseBound(%q, %v) = %v in %v", s, loc, got, got.Location())
+		}
+		if loc == nil && got.Location() == time.Local && time.Local.String() != "UTC" {
+			t.Fatalf("ParseBound(%q, nil) = %v in time.Local", s, got)
+		}
+		if y := got.UTC().Year(); y < 1 || y > 9999 {
+			t.Fatalf("ParseBound(%q, %v) = %v, outside the years RFC 3339 writes", s, loc, got)
 		}
 		// An accepted bound reads back the same from RFC 3339, where the
 		// offset is whole minutes (every zone from 1972 on; RFC 3339 has no
@@ -194,6 +207,46 @@ func FuzzParseBound(f *testing.F) {
 		back, err := tranche.ParseBound(text, nil)
 		if err != nil || !back.Equal(got) {
 			t.Fatalf("ParseBound(%q, nil) = %v, %v; want %v (from %q)", text, back, err, got, s)
+		}
+	})
+}
+
+func FuzzPartitionText(f *testing.F) {
+	for _, s := range []string{
+		"day 2024-03-10 America/New_York", "hour 2024-11-03T01:00-05:00 America/New_York", "15m 2024-06-15T10:15+05:45 Asia/Kathmandu",
+		"week 2026-W53 UTC", "2q 2024-Q3 Europe/Berlin", "day 2026-01-01 +01:00", "hour 2026-01-01T00:00-03:30 -03:30",
+		"cron(0 2 * * *) 2026-01-05T02:00:00-05:00 America/New_York", "day 2011-12-30 Pacific/Apia", "month 2024-13 UTC",
+		"day 2024-01-01 Local", "", " ", "day",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var p tranche.TimePartition
+		if err := p.UnmarshalText([]byte(s)); err != nil {
+			if _, ok := errors.AsType[*tranche.ParseError](err); !ok {
+				t.Errorf("UnmarshalText(%q) error %v is not a ParseError", s, err)
+			}
+			if !strings.Contains(err.Error(), strconv.Quote(s)) {
+				t.Errorf("UnmarshalText(%q) error %q does not name the value", s, err)
+			}
+			return
+		}
+		if s == "" {
+			if !p.IsZero() {
+				t.Fatalf("UnmarshalText of empty text = %v", p)
+			}
+			return
+		}
+		text, err := p.MarshalText()
+		if err != nil {
+			t.Fatalf("UnmarshalText(%q) = %v, which does not marshal: %v", s, p, err)
+		}
+		var back tranche.TimePartition
+		if err := back.UnmarshalText(text); err != nil || !back.Equal(p) {
+			t.Fatalf("UnmarshalText(%q) = %v, %v; want %v (from %q)", text, back, err, p, s)
+		}
+		if b, err := json.Marshal(p); err != nil || string(b) != strconv.Quote(string(text)) {
+			t.Fatalf("json.Marshal(%v) = %s, %v", p, b, err)
 		}
 	})
 }

@@ -44,8 +44,9 @@ const maxMultiple = 1_000_000
 // A TimeGranularity is a small comparable value: equal granularities are
 // equal with ==, and each has one canonical text form, its String, which
 // [ParseGranularity] and UnmarshalText accept. The zero value is invalid:
-// functions that compute partitions panic on it, and it marshals to an
-// error.
+// functions that compute partitions panic on it; it marshals to empty
+// text, which UnmarshalText reads back as the zero value, so that a struct
+// holding an unset granularity encodes and decodes without omitzero.
 type TimeGranularity struct {
 	unit unit
 	n    int32
@@ -139,17 +140,23 @@ func (g TimeGranularity) String() string {
 	return strconv.Itoa(int(g.n)) + unitShort[g.unit]
 }
 
-// MarshalText implements [encoding.TextMarshaler] with the String form.
+// MarshalText implements [encoding.TextMarshaler] with the String form;
+// the zero value marshals to empty text.
 func (g TimeGranularity) MarshalText() ([]byte, error) {
 	if !g.IsValid() {
-		return nil, fmt.Errorf("tranche: cannot marshal the zero TimeGranularity")
+		return []byte{}, nil
 	}
 	return []byte(g.String()), nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] with
-// [ParseGranularity].
+// [ParseGranularity]; empty text is the zero value, as MarshalText writes
+// it.
 func (g *TimeGranularity) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*g = TimeGranularity{}
+		return nil
+	}
 	v, err := ParseGranularity(string(text))
 	if err != nil {
 		return err
@@ -176,10 +183,16 @@ const acceptedGranularities = "minute, hour, day, week, month, quarter, year, a 
 // "1d" and "day" parse to the same value, whose String is "day". A cron
 // schedule is written "cron(0 2 * * 1-5)", with holidays
 // "cron(0 2 * * 1-5; except 2026-12-25 2026-12-26)" (see [ParseCron]).
+// A refused text is a [*ParseError] of Kind "granularity" whose Reason
+// says what was wrong and lists the accepted forms.
 func ParseGranularity(s string) (TimeGranularity, error) {
 	if inner, ok := strings.CutPrefix(strings.TrimSpace(s), "cron("); ok {
 		if inner, ok = strings.CutSuffix(inner, ")"); ok {
-			return parseCronText(inner)
+			g, err := parseCronText(inner)
+			if err != nil {
+				return TimeGranularity{}, &ParseError{Kind: "granularity", Text: s, Reason: reasonOf(err), Err: err}
+			}
+			return g, nil
 		}
 	}
 	text := strings.ToLower(strings.TrimSpace(s))
@@ -191,19 +204,37 @@ func ParseGranularity(s string) (TimeGranularity, error) {
 	if i > 0 {
 		v, err := strconv.Atoi(text[:i])
 		if err != nil || v > maxMultiple {
-			return TimeGranularity{}, fmt.Errorf("tranche: granularity %q: the count must be between 1 and %d", s, maxMultiple)
+			return TimeGranularity{}, granularityError(s, fmt.Sprintf("the count must be between 1 and %d", maxMultiple))
 		}
 		n = v
 	}
-	u, ok := unitAliases[strings.TrimSpace(text[i:])]
+	unitText := strings.TrimSpace(text[i:])
+	u, ok := unitAliases[unitText]
 	if !ok {
-		return TimeGranularity{}, fmt.Errorf("tranche: unknown granularity %q; accepted: %s", s, acceptedGranularities)
+		var what string
+		switch {
+		case text == "":
+			what = "empty"
+		case unitText == "":
+			what = "a count without a unit"
+		case unitText[0] == '.' || unitText[0] == ',':
+			what = "the count must be a whole number"
+		case text[0] == '-' || text[0] == '+':
+			what = "the count must be a whole number from 1, without a sign"
+		default:
+			what = fmt.Sprintf("unknown unit %q", unitText)
+		}
+		return TimeGranularity{}, granularityError(s, what+"; accepted: "+acceptedGranularities)
 	}
 	g, err := every(n, TimeGranularity{unit: u, n: 1})
 	if err != nil {
-		return TimeGranularity{}, fmt.Errorf("tranche: granularity %q: %w", s, err)
+		return TimeGranularity{}, granularityError(s, err.Error())
 	}
 	return g, nil
+}
+
+func granularityError(s, reason string) error {
+	return &ParseError{Kind: "granularity", Text: s, Reason: reason}
 }
 
 // seconds returns the fixed length of a sub-day granularity.

@@ -199,8 +199,14 @@ func TestGranularityJSON(t *testing.T) {
 		}
 	})
 	t.Run("zero", func(t *testing.T) {
-		if b, err := json.Marshal(config{}); err == nil {
-			t.Errorf("json.Marshal of the zero granularity = %s, want an error", b)
+		// The zero value is empty text, both ways.
+		b, err := json.Marshal(config{})
+		if err != nil || string(b) != `{"every":""}` {
+			t.Fatalf(`json.Marshal of the zero granularity = %s, %v; want {"every":""}`, b, err)
+		}
+		got := config{Every: tranche.Day}
+		if err := json.Unmarshal(b, &got); err != nil || got.Every.IsValid() {
+			t.Errorf("json.Unmarshal(%s) = %v, %v; want the zero granularity", b, got.Every, err)
 		}
 	})
 }

@@ -17,8 +17,15 @@ import (
 
 // DAGIdentity returns the identity of a DAG run in a granularity and
 // location: a hash of its assets (names, dependencies, partitioning), the
-// granularity and the zone name. A ledger keys its history by it, so an
+// granularity and the zone's name. A ledger keys its history by it, so an
 // ordinary run and a backfill of the same DAG share their history.
+//
+// A zone is named as the window text form names it: by its zone database
+// name, and a fixed offset without one (as time.Parse returns) by the
+// offset, "+01:00", or "UTC" for zero, so that an identity never depends
+// on the host's zone (see [ParseBound]). time.Local, on a host with
+// daylight saving time and without TZ set, has no portable name: it is
+// named "Local"; load the zone by name instead.
 func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 	var b strings.Builder
 	b.WriteString("tranche/dag/v1\n")
@@ -29,7 +36,7 @@ func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 		if p := a.Partitioning; p.Granularity.IsValid() {
 			fmt.Fprintf(&b, " granularity=%s", p.Granularity)
 			if p.Location != nil {
-				fmt.Fprintf(&b, " location=%s", p.Location)
+				fmt.Fprintf(&b, " location=%s", zoneName(p.Location))
 			}
 			if !p.First.IsZero() {
 				fmt.Fprintf(&b, " first=%s", p.First.UTC().Format(time.RFC3339Nano))
@@ -37,7 +44,7 @@ func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 		}
 		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "granularity=%s zone=%s\n", g, loc)
+	fmt.Fprintf(&b, "granularity=%s zone=%s\n", g, zoneName(loc))
 	return shortHash(b.String(), 16)
 }
 

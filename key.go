@@ -12,7 +12,10 @@ import (
 // than g's, a date that does not exist, a key that names an instant inside
 // a partition rather than its start (the error names the partition that
 // holds it), and, for Minute and Hour multiples, an offset that loc does
-// not have at that instant.
+// not have at that instant. A refused key is a [*ParseError] of Kind
+// "partition key" whose Reason says what was wrong ("month 13 is out of
+// range (01 to 12)", "not the start of a 3d partition; it lies in
+// 1970-01-04").
 func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimePartition, error) {
 	if !g.IsValid() {
 		return TimePartition{}, fmt.Errorf("tranche: ParsePartitionKey with the zero TimeGranularity")
@@ -29,7 +32,7 @@ func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimeP
 	}
 	day, ok := parseCoarseKey(g.unit, key)
 	if !ok {
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not a %v key; want the form %s", key, g, keyForm[g.unit])
+		return TimePartition{}, malformedKey(g, key)
 	}
 	s := c.firstInstant(day)
 	p := c.partition(s)
@@ -37,11 +40,25 @@ func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimeP
 	case unix(p.Start) == s && p.hasKey(key):
 		return p, nil
 	case g.firstDay(g.bucket(day)) != day:
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not the start of a %v partition; it lies in %s", key, g, p.Key())
+		return TimePartition{}, keyError(key, "not the start of a %v partition; it lies in %s", g, p.Key())
 	case c.date(s) != day:
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q names a date that never occurs in %v; the next partition is %s", key, loc, p.Key())
+		return TimePartition{}, keyError(key, "the date never occurs in %v: the clocks skip it; the next partition is %s", loc, p.Key())
 	}
-	return TimePartition{}, fmt.Errorf("tranche: partition key %q has no partition of its own in %v; its first instant lies in %s", key, loc, p.Key())
+	return TimePartition{}, keyError(key, "no partition of its own in %v: its first instant lies in %s", loc, p.Key())
+}
+
+// keyError returns the ParseError of a refused key.
+func keyError(key, format string, args ...any) error {
+	return &ParseError{Kind: "partition key", Text: key, Reason: fmt.Sprintf(format, args...)}
+}
+
+// malformedKey refuses a key that is not in g's form, saying what is out
+// of range when it can.
+func malformedKey(g TimeGranularity, key string) error {
+	if r := fieldReason(key); r != "" {
+		return keyError(key, "not a %v key: %s; want the form %s", g, r, keyForm[g.unit])
+	}
+	return keyError(key, "not a %v key; want the form %s", g, keyForm[g.unit])
 }
 
 var keyForm = [...]string{
@@ -69,15 +86,15 @@ func (c *cursor) partition(u int64) TimePartition {
 func parseSubdayKey(c *cursor, key string) (TimePartition, error) {
 	u, off, ok := parseMinuteKey(key)
 	if !ok {
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not a %v key; want the form %s", key, c.g, keyForm[c.g.unit])
+		return TimePartition{}, malformedKey(c.g, key)
 	}
 	p := c.partition(u)
 	if s := unix(p.Start); s != u {
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not the start of a %v partition; it lies in %s", key, c.g, p.Key())
+		return TimePartition{}, keyError(key, "not the start of a %v partition; it lies in %s", c.g, p.Key())
 	}
 	if have := c.span(u).Offset; have != off {
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q has offset %s, but %v is at %s then; the key is %s",
-			key, appendOffset(nil, int(off)), c.loc, appendOffset(nil, int(have)), p.Key())
+		return TimePartition{}, keyError(key, "offset %s, but %v is at %s then; the key is %s",
+			appendOffset(nil, int(off)), c.loc, appendOffset(nil, int(have)), p.Key())
 	}
 	return p, nil
 }
@@ -86,14 +103,18 @@ func parseSubdayKey(c *cursor, key string) (TimePartition, error) {
 func parseSlotKey(c *cursor, key string) (TimePartition, error) {
 	fire, err := time.Parse(time.RFC3339, key)
 	if err != nil {
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q is not a %v key; want a fire time in RFC 3339, as in 2026-01-05T02:00:00Z", key, c.g)
+		reason := "not a %v key"
+		if r := fieldReason(key); r != "" {
+			reason += ": " + r
+		}
+		return TimePartition{}, keyError(key, reason+"; want a fire time in RFC 3339, as in 2026-01-05T02:00:00Z", c.g)
 	}
 	p, err := SlotAt(c.g, fire.In(c.loc))
 	if err != nil {
-		return TimePartition{}, err
+		return TimePartition{}, &ParseError{Kind: "partition key", Text: key, Reason: reasonOf(err), Err: err}
 	}
 	if !p.hasKey(key) {
-		return TimePartition{}, fmt.Errorf("tranche: partition key %q has an offset %v does not have then; the key is %s", key, c.loc, p.Key())
+		return TimePartition{}, keyError(key, "an offset %v does not have then; the key is %s", c.loc, p.Key())
 	}
 	return p, nil
 }

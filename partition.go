@@ -2,6 +2,7 @@ package tranche
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/calendar"
@@ -69,7 +70,7 @@ func (p TimePartition) IsZero() bool {
 // granularity, start and end instants and location.
 func (p TimePartition) Equal(q TimePartition) bool {
 	return p.Granularity == q.Granularity && p.Start.Equal(q.Start) && p.End.Equal(q.End) &&
-		p.Location().String() == q.Location().String()
+		sameZone(p.Location(), q.Location())
 }
 
 // Compare orders partitions by start, then end: -1 if p starts first, +1
@@ -172,4 +173,64 @@ func appendOffset(b []byte, off int) []byte {
 	b = append2(b, off/3600)
 	b = append(b, ':')
 	return append2(b, off/60%60)
+}
+
+// MarshalText implements [encoding.TextMarshaler]: the partition's
+// granularity, key and zone, as a window's text form has them, as in
+// "day 2024-03-10 America/New_York" or
+// "hour 2024-11-03T01:00-05:00 America/New_York"; the zone is named as
+// [TimePartitionWindow.String] names it. The zero partition marshals to
+// empty text. It refuses a value that is not a partition of its
+// granularity (bounds that [PartitionOf] would not give) and one whose
+// zone has no name that means the same calendar on every host (see
+// [TimePartitionWindow.MarshalText]).
+func (p TimePartition) MarshalText() ([]byte, error) {
+	if p.IsZero() {
+		return []byte{}, nil
+	}
+	if !p.Granularity.IsValid() {
+		return nil, fmt.Errorf("tranche: cannot marshal partition %s: its granularity is the zero TimeGranularity", p)
+	}
+	if q := PartitionOf(p.Granularity, p.Start); !q.Start.Equal(p.Start) || !q.End.Equal(p.End) {
+		return nil, fmt.Errorf("tranche: cannot marshal partition %s: it is not a %v partition; the one holding its start is %s", p, p.Granularity, q)
+	}
+	loc := p.Location()
+	if !portableZone(loc) {
+		return nil, fmt.Errorf("tranche: cannot marshal partition %s: its location %q is not a zone database name or a fixed offset; load the zone by name", p, zoneName(loc))
+	}
+	b := append([]byte(p.Granularity.String()), ' ')
+	b = appendKey(b, p.Granularity, p.Start, p.End)
+	b = append(b, ' ')
+	return append(b, zoneName(loc)...), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] for the form
+// MarshalText writes, "GRANULARITY KEY ZONE", with [ParseGranularity],
+// [ParsePartitionKey] and a zone as [ParseTimePartitionWindow] takes it;
+// empty text is the zero partition.
+func (p *TimePartition) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*p = TimePartition{}
+		return nil
+	}
+	s := string(text)
+	rest, zone, ok1 := cutLast(strings.TrimSpace(s))
+	gran, key, ok2 := cutLast(rest)
+	if !ok1 || !ok2 {
+		return &ParseError{Kind: "partition", Text: s, Reason: `want "GRANULARITY KEY ZONE", as in "day 2024-03-10 America/New_York"`}
+	}
+	g, err := ParseGranularity(gran)
+	if err != nil {
+		return &ParseError{Kind: "partition", Text: s, Reason: reasonOf(err), Err: err}
+	}
+	loc, err := loadZone(zone)
+	if err != nil {
+		return &ParseError{Kind: "partition", Text: s, Reason: fmt.Sprintf("zone %q: %v", zone, err), Err: err}
+	}
+	v, err := ParsePartitionKey(g, key, loc)
+	if err != nil {
+		return &ParseError{Kind: "partition", Text: s, Reason: reasonOf(err), Err: err}
+	}
+	*p = v
+	return nil
 }

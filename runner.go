@@ -287,7 +287,7 @@ func preflight(dag *DAG, t *target) error {
 				a.Name, p.Granularity, t.text, g))
 			continue
 		}
-		if p.Location != nil && p.Location.String() != loc.String() {
+		if p.Location != nil && !sameZone(p.Location, loc) {
 			errs = append(errs, fmt.Errorf("tranche: asset %q is partitioned in %v, but the run's target %s is in %v",
 				a.Name, p.Location, t.text, loc))
 			continue

@@ -203,13 +203,16 @@ func (w TimePartitionWindow) Equal(v TimePartitionWindow) bool {
 	if w.n == 0 || v.n == 0 {
 		return w.n == v.n
 	}
-	return w.g == v.g && w.start == v.start && w.end == v.end && w.loc.String() == v.loc.String()
+	return w.g == v.g && w.start == v.start && w.end == v.end && sameZone(w.loc, v.loc)
 }
 
 // String returns the window's text form: its granularity, the keys of its
-// oldest and newest partitions, and its location, as in
-// "day 2024-01-01..2024-01-31 America/New_York". [ParseTimePartitionWindow]
-// inverts it.
+// oldest and newest partitions, and its zone, as in
+// "day 2024-01-01..2024-01-31 America/New_York"; "empty" for the empty
+// window. The zone is the location's zone database name, or for a fixed
+// offset without one its offset ("day 2026-01-01..2026-01-31 +01:00", and
+// "UTC" for zero), so that the text means the same window on every host.
+// [ParseTimePartitionWindow] inverts it.
 func (w TimePartitionWindow) String() string {
 	if w.n == 0 {
 		return "empty"
@@ -222,27 +225,34 @@ func (w TimePartitionWindow) String() string {
 	b = append(b, ".."...)
 	b = appendKey(b, w.g, at(w.last, w.loc), at(w.end, w.loc))
 	b = append(b, ' ')
-	b = append(b, w.loc.String()...)
+	b = append(b, zoneName(w.loc)...)
 	return string(b)
 }
 
-// MarshalText implements [encoding.TextMarshaler] with the String form.
-// Windows in a location without a zone database name (time.FixedZone)
-// cannot be marshaled.
+// MarshalText implements [encoding.TextMarshaler] with the String form;
+// the empty window marshals to empty text. A window whose zone has no name
+// that means the same calendar on every host cannot be marshaled: one in
+// time.Local on a host with daylight saving time and without TZ set, or in
+// a location loaded from data under a name the zone database does not
+// know.
 func (w TimePartitionWindow) MarshalText() ([]byte, error) {
 	if w.n == 0 {
-		return nil, errors.New("tranche: cannot marshal an empty TimePartitionWindow")
+		return []byte{}, nil
 	}
-	// LoadLocation("") is UTC, so an unnamed zone needs its own check.
-	if _, err := time.LoadLocation(w.loc.String()); err != nil || w.loc.String() == "" {
-		return nil, fmt.Errorf("tranche: cannot marshal window %s: its location is not a zone database name", w)
+	if !portableZone(w.loc) {
+		return nil, fmt.Errorf("tranche: cannot marshal window %s: its location %q is not a zone database name or a fixed offset; load the zone by name", w, zoneName(w.loc))
 	}
 	return []byte(w.String()), nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] with
-// [ParseTimePartitionWindow].
+// [ParseTimePartitionWindow]; empty text is the empty window, as
+// MarshalText writes it.
 func (w *TimePartitionWindow) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*w = TimePartitionWindow{}
+		return nil
+	}
 	v, err := ParseTimePartitionWindow(string(text))
 	if err != nil {
 		return err
@@ -253,33 +263,43 @@ func (w *TimePartitionWindow) UnmarshalText(text []byte) error {
 
 // ParseTimePartitionWindow parses the text form of
 // [TimePartitionWindow.String]: "GRANULARITY OLDEST..NEWEST ZONE", with
-// partition keys as [TimePartition.Key] writes them and a zone database
-// name ("UTC", "Europe/Berlin").
+// partition keys as [TimePartition.Key] writes them and a zone: a zone
+// database name ("UTC", "Europe/Berlin") or a fixed offset ("+01:00",
+// "-03:30"). "Local" is refused: it would name the host's zone, another
+// calendar on another host. A refused text is a [*ParseError] of Kind
+// "window", wrapping the error of the part that was wrong.
 func ParseTimePartitionWindow(s string) (TimePartitionWindow, error) {
-	const form = `"GRANULARITY OLDEST..NEWEST ZONE", as in "day 2024-01-01..2024-01-31 America/New_York"`
+	const form = `want "GRANULARITY OLDEST..NEWEST ZONE", as in "day 2024-01-01..2024-01-31 America/New_York"`
 	rest, zone, ok1 := cutLast(strings.TrimSpace(s))
 	gran, span, ok2 := cutLast(rest)
 	oldest, newest, ok3 := strings.Cut(span, "..")
 	if !ok1 || !ok2 || !ok3 {
-		return TimePartitionWindow{}, fmt.Errorf("tranche: window %q: want %s", s, form)
+		return TimePartitionWindow{}, &ParseError{Kind: "window", Text: s, Reason: form}
+	}
+	fail := func(err error) (TimePartitionWindow, error) {
+		return TimePartitionWindow{}, &ParseError{Kind: "window", Text: s, Reason: reasonOf(err), Err: err}
 	}
 	g, err := ParseGranularity(gran)
 	if err != nil {
-		return TimePartitionWindow{}, fmt.Errorf("tranche: window %q: %w", s, err)
+		return fail(err)
 	}
-	loc, err := time.LoadLocation(zone)
+	loc, err := loadZone(zone)
 	if err != nil {
-		return TimePartitionWindow{}, fmt.Errorf("tranche: window %q: unknown zone %q: %w", s, zone, err)
+		return TimePartitionWindow{}, &ParseError{Kind: "window", Text: s, Reason: fmt.Sprintf("unknown zone %q: %v", zone, err), Err: err}
 	}
 	first, err := ParsePartitionKey(g, oldest, loc)
 	if err != nil {
-		return TimePartitionWindow{}, fmt.Errorf("tranche: window %q: %w", s, err)
+		return fail(err)
 	}
 	last, err := ParsePartitionKey(g, newest, loc)
 	if err != nil {
-		return TimePartitionWindow{}, fmt.Errorf("tranche: window %q: %w", s, err)
+		return fail(err)
 	}
-	return NewTimePartitionWindow(g, first.Start, last.Start)
+	w, err := NewTimePartitionWindow(g, first.Start, last.Start)
+	if err != nil {
+		return fail(err)
+	}
+	return w, nil
 }
 
 // cutLast splits s at its last run of spaces.

@@ -2,6 +2,7 @@ package tranche_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -340,10 +341,13 @@ func TestWindowTextFormErrors(t *testing.T) {
 		{"", []string{`window ""`, "GRANULARITY OLDEST..NEWEST ZONE"}},
 		{"day 2024-01-01 UTC", []string{`"day 2024-01-01 UTC"`, "GRANULARITY OLDEST..NEWEST ZONE"}},
 		{"day 2024-01-01..2024-01-31", []string{"GRANULARITY OLDEST..NEWEST ZONE"}},
-		{"fortnight 2024-01-01..2024-01-31 UTC", []string{`unknown granularity "fortnight"`}},
+		{"fortnight 2024-01-01..2024-01-31 UTC", []string{`granularity "fortnight": unknown unit "fortnight"`}},
 		{"day 2024-01-01..2024-01-31 Mars/Olympus", []string{`unknown zone "Mars/Olympus"`}},
 		{"day 2024-01-31..2024-01-01 UTC", []string{"inverted window"}},
-		{"day 2011-12-30..2011-12-31 Pacific/Apia", []string{`"2011-12-30" names a date that never occurs`}},
+		{"day 2011-12-30..2011-12-31 Pacific/Apia", []string{`partition key "2011-12-30": the date never occurs in Pacific/Apia`}},
+		{"day 2024-01-01..2024-01-31 Local", []string{`unknown zone "Local": it names the host's zone`}},
+		{"day 2024-01-01..2024-01-31 +24:00", []string{`unknown zone "+24:00"`}},
+		{"day 2024-01-01..2024-01-31 +00:00", []string{`unknown zone "+00:00"`}}, // UTC is written UTC
 		{"hour 2024-11-03T01:30-04:00..2024-11-03T02:00-05:00 America/New_York", []string{"lies in 2024-11-03T01:00-04:00"}},
 		{"month 2024-01..2024-13 UTC", []string{`"2024-13"`, "2006-01"}},
 	}
@@ -360,22 +364,91 @@ func TestWindowTextFormErrors(t *testing.T) {
 			}
 		})
 	}
-	t.Run("marshal empty", func(t *testing.T) {
-		if b, err := (tranche.TimePartitionWindow{}).MarshalText(); err == nil {
-			t.Errorf("MarshalText of the empty window = %q, want an error", b)
+	t.Run("typed", func(t *testing.T) {
+		_, err := tranche.ParseTimePartitionWindow("month 2024-01..2024-13 UTC")
+		outer, ok := errors.AsType[*tranche.ParseError](err)
+		if !ok || outer.Kind != "window" || outer.Text != "month 2024-01..2024-13 UTC" {
+			t.Fatalf("error %v: want a ParseError of the window", err)
+		}
+		key, ok := errors.AsType[*tranche.ParseError](outer.Err)
+		if !ok || key.Kind != "partition key" || key.Text != "2024-13" || key.Reason != "not a month key: month 13 is out of range (01 to 12); want the form 2006-01" {
+			t.Fatalf("error %v wraps %#v: want the ParseError of the key", err, outer.Err)
 		}
 	})
-	t.Run("marshal fixed zone", func(t *testing.T) {
-		loc := time.FixedZone("", 3*3600)
+	t.Run("marshal a location named like no zone", func(t *testing.T) {
+		loc := time.FixedZone("Mars/Olympus", 3600)
 		at := time.Date(2024, 1, 1, 0, 0, 0, 0, loc)
 		w, err := tranche.NewTimePartitionWindow(tranche.Day, at, at)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b, err := w.MarshalText(); err == nil {
-			t.Errorf("MarshalText in a zone without a name = %q, want an error", b)
+		if b, err := w.MarshalText(); err == nil || !strings.Contains(err.Error(), `its location "Mars/Olympus" is not a zone database name or a fixed offset`) {
+			t.Errorf("MarshalText in a zone without a known name = %q, %v; want an error", b, err)
 		}
 	})
+}
+
+// TestWindowTextFormFixedZones: a window in a fixed offset without a
+// zone database name, as bounds parsed with an offset give, writes the
+// offset as its zone and reads back the same, whatever the location's own
+// name; the zero window marshals to empty text and back.
+func TestWindowTextFormFixedZones(t *testing.T) {
+	tests := []struct {
+		loc  *time.Location
+		want string
+	}{
+		{time.FixedZone("", 3*3600), "day 2024-01-01..2024-01-02 +03:00"},
+		{time.FixedZone("+03:00", 3*3600), "day 2024-01-01..2024-01-02 +03:00"},
+		{time.FixedZone("", -(3*3600 + 1800)), "day 2024-01-01..2024-01-02 -03:30"},
+		{time.FixedZone("", 5*3600+45*60), "day 2024-01-01..2024-01-02 +05:45"},
+		{time.FixedZone("", 0), "day 2024-01-01..2024-01-02 UTC"},
+		{time.UTC, "day 2024-01-01..2024-01-02 UTC"},
+	}
+	for _, tt := range tests {
+		first := time.Date(2024, 1, 1, 0, 0, 0, 0, tt.loc)
+		w, err := tranche.NewTimePartitionWindow(tranche.Day, first, first.AddDate(0, 0, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := w.MarshalText()
+		if err != nil {
+			t.Fatalf("MarshalText in %v: %v", tt.loc, err)
+		}
+		if string(b) != tt.want || w.String() != tt.want {
+			t.Errorf("window in %q (offset %v) marshals to %q, String %q; want %q", tt.loc, first.Format("-07:00"), b, w.String(), tt.want)
+		}
+		var back tranche.TimePartitionWindow
+		if err := back.UnmarshalText(b); err != nil {
+			t.Fatal(err)
+		}
+		if !back.Equal(w) || back.Len() != w.Len() || back.String() != tt.want {
+			t.Errorf("UnmarshalText(%q) = %v, want %v", b, back, w)
+		}
+	}
+	// Two fixed zones without names but with different offsets are not
+	// one zone.
+	a := time.Date(2024, 1, 1, 0, 0, 0, 0, time.FixedZone("", 3600))
+	b := time.Date(2024, 1, 1, 0, 0, 0, 0, time.FixedZone("", 7200)).Add(-time.Hour)
+	wa, _ := tranche.NewTimePartitionWindow(tranche.Hour, a, a)
+	wb, _ := tranche.NewTimePartitionWindow(tranche.Hour, b, b)
+	if wa.Equal(wb) {
+		t.Errorf("the hours %v and %v are Equal", wa, wb)
+	}
+
+	// The zero window marshals to empty text, and empty text is the zero
+	// window, so that a struct holding one encodes without omitzero.
+	type job struct{ W tranche.TimePartitionWindow }
+	enc, err := json.Marshal(job{})
+	if err != nil || string(enc) != `{"W":""}` {
+		t.Fatalf("json.Marshal of a zero window = %s, %v; want {\"W\":\"\"}", enc, err)
+	}
+	got := job{W: wa}
+	if err := json.Unmarshal(enc, &got); err != nil || !got.W.IsZero() {
+		t.Fatalf("json.Unmarshal(%s) = %v, %v; want the zero window", enc, got.W, err)
+	}
+	if _, err := tranche.ParseTimePartitionWindow(""); err == nil {
+		t.Error(`ParseTimePartitionWindow("") succeeded; only UnmarshalText takes empty text for the zero window`)
+	}
 }
 
 func TestWindowEqual(t *testing.T) {
