@@ -105,7 +105,7 @@ func readLatest(ctx context.Context, l Ledger, dag string, m matcher, parts []Ti
 	}
 	from, to := m.span(parts[0].Start, parts[len(parts)-1].End)
 	var found []Attempt
-	var at []int  // found[k] is the attempt at parts[at[k]]
+	var at []int     // found[k] is the attempt at parts[at[k]]
 	var keys []int64 // the fire keys of parts, when matching by fire
 	var moved []bool // found[k] matched by its fire only
 	if m.byFire() {
