@@ -15,11 +15,11 @@ import (
 // for the number; Open prepares the others, and those for one partition,
 // so that a claim or a finish parses no SQL.
 const (
-	qDAGID          = `SELECT id FROM tranche_dags WHERE dag = $1`
-	qInsertDAG      = `INSERT INTO tranche_dags (dag) VALUES ($1) ON CONFLICT (dag) DO NOTHING`
-	qRevision       = `SELECT COALESCE(MAX(revision), 0) FROM tranche_attempts WHERE dag_id = $1`
-	qBackfill       = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
-	qBackfills      = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
+	qDAGID     = `SELECT id FROM tranche_dags WHERE dag = $1`
+	qInsertDAG = `INSERT INTO tranche_dags (dag) VALUES ($1) ON CONFLICT (dag) DO NOTHING`
+	qRevision  = `SELECT COALESCE(MAX(revision), 0) FROM tranche_attempts WHERE dag_id = $1`
+	qBackfill  = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
+	qBackfills = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
 
 	// qRevisionIn reads the highest revision above $2 of the attempts of
 	// DAG $1 at partitions starting in [$3, $4), through the index of
