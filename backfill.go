@@ -35,7 +35,8 @@ import (
 // "0 1 * * *"), its DAG identity stays (see [DAGIdentity]) and a plan
 // matches each slot to the attempt of the old schedule's slot that fired
 // on the same local date (or in the same local hour) when the slot itself
-// has none: the days the old schedule covered are not planned again.
+// has none, or one changed before it: the days the old schedule covered
+// are not planned again.
 type Backfill struct {
 	DAG    *DAG                // the assets to materialize; each must be partitioned
 	Window TimePartitionWindow // the partitions to backfill

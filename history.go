@@ -15,11 +15,11 @@ import (
 // ("5 * * * *"), shares its DAG identity with every schedule of the same
 // cadence, days, zone and excluded dates (see DAGIdentity): after
 // "0 2 * * *" moves to "0 1 * * *", the ledger holds the old slots under
-// the same identity. A plan matches a slot to the attempts at its own
-// start first and, failing those, to an attempt whose slot fired on the
-// same local date (daily) or in the same local hour (hourly), taking the
-// latest of those by revision: a day an old slot covered is not planned
-// again. Other granularities match attempts by start alone.
+// the same identity. A plan matches a slot to the latest attempt at its
+// own start and to the latest attempt at every slot that fired on the
+// same local date (daily) or in the same local hour (hourly), and takes
+// the one changed last (by revision): a day an old slot covered is not
+// planned again. Other granularities match attempts by start alone.
 
 // identityText is the text that names g in a DAG identity: its String,
 // or for a daily or hourly schedule, its cadence, days, zone and excluded
@@ -107,7 +107,6 @@ func readLatest(ctx context.Context, l Ledger, dag string, m matcher, parts []Ti
 	var found []Attempt
 	var at []int     // found[k] is the attempt at parts[at[k]]
 	var keys []int64 // the fire keys of parts, when matching by fire
-	var moved []bool // found[k] matched by its fire only
 	if m.byFire() {
 		keys = make([]int64, len(parts))
 		for i, p := range parts {
@@ -120,29 +119,16 @@ func readLatest(ctx context.Context, l Ledger, dag string, m matcher, parts []Ti
 		}
 		if i, ok := slices.BinarySearchFunc(parts, a.Start, func(p TimePartition, t time.Time) int { return p.Start.Compare(t) }); ok {
 			found, at = append(found, a), append(at, i)
-			if keys != nil {
-				moved = append(moved, false)
+		} else if keys != nil {
+			if i, ok := slices.BinarySearch(keys, m.key(a.End)); ok {
+				found, at = append(found, a), append(at, i)
 			}
-			continue
-		}
-		if keys == nil {
-			continue
-		}
-		if i, ok := slices.BinarySearch(keys, m.key(a.End)); ok {
-			found, at, moved = append(found, a), append(at, i), append(moved, true)
 		}
 	}
 	for k, i := range at {
-		switch prev := latest[i]; {
-		case prev == nil:
-		case moved != nil && moved[k]:
-			// An attempt at the slot's own start comes first, then the
-			// latest change among other schedules' slots.
-			if prev.Start.Equal(parts[i].Start) || prev.Revision >= found[k].Revision {
-				continue
-			}
+		if prev := latest[i]; prev == nil || prev.Revision < found[k].Revision {
+			latest[i] = &found[k]
 		}
-		latest[i] = &found[k]
 	}
 	return nil
 }
