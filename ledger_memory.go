@@ -36,12 +36,9 @@ type memoryDAG struct {
 	successes []memoryChange
 }
 
-// memoryChange is a change of the attempt number at the partition
-// starting at start (Unix nanoseconds), at revision rev.
-type memoryChange struct {
-	rev, start int64
-	number     int
-}
+// memoryChange is a change of an attempt at the partition starting at
+// start (Unix nanoseconds), at revision rev.
+type memoryChange struct{ rev, start int64 }
 
 // sortedStarts returns the partition starts in order, sorting them once
 // after claims added new ones.
@@ -122,7 +119,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 			RunID: req.RunID, Worker: req.Worker, Number: number, State: StateRunning,
 			Started: now, LeaseUntil: lease.Until, Revision: d.revision,
 		})
-		d.changes = append(d.changes, memoryChange{rev: d.revision, start: key, number: number})
+		d.changes = append(d.changes, memoryChange{rev: d.revision, start: key})
 		lease.Attempts[i] = number
 	}
 	return lease, nil
@@ -183,7 +180,7 @@ func (l *MemoryLedger) Finish(ctx context.Context, lease *Lease, outcomes []Outc
 	for i, a := range attempts {
 		a.State, a.Err, a.Rows = outcomes[i].State, outcomes[i].Err, outcomes[i].Rows
 		a.Finished, a.Revision = now, d.revision
-		c := memoryChange{rev: d.revision, start: a.Start.UnixNano(), number: a.Number}
+		c := memoryChange{rev: d.revision, start: a.Start.UnixNano()}
 		d.changes = append(d.changes, c)
 		if a.State == StateSucceeded {
 			d.successes = append(d.successes, c)
@@ -300,7 +297,15 @@ func (l *MemoryLedger) RecentSuccesses(ctx context.Context, dag string, n int) (
 	})
 	out := make([]Attempt, 0, min(n, len(picked)))
 	for _, c := range picked[:min(n, len(picked))] {
-		out = append(out, d.history[c.start][c.number-1])
+		// The attempt that finished at c.rev: a success changes no more,
+		// so it is the one whose revision is c.rev, the last but for
+		// later attempts.
+		h := d.history[c.start]
+		i := len(h) - 1
+		for i > 0 && h[i].Revision != c.rev {
+			i--
+		}
+		out = append(out, h[i])
 	}
 	return out, nil
 }

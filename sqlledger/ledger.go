@@ -14,8 +14,15 @@
 //	tranche_attempts    dag_id, start_s, attempt, end_s, partition_key, backfill,
 //	                    run_id, worker, state, started_ms, finished_ms,
 //	                    lease_until_ms, error, row_count, revision
-//	tranche_backfills   id, seq, dag, time_window, chunk, created_ms, canceled
+//	tranche_backfills   id, seq, dag, time_window, chunk, created_ms, canceled,
+//	                    canceled_ms, resumed_ms, partitions
 //	tranche_schema      version, description, applied_ms
+//
+// Two indexes serve reads that must not grow with a DAG's partitions:
+// tranche_attempts_revision (dag_id, revision) answers Revision and
+// RevisionIn, which read the changes after a revision, and the partial
+// tranche_attempts_succeeded (dag_id, revision, start_s) of succeeded
+// attempts answers RecentSuccesses.
 //
 // Partition bounds are Unix seconds; the instants of attempts are Unix
 // milliseconds, so a ledger keeps them to the millisecond.
