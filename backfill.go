@@ -33,10 +33,10 @@ import (
 // A DAG whose schedule moved keeps its history: when a cron schedule that
 // fires once a day, or once an hour, moves within its days ("0 2 * * *" to
 // "0 1 * * *"), its DAG identity stays (see [DAGIdentity]) and a plan
-// matches each slot to the attempt of the old schedule's slot that fired
-// on the same local date (or in the same local hour) when the slot itself
-// has none, or one changed before it: the days the old schedule covered
-// are not planned again.
+// matches each slot to the latest attempts at its own start and at every
+// other schedule's slot that fired on the same local date (or in the same
+// local hour), taking the one changed last: the days the old schedule
+// covered are not planned again.
 type Backfill struct {
 	DAG    *DAG                // the assets to materialize; each must be partitioned
 	Window TimePartitionWindow // the partitions to backfill
