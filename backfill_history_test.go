@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"strings"
@@ -11,12 +12,20 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
+// bfT is what the helpers need of a *testing.T or a *rapid.T.
+type bfT interface {
+	Helper()
+	Fatal(args ...any)
+}
+
 // bfCron parses a schedule or fails the test.
-func bfCron(t testing.TB, expr string) tranche.TimeGranularity {
+func bfCron(t bfT, expr string) tranche.TimeGranularity {
 	t.Helper()
 	g, err := tranche.ParseCron(expr)
 	if err != nil {
@@ -26,7 +35,7 @@ func bfCron(t testing.TB, expr string) tranche.TimeGranularity {
 }
 
 // bfCronDAG is one asset partitioned by schedule g in loc.
-func bfCronDAG(t testing.TB, p *bfProbe, g tranche.TimeGranularity, loc *time.Location) *tranche.DAG {
+func bfCronDAG(t bfT, p *bfProbe, g tranche.TimeGranularity, loc *time.Location) *tranche.DAG {
 	t.Helper()
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "load", Partitioning: tranche.Partitioning{Granularity: g, Location: loc, AllowWindow: true},
 		Materializer: tranche.MaterializeFunc(p.materialize)})
@@ -689,4 +698,169 @@ func TestBackfillExecuteReadsOnce(t *testing.T) {
 	if got := l.revisionIn.Load(); got != 1 {
 		t.Errorf("Execute called RevisionIn %d times; want 1", got)
 	}
+}
+
+// A backfill of chosen partitions plans exactly them, in order, in runs
+// of adjacent ones cut into chunks; its id depends on the set alone.
+func TestBackfillChosenProperty(t *testing.T) {
+	dag := bfDAG(t, new(bfProbe), true)
+	l := tranche.NewMemoryLedger(nil)
+	rapid.Check(t, func(t *rapid.T) {
+		days := rapid.SliceOfNDistinct(rapid.IntRange(0, 59), 1, 20, rapid.ID).Draw(t, "days")
+		chunk := rapid.IntRange(1, 4).Draw(t, "chunk")
+		order := tranche.Order(rapid.IntRange(0, 1).Draw(t, "order"))
+		ps := make([]tranche.TimePartition, len(days))
+		for i, d := range days {
+			ps[i] = tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1+d, 0, 0, 0, 0, time.UTC))
+		}
+		b := &tranche.Backfill{DAG: dag, Partitions: ps, Ledger: l, ChunkSize: chunk, Order: order}
+		plan, err := b.Plan(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sorted := slices.Clone(days)
+		slices.Sort(sorted)
+		var want []string
+		runs := 0
+		for i := 0; i < len(sorted); {
+			j := i + 1
+			for j < len(sorted) && sorted[j] == sorted[j-1]+1 {
+				j++
+			}
+			runs += (j - i + chunk - 1) / chunk
+			i = j
+		}
+		for _, d := range sorted {
+			want = append(want, time.Date(2026, 1, 1+d, 0, 0, 0, 0, time.UTC).Format(time.DateOnly))
+		}
+		if order == tranche.NewestFirst {
+			slices.Reverse(want)
+		}
+		var got []string
+		for item, err := range plan.Items(context.Background()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, item.Partition.Key())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("plan items %v; want %v", got, want)
+		}
+		if plan.Counts.Total != len(days) || plan.Counts.Runs != runs || !plan.Chosen {
+			t.Fatalf("plan %s; want %d partitions in %d runs", plan, len(days), runs)
+		}
+		// The id: the same for the set shuffled and repeated.
+		shuffled := slices.Clone(ps)
+		for i := range shuffled {
+			j := rapid.IntRange(0, i).Draw(t, "swap")
+			shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
+		}
+		shuffled = append(shuffled, ps[rapid.IntRange(0, len(ps)-1).Draw(t, "repeat")])
+		again := &tranche.Backfill{DAG: dag, Partitions: shuffled, Ledger: l, ChunkSize: chunk}
+		if a, b := plan.Backfill, mustID(t, again); a != b {
+			t.Fatalf("ids %s and %s of one set", a, b)
+		}
+	})
+}
+
+func mustID(t *rapid.T, b *tranche.Backfill) string {
+	id, err := b.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// After a daily schedule moves to any other time of its days, or an
+// hourly one to any other minute, in any zone and across daylight saving
+// time, a plan runs exactly the days (or hours) the old schedule did not
+// land.
+func TestBackfillMovedScheduleProperty(t *testing.T) {
+	var zones []*time.Location
+	for _, name := range []string{"UTC", "America/New_York", "Europe/Berlin", "Asia/Kathmandu", "Australia/Lord_Howe"} {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zones = append(zones, loc)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		loc := rapid.SampledFrom(zones).Draw(t, "zone")
+		hourly := rapid.Bool().Draw(t, "hourly")
+		// Fires after the hour (and, daily, after midnight), so that the
+		// slot holding an hour's (or a day's) start fires in that hour (or
+		// on that day) for both schedules.
+		at := func(name string) string {
+			minute := rapid.IntRange(1, 59).Draw(t, name+" minute")
+			if hourly {
+				return fmt.Sprintf("%d * * * *", minute)
+			}
+			return fmt.Sprintf("%d %d * * *", minute, rapid.IntRange(1, 23).Draw(t, name+" hour"))
+		}
+		old, moved := bfCron(t, at("old")), bfCron(t, at("new"))
+		first := time.Date(2026, rapid.SampledFrom([]time.Month{time.March, time.April, time.October}).Draw(t, "month"),
+			rapid.IntRange(1, 28).Draw(t, "day"), 0, 0, 0, 0, loc)
+		n := rapid.IntRange(1, 12).Draw(t, "days")
+		key := func(fire time.Time) string { return fire.In(loc).Format(time.DateOnly) }
+		window := func(g tranche.TimeGranularity) tranche.TimePartitionWindow {
+			last := first.AddDate(0, 0, n-1)
+			if hourly {
+				last = first.Add(time.Duration(24*n-1) * time.Hour)
+			}
+			w, err := tranche.NewTimePartitionWindow(g, first, last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		if hourly {
+			key = func(fire time.Time) string { return fire.In(loc).Format("2006-01-02T15Z07:00") }
+		}
+		clock := tranchetest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+		l := tranche.NewMemoryLedger(clock.Now)
+		dag := bfCronDAG(t, new(bfProbe), moved, loc)
+		dagID := tranche.DAGIdentity(dag, moved, loc)
+		landed := map[string]bool{}
+		for slot := range window(old).OldestFirst() {
+			state := rapid.SampledFrom([]tranche.State{tranche.StateSucceeded, tranche.StateFailed, tranche.StatePending}).Draw(t, "state")
+			if state == tranche.StatePending {
+				continue
+			}
+			le, err := l.Claim(context.Background(), tranche.ClaimRequest{DAG: dagID, Worker: "old", Partitions: []tranche.TimePartition{slot},
+				Lease: time.Hour, Policy: tranche.RerunAll})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Finish(context.Background(), le, []tranche.Outcome{{State: state}}); err != nil {
+				t.Fatal(err)
+			}
+			landed[key(slot.End)] = state == tranche.StateSucceeded
+		}
+		b := &tranche.Backfill{DAG: dag, Window: window(moved), Ledger: l, Now: clock.Now}
+		plan, err := b.Plan(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Daily schedules fire on the same days; hourly ones in the same
+		// hours but where a zone moves its clock by half an hour (Lord
+		// Howe), skipping or repeating the minutes of one and not the
+		// other's: a slot of the new schedule that no slot of the old one
+		// shares an hour with runs.
+		if want := window(old).Len(); plan.Counts.Total != want && !hourly {
+			t.Fatalf("the new schedule has %d slots; want %d, the old one's", plan.Counts.Total, want)
+		}
+		for item, err := range plan.Items(context.Background()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			day := key(item.Partition.End)
+			want := tranche.ActionRun
+			if landed[day] {
+				want = tranche.ActionSkipSucceeded
+			}
+			if item.Action != want {
+				t.Fatalf("slot %s (fired %s): %s; want %s (the old schedule's days: %v)", item.Partition.Key(), day, item.Action, want, landed)
+			}
+		}
+	})
 }

@@ -19,7 +19,11 @@ import (
 // own start and to the latest attempt at every slot that fired on the
 // same local date (daily) or in the same local hour (hourly), and takes
 // the one changed last (by revision): a day an old slot covered is not
-// planned again. Other granularities match attempts by start alone.
+// planned again. (Where a zone moves its clock by half an hour, as Lord
+// Howe does, hourly schedules of different minutes fire in different
+// hours around the change: a slot that shares its hour with no slot of
+// the old schedule runs.) Other granularities match attempts by start
+// alone.
 
 // identityText is the text that names g in a DAG identity: its String,
 // or for a daily or hourly schedule, its cadence, days, zone and excluded
