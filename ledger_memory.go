@@ -32,13 +32,40 @@ type memoryDAG struct {
 	// revisions, so that RevisionIn reads only the changes after its
 	// revision; successes logs every success the same way, for
 	// RecentSuccesses.
-	changes   []memoryChange
-	successes []memoryChange
+	changes   changeLog
+	successes changeLog
 }
 
 // memoryChange is a change of an attempt at the partition starting at
 // start (Unix nanoseconds), at revision rev.
 type memoryChange struct{ rev, start int64 }
+
+// changeLog is a log of changes in blocks, which it never copies as it
+// grows; it is read from its end.
+type changeLog struct{ blocks [][]memoryChange }
+
+// changeBlock is how many changes a block of a changeLog holds.
+const changeBlock = 512
+
+func (lg *changeLog) add(c memoryChange) {
+	if n := len(lg.blocks); n == 0 || len(lg.blocks[n-1]) == changeBlock {
+		lg.blocks = append(lg.blocks, make([]memoryChange, 0, changeBlock))
+	}
+	last := &lg.blocks[len(lg.blocks)-1]
+	*last = append(*last, c)
+}
+
+// backward yields the changes, the latest first.
+func (lg *changeLog) backward(yield func(memoryChange) bool) {
+	for i := len(lg.blocks) - 1; i >= 0; i-- {
+		b := lg.blocks[i]
+		for j := len(b) - 1; j >= 0; j-- {
+			if !yield(b[j]) {
+				return
+			}
+		}
+	}
+}
 
 // sortedStarts returns the partition starts in order, sorting them once
 // after claims added new ones.
@@ -119,7 +146,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 			RunID: req.RunID, Worker: req.Worker, Number: number, State: StateRunning,
 			Started: now, LeaseUntil: lease.Until, Revision: d.revision,
 		})
-		d.changes = append(d.changes, memoryChange{rev: d.revision, start: key})
+		d.changes.add(memoryChange{rev: d.revision, start: key})
 		lease.Attempts[i] = number
 	}
 	return lease, nil
@@ -181,9 +208,9 @@ func (l *MemoryLedger) Finish(ctx context.Context, lease *Lease, outcomes []Outc
 		a.State, a.Err, a.Rows = outcomes[i].State, outcomes[i].Err, outcomes[i].Rows
 		a.Finished, a.Revision = now, d.revision
 		c := memoryChange{rev: d.revision, start: a.Start.UnixNano()}
-		d.changes = append(d.changes, c)
+		d.changes.add(c)
 		if a.State == StateSucceeded {
-			d.successes = append(d.successes, c)
+			d.successes.add(c)
 		}
 	}
 	return nil
@@ -265,9 +292,11 @@ func (l *MemoryLedger) RevisionIn(ctx context.Context, dag string, from, to time
 		return 0, nil
 	}
 	lo, hi := from.UnixNano(), to.UnixNano()
-	i, _ := slices.BinarySearchFunc(d.changes, after+1, func(c memoryChange, rev int64) int { return cmp.Compare(c.rev, rev) })
-	for j := len(d.changes) - 1; j >= i; j-- { // the latest change first
-		if c := d.changes[j]; c.start >= lo && c.start < hi {
+	for c := range d.changes.backward { // the latest change first
+		if c.rev <= after {
+			break
+		}
+		if c.start >= lo && c.start < hi {
 			return c.rev, nil
 		}
 	}
@@ -287,11 +316,13 @@ func (l *MemoryLedger) RecentSuccesses(ctx context.Context, dag string, n int) (
 	}
 	// The last n successes, and those sharing the revision of the n-th
 	// (a chunk's), which the order by start may prefer.
-	i := max(len(d.successes)-n, 0)
-	for i > 0 && d.successes[i-1].rev == d.successes[i].rev {
-		i--
+	var picked []memoryChange
+	for c := range d.successes.backward {
+		if len(picked) >= n && c.rev != picked[len(picked)-1].rev {
+			break
+		}
+		picked = append(picked, c)
 	}
-	picked := slices.Clone(d.successes[i:])
 	slices.SortFunc(picked, func(a, b memoryChange) int {
 		return cmp.Or(cmp.Compare(b.rev, a.rev), cmp.Compare(b.start, a.start))
 	})
