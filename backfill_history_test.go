@@ -864,3 +864,39 @@ func TestBackfillMovedScheduleProperty(t *testing.T) {
 		}
 	})
 }
+
+// Where a zone moves its clock by half an hour (Lord Howe sets 02:00 to
+// 02:30 on 2026-10-04), an hourly schedule at :30 fires at 02:30, in an
+// hour in which one at :01 never fires (02:01 does not exist): after a
+// move from :01 to :30, that slot alone runs.
+func TestBackfillMovedHourlyHalfHourShift(t *testing.T) {
+	lh, err := time.LoadLocation("Australia/Lord_Howe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := tranchetest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := tranche.NewMemoryLedger(clock.Now)
+	old, moved := bfCron(t, "1 * * * *"), bfCron(t, "30 * * * *")
+	p := new(bfProbe)
+	dag := bfCronDAG(t, p, moved, lh)
+	dagID := tranche.DAGIdentity(dag, moved, lh)
+	day := time.Date(2026, 10, 4, 0, 0, 0, 0, lh)
+	window := func(g tranche.TimeGranularity) tranche.TimePartitionWindow {
+		w, err := tranche.NewTimePartitionWindow(g, day, day.Add(22*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	for slot := range window(old).OldestFirst() {
+		bfSeed(t, l, clock, dagID, slot, "hourly", tranche.StateSucceeded, time.Second, time.Hour)
+	}
+	b := &tranche.Backfill{DAG: dag, Window: window(moved), Ledger: l, Now: clock.Now}
+	rep, err := b.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Calls(), []string{"2026-10-04T02:30:00+11:00"}; !slices.Equal(got, want) || rep.Skipped != window(moved).Len()-1 {
+		t.Errorf("ran %v (%s); want %v, the slot whose hour the old schedule skipped", got, rep, want)
+	}
+}
