@@ -23,12 +23,33 @@ import (
 // once its lease expires.
 //
 // The same DAG, window and chunk size always name the same backfill (see
-// [BackfillID]). Fields must not change once a method has been called. A
+// [BackfillID]), and the same DAG, chosen partitions and chunk size too
+// (see [BackfillIDOf]). A backfill with nothing to run is not recorded in
+// the ledger. A backfill canceled in its ledger can be resumed
+// ([Backfill.Resume]): it plans again every partition that has not
+// succeeded. Fields must not change once a method has been called. A
 // zero field takes the default its comment gives.
+//
+// A DAG whose schedule moved keeps its history: when a cron schedule that
+// fires once a day, or once an hour, moves within its days ("0 2 * * *" to
+// "0 1 * * *"), its DAG identity stays (see [DAGIdentity]) and a plan
+// matches each slot to the latest attempts at its own start and at every
+// other schedule's slot that fired on the same local date (or in the same
+// local hour), taking the one changed last: the days the old schedule
+// covered are not planned again.
 type Backfill struct {
 	DAG    *DAG                // the assets to materialize; each must be partitioned
 	Window TimePartitionWindow // the partitions to backfill
 	Ledger Ledger              // where attempts are recorded
+
+	// Partitions, when not empty, are the partitions to backfill in
+	// place of Window's: chosen partitions of one granularity and
+	// location, not necessarily adjacent, in any order, each counted
+	// once (the slots Dagu's repeated --slot names: see [SlotsAt]).
+	// Window may then be zero; when it is not, it must hold them, and
+	// gives their granularity and location. A chunk is then a run of
+	// adjacent chosen partitions.
+	Partitions []TimePartition
 
 	// Runner runs each partition or chunk; nil means a zero Runner.
 	// Its OnEvent hook sees the events of every run.
@@ -129,6 +150,8 @@ type config struct {
 	rerun              RerunPolicy
 	onFailure          FailurePolicy
 	lease, heartbeat   time.Duration
+	selection                  // what the backfill covers
+	match              matcher // how attempts match its partitions
 }
 
 // config validates the backfill before anything is read or written.
@@ -175,34 +198,39 @@ func (b *Backfill) config() (*config, error) {
 	if limit == 0 {
 		limit = DefaultMaxPartitions
 	}
-	switch n := b.Window.Len(); {
-	case n == 0:
-		fail("empty window: give a window of at least one partition")
-	case limit < 0:
+	if limit < 0 {
 		fail("MaxPartitions %d: want 1 or more (0 means %d)", limit, DefaultMaxPartitions)
-	case n > limit:
-		fail("window %s holds %d partitions, more than the limit of %d; split it, or raise MaxPartitions", b.Window, n, limit)
 	}
-	if b.DAG != nil && b.Window.Len() > 0 {
-		errs = append(errs, b.checkAssets(cfg.chunk)...)
+	sel, selErrs := b.selection(limit)
+	errs = append(errs, selErrs...)
+	if b.DAG != nil && sel.total > 0 {
+		errs = append(errs, checkAssets(b.DAG, sel.window, cfg.chunk)...)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	cfg.dag = DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
-	cfg.id = BackfillID(cfg.dag, b.Window, cfg.chunk)
+	cfg.selection = sel
+	w := sel.window
+	cfg.match = newMatcher(w.Granularity(), w.Location())
+	cfg.dag = DAGIdentity(b.DAG, w.Granularity(), w.Location())
+	if sel.chosen() {
+		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
+	} else {
+		cfg.id = BackfillID(cfg.dag, w, cfg.chunk)
+	}
 	if cfg.worker == "" {
 		cfg.worker = defaultWorker()
 	}
 	return cfg, nil
 }
 
-// checkAssets refuses assets a backfill cannot run partition by partition.
-func (b *Backfill) checkAssets(chunk int) []error {
+// checkAssets refuses assets a backfill of window w cannot run partition
+// by partition.
+func checkAssets(dag *DAG, w TimePartitionWindow, chunk int) []error {
 	var unpartitioned, noWindow []string
 	var errs []error
-	g := b.Window.Granularity()
-	for a := range b.DAG.Assets() {
+	g := w.Granularity()
+	for a := range dag.Assets() {
 		p := a.Partitioning
 		switch {
 		case !a.Partitioned():
@@ -210,16 +238,16 @@ func (b *Backfill) checkAssets(chunk int) []error {
 			continue
 		case p.Granularity != g:
 			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q is partitioned by %v, the window by %v", a.Name, p.Granularity, g))
-		case p.Location != nil && p.Location.String() != b.Window.Location().String():
-			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q follows %v, the window %v", a.Name, p.Location, b.Window.Location()))
+		case p.Location != nil && p.Location.String() != w.Location().String():
+			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q follows %v, the window %v", a.Name, p.Location, w.Location()))
 		}
 		if chunk > 1 && !p.AllowWindow {
 			noWindow = append(noWindow, a.Name)
 		}
-		if !p.First.IsZero() && b.Window.Start().Before(p.First) {
-			first := PartitionOf(g, p.First.In(b.Window.Location()))
-			if b.Window.Start().Before(first.Start) {
-				errs = append(errs, &PartitionError{Asset: a.Name, Oldest: b.Window.Oldest(), First: first})
+		if !p.First.IsZero() && w.Start().Before(p.First) {
+			first := PartitionOf(g, p.First.In(w.Location()))
+			if w.Start().Before(first.Start) {
+				errs = append(errs, &PartitionError{Asset: a.Name, Oldest: w.Oldest(), First: first})
 			}
 		}
 	}
@@ -268,14 +296,15 @@ func (b *Backfill) ID() (string, error) {
 	return cfg.id, nil
 }
 
-// StalePlanError is returned by [Backfill.Execute] when the ledger changed
-// since the plan was made. Plan is the plan as things stand now.
+// StalePlanError is returned by [Backfill.Execute] when the history of the
+// plan's partitions changed in the ledger since the plan was made. Plan is
+// the plan as things stand now.
 type StalePlanError struct {
 	Old, Plan *Plan
 }
 
 func (e *StalePlanError) Error() string {
-	return fmt.Sprintf("tranche: backfill %s: the ledger moved from revision %d to %d since the plan was made; review the new plan",
+	return fmt.Sprintf("tranche: backfill %s: its partitions changed in the ledger since the plan was made (at revision %d, now %d); review the new plan",
 		e.Plan.Backfill, e.Old.Revision, e.Plan.Revision)
 }
 
@@ -299,8 +328,11 @@ func (b *Backfill) Run(ctx context.Context) (*Report, error) {
 	return b.execute(ctx, cfg, plan)
 }
 
-// Execute runs a plan made by [Backfill.Plan]. If the ledger changed since,
-// it runs nothing and returns a [*StalePlanError] holding the new plan.
+// Execute runs a plan made by [Backfill.Plan]. If the history of the
+// plan's partitions changed in the ledger since, it runs nothing and
+// returns a [*StalePlanError] holding the new plan; changes to other
+// partitions of the DAG (the live schedule running today while the plan
+// covers last year) leave the plan as it is.
 func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
 	cfg, err := b.config()
 	if err != nil {
@@ -309,11 +341,11 @@ func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
 	if plan.Backfill != cfg.id {
 		return nil, fmt.Errorf("tranche: plan of backfill %s given to backfill %s", plan.Backfill, cfg.id)
 	}
-	revision, err := b.Ledger.Revision(ctx, cfg.dag)
+	changed, err := b.changedSince(ctx, cfg, plan.Revision)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
-	if revision != plan.Revision {
+	if changed {
 		fresh, err := b.plan(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -323,12 +355,54 @@ func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
 	return b.execute(ctx, cfg, plan)
 }
 
+// changedSince reports whether an attempt that may match a partition of
+// the backfill changed after revision rev: one query for a window, or for
+// chosen partitions whose span has none, and one per run of adjacent
+// partitions otherwise.
+func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bool, error) {
+	changed := func(w TimePartitionWindow) (bool, error) {
+		from, to := cfg.match.span(w.Start(), w.End())
+		top, err := b.Ledger.RevisionIn(ctx, cfg.dag, from, to, rev)
+		return top != 0, err
+	}
+	if ok, err := changed(cfg.window); err != nil || !ok || !cfg.chosen() {
+		return ok, err
+	}
+	for w := range cfg.windows(OldestFirst) {
+		if ok, err := changed(w); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// Resume resumes the backfill: it undoes a cancellation in the ledger
+// ([Ledger.ResumeBackfill]) and runs the backfill, which plans again
+// every partition that has not succeeded (under the rerun policy: the
+// default, RerunFailed, runs those that failed, were canceled or never
+// ran). A backfill that was not canceled, or never recorded, simply runs:
+// resuming a failed backfill is running it again.
+func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
+	cfg, err := b.config()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Ledger.ResumeBackfill(ctx, cfg.id); err != nil && !errors.Is(err, ErrUnknownBackfill) {
+		return nil, fmt.Errorf("tranche: resuming backfill %s: %w", cfg.id, err)
+	}
+	plan, err := b.plan(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b.execute(ctx, cfg, plan)
+}
+
 // Report is what one worker's run of a backfill did. RanHere + Skipped +
 // Elsewhere + NotRun == Total.
 type Report struct {
 	Backfill string
 	Worker   string
-	Total    int // partitions in the window
+	Total    int // partitions in the window, or chosen
 
 	Succeeded int // partitions this worker ran that succeeded
 	Failed    int // partitions this worker ran that failed (or lost to a newer attempt)
@@ -382,12 +456,15 @@ type execution struct {
 }
 
 func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Report, error) {
-	record, err := b.Ledger.PutBackfill(ctx, BackfillRecord{ID: cfg.id, DAG: cfg.dag, Window: b.Window.String(), Chunk: cfg.chunk})
-	if err != nil {
-		return nil, fmt.Errorf("tranche: recording backfill %s: %w", cfg.id, err)
-	}
-	if record.Canceled {
-		return nil, fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+	// A backfill with nothing to run is not recorded; should a partition
+	// call for a run after all (a lease expired since the plan), the
+	// backfill is recorded before its claim.
+	recorded := false
+	if plan.Counts.Run > 0 {
+		if err := b.record(ctx, cfg); err != nil {
+			return nil, err
+		}
+		recorded = true
 	}
 	x := &execution{b: b, cfg: cfg, plan: plan, runner: b.Runner, start: time.Now()}
 	var stopFinish func()
@@ -407,7 +484,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	if x.runner == nil {
 		x.runner = &Runner{}
 	}
-	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: b.Window.Len(), Plan: plan}
+	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
 	x.emit(ctx, Event{Kind: KindBackfillStarted})
 
 	// A pool of at most cfg.concurrency workers runs the jobs, each
@@ -427,6 +504,15 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		if err != nil {
 			scanErr = err
 			break
+		}
+		if u.action == ActionRun && !recorded && ctx.Err() == nil && !x.stop.Load() {
+			if err := b.record(ctx, cfg); errors.Is(err, ErrBackfillCanceled) {
+				x.halt(err)
+			} else if err != nil {
+				scanErr = err
+				break
+			}
+			recorded = true
 		}
 		seen += len(u.partitions)
 		switch u.action {
@@ -464,6 +550,20 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		x.count(func(r *Report) { r.NotRun += left })
 	}
 	return x.finish(ctx, scanErr)
+}
+
+// record records the backfill in its ledger, failing with
+// ErrBackfillCanceled if it was canceled there.
+func (b *Backfill) record(ctx context.Context, cfg *config) error {
+	record, err := b.Ledger.PutBackfill(ctx, BackfillRecord{ID: cfg.id, DAG: cfg.dag, Window: cfg.window.String(),
+		Partitions: cfg.starts(), Chunk: cfg.chunk})
+	if err != nil {
+		return fmt.Errorf("tranche: recording backfill %s: %w", cfg.id, err)
+	}
+	if record.Canceled {
+		return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+	}
+	return nil
 }
 
 // finishGrace is how long outcomes may still be recorded after a
@@ -789,8 +889,8 @@ func (x *execution) emit(ctx context.Context, e Event) {
 	}
 	e.Time = time.Now()
 	e.Backfill = x.cfg.id
-	e.Window = x.b.Window
-	e.Target = x.b.Window.String()
+	e.Window = x.cfg.window
+	e.Target = x.cfg.window.String()
 	e.Progress = x.progress()
 	x.deliver(ctx, e)
 }

@@ -1076,7 +1076,7 @@ func TestBackfillCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Record.Canceled || len(st.Blocked) == 0 || st.Blocked[0] != "canceled: workers claim nothing more" {
+	if !st.Record.Canceled || len(st.Blocked) == 0 || st.Blocked[0] != "canceled: workers claim nothing more until it is resumed (Backfill.Resume)" {
 		t.Errorf("status %s, blocked %q", st, st.Blocked)
 	}
 	if !strings.HasSuffix(st.String(), "2 succeeded, 0 running, 0 failed, 0 canceled, 3 pending (canceled)") {
@@ -1392,7 +1392,7 @@ func TestBackfillStalePlan(t *testing.T) {
 	if stale.Old != plan || stale.Plan.Revision != 2 || stale.Plan.Counts.Run != 4 || stale.Plan.Counts.SkipSucceeded != 1 {
 		t.Errorf("stale plan error: old %v, new %s at revision %d", stale.Old == plan, stale.Plan, stale.Plan.Revision)
 	}
-	if want := "tranche: backfill " + bfJanuary5DaysID + ": the ledger moved from revision 0 to 2 since the plan was made; review the new plan"; err.Error() != want {
+	if want := "tranche: backfill " + bfJanuary5DaysID + ": its partitions changed in the ledger since the plan was made (at revision 0, now 2); review the new plan"; err.Error() != want {
 		t.Errorf("error %q; want %q", err, want)
 	}
 	if got := p.Calls(); len(got) != 1 {
@@ -1511,7 +1511,7 @@ func TestBackfillPlanEstimate(t *testing.T) {
 			if tt.name == "under a second" && !strings.HasSuffix(plan.String(), "; about 200ms") {
 				t.Errorf("plan %q; want it to end with about 200ms", plan)
 			}
-			noEstimate := slices.Contains(plan.Warnings, "no successful runs recorded in this window: no estimate")
+			noEstimate := slices.Contains(plan.Warnings, "no successful run of this DAG recorded: no estimate")
 			if noEstimate != (tt.durations == nil) {
 				t.Errorf("warnings %q", plan.Warnings)
 			}
@@ -1570,7 +1570,7 @@ func TestBackfillStatus(t *testing.T) {
 			[]string{"partition 2026-01-04: the lease of worker dead expired at 2026-01-08T11:01:01Z; the next worker to run the backfill takes it over",
 				"stopped after the failure of partition 2026-01-03 by worker w0: boom"}},
 		{"canceled", 0, true, map[tranche.State]int{tranche.StateSucceeded: 3, tranche.StateFailed: 1, tranche.StateRunning: 1, tranche.StatePending: 3},
-			[]string{"canceled: workers claim nothing more",
+			[]string{"canceled: workers claim nothing more until it is resumed (Backfill.Resume)",
 				"partition 2026-01-04: the lease of worker dead expired at 2026-01-08T11:01:01Z; the next worker to run the backfill takes it over",
 				"stopped after the failure of partition 2026-01-03 by worker w0: boom"}},
 	}

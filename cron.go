@@ -27,6 +27,10 @@ type cronSpec struct {
 	zone     *time.Location // the CRON_TZ zone; nil: the partitions' location
 	excluded []cron.Date
 
+	// cadence and days say how the schedule fires (see history.go).
+	cadence cron.Cadence
+	days    string
+
 	mu    sync.Mutex
 	byLoc map[string]*cron.Schedule // the schedule evaluated in each location
 }
@@ -65,6 +69,7 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	trimmed := strings.TrimSpace(expr)
 	zoned := strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=")
 	spec := &cronSpec{expr: s.String(), byLoc: map[string]*cron.Schedule{}}
+	spec.cadence, spec.days = s.Cadence()
 	if zoned {
 		spec.zone = s.Location()
 	} else {

@@ -135,7 +135,17 @@ fires at every real matching instant. Excluded dates (holidays) have no
 slot: the next slot covers them.
 [SlotWindow] reads backfill bounds as people type them, a date as the end
 meaning through the end of that day, and leaves the fires of the current
-minute to the live schedule; [SlotAt] names one slot by its fire time.
+minute to the live schedule; [SlotAt] names one slot by its fire time and
+[SlotsAt] several, for a backfill of chosen slots ([Backfill.Partitions]).
+
+A moved schedule keeps its history. A schedule that fires once a day on
+the days it fires ("0 2 * * 1-5"), or once in every hour of them
+("5 * * * *"), is named in a DAG's identity by that cadence, its days, its
+CRON_TZ zone and its excluded dates, not by its minute and hour: after
+"0 2 * * *" moves to "0 1 * * *", a plan matches each slot to the attempts
+of every slot that fired on the same local date (or in the same local
+hour), taking the one changed last, so the days the old schedule covered
+are not planned again. Every other granularity keeps the identity it had.
 
 # Resumable backfills
 
@@ -144,7 +154,14 @@ each partition in a [Ledger] under a heartbeated lease before it runs and
 recording how it ended, so that running the same backfill again resumes
 it, and several workers share one backfill with every partition landing
 once. [Backfill.Plan] is a dry run; [Backfill.Run] plans and executes;
-[StatusOf] reads a backfill's progress and why it is stuck, if it is.
+[Backfill.Execute] refuses a plan whose partitions' history changed since
+it was made; [StatusOf] reads a backfill's progress and why it is stuck,
+if it is. A backfill of chosen partitions ([Backfill.Partitions]) is one
+backfill with one id ([BackfillIDOf]). A backfill with nothing to run is
+not recorded. [Ledger.CancelBackfill] stops a backfill's claims everywhere
+and [Backfill.Resume] lets them go on, running what has not succeeded.
+Plans estimate their duration from the DAG's recent successes
+([Ledger.RecentSuccesses]), wherever they lie.
 [BackfillID], [RunID] and [DAGIdentity] are stable hashes. [NewMemoryLedger]
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]

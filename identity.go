@@ -26,6 +26,14 @@ import (
 // on the host's zone (see [ParseBound]). time.Local, on a host with
 // daylight saving time and without TZ set, has no portable name: it is
 // named "Local"; load the zone by name instead.
+//
+// A cron schedule that fires once a day, or once an hour, on the days it
+// fires is named by that cadence, its days (the day-of-month, month and
+// day-of-week fields), its CRON_TZ zone and its excluded dates, not by its
+// minute and hour: moving "0 2 * * *" to "0 1 * * *" keeps the DAG's
+// identity, and so its history, which plans match to the new slots by
+// their fire's date or hour (see [Backfill]). Other granularities,
+// schedules of other cadences among them, are named by their text.
 func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 	var b strings.Builder
 	b.WriteString("tranche/dag/v1\n")
@@ -34,7 +42,7 @@ func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 		slices.Sort(deps)
 		fmt.Fprintf(&b, "asset %q deps=%q", a.Name, deps)
 		if p := a.Partitioning; p.Granularity.IsValid() {
-			fmt.Fprintf(&b, " granularity=%s", p.Granularity)
+			fmt.Fprintf(&b, " granularity=%s", p.Granularity.identityText())
 			if p.Location != nil {
 				fmt.Fprintf(&b, " location=%s", zoneName(p.Location))
 			}
@@ -44,7 +52,7 @@ func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 		}
 		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "granularity=%s zone=%s\n", g, zoneName(loc))
+	fmt.Fprintf(&b, "granularity=%s zone=%s\n", g.identityText(), zoneName(loc))
 	return shortHash(b.String(), 16)
 }
 
@@ -55,6 +63,34 @@ func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 func BackfillID(dag string, w TimePartitionWindow, chunk int) string {
 	return shortHash(fmt.Sprintf("tranche/backfill/v1\ndag=%s\nfrom=%s\nto=%s\nchunk=%d\n",
 		dag, utc(w.Start()), utc(w.End()), max(chunk, 1)), 12)
+}
+
+// BackfillIDOf returns the id of the backfill of the DAG identity dag over
+// the chosen partitions ps (see [Backfill.Partitions]), run in chunks of
+// chunk partitions: the same set always names the same backfill, whatever
+// the order or repetitions of ps, and never the backfill of a whole
+// window, even one holding the same partitions.
+func BackfillIDOf(dag string, ps []TimePartition, chunk int) string {
+	starts := make([]time.Time, len(ps))
+	for i, p := range ps {
+		starts[i] = p.Start
+	}
+	return backfillIDOf(dag, starts, chunk)
+}
+
+// backfillIDOf is BackfillIDOf of the partitions starting at starts.
+func backfillIDOf(dag string, starts []time.Time, chunk int) string {
+	starts = slices.Clone(starts)
+	slices.SortFunc(starts, time.Time.Compare)
+	starts = slices.CompactFunc(starts, time.Time.Equal)
+	h := sha256.New()
+	fmt.Fprintf(h, "tranche/backfill-partitions/v1\ndag=%s\nchunk=%d\n", dag, max(chunk, 1))
+	var buf []byte
+	for _, t := range starts {
+		buf = append(append(buf[:0], "partition="...), utc(t)...)
+		h.Write(append(buf, '\n'))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 // RunID returns the run id of the DAG identity dag for the span

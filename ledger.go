@@ -62,6 +62,23 @@ type Ledger interface {
 	// Revision returned r has a revision above r.
 	Revision(ctx context.Context, dag string) (int64, error)
 
+	// RevisionIn returns the highest revision above after of the
+	// attempts at the partitions of dag that start in [from, to), or 0
+	// when none of them changed after revision after. A plan made at
+	// revision r is stale when RevisionIn of its partitions from r is
+	// not 0: changes to other partitions of the DAG leave it alone. Its
+	// cost grows with the changes after after, not with the partitions
+	// of the range, so that checking a plan of a million partitions
+	// costs little.
+	RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error)
+
+	// RecentSuccesses returns up to n succeeded attempts of dag,
+	// wherever their partitions lie, the last to finish first: by
+	// revision, highest first, then by partition start, latest first.
+	// Plans estimate their duration from them. It returns none for
+	// n < 1 or a DAG with no success.
+	RecentSuccesses(ctx context.Context, dag string, n int) ([]Attempt, error)
+
 	// PutBackfill records a backfill if its ID is new and returns the
 	// stored record either way.
 	PutBackfill(ctx context.Context, b BackfillRecord) (BackfillRecord, error)
@@ -73,9 +90,18 @@ type Ledger interface {
 	// Backfills returns every recorded backfill, oldest first.
 	Backfills(ctx context.Context) ([]BackfillRecord, error)
 
-	// CancelBackfill marks a backfill canceled: workers claim nothing
-	// more for it. It fails with [ErrUnknownBackfill] for an unknown id.
+	// CancelBackfill marks a backfill canceled, recording when
+	// (BackfillRecord.CanceledAt) unless it was canceled already:
+	// workers claim nothing more for it until it is resumed. It fails
+	// with [ErrUnknownBackfill] for an unknown id.
 	CancelBackfill(ctx context.Context, id string) error
+
+	// ResumeBackfill undoes CancelBackfill: workers may claim for the
+	// backfill again, and running it plans again every partition that
+	// has not succeeded. It records when (BackfillRecord.ResumedAt) if
+	// the backfill was canceled, and changes nothing if it was not. It
+	// fails with [ErrUnknownBackfill] for an unknown id.
+	ResumeBackfill(ctx context.Context, id string) error
 }
 
 // Errors a [Ledger] returns, matched with errors.Is.
@@ -198,10 +224,16 @@ func (a Attempt) Duration() time.Duration {
 // BackfillRecord is what a ledger keeps of a backfill besides its
 // partitions' attempts.
 type BackfillRecord struct {
-	ID       string
-	DAG      string
-	Window   string // the window's text form
-	Chunk    int
-	Created  time.Time
-	Canceled bool
+	ID     string
+	DAG    string
+	Window string // the window's text form
+	// Partitions are the starts of the partitions a backfill of chosen
+	// partitions runs ([Backfill.Partitions]), oldest first, all in
+	// Window; nil for a backfill of the whole window.
+	Partitions []time.Time
+	Chunk      int
+	Created    time.Time
+	Canceled   bool      // canceled, and not resumed since
+	CanceledAt time.Time // when it was last canceled; zero if never (or by a ledger older than the field)
+	ResumedAt  time.Time // when it was last resumed; zero if never
 }

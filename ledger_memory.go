@@ -1,6 +1,7 @@
 package tranche
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -26,6 +27,44 @@ type memoryDAG struct {
 	history  map[int64][]Attempt // by partition start, Unix nanoseconds
 	starts   []int64             // the keys of history, sorted when !unsorted
 	unsorted bool
+
+	// changes logs every change of an attempt, in the order of their
+	// revisions, so that RevisionIn reads only the changes after its
+	// revision; successes logs every success the same way, for
+	// RecentSuccesses.
+	changes   changeLog
+	successes changeLog
+}
+
+// memoryChange is a change of an attempt at the partition starting at
+// start (Unix nanoseconds), at revision rev.
+type memoryChange struct{ rev, start int64 }
+
+// changeLog is a log of changes in blocks, which it never copies as it
+// grows; it is read from its end.
+type changeLog struct{ blocks [][]memoryChange }
+
+// changeBlock is how many changes a block of a changeLog holds.
+const changeBlock = 512
+
+func (lg *changeLog) add(c memoryChange) {
+	if n := len(lg.blocks); n == 0 || len(lg.blocks[n-1]) == changeBlock {
+		lg.blocks = append(lg.blocks, make([]memoryChange, 0, changeBlock))
+	}
+	last := &lg.blocks[len(lg.blocks)-1]
+	*last = append(*last, c)
+}
+
+// backward yields the changes, the latest first.
+func (lg *changeLog) backward(yield func(memoryChange) bool) {
+	for i := len(lg.blocks) - 1; i >= 0; i-- {
+		b := lg.blocks[i]
+		for j := len(b) - 1; j >= 0; j-- {
+			if !yield(b[j]) {
+				return
+			}
+		}
+	}
 }
 
 // sortedStarts returns the partition starts in order, sorting them once
@@ -107,6 +146,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 			RunID: req.RunID, Worker: req.Worker, Number: number, State: StateRunning,
 			Started: now, LeaseUntil: lease.Until, Revision: d.revision,
 		})
+		d.changes.add(memoryChange{rev: d.revision, start: key})
 		lease.Attempts[i] = number
 	}
 	return lease, nil
@@ -167,6 +207,11 @@ func (l *MemoryLedger) Finish(ctx context.Context, lease *Lease, outcomes []Outc
 	for i, a := range attempts {
 		a.State, a.Err, a.Rows = outcomes[i].State, outcomes[i].Err, outcomes[i].Rows
 		a.Finished, a.Revision = now, d.revision
+		c := memoryChange{rev: d.revision, start: a.Start.UnixNano()}
+		d.changes.add(c)
+		if a.State == StateSucceeded {
+			d.successes.add(c)
+		}
 	}
 	return nil
 }
@@ -234,6 +279,68 @@ func (l *MemoryLedger) Revision(ctx context.Context, dag string) (int64, error) 
 	return 0, nil
 }
 
+// RevisionIn implements [Ledger]: it reads the changes after after, from
+// the log of changes.
+func (l *MemoryLedger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.dags[dag]
+	if d == nil {
+		return 0, nil
+	}
+	lo, hi := from.UnixNano(), to.UnixNano()
+	for c := range d.changes.backward { // the latest change first
+		if c.rev <= after {
+			break
+		}
+		if c.start >= lo && c.start < hi {
+			return c.rev, nil
+		}
+	}
+	return 0, nil
+}
+
+// RecentSuccesses implements [Ledger].
+func (l *MemoryLedger) RecentSuccesses(ctx context.Context, dag string, n int) ([]Attempt, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.dags[dag]
+	if d == nil || n < 1 {
+		return nil, nil
+	}
+	// The last n successes, and those sharing the revision of the n-th
+	// (a chunk's), which the order by start may prefer.
+	var picked []memoryChange
+	for c := range d.successes.backward {
+		if len(picked) >= n && c.rev != picked[len(picked)-1].rev {
+			break
+		}
+		picked = append(picked, c)
+	}
+	slices.SortFunc(picked, func(a, b memoryChange) int {
+		return cmp.Or(cmp.Compare(b.rev, a.rev), cmp.Compare(b.start, a.start))
+	})
+	out := make([]Attempt, 0, min(n, len(picked)))
+	for _, c := range picked[:min(n, len(picked))] {
+		// The attempt that finished at c.rev: a success changes no more,
+		// so it is the one whose revision is c.rev, the last but for
+		// later attempts.
+		h := d.history[c.start]
+		i := len(h) - 1
+		for i > 0 && h[i].Revision != c.rev {
+			i--
+		}
+		out = append(out, h[i])
+	}
+	return out, nil
+}
+
 // PutBackfill implements [Ledger].
 func (l *MemoryLedger) PutBackfill(ctx context.Context, b BackfillRecord) (BackfillRecord, error) {
 	if err := ctx.Err(); err != nil {
@@ -245,14 +352,21 @@ func (l *MemoryLedger) PutBackfill(ctx context.Context, b BackfillRecord) (Backf
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if stored, ok := l.backfills[b.ID]; ok {
-		return stored, nil
+		return stored.clone(), nil
 	}
 	if b.Created.IsZero() {
 		b.Created = l.now()
 	}
+	b.Partitions = slices.Clone(b.Partitions)
 	l.backfills[b.ID] = b
 	l.order = append(l.order, b.ID)
-	return b, nil
+	return b.clone(), nil
+}
+
+// clone returns a copy of b that shares no memory with it.
+func (b BackfillRecord) clone() BackfillRecord {
+	b.Partitions = slices.Clone(b.Partitions)
+	return b
 }
 
 // Backfill implements [Ledger].
@@ -266,7 +380,7 @@ func (l *MemoryLedger) Backfill(ctx context.Context, id string) (BackfillRecord,
 	if !ok {
 		return BackfillRecord{}, fmt.Errorf("%w %q", ErrUnknownBackfill, id)
 	}
-	return b, nil
+	return b.clone(), nil
 }
 
 // Backfills implements [Ledger].
@@ -278,7 +392,7 @@ func (l *MemoryLedger) Backfills(ctx context.Context) ([]BackfillRecord, error) 
 	defer l.mu.Unlock()
 	out := make([]BackfillRecord, len(l.order))
 	for i, id := range l.order {
-		out[i] = l.backfills[id]
+		out[i] = l.backfills[id].clone()
 	}
 	return out, nil
 }
@@ -294,7 +408,27 @@ func (l *MemoryLedger) CancelBackfill(ctx context.Context, id string) error {
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownBackfill, id)
 	}
-	b.Canceled = true
-	l.backfills[id] = b
+	if !b.Canceled {
+		b.Canceled, b.CanceledAt = true, l.now()
+		l.backfills[id] = b
+	}
+	return nil
+}
+
+// ResumeBackfill implements [Ledger].
+func (l *MemoryLedger) ResumeBackfill(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.backfills[id]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownBackfill, id)
+	}
+	if b.Canceled {
+		b.Canceled, b.ResumedAt = false, l.now()
+		l.backfills[id] = b
+	}
 	return nil
 }

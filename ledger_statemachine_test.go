@@ -417,6 +417,70 @@ func (m *ledgerMachine) check(t *rapid.T) {
 	if !slices.Equal(got, recorded) {
 		t.Fatalf("Latest yields partitions %v; want %v", got, recorded)
 	}
+	m.checkRevisionIn(t)
+	m.checkRecentSuccesses(t)
+}
+
+// checkRevisionIn holds RevisionIn of a range of partitions after a
+// revision to the histories: the highest revision there above it, or 0.
+func (m *ledgerMachine) checkRevisionIn(t *rapid.T) {
+	hi := rapid.IntRange(0, len(m.parts)-1).Draw(t, "newest")
+	lo := rapid.IntRange(hi, len(m.parts)-1).Draw(t, "oldest")
+	after := rapid.Int64Range(0, m.revision).Draw(t, "after")
+	var want int64
+	for _, p := range m.parts[hi : lo+1] {
+		h, err := m.ledger.History(t.Context(), smDAG, p.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range h {
+			if a.Revision > after {
+				want = max(want, a.Revision)
+			}
+		}
+	}
+	got, err := m.ledger.RevisionIn(t.Context(), smDAG, m.parts[lo].Start, m.parts[hi].End, after)
+	if err != nil || got != want {
+		t.Fatalf("RevisionIn(%s to %s, after %d) = %d, %v; want %d", m.parts[lo].Key(), m.parts[hi].Key(), after, got, err, want)
+	}
+}
+
+// checkRecentSuccesses holds RecentSuccesses to the histories: the
+// successes by revision, then by start, latest first.
+func (m *ledgerMachine) checkRecentSuccesses(t *rapid.T) {
+	var all []tranche.Attempt
+	for _, p := range m.parts {
+		h, err := m.ledger.History(t.Context(), smDAG, p.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range h {
+			if a.State == tranche.StateSucceeded {
+				all = append(all, a)
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b tranche.Attempt) int {
+		if a.Revision != b.Revision {
+			return int(b.Revision - a.Revision)
+		}
+		return b.Start.Compare(a.Start)
+	})
+	n := rapid.IntRange(0, 8).Draw(t, "successes")
+	got, err := m.ledger.RecentSuccesses(t.Context(), smDAG, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := all[:min(n, len(all))]
+	if len(got) != len(want) {
+		t.Fatalf("RecentSuccesses(%d) = %d attempts; want %d", n, len(got), len(want))
+	}
+	for i := range want {
+		if !got[i].Start.Equal(want[i].Start) || got[i].Number != want[i].Number || got[i].Revision != want[i].Revision {
+			t.Fatalf("RecentSuccesses(%d)[%d] = %s attempt %d at revision %d; want %s attempt %d at revision %d",
+				n, i, got[i].Key, got[i].Number, got[i].Revision, want[i].Key, want[i].Number, want[i].Revision)
+		}
+	}
 }
 
 // drain stops the faults: every worker finishes what it holds honestly,

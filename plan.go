@@ -28,12 +28,19 @@ const (
 //
 // A plan is computed in one streaming pass over the window and the
 // ledger, so its memory does not grow with the window; [Plan.Items]
-// streams the partitions again. Revision is the ledger's revision when the
-// plan was made: [Backfill.Execute] refuses a plan whose ledger moved on.
+// streams the partitions again. Revision is the DAG's revision in the
+// ledger when the plan was made: [Backfill.Execute] refuses a plan whose
+// partitions changed after it, and RerunAll runs again only what
+// succeeded up to it.
 type Plan struct {
-	Backfill    string // the backfill's id
-	DAG         string // the DAG's identity
-	Window      TimePartitionWindow
+	Backfill string // the backfill's id
+	DAG      string // the DAG's identity
+	// Window is the backfill's window: with chosen partitions
+	// ([Backfill.Partitions]), the span from the oldest to the newest.
+	Window TimePartitionWindow
+	// Chosen says that the backfill runs chosen partitions of Window,
+	// Counts.Total of them, not all of its partitions.
+	Chosen      bool
 	ChunkSize   int // partitions per run
 	Order       Order
 	Rerun       RerunPolicy
@@ -44,12 +51,15 @@ type Plan struct {
 
 	Counts PlanCounts
 
-	// Estimate is the expected duration: the median of the last 20
-	// successful durations in the window times the rounds of runs at the
-	// plan's concurrency. Zero without history.
+	// Estimate is the expected duration: the median duration of the
+	// DAG's 20 most recent successful attempts, wherever they lie
+	// ([Ledger.RecentSuccesses]), times the rounds of runs at the plan's
+	// concurrency. Zero when the DAG has no success recorded, or the plan
+	// nothing to run.
 	Estimate time.Duration
 
-	// Warnings are things worth knowing before running the plan.
+	// Warnings are things worth knowing before running the plan, such
+	// as a plan with nothing to run, which is not recorded in the ledger.
 	Warnings []string
 
 	backfill *Backfill
@@ -89,22 +99,37 @@ type job struct {
 // planBatch is how many partitions a scan reads from the ledger at once.
 const planBatch = 4096
 
+// batches yields the windows of at most batch partitions that a scan
+// reads at once, in order: a window's, or each run's of chosen
+// partitions, newest first as Chunks splits them.
+func (cfg *config) batches(batch int, order Order) iter.Seq[TimePartitionWindow] {
+	return func(yield func(TimePartitionWindow) bool) {
+		for w := range cfg.windows(order) {
+			batches := w.Chunks(batch)
+			if order == OldestFirst {
+				// Chunks run newest first; a window has few batches,
+				// so reversing their list costs little.
+				list := slices.Collect(batches)
+				slices.Reverse(list)
+				batches = slices.Values(list)
+			}
+			for bw := range batches {
+				if !yield(bw) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // scan yields the backfill's jobs in order, each with its action judged
 // against the ledger at the time of its batch. It holds one batch in
 // memory.
 func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order Order) iter.Seq2[*job, error] {
 	return func(yield func(*job, error) bool) {
 		batch := cfg.chunk * max(1, planBatch/cfg.chunk)
-		batches := b.Window.Chunks(batch)
-		if order == OldestFirst {
-			// Chunks run newest first; a window has few batches, so
-			// reversing their list costs little.
-			list := slices.Collect(batches)
-			slices.Reverse(list)
-			batches = slices.Values(list)
-		}
 		now := b.now()
-		for bw := range batches {
+		for bw := range cfg.batches(batch, order) {
 			// The batch's partitions, oldest first, and their latest
 			// attempts, each batch in a few allocations: the jobs share
 			// these slices.
@@ -114,19 +139,9 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 				parts = append(parts, p)
 			}
 			latest := make([]*Attempt, n)
-			var found []Attempt
-			var at []int
-			for a, err := range b.Ledger.Latest(ctx, cfg.dag, bw.Start(), bw.End()) {
-				if err != nil {
-					yield(nil, fmt.Errorf("tranche: reading ledger: %w", err))
-					return
-				}
-				if i, ok := slices.BinarySearchFunc(parts, a.Start, func(p TimePartition, t time.Time) int { return p.Start.Compare(t) }); ok {
-					found, at = append(found, a), append(at, i)
-				}
-			}
-			for k, i := range at {
-				latest[i] = &found[k]
+			if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
+				yield(nil, err)
+				return
 			}
 			// The batch's chunks come newest first, ending where the
 			// previous one starts.
@@ -224,12 +239,11 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
 	p := &Plan{
-		Backfill: cfg.id, DAG: cfg.dag, Window: b.Window, ChunkSize: cfg.chunk, Order: b.Order,
+		Backfill: cfg.id, DAG: cfg.dag, Window: cfg.window, Chosen: cfg.chosen(), ChunkSize: cfg.chunk, Order: b.Order,
 		Rerun: cfg.rerun, OnFailure: cfg.onFailure, Concurrency: cfg.concurrency,
 		Revision: revision, Created: b.now(), backfill: b,
 	}
-	var durations []Attempt // the latest successful attempts, newest 20 by finish
-	p.Counts.Total = b.Window.Len()
+	p.Counts.Total = cfg.total
 	for u, err := range b.scan(ctx, cfg, revision, NewestFirst) {
 		if err != nil {
 			return nil, err
@@ -246,13 +260,14 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		case ActionSkipRecorded:
 			p.Counts.SkipRecorded += n
 		}
-		for _, a := range u.latest {
-			if a != nil && a.State == StateSucceeded {
-				durations = keepNewest(durations, *a, 20)
-			}
+	}
+	var durations []Attempt
+	if p.Counts.Runs > 0 {
+		if durations, err = b.Ledger.RecentSuccesses(ctx, cfg.dag, estimateRuns); err != nil {
+			return nil, fmt.Errorf("tranche: reading the DAG's recent successes: %w", err)
 		}
 	}
-	if len(durations) > 0 && p.Counts.Runs > 0 {
+	if len(durations) > 0 {
 		ds := make([]time.Duration, len(durations))
 		for i, a := range durations {
 			ds[i] = a.Duration()
@@ -261,29 +276,19 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		rounds := (p.Counts.Runs + cfg.concurrency - 1) / cfg.concurrency
 		p.Estimate = ds[len(ds)/2] * time.Duration(rounds)
 	}
-	p.Warnings = b.warnings(p)
+	p.Warnings = b.warnings(p, len(durations) > 0)
 	return p, nil
 }
 
-// keepNewest adds a to the attempts kept, keeping the n that finished last.
-func keepNewest(kept []Attempt, a Attempt, n int) []Attempt {
-	if len(kept) < n {
-		return append(kept, a)
-	}
-	oldest := 0
-	for i := range kept {
-		if kept[i].Finished.Before(kept[oldest].Finished) {
-			oldest = i
-		}
-	}
-	if a.Finished.After(kept[oldest].Finished) {
-		kept[oldest] = a
-	}
-	return kept
-}
+// estimateRuns is how many of the DAG's recent successes an estimate
+// takes the median of.
+const estimateRuns = 20
 
-func (b *Backfill) warnings(p *Plan) []string {
+func (b *Backfill) warnings(p *Plan, history bool) []string {
 	var w []string
+	if p.Counts.Run == 0 {
+		w = append(w, "nothing to run: the backfill is not recorded in the ledger")
+	}
 	if p.Counts.SkipRunning > 0 {
 		w = append(w, fmt.Sprintf("%d partitions are running elsewhere under live leases; this run skips them", p.Counts.SkipRunning))
 	}
@@ -296,15 +301,15 @@ func (b *Backfill) warnings(p *Plan) []string {
 	if end := p.Window.End(); end.After(p.Created) {
 		w = append(w, fmt.Sprintf("the newest partition %s is not complete yet (it ends %s)", p.Window.Newest().Key(), end.Format(time.RFC3339)))
 	}
-	if p.Counts.Run > 0 && p.Estimate == 0 {
-		w = append(w, "no successful runs recorded in this window: no estimate")
+	if p.Counts.Run > 0 && !history {
+		w = append(w, "no successful run of this DAG recorded: no estimate")
 	}
 	return w
 }
 
 // Items streams the plan's partitions in the order the backfill runs
-// them, each with its action as the ledger stands now: while the ledger's
-// revision is the plan's, they are the plan's.
+// them, each with its action as the ledger stands now: while no attempt
+// at them changed since the plan was made, they are the plan's.
 func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
 	return func(yield func(PlanItem, error) bool) {
 		cfg, err := p.backfill.config()
@@ -335,8 +340,12 @@ func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
 
 // String summarizes the plan in one line.
 func (p *Plan) String() string {
-	s := fmt.Sprintf("backfill %s of %s: %d partitions: %d to run in %d runs, %d succeeded, %d running elsewhere",
-		p.Backfill, p.Window, p.Counts.Total, p.Counts.Run, p.Counts.Runs, p.Counts.SkipSucceeded, p.Counts.SkipRunning)
+	chosen := ""
+	if p.Chosen {
+		chosen = " chosen"
+	}
+	s := fmt.Sprintf("backfill %s of %s: %d%s partitions: %d to run in %d runs, %d succeeded, %d running elsewhere",
+		p.Backfill, p.Window, p.Counts.Total, chosen, p.Counts.Run, p.Counts.Runs, p.Counts.SkipSucceeded, p.Counts.SkipRunning)
 	if p.Counts.SkipRecorded > 0 {
 		s += fmt.Sprintf(", %d failed left alone", p.Counts.SkipRecorded)
 	}
@@ -350,7 +359,11 @@ func (p *Plan) String() string {
 // line per partition in run order.
 func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backfill %s\n  window      %s (%d partitions)\n  dag         %s\n", p.Backfill, p.Window, p.Counts.Total, p.DAG)
+	chosen := ""
+	if p.Chosen {
+		chosen = " chosen"
+	}
+	fmt.Fprintf(&b, "backfill %s\n  window      %s (%d%s partitions)\n  dag         %s\n", p.Backfill, p.Window, p.Counts.Total, chosen, p.DAG)
 	fmt.Fprintf(&b, "  order       %s, %d at a time, %d per run\n  rerun       %s\n  on failure  %s\n  revision    %d\n",
 		p.Order, p.Concurrency, p.ChunkSize, p.Rerun, p.OnFailure, p.Revision)
 	fmt.Fprintf(&b, "  counts      run %d (%d runs), skip: succeeded %d, skip: running elsewhere %d, skip: recorded %d\n",
@@ -370,7 +383,11 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 		}
 		line := "  " + item.Partition.Key() + "  " + string(item.Action)
 		if a := item.Latest; a != nil {
-			line += fmt.Sprintf("  (latest: attempt %d %s by %s)", a.Number, a.State, a.Worker)
+			line += fmt.Sprintf("  (latest: attempt %d %s by %s", a.Number, a.State, a.Worker)
+			if !a.Start.Equal(item.Partition.Start) {
+				line += ", at slot " + a.Key + " of a former schedule"
+			}
+			line += ")"
 		}
 		if _, err := io.WriteString(w, line+"\n"); err != nil {
 			return err
@@ -384,6 +401,7 @@ type planJSON struct {
 	Backfill    string        `json:"backfill"`
 	DAG         string        `json:"dag"`
 	Window      string        `json:"window"`
+	Chosen      bool          `json:"chosen,omitempty"`
 	ChunkSize   int           `json:"chunk_size"`
 	Order       string        `json:"order"`
 	Rerun       RerunPolicy   `json:"rerun"`
@@ -403,6 +421,7 @@ type planItemJSON struct {
 	LatestState   State  `json:"latest_state,omitempty"`
 	LatestAttempt int    `json:"latest_attempt,omitempty"`
 	LatestWorker  string `json:"latest_worker,omitempty"`
+	LatestKey     string `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
 }
 
 // WriteJSON writes the plan as one JSON object whose "partitions" array
@@ -410,7 +429,7 @@ type planItemJSON struct {
 // partitions needs no more memory than one of ten.
 func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
 	head, err := json.Marshal(planJSON{
-		Backfill: p.Backfill, DAG: p.DAG, Window: p.Window.String(), ChunkSize: p.ChunkSize, Order: p.Order.String(),
+		Backfill: p.Backfill, DAG: p.DAG, Window: p.Window.String(), Chosen: p.Chosen, ChunkSize: p.ChunkSize, Order: p.Order.String(),
 		Rerun: p.Rerun, OnFailure: p.OnFailure, Concurrency: p.Concurrency, Revision: p.Revision,
 		Counts: p.Counts, EstimateMS: p.Estimate.Milliseconds(), Warnings: append([]string{}, p.Warnings...),
 	})
@@ -429,6 +448,9 @@ func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
 			End: item.Partition.End.Format(time.RFC3339), Action: item.Action}
 		if a := item.Latest; a != nil {
 			j.LatestState, j.LatestAttempt, j.LatestWorker = a.State, a.Number, a.Worker
+			if !a.Start.Equal(item.Partition.Start) {
+				j.LatestKey = a.Key
+			}
 		}
 		line, err := json.Marshal(j)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"time"
 )
@@ -11,10 +12,14 @@ import (
 // BackfillStatus is the state of a backfill as its ledger records it.
 type BackfillStatus struct {
 	Record BackfillRecord
+	// Window is the backfill's window: for chosen partitions
+	// (Record.Partitions), the span from the oldest to the newest.
 	Window TimePartitionWindow
 
-	// Counts counts the window's partitions by the state of their latest
-	// attempt; partitions never attempted are StatePending.
+	// Counts counts the backfill's partitions by the state of their
+	// latest attempt, matched as plans match them (a moved schedule's
+	// slots by their fire); partitions never attempted are
+	// StatePending.
 	Counts map[State]int
 
 	// Blocked says why the backfill is not progressing, if it is not:
@@ -24,10 +29,12 @@ type BackfillStatus struct {
 	Blocked []string
 
 	ledger Ledger
+	sel    selection
+	match  matcher
 }
 
 // Done reports whether every partition succeeded.
-func (s *BackfillStatus) Done() bool { return s.Counts[StateSucceeded] == s.Window.Len() }
+func (s *BackfillStatus) Done() bool { return s.Counts[StateSucceeded] == s.sel.total }
 
 // String summarizes the status in one line.
 func (s *BackfillStatus) String() string {
@@ -43,6 +50,30 @@ func (s *BackfillStatus) String() string {
 	return out
 }
 
+// statusOf returns the status of a backfill of the window and chosen
+// partitions the record holds.
+func statusOf(l Ledger, record BackfillRecord) (*BackfillStatus, error) {
+	w, err := ParseTimePartitionWindow(record.Window)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: backfill %s: its recorded window: %w", record.ID, err)
+	}
+	sel := selection{window: w, total: w.Len()}
+	if len(record.Partitions) > 0 {
+		ps := make([]TimePartition, len(record.Partitions))
+		for i, start := range record.Partitions {
+			ps[i] = PartitionOf(w.Granularity(), start.In(w.Location()))
+			if !ps[i].Start.Equal(start) || !w.Contains(start) {
+				return nil, fmt.Errorf("tranche: backfill %s: its recorded partition %s is not a partition of window %s", record.ID, start.Format(time.RFC3339), w)
+			}
+		}
+		if sel, err = selectionOf(sortPartitions(ps)); err != nil {
+			return nil, fmt.Errorf("tranche: backfill %s: its recorded partitions: %w", record.ID, err)
+		}
+	}
+	return &BackfillStatus{Record: record, Window: sel.window, Counts: map[State]int{}, ledger: l, sel: sel,
+		match: newMatcher(w.Granularity(), w.Location())}, nil
+}
+
 // PartitionStatus is one partition of a backfill with its latest attempt.
 type PartitionStatus struct {
 	Partition TimePartition
@@ -50,23 +81,22 @@ type PartitionStatus struct {
 	Latest    *Attempt // nil while pending
 }
 
-// Partitions streams the window's partitions newest first, each with its
-// latest attempt as the ledger holds it now.
+// Partitions streams the backfill's partitions newest first, each with
+// its latest attempt as the ledger holds it now.
 func (s *BackfillStatus) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, error] {
 	return func(yield func(PartitionStatus, error) bool) {
-		for batch := range s.Window.Chunks(planBatch) {
-			latest := map[int64]Attempt{}
-			for a, err := range s.ledger.Latest(ctx, s.Record.DAG, batch.Start(), batch.End()) {
-				if err != nil {
-					yield(PartitionStatus{}, err)
-					return
-				}
-				latest[a.Start.Unix()] = a
+		cfg := config{selection: s.sel}
+		for batch := range cfg.batches(planBatch, NewestFirst) {
+			parts := slices.Collect(batch.OldestFirst())
+			latest := make([]*Attempt, len(parts))
+			if err := readLatest(ctx, s.ledger, s.Record.DAG, s.match, parts, latest); err != nil {
+				yield(PartitionStatus{}, err)
+				return
 			}
-			for p := range batch.All() {
-				ps := PartitionStatus{Partition: p, State: StatePending}
-				if a, ok := latest[p.Start.Unix()]; ok {
-					ps.State, ps.Latest = a.State, &a
+			for i := len(parts) - 1; i >= 0; i-- {
+				ps := PartitionStatus{Partition: parts[i], State: StatePending}
+				if a := latest[i]; a != nil {
+					ps.State, ps.Latest = a.State, a
 				}
 				if !yield(ps, nil) {
 					return
@@ -83,11 +113,10 @@ func StatusOf(ctx context.Context, l Ledger, id string, now time.Time) (*Backfil
 	if err != nil {
 		return nil, err
 	}
-	w, err := ParseTimePartitionWindow(record.Window)
+	s, err := statusOf(l, record)
 	if err != nil {
-		return nil, fmt.Errorf("tranche: backfill %s: its recorded window: %w", id, err)
+		return nil, err
 	}
-	s := &BackfillStatus{Record: record, Window: w, Counts: map[State]int{}, ledger: l}
 	var held, expired []string
 	var lastFailure *Attempt
 	for ps, err := range s.Partitions(ctx) {
@@ -110,7 +139,7 @@ func StatusOf(ctx context.Context, l Ledger, id string, now time.Time) (*Backfil
 		}
 	}
 	if record.Canceled {
-		s.Blocked = append(s.Blocked, "canceled: workers claim nothing more")
+		s.Blocked = append(s.Blocked, "canceled: workers claim nothing more until it is resumed (Backfill.Resume)")
 	}
 	s.Blocked = append(s.Blocked, held...)
 	s.Blocked = append(s.Blocked, expired...)

@@ -14,8 +14,15 @@
 //	tranche_attempts    dag_id, start_s, attempt, end_s, partition_key, backfill,
 //	                    run_id, worker, state, started_ms, finished_ms,
 //	                    lease_until_ms, error, row_count, revision
-//	tranche_backfills   id, seq, dag, time_window, chunk, created_ms, canceled
+//	tranche_backfills   id, seq, dag, time_window, chunk, created_ms, canceled,
+//	                    canceled_ms, resumed_ms, partitions
 //	tranche_schema      version, description, applied_ms
+//
+// Two indexes serve reads that must not grow with a DAG's partitions:
+// tranche_attempts_revision (dag_id, revision) answers Revision and
+// RevisionIn, which read the changes after a revision, and the partial
+// tranche_attempts_succeeded (dag_id, revision, start_s) of succeeded
+// attempts answers RecentSuccesses.
 //
 // Partition bounds are Unix seconds; the instants of attempts are Unix
 // milliseconds, so a ledger keeps them to the millisecond.
@@ -910,13 +917,84 @@ func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 	return rev, err
 }
 
+// millis returns t to the millisecond in UTC, as the ledger keeps it; the
+// zero time stays zero.
+func millis(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+// RevisionIn implements [tranche.Ledger]: it reads the index of
+// revisions from the highest down to after, so that it costs the changes
+// after after, whatever the range.
+func (l *Ledger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
+	var rev int64
+	err := l.read(ctx, "reading the revision of DAG "+dag+" from "+from.Format(time.RFC3339)+" to "+to.Format(time.RFC3339), func() error {
+		err := l.readRow(ctx, qRevisionIn, dag, after, ceilUnix(from), ceilUnix(to)).Scan(&rev)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	return rev, err
+}
+
+// RecentSuccesses implements [tranche.Ledger], through the index of the
+// DAG's successes.
+func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]tranche.Attempt, error) {
+	if n < 1 {
+		return nil, ctx.Err()
+	}
+	var out []tranche.Attempt
+	err := l.read(ctx, "reading the recent successes of DAG "+dag, func() error {
+		rows, err := l.readRows(ctx, qRecentSuccesses, dag, n)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAttempt(rows, dag)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
 func scanBackfill(row interface{ Scan(...any) error }) (tranche.BackfillRecord, error) {
 	var b tranche.BackfillRecord
 	var created int64
 	var canceled int
-	err := row.Scan(&b.ID, &b.DAG, &b.Window, &b.Chunk, &created, &canceled)
+	var canceledAt, resumedAt sql.NullInt64
+	var partitions string
+	if err := row.Scan(&b.ID, &b.DAG, &b.Window, &b.Chunk, &created, &canceled, &canceledAt, &resumedAt, &partitions); err != nil {
+		return b, err
+	}
 	b.Created, b.Canceled = time.UnixMilli(created).UTC(), canceled != 0
-	return b, err
+	if canceledAt.Valid {
+		b.CanceledAt = time.UnixMilli(canceledAt.Int64).UTC()
+	}
+	if resumedAt.Valid {
+		b.ResumedAt = time.UnixMilli(resumedAt.Int64).UTC()
+	}
+	for f := range strings.FieldsSeq(partitions) {
+		start, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return b, fmt.Errorf("backfill %s: partition start %q is not a Unix time: %w", b.ID, f, err)
+		}
+		b.Partitions = append(b.Partitions, time.Unix(start, 0).UTC())
+	}
+	return b, nil
+}
+
+// nullMillis is t in Unix milliseconds, NULL when zero.
+func nullMillis(t time.Time) sql.NullInt64 {
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: !t.IsZero()}
 }
 
 // PutBackfill implements [tranche.Ledger]. Created is kept to the
@@ -927,6 +1005,17 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 	}
 	if b.ID == "" {
 		return tranche.BackfillRecord{}, fmt.Errorf("tranche: PutBackfill without an id")
+	}
+	var partitions strings.Builder
+	for i, t := range b.Partitions {
+		if t.Nanosecond() != 0 {
+			return tranche.BackfillRecord{}, fmt.Errorf("tranche: PutBackfill of backfill %s with partition start %s: a SQL ledger keeps partition bounds to the second",
+				b.ID, t.Format(time.RFC3339Nano))
+		}
+		if i > 0 {
+			partitions.WriteByte(' ')
+		}
+		partitions.WriteString(strconv.FormatInt(t.Unix(), 10))
 	}
 	var stored tranche.BackfillRecord
 	err := l.write(ctx, "recording backfill "+b.ID, func(tx *sql.Tx) error {
@@ -945,7 +1034,8 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 		if b.Canceled {
 			canceled = 1
 		}
-		res, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), canceled)
+		res, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), canceled,
+			nullMillis(b.CanceledAt), nullMillis(b.ResumedAt), partitions.String())
 		if err != nil {
 			return err
 		}
@@ -958,6 +1048,11 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 		}
 		stored = b
 		stored.Created = time.UnixMilli(created.UnixMilli()).UTC()
+		stored.CanceledAt, stored.ResumedAt = millis(b.CanceledAt), millis(b.ResumedAt)
+		stored.Partitions = nil
+		for _, t := range b.Partitions {
+			stored.Partitions = append(stored.Partitions, t.UTC())
+		}
 		return nil
 	})
 	return stored, err
@@ -1000,11 +1095,26 @@ func (l *Ledger) Backfills(ctx context.Context) ([]tranche.BackfillRecord, error
 
 // CancelBackfill implements [tranche.Ledger].
 func (l *Ledger) CancelBackfill(ctx context.Context, id string) error {
+	return l.markBackfill(ctx, "canceling backfill "+id, l.dialect.qCancelBackfill(), id)
+}
+
+// ResumeBackfill implements [tranche.Ledger].
+func (l *Ledger) ResumeBackfill(ctx context.Context, id string) error {
+	return l.markBackfill(ctx, "resuming backfill "+id, l.dialect.qResumeBackfill(), id)
+}
+
+// markBackfill runs query, qCancelBackfill or qResumeBackfill, on
+// backfill id: one statement, a transaction of its own.
+func (l *Ledger) markBackfill(ctx context.Context, op, query, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return l.write(ctx, "canceling backfill "+id, func(tx *sql.Tx) error {
-		res, err := l.exec(ctx, tx, qCancelBackfill, id)
+	var clock any // nil: the database's
+	if l.clock != nil {
+		clock = l.clock().UnixMilli()
+	}
+	return l.write(ctx, op, func(tx *sql.Tx) error {
+		res, err := l.exec(ctx, tx, query, clock, id)
 		if err != nil {
 			return err
 		}

@@ -15,20 +15,38 @@ import (
 // for the number; Open prepares the others, and those for one partition,
 // so that a claim or a finish parses no SQL.
 const (
-	qDAGID          = `SELECT id FROM tranche_dags WHERE dag = $1`
-	qInsertDAG      = `INSERT INTO tranche_dags (dag) VALUES ($1) ON CONFLICT (dag) DO NOTHING`
-	qRevision       = `SELECT COALESCE(MAX(revision), 0) FROM tranche_attempts WHERE dag_id = $1`
-	qBackfill       = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
-	qBackfills      = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
-	qCancelBackfill = `UPDATE tranche_backfills SET canceled = 1 WHERE id = $1`
+	qDAGID     = `SELECT id FROM tranche_dags WHERE dag = $1`
+	qInsertDAG = `INSERT INTO tranche_dags (dag) VALUES ($1) ON CONFLICT (dag) DO NOTHING`
+	qRevision  = `SELECT COALESCE(MAX(revision), 0) FROM tranche_attempts WHERE dag_id = $1`
+	qBackfill  = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
+	qBackfills = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
+
+	// qRevisionIn reads the highest revision above $2 of the attempts of
+	// DAG $1 at partitions starting in [$3, $4), through the index of
+	// revisions: the unary plus keeps SQLite from reading the range of
+	// the primary key instead, which costs the partitions of the range,
+	// not the changes since $2.
+	qRevisionIn = `SELECT a.revision FROM tranche_attempts a
+		WHERE a.dag_id = (SELECT id FROM tranche_dags WHERE dag = $1) AND a.revision > $2
+			AND +a.start_s >= $3 AND +a.start_s < $4
+		ORDER BY a.revision DESC LIMIT 1`
+
+	// qRecentSuccesses reads the latest $2 successes of DAG $1, through
+	// the partial index tranche_attempts_succeeded.
+	qRecentSuccesses = `SELECT ` + attemptColumns + `
+		FROM tranche_attempts a
+		WHERE a.dag_id = (SELECT id FROM tranche_dags WHERE dag = $1) AND a.state = 'succeeded'
+		ORDER BY a.revision DESC, a.start_s DESC
+		LIMIT $2`
 	// Parameters outside a VALUES list of an INSERT, or a comparison with
 	// a column, are cast: PostgreSQL would take them for text. Workers
 	// starting the same backfill at once both insert it: ON CONFLICT lets
 	// the later one wait for the first and keep its row. (SQLite needs the
 	// WHERE to tell the upsert's ON from a join's.)
-	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled)
+	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions)
 		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), CAST($3 AS TEXT),
-			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER) FROM tranche_backfills WHERE true
+			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER), CAST($7 AS BIGINT), CAST($8 AS BIGINT), CAST($9 AS TEXT)
+		FROM tranche_backfills WHERE true
 		ON CONFLICT (id) DO NOTHING`
 
 	// qTakeover fails an attempt whose lease expired, when another
@@ -66,7 +84,24 @@ const (
 const attemptColumns = `a.start_s, a.end_s, a.partition_key, a.backfill, a.run_id, a.worker, a.attempt, a.state,
 	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision`
 
-const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled`
+const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions`
+
+// qCancelBackfill cancels backfill $2 at $1's time or, when NULL, the
+// database's, keeping the time of a cancellation in force. (An UPDATE's
+// expressions read the row as it was.)
+func (d *Dialect) qCancelBackfill() string {
+	return `UPDATE tranche_backfills
+		SET canceled = 1, canceled_ms = CASE WHEN canceled = 0 THEN COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) ELSE canceled_ms END
+		WHERE id = $2`
+}
+
+// qResumeBackfill resumes backfill $2 at $1's time or, when NULL, the
+// database's, if it is canceled.
+func (d *Dialect) qResumeBackfill() string {
+	return `UPDATE tranche_backfills
+		SET canceled = 0, resumed_ms = CASE WHEN canceled <> 0 THEN COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) ELSE resumed_ms END
+		WHERE id = $2`
+}
 
 // qStart is the first statement of a claim or a multi-partition finish:
 // the database's clock, a new revision of DAG $1, and whether backfill $2
@@ -185,12 +220,13 @@ func pairs(from, n int) string {
 // those that transactions run, on the reader those that reads run.
 func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill, qCancelBackfill, qInsertBackfill,
+	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill,
+		l.dialect.qCancelBackfill(), l.dialect.qResumeBackfill(), qInsertBackfill,
 		qTakeover, qFinishEach, l.dialect.qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
 	if l.dialect.InsertInWith {
 		writes = append(writes, l.dialect.qClaimFresh())
 	}
-	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts}
+	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts, qRevisionIn, qRecentSuccesses}
 	for _, set := range []struct {
 		db    *sql.DB
 		into  map[string]*sql.Stmt

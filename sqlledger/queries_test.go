@@ -10,7 +10,7 @@ import (
 // relies on: $1, $2, ... each used once, in order.
 func TestPlaceholdersInOrder(t *testing.T) {
 	l := &Ledger{dialect: &SQLite}
-	queries := []string{l.qNow(), SQLite.qStart(), SQLite.qClaimFresh(), qDAGID, qInsertDAG, qRevision, qBackfill, qBackfills, qCancelBackfill,
+	queries := []string{l.qNow(), SQLite.qStart(), SQLite.qClaimFresh(), qDAGID, qInsertDAG, qRevision, qBackfill, qBackfills, SQLite.qCancelBackfill(), SQLite.qResumeBackfill(), qRevisionIn, qRecentSuccesses,
 		qInsertBackfill, qTakeover, qFinishEach, qHistory, qAttempts, createSchemaTable,
 		`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`}
 	for _, n := range []int{1, 2, 7, batchRows} {

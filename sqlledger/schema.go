@@ -84,6 +84,20 @@ var migrations = []migration{{
 		`ALTER TABLE tranche_dags DROP COLUMN revision`,
 	},
 	dialect: func(d *Dialect) []string { return d.RevisionSchema },
+}, {
+	version:     3,
+	description: "resumable backfills, chosen partitions, recent successes",
+	statements: []string{
+		// When a backfill was last canceled and resumed (NULL: never, or
+		// before version 3), and the starts of its chosen partitions, in
+		// Unix seconds separated by spaces ('' for a whole window).
+		`ALTER TABLE tranche_backfills ADD COLUMN canceled_ms BIGINT`,
+		`ALTER TABLE tranche_backfills ADD COLUMN resumed_ms BIGINT`,
+		`ALTER TABLE tranche_backfills ADD COLUMN partitions TEXT NOT NULL DEFAULT ''`,
+		// A DAG's successes by revision, for the estimate of a plan,
+		// which reads the latest 20 however many failures followed them.
+		`CREATE INDEX tranche_attempts_succeeded ON tranche_attempts (dag_id, revision, start_s) WHERE state = 'succeeded'`,
+	},
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A

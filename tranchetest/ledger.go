@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,8 +91,15 @@ func (c *Clock) Advance(d time.Duration) {
 //   - backfill records: PutBackfill is idempotent, even when workers
 //     starting one backfill at once put it together, Backfill of an unknown
 //     id fails with [tranche.ErrUnknownBackfill], Backfills lists oldest
-//     first, CancelBackfill marks a backfill canceled and refuses its
-//     further claims, while its running leases may still finish;
+//     first, every field of a record is kept (chosen partitions, when it
+//     was canceled and resumed), CancelBackfill marks a backfill canceled
+//     at the ledger's time and refuses its further claims, while its
+//     running leases may still finish, and ResumeBackfill lets claims go
+//     on, recording when;
+//   - RevisionIn gives the highest revision of the changes in a range of
+//     partitions after a revision, ignoring the other partitions and
+//     DAGs; RecentSuccesses gives a DAG's latest successes, the last to
+//     finish first;
 //   - malformed requests (no DAG or worker, no partitions, a zero or empty
 //     partition, one partition twice, a lease that is not positive, an
 //     unknown policy, Finish with the wrong number of outcomes or a state
@@ -143,6 +151,10 @@ var ledgerTests = []struct {
 	{"Backfills", testBackfills},
 	{"ConcurrentPutBackfill", testConcurrentPutBackfill},
 	{"CanceledBackfill", testCanceledBackfill},
+	{"ResumeBackfill", testResumeBackfill},
+	{"BackfillRecordFields", testBackfillRecordFields},
+	{"RevisionIn", testRevisionIn},
+	{"RecentSuccesses", testRecentSuccesses},
 	{"BadClaims", testBadClaims},
 	{"BadFinish", testBadFinish},
 	{"CanceledContext", testCanceledContext},
@@ -1295,7 +1307,7 @@ func testBackfills(s *ledgerSuite) {
 	if err := s.l.CancelBackfill(s.ctx, b1.ID); err != nil {
 		s.t.Fatalf("CancelBackfill twice = %v; want nil", err)
 	}
-	b1.Canceled = true
+	b1.Canceled, b1.CanceledAt = true, s.clock.Now()
 	if got, err := s.l.Backfill(s.ctx, b1.ID); err != nil {
 		s.t.Fatal(err)
 	} else {
@@ -1388,7 +1400,9 @@ func testConcurrentPutBackfill(s *ledgerSuite) {
 func checkBackfill(t *testing.T, what string, got, want tranche.BackfillRecord) {
 	t.Helper()
 	if got.ID != want.ID || got.DAG != want.DAG || got.Window != want.Window || got.Chunk != want.Chunk ||
-		!got.Created.Equal(want.Created) || got.Canceled != want.Canceled {
+		!got.Created.Equal(want.Created) || got.Canceled != want.Canceled ||
+		!got.CanceledAt.Equal(want.CanceledAt) || !got.ResumedAt.Equal(want.ResumedAt) ||
+		!slices.EqualFunc(got.Partitions, want.Partitions, time.Time.Equal) {
 		t.Errorf("%s = %+v; want %+v", what, got, want)
 	}
 }
@@ -1545,6 +1559,11 @@ func testCanceledContext(s *ledgerSuite) {
 	_, err = s.l.Backfills(ctx)
 	wantCanceled("Backfills", err)
 	wantCanceled("CancelBackfill", s.l.CancelBackfill(ctx, suiteBackfill))
+	wantCanceled("ResumeBackfill", s.l.ResumeBackfill(ctx, suiteBackfill))
+	_, err = s.l.RevisionIn(ctx, suiteDAG, suiteFrom, suiteTo, 0)
+	wantCanceled("RevisionIn", err)
+	_, err = s.l.RecentSuccesses(ctx, suiteDAG, 20)
+	wantCanceled("RecentSuccesses", err)
 
 	s.unchanged(before, "calls with a canceled context")
 	if _, err := s.l.Backfill(s.ctx, "bf-canceled"); !errors.Is(err, tranche.ErrUnknownBackfill) {
@@ -1563,4 +1582,230 @@ func testHistoryIsACopy(s *ledgerSuite) {
 	h[0].State, h[0].Worker, h[0].Number = tranche.StateFailed, "worker-mallory", 9
 	s.checkAttempt(s.only(s.history(p), "History"), p, 1, tranche.StateSucceeded, alpha)
 	s.refuse(req(beta, p), "")
+}
+
+// testResumeBackfill cancels and resumes a backfill: claims are refused
+// while it is canceled and granted once it is resumed, and the record
+// keeps when it was last canceled and last resumed.
+func testResumeBackfill(s *ledgerSuite) {
+	if err := s.l.ResumeBackfill(s.ctx, "bf-unknown"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+		s.t.Errorf("ResumeBackfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
+	}
+	b := tranche.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG, Window: "2024-03-01/2024-03-31", Chunk: 1, Created: s.clock.Now()}
+	if _, err := s.l.PutBackfill(s.ctx, b); err != nil {
+		s.t.Fatal(err)
+	}
+	check := func(what string) {
+		s.t.Helper()
+		got, err := s.l.Backfill(s.ctx, b.ID)
+		if err != nil {
+			s.t.Fatalf("%s: Backfill = %v", what, err)
+		}
+		checkBackfill(s.t, what+": Backfill", got, b)
+	}
+	resume := func(what string) {
+		s.t.Helper()
+		if err := s.l.ResumeBackfill(s.ctx, b.ID); err != nil {
+			s.t.Fatalf("%s: ResumeBackfill = %v", what, err)
+		}
+	}
+	cancel := func(what string) {
+		s.t.Helper()
+		if err := s.l.CancelBackfill(s.ctx, b.ID); err != nil {
+			s.t.Fatalf("%s: CancelBackfill = %v", what, err)
+		}
+	}
+
+	s.clock.Advance(time.Minute)
+	resume("a backfill never canceled")
+	check("ResumeBackfill of a backfill never canceled") // changes nothing
+
+	s.clock.Advance(time.Minute)
+	cancel("first cancel")
+	b.Canceled, b.CanceledAt = true, s.clock.Now()
+	check("CancelBackfill")
+	s.clock.Advance(time.Minute)
+	cancel("second cancel")
+	check("CancelBackfill of a canceled backfill") // keeps the first time
+	s.refuse(req(alpha, part(0)), "")
+
+	s.clock.Advance(time.Minute)
+	resume("resume")
+	b.Canceled, b.ResumedAt = false, s.clock.Now()
+	check("ResumeBackfill")
+	s.finish(s.claim(req(alpha, part(0))), succeeded)
+	s.clock.Advance(time.Minute)
+	resume("second resume")
+	check("ResumeBackfill of a resumed backfill") // keeps the first time
+
+	s.clock.Advance(time.Minute)
+	cancel("cancel after a resume")
+	b.Canceled, b.CanceledAt = true, s.clock.Now()
+	check("CancelBackfill after a resume")
+	s.refuse(req(beta, part(1)), "")
+	s.clock.Advance(time.Minute)
+	resume("resume after the second cancel")
+	b.Canceled, b.ResumedAt = false, s.clock.Now()
+	check("ResumeBackfill after the second cancel")
+	s.finish(s.claim(req(beta, part(1))), succeeded)
+
+	if got, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{ID: b.ID, DAG: suiteDAG, Window: "2020"}); err != nil {
+		s.t.Fatal(err)
+	} else {
+		checkBackfill(s.t, "PutBackfill of a resumed backfill", got, b) // the stored record
+	}
+	if bs, err := s.l.Backfills(s.ctx); err != nil || len(bs) != 1 {
+		s.t.Fatalf("Backfills = %+v, %v; want the one backfill", bs, err)
+	} else {
+		checkBackfill(s.t, "Backfills", bs[0], b)
+	}
+}
+
+// testBackfillRecordFields puts records with every field set: a backfill
+// of chosen partitions, and one canceled and resumed before it was put.
+func testBackfillRecordFields(s *ledgerSuite) {
+	t0 := s.clock.Now()
+	chosen := tranche.BackfillRecord{ID: "bf-chosen", DAG: suiteDAG, Window: "hour 2024-03-01T00:00Z..2024-03-02T00:00Z", Chunk: 1,
+		Partitions: []time.Time{part(0).Start, part(3).Start.In(suiteIST), part(4).Start, part(24).Start}}
+	got, err := s.l.PutBackfill(s.ctx, chosen)
+	if err != nil {
+		s.t.Fatalf("PutBackfill of chosen partitions = %v", err)
+	}
+	chosen.Created = t0
+	checkBackfill(s.t, "PutBackfill of chosen partitions", got, chosen)
+	got.Partitions[0] = suiteTo // the caller's copy
+	if got, err := s.l.Backfill(s.ctx, chosen.ID); err != nil {
+		s.t.Fatal(err)
+	} else {
+		checkBackfill(s.t, "Backfill of chosen partitions", got, chosen)
+	}
+
+	marked := tranche.BackfillRecord{ID: "bf-marked", DAG: suiteDAG, Window: "2024", Chunk: 2, Created: t0.Add(-time.Hour),
+		Canceled: true, CanceledAt: t0.Add(-30 * time.Minute), ResumedAt: t0.Add(-40 * time.Minute)}
+	if got, err := s.l.PutBackfill(s.ctx, marked); err != nil {
+		s.t.Fatal(err)
+	} else {
+		checkBackfill(s.t, "PutBackfill with CanceledAt and ResumedAt", got, marked)
+	}
+	bs, err := s.l.Backfills(s.ctx)
+	if err != nil || len(bs) != 2 {
+		s.t.Fatalf("Backfills = %+v, %v; want two", bs, err)
+	}
+	checkBackfill(s.t, "Backfills[0]", bs[0], chosen)
+	checkBackfill(s.t, "Backfills[1]", bs[1], marked)
+}
+
+// testRevisionIn reads the highest revision of the attempts in a range of
+// partitions above a revision: the changes there, not elsewhere.
+func testRevisionIn(s *ledgerSuite) {
+	in := func(from, to time.Time, after int64) int64 {
+		s.t.Helper()
+		r, err := s.l.RevisionIn(s.ctx, suiteDAG, from, to, after)
+		if err != nil {
+			s.t.Fatalf("RevisionIn(%s, %s, after %d) = %v", from.Format(time.RFC3339), to.Format(time.RFC3339), after, err)
+		}
+		return r
+	}
+	want := func(what string, got, want int64) {
+		s.t.Helper()
+		if got != want {
+			s.t.Errorf("RevisionIn %s = %d; want %d", what, got, want)
+		}
+	}
+	p0, p5 := part(0), part(5)
+	want("of an empty ledger", in(suiteFrom, suiteTo, 0), 0)
+
+	lease0 := s.claim(req(alpha, p0))
+	r1 := s.revision()
+	want("of everything after a claim", in(suiteFrom, suiteTo, 0), r1)
+	want("of the claimed partition", in(p0.Start, p0.End, 0), r1)
+	want("of the claimed partition, in another location", in(p0.Start.In(suiteIST), p0.End.In(suiteEST), 0), r1)
+	want("of the partitions after it", in(p0.End, suiteTo, 0), 0)
+	want("up to its start, excluded", in(suiteFrom, p0.Start, 0), 0)
+	want("after the claim's revision", in(suiteFrom, suiteTo, r1), 0)
+
+	lease5 := s.claim(req(alpha, p5))
+	r2 := s.revision()
+	want("of the first partition after a claim of another", in(p0.Start, p0.End, r1), 0)
+	want("of everything after a claim of another", in(suiteFrom, suiteTo, r1), r2)
+	s.finish(lease0, succeeded)
+	r3 := s.revision()
+	want("of the first partition after its finish", in(p0.Start, p0.End, r1), r3)
+	want("of the first partition from before the other's claim", in(p0.Start, p0.End, r1-1), r3)
+	want("of the other partition after the finish of the first", in(p5.Start, p5.End, r2), 0)
+	want("of the other partition from before its claim", in(p5.Start, p5.End, r1), r2)
+	want("of everything after the finish", in(suiteFrom, suiteTo, r3), 0)
+
+	// Another DAG's changes are its own.
+	other := req(beta, p0)
+	other.DAG = "tranchetest-other-dag"
+	s.claim(other)
+	want("after another DAG's claim", in(suiteFrom, suiteTo, r3), 0)
+	if r, err := s.l.RevisionIn(s.ctx, "tranchetest-unknown-dag", suiteFrom, suiteTo, 0); err != nil || r != 0 {
+		s.t.Errorf("RevisionIn of an unknown DAG = %d, %v; want 0", r, err)
+	}
+
+	// A takeover changes both attempts of the partition.
+	s.clock.Advance(suiteLease)
+	s.claim(req(gamma, p5))
+	r4 := s.revision()
+	want("of a partition taken over", in(p5.Start, p5.End, r3), r4)
+	s.fenced(lease5)
+	want("after a fenced heartbeat and finish", in(suiteFrom, suiteTo, r4), 0)
+}
+
+// testRecentSuccesses reads the latest successes of a DAG, the last to
+// finish first, chunks by partition, latest first.
+func testRecentSuccesses(s *ledgerSuite) {
+	recent := func(n int) []tranche.Attempt {
+		s.t.Helper()
+		as, err := s.l.RecentSuccesses(s.ctx, suiteDAG, n)
+		if err != nil {
+			s.t.Fatalf("RecentSuccesses(%d) = %v", n, err)
+		}
+		return as
+	}
+	if as := recent(20); len(as) != 0 {
+		s.t.Errorf("RecentSuccesses of an empty ledger:\n%swant none", formatAttempts(as))
+	}
+	s.finish(s.claim(req(alpha, part(0))), succeeded)
+	s.clock.Advance(time.Second)
+	s.finish(s.claim(req(alpha, part(1))), tranche.StateFailed)
+	s.clock.Advance(time.Second)
+	s.finish(s.claim(req(beta, part(2), part(3))), succeeded, succeeded)
+	s.clock.Advance(time.Second)
+	s.finish(s.claim(req(alpha, part(4))), tranche.StateCanceled)
+	s.clock.Advance(time.Second)
+	s.finish(s.claim(req(gamma, part(5))), succeeded)
+	s.clock.Advance(time.Second)
+	again := req(alpha, part(0))
+	again.Policy, again.Revision = tranche.RerunAll, s.revision()
+	s.finish(s.claim(again), succeeded)
+	s.claim(req(beta, part(6))) // running: not a success
+	other := req(alpha, part(7))
+	other.DAG = "tranchetest-other-dag"
+	s.finish(s.claim(other), succeeded)
+
+	attempt := func(p tranche.TimePartition, number int) tranche.Attempt {
+		s.t.Helper()
+		h := s.history(p)
+		if len(h) < number {
+			s.t.Fatalf("History of %s:\n%swant attempt %d", p.Key(), formatAttempts(h), number)
+		}
+		return h[number-1]
+	}
+	all := []tranche.Attempt{attempt(part(0), 2), attempt(part(5), 1), attempt(part(3), 1), attempt(part(2), 1), attempt(part(0), 1)}
+	for _, n := range []int{20, 5, 3, 1} {
+		if d := diffAttempts(all[:min(n, len(all))], recent(n)); d != "" {
+			s.t.Errorf("RecentSuccesses(%d):\n%s", n, d)
+		}
+	}
+	for _, n := range []int{0, -1} {
+		if as := recent(n); len(as) != 0 {
+			s.t.Errorf("RecentSuccesses(%d):\n%swant none", n, formatAttempts(as))
+		}
+	}
+	if as, err := s.l.RecentSuccesses(s.ctx, "tranchetest-unknown-dag", 20); err != nil || len(as) != 0 {
+		s.t.Errorf("RecentSuccesses of an unknown DAG = %v:\n%swant none", err, formatAttempts(as))
+	}
 }

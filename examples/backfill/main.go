@@ -1,6 +1,9 @@
 // Backfill materializes a month of days over a two-asset DAG into JSON
 // files, records every partition in an in-memory ledger, and then runs the
 // same backfill again to show that it resumes: only what failed runs.
+// Last, it backfills three chosen days of February (not adjacent: one
+// backfill, one plan), cancels that backfill after its first day, as an
+// operator would, and resumes it: the two days left run.
 //
 //	go run ./examples/backfill [FOLDER]
 //	TRANCHE_FAIL_PARTITION=2026-01-17 go run ./examples/backfill
@@ -113,6 +116,9 @@ func run() error {
 	} else {
 		fmt.Println("No fault was injected; set TRANCHE_FAIL_PARTITION=2026-01-17 to fail a day and see the second run resume it.")
 	}
+	if err := chosenDays(ctx, dag, b.Ledger); err != nil {
+		return err
+	}
 	id, err := b.ID()
 	if err != nil {
 		return err
@@ -131,6 +137,47 @@ func run() error {
 	if len(os.Args) < 2 {
 		fmt.Println("(the temporary folder is removed on exit; give a folder as an argument to keep the files)")
 	}
+	return nil
+}
+
+// chosenDays backfills three days of February that are not adjacent,
+// cancels the backfill in the ledger once its first day succeeded, and
+// resumes it.
+func chosenDays(ctx context.Context, dag *tranche.DAG, ledger tranche.Ledger) error {
+	var days []tranche.TimePartition
+	for _, d := range []int{2, 9, 16} {
+		days = append(days, tranche.PartitionOf(tranche.Day, time.Date(2026, 2, d, 0, 0, 0, 0, time.UTC)))
+	}
+	canceled := false
+	cancelAfterFirst := func(ctx context.Context, e tranche.Event) {
+		if e.Kind == tranche.KindPartitionSucceeded && !canceled {
+			canceled = true // one worker, one partition at a time: no race
+			if err := ledger.CancelBackfill(ctx, e.Backfill); err != nil {
+				fmt.Println("  cancel:", err)
+			}
+		}
+	}
+	b := &tranche.Backfill{DAG: dag, Partitions: days, Ledger: ledger, Worker: "example",
+		OnEvent: tranche.Hooks(tranche.NewProgressReporter(os.Stdout), cancelAfterFirst)}
+	plan, err := b.Plan(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n== chosen days: the plan\n%s\n", plan)
+	report, err := b.Run(ctx)
+	if !errors.Is(err, tranche.ErrBackfillCanceled) {
+		return fmt.Errorf("the backfill of chosen days, canceled after its first day: %v, %w", report, err)
+	}
+	fmt.Printf("\n== chosen days: canceled after the first\n%s\n  error: %v\n", report, err)
+	if report, err = b.Resume(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("\n== chosen days: resumed\n%s\n", report)
+	record, err := ledger.Backfill(ctx, report.Backfill)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  canceled at %s, resumed at %s\n\n", record.CanceledAt.Format(time.TimeOnly), record.ResumedAt.Format(time.TimeOnly))
 	return nil
 }
 

@@ -139,3 +139,104 @@ func WriteV1(ctx context.Context, db DB, idColumn, tableOptions string) error {
 	}
 	return nil
 }
+
+// The schema of version 2, as released: version 1's, then these, then the
+// dialect's own statements (sqlledger.Dialect's RevisionSchema), which
+// WriteV2 runs after the data, as they count on from the revisions there.
+var v2 = []string{
+	`CREATE INDEX tranche_attempts_revision ON tranche_attempts (dag_id, revision)`,
+	`ALTER TABLE tranche_dags DROP COLUMN revision`,
+	`INSERT INTO tranche_schema (version, description, applied_ms) VALUES (2, 'revisions from the attempts, without a counter per DAG', 0)`,
+}
+
+// V2DAG is the DAG of the version-2 ledger.
+const V2DAG = "dag-v2"
+
+// V2Revision is the revision of V2DAG in the version-2 ledger.
+const V2Revision = 6
+
+// The backfills of the version-2 ledger: V2Canceled was canceled, V2Open
+// was not.
+const (
+	V2Canceled = "bf-v2-canceled"
+	V2Open     = "bf-v2-open"
+)
+
+// V2Backfills are the backfills of the version-2 ledger, oldest first, as
+// a release of version 3 reads them: a version-2 ledger kept no time of a
+// cancellation and no chosen partitions.
+func V2Backfills() []tranche.BackfillRecord {
+	return []tranche.BackfillRecord{
+		{ID: V2Canceled, DAG: V2DAG, Window: "2026-01-01/2026-01-04", Chunk: 1, Created: time.UnixMilli(1000).UTC(), Canceled: true},
+		{ID: V2Open, DAG: V2DAG, Window: "2026-01-01/2026-01-10", Chunk: 2, Created: time.UnixMilli(2000).UTC()},
+	}
+}
+
+// V2Attempts are the attempts of the version-2 ledger, as a release of
+// version 2 recorded them for backfill V2Canceled: day 0 succeeded
+// (revision 2), day 1 failed (4), day 2 succeeded (5), and day 3 claimed
+// (6) by a worker that died, its lease long expired.
+func V2Attempts() []tranche.Attempt {
+	at := func(min int) time.Time { return time.Date(2025, 12, 2, 4, min, 0, 0, time.UTC) }
+	a := func(i int) tranche.Attempt {
+		p := V1Day(i)
+		return tranche.Attempt{DAG: V2DAG, Backfill: V2Canceled, Start: p.Start, End: p.End, Key: p.Key(),
+			RunID: fmt.Sprintf("run-v2-%d", i), Worker: "w1", Number: 1}
+	}
+	a0, a1, a2, a3 := a(0), a(1), a(2), a(3)
+	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = tranche.StateSucceeded, at(0), at(1), at(5), 10, 2
+	a1.State, a1.Started, a1.Finished, a1.LeaseUntil, a1.Err, a1.Revision = tranche.StateFailed, at(1), at(3), at(6), "boom", 4
+	a2.State, a2.Started, a2.Finished, a2.LeaseUntil, a2.Rows, a2.Revision = tranche.StateSucceeded, at(3), at(7), at(8), 4, 5
+	a3.State, a3.Started, a3.LeaseUntil, a3.Worker, a3.Revision = tranche.StateRunning, at(8), at(9), "w2", V2Revision
+	return []tranche.Attempt{a0, a1, a2, a3}
+}
+
+// WriteV2 creates the schema of version 2 in db, with a dialect's pieces
+// as V1 takes them and its revisionSchema (sqlledger.Dialect's
+// RevisionSchema), and records V2Backfills and V2Attempts in it.
+func WriteV2(ctx context.Context, db DB, idColumn, tableOptions string, revisionSchema []string) error {
+	for _, stmt := range append(V1(idColumn, tableOptions), v2...) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("creating the version-2 schema: %w\n%s", err, stmt)
+		}
+	}
+	var id int64
+	if err := db.QueryRowContext(ctx, `INSERT INTO tranche_dags (dag) VALUES ($1) RETURNING id`, V2DAG).Scan(&id); err != nil {
+		return fmt.Errorf("inserting the DAG: %w", err)
+	}
+	for i, b := range V2Backfills() {
+		canceled := 0
+		if b.Canceled {
+			canceled = 1
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO tranche_backfills VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			b.ID, i+1, b.DAG, b.Window, b.Chunk, b.Created.UnixMilli(), canceled); err != nil {
+			return fmt.Errorf("inserting backfill %s: %w", b.ID, err)
+		}
+	}
+	for _, a := range V2Attempts() {
+		finished := sql.NullInt64{Int64: a.Finished.UnixMilli(), Valid: !a.Finished.IsZero()}
+		if _, err := db.ExecContext(ctx, `INSERT INTO tranche_partitions VALUES ($1, $2, 1)`, id, a.Start.Unix()); err != nil {
+			return fmt.Errorf("inserting partition %s: %w", a.Key, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO tranche_attempts VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			id, a.Start.Unix(), a.End.Unix(), a.Key, a.Backfill, a.RunID, a.Worker, string(a.State),
+			a.Started.UnixMilli(), finished, a.LeaseUntil.UnixMilli(), a.Err, a.Rows, a.Revision); err != nil {
+			return fmt.Errorf("inserting attempt %s: %w", a.Key, err)
+		}
+	}
+	for _, stmt := range revisionSchema {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("creating the dialect's revision schema: %w\n%s", err, stmt)
+		}
+	}
+	return nil
+}
+
+// V2PostgresRevisions are the statements of the PostgreSQL dialect's
+// revision schema as version 2 released them: WriteV2's revisionSchema
+// for PostgreSQL.
+var V2PostgresRevisions = []string{
+	`CREATE SEQUENCE tranche_revisions AS BIGINT CACHE 1`,
+	`SELECT setval('tranche_revisions', (SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts), false)`,
+}

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -28,7 +29,7 @@ func writeV1(t *testing.T, path string) {
 }
 
 // TestMigrateFromVersion1 opens a ledger written at schema version 1: Open
-// migrates it to version 2, keeping every attempt and the DAG's revision
+// migrates it to the current version, keeping every attempt and the DAG's revision
 // (now its attempts' highest), and the ledger goes on claiming and
 // finishing from there, with revisions above the old counter's.
 func TestMigrateFromVersion1(t *testing.T) {
@@ -47,8 +48,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	defer db.Close()
 	var versions string
-	if err := db.QueryRow(`SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)`).Scan(&versions); err != nil || versions != "1 2" {
-		t.Errorf("tranche_schema versions %q, %v; want 1 2", versions, err)
+	if err := db.QueryRow(`SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)`).Scan(&versions); err != nil || versions != "1 2 3" {
+		t.Errorf("tranche_schema versions %q, %v; want 1 2 3", versions, err)
 	}
 	var index, column int
 	if err := db.QueryRow(`SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'tranche_attempts_revision'),
@@ -118,5 +119,98 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if got, err := l.Revision(ctx, "dag-v2"); err != nil || got != 1 {
 		t.Errorf("Revision of the new DAG = %d, %v; want 1", got, err)
+	}
+}
+
+// TestMigrateFromVersion2 opens a ledger written at schema version 2:
+// Open migrates it to version 3, keeping every attempt and backfill (the
+// canceled one without a time of its cancellation, which version 2 did
+// not keep), and the ledger reads its recent successes, resumes the
+// canceled backfill and goes on claiming for it.
+func TestMigrateFromVersion2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	func() {
+		db, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := schematest.WriteV2(t.Context(), db, "INTEGER PRIMARY KEY", " WITHOUT ROWID", nil); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	clock := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	l, err := sqlite.Open(t.Context(), path, &sqlite.Options{Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatalf("Open of a version-2 ledger = %v", err)
+	}
+	defer l.Close()
+	ctx := t.Context()
+
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var versions string
+	var index, columns int
+	if err := db.QueryRow(`SELECT (SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)),
+		(SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'tranche_attempts_succeeded'),
+		(SELECT count(*) FROM pragma_table_info('tranche_backfills') WHERE name IN ('canceled_ms', 'resumed_ms', 'partitions'))`).Scan(&versions, &index, &columns); err != nil {
+		t.Fatal(err)
+	}
+	if versions != "1 2 3" || index != 1 || columns != 3 {
+		t.Errorf("tranche_schema versions %q, %d indexes tranche_attempts_succeeded, %d new columns of tranche_backfills; want 1 2 3, 1 and 3", versions, index, columns)
+	}
+
+	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, schematest.V2Backfills()) {
+		t.Errorf("Backfills after the migration = %+v, %v; want %+v", bs, err, schematest.V2Backfills())
+	}
+	want := schematest.V2Attempts()
+	var latest []tranche.Attempt
+	for a, err := range l.Latest(ctx, schematest.V2DAG, schematest.V1Day(0).Start, schematest.V1Day(10).Start) {
+		if err != nil {
+			t.Fatalf("Latest = %v", err)
+		}
+		latest = append(latest, a)
+	}
+	if !reflect.DeepEqual(latest, want) {
+		t.Errorf("Latest after the migration:\n%+v\nwant:\n%+v", latest, want)
+	}
+	if got, err := l.RecentSuccesses(ctx, schematest.V2DAG, 20); err != nil || !reflect.DeepEqual(got, []tranche.Attempt{want[2], want[0]}) {
+		t.Errorf("RecentSuccesses after the migration = %+v, %v; want days 2 and 0", got, err)
+	}
+	if rev, err := l.RevisionIn(ctx, schematest.V2DAG, schematest.V1Day(0).Start, schematest.V1Day(2).Start, 0); err != nil || rev != 4 {
+		t.Errorf("RevisionIn of days 0 and 1 = %d, %v; want 4", rev, err)
+	}
+
+	// The canceled backfill refuses claims until it is resumed.
+	req := tranche.ClaimRequest{DAG: schematest.V2DAG, Backfill: schematest.V2Canceled, Worker: "w3", RunID: "run-v3",
+		Partitions: []tranche.TimePartition{schematest.V1Day(1)}, Lease: time.Minute, Policy: tranche.RerunFailed}
+	if _, err := l.Claim(ctx, req); !errors.Is(err, tranche.ErrNotClaimable) {
+		t.Errorf("Claim for the canceled backfill = %v; want ErrNotClaimable", err)
+	}
+	if err := l.ResumeBackfill(ctx, schematest.V2Canceled); err != nil {
+		t.Fatalf("ResumeBackfill = %v", err)
+	}
+	resumed := schematest.V2Backfills()[0]
+	resumed.Canceled, resumed.ResumedAt = false, clock
+	if b, err := l.Backfill(ctx, schematest.V2Canceled); err != nil || !reflect.DeepEqual(b, resumed) {
+		t.Errorf("Backfill after ResumeBackfill = %+v, %v; want %+v", b, err, resumed)
+	}
+	lease, err := l.Claim(ctx, req)
+	if err != nil || lease.Attempts[0] != 2 {
+		t.Fatalf("Claim of the failed day for the resumed backfill = %+v, %v; want attempt 2", lease, err)
+	}
+	if rev, err := l.Revision(ctx, schematest.V2DAG); err != nil || rev != schematest.V2Revision+1 {
+		t.Errorf("Revision after the claim = %d, %v; want %d", rev, err, schematest.V2Revision+1)
+	}
+	if err := l.CancelBackfill(ctx, schematest.V2Open); err != nil {
+		t.Fatal(err)
+	}
+	canceled := schematest.V2Backfills()[1]
+	canceled.Canceled, canceled.CanceledAt = true, clock
+	if b, err := l.Backfill(ctx, schematest.V2Open); err != nil || !reflect.DeepEqual(b, canceled) {
+		t.Errorf("Backfill after CancelBackfill = %+v, %v; want %+v", b, err, canceled)
 	}
 }
