@@ -105,6 +105,11 @@ type Ledger struct {
 	// Statements prepared by Open, by query as written: on db, run in
 	// transactions, and on reader.
 	wstmts, rstmts map[string]*sql.Stmt
+
+	// The leases this ledger granted and has not finished, with the
+	// work deferred to their finish (deferred.go).
+	dmu    sync.Mutex
+	leases map[leaseKey][]deferredWork
 }
 
 var _ tranche.Ledger = (*Ledger)(nil)
@@ -361,6 +366,9 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 	}
 	op := "claiming " + describe(req.Partitions)
 	if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
+		if lease != nil {
+			l.held(lease)
+		}
 		return lease, err
 	}
 	var lease *tranche.Lease
@@ -474,6 +482,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 	if newDAG != 0 {
 		l.dags.Store(req.DAG, newDAG)
 	}
+	l.held(lease)
 	return lease, nil
 }
 
@@ -625,6 +634,9 @@ func (l *Ledger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Dur
 		}
 		return nil
 	})
+	if errors.Is(err, tranche.ErrFenced) {
+		l.forget(lease) // taken over: its deferred work can never commit
+	}
 	if err != nil {
 		return err
 	}
@@ -671,8 +683,25 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 		return l.wrap(ctx, op, err)
 	}
 	if dagID == 0 {
+		l.forget(lease)
 		return fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
 	}
+	if work := l.pending(lease, outcomes); work != nil {
+		err = l.finishDeferred(ctx, op, dagID, lease, outcomes, work)
+	} else {
+		err = l.finishPlain(ctx, op, dagID, lease, outcomes)
+	}
+	// Work deferred to the finish is kept for a call tried again after a
+	// failure that decided nothing (a lost connection); once the outcome
+	// is recorded, or can never be, it goes.
+	if d, ok := errors.AsType[*DeferredError](err); err == nil || errors.Is(err, tranche.ErrFenced) || ok && d.Recorded {
+		l.forget(lease)
+	}
+	return err
+}
+
+// finishPlain records outcomes with no work deferred to them.
+func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome) error {
 	var fenced error
 	if len(outcomes) == 1 {
 		res, err := l.writeOne(ctx, op, l.dialect.qFinish(1), l.finishArgs(dagID, lease, outcomes)...)
