@@ -200,13 +200,13 @@ func describe(v any) string {
 // table is a Table compiled for writing.
 type table struct {
 	Table
-	ident string // quoted and qualified, for SQL
-	name  string // qualified, unquoted: its key in the token table, and its name in errors
-	cols  []Column
-	byKey map[string]int // a row column's key -> its index in cols
-	fromRows int          // how many columns come from rows
-	part     int          // the partition column's index, or -1
-	keys     string       // the row keys, for errors
+	ident    string // quoted and qualified, for SQL
+	name     string // qualified, unquoted: its key in the token table, and its name in errors
+	cols     []Column
+	byKey    map[string]int // a row column's key -> its index in cols
+	fromRows int            // how many columns come from rows
+	part     int            // the partition column's index, or -1
+	keys     string         // the row keys, for errors
 
 	qDelete, qInsert string
 	columnNames      []string // unquoted, in order

@@ -342,7 +342,7 @@ func testTokens(t *testing.T, e *Env) {
 		holder string
 	}{
 		{"a", 2, false, "a at 2"},
-		{"stale", 1, true, "a at 2"},  // an attempt taken over: refused
+		{"stale", 1, true, "a at 2"},      // an attempt taken over: refused
 		{"again", 2, false, "again at 2"}, // the same attempt's retry: accepted
 		{"plain", 0, false, "plain at 0"}, // unfenced: never refused
 		{"stale", 1, true, "plain at 0"},  // and the stored token is still 2
