@@ -298,4 +298,3 @@ func TestAcknowledgmentLost(t *testing.T) {
 		t.Errorf("after the retried finish: %d rows, %d audited; want 2 each", len(events), len(audit))
 	}
 }
-
