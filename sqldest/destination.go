@@ -364,13 +364,38 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 	if d.dialect.Insert != nil {
 		return d.dialect.Insert(ctx, conn, tx, [2]string{t.Schema, t.Name}, t.columnNames, w.rows)
 	}
-	stmt, err := tx.PrepareContext(ctx, t.qInsert)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, r := range w.rows {
-		if _, err := stmt.ExecContext(ctx, r...); err != nil {
+	return d.insert(ctx, tx, t, w.rows)
+}
+
+// insert inserts rows with prepared INSERTs, the dialect's RowsPerInsert
+// rows a statement.
+func (d *Destination) insert(ctx context.Context, tx *sql.Tx, t *table, rows [][]any) error {
+	per := max(1, d.dialect.RowsPerInsert)
+	var stmt *sql.Stmt
+	defer func() {
+		if stmt != nil {
+			stmt.Close()
+		}
+	}()
+	args := make([]any, 0, per*len(t.cols))
+	prepared := 0 // the rows of stmt's VALUES list
+	for lo := 0; lo < len(rows); lo += per {
+		chunk := rows[lo:min(len(rows), lo+per)]
+		if len(chunk) != prepared {
+			if stmt != nil {
+				stmt.Close()
+			}
+			var err error
+			if stmt, err = tx.PrepareContext(ctx, t.insertQuery(d.dialect, len(chunk))); err != nil {
+				return err
+			}
+			prepared = len(chunk)
+		}
+		args = args[:0]
+		for _, r := range chunk {
+			args = append(args, r...)
+		}
+		if _, err := stmt.ExecContext(ctx, args...); err != nil {
 			return err
 		}
 	}

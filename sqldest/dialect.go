@@ -39,6 +39,13 @@ type Dialect struct {
 	// the destination converted them.
 	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error
 
+	// RowsPerInsert, when above 1, is how many rows one prepared INSERT
+	// of the default insert (Insert nil) takes at most, in one VALUES
+	// list: where statements cost no round trip (SQLite), fewer of them
+	// cost less of the driver's per-statement work. Each statement must
+	// stay within the database's limit of parameters.
+	RowsPerInsert int
+
 	// UTF8 refuses strings that are not valid UTF-8 or hold NUL bytes
 	// before anything is written, as PostgreSQL's text types would
 	// after.
@@ -74,9 +81,10 @@ var SQLite = Dialect{
 	Rebind: sqlledger.PositionalRebind,
 	Types: [Bytes + 1]string{Int: "INTEGER", Float: "REAL", String: "TEXT", Bool: "INTEGER",
 		Time: "TEXT", Bytes: "BLOB"},
-	Time:         SQLiteTime,
-	TableOptions: " WITHOUT ROWID",
-	Classify:     sqlledger.SQLite.Classify,
+	Time:          SQLiteTime,
+	TableOptions:  " WITHOUT ROWID",
+	RowsPerInsert: 64,
+	Classify:      sqlledger.SQLite.Classify,
 }
 
 // SQLiteTimeLayout is the layout of times in SQLite: UTC, to the

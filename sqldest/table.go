@@ -209,6 +209,7 @@ type table struct {
 	keys     string         // the row keys, for errors
 
 	qDelete, qInsert string
+	qInsertHead      string   // INSERT INTO ... VALUES, before the rows
 	columnNames      []string // unquoted, in order
 }
 
@@ -298,7 +299,8 @@ func compile(t Table) (*table, error) {
 		cols = append(cols, quote(n))
 		ph = append(ph, fmt.Sprintf("$%d", i+1))
 	}
-	c.qInsert = "INSERT INTO " + c.ident + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(ph, ", ") + ")"
+	c.qInsertHead = "INSERT INTO " + c.ident + " (" + strings.Join(cols, ", ") + ") VALUES "
+	c.qInsert = c.qInsertHead + "(" + strings.Join(ph, ", ") + ")"
 	switch {
 	case t.Partition == "":
 		c.qDelete = "DELETE FROM " + c.ident
@@ -316,6 +318,31 @@ func qualified(t Table) string {
 		return t.Schema + "." + t.Name
 	}
 	return t.Name
+}
+
+// insertQuery returns the INSERT of n rows, rebound for the dialect.
+func (c *table) insertQuery(d *Dialect, n int) string {
+	if n == 1 {
+		return c.qInsert
+	}
+	var b strings.Builder
+	b.WriteString(c.qInsertHead)
+	k := 1
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for j := range c.cols {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "$%d", k)
+			k++
+		}
+		b.WriteByte(')')
+	}
+	return d.rebind(b.String())
 }
 
 // DDL returns the statements that create the table and an index on its
