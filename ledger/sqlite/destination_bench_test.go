@@ -58,4 +58,3 @@ func BenchmarkDestinationBackfill(b *testing.B) {
 	}
 	sqldesttest.BenchBackfill(b, l, shared.Destination, separate.Destination, 100, 100, 1)
 }
-
