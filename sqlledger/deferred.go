@@ -11,16 +11,10 @@ import (
 	"github.com/tranche-dev/tranche"
 )
 
-// # Deferred work
-//
-// A destination that writes into the ledger's own database can hand its
-// writes to the ledger instead of committing them ([Ledger.Defer]): the
-// ledger runs them inside the transaction in which [Ledger.Finish]
-// records the partition's success, after its fence, so that the rows and
-// the record of success commit together or not at all. The ledger keeps
-// the work in memory, in the process that claimed the partition, from
-// the write to the finish: a worker killed in between leaves neither,
-// and the partition is run again by whoever takes it over.
+// Work deferred to a finish (see the package documentation): the
+// ledger keeps it in memory, in the process that claimed the partition,
+// from the write to the finish; a worker killed in between leaves
+// neither, and the partition is run again by whoever takes it over.
 
 // TxFunc is work run inside a transaction of the ledger: tx is the
 // transaction, conn the connection it runs on, for a driver's own API

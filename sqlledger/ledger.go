@@ -47,6 +47,17 @@
 // [Ledger] then retries whole. Every query uses $1, $2, ... once each and
 // in order, so drivers that bind ? take [PositionalRebind].
 //
+// # Work committed with a finish
+//
+// A destination writing into the ledger's own database hands its writes
+// to the ledger ([Ledger.Defer]) instead of committing them, and the
+// ledger runs them inside the transaction in which [Ledger.Finish]
+// records the partitions' success, after the fence: the data and the
+// record of success commit together or not at all (package
+// github.com/tranche-dev/tranche/sqldest). The ledger keeps the work in
+// memory, in the process that claimed the partition, from the write to
+// the finish, and only for leases it granted.
+//
 // # Revisions
 //
 // A DAG's revision is the highest revision of its attempts; every claim
