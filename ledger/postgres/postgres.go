@@ -45,6 +45,17 @@
 // workers need only SELECT, INSERT and UPDATE on them and USAGE on the
 // sequence tranche_revisions.
 //
+// # Destinations
+//
+// [NewDestination] writes assets' partitions into tables of the ledger's
+// own database, with COPY, committing each partition's rows in the
+// transaction that records its success, as river's JobCompleteTx
+// completes a job: exactly once, whatever happens to the worker, its
+// connection or the server. [OpenDestination] writes into another
+// database, each write committing on its own with a fencing check. The
+// tables, the checks and the guarantees are
+// github.com/tranche-dev/tranche/sqldest's.
+//
 // # Failures
 //
 // A wrong connection string, a server that cannot be reached or refuses

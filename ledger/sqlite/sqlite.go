@@ -28,6 +28,15 @@
 // sqlite3 command. Nothing in a ledger ever needs repairing by hand: a
 // partition whose worker died stays claimed only until its lease expires,
 // and the next worker to run the backfill takes it over.
+//
+// # Destinations
+//
+// [NewDestination] writes assets' partitions into tables of the ledger's
+// own file, committing each partition's rows in the transaction that
+// records its success: exactly once, whatever happens to the worker.
+// [OpenDestination] writes into another file, each write committing on
+// its own with a fencing check. The tables, the checks and the
+// guarantees are github.com/tranche-dev/tranche/sqldest's.
 package sqlite
 
 import (
