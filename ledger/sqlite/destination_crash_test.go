@@ -166,3 +166,64 @@ func TestKilledBetweenWriteAndFinish(t *testing.T) {
 		}
 	}
 }
+
+// TestPausedBeforeWrite pauses a worker (SIGSTOP) inside its
+// materializer, past its lease, lets another worker take the partition
+// over and land it, and resumes the first (SIGCONT), which goes on to
+// write its stale rows: the destination sharing the ledger never commits
+// them (the finish is fenced), and the destination committing on its
+// own refuses them by their token. Either way the partition holds the
+// newer attempt's rows, written once.
+func TestPausedBeforeWrite(t *testing.T) {
+	r := rng(t)
+	for rep := range repeat(2) {
+		for _, sink := range []string{"sql", "sql-separate"} {
+			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) {
+				const days = 6
+				w := newWorld(t, days)
+				key := w.partition(r.IntN(days)).Key()
+				gate := filepath.Join(w.dir, "gate")
+				a := w.start("paused", "-sink", sink, "-concurrency", "1", "-work", "5ms", "-lease", "500ms", "-heartbeat", "150ms",
+					"-gate", key, "-gatefile", gate, "-ignorectx")
+				w.waitFor("the start of "+key, func(es []proctest.Execution) bool {
+					return slices.Contains(startsOf(es, "paused"), key)
+				})
+				a.signal(t, syscall.SIGSTOP)
+				time.Sleep(800 * time.Millisecond) // past the lease
+				b := w.start("newer", "-sink", sink, "-concurrency", "2", "-work", "5ms", "-lease", "10s", "-heartbeat", "3s").report(t)
+				if b.Failed != 0 || b.Err != "" {
+					t.Errorf("the newer worker's report %+v; want no failure", b)
+				}
+				if err := os.WriteFile(gate, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				a.signal(t, syscall.SIGCONT)
+				rep := a.report(t)
+				refused := ""
+				for _, f := range rep.Failures {
+					if f.Key == key {
+						refused = f.Err
+					}
+				}
+				if refused == "" {
+					t.Errorf("the paused worker's report %+v has no failure of %s", rep, key)
+				}
+				t.Logf("the resumed worker's %s: %s", key, refused)
+				window, err := tranche.NewTimePartitionWindow(tranche.Day, w.first, w.first.AddDate(0, 0, days-1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				db, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(10000)")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				hs := w.histories()
+				proctest.CheckSQL(t, db, hs, window, 3, true)
+				if h := hs[key]; len(h) != 2 || h[1].Worker != "newer" {
+					t.Errorf("partition %s: history\n%s\nwant the paused attempt taken over by the newer one", key, formatHistory(h))
+				}
+			})
+		}
+	}
+}
