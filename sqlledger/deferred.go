@@ -216,6 +216,9 @@ func (l *Ledger) finishDeferred(ctx context.Context, op string, dagID int64, lea
 		failed[i] = tranche.Outcome{State: tranche.StateFailed, Err: msg}
 	}
 	rerr := l.finishPlain(ctx, op, dagID, lease, failed)
+	if errors.Is(rerr, tranche.ErrFenced) {
+		return rerr // taken over meanwhile: the work is moot
+	}
 	return &DeferredError{Ledger: l.name, Partition: we.partition, Recorded: rerr == nil, Err: we.err}
 }
 
