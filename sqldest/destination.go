@@ -190,12 +190,18 @@ func (d *Destination) createTables(ctx context.Context, tables []*table) error {
 	})
 }
 
-// write is one batch for one table, checked and converted.
+// write is one batch for one table, checked and converted: what it
+// needs of the batch is copied, since a write handed to the ledger runs
+// after Write has returned the batch to the runner.
 type write struct {
-	table *table
-	batch *tranche.Batch
-	start int64 // the partition's start, Unix seconds; 0 unpartitioned
-	rows  [][]any
+	table     *table
+	index     int // the batch's in the Write
+	partition tranche.TimePartition
+	key       string // the partition's key; "" unpartitioned
+	run       string
+	token     int64
+	start     int64 // the partition's start, Unix seconds; 0 unpartitioned
+	rows      [][]any
 }
 
 // Write implements [tranche.Destination]. It checks every batch against
@@ -276,7 +282,7 @@ func (d *Destination) check(batches []tranche.Batch) ([]write, error) {
 			if err != nil {
 				return nil, err
 			}
-			w := write{table: t, batch: b, rows: rows}
+			w := write{table: t, index: k, partition: b.Partition, key: b.Key(), run: b.RunID, token: b.Token, rows: rows}
 			if t.part >= 0 {
 				w.start = b.Partition.Start.Unix()
 			}
@@ -311,7 +317,7 @@ func (d *Destination) deferWrites(batches []tranche.Batch, writes []write) error
 		b := &batches[k]
 		var mine []write
 		for _, w := range writes {
-			if w.batch == b {
+			if w.index == k {
 				mine = append(mine, w)
 			}
 		}
@@ -331,15 +337,15 @@ func (d *Destination) deferWrites(batches []tranche.Batch, writes []write) error
 // apply writes one batch into one table in tx: the token check, the
 // delete of the partition's rows (unless the table appends), the insert.
 func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *write) error {
-	t, b := w.table, w.batch
+	t := w.table
 	var stored int64
-	err := tx.QueryRowContext(ctx, d.qToken, t.name, w.start, b.Token, b.RunID).Scan(&stored)
+	err := tx.QueryRowContext(ctx, d.qToken, t.name, w.start, w.token, w.run).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
 		var run string
 		if err := tx.QueryRowContext(ctx, d.qStored, t.name, w.start).Scan(&stored, &run); err != nil {
 			return err
 		}
-		return &TokenError{Destination: d.name, Table: t.name, Partition: b.Key(), RunID: b.RunID, Token: b.Token,
+		return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token,
 			StoredRunID: run, Stored: stored}
 	}
 	if err != nil {
@@ -350,9 +356,9 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 		switch {
 		case t.part < 0:
 		case t.cols[t.part].Kind == Time:
-			args = []any{d.dialect.timeValue(b.Partition.Start), d.dialect.timeValue(b.Partition.End)}
+			args = []any{d.dialect.timeValue(w.partition.Start), d.dialect.timeValue(w.partition.End)}
 		default:
-			args = []any{b.Key()}
+			args = []any{w.key}
 		}
 		if _, err := tx.ExecContext(ctx, t.qDelete, args...); err != nil {
 			return err
@@ -427,7 +433,7 @@ func (e *TokenError) Unwrap() error { return tranche.ErrFenced }
 
 func describeWrites(ws []write) string {
 	if len(ws) == 1 {
-		if k := ws[0].batch.Key(); k != "" {
+		if k := ws[0].key; k != "" {
 			return fmt.Sprintf("table %s, partition %s", ws[0].table.name, k)
 		}
 		return "table " + ws[0].table.name

@@ -321,7 +321,8 @@ type latestRow struct {
 // readLatest reads, in tx, the latest attempt of each partition starting
 // at starts (Unix seconds), locking the partitions' rows with lock (the
 // dialect's ClaimLock or LeaseLock). Partitions absent from the result
-// have no row, or a row that ClaimLock skipped.
+// have no row, a row that ClaimLock skipped, or a latest attempt that a
+// transaction committed after the statement's snapshot.
 func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts []int64, lock string) (map[int64]*latestRow, error) {
 	out := make(map[int64]*latestRow, len(starts))
 	for batch := range slices.Chunk(starts, batchRows) {
@@ -342,6 +343,15 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 			if err := rows.Scan(&start, &r.latest, &worker, &state, &until, &rev); err != nil {
 				rows.Close()
 				return nil, err
+			}
+			if r.latest > 0 && !state.Valid {
+				// The partition's row names an attempt the statement does
+				// not see: under READ COMMITTED, a row locked after its
+				// claimer committed is read at its new version, the
+				// attempts joined to it at the statement's snapshot, from
+				// before that commit. The partition was just claimed:
+				// leave it out, as a row being claimed.
+				continue
 			}
 			r.attempt = tranche.Attempt{Number: r.latest, Worker: worker.String, State: tranche.State(state.String),
 				LeaseUntil: time.UnixMilli(until.Int64).UTC(), Revision: rev.Int64}

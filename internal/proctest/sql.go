@@ -2,6 +2,8 @@ package proctest
 
 import (
 	"database/sql"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +101,11 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]tranche.Attempt, w tranc
 			continue
 		}
 		last := h[len(h)-1]
+		for _, a := range h[:len(h)-1] {
+			if a.State != tranche.StateFailed {
+				t.Errorf("partition %s: attempt %d by %s %s %q before the success; want every earlier attempt failed:\n%s", key, a.Number, a.Worker, a.State, a.Err, formatAttempts(h))
+			}
+		}
 		got := events[key]
 		if len(got) != rows {
 			t.Errorf("partition %s: %d rows in the table; want %d, once each", key, len(got), rows)
@@ -128,9 +135,18 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]tranche.Attempt, w tranc
 		if len(deliveries) > 1 {
 			twice++
 			if shared {
-				t.Errorf("partition %s written %d times (audit: %v); want once", key, len(deliveries), deliveries)
+				t.Errorf("partition %s written %d times (audit: %v); want once; history:\n%s", key, len(deliveries), deliveries, formatAttempts(h))
 			}
 		}
 	}
 	return twice
+}
+
+func formatAttempts(h []tranche.Attempt) string {
+	var b strings.Builder
+	for _, a := range h {
+		fmt.Fprintf(&b, "\tattempt %d by %s: %s %q (started %s, finished %s)\n", a.Number, a.Worker, a.State, a.Err,
+			a.Started.Format("15:04:05.000"), a.Finished.Format("15:04:05.000"))
+	}
+	return b.String()
 }

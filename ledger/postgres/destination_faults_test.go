@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,5 +78,80 @@ func TestServerRestartSharedDestination(t *testing.T) {
 					days, time.Since(start).Round(time.Millisecond), lost, failed, takeovers)
 			})
 		}
+	}
+}
+
+// TestChaosSharedDestination runs four workers writing through the
+// PostgreSQL destination sharing the ledger, beside an audit table that
+// appends every write, while a chaos loop SIGKILLs a random worker every
+// few hundred milliseconds and starts a replacement. Every partition
+// lands exactly once: no partition is written twice, however many
+// workers died between a write and its finish.
+func TestChaosSharedDestination(t *testing.T) {
+	chaosFor := 6 * time.Second
+	if s := os.Getenv("FAULT_CHAOS"); s != "" {
+		chaosFor, _ = time.ParseDuration(s)
+	}
+	r := rng(t)
+	for rep := range repeat(1) {
+		t.Run(strconv.Itoa(rep), func(t *testing.T) {
+			const days = 1500
+			w := newWorld(t, days, "-sink", "sql", "-concurrency", "4", "-work", "20ms", "-lease", "1s", "-heartbeat", "250ms")
+			live := map[int]*proc{}
+			n := 0
+			spawn := func(slot int) {
+				n++
+				live[slot] = w.start(fmt.Sprintf("w%d-%d", slot, n))
+			}
+			for slot := range 4 {
+				spawn(slot)
+			}
+			kills := 0
+			start := time.Now()
+			for time.Since(start) < chaosFor && w.doneCount() < days*9/10 {
+				time.Sleep(time.Duration(150+r.IntN(350)) * time.Millisecond)
+				slot := r.IntN(4)
+				p := live[slot]
+				select {
+				case <-p.done:
+					continue
+				default:
+				}
+				p.cmd.Process.Signal(syscall.SIGKILL)
+				p.wait()
+				kills++
+				spawn(slot)
+			}
+			for _, p := range live {
+				p.report(t)
+			}
+			hs, twice := w.checkSQL(true)
+			if twice > 0 {
+				audit := proctest.SQLRows(t, admin(t, withParams(t, w.url, "search_path", w.schema)), true)
+				for key, h := range hs {
+					ds := map[string]bool{}
+					for _, r := range audit[key] {
+						ds[r.Delivery] = true
+					}
+					if len(ds) > 1 {
+						t.Logf("partition %s written %d times; history:\n%s", key, len(ds), formatHistory(h))
+						for _, e := range w.executions() {
+							if e.Key == key {
+								t.Logf("\t%+v", e)
+							}
+						}
+					}
+				}
+			}
+			takeovers := 0
+			for _, h := range hs {
+				takeovers += len(h) - 1
+			}
+			if kills < 5 || takeovers == 0 {
+				t.Errorf("%d workers killed, %d takeovers; want several kills, and partitions they held taken over", kills, takeovers)
+			}
+			t.Logf("%d partitions in %v; %d workers killed, %d takeovers; %d partitions written twice",
+				days, time.Since(start).Round(time.Millisecond), kills, takeovers, twice)
+		})
 	}
 }
