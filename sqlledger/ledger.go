@@ -688,6 +688,11 @@ func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
 // one statement in a transaction (an UPDATE each where statements cost no
 // round trip). Where the fence fails, the transaction
 // is rolled back, and a read of the partitions tells why.
+//
+// Work deferred to the success of the lease's partitions ([Ledger.Defer])
+// runs in the finish's transaction, after the fence, on one connection.
+// When it fails, the transaction is rolled back, the partitions are
+// recorded failed with its error, and Finish returns a [*DeferredError].
 func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
 	if err := lease.CheckOutcomes(outcomes); err != nil {
 		return err
