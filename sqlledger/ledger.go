@@ -54,6 +54,17 @@
 // [Ledger] then retries whole. Every query uses $1, $2, ... once each and
 // in order, so drivers that bind ? take [PositionalRebind].
 //
+// # Work committed with a finish
+//
+// A destination writing into the ledger's own database hands its writes
+// to the ledger ([Ledger.Defer]) instead of committing them, and the
+// ledger runs them inside the transaction in which [Ledger.Finish]
+// records the partitions' success, after the fence: the data and the
+// record of success commit together or not at all (package
+// github.com/tranche-dev/tranche/sqldest). The ledger keeps the work in
+// memory, in the process that claimed the partition, from the write to
+// the finish, and only for leases it granted.
+//
 // # Revisions
 //
 // A DAG's revision is the highest revision of its attempts; every claim
@@ -112,6 +123,11 @@ type Ledger struct {
 	// Statements prepared by Open, by query as written: on db, run in
 	// transactions, and on reader.
 	wstmts, rstmts map[string]*sql.Stmt
+
+	// The leases this ledger granted and has not finished, with the
+	// work deferred to their finish (deferred.go).
+	dmu    sync.Mutex
+	leases map[leaseKey][]deferredWork
 }
 
 var _ tranche.Ledger = (*Ledger)(nil)
@@ -312,7 +328,8 @@ type latestRow struct {
 // readLatest reads, in tx, the latest attempt of each partition starting
 // at starts (Unix seconds), locking the partitions' rows with lock (the
 // dialect's ClaimLock or LeaseLock). Partitions absent from the result
-// have no row, or a row that ClaimLock skipped.
+// have no row, a row that ClaimLock skipped, or a latest attempt that a
+// transaction committed after the statement's snapshot.
 func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts []int64, lock string) (map[int64]*latestRow, error) {
 	out := make(map[int64]*latestRow, len(starts))
 	for batch := range slices.Chunk(starts, batchRows) {
@@ -333,6 +350,15 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 			if err := rows.Scan(&start, &r.latest, &worker, &state, &until, &rev); err != nil {
 				rows.Close()
 				return nil, err
+			}
+			if r.latest > 0 && !state.Valid {
+				// The partition's row names an attempt the statement does
+				// not see: under READ COMMITTED, a row locked after its
+				// claimer committed is read at its new version, the
+				// attempts joined to it at the statement's snapshot, from
+				// before that commit. The partition was just claimed:
+				// leave it out, as a row being claimed.
+				continue
 			}
 			r.attempt = tranche.Attempt{Number: r.latest, Worker: worker.String, State: tranche.State(state.String),
 				LeaseUntil: time.UnixMilli(until.Int64).UTC(), Revision: rev.Int64}
@@ -368,6 +394,9 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 	}
 	op := "claiming " + describe(req.Partitions)
 	if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
+		if lease != nil {
+			l.held(lease)
+		}
 		return lease, err
 	}
 	var lease *tranche.Lease
@@ -481,6 +510,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 	if newDAG != 0 {
 		l.dags.Store(req.DAG, newDAG)
 	}
+	l.held(lease)
 	return lease, nil
 }
 
@@ -632,6 +662,9 @@ func (l *Ledger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Dur
 		}
 		return nil
 	})
+	if errors.Is(err, tranche.ErrFenced) {
+		l.forget(lease) // taken over: its deferred work can never commit
+	}
 	if err != nil {
 		return err
 	}
@@ -662,6 +695,11 @@ func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
 // one statement in a transaction (an UPDATE each where statements cost no
 // round trip). Where the fence fails, the transaction
 // is rolled back, and a read of the partitions tells why.
+//
+// Work deferred to the success of the lease's partitions ([Ledger.Defer])
+// runs in the finish's transaction, after the fence, on one connection.
+// When it fails, the transaction is rolled back, the partitions are
+// recorded failed with its error, and Finish returns a [*DeferredError].
 func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
 	if err := lease.CheckOutcomes(outcomes); err != nil {
 		return err
@@ -678,8 +716,25 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 		return l.wrap(ctx, op, err)
 	}
 	if dagID == 0 {
+		l.forget(lease)
 		return fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
 	}
+	if work := l.pending(lease, outcomes); work != nil {
+		err = l.finishDeferred(ctx, op, dagID, lease, outcomes, work)
+	} else {
+		err = l.finishPlain(ctx, op, dagID, lease, outcomes)
+	}
+	// Work deferred to the finish is kept for a call tried again after a
+	// failure that decided nothing (a lost connection); once the outcome
+	// is recorded, or can never be, it goes.
+	if d, ok := errors.AsType[*DeferredError](err); err == nil || errors.Is(err, tranche.ErrFenced) || ok && d.Recorded {
+		l.forget(lease)
+	}
+	return err
+}
+
+// finishPlain records outcomes with no work deferred to them.
+func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome) error {
 	var fenced error
 	if len(outcomes) == 1 {
 		res, err := l.writeOne(ctx, op, l.dialect.qFinish(1), l.finishArgs(dagID, lease, outcomes)...)

@@ -32,6 +32,11 @@ type Events struct {
 	// Work is the asset's work on a partition, between its two lines;
 	// its error fails the execution.
 	Work func(ctx context.Context, key string) error
+
+	// Destination, when not nil, receives the rows in place of the
+	// files destination under Dest: an SQL destination of EventsTable
+	// and AuditTable, in the process tests of the SQL destinations.
+	Destination tranche.Destination
 }
 
 // Backfill returns a backfill of the events asset over w.
@@ -42,10 +47,14 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 		// never interleave.
 		fmt.Fprintf(e.Log, "%s %s %s %d\n", what, key, e.Worker, attempt)
 	}
+	var dest tranche.Destination = &tranche.FilesDestination{Dir: e.Dest}
+	if e.Destination != nil {
+		dest = e.Destination
+	}
 	asset := tranche.Asset{
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: e.Dest}},
+		Destinations: []tranche.Destination{dest},
 		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {

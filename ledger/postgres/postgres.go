@@ -47,6 +47,17 @@
 // workers need only SELECT, INSERT and UPDATE on them and USAGE on the
 // sequence tranche_revisions.
 //
+// # Destinations
+//
+// [NewDestination] writes assets' partitions into tables of the ledger's
+// own database, with COPY, committing each partition's rows in the
+// transaction that records its success, as river's JobCompleteTx
+// completes a job: exactly once, whatever happens to the worker, its
+// connection or the server. [OpenDestination] writes into another
+// database, each write committing on its own with a fencing check. The
+// tables, the checks and the guarantees are
+// github.com/tranche-dev/tranche/sqldest's.
+//
 // # Failures
 //
 // A wrong connection string, a server that cannot be reached or refuses
@@ -124,8 +135,10 @@ var (
 // those of [sqlledger.Ledger]; Close it after its last use.
 type Ledger struct {
 	*sqlledger.Ledger
-	db     *sql.DB
-	schema string
+	db       *sql.DB
+	schema   string
+	desc     string                            // user@host:port/database and the schema
+	classify func(error) (error, string, bool) // the dialect's, for destinations sharing the database
 }
 
 var _ tranche.Ledger = (*Ledger)(nil)
@@ -147,6 +160,42 @@ var _ tranche.Ledger = (*Ledger)(nil)
 // transaction (idle_in_transaction_session_timeout), so that a worker
 // paused mid-transaction cannot hold rows locked for long.
 func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error) {
+	c, err := connect(ctx, "postgres ledger", connString, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := sqlledger.Open(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now})
+	if err != nil {
+		return nil, c.fail(ctx, "opening", err)
+	}
+	return &Ledger{Ledger: l, db: c.db, schema: c.opts.Schema, desc: c.desc, classify: c.dialect.Classify}, nil
+}
+
+// conn is a database connected to by [Open] or [OpenDestination].
+type conn struct {
+	name, desc string // "postgres ledger " + desc; user@host:port/database and the schema
+	opts       Options
+	db         *sql.DB
+	dialect    *sqlledger.Dialect
+}
+
+// fail closes the database after a failure of op, and explains it.
+func (c *conn) fail(ctx context.Context, op string, err error) error {
+	c.db.Close()
+	if _, ok := errors.AsType[*sqlledger.Error](err); ok || errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+		return err
+	}
+	if _, ok := errors.AsType[*sqlledger.SchemaError](err); ok {
+		return err
+	}
+	kind, hint, _ := c.dialect.Classify(err)
+	return &sqlledger.Error{Ledger: c.name, Op: op, Kind: kind, Hint: hint, Err: err}
+}
+
+// connect checks the options and the connection string, connects, and
+// creates the schema if missing; what names it in errors ("postgres
+// ledger").
+func connect(ctx context.Context, what, connString string, opts *Options) (*conn, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -155,17 +204,18 @@ func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error
 		o.MaxConns = DefaultMaxConns
 	}
 	if o.MaxConns < 0 {
-		return nil, fmt.Errorf("tranche: postgres ledger: %d connections; want 1 or more (0 means %d)", o.MaxConns, DefaultMaxConns)
+		return nil, fmt.Errorf("tranche: %s: %d connections; want 1 or more (0 means %d)", what, o.MaxConns, DefaultMaxConns)
 	}
 	if strings.ContainsRune(o.Schema, 0) {
-		return nil, fmt.Errorf("tranche: postgres ledger: schema %q contains a NUL byte", o.Schema)
+		return nil, fmt.Errorf("tranche: %s: schema %q contains a NUL byte", what, o.Schema)
 	}
 	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {
 		// pgx's message quotes the string with its password redacted.
-		return nil, fmt.Errorf("tranche: postgres ledger: the connection string is not valid; want a URL such as postgres://user@host:5432/database or key=value pairs such as host=db dbname=warehouse: %w", err)
+		return nil, fmt.Errorf("tranche: %s: the connection string is not valid; want a URL such as postgres://user@host:5432/database or key=value pairs such as host=db dbname=warehouse: %w", what, err)
 	}
-	name := "postgres ledger " + describe(cfg, o.Schema)
+	desc := describe(cfg, o.Schema)
+	name := what + " " + desc
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 15 * time.Second
 	}
@@ -181,31 +231,16 @@ func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error
 	db.SetMaxOpenConns(o.MaxConns)
 	db.SetMaxIdleConns(o.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	dialect := dialectFor(cfg, o.Schema)
-	fail := func(op string, err error) (*Ledger, error) {
-		db.Close()
-		if _, ok := errors.AsType[*sqlledger.Error](err); ok || errors.Is(err, ctx.Err()) && ctx.Err() != nil {
-			return nil, err
-		}
-		if _, ok := errors.AsType[*sqlledger.SchemaError](err); ok {
-			return nil, err
-		}
-		kind, hint, _ := dialect.Classify(err)
-		return nil, &sqlledger.Error{Ledger: name, Op: op, Kind: kind, Hint: hint, Err: err}
-	}
+	c := &conn{name: name, desc: desc, opts: o, db: db, dialect: dialectFor(cfg, o.Schema)}
 	if err := db.PingContext(ctx); err != nil {
-		return fail("connecting", err)
+		return nil, c.fail(ctx, "connecting", err)
 	}
 	if o.Schema != "" {
 		if err := createSchema(ctx, db, o.Schema); err != nil {
-			return fail("creating schema "+o.Schema, err)
+			return nil, c.fail(ctx, "creating schema "+o.Schema, err)
 		}
 	}
-	l, err := sqlledger.Open(ctx, db, sqlledger.Options{Dialect: dialect, Name: name, Now: o.Now})
-	if err != nil {
-		return fail("opening", err)
-	}
-	return &Ledger{Ledger: l, db: db, schema: o.Schema}, nil
+	return c, nil
 }
 
 // Close closes the ledger's connections. A ledger must not be used after.

@@ -4,7 +4,8 @@
 #
 #   eval "$(ledger/postgres/testserver.sh start)"   # exports TRANCHE_POSTGRES_URL and TRANCHE_POSTGRES_DIR
 #   go test github.com/tranche-dev/tranche/ledger/postgres/...
-#   ledger/postgres/testserver.sh restart            # what the server-restart test does
+#   ledger/postgres/testserver.sh restart            # what the server-restart test does (fast shutdown)
+#   ledger/postgres/testserver.sh restart "" immediate  # the same after an immediate shutdown (a crash)
 #   ledger/postgres/testserver.sh stop               # stops the server and removes its folder
 #
 # start prints shell assignments on stdout and everything else on stderr.
@@ -107,9 +108,10 @@ folder() {
 }
 
 restart() {
-  local dir bin port
-  dir=$(folder "$@"); bin=$(cat "$dir/bin"); port=$(cat "$dir/port")
-  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "-p $port" -m fast -w -t 60 restart >&2
+  local dir bin port mode=${2:-fast}
+  case "$mode" in fast | immediate) ;; *) die "restart: shutdown mode $mode; accepted: fast, immediate" ;; esac
+  dir=$(folder "${1:-}"); bin=$(cat "$dir/bin"); port=$(cat "$dir/port")
+  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "-p $port" -m "$mode" -w -t 60 restart >&2
 }
 
 stop() {
@@ -123,5 +125,5 @@ case "${1:-}" in
   start) start ;;
   restart) shift; restart "$@" ;;
   stop) shift; stop "$@" ;;
-  *) die "usage: testserver.sh start | restart [folder] | stop [folder]" ;;
+  *) die "usage: testserver.sh start | restart [folder [fast|immediate]] | stop [folder]" ;;
 esac

@@ -30,6 +30,15 @@
 // sqlite3 command. Nothing in a ledger ever needs repairing by hand: a
 // partition whose worker died stays claimed only until its lease expires,
 // and the next worker to run the backfill takes it over.
+//
+// # Destinations
+//
+// [NewDestination] writes assets' partitions into tables of the ledger's
+// own file, committing each partition's rows in the transaction that
+// records its success: exactly once, whatever happens to the worker.
+// [OpenDestination] writes into another file, each write committing on
+// its own with a fencing check. The tables, the checks and the
+// guarantees are github.com/tranche-dev/tranche/sqldest's.
 package sqlite
 
 import (
@@ -82,6 +91,7 @@ type Ledger struct {
 	*sqlledger.Ledger
 	path           string
 	writer, reader *sql.DB
+	classify       func(error) (error, string, bool) // the dialect's, for destinations sharing the file
 }
 
 var _ tranche.Ledger = (*Ledger)(nil)
@@ -99,6 +109,38 @@ var (
 // database, a read-only file, and a database whose schema a newer release
 // of tranche migrated ([*sqlledger.SchemaError]).
 func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
+	f, err := openFile(ctx, "sqlite ledger", path, opts)
+	if err != nil {
+		return nil, err
+	}
+	reader, err := sql.Open("sqlite", dsn(f.abs, f.common+"&_pragma=query_only(1)"))
+	if err != nil {
+		f.writer.Close()
+		return nil, fmt.Errorf("tranche: %s: %w", f.name, err)
+	}
+	reader.SetMaxOpenConns(f.opts.Readers)
+	reader.SetMaxIdleConns(f.opts.Readers)
+	l, err := sqlledger.Open(ctx, f.writer, sqlledger.Options{Dialect: &f.dialect, Name: f.name, Now: f.opts.Now, Reader: reader})
+	if err != nil {
+		reader.Close()
+		f.writer.Close()
+		return nil, err
+	}
+	return &Ledger{Ledger: l, path: f.abs, writer: f.writer, reader: reader, classify: f.dialect.Classify}, nil
+}
+
+// file is a SQLite file opened for writing, by [Open] or [OpenDestination].
+type file struct {
+	abs, name string
+	opts      Options // with the defaults filled in
+	common    string  // the DSN's query for every connection
+	dialect   sqlledger.Dialect
+	writer    *sql.DB // its one writing connection, in WAL mode
+}
+
+// openFile checks the options and the file at path and opens its writing
+// connection; what names it in errors ("sqlite ledger").
+func openFile(ctx context.Context, what, path string, opts *Options) (*file, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -115,22 +157,22 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	}
 	switch {
 	case path == "":
-		return nil, errors.New("tranche: sqlite ledger: empty path; give the ledger's file, such as tranche.db")
+		return nil, fmt.Errorf("tranche: %s: empty path; give the file, such as tranche.db", what)
 	case o.BusyTimeout < 0:
-		return nil, fmt.Errorf("tranche: sqlite ledger %s: busy timeout %v; want a positive duration (0 means %v)", path, o.BusyTimeout, DefaultBusyTimeout)
+		return nil, fmt.Errorf("tranche: %s %s: busy timeout %v; want a positive duration (0 means %v)", what, path, o.BusyTimeout, DefaultBusyTimeout)
 	case o.Readers < 0:
-		return nil, fmt.Errorf("tranche: sqlite ledger %s: %d readers; want 1 or more (0 means 4)", path, o.Readers)
+		return nil, fmt.Errorf("tranche: %s %s: %d readers; want 1 or more (0 means 4)", what, path, o.Readers)
 	case syncMode != "NORMAL" && syncMode != "FULL":
-		return nil, fmt.Errorf("tranche: sqlite ledger %s: synchronous %q; accepted: NORMAL, FULL", path, o.Synchronous)
+		return nil, fmt.Errorf("tranche: %s %s: synchronous %q; accepted: NORMAL, FULL", what, path, o.Synchronous)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("tranche: sqlite ledger %s: %w", path, err)
+		return nil, fmt.Errorf("tranche: %s %s: %w", what, path, err)
 	}
-	if err := checkFile(abs); err != nil {
+	name := what + " " + abs
+	if err := checkFile(abs, name); err != nil {
 		return nil, err
 	}
-	name := "sqlite ledger " + abs
 	dialect := sqlledger.SQLite
 	dialect.Classify = func(err error) (error, string, bool) {
 		kind, hint, retry := sqlledger.SQLite.Classify(err)
@@ -156,20 +198,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 		kind, hint, _ := dialect.Classify(err)
 		return nil, &sqlledger.Error{Ledger: name, Op: "turning on WAL journaling", Kind: kind, Hint: hint, Err: err}
 	}
-	reader, err := sql.Open("sqlite", dsn(abs, common+"&_pragma=query_only(1)"))
-	if err != nil {
-		writer.Close()
-		return nil, fmt.Errorf("tranche: %s: %w", name, err)
-	}
-	reader.SetMaxOpenConns(o.Readers)
-	reader.SetMaxIdleConns(o.Readers)
-	l, err := sqlledger.Open(ctx, writer, sqlledger.Options{Dialect: &dialect, Name: name, Now: o.Now, Reader: reader})
-	if err != nil {
-		reader.Close()
-		writer.Close()
-		return nil, err
-	}
-	return &Ledger{Ledger: l, path: abs, writer: writer, reader: reader}, nil
+	return &file{abs: abs, name: name, opts: o, common: common, dialect: dialect, writer: writer}, nil
 }
 
 // turnOnWAL switches the database to WAL journaling, which it keeps. On a
@@ -208,8 +237,7 @@ var sqliteHeader = []byte("SQLite format 3\x00")
 
 // checkFile refuses, before SQLite touches anything, a path that cannot
 // be a ledger.
-func checkFile(abs string) error {
-	name := "sqlite ledger " + abs
+func checkFile(abs, name string) error {
 	dir := filepath.Dir(abs)
 	switch info, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):

@@ -4,8 +4,10 @@
 // check what the ledger and the files destination hold after.
 //
 // In backfill mode it runs a tranche.Backfill of one daily asset,
-// "events", into a files destination, appending a line to an executions
-// log when each execution starts and when it ends. With -loop (the
+// "events", into a files destination (or, with -sink sql, tables in the
+// ledger's schema that commit with the ledger's record of success),
+// appending a line to an executions log when each execution starts and
+// when it ends. With -loop (the
 // default) it runs the backfill again, as a replica of a scaled-out job
 // would, until every partition has succeeded: partitions held by others
 // whose leases then expire are taken over, and calls that failed with the
@@ -53,6 +55,7 @@ var (
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "bench: the first partition, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
+	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's schema, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 )
 
 // summary is what backfill mode prints: the runs' reports added up.
@@ -115,6 +118,22 @@ func run() error {
 			return ctx.Err()
 		}
 	}}
+	if *sink == "sql" || *sink == "sql-separate" {
+		var d *postgres.Destination
+		if *sink == "sql" {
+			d, err = postgres.NewDestination(ctx, l, proctest.EventsTable, proctest.AuditTable)
+		} else {
+			d, err = postgres.OpenDestination(ctx, *url, &postgres.Options{Schema: *schema}, proctest.EventsTable, proctest.AuditTable)
+		}
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if err := d.CreateTables(ctx); err != nil {
+			return err
+		}
+		events.Destination = d
+	}
 	b, err := events.Backfill(w, l)
 	if err != nil {
 		return err

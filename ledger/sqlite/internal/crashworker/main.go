@@ -7,11 +7,12 @@
 // lease meanwhile, it must be fenced.
 //
 // In backfill mode it runs a tranche.Backfill of one daily asset, "events",
-// into a files destination, appending a line to an executions log when
-// each execution starts and when it ends, and prints its Report as one
-// JSON object on stdout. In bench mode it claims and finishes hourly
-// partitions, -chunk at a time, and prints the latencies (see
-// proctest.Bench).
+// into a files destination (or, with -sink sql, tables in the ledger's
+// file that commit with the ledger's record of success), appending a
+// line to an executions log when each execution starts and when it ends,
+// and prints its Report as one JSON object on stdout. In bench mode it
+// claims and finishes hourly partitions, -chunk at a time, and prints the
+// latencies (see proctest.Bench).
 package main
 
 import (
@@ -45,10 +46,12 @@ var (
 	ignoreCtx   = flag.Bool("ignorectx", false, "work through a canceled context")
 	gateKey     = flag.String("gate", "", "a partition whose execution waits for -gatefile to exist before it ends")
 	gateFile    = flag.String("gatefile", "", "see -gate")
+	gatePoint   = flag.String("gatepoint", "work", "where -gate waits: in the work, or after the destination's write (logging \"wrote KEY WORKER TOKEN\")")
 	rows        = flag.Int("rows", 3, "rows per partition")
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "stale: the partition, in days after -from; bench: the first, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
+	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's file, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 )
 
 // report is the worker's output: the backfill's Report, flattened.
@@ -112,7 +115,7 @@ func run() error {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		for key == *gateKey {
+		for key == *gateKey && *gatePoint == "work" {
 			if _, err := os.Stat(*gateFile); err == nil {
 				break
 			}
@@ -123,6 +126,29 @@ func run() error {
 		}
 		return nil
 	}}
+	if *sink == "sql" || *sink == "sql-separate" {
+		var d *sqlite.Destination
+		if *sink == "sql" {
+			d, err = sqlite.NewDestination(ctx, l, proctest.EventsTable, proctest.AuditTable)
+		} else {
+			d, err = sqlite.OpenDestination(ctx, *ledgerPath, nil, proctest.EventsTable, proctest.AuditTable)
+		}
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if err := d.CreateTables(ctx); err != nil {
+			return err
+		}
+		events.Destination = d
+	}
+	if *gatePoint == "write" {
+		inner := events.Destination
+		if inner == nil {
+			inner = &tranche.FilesDestination{Dir: *dest}
+		}
+		events.Destination = gated{Destination: inner, log: logFile}
+	}
 	b, err := events.Backfill(w, l)
 	if err != nil {
 		return err
@@ -141,6 +167,33 @@ func run() error {
 		out.Err = err.Error()
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// gated waits after the write of partition -gate for -gatefile to exist,
+// between the write and the ledger's record of it, where the tests kill
+// the worker.
+type gated struct {
+	tranche.Destination
+	log *os.File
+}
+
+func (g gated) Write(ctx context.Context, batches []tranche.Batch) error {
+	if err := g.Destination.Write(ctx, batches); err != nil {
+		return err
+	}
+	for _, b := range batches {
+		if b.Key() != *gateKey {
+			continue
+		}
+		fmt.Fprintf(g.log, "wrote %s %s %d\n", b.Key(), *worker, b.Token)
+		for {
+			if _, err := os.Stat(*gateFile); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // staleResult is what stale mode prints.

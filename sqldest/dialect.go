@@ -1,0 +1,110 @@
+package sqldest
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/tranche-dev/tranche/sqlledger"
+)
+
+// Dialect is what differs between the databases a [Destination] writes
+// to. Its statements are written once, with $1, $2, ... placeholders,
+// double-quoted identifiers, DELETE by bounds and INSERT ... ON CONFLICT
+// ... RETURNING, which SQLite (3.35 and later) and PostgreSQL both take.
+//
+// [SQLite] is the dialect of SQLite through modernc.org/sqlite; the
+// PostgreSQL dialect, which inserts with COPY through pgx, is in
+// github.com/tranche-dev/tranche/ledger/postgres.
+type Dialect struct {
+	// Name names the database in errors: "sqlite", "postgres".
+	Name string
+
+	// Rebind rewrites a statement from $1, $2, ... placeholders to the
+	// driver's; nil keeps it. The statements use each placeholder once,
+	// in order, so [sqlledger.PositionalRebind] may replace them with ?.
+	Rebind func(query string) string
+
+	// Types are the SQL types of the kinds, for [Table.DDL].
+	Types [Bytes + 1]string
+
+	// Time converts a time.Time for the driver, where the database has
+	// no time type of its own; nil binds time.Time as it is.
+	Time func(time.Time) any
+
+	// Insert, when not nil, inserts rows into a table in tx, on conn,
+	// faster than a prepared INSERT per row (PostgreSQL: COPY). table
+	// is the table's schema (or "") and name, columns the columns'
+	// names, unquoted, and each row holds their values in order, as
+	// the destination converted them.
+	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error
+
+	// RowsPerInsert, when above 1, is how many rows one prepared INSERT
+	// of the default insert (Insert nil) takes at most, in one VALUES
+	// list: where statements cost no round trip (SQLite), fewer of them
+	// cost less of the driver's per-statement work. Each statement must
+	// stay within the database's limit of parameters.
+	RowsPerInsert int
+
+	// UTF8 refuses strings that are not valid UTF-8 or hold NUL bytes
+	// before anything is written, as PostgreSQL's text types would
+	// after.
+	UTF8 bool
+
+	// TableOptions follow the token table's closing parenthesis: "
+	// WITHOUT ROWID" for SQLite, or "".
+	TableOptions string
+
+	// HasTable, when not empty, is a query of one boolean telling
+	// whether the table named $1 exists, asked before the token table
+	// is created, so that a role without the privilege to create tables
+	// writes to a database where it exists (PostgreSQL:
+	// "SELECT to_regclass($1) IS NOT NULL").
+	HasTable string
+
+	// LockSchema, when not empty, runs first in the transaction that
+	// creates tables, so that processes starting at once create them one
+	// after the other (PostgreSQL: a transaction-scoped advisory lock).
+	LockSchema string
+
+	// Classify tells what a driver error means, as
+	// [sqlledger.Dialect.Classify] does: a kind (one of sqlledger's
+	// sentinels, or the driver module's), a hint, and whether the whole
+	// transaction may be tried again.
+	Classify func(err error) (kind error, hint string, retry bool)
+}
+
+// SQLite is the dialect of SQLite through modernc.org/sqlite. Times are
+// stored as UTC text of a fixed width (see [Time]); booleans as 0 and 1.
+var SQLite = Dialect{
+	Name:   "sqlite",
+	Rebind: sqlledger.PositionalRebind,
+	Types: [Bytes + 1]string{Int: "INTEGER", Float: "REAL", String: "TEXT", Bool: "INTEGER",
+		Time: "TEXT", Bytes: "BLOB"},
+	Time:          SQLiteTime,
+	TableOptions:  " WITHOUT ROWID",
+	RowsPerInsert: 64,
+	Classify:      sqlledger.SQLite.Classify,
+}
+
+// SQLiteTimeLayout is the layout of times in SQLite: UTC, to the
+// nanosecond, of a fixed width, so that text order is time order.
+const SQLiteTimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// SQLiteTime returns t as SQLite stores a Time column's values:
+// t.UTC().Format(SQLiteTimeLayout).
+func SQLiteTime(t time.Time) any { return t.UTC().Format(SQLiteTimeLayout) }
+
+func (d *Dialect) rebind(q string) string {
+	if d.Rebind == nil {
+		return q
+	}
+	return d.Rebind(q)
+}
+
+func (d *Dialect) classify(err error) (kind error, hint string, retry bool) {
+	if d.Classify == nil {
+		return nil, "", false
+	}
+	return d.Classify(err)
+}

@@ -1,0 +1,133 @@
+package sqldest
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+func TestTableSpecErrors(t *testing.T) {
+	col := func(name string, k Kind) Column { return Column{Name: name, Kind: k} }
+	cases := []struct {
+		name string
+		t    Table
+		says []string
+	}{
+		{"no name", Table{Columns: []Column{col("a", Int)}}, []string{"without a name"}},
+		{"no columns", Table{Name: "t"}, []string{"no columns"}},
+		{"column twice", Table{Name: "t", Columns: []Column{col("a", Int), col("a", String)}}, []string{`column "a" named twice`}},
+		{"key twice", Table{Name: "t", Columns: []Column{col("a", Int), {Name: "b", Key: "a", Kind: Int}}}, []string{`key "a" mapped to two columns`}},
+		{"bad kind", Table{Name: "t", Columns: []Column{col("a", 0)}}, []string{`kind Kind(0)`}},
+		{"missing partition", Table{Name: "t", Partition: "day", Columns: []Column{col("a", Int)}}, []string{`partition column "day" is none of its columns`}},
+		{"partition kind", Table{Name: "t", Partition: "a", Columns: []Column{col("a", Int)}}, []string{`partition column "a": kind Int; want Time`}},
+		{"partition null", Table{Name: "t", Partition: "a", Columns: []Column{{Name: "a", Kind: Time, Null: true}}}, []string{"must not allow NULL"}},
+		{"token kind", Table{Name: "t", Columns: []Column{{Name: "tok", Kind: String, Meta: FromToken}}}, []string{`column "tok" takes the token, an Int`}},
+		{"several at once", Table{Name: "t", Partition: "p", Columns: []Column{col("a", 0), col("a", Int)}},
+			[]string{"kind Kind(0)", "named twice", `partition column "p"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := c.t.DDL(&SQLite)
+			if err == nil {
+				t.Fatal("DDL of a bad spec succeeded")
+			}
+			for _, s := range c.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestDDL(t *testing.T) {
+	tbl := Table{Schema: "wh", Name: "page views", Partition: "day", Columns: []Column{
+		{Name: "day", Kind: Time},
+		{Name: "views", Kind: Int},
+		{Name: "note", Kind: String, Null: true, Type: "VARCHAR(80)"},
+		{Name: "token", Kind: Int, Meta: FromToken},
+	}}
+	got, err := tbl.DDL(&SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"CREATE TABLE IF NOT EXISTS \"wh\".\"page views\" (\n\t\"day\" TEXT NOT NULL,\n\t\"views\" INTEGER NOT NULL,\n\t\"note\" VARCHAR(80),\n\t\"token\" INTEGER NOT NULL\n)",
+		`CREATE INDEX IF NOT EXISTS "page views_day" ON "wh"."page views" ("day")`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DDL mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestValueKinds checks, for values of every Go type a row may hold,
+// that each kind takes exactly the types it lists.
+func TestValueKinds(t *testing.T) {
+	d := SQLite
+	d.UTF8 = true
+	values := map[string]any{
+		"int": 1, "int8": int8(-2), "int16": int16(3), "int32": int32(4), "int64": int64(5),
+		"uint8": uint8(6), "uint16": uint16(7), "uint32": uint32(8), "uint": uint(9), "uint64": uint64(10),
+		"float32": float32(1.5), "float64": 2.5, "string": "s", "bool": true,
+		"time": time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "bytes": []byte("b"),
+		"big-uint64": uint64(math.MaxUint64), "big-int": int64(1<<53 + 1), "bad-utf8": "\xff", "nul": "a\x00b",
+		"struct": struct{}{}, "pointer": new(int),
+	}
+	takes := map[Kind][]string{
+		Int:    {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "big-int"},
+		Float:  {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "float32", "float64"},
+		String: {"string"},
+		Bool:   {"bool"},
+		Time:   {"time"},
+		Bytes:  {"bytes"},
+	}
+	for k := Int; k <= Bytes; k++ {
+		col := Column{Name: "c", Kind: k}
+		for name, v := range values {
+			_, err, want := d.value(&col, v)
+			ok := false
+			for _, n := range takes[k] {
+				ok = ok || n == name
+			}
+			if ok != (err == nil) {
+				t.Errorf("kind %v, %s %v: err %v (want %q); want taken: %v", k, name, v, err, want, ok)
+			}
+			if err != nil && (!errors.Is(err, ErrMistyped) || want == "") {
+				t.Errorf("kind %v, %s: err %v, want %q; want ErrMistyped saying what is accepted", k, name, err, want)
+			}
+		}
+		if _, err, _ := d.value(&col, nil); !errors.Is(err, ErrNull) {
+			t.Errorf("kind %v: nil in a NOT NULL column: %v", k, err)
+		}
+		col.Null = true
+		if v, err, _ := d.value(&col, nil); err != nil || v != nil {
+			t.Errorf("kind %v: nil in a NULL column: %v, %v", k, v, err)
+		}
+	}
+}
+
+// TestSQLiteTimeOrder checks that SQLite's text form of instants sorts
+// as the instants do, and reads back as the same instant.
+func TestSQLiteTimeOrder(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.FixedZone("", -(3*3600 + 30*60)), time.FixedZone("", 14*3600)}
+	instant := rapid.Custom(func(t *rapid.T) time.Time {
+		sec := rapid.Int64Range(time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 30, 0, 0, 0, 0, time.UTC).Unix()).Draw(t, "sec")
+		return time.Unix(sec, rapid.Int64Range(0, 999_999_999).Draw(t, "nsec")).In(rapid.SampledFrom(zones).Draw(t, "zone"))
+	})
+	rapid.Check(t, func(t *rapid.T) {
+		a, b := instant.Draw(t, "a"), instant.Draw(t, "b")
+		sa, sb := SQLiteTime(a).(string), SQLiteTime(b).(string)
+		if a.Before(b) != (sa < sb) || a.Equal(b) != (sa == sb) {
+			t.Fatalf("%v, %v: %q, %q do not sort as the instants", a, b, sa, sb)
+		}
+		back, err := time.Parse(SQLiteTimeLayout, sa)
+		if err != nil || !back.Equal(a) {
+			t.Fatalf("%q reads back as %v (%v); want %v", sa, back, err, a)
+		}
+	})
+}
