@@ -44,4 +44,3 @@ func (d *FilesDestination) lockDir(ctx context.Context, dir string) (func(), err
 // syncDir does nothing: folders cannot be synced here (Windows refuses to
 // flush a folder's handle).
 func syncDir(string) error { return nil }
-
