@@ -1,0 +1,272 @@
+package tranche
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// leaseKeeper renews the leases of running jobs, each on its own timer,
+// so that a heartbeat that hangs holds up no other partition: a call
+// gets a timeout of at most a heartbeat interval, and a failed one is
+// reported (see keep) and tried again sooner.
+//
+// A kept lease also fences its worker by the worker's own clock: it
+// holds for the lease less a margin after the start of the last claim or
+// heartbeat that succeeded, the ledger having extended it from a later
+// instant by its own clock. Once that time has passed without a renewal,
+// the job's context is canceled with an error matching ErrFenced, and
+// check refuses writes and successes, so that the worker stops before
+// another may take the partition over rather than run beside it. Losing
+// the lease to a newer attempt (a heartbeat failing with ErrFenced) does
+// the same.
+type leaseKeeper struct {
+	ctx      context.Context
+	l        Ledger
+	every, d time.Duration // the heartbeat interval and the lease
+	margin   time.Duration // how long before the lease ends by this worker's clock it stops holding
+
+	// stop, when not nil, is checked every interval while leases are
+	// kept; its error cancels every kept lease's job with it.
+	stop func(context.Context) error
+
+	mu        sync.Mutex
+	kept      map[*keptLease]struct{}
+	stopTimer *time.Timer
+	closed    bool
+	calls     sync.WaitGroup // heartbeats and stop checks in flight
+}
+
+func newLeaseKeeper(ctx context.Context, l Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
+	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, margin: leaseMargin(every, d), stop: stop,
+		kept: map[*keptLease]struct{}{}}
+}
+
+// leaseMargin is how long before a lease of d, renewed every interval,
+// ends by the ledger's clock that its worker stops trusting it: a fifth
+// of the lease, and less than half of what the lease leaves after an
+// interval, so that a renewal that takes a moment does not stop it.
+func leaseMargin(every, d time.Duration) time.Duration {
+	return min(d/5, (d-every)/2)
+}
+
+// keptLease is one lease being renewed.
+type keptLease struct {
+	k      *leaseKeeper
+	lease  *Lease
+	cancel context.CancelCauseFunc
+	ctx    context.Context
+	// renewFailed, when not nil, reports a failed heartbeat: it is
+	// called under mu, so never after release.
+	renewFailed func(err error, took time.Duration)
+
+	mu       sync.Mutex
+	renewed  time.Time // when the last claim or heartbeat that succeeded was sent, by this worker's clock
+	lost     error     // why the lease no longer holds, once it does not
+	byLedger bool      // lost to a newer attempt, as the ledger said
+	released bool
+	beat     *time.Timer
+	lapse    *time.Timer
+}
+
+// keep renews lease, claimed by a call sent at claimed, until release is
+// called, and returns it with the context to run its job under.
+func (k *leaseKeeper) keep(lease *Lease, claimed time.Time, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
+	runCtx, cancel := context.WithCancelCause(k.ctx)
+	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
+	kl.mu.Lock()
+	kl.beat = time.AfterFunc(k.every, kl.heartbeat)
+	kl.lapse = time.AfterFunc(k.d-k.margin-time.Since(claimed), kl.lapsed)
+	kl.mu.Unlock()
+	if k.stop != nil {
+		k.mu.Lock()
+		k.kept[kl] = struct{}{}
+		if k.stopTimer == nil && !k.closed {
+			k.stopTimer = time.AfterFunc(k.every, k.checkStop)
+		}
+		k.mu.Unlock()
+	}
+	return kl, runCtx
+}
+
+// check returns nil while the lease holds by this worker's clock, and
+// otherwise why it does not, an error matching ErrFenced.
+func (kl *keptLease) check() error {
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	if kl.lost == nil {
+		kl.lost = kl.lapsedErr(time.Now())
+	}
+	return kl.lost
+}
+
+// lapsedErr returns the error of a lease not renewed in time at now, or
+// nil while it holds. Called under mu.
+func (kl *keptLease) lapsedErr(now time.Time) error {
+	k := kl.k
+	since := now.Sub(kl.renewed)
+	if since < k.d-k.margin {
+		return nil
+	}
+	return &lapsedError{since: since, lease: k.d, margin: k.margin}
+}
+
+// lostToLedger returns the ledger's ErrFenced when a heartbeat found the
+// lease taken over, and nil otherwise.
+func (kl *keptLease) lostToLedger() error {
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	if kl.byLedger {
+		return kl.lost
+	}
+	return nil
+}
+
+// release stops renewing the lease and cancels its context. A heartbeat
+// in flight is canceled, not waited for: it renews a copy of the lease,
+// and reports nothing once released.
+func (kl *keptLease) release() {
+	kl.mu.Lock()
+	kl.released = true
+	kl.beat.Stop()
+	kl.lapse.Stop()
+	kl.mu.Unlock()
+	kl.cancel(nil)
+	if kl.k.stop != nil {
+		kl.k.mu.Lock()
+		delete(kl.k.kept, kl)
+		kl.k.mu.Unlock()
+	}
+}
+
+// heartbeat renews the lease once, on its timer's goroutine, and sets the
+// timer for the next.
+func (kl *keptLease) heartbeat() {
+	k := kl.k
+	kl.mu.Lock()
+	if kl.released || kl.lost != nil {
+		kl.mu.Unlock()
+		return
+	}
+	// Added under mu before release, so before close waits.
+	k.calls.Add(1)
+	defer k.calls.Done()
+	lease := *kl.lease // the ledger sets the copy's Until, not the one Finish reads
+	left := kl.renewed.Add(k.d - k.margin).Sub(time.Now())
+	kl.mu.Unlock()
+
+	sent := time.Now()
+	timeout := min(k.every, max(left, time.Millisecond))
+	ctx, cancel := context.WithTimeout(kl.ctx, timeout)
+	err := k.l.Heartbeat(ctx, &lease, k.d)
+	timedOut := ctx.Err() != nil && kl.ctx.Err() == nil
+	cancel()
+	took := time.Since(sent)
+
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	if kl.released || kl.lost != nil {
+		return
+	}
+	switch {
+	case err == nil:
+		kl.renewed = sent
+		kl.lease.Until = lease.Until
+		kl.lapse.Reset(k.d - k.margin - time.Since(sent))
+		kl.beat.Reset(max(k.every-took, 0))
+		return
+	case errors.Is(err, ErrFenced):
+		kl.lost, kl.byLedger = err, true
+		kl.cancel(err)
+	case timedOut:
+		err = fmt.Errorf("tranche: heartbeat timed out after %v: %w", took.Round(time.Millisecond), err)
+	}
+	if kl.renewFailed != nil {
+		kl.renewFailed(err, took)
+	}
+	if kl.lost == nil {
+		// Try again soon: within the interval, and before the lease
+		// stops holding.
+		left := kl.renewed.Add(k.d - k.margin).Sub(time.Now())
+		kl.beat.Reset(max(min(k.every, left/2), time.Millisecond))
+	}
+}
+
+// lapsed runs when the lease stops holding by this worker's clock unless
+// renewed: it cancels the job, whose partition another worker may take
+// over from now on.
+func (kl *keptLease) lapsed() {
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	if kl.released || kl.lost != nil {
+		return
+	}
+	now := time.Now()
+	if err := kl.lapsedErr(now); err != nil {
+		kl.lost = err
+		kl.cancel(err)
+		return
+	}
+	// A renewal came in since the timer was set.
+	kl.lapse.Reset(kl.renewed.Add(kl.k.d - kl.k.margin).Sub(now))
+}
+
+// checkStop calls stop, every interval while the keeper is open, when
+// some lease is kept, and cancels every kept lease's job with its error.
+func (k *leaseKeeper) checkStop() {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return
+	}
+	kept := make([]*keptLease, 0, len(k.kept))
+	for kl := range k.kept {
+		kept = append(kept, kl)
+	}
+	k.calls.Add(1)
+	defer k.calls.Done()
+	k.mu.Unlock()
+	if len(kept) > 0 {
+		ctx, cancel := context.WithTimeout(k.ctx, k.every)
+		err := k.stop(ctx)
+		cancel()
+		if err != nil {
+			for _, kl := range kept {
+				kl.cancel(err)
+			}
+		}
+	}
+	k.mu.Lock()
+	if !k.closed {
+		k.stopTimer.Reset(k.every)
+	}
+	k.mu.Unlock()
+}
+
+// close stops the keeper once every lease is released, and waits for the
+// calls in flight, which the released leases' contexts have canceled.
+func (k *leaseKeeper) close() {
+	k.mu.Lock()
+	k.closed = true
+	if k.stopTimer != nil {
+		k.stopTimer.Stop()
+	}
+	k.mu.Unlock()
+	k.calls.Wait()
+}
+
+// lapsedError is a lease that its worker stopped trusting: not renewed
+// for longer than the lease less a margin, by the worker's own clock. It
+// matches ErrFenced.
+type lapsedError struct {
+	since, lease, margin time.Duration
+}
+
+func (e *lapsedError) Error() string {
+	return fmt.Sprintf("tranche: lease not renewed for %v, past its %v less a margin of %v: this worker stopped the partition, which another may take over (%v)",
+		e.since.Round(time.Millisecond), e.lease, e.margin, ErrFenced)
+}
+
+func (e *lapsedError) Is(target error) bool { return target == ErrFenced }
