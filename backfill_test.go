@@ -1757,8 +1757,10 @@ func TestBackfillHookPanics(t *testing.T) {
 	}
 }
 
-// The progress reporter writes a plain line per finished partition, and
-// one for the end, when its writer is not a terminal.
+// The progress reporter writes a plain line when a partition finishes, at
+// most one a second, and one for the end, when its writer is not a
+// terminal; held partitions are counted apart from skipped ones, and a
+// run that leaves some is not called completed.
 func TestProgressReporterPlain(t *testing.T) {
 	var buf bytes.Buffer
 	report := tranche.NewProgressReporter(&buf)
@@ -1774,26 +1776,65 @@ func TestProgressReporterPlain(t *testing.T) {
 	ev(tranche.KindPartitionSucceeded, 2*time.Second, "2026-01-04", tranche.Progress{Done: 1, Skipped: 1, Total: 5, ETA: 6 * time.Second}, nil)
 	report(ctx, tranche.Event{Kind: tranche.KindRunCompleted, Time: t0.Add(3 * time.Second), Target: "2026-01-03"}) // no progress: ignored
 	ev(tranche.KindPartitionFailed, 4*time.Second, "2026-01-03", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Total: 5, ETA: 4 * time.Second}, errors.New("boom"))
-	ev(tranche.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 2, Total: 5, ETA: 2 * time.Second}, nil)
-	ev(tranche.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 2, Total: 5}, nil)
-	ev(tranche.KindBackfillFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 2, Total: 5}, errors.New("1 failed"))
+	ev(tranche.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 5, ETA: 2 * time.Second}, nil)
+	ev(tranche.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, nil)
+	ev(tranche.KindBackfillFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, errors.New("1 failed"))
 	ev(tranche.KindBackfillStarted, 10*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
-	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Total: 5, ETA: 400 * time.Millisecond}, nil)
-	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-02", tranche.Progress{Done: 2, Skipped: 3, Total: 5, ETA: 700 * time.Millisecond}, nil)
-	ev(tranche.KindBackfillCompleted, 11*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 3, Total: 5}, nil)
-	ev(tranche.KindBackfillCanceled, 12*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 3, Total: 5}, nil)
+	// Two partitions finish within a second: one line.
+	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Held: 1, Total: 5, ETA: 400 * time.Millisecond}, nil)
+	ev(tranche.KindPartitionSucceeded, 11500*time.Millisecond, "2026-01-02", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
+	ev(tranche.KindBackfillUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, tranche.ErrHeldElsewhere)
+	ev(tranche.KindBackfillStarted, 20*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(tranche.KindPartitionSucceeded, 21*time.Second, "2026-01-05", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(tranche.KindBackfillCompleted, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(tranche.KindBackfillCanceled, 22*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
 	bfGolden(t, "backfill_progress.txt", buf.Bytes())
 
-	// Through a backfill: a line per partition and one for the end.
+	// Through a backfill of five quick partitions: a line for the
+	// first, none for the others within the second, one for the end.
 	buf.Reset()
 	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 5), Ledger: tranche.NewMemoryLedger(nil), OnEvent: tranche.NewProgressReporter(&buf)}
 	if _, err := b.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], "backfill "+bfJanuary5DaysID+": 2026-01-05 succeeded (1/5 done, 0 failed, 0 skipped") ||
-		!strings.HasPrefix(lines[5], "backfill "+bfJanuary5DaysID+" completed: 5/5 done, 0 failed, 0 skipped") {
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "backfill "+bfJanuary5DaysID+": 2026-01-05 succeeded (1/5 done, 0 failed, 0 skipped") ||
+		!strings.HasPrefix(lines[1], "backfill "+bfJanuary5DaysID+" completed: 5/5 done, 0 failed, 0 skipped") {
 		t.Errorf("progress lines:\n%s", buf.String())
+	}
+}
+
+// Without a terminal, a million partitions make a line a second, not a
+// line each; the first failures are each listed.
+func TestProgressReporterThrottles(t *testing.T) {
+	var buf bytes.Buffer
+	report := tranche.NewProgressReporter(&buf)
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	const n = 1_000_000
+	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillStarted, Time: t0, Progress: &tranche.Progress{Total: n}})
+	for i := range n {
+		kind, p := tranche.KindPartitionSucceeded, tranche.Progress{Done: i + 1, Total: n}
+		if i%1000 == 999 {
+			kind, p = tranche.KindPartitionFailed, tranche.Progress{Done: i, Failed: 1, Total: n}
+		}
+		// 10,000 partitions a second: 100 seconds in all.
+		report(t.Context(), tranche.Event{Kind: kind, Time: t0.Add(time.Duration(i+1) * 100 * time.Microsecond), Target: fmt.Sprint(i), Progress: &p})
+	}
+	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillFailed, Time: t0.Add(100 * time.Second), Progress: &tranche.Progress{Done: n - 1000, Failed: 1000, Total: n}})
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	// A line a second, 10 failures listed, and the end.
+	if len(lines) < 100 || len(lines) > 115 {
+		t.Fatalf("%d lines for %d partitions in 100s; want about one a second, the first 10 failures, and the end", len(lines), n)
+	}
+	failures := 0
+	for _, l := range lines {
+		if strings.Contains(l, " failed (") {
+			failures++
+		}
+	}
+	if failures < 10 || !strings.Contains(buf.String(), "further failures are counted, not listed") ||
+		!strings.HasPrefix(lines[len(lines)-1], "backfill  failed: 999000/1000000 done, 1000 failed, 0 skipped, 10000.0 partitions/s") {
+		t.Errorf("%d failure lines, last line %q", failures, lines[len(lines)-1])
 	}
 }
 
