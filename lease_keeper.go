@@ -265,8 +265,8 @@ type lapsedError struct {
 }
 
 func (e *lapsedError) Error() string {
-	return fmt.Sprintf("tranche: lease not renewed for %v, past its %v less a margin of %v: this worker stopped the partition, which another may take over (%v)",
-		e.since.Round(time.Millisecond), e.lease, e.margin, ErrFenced)
+	return fmt.Sprintf("tranche: lease not renewed for %v, past its %v less a margin of %v: this worker stopped the partition, which another may take over",
+		e.since.Round(time.Millisecond), e.lease, e.margin)
 }
 
 func (e *lapsedError) Is(target error) bool { return target == ErrFenced }
