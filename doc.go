@@ -94,6 +94,22 @@ anything is written. [MemoryDestination] keeps rows in memory;
 [FilesDestination] writes JSON lines, one file per partition, replaced
 atomically.
 
+Every batch carries a fencing token ([Batch.Token]), the ledger's number
+of the attempt that wrote it, and what lands depends on the kind of
+destination (see [Destination]):
+
+  - transactional destinations sharing the ledger's database (the SQL
+    destinations, in their own modules) commit the rows and the ledger's
+    record of success in one transaction: exactly once, with no window;
+  - fenced replacing destinations ([MemoryDestination],
+    [FilesDestination]) refuse a write older than the partition's last,
+    atomically with the write: the newest attempt wins, and a stalled
+    worker's rows never replace a newer attempt's;
+  - other destinations receive each attempt's batches at least once, with
+    the token and a delivery id ([Batch.DeliveryID]) to deduplicate by.
+
+A plain [Runner.Run] writes with token 0, which is not fenced.
+
 # Events
 
 Every step of a run is an [Event] of a stable [Kind] (run, asset, write
@@ -123,7 +139,13 @@ A [Backfill] materializes a DAG over every partition of a window, claiming
 each partition in a [Ledger] under a heartbeated lease before it runs and
 recording how it ended, so that running the same backfill again resumes
 it, and several workers share one backfill with every partition landing
-once. [Backfill.Plan] is a dry run; [Backfill.Run] plans and executes;
+once in the ledger. Each running partition renews its lease on its own,
+so that a hung ledger call holds up no other; a worker trusts a lease by
+its own clock only for its length less a margin since its last renewal,
+and past that stops the partition and writes nothing more for it. A run
+reports apart the partitions other workers still hold ([Report].Held,
+[ErrHeldElsewhere]; [Backfill.WaitForOthers] waits for them) and those
+whose claims failed ([Report].Unclaimed). [Backfill.Plan] is a dry run; [Backfill.Run] plans and executes;
 [StatusOf] reads a backfill's progress and why it is stuck, if it is.
 [BackfillID], [RunID] and [DAGIdentity] are stable hashes. [NewMemoryLedger]
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
