@@ -742,9 +742,13 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	}
 	x.emitJob(ctx, KindPartitionClaimed, u, nil)
 
-	kept, runCtx := x.keeper.keep(lease, claimed, func(err error, took time.Duration) {
-		x.emitJob(ctx, KindLeaseRenewFailed, u, err, func(e *Event) { e.Duration = took })
-	})
+	var renewFailed func(error, time.Duration)
+	if b.OnEvent != nil {
+		renewFailed = func(err error, took time.Duration) {
+			x.emitJob(ctx, KindLeaseRenewFailed, u, err, func(e *Event) { e.Duration = took })
+		}
+	}
+	kept, runCtx := x.keeper.keep(lease, claimed, renewFailed)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
 	var target Target
 	if n == 1 {
@@ -756,8 +760,11 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		backfill: cfg.id, tokens: lease.Tokens(), dag: cfg.dag, fence: kept.check})
 	// A success is recorded only while the lease holds by this worker's
 	// clock: past it, another worker may have taken the partition over.
-	held := kept.check()
-	lost := kept.lostToLedger()
+	held, byLedger := kept.state()
+	var lost error
+	if byLedger {
+		lost = held
+	}
 	cause := context.Cause(runCtx)
 	kept.release()
 

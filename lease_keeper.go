@@ -68,7 +68,7 @@ type keptLease struct {
 	byLedger bool      // lost to a newer attempt, as the ledger said
 	released bool
 	beat     *time.Timer
-	lapse    *time.Timer
+	lapse    *time.Timer // set by the first heartbeat: the lease cannot lapse before it
 }
 
 // keep renews lease, claimed by a call sent at claimed, until release is
@@ -76,9 +76,11 @@ type keptLease struct {
 func (k *leaseKeeper) keep(lease *Lease, claimed time.Time, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
 	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
+	// One timer per lease, for the first heartbeat, which is due before
+	// the lease could lapse (the margin leaves more than an interval);
+	// most partitions of a backfill end before it fires.
 	kl.mu.Lock()
 	kl.beat = time.AfterFunc(k.every, kl.heartbeat)
-	kl.lapse = time.AfterFunc(k.d-k.margin-time.Since(claimed), kl.lapsed)
 	kl.mu.Unlock()
 	if k.stop != nil {
 		k.mu.Lock()
@@ -94,12 +96,19 @@ func (k *leaseKeeper) keep(lease *Lease, claimed time.Time, renewFailed func(err
 // check returns nil while the lease holds by this worker's clock, and
 // otherwise why it does not, an error matching ErrFenced.
 func (kl *keptLease) check() error {
+	err, _ := kl.state()
+	return err
+}
+
+// state returns what check does, and whether the ledger said the lease
+// was lost to a newer attempt.
+func (kl *keptLease) state() (err error, byLedger bool) {
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
 	if kl.lost == nil {
 		kl.lost = kl.lapsedErr(time.Now())
 	}
-	return kl.lost
+	return kl.lost, kl.byLedger
 }
 
 // lapsedErr returns the error of a lease not renewed in time at now, or
@@ -113,17 +122,6 @@ func (kl *keptLease) lapsedErr(now time.Time) error {
 	return &lapsedError{since: since, lease: k.d, margin: k.margin}
 }
 
-// lostToLedger returns the ledger's ErrFenced when a heartbeat found the
-// lease taken over, and nil otherwise.
-func (kl *keptLease) lostToLedger() error {
-	kl.mu.Lock()
-	defer kl.mu.Unlock()
-	if kl.byLedger {
-		return kl.lost
-	}
-	return nil
-}
-
 // release stops renewing the lease and cancels its context. A heartbeat
 // in flight is canceled, not waited for: it renews a copy of the lease,
 // and reports nothing once released.
@@ -131,7 +129,9 @@ func (kl *keptLease) release() {
 	kl.mu.Lock()
 	kl.released = true
 	kl.beat.Stop()
-	kl.lapse.Stop()
+	if kl.lapse != nil {
+		kl.lapse.Stop()
+	}
 	kl.mu.Unlock()
 	kl.cancel(nil)
 	if kl.k.stop != nil {
@@ -149,6 +149,9 @@ func (kl *keptLease) heartbeat() {
 	if kl.released || kl.lost != nil {
 		kl.mu.Unlock()
 		return
+	}
+	if kl.lapse == nil {
+		kl.lapse = time.AfterFunc(kl.renewed.Add(k.d-k.margin).Sub(time.Now()), kl.lapsed)
 	}
 	// Added under mu before release, so before close waits.
 	k.calls.Add(1)
