@@ -105,8 +105,10 @@ func (kl *keptLease) check() error {
 func (kl *keptLease) state() (err error, byLedger bool) {
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
-	if kl.lost == nil {
-		kl.lost = kl.lapsedErr(time.Now())
+	if kl.lost == nil && !kl.released {
+		if kl.lost = kl.lapsedErr(time.Now()); kl.lost != nil {
+			kl.cancel(kl.lost)
+		}
 	}
 	return kl.lost, kl.byLedger
 }
@@ -183,6 +185,8 @@ func (kl *keptLease) heartbeat() {
 	case errors.Is(err, ErrFenced):
 		kl.lost, kl.byLedger = err, true
 		kl.cancel(err)
+	case kl.ctx.Err() != nil:
+		return // the job is stopping: its lease is about to be released
 	case timedOut:
 		err = fmt.Errorf("tranche: heartbeat timed out after %v: %w", took.Round(time.Millisecond), err)
 	}
