@@ -757,7 +757,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		target = u.window
 	}
 	res, runErr := x.runner.run(runCtx, b.DAG, target, runOptions{id: runID, attempt: lease.Attempts[0],
-		backfill: cfg.id, tokens: lease.Tokens(), dag: cfg.dag, fence: kept.check})
+		backfill: cfg.id, fencing: &kept.fencing})
 	// A success is recorded only while the lease holds by this worker's
 	// clock: past it, another worker may have taken the partition over.
 	held, byLedger := kept.state()
@@ -1009,8 +1009,7 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 	}
 	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
 	kept, runCtx := keeper.keep(lease, claimed, nil)
-	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], tokens: lease.Tokens(),
-		dag: id, fence: kept.check})
+	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], fencing: &kept.fencing})
 	if runErr == nil {
 		// A success is recorded only while the lease holds by this
 		// worker's clock.

@@ -197,7 +197,7 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 	}
 	mu.Lock()
 	for key, d := range took {
-		if d > 900*time.Millisecond {
+		if d > 2*time.Second {
 			t.Errorf("a's partition %s took %v; want its 300ms of work, not held up by %s's heartbeat", key, d, hungKey)
 		}
 	}

@@ -62,6 +62,10 @@ type keptLease struct {
 	// called under mu, so never after release.
 	renewFailed func(err error, took time.Duration)
 
+	// fencing is what the job's run fences its writes with: the
+	// lease's tokens and this lease, in one allocation with it.
+	fencing runFencing
+
 	mu       sync.Mutex
 	renewed  time.Time // when the last claim or heartbeat that succeeded was sent, by this worker's clock
 	lost     error     // why the lease no longer holds, once it does not
@@ -76,6 +80,7 @@ type keptLease struct {
 func (k *leaseKeeper) keep(lease *Lease, claimed time.Time, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
 	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
+	kl.fencing = runFencing{tokens: lease.Tokens(), dag: lease.DAG, lease: kl}
 	// One timer per lease, for the first heartbeat, which is due before
 	// the lease could lapse (the margin leaves more than an interval);
 	// most partitions of a backfill end before it fires.

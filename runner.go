@@ -119,6 +119,10 @@ type runOptions struct {
 	// error (matching ErrFenced) fails the write before the destination
 	// is called, because the run's lease no longer holds.
 	fence func() error
+	// fencing, when not nil, stands for tokens, dag and fence, set by
+	// a backfill that keeps them beside its lease, so that a run costs
+	// no allocation for them.
+	fencing *runFencing
 }
 
 // run is Run with the run's id, attempt and fencing tokens chosen by the
@@ -141,13 +145,16 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, opts runOptions) 
 		id:       runID,
 		attempt:  attempt,
 		backfill: backfill,
-		tokens:   opts.tokens,
-		dagID:    opts.dag,
-		fence:    opts.fence,
 		target:   t,
 		runner:   r,
 		outcomes: make([]AssetOutcome, n),
 		assets:   make([]assetState, n),
+	}
+	switch {
+	case opts.fencing != nil:
+		s.fencing = opts.fencing
+	case opts.tokens != nil || opts.fence != nil:
+		s.fencing = &runFencing{tokens: opts.tokens, dag: opts.dag, fence: opts.fence}
 	}
 	if r.Logger != nil {
 		s.logHook = SlogHook(r.Logger)
@@ -339,9 +346,7 @@ type runState struct {
 	id       string
 	attempt  int
 	backfill string // the backfill the run belongs to, or ""
-	tokens   []int64
-	dagID    string       // the identity that numbered tokens
-	fence    func() error // checked before each write; nil outside a ledger
+	fencing  *runFencing // nil outside a ledger
 	target   target
 
 	runner   *Runner // its OnEvent and Logger
@@ -354,6 +359,27 @@ type runState struct {
 	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
 	assets   []assetState   // by DAG position
 	sched    scheduler
+}
+
+// runFencing is what a run recorded in a ledger fences its writes with
+// (see runOptions), apart from runState so that other runs do not carry
+// it.
+type runFencing struct {
+	tokens []int64
+	dag    string
+	fence  func() error
+	lease  *keptLease // checked as fence is, when fence is nil
+}
+
+// check calls the fence, or checks the lease.
+func (f *runFencing) check() error {
+	switch {
+	case f.fence != nil:
+		return f.fence()
+	case f.lease != nil:
+		return f.lease.check()
+	}
+	return nil
 }
 
 // assetState is what a run keeps of one asset, besides its outcome.
@@ -693,15 +719,16 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 
 // stamp gives each batch the run's id and its partition's fencing token.
 // Batches of a partitioned asset come oldest first, one per partition of
-// the target, in the order of s.tokens. The batch of an unpartitioned
+// the target, in the order of the tokens. The batch of an unpartitioned
 // asset gets no token: the tokens of the partition a run is for do not
 // order its writes of the asset's whole rows, which runs for other
 // partitions make too.
 func (s *runState) stamp(batches []Batch) {
+	f := s.fencing
 	for k := range batches {
 		batches[k].RunID = s.id
-		if len(s.tokens) == len(batches) && batches[k].Partition.Granularity.IsValid() {
-			batches[k].Token, batches[k].DAG = s.tokens[k], s.dagID
+		if f != nil && len(f.tokens) == len(batches) && batches[k].Partition.Granularity.IsValid() {
+			batches[k].Token, batches[k].DAG = f.tokens[k], f.dag
 		}
 	}
 }
@@ -720,8 +747,8 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 		}()
 		// The lease is checked last, right before the write: a worker
 		// paused since its last heartbeat writes nothing.
-		if s.fence != nil {
-			if err = s.fence(); err != nil {
+		if s.fencing != nil {
+			if err = s.fencing.check(); err != nil {
 				return
 			}
 		}
