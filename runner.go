@@ -345,7 +345,7 @@ type runState struct {
 	dag      *DAG
 	id       string
 	attempt  int
-	backfill string // the backfill the run belongs to, or ""
+	backfill string      // the backfill the run belongs to, or ""
 	fencing  *runFencing // nil outside a ledger
 	target   target
 
