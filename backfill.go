@@ -378,8 +378,10 @@ type Report struct {
 // RanHere returns the partitions this worker ran.
 func (r *Report) RanHere() int { return r.Succeeded + r.Failed }
 
-// Done reports whether every partition of the window has succeeded, here
-// or elsewhere, or was left alone by the rerun policy.
+// Done reports whether the run left nothing for a later run to do: every
+// partition of the window succeeded, here or elsewhere, or was left alone
+// by the rerun policy. [StatusOf] tells whether every partition has
+// succeeded.
 func (r *Report) Done() bool {
 	return r.Succeeded+r.Skipped+r.Elsewhere == r.Total
 }
