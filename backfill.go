@@ -724,7 +724,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		return
 	}
 	runID := x.runID(u)
-	claimed := time.Now() // the lease holds from no earlier, by the ledger's clock
+	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
 	lease, err := b.Ledger.Claim(ctx, ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: runID, Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
@@ -1003,13 +1003,13 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
 	runID := RunID(id, p.Start, p.End)
-	claimed := time.Now()
+	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
+	claimed := keeper.now()
 	lease, err := l.Claim(ctx, ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []TimePartition{p},
 		Lease: DefaultLease, Policy: RerunAll, Revision: revision})
 	if err != nil {
 		return nil, err
 	}
-	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
 	kept, runCtx := keeper.keep(lease, claimed, nil)
 	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], fencing: &kept.fencing})
 	if runErr == nil {

@@ -11,7 +11,10 @@ import (
 // leaseKeeper renews the leases of running jobs, each on its own timer,
 // so that a heartbeat that hangs holds up no other partition: a call
 // gets a timeout of at most a heartbeat interval, and a failed one is
-// reported (see keep) and tried again sooner.
+// reported (see keep) and tried again sooner. Most partitions of a
+// backfill end before their first heartbeat is due, so a lease gets its
+// timer only then, from one goroutine that looks every tick for leases
+// whose first heartbeat is due and never calls the ledger itself.
 //
 // A kept lease also fences its worker by the worker's own clock: it
 // holds for the lease less a margin after the start of the last claim or
@@ -32,17 +35,35 @@ type leaseKeeper struct {
 	// kept; its error cancels every kept lease's job with it.
 	stop func(context.Context) error
 
+	tick time.Duration // how often the first heartbeats due are looked for
+
+	// base is the origin of the keeper's clock: instants are durations
+	// since it, read from the monotonic clock alone, which costs a
+	// fraction of time.Now.
+	base time.Time
+
 	mu        sync.Mutex
-	kept      map[*keptLease]struct{}
+	kept      map[*keptLease]struct{} // every lease kept, when stop is not nil
+	unarmed   map[*keptLease]struct{} // leases kept without a timer yet
 	stopTimer *time.Timer
 	closed    bool
+	started   bool
+	quit      chan struct{}
+	loop      sync.WaitGroup
 	calls     sync.WaitGroup // heartbeats and stop checks in flight
 }
 
 func newLeaseKeeper(ctx context.Context, l Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
-	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, margin: leaseMargin(every, d), stop: stop,
-		kept: map[*keptLease]struct{}{}}
+	margin := leaseMargin(every, d)
+	// A first heartbeat goes out at most a tick late, well before the
+	// lease could lapse: the margin leaves more than an interval.
+	tick := max(min(every, d-margin-every)/4, time.Millisecond)
+	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, margin: margin, tick: tick, stop: stop, base: time.Now(),
+		kept: map[*keptLease]struct{}{}, unarmed: map[*keptLease]struct{}{}, quit: make(chan struct{})}
 }
+
+// now returns the present on the keeper's clock.
+func (k *leaseKeeper) now() time.Duration { return time.Since(k.base) }
 
 // leaseMargin is how long before a lease of d, renewed every interval,
 // ends by the ledger's clock that its worker stops trusting it: a fifth
@@ -67,7 +88,7 @@ type keptLease struct {
 	fencing runFencing
 
 	mu       sync.Mutex
-	renewed  time.Time // when the last claim or heartbeat that succeeded was sent, by this worker's clock
+	renewed  time.Duration // when the last claim or heartbeat that succeeded was sent, on the keeper's clock
 	lost     error     // why the lease no longer holds, once it does not
 	byLedger bool      // lost to a newer attempt, as the ledger said
 	released bool
@@ -75,27 +96,56 @@ type keptLease struct {
 	lapse    *time.Timer // set by the first heartbeat: the lease cannot lapse before it
 }
 
-// keep renews lease, claimed by a call sent at claimed, until release is
-// called, and returns it with the context to run its job under.
-func (k *leaseKeeper) keep(lease *Lease, claimed time.Time, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
+// keep renews lease, claimed by a call sent at claimed (on the keeper's
+// clock, see now), until release is called, and returns it with the
+// context to run its job under.
+func (k *leaseKeeper) keep(lease *Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
 	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
 	kl.fencing = runFencing{tokens: lease.Tokens(), dag: lease.DAG, lease: kl}
-	// One timer per lease, for the first heartbeat, which is due before
-	// the lease could lapse (the margin leaves more than an interval);
-	// most partitions of a backfill end before it fires.
-	kl.mu.Lock()
-	kl.beat = time.AfterFunc(k.every, kl.heartbeat)
-	kl.mu.Unlock()
+	k.mu.Lock()
+	k.unarmed[kl] = struct{}{}
+	if !k.started {
+		k.started = true
+		k.loop.Go(k.arm)
+	}
 	if k.stop != nil {
-		k.mu.Lock()
 		k.kept[kl] = struct{}{}
 		if k.stopTimer == nil && !k.closed {
 			k.stopTimer = time.AfterFunc(k.every, k.checkStop)
 		}
+	}
+	k.mu.Unlock()
+	return kl, runCtx
+}
+
+// arm gives each kept lease, once its first heartbeat is due, its own
+// timer, which renews it from then on.
+func (k *leaseKeeper) arm() {
+	t := time.NewTicker(k.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.quit:
+			return
+		case <-t.C:
+		}
+		now := k.now()
+		k.mu.Lock()
+		for kl := range k.unarmed {
+			// renewed is set before the lease is added, and changes only
+			// once it is armed.
+			if now-kl.renewed >= k.every {
+				delete(k.unarmed, kl)
+				kl.mu.Lock()
+				if !kl.released {
+					kl.beat = time.AfterFunc(0, kl.heartbeat)
+				}
+				kl.mu.Unlock()
+			}
+		}
 		k.mu.Unlock()
 	}
-	return kl, runCtx
 }
 
 // check returns nil while the lease holds by this worker's clock, and
@@ -111,7 +161,7 @@ func (kl *keptLease) state() (err error, byLedger bool) {
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
 	if kl.lost == nil && !kl.released {
-		if kl.lost = kl.lapsedErr(time.Now()); kl.lost != nil {
+		if kl.lost = kl.lapsedErr(kl.k.now()); kl.lost != nil {
 			kl.cancel(kl.lost)
 		}
 	}
@@ -120,9 +170,9 @@ func (kl *keptLease) state() (err error, byLedger bool) {
 
 // lapsedErr returns the error of a lease not renewed in time at now, or
 // nil while it holds. Called under mu.
-func (kl *keptLease) lapsedErr(now time.Time) error {
+func (kl *keptLease) lapsedErr(now time.Duration) error {
 	k := kl.k
-	since := now.Sub(kl.renewed)
+	since := now - kl.renewed
 	if since < k.d-k.margin {
 		return nil
 	}
@@ -135,17 +185,21 @@ func (kl *keptLease) lapsedErr(now time.Time) error {
 func (kl *keptLease) release() {
 	kl.mu.Lock()
 	kl.released = true
-	kl.beat.Stop()
+	if kl.beat != nil {
+		kl.beat.Stop()
+	}
 	if kl.lapse != nil {
 		kl.lapse.Stop()
 	}
 	kl.mu.Unlock()
 	kl.cancel(nil)
-	if kl.k.stop != nil {
-		kl.k.mu.Lock()
-		delete(kl.k.kept, kl)
-		kl.k.mu.Unlock()
+	k := kl.k
+	k.mu.Lock()
+	delete(k.unarmed, kl)
+	if k.stop != nil {
+		delete(k.kept, kl)
 	}
+	k.mu.Unlock()
 }
 
 // heartbeat renews the lease once, on its timer's goroutine, and sets the
@@ -158,22 +212,22 @@ func (kl *keptLease) heartbeat() {
 		return
 	}
 	if kl.lapse == nil {
-		kl.lapse = time.AfterFunc(kl.renewed.Add(k.d-k.margin).Sub(time.Now()), kl.lapsed)
+		kl.lapse = time.AfterFunc(kl.renewed+k.d-k.margin-k.now(), kl.lapsed)
 	}
 	// Added under mu before release, so before close waits.
 	k.calls.Add(1)
 	defer k.calls.Done()
 	lease := *kl.lease // the ledger sets the copy's Until, not the one Finish reads
-	left := kl.renewed.Add(k.d - k.margin).Sub(time.Now())
+	sent := k.now()
+	left := kl.renewed + k.d - k.margin - sent
 	kl.mu.Unlock()
 
-	sent := time.Now()
 	timeout := min(k.every, max(left, time.Millisecond))
 	ctx, cancel := context.WithTimeout(kl.ctx, timeout)
 	err := k.l.Heartbeat(ctx, &lease, k.d)
 	timedOut := ctx.Err() != nil && kl.ctx.Err() == nil
 	cancel()
-	took := time.Since(sent)
+	took := k.now() - sent
 
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
@@ -184,7 +238,7 @@ func (kl *keptLease) heartbeat() {
 	case err == nil:
 		kl.renewed = sent
 		kl.lease.Until = lease.Until
-		kl.lapse.Reset(k.d - k.margin - time.Since(sent))
+		kl.lapse.Reset(k.d - k.margin - took)
 		kl.beat.Reset(max(k.every-took, 0))
 		return
 	case errors.Is(err, ErrFenced):
@@ -201,7 +255,7 @@ func (kl *keptLease) heartbeat() {
 	if kl.lost == nil {
 		// Try again soon: within the interval, and before the lease
 		// stops holding.
-		left := kl.renewed.Add(k.d - k.margin).Sub(time.Now())
+		left := kl.renewed + k.d - k.margin - k.now()
 		kl.beat.Reset(max(min(k.every, left/2), time.Millisecond))
 	}
 }
@@ -215,14 +269,14 @@ func (kl *keptLease) lapsed() {
 	if kl.released || kl.lost != nil {
 		return
 	}
-	now := time.Now()
+	now := kl.k.now()
 	if err := kl.lapsedErr(now); err != nil {
 		kl.lost = err
 		kl.cancel(err)
 		return
 	}
 	// A renewal came in since the timer was set.
-	kl.lapse.Reset(kl.renewed.Add(kl.k.d - kl.k.margin).Sub(now))
+	kl.lapse.Reset(kl.renewed + kl.k.d - kl.k.margin - now)
 }
 
 // checkStop calls stop, every interval while the keeper is open, when
@@ -266,6 +320,8 @@ func (k *leaseKeeper) close() {
 		k.stopTimer.Stop()
 	}
 	k.mu.Unlock()
+	close(k.quit)
+	k.loop.Wait()
 	k.calls.Wait()
 }
 
