@@ -89,8 +89,8 @@ type keptLease struct {
 
 	mu       sync.Mutex
 	renewed  time.Duration // when the last claim or heartbeat that succeeded was sent, on the keeper's clock
-	lost     error     // why the lease no longer holds, once it does not
-	byLedger bool      // lost to a newer attempt, as the ledger said
+	lost     error         // why the lease no longer holds, once it does not
+	byLedger bool          // lost to a newer attempt, as the ledger said
 	released bool
 	beat     *time.Timer
 	lapse    *time.Timer // set by the first heartbeat: the lease cannot lapse before it
