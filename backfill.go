@@ -56,16 +56,17 @@ type Backfill struct {
 	// third of Lease. A lease must be longer than the heartbeat.
 	//
 	// Each running partition renews its lease on its own, each call
-	// bounded by the heartbeat interval, so that a ledger call that hangs
-	// holds up no other partition; a call that fails or times out is a
-	// [KindLeaseRenewFailed] event, and is tried again sooner. A worker
-	// trusts its lease, by its own clock, for the lease less a margin (a
-	// fifth of it, or less when the heartbeat leaves less) after the
-	// start of its last renewal that succeeded: past that, it stops the
-	// partition's run (its context is canceled with an error matching
-	// [ErrFenced]), writes nothing more for it, and records it failed,
-	// never succeeded, so that it never runs beside the worker that may
-	// take it over.
+	// bounded by what the lease has left, so that a ledger call that
+	// hangs holds up no other partition; a call that fails or times out
+	// is a [KindLeaseRenewFailed] event, and is tried again sooner, and
+	// one that takes longer than the heartbeat is a [KindLeaseRenewSlow]
+	// event. A worker trusts its lease, by its own clock, for the lease
+	// less a margin (a tenth of it, or less when the heartbeat leaves
+	// less) after the start of its last renewal that succeeded: past
+	// that, it stops the partition's run (its context is canceled with an
+	// error matching [ErrFenced]), writes nothing more for it, and
+	// records it failed, never succeeded, so that it never runs beside
+	// the worker that may take it over.
 	Lease, Heartbeat time.Duration
 
 	// MaxPartitions bounds the window; 0 means 100,000.
@@ -747,7 +748,11 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	var renewFailed func(error, time.Duration)
 	if b.OnEvent != nil {
 		renewFailed = func(err error, took time.Duration) {
-			x.emitJob(ctx, KindLeaseRenewFailed, u, err, func(e *Event) { e.Duration = took })
+			kind := KindLeaseRenewFailed
+			if err == nil {
+				kind = KindLeaseRenewSlow
+			}
+			x.emitJob(ctx, kind, u, err, func(e *Event) { e.Duration = took })
 		}
 	}
 	kept, runCtx := x.keeper.keep(lease, claimed, renewFailed)

@@ -65,6 +65,9 @@ const (
 	// soon; if it cannot be renewed in time, the worker stops the
 	// partition (see Backfill.Lease).
 	KindLeaseRenewFailed Kind = "lease.renew_failed"
+	// KindLeaseRenewSlow reports a heartbeat that renewed the lease but
+	// took longer than the heartbeat interval (Duration).
+	KindLeaseRenewSlow Kind = "lease.renew_slow"
 )
 
 // String returns k's stable name.
@@ -77,7 +80,7 @@ func (k Kind) level() slog.Level {
 	switch k {
 	case KindRunFailed, KindAssetFailed, KindWriteFailed, KindBackfillFailed, KindPartitionFailed:
 		return slog.LevelError
-	case KindAssetRetrying, KindLeaseRenewFailed, KindPartitionUnclaimed, KindBackfillUnfinished:
+	case KindAssetRetrying, KindLeaseRenewFailed, KindLeaseRenewSlow, KindPartitionUnclaimed, KindBackfillUnfinished:
 		return slog.LevelWarn
 	case KindWriteStarted, KindWriteCompleted, KindPartitionClaimed, KindPartitionHeld, KindPartitionStarted:
 		return slog.LevelDebug

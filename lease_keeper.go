@@ -10,8 +10,9 @@ import (
 
 // leaseKeeper renews the leases of running jobs, each on its own timer,
 // so that a heartbeat that hangs holds up no other partition: a call
-// gets a timeout of at most a heartbeat interval, and a failed one is
-// reported (see keep) and tried again sooner. Most partitions of a
+// gets a timeout of the time its lease has left by this worker's clock,
+// a failed one is reported (see keep) and tried again sooner, and a slow
+// one (longer than an interval) is reported too. Most partitions of a
 // backfill end before their first heartbeat is due, so a lease gets its
 // timer only then, from one goroutine that looks every tick for leases
 // whose first heartbeat is due and never calls the ledger itself.
@@ -66,11 +67,14 @@ func newLeaseKeeper(ctx context.Context, l Ledger, every, d time.Duration, stop 
 func (k *leaseKeeper) now() time.Duration { return time.Since(k.base) }
 
 // leaseMargin is how long before a lease of d, renewed every interval,
-// ends by the ledger's clock that its worker stops trusting it: a fifth
-// of the lease, and less than half of what the lease leaves after an
-// interval, so that a renewal that takes a moment does not stop it.
+// ends that its worker stops trusting it: a tenth of the lease, and less
+// than half of what the lease leaves after an interval, so that a renewal
+// that takes a moment does not stop it. The worker counts the lease from
+// when it sent the call that took or renewed it, which the ledger served
+// later, so the margin need only cover the drift of the clocks' rates and
+// the moment between a check and what it allows.
 func leaseMargin(every, d time.Duration) time.Duration {
-	return min(d/5, (d-every)/2)
+	return min(d/10, (d-every)/2)
 }
 
 // keptLease is one lease being renewed.
@@ -79,8 +83,9 @@ type keptLease struct {
 	lease  *Lease
 	cancel context.CancelCauseFunc
 	ctx    context.Context
-	// renewFailed, when not nil, reports a failed heartbeat: it is
-	// called under mu, so never after release.
+	// renewFailed, when not nil, reports a heartbeat that failed (err
+	// not nil) or was slow (err nil): it is called under mu, so never
+	// after release.
 	renewFailed func(err error, took time.Duration)
 
 	// fencing is what the job's run fences its writes with: the
@@ -222,7 +227,9 @@ func (kl *keptLease) heartbeat() {
 	left := kl.renewed + k.d - k.margin - sent
 	kl.mu.Unlock()
 
-	timeout := min(k.every, max(left, time.Millisecond))
+	// The call may take what the lease has left: a slow ledger still
+	// renews it, and past that it no longer matters.
+	timeout := max(left, time.Millisecond)
 	ctx, cancel := context.WithTimeout(kl.ctx, timeout)
 	err := k.l.Heartbeat(ctx, &lease, k.d)
 	timedOut := ctx.Err() != nil && kl.ctx.Err() == nil
@@ -231,19 +238,29 @@ func (kl *keptLease) heartbeat() {
 
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
-	if kl.released || kl.lost != nil {
-		return
-	}
+	_, lapsed := kl.lost.(*lapsedError)
 	switch {
+	case kl.released, kl.lost != nil && !lapsed:
+		return
+	case err == nil && lapsed:
+		return // too late: the job was stopped meanwhile
 	case err == nil:
 		kl.renewed = sent
 		kl.lease.Until = lease.Until
 		kl.lapse.Reset(k.d - k.margin - took)
 		kl.beat.Reset(max(k.every-took, 0))
+		if took > k.every && kl.renewFailed != nil {
+			kl.renewFailed(nil, took)
+		}
 		return
 	case errors.Is(err, ErrFenced):
-		kl.lost, kl.byLedger = err, true
-		kl.cancel(err)
+		if kl.lost == nil {
+			kl.lost, kl.byLedger = err, true
+			kl.cancel(err)
+		}
+	case lapsed:
+		// The call outlived the lease, which stopped the job.
+		err = fmt.Errorf("tranche: heartbeat timed out after %v, and the lease lapsed: %w", took.Round(time.Millisecond), context.DeadlineExceeded)
 	case kl.ctx.Err() != nil:
 		return // the job is stopping: its lease is about to be released
 	case timedOut:

@@ -194,7 +194,10 @@ type pauser struct {
 func (p *pauser) stop(key string) {
 	p.once.Do(func() {
 		fmt.Fprintf(p.log, "pause %s %s 0\n", key, *worker)
-		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		if err := stopSelf(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	})
 }
 
