@@ -75,6 +75,19 @@ type Backfill struct {
 	// Lease is how long a claim holds without a heartbeat; 0 means 30s.
 	// Heartbeat is how often a running partition renews it; 0 means a
 	// third of Lease. A lease must be longer than the heartbeat.
+	//
+	// Each running partition renews its lease on its own, each call
+	// bounded by what the lease has left, so that a ledger call that
+	// hangs holds up no other partition; a call that fails or times out
+	// is a [KindLeaseRenewFailed] event, and is tried again sooner, and
+	// one that takes longer than the heartbeat is a [KindLeaseRenewSlow]
+	// event. A worker trusts its lease, by its own clock, for the lease
+	// less a margin (a tenth of it, or less when the heartbeat leaves
+	// less) after the start of its last renewal that succeeded: past
+	// that, it stops the partition's run (its context is canceled with an
+	// error matching [ErrFenced]), writes nothing more for it, and
+	// records it failed, never succeeded, so that it never runs beside
+	// the worker that may take it over.
 	Lease, Heartbeat time.Duration
 
 	// MaxPartitions bounds the window; 0 means 100,000.
@@ -85,6 +98,15 @@ type Backfill struct {
 	// ([Ledger.CancelBackfill]); by default they finish and only new
 	// claims stop. Workers notice at their next heartbeat.
 	StopOnCancel bool
+
+	// WaitForOthers makes Run wait, once it has run what it could, for
+	// the partitions other workers hold: it returns when each has
+	// succeeded there, or failed there and ran here again, and it takes
+	// over those whose holders' leases expire meanwhile. By default Run
+	// returns at once, reporting them as Held, with an error matching
+	// [ErrHeldElsewhere]; it takes over only the partitions whose leases
+	// expired before its end.
+	WaitForOthers bool
 
 	// OnEvent receives the backfill's events (backfill and partition
 	// kinds, with Progress); nil means none. Like Runner.OnEvent it is
@@ -312,6 +334,12 @@ func (e *StalePlanError) Error() string {
 // ledger (see [Ledger.CancelBackfill]).
 var ErrBackfillCanceled = errors.New("tranche: backfill canceled")
 
+// ErrHeldElsewhere is matched by the error of a backfill run that ended
+// while other workers still held some of its partitions, or had failed
+// them (Report.Held): the backfill is not done. Run it again, or set
+// [Backfill.WaitForOthers].
+var ErrHeldElsewhere = errors.New("tranche: partitions held by other workers")
+
 // Run plans the backfill and executes the plan: running the same backfill
 // again resumes it. It returns when every claimed partition has finished
 // and is recorded. On context cancellation, in-flight partitions are
@@ -398,7 +426,7 @@ func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
 }
 
 // Report is what one worker's run of a backfill did. RanHere + Skipped +
-// Elsewhere + NotRun == Total.
+// Elsewhere + Held + NotRun + Unclaimed == Total.
 type Report struct {
 	Backfill string
 	Worker   string
@@ -407,12 +435,15 @@ type Report struct {
 	Succeeded int // partitions this worker ran that succeeded
 	Failed    int // partitions this worker ran that failed (or lost to a newer attempt)
 	Skipped   int // partitions that had succeeded already, or were left alone by the rerun policy
-	Elsewhere int // partitions held or finished by other workers during the run
+	Elsewhere int // partitions other workers held during the run, and finished: succeeded there (or, under RerunNone, failed there)
+	Held      int // partitions other workers held during the run, not succeeded when it ended: running there still, or failed there
 	NotRun    int // partitions left pending: the backfill stopped, was canceled, or its context ended
+	Unclaimed int // partitions whose claims failed (the ledger unreachable): never run, nor recorded
 
-	Failures []PartitionFailure // the failed partitions, in the order they failed
-	Duration time.Duration
-	Plan     *Plan
+	Failures      []PartitionFailure // the failed partitions, in the order they failed
+	ClaimFailures []PartitionFailure // the partitions Unclaimed counts, with why their claims failed
+	Duration      time.Duration
+	Plan          *Plan
 
 	// HookErr joins the panics of OnEvent, each a [*PanicError]; nil when
 	// none panicked. A panicking hook does not change the backfill.
@@ -422,10 +453,28 @@ type Report struct {
 // RanHere returns the partitions this worker ran.
 func (r *Report) RanHere() int { return r.Succeeded + r.Failed }
 
+// Done reports whether the run left nothing for a later run to do: every
+// partition of the window succeeded, here or elsewhere, or was left alone
+// by the rerun policy. [StatusOf] tells whether every partition has
+// succeeded.
+func (r *Report) Done() bool {
+	return r.Succeeded+r.Skipped+r.Elsewhere == r.Total
+}
+
 // String summarizes the report in one line.
 func (r *Report) String() string {
-	return fmt.Sprintf("backfill %s by %s: %d partitions: %d succeeded here, %d failed here, %d skipped, %d elsewhere, %d not run, in %v",
-		r.Backfill, r.Worker, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.NotRun, r.Duration.Round(time.Millisecond))
+	var b strings.Builder
+	fmt.Fprintf(&b, "backfill %s by %s: %d partitions: %d succeeded here, %d failed here, %d skipped, %d done elsewhere",
+		r.Backfill, r.Worker, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere)
+	if r.Held > 0 {
+		fmt.Fprintf(&b, ", %d held by other workers (not done)", r.Held)
+	}
+	fmt.Fprintf(&b, ", %d not run", r.NotRun)
+	if r.Unclaimed > 0 {
+		fmt.Fprintf(&b, ", %d not claimed (the ledger failed; neither run nor recorded)", r.Unclaimed)
+	}
+	fmt.Fprintf(&b, ", in %v", r.Duration.Round(time.Millisecond))
+	return b.String()
 }
 
 // PartitionFailure is a partition that failed in a backfill.
@@ -452,7 +501,13 @@ type execution struct {
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
 	report  Report
-	stopped error // why claims stopped, for the report's error
+	stopped error   // why claims stopped, for the report's error
+	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts
+
+	// tried is when settleHeld last tried to take each held partition
+	// over, so that a ledger that judges its lease live (by its own
+	// clock) is asked again only an interval later.
+	tried map[int64]time.Time
 }
 
 func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Report, error) {
@@ -480,24 +535,13 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		}
 	}
 	x.keeper = newLeaseKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
-	defer x.keeper.close()
 	if x.runner == nil {
 		x.runner = &Runner{}
 	}
 	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
 	x.emit(ctx, Event{Kind: KindBackfillStarted})
 
-	// A pool of at most cfg.concurrency workers runs the jobs, each
-	// started when every running one is busy: a handoff per job, without
-	// a goroutine (and its stack growth) per job.
-	work := make(chan *job)
-	var workers sync.WaitGroup
-	started := 0
-	worker := func() {
-		for u := range work {
-			x.runJob(ctx, u)
-		}
-	}
+	pool := x.newPool(ctx)
 	var scanErr error
 	seen := 0 // partitions the scan reached
 	for u, err := range b.scan(ctx, cfg, plan.Revision, b.Order) {
@@ -521,29 +565,20 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 				x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 				continue
 			}
-			if cfg.concurrency == 1 {
-				x.runJob(ctx, u) // no handoff: one job at a time
-				continue
-			}
-			select {
-			case work <- u:
-			default:
-				if started < cfg.concurrency {
-					started++
-					workers.Go(worker)
-				}
-				work <- u
-			}
+			pool.run(u)
 		case ActionSkipRunning:
-			x.count(func(r *Report) { r.Elsewhere += len(u.partitions) })
+			x.holdElsewhere(u)
 			x.emitJob(ctx, KindPartitionHeld, u, nil)
 		default:
 			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
 			x.emitJob(ctx, KindPartitionSkipped, u, nil)
 		}
 	}
-	close(work)
-	workers.Wait()
+	if scanErr == nil {
+		x.settleHeld(ctx, pool)
+	}
+	pool.close()
+	x.keeper.close()
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
 		// failed): the partitions it did not reach stay pending.
@@ -564,6 +599,168 @@ func (b *Backfill) record(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
 	}
 	return nil
+}
+
+// pool runs jobs on at most cfg.concurrency goroutines, each started when
+// every running one is busy: a handoff per job, without a goroutine (and
+// its stack growth) per job. With a concurrency of 1 it runs each job on
+// the calling goroutine.
+type pool struct {
+	x       *execution
+	ctx     context.Context
+	work    chan *job
+	workers sync.WaitGroup
+	busy    sync.WaitGroup // jobs given and not finished
+	started int
+}
+
+func (x *execution) newPool(ctx context.Context) *pool {
+	return &pool{x: x, ctx: ctx, work: make(chan *job)}
+}
+
+func (p *pool) run(u *job) {
+	if p.x.cfg.concurrency == 1 {
+		p.x.runJob(p.ctx, u) // no handoff: one job at a time
+		return
+	}
+	p.busy.Add(1)
+	select {
+	case p.work <- u:
+	default:
+		if p.started < p.x.cfg.concurrency {
+			p.started++
+			p.workers.Go(func() {
+				for u := range p.work {
+					p.x.runJob(p.ctx, u)
+					p.busy.Done()
+				}
+			})
+		}
+		p.work <- u
+	}
+}
+
+// wait waits for the jobs given so far.
+func (p *pool) wait() { p.busy.Wait() }
+
+// close waits for every job and ends the workers.
+func (p *pool) close() {
+	close(p.work)
+	p.workers.Wait()
+}
+
+// holdElsewhere counts a job's partitions held by other workers, to be
+// settled once the run has run what it could.
+func (x *execution) holdElsewhere(u *job) {
+	x.mu.Lock()
+	x.report.Held += len(u.partitions)
+	for _, p := range u.partitions {
+		x.held = append(x.held, p.Start.UnixNano())
+	}
+	x.mu.Unlock()
+}
+
+// settleHeld settles the partitions other workers held when the run
+// reached them. Those that succeeded there count as done elsewhere;
+// those whose holders' leases have expired, or that failed there (unless
+// the rerun policy is none), run here; under WaitForOthers it waits for
+// the rest, until each is settled or ctx ends. What is left counts as
+// Held.
+func (x *execution) settleHeld(ctx context.Context, p *pool) {
+	takeOver := true
+	for {
+		p.wait()
+		x.mu.Lock()
+		held := x.held
+		x.held = nil
+		x.report.Held -= len(held)
+		x.mu.Unlock()
+		if len(held) == 0 {
+			return
+		}
+		if ctx.Err() != nil || x.stop.Load() {
+			takeOver = false
+		}
+		run, waiting, wait, err := x.sortHeld(ctx, held, takeOver)
+		if err != nil {
+			// The ledger could not say: they stay held.
+			run, waiting = nil, held
+		}
+		x.mu.Lock()
+		x.report.Held += len(waiting)
+		x.held = append(x.held, waiting...)
+		x.mu.Unlock()
+		if !takeOver {
+			return // a last count, after the runs of the last round
+		}
+		for _, part := range run {
+			p.run(&job{window: part.window, partitions: []TimePartition{part.p}, action: ActionRun})
+		}
+		switch {
+		case !x.b.WaitForOthers:
+			takeOver = false // count what the runs of this round left
+		case len(run) == 0:
+			// Wait for a lease to expire, or for the holders to
+			// finish, looking again every heartbeat interval.
+			sleepCtx(ctx, max(wait, 10*time.Millisecond))
+		}
+	}
+}
+
+// heldRun is a held partition to run here, with its window.
+type heldRun struct {
+	p      TimePartition
+	window TimePartitionWindow
+}
+
+// sortHeld reads the latest attempts of the held partitions (starts, Unix
+// ns): those that succeeded count as done elsewhere, as do, under
+// RerunNone, those that failed there; when takeOver is set, those whose
+// leases expired and those that failed are returned to run here, unless
+// tried less than an interval ago; the others are returned waiting, with
+// how long to wait before looking again (at most an interval).
+func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (run []heldRun, waiting []int64, wait time.Duration, err error) {
+	slices.Sort(held)
+	from, to := time.Unix(0, held[0]), time.Unix(0, held[len(held)-1]+1)
+	latest := make(map[int64]Attempt, len(held))
+	for a, err := range x.b.Ledger.Latest(ctx, x.cfg.dag, from, to) {
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if _, ok := slices.BinarySearch(held, a.Start.UnixNano()); ok {
+			latest[a.Start.UnixNano()] = a
+		}
+	}
+	now, wait, done := x.b.now(), x.cfg.heartbeat, 0
+	for _, start := range held {
+		a, ok := latest[start]
+		switch {
+		case ok && a.State == StateSucceeded,
+			ok && a.State.Terminal() && x.cfg.rerun == RerunNone:
+			done++
+			continue
+		case !takeOver:
+		case ok && a.State == StateRunning && now.Before(a.LeaseUntil):
+			wait = min(wait, a.LeaseUntil.Sub(now))
+		case time.Since(x.tried[start]) < x.cfg.heartbeat:
+			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
+		default:
+			if x.tried == nil {
+				x.tried = map[int64]time.Time{}
+			}
+			x.tried[start] = time.Now()
+			p := PartitionOf(x.cfg.window.Granularity(), time.Unix(0, start).In(x.cfg.window.Location()))
+			w, err := NewTimePartitionWindow(p.Granularity, p.Start, p.Start)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			run = append(run, heldRun{p, w})
+			continue
+		}
+		waiting = append(waiting, start)
+	}
+	x.count(func(r *Report) { r.Elsewhere += done })
+	return run, waiting, wait, nil
 }
 
 // finishGrace is how long outcomes may still be recorded after a
@@ -628,13 +825,14 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		return
 	}
 	runID := x.runID(u)
+	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
 	lease, err := b.Ledger.Claim(ctx, ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: runID, Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
 	})
 	switch {
 	case errors.Is(err, ErrNotClaimable):
-		x.count(func(r *Report) { r.Elsewhere += n })
+		x.holdElsewhere(u)
 		x.emitJob(ctx, KindPartitionHeld, u, err)
 		return
 	case err != nil:
@@ -642,12 +840,22 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 			x.count(func(r *Report) { r.NotRun += n })
 			return
 		}
-		x.fail(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err))
+		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err))
 		return
 	}
 	x.emitJob(ctx, KindPartitionClaimed, u, nil)
 
-	runCtx, release := x.keeper.keep(lease)
+	var renewFailed func(error, time.Duration)
+	if b.OnEvent != nil {
+		renewFailed = func(err error, took time.Duration) {
+			kind := KindLeaseRenewFailed
+			if err == nil {
+				kind = KindLeaseRenewSlow
+			}
+			x.emitJob(ctx, kind, u, err, func(e *Event) { e.Duration = took })
+		}
+	}
+	kept, runCtx := x.keeper.keep(lease, claimed, renewFailed)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
 	var target Target
 	if n == 1 {
@@ -655,18 +863,30 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	} else {
 		target = u.window
 	}
-	res, runErr := x.runner.run(runCtx, b.DAG, target,
-		runOptions{id: runID, attempt: lease.Attempts[0], backfill: cfg.id, tokens: lease.Tokens()})
-	release()
+	res, runErr := x.runner.run(runCtx, b.DAG, target, runOptions{id: runID, attempt: lease.Attempts[0],
+		backfill: cfg.id, fencing: &kept.fencing})
+	// A success is recorded only while the lease holds by this worker's
+	// clock: past it, another worker may have taken the partition over.
+	held, byLedger := kept.state()
+	var lost error
+	if byLedger {
+		lost = held
+	}
+	cause := context.Cause(runCtx)
+	kept.release()
 
 	outcomes := make([]Outcome, n)
 	var failure error
 	switch {
-	case errors.Is(context.Cause(runCtx), ErrFenced):
-		failure = context.Cause(runCtx)
-	case errors.Is(context.Cause(runCtx), ErrBackfillCanceled):
-		failure = fmt.Errorf("canceled: %w", context.Cause(runCtx))
-		x.halt(context.Cause(runCtx))
+	case lost != nil:
+		failure = lost
+	case errors.Is(cause, ErrBackfillCanceled):
+		failure = fmt.Errorf("canceled: %w", cause)
+		x.halt(cause)
+	case errors.Is(cause, ErrFenced):
+		failure = cause
+	case runErr == nil && res.Status == StatusCompleted && held != nil:
+		failure = held
 	case runErr == nil && res.Status == StatusCompleted:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
@@ -687,12 +907,20 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 			outcomes[i] = Outcome{State: StateFailed, Err: failure.Error()}
 		}
 	}
-	if !errors.Is(failure, ErrFenced) {
-		// Record the outcome even when ctx ended: a canceled partition
-		// must not stay running until its lease expires.
+	if lost == nil {
+		// Record the outcome even when ctx ended, or the lease lapsed
+		// by this worker's clock: a partition must not stay running
+		// until its lease expires. The ledger fences the call, so a
+		// partition taken over meanwhile records nothing.
 		err := b.Ledger.Finish(x.finishCtx, lease, outcomes)
-		if err != nil && failure == nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrFenced) && failure != nil:
+			// Taken over: the newer attempt records it.
+		case failure == nil:
 			failure = fmt.Errorf("tranche: recording %s: %w", u.window, err)
+		default:
+			failure = fmt.Errorf("%w; and recording the failure failed, so the partition stays running until its lease expires: %w", failure, err)
 		}
 	}
 	if failure != nil {
@@ -703,95 +931,20 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
 }
 
-// leaseKeeper renews the leases of running jobs, every interval by d,
-// from one goroutine, started with the first lease. Losing a lease to a
-// newer attempt cancels its job's context with a cause matching
-// ErrFenced, so the run stops and records nothing; an error from stop,
-// checked after each round of heartbeats when not nil, cancels every
-// job's context with it.
-type leaseKeeper struct {
-	ctx      context.Context
-	l        Ledger
-	every, d time.Duration
-	stop     func(context.Context) error
-
-	mu      sync.Mutex
-	leases  map[*Lease]context.CancelCauseFunc
-	started bool
-	quit    chan struct{}
-	loop    sync.WaitGroup
-
-	round sync.Mutex // held during a round of heartbeats
-}
-
-func newLeaseKeeper(ctx context.Context, l Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
-	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, stop: stop,
-		leases: map[*Lease]context.CancelCauseFunc{}, quit: make(chan struct{})}
-}
-
-// keep renews lease until release is called, and returns the context to
-// run under. Release waits out a round of heartbeats that holds the
-// lease, so that no heartbeat of it overlaps what follows.
-func (k *leaseKeeper) keep(lease *Lease) (_ context.Context, release func()) {
-	runCtx, cancel := context.WithCancelCause(k.ctx)
-	k.mu.Lock()
-	k.leases[lease] = cancel
-	if !k.started {
-		k.started = true
-		k.loop.Go(k.run)
+// unclaimed records a job whose claim failed for a reason other than its
+// partitions being held: they were neither run nor recorded. Claims stop
+// under FailStop.
+func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
+	x.count(func(r *Report) {
+		r.Unclaimed += len(u.partitions)
+		for _, p := range u.partitions {
+			r.ClaimFailures = append(r.ClaimFailures, PartitionFailure{Key: p.Key(), Err: err})
+		}
+	})
+	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
+		x.halt(fmt.Errorf("stopped after the claim of partition %s failed", u.partitions[len(u.partitions)-1].Key()))
 	}
-	k.mu.Unlock()
-	return runCtx, func() {
-		k.mu.Lock()
-		delete(k.leases, lease)
-		k.mu.Unlock()
-		// Wait out a round in flight, which may hold the lease.
-		k.round.Lock()
-		k.round.Unlock()
-		cancel(nil)
-	}
-}
-
-func (k *leaseKeeper) run() {
-	t := time.NewTicker(k.every)
-	defer t.Stop()
-	var leases []*Lease
-	var cancels []context.CancelCauseFunc
-	for {
-		select {
-		case <-k.quit:
-			return
-		case <-k.ctx.Done():
-			return
-		case <-t.C:
-		}
-		k.round.Lock()
-		k.mu.Lock()
-		leases, cancels = leases[:0], cancels[:0]
-		for lease, cancel := range k.leases {
-			leases, cancels = append(leases, lease), append(cancels, cancel)
-		}
-		k.mu.Unlock()
-		for i, lease := range leases {
-			if err := k.l.Heartbeat(k.ctx, lease, k.d); errors.Is(err, ErrFenced) {
-				cancels[i](err)
-			}
-		}
-		if k.stop != nil && len(leases) > 0 {
-			if err := k.stop(k.ctx); err != nil {
-				for _, cancel := range cancels {
-					cancel(err)
-				}
-			}
-		}
-		k.round.Unlock()
-	}
-}
-
-// close stops the keeper once every lease is released.
-func (k *leaseKeeper) close() {
-	close(k.quit)
-	k.loop.Wait()
+	x.emitJob(ctx, KindPartitionUnclaimed, u, err)
 }
 
 // rowsByPartition sums the rows of each partition over the assets; nil
@@ -863,8 +1016,20 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 		kind = KindBackfillFailed
 		first := report.Failures[0]
 		err = fmt.Errorf("tranche: backfill %s: %d partitions failed (first %s: %w)", report.Backfill, report.Failed, first.Key, first.Err)
+	case report.Unclaimed > 0:
+		kind = KindBackfillFailed
+		first := report.ClaimFailures[0]
+		err = fmt.Errorf("tranche: backfill %s: %d partitions not claimed, neither run nor recorded (first %s: %w)",
+			report.Backfill, report.Unclaimed, first.Key, first.Err)
 	case x.stopped != nil:
 		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
+	case report.Held > 0:
+		kind = KindBackfillUnfinished
+		err = fmt.Errorf("tranche: backfill %s: not done: %d partitions held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
+			report.Backfill, report.Held, ErrHeldElsewhere)
+	}
+	if err != nil && report.Held > 0 && kind != KindBackfillUnfinished {
+		err = fmt.Errorf("%w; and %d partitions are held by other workers: %w", err, report.Held, ErrHeldElsewhere)
 	}
 	x.emit(ctx, Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err
@@ -875,9 +1040,9 @@ func (x *execution) progress() *Progress {
 	x.mu.Lock()
 	r := x.report
 	x.mu.Unlock()
-	p := &Progress{Done: r.Succeeded, Failed: r.Failed, Skipped: r.Skipped + r.Elsewhere, Total: r.Total}
+	p := &Progress{Done: r.Succeeded, Failed: r.Failed + r.Unclaimed, Skipped: r.Skipped + r.Elsewhere, Held: r.Held, Total: r.Total}
 	if ran := r.Succeeded + r.Failed; ran > 0 {
-		left := r.Total - ran - r.Skipped - r.Elsewhere - r.NotRun
+		left := r.Total - ran - r.Skipped - r.Elsewhere - r.Held - r.NotRun - r.Unclaimed
 		p.ETA = time.Since(x.start) / time.Duration(ran) * time.Duration(max(left, 0))
 	}
 	return p
@@ -895,7 +1060,7 @@ func (x *execution) emit(ctx context.Context, e Event) {
 	x.deliver(ctx, e)
 }
 
-func (x *execution) emitJob(ctx context.Context, kind Kind, u *job, err error) {
+func (x *execution) emitJob(ctx context.Context, kind Kind, u *job, err error, more ...func(*Event)) {
 	if x.b.OnEvent == nil {
 		return
 	}
@@ -905,6 +1070,9 @@ func (x *execution) emitJob(ctx context.Context, kind Kind, u *job, err error) {
 		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()
 	} else {
 		e.Window = u.window
+	}
+	for _, f := range more {
+		f(&e)
 	}
 	x.deliver(ctx, e)
 }
@@ -940,15 +1108,21 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
 	runID := RunID(id, p.Start, p.End)
+	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
+	claimed := keeper.now()
 	lease, err := l.Claim(ctx, ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []TimePartition{p},
 		Lease: DefaultLease, Policy: RerunAll, Revision: revision})
 	if err != nil {
 		return nil, err
 	}
-	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
-	runCtx, release := keeper.keep(lease)
-	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], tokens: lease.Tokens()})
-	release()
+	kept, runCtx := keeper.keep(lease, claimed, nil)
+	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], fencing: &kept.fencing})
+	if runErr == nil {
+		// A success is recorded only while the lease holds by this
+		// worker's clock.
+		runErr = kept.check()
+	}
+	kept.release()
 	keeper.close()
 	outcome := Outcome{State: StateSucceeded}
 	switch {

@@ -165,7 +165,7 @@ func (m *bfMachine) checkRun(rt *rapid.T, rep *tranche.Report, err error, f bfFa
 	if rep == nil {
 		rt.Fatalf("Run returned no report: %v", err)
 	}
-	if sum := rep.Succeeded + rep.Failed + rep.Skipped + rep.Elsewhere + rep.NotRun; sum != rep.Total || rep.Total != m.window.Len() {
+	if sum := rep.Succeeded + rep.Failed + rep.Skipped + rep.Elsewhere + rep.Held + rep.NotRun + rep.Unclaimed; sum != rep.Total || rep.Total != m.window.Len() {
 		rt.Fatalf("report does not add up: %s", rep)
 	}
 	if len(rep.Failures) != rep.Failed || rep.Failed > 1 {
@@ -177,7 +177,11 @@ func (m *bfMachine) checkRun(rt *rapid.T, rep *tranche.Report, err error, f bfFa
 		}
 	}
 	switch {
-	case f.key == "" && (err != nil || rep.NotRun != 0):
+	case rep.Unclaimed != 0:
+		rt.Fatalf("claims failed on a ledger that cannot fail: %s", rep)
+	case (rep.Held > 0) != errors.Is(err, tranche.ErrHeldElsewhere):
+		rt.Fatalf("%d partitions held elsewhere, and the error %v; want ErrHeldElsewhere exactly when some are", rep.Held, err)
+	case f.key == "" && (err != nil && rep.Held == 0 || rep.NotRun != 0):
 		rt.Fatalf("a run without faults: %v; %s", err, rep)
 	case f.cancel != nil && rep.Failed == 1 && !errors.Is(err, context.Canceled):
 		rt.Fatalf("a canceled run: %v; want context.Canceled", err)
@@ -185,7 +189,7 @@ func (m *bfMachine) checkRun(rt *rapid.T, rep *tranche.Report, err error, f bfFa
 		rt.Fatalf("the canceled partition failed with %v", rep.Failures[0].Err)
 	case f.key != "" && f.cancel == nil && rep.Failed == 1 && (err == nil || !strings.Contains(err.Error(), "fault on "+f.key)):
 		rt.Fatalf("a failed run: %v", err)
-	case rep.Failed == 0 && rep.NotRun == 0 && err != nil:
+	case rep.Failed == 0 && rep.NotRun == 0 && rep.Held == 0 && err != nil:
 		rt.Fatalf("nothing failed, yet: %v", err)
 	}
 	m.reported += rep.Succeeded

@@ -178,18 +178,18 @@ func bfNoLeaks(t *testing.T) {
 }
 
 // bfCheckReport checks that a report adds up and holds the counts given.
-func bfCheckReport(t *testing.T, r *tranche.Report, total, succeeded, failed, skipped, elsewhere, notRun int) {
+func bfCheckReport(t *testing.T, r *tranche.Report, total, succeeded, failed, skipped, elsewhere, held, notRun int) {
 	t.Helper()
 	if r == nil {
 		t.Fatal("no report")
 	}
-	if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.NotRun; sum != r.Total {
-		t.Errorf("report does not add up: %d+%d+%d+%d+%d = %d, total %d", r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.NotRun, sum, r.Total)
+	if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.Held + r.NotRun + r.Unclaimed; sum != r.Total {
+		t.Errorf("report does not add up: %d+%d+%d+%d+%d+%d+%d = %d, total %d", r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.Held, r.NotRun, r.Unclaimed, sum, r.Total)
 	}
-	got := [6]int{r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.NotRun}
-	want := [6]int{total, succeeded, failed, skipped, elsewhere, notRun}
+	got := [7]int{r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.Held, r.NotRun}
+	want := [7]int{total, succeeded, failed, skipped, elsewhere, held, notRun}
 	if got != want {
-		t.Errorf("report total, succeeded, failed, skipped, elsewhere, not run = %v; want %v (%s)", got, want, r)
+		t.Errorf("report total, succeeded, failed, skipped, elsewhere, held, not run = %v; want %v (%s)", got, want, r)
 	}
 	if len(r.Failures) != r.Failed {
 		t.Errorf("report lists %d failures for %d failed partitions", len(r.Failures), r.Failed)
@@ -531,7 +531,7 @@ func TestBackfillResume(t *testing.T) {
 	if err == nil || err.Error() != "tranche: backfill "+bfJanuaryResumeID+": 1 partitions failed (first 2026-01-05: tranche: asset \"raw\" failed for 2026-01-05: boom on 2026-01-05)" {
 		t.Errorf("first run: %v", err)
 	}
-	bfCheckReport(t, rep, 10, 9, 1, 0, 0, 0)
+	bfCheckReport(t, rep, 10, 9, 1, 0, 0, 0, 0)
 	if len(rep.Failures) == 1 && rep.Failures[0].Key != "2026-01-05" {
 		t.Errorf("failures %v", rep.Failures)
 	}
@@ -549,7 +549,7 @@ func TestBackfillResume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	bfCheckReport(t, rep, 10, 1, 0, 9, 0, 0)
+	bfCheckReport(t, rep, 10, 1, 0, 9, 0, 0, 0)
 	if got := p.Calls(); !slices.Equal(got, []string{"2026-01-05"}) {
 		t.Errorf("second run called %v; want only 2026-01-05", got)
 	}
@@ -570,7 +570,7 @@ func TestBackfillResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 10, 0, 0, 10, 0, 0)
+	bfCheckReport(t, rep, 10, 0, 0, 10, 0, 0, 0)
 	st, err := tranche.StatusOf(t.Context(), l, bfJanuaryResumeID, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -634,7 +634,7 @@ func TestBackfillRerunPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bfCheckReport(t, rep, 5, tt.report[0], tt.report[1], tt.report[2], tt.report[3], tt.report[4])
+			bfCheckReport(t, rep, 5, tt.report[0], tt.report[1], tt.report[2], tt.report[3], 0, tt.report[4])
 			if got := p.Calls(); !slices.Equal(got, tt.calls) {
 				t.Errorf("ran %v; want %v", got, tt.calls)
 			}
@@ -677,7 +677,7 @@ func TestBackfillOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bfCheckReport(t, rep, 5, 5, 0, 0, 0, 0)
+			bfCheckReport(t, rep, 5, 5, 0, 0, 0, 0, 0)
 			if got := p.Calls(); !slices.Equal(got, tt.calls) {
 				t.Errorf("ran %v; want %v", got, tt.calls)
 			}
@@ -708,7 +708,7 @@ func TestBackfillChunks(t *testing.T) {
 	if err == nil {
 		t.Error("no error from a failed chunk")
 	}
-	bfCheckReport(t, rep, 10, 7, 3, 0, 0, 0)
+	bfCheckReport(t, rep, 10, 7, 3, 0, 0, 0, 0)
 	chunks := []string{"day 2026-01-08..2026-01-10 UTC", "day 2026-01-05..2026-01-07 UTC", "day 2026-01-02..2026-01-04 UTC", "2026-01-01"}
 	if got := p.Calls(); !slices.Equal(got, chunks) {
 		t.Errorf("ran %v; want %v", got, chunks)
@@ -760,7 +760,7 @@ func TestBackfillChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 10, 3, 0, 7, 0, 0)
+	bfCheckReport(t, rep, 10, 3, 0, 7, 0, 0, 0)
 	if got := p.Calls(); !slices.Equal(got, chunks[1:2]) {
 		t.Errorf("resume ran %v; want %v", got, chunks[1:2])
 	}
@@ -796,7 +796,7 @@ func TestBackfillFailurePolicies(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "1 partitions failed (first 2026-01-05") {
 				t.Errorf("Run: %v", err)
 			}
-			bfCheckReport(t, rep, 6, tt.report[0], tt.report[1], tt.report[2], tt.report[3], tt.report[4])
+			bfCheckReport(t, rep, 6, tt.report[0], tt.report[1], tt.report[2], tt.report[3], 0, tt.report[4])
 			if got := p.Calls(); !slices.Equal(got, tt.calls) {
 				t.Errorf("ran %v; want %v", got, tt.calls)
 			}
@@ -872,7 +872,7 @@ func TestBackfillFailStopLetsRunningFinish(t *testing.T) {
 	if err == nil {
 		t.Error("no error")
 	}
-	bfCheckReport(t, rep, 6, 2, 1, 0, 0, 3)
+	bfCheckReport(t, rep, 6, 2, 1, 0, 0, 0, 3)
 	got := p.Calls()
 	slices.Sort(got)
 	if want := bfKeys(4, 5, 6); !slices.Equal(got, want) {
@@ -915,7 +915,7 @@ func TestBackfillConcurrency(t *testing.T) {
 			}
 			close(release)
 			rep := <-done
-			bfCheckReport(t, rep, 12, 12, 0, 0, 0, 0)
+			bfCheckReport(t, rep, 12, 12, 0, 0, 0, 0, 0)
 			if got := p.Peak(); got != n {
 				t.Errorf("peak concurrency %d; want %d", got, n)
 			}
@@ -964,7 +964,7 @@ func TestBackfillContextCanceled(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Errorf("Run: %v; want context.Canceled", r.err)
 	}
-	bfCheckReport(t, r.rep, 10, 0, 2, 0, 0, 8)
+	bfCheckReport(t, r.rep, 10, 0, 2, 0, 0, 0, 8)
 	got := bfLatest(t, l, bfDAGID, w)
 	if want := []string{"2026-01-09 1 failed", "2026-01-10 1 failed"}; !slices.Equal(got, want) {
 		t.Errorf("ledger %v; want %v", got, want)
@@ -986,7 +986,7 @@ func TestBackfillContextCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 10, 10, 0, 0, 0, 0)
+	bfCheckReport(t, rep, 10, 10, 0, 0, 0, 0, 0)
 }
 
 // A cancellation of a window larger than the plan's batches (4,096
@@ -1016,7 +1016,7 @@ func TestBackfillContextCanceledLargeWindow(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "canceled") {
 		t.Errorf("Run: %v; want a cancellation", err)
 	}
-	bfCheckReport(t, rep, 5000, 2, 1, 0, 0, 4997)
+	bfCheckReport(t, rep, 5000, 2, 1, 0, 0, 0, 4997)
 }
 
 // After a stop, partitions that need no run are still reported as what
@@ -1032,8 +1032,8 @@ func TestBackfillStopCountsSkipped(t *testing.T) {
 	if err == nil {
 		t.Error("no error")
 	}
-	// 6 succeeds, 5 fails, 4 and 1 stay pending, 3 is elsewhere, 2 skipped.
-	bfCheckReport(t, rep, 6, 1, 1, 1, 1, 2)
+	// 6 succeeds, 5 fails, 4 and 1 stay pending, 3 is held elsewhere, 2 skipped.
+	bfCheckReport(t, rep, 6, 1, 1, 1, 0, 1, 2)
 }
 
 // A backfill canceled in the ledger while it runs claims nothing more and
@@ -1064,7 +1064,7 @@ func TestBackfillCancel(t *testing.T) {
 		t.Errorf("Run canceled midway: %v; want ErrBackfillCanceled", err)
 	}
 	// The running partition finishes; nothing more is claimed.
-	bfCheckReport(t, rep, 5, 2, 0, 0, 0, 3)
+	bfCheckReport(t, rep, 5, 2, 0, 0, 0, 0, 3)
 	if got, want := p.Calls(), bfKeys(5, 4); !slices.Equal(got, want) {
 		t.Errorf("ran %v; want %v", got, want)
 	}
@@ -1120,7 +1120,7 @@ func TestBackfillStopOnCancel(t *testing.T) {
 	if !errors.Is(err, tranche.ErrBackfillCanceled) {
 		t.Errorf("Run: %v; want ErrBackfillCanceled", err)
 	}
-	bfCheckReport(t, rep, 3, 0, 1, 0, 0, 2)
+	bfCheckReport(t, rep, 3, 0, 1, 0, 0, 0, 2)
 	h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
 	if len(h) != 1 || h[0].State != tranche.StateFailed || !strings.Contains(h[0].Err, "canceled") {
 		t.Errorf("history %+v; want one attempt failed, canceled", h)
@@ -1150,7 +1150,7 @@ func TestBackfillRunRecorded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bfCheckReport(t, rep, 7, 6, 0, 1, 0, 0)
+			bfCheckReport(t, rep, 7, 6, 0, 1, 0, 0, 0)
 			want := bfKeys(7, 6, 4, 3, 2, 1)
 			if chunk == 3 {
 				// The chunk 5..7 holds the landed day 5: days 6 and 7 run
@@ -1219,10 +1219,13 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 		}
 	}
 	rep, err := b.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, tranche.ErrHeldElsewhere) || !strings.Contains(err.Error(), "not done: 1 partitions held by other workers") {
+		t.Errorf("Run with a partition held elsewhere: %v; want ErrHeldElsewhere", err)
 	}
-	bfCheckReport(t, rep, 5, 4, 0, 0, 1, 0)
+	bfCheckReport(t, rep, 5, 4, 0, 0, 0, 1, 0)
+	if rep.Done() || !strings.Contains(rep.String(), "1 held by other workers (not done)") {
+		t.Errorf("report %s: done %v; want 1 held, not done", rep, rep.Done())
+	}
 	st, err := tranche.StatusOf(t.Context(), l, id, clock.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -1246,7 +1249,7 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 5, 1, 0, 4, 0, 0)
+	bfCheckReport(t, rep, 5, 1, 0, 4, 0, 0, 0)
 	h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
 	if len(h) != 2 || h[0].State != tranche.StateFailed || h[0].Worker != "dead" ||
 		h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker w1" ||
@@ -1336,7 +1339,7 @@ func TestBackfillFencing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bfCheckReport(t, rep, 1, 1, 0, 0, 0, 0)
+			bfCheckReport(t, rep, 1, 1, 0, 0, 0, 0, 0)
 			// A comes back.
 			if how == "heartbeat" {
 				gated.drop.Store(false)
@@ -1352,7 +1355,7 @@ func TestBackfillFencing(t *testing.T) {
 			if !errors.Is(r.err, tranche.ErrFenced) {
 				t.Errorf("A: %v; want ErrFenced", r.err)
 			}
-			bfCheckReport(t, r.rep, 1, 0, 1, 0, 0, 0)
+			bfCheckReport(t, r.rep, 1, 0, 1, 0, 0, 0, 0)
 			if len(r.rep.Failures) == 1 && !errors.Is(r.rep.Failures[0].Err, tranche.ErrFenced) {
 				t.Errorf("A's failure: %v", r.rep.Failures[0].Err)
 			}
@@ -1405,7 +1408,7 @@ func TestBackfillStalePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 5, 4, 0, 1, 0, 0)
+	bfCheckReport(t, rep, 5, 4, 0, 1, 0, 0, 0)
 	if rep.Plan != stale.Plan {
 		t.Error("report does not hold its plan")
 	}
@@ -1668,7 +1671,7 @@ func TestBackfillEvents(t *testing.T) {
 		t.Errorf("first event %s %+v", first.Kind, *first.Progress)
 	}
 	if last.Kind != tranche.KindBackfillFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
-		*last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 2, Total: 4}) {
+		!errors.Is(last.Err, tranche.ErrHeldElsewhere) || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
 		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
 	}
 	for _, e := range events {
@@ -1685,7 +1688,7 @@ func TestBackfillEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 4, 2, 0, 2, 0, 0)
+	bfCheckReport(t, rep, 4, 2, 0, 2, 0, 0, 0)
 	got := map[string]int{}
 	for _, e := range runs.Events() {
 		if e.Kind == tranche.KindRunStarted {
@@ -1744,7 +1747,7 @@ func TestBackfillHookPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 3, 3, 0, 0, 0, 0)
+	bfCheckReport(t, rep, 3, 3, 0, 0, 0, 0, 0)
 	var pe *tranche.PanicError
 	if !errors.As(rep.HookErr, &pe) || !strings.Contains(rep.HookErr.Error(), "hook broke on 2026-01-02") {
 		t.Errorf("HookErr %v; want the panics", rep.HookErr)
@@ -1754,8 +1757,10 @@ func TestBackfillHookPanics(t *testing.T) {
 	}
 }
 
-// The progress reporter writes a plain line per finished partition, and
-// one for the end, when its writer is not a terminal.
+// The progress reporter writes a plain line when a partition finishes, at
+// most one a second, and one for the end, when its writer is not a
+// terminal; held partitions are counted apart from skipped ones, and a
+// run that leaves some is not called completed.
 func TestProgressReporterPlain(t *testing.T) {
 	var buf bytes.Buffer
 	report := tranche.NewProgressReporter(&buf)
@@ -1771,31 +1776,71 @@ func TestProgressReporterPlain(t *testing.T) {
 	ev(tranche.KindPartitionSucceeded, 2*time.Second, "2026-01-04", tranche.Progress{Done: 1, Skipped: 1, Total: 5, ETA: 6 * time.Second}, nil)
 	report(ctx, tranche.Event{Kind: tranche.KindRunCompleted, Time: t0.Add(3 * time.Second), Target: "2026-01-03"}) // no progress: ignored
 	ev(tranche.KindPartitionFailed, 4*time.Second, "2026-01-03", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Total: 5, ETA: 4 * time.Second}, errors.New("boom"))
-	ev(tranche.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 2, Total: 5, ETA: 2 * time.Second}, nil)
-	ev(tranche.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 2, Total: 5}, nil)
-	ev(tranche.KindBackfillFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 2, Total: 5}, errors.New("1 failed"))
+	ev(tranche.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 5, ETA: 2 * time.Second}, nil)
+	ev(tranche.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, nil)
+	ev(tranche.KindBackfillFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, errors.New("1 failed"))
 	ev(tranche.KindBackfillStarted, 10*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
-	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Total: 5, ETA: 400 * time.Millisecond}, nil)
-	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-02", tranche.Progress{Done: 2, Skipped: 3, Total: 5, ETA: 700 * time.Millisecond}, nil)
-	ev(tranche.KindBackfillCompleted, 11*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 3, Total: 5}, nil)
-	ev(tranche.KindBackfillCanceled, 12*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 3, Total: 5}, nil)
+	// Two partitions finish within a second: one line.
+	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Held: 1, Total: 5, ETA: 400 * time.Millisecond}, nil)
+	ev(tranche.KindPartitionSucceeded, 11500*time.Millisecond, "2026-01-02", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
+	ev(tranche.KindBackfillUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, tranche.ErrHeldElsewhere)
+	ev(tranche.KindBackfillStarted, 20*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(tranche.KindPartitionSucceeded, 21*time.Second, "2026-01-05", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(tranche.KindBackfillCompleted, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(tranche.KindBackfillCanceled, 22*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
 	bfGolden(t, "backfill_progress.txt", buf.Bytes())
 
-	// Through a backfill: a line per partition and one for the end.
+	// Through a backfill of five quick partitions: a line for the
+	// first, none for the others within the second, one for the end.
 	buf.Reset()
 	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 5), Ledger: tranche.NewMemoryLedger(nil), OnEvent: tranche.NewProgressReporter(&buf)}
 	if _, err := b.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], "backfill "+bfJanuary5DaysID+": 2026-01-05 succeeded (1/5 done, 0 failed, 0 skipped") ||
-		!strings.HasPrefix(lines[5], "backfill "+bfJanuary5DaysID+" completed: 5/5 done, 0 failed, 0 skipped") {
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "backfill "+bfJanuary5DaysID+": 2026-01-05 succeeded (1/5 done, 0 failed, 0 skipped") ||
+		!strings.HasPrefix(lines[1], "backfill "+bfJanuary5DaysID+" completed: 5/5 done, 0 failed, 0 skipped") {
 		t.Errorf("progress lines:\n%s", buf.String())
 	}
 }
 
+// Without a terminal, a million partitions make a line a second, not a
+// line each; the first failures are each listed.
+func TestProgressReporterThrottles(t *testing.T) {
+	var buf bytes.Buffer
+	report := tranche.NewProgressReporter(&buf)
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	const n = 1_000_000
+	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillStarted, Time: t0, Progress: &tranche.Progress{Total: n}})
+	for i := range n {
+		kind, p := tranche.KindPartitionSucceeded, tranche.Progress{Done: i + 1, Total: n}
+		if i%1000 == 999 {
+			kind, p = tranche.KindPartitionFailed, tranche.Progress{Done: i, Failed: 1, Total: n}
+		}
+		// 10,000 partitions a second: 100 seconds in all.
+		report(t.Context(), tranche.Event{Kind: kind, Time: t0.Add(time.Duration(i+1) * 100 * time.Microsecond), Target: fmt.Sprint(i), Progress: &p})
+	}
+	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillFailed, Time: t0.Add(100 * time.Second), Progress: &tranche.Progress{Done: n - 1000, Failed: 1000, Total: n}})
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	// A line a second, 10 failures listed, and the end.
+	if len(lines) < 100 || len(lines) > 115 {
+		t.Fatalf("%d lines for %d partitions in 100s; want about one a second, the first 10 failures, and the end", len(lines), n)
+	}
+	failures := 0
+	for _, l := range lines {
+		if strings.Contains(l, " failed (") {
+			failures++
+		}
+	}
+	if failures < 10 || !strings.Contains(buf.String(), "further failures are counted, not listed") ||
+		!strings.HasPrefix(lines[len(lines)-1], "backfill  failed: 999000/1000000 done, 1000 failed, 0 skipped, 10000.0 partitions/s") {
+		t.Errorf("%d failure lines, last line %q", failures, lines[len(lines)-1])
+	}
+}
+
 // Two workers running the same backfill at once on one ledger run each
-// partition once between them.
+// partition once between them; waiting for each other, both end with
+// every partition done.
 func TestBackfillTwoWorkers(t *testing.T) {
 	bfNoLeaks(t)
 	l := tranche.NewMemoryLedger(nil)
@@ -1813,7 +1858,7 @@ func TestBackfillTwoWorkers(t *testing.T) {
 	reports := make([]*tranche.Report, 2)
 	var wg sync.WaitGroup
 	for i := range reports {
-		b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3}
+		b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3, WaitForOthers: true}
 		wg.Go(func() {
 			rep, err := b.Run(t.Context())
 			if err != nil {
@@ -1827,7 +1872,7 @@ func TestBackfillTwoWorkers(t *testing.T) {
 		return
 	}
 	for i, r := range reports {
-		if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.NotRun; sum != 31 || r.Failed != 0 || r.NotRun != 0 {
+		if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.NotRun; sum != 31 || r.Failed != 0 || r.NotRun != 0 || r.Held != 0 || !r.Done() {
 			t.Errorf("worker %d: %s", i, r)
 		}
 	}

@@ -27,6 +27,46 @@ import (
 // several goroutines at once, for different assets or runs. Events name a
 // destination by its String method when it has one ([fmt.Stringer]), and
 // by its type otherwise.
+//
+// # What lands, and how often
+//
+// A backfill claims each partition in its [Ledger] before it runs it, and
+// a worker writes only while its lease holds by its own clock. That alone
+// cannot make a write land exactly once: a worker may be paused (a long
+// garbage collection, a frozen machine) after its last check and write
+// once it resumes, after another worker took the partition over; and a
+// worker killed between its write and the ledger's record of it leaves a
+// partition that the next attempt writes again. Every batch therefore
+// carries a fencing token ([Batch.Token]): the ledger's number of the
+// attempt that wrote it, which grows with each attempt at the partition.
+// What a destination guarantees depends on what it does with it:
+//
+//   - Transactional destinations sharing the ledger's database (the SQL
+//     destinations of their own modules, given the ledger's
+//     transaction) commit the rows, the token check and the ledger's
+//     record of success in one transaction: each partition lands exactly
+//     once, and its data and its state in the ledger never disagree.
+//   - Fenced replacing destinations ([MemoryDestination],
+//     [FilesDestination], and a SQL destination with a separate ledger)
+//     replace a partition only with a write whose token is at least the
+//     one that last wrote it, checked atomically with the write, and
+//     refuse an older one with an error matching [ErrFenced]. The newest
+//     attempt wins: a stale worker's rows never replace a newer
+//     attempt's, and a partition written twice holds one attempt's rows.
+//     The ledger may still record an attempt failed whose rows landed
+//     (the worker died before recording it); the next attempt replaces
+//     them.
+//   - Other destinations (appending ones, queues, APIs) receive each
+//     attempt's batches at least once, and more than once when a worker
+//     dies between its write and its record: deduplicate by
+//     [Batch.DeliveryID], the same for every delivery of one attempt's
+//     write, and refuse tokens older than the newest seen, per partition,
+//     to keep a stalled worker's writes out.
+//
+// A batch of a plain [Runner.Run], outside any ledger, has token 0: it is
+// not fenced. Fenced destinations let it replace its partition whatever
+// token wrote it last, and keep that token, so that a stale attempt is
+// still refused after it.
 type Destination interface {
 	Write(ctx context.Context, batches []Batch) error
 }
@@ -48,8 +88,19 @@ type Batch struct {
 	// lower token than the write of the attempt that took it over. A
 	// destination that stores the token of each partition's last write
 	// refuses an older one (see [Destination]). Zero when the run is not
-	// recorded in a ledger ([Runner.Run]): such a write is not fenced.
+	// recorded in a ledger ([Runner.Run]), and for an unpartitioned
+	// asset: such a write is not fenced.
 	Token int64
+
+	// DAG is the identity of the DAG whose ledger history numbered Token
+	// (see [DAGIdentity]); empty when Token is 0. The tokens of one
+	// partition are comparable only within one DAG identity, since a
+	// ledger numbers the attempts of each DAG apart: when a DAG changes
+	// (an asset added, say) its attempts start again from 1. A fenced
+	// destination compares a write's token only with a token stored under
+	// the same DAG identity, and lets a write of another identity replace
+	// the partition, as the ledger lets both DAGs run it.
+	DAG string
 }
 
 // DeliveryID returns an id of the batch that is the same for every
@@ -74,15 +125,67 @@ func (b Batch) Key() string {
 // MemoryDestination is a [Destination] that keeps rows in memory, by
 // asset and partition key. The zero value is ready to use, and it is safe
 // for concurrent use. Tests read it back with [MemoryDestination.Rows].
+//
+// It is a fenced destination (see [Destination]): it keeps the token of
+// each partition's last fenced write, and refuses a write whose token is
+// older, with an error matching [ErrFenced].
 type MemoryDestination struct {
 	mu     sync.Mutex
-	assets map[string]map[string][]Row // asset, partition key ("" unpartitioned)
+	assets map[string]map[string]*memoryPartition // asset, partition key ("" unpartitioned)
+}
+
+type memoryPartition struct {
+	rows  []Row
+	fence fence
 }
 
 var _ Destination = (*MemoryDestination)(nil)
 
+// fence is the token of a partition's last fenced write, and the DAG
+// identity that numbered it.
+type fence struct {
+	DAG   string `json:"dag"`
+	Token int64  `json:"token"`
+}
+
+// admit returns the fence a partition holds after a write of b, or an
+// error matching ErrFenced when b is older than the write that set f.
+// A write with token 0 is not fenced: it keeps f.
+func (f fence) admit(b *Batch) (fence, error) {
+	switch {
+	case b.Token == 0:
+		return f, nil
+	case b.DAG == f.DAG && b.Token < f.Token:
+		return f, &StaleWriteError{Asset: b.Asset, Key: b.Key(), Token: b.Token, Latest: f.Token}
+	}
+	return fence{DAG: b.DAG, Token: b.Token}, nil
+}
+
+// StaleWriteError is a fenced destination's refusal of a write by an
+// attempt older than the one that last wrote the partition: a worker
+// that lost its partition to another while it was paused or cut off. It
+// matches [ErrFenced].
+type StaleWriteError struct {
+	Asset, Key string // the partition ("" for an unpartitioned asset)
+	Token      int64  // the refused write's token
+	Latest     int64  // the token of the partition's last write
+}
+
+func (e *StaleWriteError) Error() string {
+	where := "unpartitioned"
+	if e.Key != "" {
+		where = "partition " + e.Key
+	}
+	return fmt.Sprintf("tranche: asset %q, %s: write of attempt %d refused: attempt %d wrote it since (%v)",
+		e.Asset, where, e.Token, e.Latest, ErrFenced)
+}
+
+// Is reports whether target is [ErrFenced].
+func (e *StaleWriteError) Is(target error) bool { return target == ErrFenced }
+
 // Write replaces each batch's partition with copies of its rows, all the
-// batches at once.
+// batches at once, or none when a batch is older than its partition's last
+// write.
 func (d *MemoryDestination) Write(ctx context.Context, batches []Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -97,15 +200,27 @@ func (d *MemoryDestination) Write(ctx context.Context, batches []Batch) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.assets == nil {
-		d.assets = make(map[string]map[string][]Row)
+		d.assets = make(map[string]map[string]*memoryPartition)
+	}
+	fences := make([]fence, len(batches))
+	for i := range batches {
+		b := &batches[i]
+		var f fence
+		if p := d.assets[b.Asset][b.Key()]; p != nil {
+			f = p.fence
+		}
+		var err error
+		if fences[i], err = f.admit(b); err != nil {
+			return err
+		}
 	}
 	for i, b := range batches {
 		parts := d.assets[b.Asset]
 		if parts == nil {
-			parts = make(map[string][]Row)
+			parts = make(map[string]*memoryPartition)
 			d.assets[b.Asset] = parts
 		}
-		parts[b.Key()] = copies[i]
+		parts[b.Key()] = &memoryPartition{rows: copies[i], fence: fences[i]}
 	}
 	return nil
 }
@@ -117,12 +232,12 @@ func (d *MemoryDestination) Write(ctx context.Context, batches []Batch) error {
 func (d *MemoryDestination) Rows(asset, key string) ([]Row, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rows, ok := d.assets[asset][key]
+	p, ok := d.assets[asset][key]
 	if !ok {
 		return nil, false
 	}
-	out := make([]Row, len(rows))
-	for i, r := range rows {
+	out := make([]Row, len(p.rows))
+	for i, r := range p.rows {
 		out[i] = maps.Clone(r)
 	}
 	return out, true

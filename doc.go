@@ -113,6 +113,22 @@ anything is written. [MemoryDestination] keeps rows in memory;
 [FilesDestination] writes JSON lines, one file per partition, replaced
 atomically.
 
+Every batch carries a fencing token ([Batch.Token]), the ledger's number
+of the attempt that wrote it, and what lands depends on the kind of
+destination (see [Destination]):
+
+  - transactional destinations sharing the ledger's database (the SQL
+    destinations, in their own modules) commit the rows and the ledger's
+    record of success in one transaction: exactly once, with no window;
+  - fenced replacing destinations ([MemoryDestination],
+    [FilesDestination]) refuse a write older than the partition's last,
+    atomically with the write: the newest attempt wins, and a stalled
+    worker's rows never replace a newer attempt's;
+  - other destinations receive each attempt's batches at least once, with
+    the token and a delivery id ([Batch.DeliveryID]) to deduplicate by.
+
+A plain [Runner.Run] writes with token 0, which is not fenced.
+
 # Events
 
 Every step of a run is an [Event] of a stable [Kind] (run, asset, write
@@ -153,15 +169,23 @@ A [Backfill] materializes a DAG over every partition of a window, claiming
 each partition in a [Ledger] under a heartbeated lease before it runs and
 recording how it ended, so that running the same backfill again resumes
 it, and several workers share one backfill with every partition landing
-once. [Backfill.Plan] is a dry run; [Backfill.Run] plans and executes;
-[Backfill.Execute] refuses a plan whose partitions' history changed since
-it was made; [StatusOf] reads a backfill's progress and why it is stuck,
-if it is. A backfill of chosen partitions ([Backfill.Partitions]) is one
-backfill with one id ([BackfillIDOf]). A backfill with nothing to run is
-not recorded. [Ledger.CancelBackfill] stops a backfill's claims everywhere
-and [Backfill.Resume] lets them go on, running what has not succeeded.
-Plans estimate their duration from the DAG's recent successes
-([Ledger.RecentSuccesses]), wherever they lie.
+once in the ledger. [Backfill.Plan] is a dry run; [Backfill.Run] plans
+and executes; [Backfill.Execute] refuses a plan whose partitions' history
+changed since it was made; [StatusOf] reads a backfill's progress and why
+it is stuck, if it is. A backfill of chosen partitions
+([Backfill.Partitions]) is one backfill with one id ([BackfillIDOf]). A
+backfill with nothing to run is not recorded. [Ledger.CancelBackfill]
+stops a backfill's claims everywhere and [Backfill.Resume] lets them go
+on, running what has not succeeded. Plans estimate their duration from
+the DAG's recent successes ([Ledger.RecentSuccesses]), wherever they lie.
+
+Each running partition renews its lease on its own, so that a hung ledger
+call holds up no other; a worker trusts a lease by its own clock only for
+its length less a margin since its last renewal, and past that stops the
+partition and writes nothing more for it. A run reports apart the
+partitions other workers still hold ([Report].Held, [ErrHeldElsewhere];
+[Backfill.WaitForOthers] waits for them) and those whose claims failed
+([Report].Unclaimed).
 [BackfillID], [RunID] and [DAGIdentity] are stable hashes. [NewMemoryLedger]
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]

@@ -46,6 +46,10 @@ const (
 	KindBackfillCompleted Kind = "backfill.completed"
 	KindBackfillFailed    Kind = "backfill.failed"
 	KindBackfillCanceled  Kind = "backfill.canceled"
+	// KindBackfillUnfinished ends a run that left partitions held by
+	// other workers, not succeeded (Report.Held): the backfill is not
+	// done, and the run's error matches ErrHeldElsewhere.
+	KindBackfillUnfinished Kind = "backfill.unfinished"
 
 	KindPartitionClaimed   Kind = "partition.claimed"   // this worker holds the partition's lease
 	KindPartitionStarted   Kind = "partition.started"   // its run starts
@@ -53,6 +57,17 @@ const (
 	KindPartitionFailed    Kind = "partition.failed"    // its run failed
 	KindPartitionSkipped   Kind = "partition.skipped"   // it already succeeded
 	KindPartitionHeld      Kind = "partition.held"      // another worker holds its lease
+	KindPartitionUnclaimed Kind = "partition.unclaimed" // its claim failed (Err: the ledger unreachable): neither run nor recorded
+
+	// KindLeaseRenewFailed reports a heartbeat of a running partition's
+	// lease that failed or timed out (Err says which, Duration how long
+	// it took). The partition runs on, and its lease is renewed again
+	// soon; if it cannot be renewed in time, the worker stops the
+	// partition (see Backfill.Lease).
+	KindLeaseRenewFailed Kind = "lease.renew_failed"
+	// KindLeaseRenewSlow reports a heartbeat that renewed the lease but
+	// took longer than the heartbeat interval (Duration).
+	KindLeaseRenewSlow Kind = "lease.renew_slow"
 )
 
 // String returns k's stable name.
@@ -65,7 +80,7 @@ func (k Kind) level() slog.Level {
 	switch k {
 	case KindRunFailed, KindAssetFailed, KindWriteFailed, KindBackfillFailed, KindPartitionFailed:
 		return slog.LevelError
-	case KindAssetRetrying:
+	case KindAssetRetrying, KindLeaseRenewFailed, KindLeaseRenewSlow, KindPartitionUnclaimed, KindBackfillUnfinished:
 		return slog.LevelWarn
 	case KindWriteStarted, KindWriteCompleted, KindPartitionClaimed, KindPartitionHeld, KindPartitionStarted:
 		return slog.LevelDebug
@@ -120,9 +135,10 @@ type Event struct {
 
 // Progress counts the partitions of a backfill.
 type Progress struct {
-	Done    int           // partitions succeeded so far
-	Failed  int           // partitions failed so far
-	Skipped int           // partitions skipped (already succeeded)
+	Done    int           // partitions succeeded here so far
+	Failed  int           // partitions failed here so far, or whose claims failed
+	Skipped int           // partitions skipped: succeeded already (here or, by the end, elsewhere), or left by the rerun policy
+	Held    int           // partitions held by other workers, not known to have succeeded
 	Total   int           // partitions in the backfill
 	ETA     time.Duration // estimated time left; zero when unknown
 }
@@ -187,7 +203,7 @@ func (e Event) attrs(kind bool) []slog.Attr {
 	}
 	if p := e.Progress; p != nil {
 		attrs = append(attrs, slog.Group("progress", slog.Int("done", p.Done), slog.Int("failed", p.Failed),
-			slog.Int("skipped", p.Skipped), slog.Int("total", p.Total), slog.Duration("eta", p.ETA)))
+			slog.Int("skipped", p.Skipped), slog.Int("held", p.Held), slog.Int("total", p.Total), slog.Duration("eta", p.ETA)))
 	}
 	return append(attrs, slog.String("id", e.ID()))
 }
@@ -196,12 +212,14 @@ func (e Event) attrs(kind bool) []slog.Attr {
 // kind, time (RFC 3339 in UTC, so that the lines of workers in different
 // zones read and sort alike), and, when set, run, backfill, asset, destination,
 // partition and target (keys and text forms), attempt, duration_ns, rows,
-// error, level, msg, attrs and progress.
+// error, level, msg, attrs and progress (done, failed, skipped, held,
+// total, eta_ns).
 func (e Event) MarshalJSON() ([]byte, error) {
 	type progress struct {
 		Done    int   `json:"done"`
 		Failed  int   `json:"failed"`
 		Skipped int   `json:"skipped"`
+		Held    int   `json:"held"`
 		Total   int   `json:"total"`
 		ETA     int64 `json:"eta_ns"`
 	}
@@ -242,7 +260,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		v.Attrs = attrMap(e.Attrs)
 	}
 	if p := e.Progress; p != nil {
-		v.Progress = &progress{p.Done, p.Failed, p.Skipped, p.Total, int64(p.ETA)}
+		v.Progress = &progress{p.Done, p.Failed, p.Skipped, p.Held, p.Total, int64(p.ETA)}
 	}
 	return json.Marshal(v)
 }

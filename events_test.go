@@ -255,7 +255,7 @@ func TestEventLogValue(t *testing.T) {
 		return a
 	}})).Info("m", "e", e)
 	want := "level=INFO msg=m e.kind=asset.failed e.run=r e.asset=a e.target=2026-01-01 e.attempt=2 e.duration=1s e.rows=3 e.err=x " +
-		"e.progress.done=1 e.progress.failed=0 e.progress.skipped=0 e.progress.total=4 e.progress.eta=0s e.id=" + e.ID() + "\n"
+		"e.progress.done=1 e.progress.failed=0 e.progress.skipped=0 e.progress.held=0 e.progress.total=4 e.progress.eta=0s e.id=" + e.ID() + "\n"
 	if got := buf.String(); got != want {
 		t.Errorf("LogValue:\n got %s\nwant %s", got, want)
 	}
@@ -263,7 +263,7 @@ func TestEventLogValue(t *testing.T) {
 		t.Errorf("ID() = %q, want 32 hex digits", e.ID())
 	}
 	b, err := json.Marshal(e)
-	if err != nil || !strings.Contains(string(b), `"progress":{"done":1,"failed":0,"skipped":0,"total":4,"eta_ns":0}`) {
+	if err != nil || !strings.Contains(string(b), `"progress":{"done":1,"failed":0,"skipped":0,"held":0,"total":4,"eta_ns":0}`) {
 		t.Errorf("MarshalJSON = %s, %v", b, err)
 	}
 }

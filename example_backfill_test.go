@@ -170,10 +170,10 @@ func ExampleNewProgressReporter() {
 		report(ctx, e)
 	}
 	// Output:
-	// backfill 5192afd30e0c: 2026-01-03 succeeded (1/3 done, 0 failed, 0 skipped, 1.0/s, ETA 2s)
-	// backfill 5192afd30e0c: 2026-01-02 failed (1/3 done, 1 failed, 0 skipped, 1.0/s, ETA 1s)
-	// backfill 5192afd30e0c: 2026-01-01 succeeded (2/3 done, 1 failed, 0 skipped, 1.0/s)
-	// backfill 5192afd30e0c failed: 2/3 done, 1 failed, 0 skipped, 0.8/s
+	// backfill 5192afd30e0c: 2026-01-03 succeeded (1/3 done, 0 failed, 0 skipped, 1.0 partitions/s, ETA 2s)
+	// backfill 5192afd30e0c: 2026-01-02 failed (1/3 done, 1 failed, 0 skipped, 1.0 partitions/s, ETA 1s)
+	// backfill 5192afd30e0c: 2026-01-01 succeeded (2/3 done, 1 failed, 0 skipped, 1.0 partitions/s)
+	// backfill 5192afd30e0c failed: 2/3 done, 1 failed, 0 skipped, 0.8 partitions/s
 }
 
 // A FilesDestination writes each partition of an asset to its own JSON

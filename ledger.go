@@ -104,7 +104,10 @@ type Ledger interface {
 	ResumeBackfill(ctx context.Context, id string) error
 }
 
-// Errors a [Ledger] returns, matched with errors.Is.
+// Errors a [Ledger] returns, matched with errors.Is. ErrFenced is also
+// matched by a worker's refusal to write or record a success once its
+// lease has lapsed by its own clock (see [Backfill].Lease), and by a
+// fenced destination's refusal of a stale write ([StaleWriteError]).
 var (
 	ErrNotClaimable    = errors.New("tranche: partition not claimable")
 	ErrFenced          = errors.New("tranche: lease lost to a newer attempt")

@@ -10,20 +10,36 @@ import (
 )
 
 // NewProgressReporter returns an event hook that reports a backfill's
-// progress on w: on a terminal, one line rewritten in place with counts,
-// rate and ETA; otherwise a plain line per finished partition. Give it as
+// progress on w: on a terminal, one line rewritten in place (at most ten
+// times a second) with counts, rate and ETA; otherwise a plain line when
+// a partition finishes, at most one a second (the first ten failures
+// each get theirs), so that a backfill of a million partitions writes a
+// line a second rather than a million. The last line says how the
+// backfill ended: completed, failed, canceled, or unfinished when other
+// workers still hold some of its partitions, which the counts show apart
+// from the skipped ones ("held elsewhere"). Give it as
 // [Backfill.OnEvent], or combine it with other hooks through [Hooks].
 func NewProgressReporter(w io.Writer) func(context.Context, Event) {
 	r := &progressReporter{w: w, terminal: isTerminal(w)}
 	return r.onEvent
 }
 
+// How often the reporter writes at most: a terminal's line, and plain
+// lines.
+const (
+	terminalEvery = 100 * time.Millisecond
+	plainEvery    = time.Second
+	plainFailures = 10 // failures listed each on its line, however fast they come
+)
+
 type progressReporter struct {
 	w        io.Writer
 	terminal bool
 
-	mu    sync.Mutex
-	start time.Time
+	mu       sync.Mutex
+	start    time.Time
+	last     time.Time // when the last line was written, by the events' clock
+	failures int       // failures listed
 }
 
 func isTerminal(w io.Writer) bool {
@@ -42,17 +58,28 @@ func (r *progressReporter) onEvent(_ context.Context, e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e.Kind == KindBackfillStarted || r.start.IsZero() {
-		r.start = e.Time
+		r.start, r.last, r.failures = e.Time, time.Time{}, 0
 	}
-	p := e.Progress
-	counts := fmt.Sprintf("%d/%d done, %d failed, %d skipped", p.Done, p.Total, p.Failed, p.Skipped)
-	if elapsed := e.Time.Sub(r.start); elapsed > 0 && p.Done+p.Failed > 0 {
-		counts += fmt.Sprintf(", %.1f/s", float64(p.Done+p.Failed)/elapsed.Seconds())
+	final := e.Kind == KindBackfillCompleted || e.Kind == KindBackfillFailed || e.Kind == KindBackfillCanceled ||
+		e.Kind == KindBackfillUnfinished
+	finished := e.Kind == KindPartitionSucceeded || e.Kind == KindPartitionFailed
+	due := r.last.IsZero() || e.Time.Sub(r.last) >= plainEvery
+	listed := ""
+	switch {
+	case final:
+	case r.terminal:
+		if !r.last.IsZero() && e.Time.Sub(r.last) < terminalEvery {
+			return
+		}
+	case e.Kind == KindPartitionFailed && r.failures < plainFailures:
+		if r.failures++; r.failures == plainFailures {
+			listed = "; further failures are counted, not listed"
+		}
+	case !finished || !due:
+		return
 	}
-	if p.ETA > 0 {
-		counts += fmt.Sprintf(", ETA %v", approx(p.ETA))
-	}
-	final := e.Kind == KindBackfillCompleted || e.Kind == KindBackfillFailed || e.Kind == KindBackfillCanceled
+	r.last = e.Time
+	counts := r.counts(e)
 	switch {
 	case r.terminal && final:
 		fmt.Fprintf(r.w, "\r\033[Kbackfill %s %s: %s\n", e.Backfill, kindVerb(e.Kind), counts)
@@ -60,9 +87,28 @@ func (r *progressReporter) onEvent(_ context.Context, e Event) {
 		fmt.Fprintf(r.w, "\r\033[Kbackfill %s: %s", e.Backfill, counts)
 	case final:
 		fmt.Fprintf(r.w, "backfill %s %s: %s\n", e.Backfill, kindVerb(e.Kind), counts)
-	case e.Kind == KindPartitionSucceeded || e.Kind == KindPartitionFailed:
-		fmt.Fprintf(r.w, "backfill %s: %s %s (%s)\n", e.Backfill, e.Target, kindVerb(e.Kind), counts)
+	default:
+		fmt.Fprintf(r.w, "backfill %s: %s %s (%s)%s\n", e.Backfill, e.Target, kindVerb(e.Kind), counts, listed)
 	}
+}
+
+// counts formats an event's progress.
+func (r *progressReporter) counts(e Event) string {
+	p := e.Progress
+	counts := fmt.Sprintf("%d/%d done, %d failed, %d skipped", p.Done, p.Total, p.Failed, p.Skipped)
+	if p.Held > 0 {
+		counts += fmt.Sprintf(", %d held elsewhere", p.Held)
+	}
+	if elapsed := e.Time.Sub(r.start); elapsed > 0 && p.Done+p.Failed > 0 {
+		counts += fmt.Sprintf(", %.1f partitions/s", float64(p.Done+p.Failed)/elapsed.Seconds())
+	}
+	if p.ETA > 0 {
+		counts += fmt.Sprintf(", ETA %v", approx(p.ETA))
+	}
+	if e.Kind == KindBackfillUnfinished {
+		counts += ": not done"
+	}
+	return counts
 }
 
 func kindVerb(k Kind) string {
@@ -73,6 +119,8 @@ func kindVerb(k Kind) string {
 		return "failed"
 	case KindBackfillCanceled:
 		return "canceled"
+	case KindBackfillUnfinished:
+		return "unfinished"
 	case KindPartitionSucceeded:
 		return "succeeded"
 	}

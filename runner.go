@@ -111,8 +111,18 @@ type runOptions struct {
 	backfill string // the backfill the run belongs to, or ""
 	// tokens are the fencing tokens of the target's partitions, oldest
 	// first (the ledger's attempt numbers); nil when the run is not
-	// recorded in a ledger.
+	// recorded in a ledger. dag is the identity of the DAG whose ledger
+	// history numbered them.
 	tokens []int64
+	dag    string
+	// fence, when not nil, is called before each destination write: an
+	// error (matching ErrFenced) fails the write before the destination
+	// is called, because the run's lease no longer holds.
+	fence func() error
+	// fencing, when not nil, stands for tokens, dag and fence, set by
+	// a backfill that keeps them beside its lease, so that a run costs
+	// no allocation for them.
+	fencing *runFencing
 }
 
 // run is Run with the run's id, attempt and fencing tokens chosen by the
@@ -135,11 +145,16 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, opts runOptions) 
 		id:       runID,
 		attempt:  attempt,
 		backfill: backfill,
-		tokens:   opts.tokens,
 		target:   t,
 		runner:   r,
 		outcomes: make([]AssetOutcome, n),
 		assets:   make([]assetState, n),
+	}
+	switch {
+	case opts.fencing != nil:
+		s.fencing = opts.fencing
+	case opts.tokens != nil || opts.fence != nil:
+		s.fencing = &runFencing{tokens: opts.tokens, dag: opts.dag, fence: opts.fence}
 	}
 	if r.Logger != nil {
 		s.logHook = SlogHook(r.Logger)
@@ -330,8 +345,8 @@ type runState struct {
 	dag      *DAG
 	id       string
 	attempt  int
-	backfill string // the backfill the run belongs to, or ""
-	tokens   []int64
+	backfill string      // the backfill the run belongs to, or ""
+	fencing  *runFencing // nil outside a ledger
 	target   target
 
 	runner   *Runner // its OnEvent and Logger
@@ -346,9 +361,30 @@ type runState struct {
 	sched    scheduler
 }
 
+// runFencing is what a run recorded in a ledger fences its writes with
+// (see runOptions), apart from runState so that other runs do not carry
+// it.
+type runFencing struct {
+	tokens []int64
+	dag    string
+	fence  func() error
+	lease  *keptLease // checked as fence is, when fence is nil
+}
+
+// check calls the fence, or checks the lease.
+func (f *runFencing) check() error {
+	switch {
+	case f.fence != nil:
+		return f.fence()
+	case f.lease != nil:
+		return f.lease.check()
+	}
+	return nil
+}
+
 // assetState is what a run keeps of one asset, besides its outcome.
 type assetState struct {
-	m         Materialization // reused by its attempts
+	m         Materialization // its first attempt's; a retry gets its own, see try
 	rows      []Row           // its rows, once it completed and until its dependents finish
 	waiting   int             // its unfinished dependencies
 	consumers int             // its unfinished dependents
@@ -641,7 +677,14 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 			}
 		}()
 	}
+	// Each attempt has its own Materialization: a goroutine an earlier
+	// attempt left behind may still log through that attempt's, which
+	// must keep saying so. The first attempt's is kept in the run's
+	// state, so that a run without retries allocates none.
 	m := &s.assets[i].m
+	if n > 1 {
+		m = new(Materialization)
+	}
 	m.run, m.index, m.attempt = s, i, n
 	rows, err := materialize(actx, a, m)
 	if err == nil {
@@ -676,12 +719,16 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 
 // stamp gives each batch the run's id and its partition's fencing token.
 // Batches of a partitioned asset come oldest first, one per partition of
-// the target, in the order of s.tokens.
+// the target, in the order of the tokens. The batch of an unpartitioned
+// asset gets no token: the tokens of the partition a run is for do not
+// order its writes of the asset's whole rows, which runs for other
+// partitions make too.
 func (s *runState) stamp(batches []Batch) {
+	f := s.fencing
 	for k := range batches {
 		batches[k].RunID = s.id
-		if len(s.tokens) == len(batches) {
-			batches[k].Token = s.tokens[k]
+		if f != nil && len(f.tokens) == len(batches) && batches[k].Partition.Granularity.IsValid() {
+			batches[k].Token, batches[k].DAG = f.tokens[k], f.dag
 		}
 	}
 }
@@ -698,6 +745,13 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 				err = &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("destination %s", name)}
 			}
 		}()
+		// The lease is checked last, right before the write: a worker
+		// paused since its last heartbeat writes nothing.
+		if s.fencing != nil {
+			if err = s.fencing.check(); err != nil {
+				return
+			}
+		}
 		err = dst.Write(ctx, batches)
 	}()
 	took := time.Since(start)

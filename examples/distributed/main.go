@@ -137,6 +137,10 @@ func backfill(l tranche.Ledger) (*tranche.Backfill, error) {
 		// A short lease, so that the partitions of a killed worker are
 		// taken over within seconds; the default is 30s.
 		Lease: 6 * time.Second, Heartbeat: 2 * time.Second,
+		// Each replica waits for the partitions the others hold, taking
+		// over those of a replica that dies, so that a run ends when the
+		// backfill is done or failed, not while others still work.
+		WaitForOthers: true,
 	}, nil
 }
 
@@ -185,7 +189,8 @@ func worker(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return err
 		}
-		if err != nil && !errors.Is(err, postgres.ErrConnectionLost) && !errors.Is(err, postgres.ErrConnect) && (report == nil || report.Failed == 0) {
+		if err != nil && !errors.Is(err, postgres.ErrConnectionLost) && !errors.Is(err, postgres.ErrConnect) &&
+			!errors.Is(err, tranche.ErrHeldElsewhere) && (report == nil || report.Failed == 0) {
 			return err
 		}
 		// Partitions held by other workers, or that failed, are not done

@@ -9,8 +9,10 @@
 //	go run ./examples/quickstart   # resumes: only 2026-11-15 runs
 //
 // TRANCHE_FAIL_PARTITION names a day whose source is down: the backfill
-// records it failed and lands the other days. Run the quickstart again
-// without it, and the backfill resumes, running that day alone. The files
+// records it failed and lands the other days, and the quickstart exits
+// with status 1, as a job whose backfill did not land every day should.
+// Run the quickstart again without it, and the backfill resumes, running
+// that day alone. The files
 // and the ledger (ledger.db) are kept in the folder: inspect the ledger
 // with sqlite3 (see the README), and delete the folder to start over.
 package main
@@ -99,6 +101,9 @@ func run() error {
 		}
 		fmt.Printf("== run %d: %d ran here (%d failed), %d skipped, in %v\n",
 			round, report.RanHere(), report.Failed, report.Skipped+report.Elsewhere, report.Duration.Round(time.Millisecond))
+		if err != nil && report.Failed == 0 {
+			return err // the ledger failed, or other workers hold days
+		}
 		failed = report.Failures
 		if ctx.Err() != nil {
 			return nil
@@ -138,6 +143,9 @@ func run() error {
 	fmt.Printf("For instance %s\n", files.Path("daily_stats", "day", november.Newest().Key()))
 	fmt.Printf("Inspect the ledger: sqlite3 -readonly %s 'SELECT partition_key, attempt, state FROM tranche_attempts'\n",
 		ledger.Path())
+	if len(failed) > 0 {
+		return fmt.Errorf("%d days failed, the first %s: %w", len(failed), failed[0].Key, failed[0].Err)
+	}
 	return nil
 }
 

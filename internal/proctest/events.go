@@ -37,6 +37,37 @@ type Events struct {
 	// files destination under Dest: an SQL destination of EventsTable
 	// and AuditTable, in the process tests of the SQL destinations.
 	Destination tranche.Destination
+
+	// Mark, when not nil, gives the value of column "mark" of each
+	// partition's first row, which the files destination encodes (a
+	// json.Marshaler may act while the destination writes).
+	Mark func(key string) any
+
+	// OnEvent, when not nil, sees every event of the runner.
+	OnEvent func(context.Context, tranche.Event)
+
+	// Audit, when not nil, receives a line for every batch the files
+	// destination wrote ("wrote KEY WORKER TOKEN"), once its write
+	// returned: the destination's history, which replacing the files
+	// hides.
+	Audit io.Writer
+}
+
+// audited is a destination that reports each batch it wrote.
+type audited struct {
+	tranche.Destination
+	worker string
+	w      io.Writer
+}
+
+func (d audited) Write(ctx context.Context, batches []tranche.Batch) error {
+	if err := d.Destination.Write(ctx, batches); err != nil {
+		return err
+	}
+	for _, b := range batches {
+		fmt.Fprintf(d.w, "wrote %s %s %d\n", b.Key(), d.worker, b.Token)
+	}
+	return nil
 }
 
 // Backfill returns a backfill of the events asset over w.
@@ -50,6 +81,9 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 	var dest tranche.Destination = &tranche.FilesDestination{Dir: e.Dest}
 	if e.Destination != nil {
 		dest = e.Destination
+	}
+	if e.Audit != nil {
+		dest = audited{dest, e.Worker, e.Audit}
 	}
 	asset := tranche.Asset{
 		Name:         "events",
@@ -73,6 +107,9 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 			for i := range out {
 				out[i] = tranche.Row{"day": key, "n": i, "worker": e.Worker, "attempt": attempt}
 			}
+			if e.Mark != nil && len(out) > 0 {
+				out[0]["mark"] = e.Mark(key)
+			}
 			logLine("done", key, attempt)
 			return out, nil
 		}),
@@ -83,9 +120,12 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 	}
 	return &tranche.Backfill{
 		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: tranche.FailContinue,
-		Runner: &tranche.Runner{OnEvent: func(_ context.Context, ev tranche.Event) {
+		Runner: &tranche.Runner{OnEvent: func(ctx context.Context, ev tranche.Event) {
 			if ev.Kind == tranche.KindRunStarted {
 				attempts.Store(ev.RunID, ev.Attempt)
+			}
+			if e.OnEvent != nil {
+				e.OnEvent(ctx, ev)
 			}
 		}},
 	}, nil
@@ -135,6 +175,35 @@ type Row struct {
 	N       int    `json:"n"`
 	Worker  string `json:"worker"`
 	Attempt int    `json:"attempt"`
+}
+
+// Write is a line of an audit log (see Events.Audit).
+type Write struct {
+	Key, Worker string
+	Token       int64
+}
+
+// Writes reads the audit log at path, in the order of its lines; a
+// missing log holds none.
+func Writes(t testing.TB, path string) []Write {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Write
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[0] != "wrote" {
+			continue // a line cut short by a kill
+		}
+		n, _ := strconv.ParseInt(f[3], 10, 64)
+		out = append(out, Write{f[1], f[2], n})
+	}
+	return out
 }
 
 // Rows reads the rows of partition key in the files destination at dest.

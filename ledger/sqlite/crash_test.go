@@ -128,7 +128,9 @@ type workerReport struct {
 	Failed    int    `json:"failed"`
 	Skipped   int    `json:"skipped"`
 	Elsewhere int    `json:"elsewhere"`
+	Held      int    `json:"held"`
 	NotRun    int    `json:"not_run"`
+	Unclaimed int    `json:"unclaimed"`
 	Failures  []struct {
 		Key    string `json:"key"`
 		Err    string `json:"err"`
@@ -148,9 +150,9 @@ func (p *proc) report(t *testing.T) workerReport {
 	if err := json.Unmarshal(p.stdout.Bytes(), &r); err != nil {
 		t.Fatalf("worker %s printed %q: %v\nstderr:\n%s", p.name, p.stdout.String(), err, p.stderr.String())
 	}
-	if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.NotRun; sum != r.Total {
-		t.Errorf("worker %s's report does not add up: %d succeeded + %d failed + %d skipped + %d elsewhere + %d not run = %d; total %d",
-			p.name, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.NotRun, sum, r.Total)
+	if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.Held + r.NotRun + r.Unclaimed; sum != r.Total {
+		t.Errorf("worker %s's report does not add up: %d succeeded + %d failed + %d skipped + %d elsewhere + %d held + %d not run + %d unclaimed = %d; total %d",
+			p.name, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere, r.Held, r.NotRun, r.Unclaimed, sum, r.Total)
 	}
 	return r
 }
@@ -292,7 +294,8 @@ func TestKillMidPartition(t *testing.T) {
 }
 
 // TestWorkersShareABackfill runs two and four workers on one backfill at
-// once: every partition executes exactly once, and each report adds up.
+// once, each waiting for the others: every partition executes exactly
+// once, and each report adds up, with nothing left held elsewhere.
 func TestWorkersShareABackfill(t *testing.T) {
 	for _, n := range []int{2, 4} {
 		for rep := range repeat(3) {
@@ -300,14 +303,14 @@ func TestWorkersShareABackfill(t *testing.T) {
 				w := newWorld(t, 120)
 				ps := make([]*proc, n)
 				for i := range ps {
-					ps[i] = w.start(fmt.Sprintf("w%d", i), "-concurrency", "2", "-work", "10ms", "-lease", "5s", "-heartbeat", "1s")
+					ps[i] = w.start(fmt.Sprintf("w%d", i), "-concurrency", "2", "-work", "10ms", "-lease", "5s", "-heartbeat", "1s", "-waitothers")
 				}
 				ran := 0
 				var summary []string
 				for _, p := range ps {
 					r := p.report(t)
-					if r.Failed != 0 || r.NotRun != 0 || r.Err != "" || r.Total != w.days {
-						t.Errorf("worker %s: report %+v; want no failure, every partition accounted for", p.name, r)
+					if r.Failed != 0 || r.NotRun != 0 || r.Held != 0 || r.Unclaimed != 0 || r.Err != "" || r.Total != w.days {
+						t.Errorf("worker %s: report %+v; want no failure, every partition done, here or elsewhere", p.name, r)
 					}
 					ran += r.Succeeded
 					summary = append(summary, fmt.Sprintf("%s ran %d, %d elsewhere, %d skipped", r.Worker, r.Succeeded, r.Elsewhere, r.Skipped))
@@ -487,4 +490,97 @@ func startsOf(es []proctest.Execution, worker string) []string {
 		}
 	}
 	return keys
+}
+
+// TestZombieWorkers makes a worker a zombie at each point of a
+// partition's execution: it stops itself (SIGSTOP) inside its
+// materializer, after the materializer returned and before the write, or
+// inside the files destination's write, past its lease; another worker
+// takes the partition over and finishes the backfill; the first resumes
+// (SIGCONT). No stale write reaches the destination: the zombie writes
+// nothing for the partition, every partition's writes come in the order
+// of their tokens, and the ledger and the files agree on who landed each
+// partition.
+func TestZombieWorkers(t *testing.T) {
+	r := rng(t)
+	for _, at := range []string{"materialize", "beforewrite", "write"} {
+		for rep := range repeat(5) {
+			t.Run(fmt.Sprintf("%s/%d", at, rep), func(t *testing.T) { zombie(t, r, at) })
+		}
+	}
+}
+
+func zombie(t *testing.T, r *rand.Rand, at string) {
+	const days = 4
+	w := newWorld(t, days)
+	audit := filepath.Join(w.dir, "audit.log")
+	// The zombie runs one partition at a time, newest first, up to the
+	// one it stops on.
+	key := w.partition(r.IntN(days)).Key()
+	a := w.start("zombie", "-concurrency", "1", "-work", "10ms", "-lease", "300ms", "-heartbeat", "100ms",
+		"-pause", at, "-pausekey", key, "-audit", audit, "-ignorectx")
+	w.waitFor("the pause", func(es []proctest.Execution) bool {
+		return slices.ContainsFunc(es, func(e proctest.Execution) bool { return e.What == "pause" && e.Key == key })
+	})
+	waitStopped(t, a)
+	time.Sleep(400 * time.Millisecond) // past the lease, by the ledger's clock too
+
+	b := w.start("newer", "-concurrency", "2", "-work", "10ms", "-lease", "5s", "-heartbeat", "1s", "-audit", audit).report(t)
+	if b.Failed != 0 || b.Held != 0 || b.Err != "" {
+		t.Errorf("the newer worker's report %+v; want every partition done", b)
+	}
+	a.signal(t, syscall.SIGCONT)
+	ra := a.report(t)
+	fenced := false
+	for _, f := range ra.Failures {
+		fenced = fenced || f.Key == key && f.Fenced
+	}
+	if !fenced || ra.Succeeded+ra.Failed+ra.Elsewhere+ra.Skipped != days {
+		t.Errorf("the zombie's report %+v; want %s failed, fenced, and the rest done", ra, key)
+	}
+	hs := w.checkLanded()
+	// The destination's history: per partition, tokens never go down,
+	// the last write is the success's, and the zombie never wrote the
+	// partition it stopped on.
+	last := map[string]proctest.Write{}
+	for _, wr := range proctest.Writes(t, audit) {
+		if prev, ok := last[wr.Key]; ok && wr.Token < prev.Token {
+			t.Errorf("partition %s: %s wrote token %d after %s wrote token %d: a stale write landed", wr.Key, wr.Worker, wr.Token, prev.Worker, prev.Token)
+		}
+		if wr.Key == key && wr.Worker == "zombie" {
+			t.Errorf("the zombie wrote %s (token %d) after stopping on it", key, wr.Token)
+		}
+		last[wr.Key] = wr
+	}
+	for k, h := range hs {
+		won := h[len(h)-1]
+		if wr := last[k]; wr.Worker != won.Worker || wr.Token != int64(won.Number) {
+			t.Errorf("partition %s: last written by %s, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
+		}
+	}
+	if h := hs[key]; len(h) != 2 || h[0].Worker != "zombie" || h[0].State != tranche.StateFailed || h[1].Worker != "newer" {
+		t.Errorf("partition %s: history\n%s\nwant the zombie's attempt failed, then the newer worker's success", key, formatHistory(h))
+	}
+	t.Logf("zombie stopped %s on %s; the newer worker ran %d, the zombie then reported %d done elsewhere", at, key, b.Succeeded, ra.Elsewhere)
+}
+
+// waitStopped waits until the worker's process is stopped (state T in
+// /proc), where /proc exists.
+func waitStopped(t *testing.T, p *proc) {
+	t.Helper()
+	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond) // no /proc: give the signal a moment
+			return
+		}
+		// pid (comm) state ...: comm may hold spaces, so read after the last ')'.
+		if i := bytes.LastIndexByte(data, ')'); i > 0 && i+2 < len(data) && data[i+2] == 'T' {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("worker %s did not stop", p.name)
 }

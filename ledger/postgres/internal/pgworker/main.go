@@ -162,8 +162,14 @@ func run() error {
 					out.Lost++
 				}
 			}
+			for _, f := range r.ClaimFailures {
+				if lost(f.Err) {
+					out.Lost++
+				}
+			}
 		}
-		if err != nil && r == nil || err != nil && r.Failed == 0 {
+		held := r != nil && r.Failed == 0 && r.Unclaimed == 0 && errors.Is(err, tranche.ErrHeldElsewhere)
+		if !held && (err != nil && r == nil || err != nil && r.Failed == 0) {
 			if lost(err) {
 				out.Lost++
 			}

@@ -10,9 +10,12 @@
 // into a files destination (or, with -sink sql, tables in the ledger's
 // file that commit with the ledger's record of success), appending a
 // line to an executions log when each execution starts and when it ends,
-// and prints its Report as one JSON object on stdout. In bench mode it
-// claims and finishes hourly partitions, -chunk at a time, and prints the
-// latencies (see proctest.Bench).
+// and prints its Report as one JSON object on stdout. With -pause it stops
+// itself (SIGSTOP) once, on partition -pausekey: inside its materializer,
+// after the materializer returned and before the write, or inside the
+// write, so that the tests can make it a zombie at each point and resume
+// it (SIGCONT). In bench mode it claims and finishes hourly partitions,
+// -chunk at a time, and prints the latencies (see proctest.Bench).
 package main
 
 import (
@@ -23,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,6 +56,10 @@ var (
 	offset      = flag.Int("offset", 0, "stale: the partition, in days after -from; bench: the first, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's file, committed with the ledger), or sql-separate (the same tables, committed on their own)")
+	waitOthers  = flag.Bool("waitothers", false, "wait for the partitions other workers hold (Backfill.WaitForOthers)")
+	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite or write")
+	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
+	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 )
 
 // report is the worker's output: the backfill's Report, flattened.
@@ -62,7 +70,9 @@ type report struct {
 	Failed    int       `json:"failed"`
 	Skipped   int       `json:"skipped"`
 	Elsewhere int       `json:"elsewhere"`
+	Held      int       `json:"held"`
 	NotRun    int       `json:"not_run"`
+	Unclaimed int       `json:"unclaimed"`
 	Failures  []failure `json:"failures"`
 	Err       string    `json:"err,omitempty"`
 }
@@ -108,7 +118,11 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
+	pause := &pauser{log: logFile}
 	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Work: func(ctx context.Context, key string) error {
+		if *pauseAt == "materialize" && key == *pauseKey {
+			pause.stop(key)
+		}
 		for range int(*work / (5 * time.Millisecond)) {
 			if err := ctx.Err(); err != nil && !*ignoreCtx {
 				return err
@@ -149,16 +163,43 @@ func run() error {
 		}
 		events.Destination = gated{Destination: inner, log: logFile}
 	}
+	switch *pauseAt {
+	case "":
+	case "beforewrite":
+		events.OnEvent = func(_ context.Context, e tranche.Event) {
+			if e.Kind == tranche.KindWriteStarted && e.Target == *pauseKey {
+				pause.stop(e.Target)
+			}
+		}
+	case "write":
+		events.Mark = func(key string) any {
+			if key == *pauseKey {
+				return pause.inWrite(key)
+			}
+			return nil
+		}
+	case "materialize":
+	default:
+		return fmt.Errorf("-pause %q: want materialize, beforewrite or write", *pauseAt)
+	}
+	if *auditPath != "" {
+		audit, err := os.OpenFile(*auditPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer audit.Close()
+		events.Audit = audit
+	}
 	b, err := events.Backfill(w, l)
 	if err != nil {
 		return err
 	}
-	b.Concurrency, b.Lease, b.Heartbeat = *concurrency, *lease, *heartbeat
+	b.Concurrency, b.Lease, b.Heartbeat, b.WaitForOthers = *concurrency, *lease, *heartbeat, *waitOthers
 	r, err := b.Run(ctx)
 	out := report{Worker: *worker}
 	if r != nil {
 		out = report{Worker: r.Worker, Total: r.Total, Succeeded: r.Succeeded, Failed: r.Failed,
-			Skipped: r.Skipped, Elsewhere: r.Elsewhere, NotRun: r.NotRun}
+			Skipped: r.Skipped, Elsewhere: r.Elsewhere, Held: r.Held, NotRun: r.NotRun, Unclaimed: r.Unclaimed}
 		for _, f := range r.Failures {
 			out.Failures = append(out.Failures, failure{Key: f.Key, Err: f.Err.Error(), Fenced: errors.Is(f.Err, tranche.ErrFenced)})
 		}
@@ -194,6 +235,37 @@ func (g gated) Write(ctx context.Context, batches []tranche.Batch) error {
 		}
 	}
 	return nil
+}
+
+// pauser stops the process once, logging "pause KEY WORKER 0" first, so
+// that the test knows where it stopped.
+type pauser struct {
+	log  *os.File
+	once sync.Once
+}
+
+func (p *pauser) stop(key string) {
+	p.once.Do(func() {
+		fmt.Fprintf(p.log, "pause %s %s 0\n", key, *worker)
+		if err := stopSelf(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	})
+}
+
+// inWrite returns a value whose JSON encoding, by the files destination
+// inside its Write, stops the process.
+func (p *pauser) inWrite(key string) json.Marshaler { return writePause{p, key} }
+
+type writePause struct {
+	p   *pauser
+	key string
+}
+
+func (w writePause) MarshalJSON() ([]byte, error) {
+	w.p.stop(w.key)
+	return []byte("true"), nil
 }
 
 // staleResult is what stale mode prints.

@@ -1,0 +1,415 @@
+package tranche_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/tranchetest"
+)
+
+// faultyLedger is the in-memory ledger with faults injected into some of
+// its calls: the real ledger records everything else.
+type faultyLedger struct {
+	tranche.Ledger
+	// hang, when it holds of a lease, makes its heartbeats block until
+	// their context ends, as a call to an unreachable server does.
+	hang func(*tranche.Lease) bool
+	// claimErr and finishErr, when not nil, fail the calls they return
+	// an error for.
+	claimErr  func(tranche.ClaimRequest) error
+	finishErr func(*tranche.Lease) error
+}
+
+func (l *faultyLedger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Duration) error {
+	if l.hang != nil && l.hang(lease) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return l.Ledger.Heartbeat(ctx, lease, d)
+}
+
+func (l *faultyLedger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.Lease, error) {
+	if l.claimErr != nil {
+		if err := l.claimErr(req); err != nil {
+			return nil, err
+		}
+	}
+	return l.Ledger.Claim(ctx, req)
+}
+
+func (l *faultyLedger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
+	if l.finishErr != nil {
+		if err := l.finishErr(lease); err != nil {
+			return err
+		}
+	}
+	return l.Ledger.Finish(ctx, lease, outcomes)
+}
+
+// leaseDAG is one daily asset, "raw", whose work is work(ctx, worker of
+// the run, key), writing a row naming the worker to dest.
+func leaseDAG(t *testing.T, dest tranche.Destination, work func(ctx context.Context, key string) error) *tranche.DAG {
+	t.Helper()
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "raw",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
+		Destinations: []tranche.Destination{dest},
+		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			p, err := m.Partition()
+			if err != nil {
+				return nil, err
+			}
+			if err := work(ctx, p.Key()); err != nil {
+				return nil, err
+			}
+			return []tranche.Row{{"day": p.Key()}}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dag
+}
+
+// execLog records the executions of partitions by workers, to check that
+// no partition ever runs on two workers at once.
+type execLog struct {
+	mu    sync.Mutex
+	spans map[string][]execSpan
+}
+
+type execSpan struct {
+	worker     string
+	start, end time.Time
+}
+
+func (l *execLog) run(worker, key string, f func() error) error {
+	start := time.Now()
+	err := f()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spans == nil {
+		l.spans = map[string][]execSpan{}
+	}
+	l.spans[key] = append(l.spans[key], execSpan{worker, start, time.Now()})
+	return err
+}
+
+// checkDisjoint fails the test when two executions of a partition
+// overlapped.
+func (l *execLog) checkDisjoint(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, spans := range l.spans {
+		for i, a := range spans {
+			for _, b := range spans[i+1:] {
+				if a.start.Before(b.end) && b.start.Before(a.end) {
+					t.Errorf("partition %s ran on %s and %s at once: [%v, %v) and [%v, %v)", key, a.worker, b.worker,
+						a.start.Format(time.StampMilli), a.end.Format(time.StampMilli), b.start.Format(time.StampMilli), b.end.Format(time.StampMilli))
+				}
+			}
+		}
+	}
+}
+
+// sleepOrDone waits d, or until ctx ends with its error.
+func sleepOrDone(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A heartbeat that hangs holds up no other partition: the others finish
+// on time; the partition whose lease cannot be renewed is stopped by its
+// worker before its lease expires, reported failed, and its failed
+// heartbeats are events; a second worker takes it over, and no partition
+// ever runs on two workers at once. (A heartbeat used to hold a lock
+// that every finishing partition waited on.)
+func TestBackfillHeartbeatHangs(t *testing.T) {
+	bfNoLeaks(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	mem := tranche.NewMemoryLedger(nil)
+	hungKey := bfDay(5).Key()
+	hung := &faultyLedger{Ledger: mem, hang: func(l *tranche.Lease) bool { return l.Worker == "a" && l.Partitions[0].Key() == hungKey }}
+	dest := new(tranche.MemoryDestination)
+	var log execLog
+	dagFor := func(worker string, hungWork time.Duration) *tranche.DAG {
+		return leaseDAG(t, dest, func(ctx context.Context, key string) error {
+			return log.run(worker, key, func() error {
+				if key == hungKey {
+					return sleepOrDone(ctx, hungWork)
+				}
+				return sleepOrDone(ctx, 300*time.Millisecond)
+			})
+		})
+	}
+	w := bfDays(t, 1, 8)
+	var mu sync.Mutex
+	var renewFailed []tranche.Event
+	took := map[string]time.Duration{} // a's partitions, from start to success
+	startedAt := map[string]time.Time{}
+	a := &tranche.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
+		Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: tranche.FailContinue,
+		OnEvent: func(_ context.Context, e tranche.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.Kind {
+			case tranche.KindLeaseRenewFailed:
+				renewFailed = append(renewFailed, e)
+			case tranche.KindPartitionStarted:
+				startedAt[e.Target] = e.Time
+			case tranche.KindPartitionSucceeded:
+				took[e.Target] = e.Time.Sub(startedAt[e.Target])
+			}
+		}}
+	b := &tranche.Backfill{DAG: dagFor("b", 0), Window: w, Ledger: mem, Worker: "b", Concurrency: 2,
+		Lease: time.Second, Heartbeat: 100 * time.Millisecond, WaitForOthers: true}
+	var ra, rb *tranche.Report
+	var ea, eb error
+	var wg sync.WaitGroup
+	wg.Go(func() { ra, ea = a.Run(ctx) })
+	wg.Go(func() {
+		time.Sleep(150 * time.Millisecond) // a holds its first four partitions
+		rb, eb = b.Run(ctx)
+	})
+	wg.Wait()
+	if ra == nil || rb == nil {
+		t.Fatalf("reports %v, %v: %v, %v", ra, rb, ea, eb)
+	}
+	t.Logf("a: %s: %v\nb: %s: %v", ra, ea, rb, eb)
+	if eb != nil || !rb.Done() {
+		t.Errorf("b waited for a, yet: %v (%s)", eb, rb)
+	}
+	if len(ra.Failures) != 1 || ra.Failures[0].Key != hungKey || !errors.Is(ra.Failures[0].Err, tranche.ErrFenced) ||
+		!strings.Contains(ra.Failures[0].Err.Error(), "lease not renewed") {
+		t.Errorf("a's failures %v; want %s stopped by a, matching ErrFenced", ra.Failures, hungKey)
+	}
+	mu.Lock()
+	for key, d := range took {
+		if d > 2*time.Second {
+			t.Errorf("a's partition %s took %v; want its 300ms of work, not held up by %s's heartbeat", key, d, hungKey)
+		}
+	}
+	if len(renewFailed) == 0 {
+		t.Errorf("no %s event for the hung heartbeats", tranche.KindLeaseRenewFailed)
+	}
+	for _, e := range renewFailed {
+		if e.Target != hungKey || !errors.Is(e.Err, context.DeadlineExceeded) || !strings.Contains(e.Err.Error(), "heartbeat timed out") {
+			t.Errorf("%s event of %s: %v; want %s's heartbeats timed out", e.Kind, e.Target, e.Err, hungKey)
+		}
+	}
+	mu.Unlock()
+	log.checkDisjoint(t)
+	for p := range w.All() {
+		h := bfHistory(t, mem, tranche.DAGIdentity(a.DAG, tranche.Day, time.UTC), p)
+		if len(h) == 0 || !strings.HasPrefix(h[len(h)-1], fmt.Sprintf("%d succeeded", len(h))) {
+			t.Errorf("partition %s: history %q; want it succeeded, last", p.Key(), h)
+		}
+	}
+	if h := bfHistory(t, mem, tranche.DAGIdentity(a.DAG, tranche.Day, time.UTC), bfDay(5)); !slices.Equal(h, []string{"1 failed a", "2 succeeded b"}) {
+		t.Errorf("history of %s: %q; want a's attempt recorded failed by a, then b's success", hungKey, h)
+	}
+}
+
+// A worker whose lease lapses by its own clock writes nothing, even when
+// its asset ignores the cancellation and returns rows, and records the
+// partition failed, never succeeded.
+func TestBackfillFencesItself(t *testing.T) {
+	bfNoLeaks(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	mem := tranche.NewMemoryLedger(nil)
+	l := &faultyLedger{Ledger: mem, hang: func(*tranche.Lease) bool { return true }}
+	dest := new(tranche.MemoryDestination)
+	dag := leaseDAG(t, dest, func(context.Context, string) error {
+		time.Sleep(600 * time.Millisecond) // past the lease, deaf to its context
+		return nil
+	})
+	b := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l, Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}
+	rep, err := b.Run(ctx)
+	if !errors.Is(err, tranche.ErrFenced) || rep.Failed != 1 {
+		t.Fatalf("Run: %v (%s); want the partition failed, matching ErrFenced", err, rep)
+	}
+	if keys := dest.Keys("raw"); len(keys) != 0 {
+		t.Errorf("the destination holds %v; want nothing written past the lease", keys)
+	}
+	h, err := mem.History(ctx, tranche.DAGIdentity(dag, tranche.Day, time.UTC), bfDay(1).Start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 1 || h[0].State != tranche.StateFailed || !strings.Contains(h[0].Err, "lease not renewed") {
+		t.Errorf("history %+v; want one attempt, failed: lease not renewed", h)
+	}
+}
+
+// A failure to record an outcome is never dropped: it joins the run's
+// own failure, so that the report says why the partition stays running.
+func TestBackfillFinishErrorKept(t *testing.T) {
+	errDown := errors.New("ledger unreachable")
+	for _, tc := range []struct {
+		name    string
+		fail    bool
+		wantErr []string
+	}{
+		{"failed run", true, []string{"boom on 2026-01-01", "recording the failure failed", "ledger unreachable"}},
+		{"succeeded run", false, []string{"recording", "ledger unreachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &faultyLedger{Ledger: tranche.NewMemoryLedger(nil), finishErr: func(*tranche.Lease) error { return errDown }}
+			dag := leaseDAG(t, new(tranche.MemoryDestination), func(_ context.Context, key string) error {
+				if tc.fail {
+					return fmt.Errorf("boom on %s", key)
+				}
+				return nil
+			})
+			rep, err := (&tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l}).Run(t.Context())
+			if err == nil || len(rep.Failures) != 1 {
+				t.Fatalf("Run: %v, %s; want one failure", err, rep)
+			}
+			f := rep.Failures[0].Err
+			for _, want := range tc.wantErr {
+				if !strings.Contains(f.Error(), want) {
+					t.Errorf("failure %q; want it to say %q", f, want)
+				}
+			}
+			if !errors.Is(f, errDown) {
+				t.Errorf("failure %v does not match the ledger's error", f)
+			}
+		})
+	}
+}
+
+// A partition whose claim failed because the ledger could not be reached
+// was neither run nor recorded: it is counted apart, not as failed.
+func TestBackfillUnclaimed(t *testing.T) {
+	errDown := errors.New("connection refused")
+	l := &faultyLedger{Ledger: tranche.NewMemoryLedger(nil), claimErr: func(req tranche.ClaimRequest) error {
+		if k := req.Partitions[0].Key(); k == bfDay(2).Key() || k == bfDay(4).Key() {
+			return errDown
+		}
+		return nil
+	}}
+	var runs []string
+	var mu sync.Mutex
+	rec := new(tranchetest.Recorder)
+	dag := leaseDAG(t, new(tranche.MemoryDestination), func(_ context.Context, key string) error {
+		mu.Lock()
+		runs = append(runs, key)
+		mu.Unlock()
+		return nil
+	})
+	b := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: tranche.FailContinue, OnEvent: rec.OnEvent}
+	rep, err := b.Run(t.Context())
+	bfCheckReport(t, rep, 5, 3, 0, 0, 0, 0, 0)
+	if rep.Unclaimed != 2 || len(rep.ClaimFailures) != 2 || !errors.Is(rep.ClaimFailures[0].Err, errDown) {
+		t.Errorf("unclaimed %d, claim failures %v; want the two partitions whose claims failed", rep.Unclaimed, rep.ClaimFailures)
+	}
+	if !strings.Contains(rep.String(), "2 not claimed (the ledger failed; neither run nor recorded)") {
+		t.Errorf("report %s; want it to count the partitions not claimed", rep)
+	}
+	if !errors.Is(err, errDown) || !strings.Contains(err.Error(), "2 partitions not claimed, neither run nor recorded") {
+		t.Errorf("Run: %v; want the claims' failure", err)
+	}
+	n := 0
+	for _, e := range rec.Events() {
+		if e.Kind == tranche.KindPartitionUnclaimed {
+			n++
+		}
+		if e.Kind == tranche.KindPartitionFailed {
+			t.Errorf("partition %s failed: %v; want none failed", e.Target, e.Err)
+		}
+	}
+	if n != 2 || len(runs) != 3 {
+		t.Errorf("%d partition.unclaimed events, runs %v; want 2, and the 3 claimed partitions run", n, runs)
+	}
+}
+
+// Partitions other workers hold are waited for under WaitForOthers (taken
+// over when their leases expire, counted done elsewhere when they
+// succeed there), and reported held, not done, otherwise; a lease that
+// expires before the run ends is taken over by it either way.
+func TestBackfillHeldElsewhere(t *testing.T) {
+	bfNoLeaks(t)
+	for _, tc := range []struct {
+		name     string
+		wait     bool
+		lease    time.Duration // of the other worker's claim of day 2
+		finishes bool          // the other worker finishes day 2, succeeded, after 100ms
+		expire   bool          // the clock passes the other's lease during the run
+		// the report's succeeded, done elsewhere and held counts
+		succeeded, elsewhere, held int
+		kind                       tranche.Kind
+	}{
+		{name: "wait, lease expires", wait: true, lease: 200 * time.Millisecond, succeeded: 3, kind: tranche.KindBackfillCompleted},
+		{name: "wait, holder succeeds", wait: true, lease: time.Minute, finishes: true, succeeded: 2, elsewhere: 1, kind: tranche.KindBackfillCompleted},
+		{name: "no wait, held", lease: time.Minute, succeeded: 2, held: 1, kind: tranche.KindBackfillUnfinished},
+		{name: "no wait, lease expires during the run", lease: time.Minute, expire: true, succeeded: 3, kind: tranche.KindBackfillCompleted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := tranchetest.NewClock(time.Now())
+			now := time.Now
+			if tc.expire {
+				now = clock.Now
+			}
+			l := tranche.NewMemoryLedger(now)
+			dag := leaseDAG(t, new(tranche.MemoryDestination), func(_ context.Context, key string) error {
+				if tc.expire && key == bfDay(3).Key() {
+					clock.Advance(2 * tc.lease)
+				}
+				return nil
+			})
+			w := bfDays(t, 1, 3)
+			var buf bytes.Buffer
+			rec := new(tranchetest.Recorder)
+			b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l, Worker: "here", WaitForOthers: tc.wait, Now: now,
+				Lease: time.Second, Heartbeat: 50 * time.Millisecond, OnEvent: tranche.Hooks(rec.OnEvent, tranche.NewProgressReporter(&buf))}
+			id, err := b.ID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+			p := bfDay(2)
+			lease, err := l.Claim(t.Context(), tranche.ClaimRequest{DAG: dagID, Backfill: id, Worker: "other", RunID: tranche.RunID(dagID, p.Start, p.End),
+				Partitions: []tranche.TimePartition{p}, Lease: tc.lease, Policy: tranche.RerunFailed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			if tc.finishes {
+				wg.Go(func() {
+					time.Sleep(100 * time.Millisecond)
+					if err := l.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			rep, err := b.Run(t.Context())
+			wg.Wait()
+			bfCheckReport(t, rep, 3, tc.succeeded, 0, 0, tc.elsewhere, tc.held, 0)
+			if (tc.held > 0) != errors.Is(err, tranche.ErrHeldElsewhere) || tc.held == 0 && err != nil {
+				t.Errorf("Run: %v; want ErrHeldElsewhere exactly when partitions are held", err)
+			}
+			events := rec.Events()
+			if last := events[len(events)-1]; last.Kind != tc.kind || last.Progress.Held != tc.held {
+				t.Errorf("last event %s, progress %+v; want %s, %d held", last.Kind, *last.Progress, tc.kind, tc.held)
+			}
+			if tc.held > 0 && !strings.Contains(buf.String(), "unfinished: 2/3 done, 0 failed, 0 skipped, 1 held elsewhere") {
+				t.Errorf("progress lines:\n%s\nwant the backfill unfinished, 1 held elsewhere", buf.String())
+			}
+			if tc.held == 0 && strings.Contains(buf.String(), "held elsewhere") && !strings.Contains(buf.String(), "completed") {
+				t.Errorf("progress lines:\n%s", buf.String())
+			}
+		})
+	}
+}

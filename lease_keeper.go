@@ -1,0 +1,357 @@
+package tranche
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// leaseKeeper renews the leases of running jobs, each on its own timer,
+// so that a heartbeat that hangs holds up no other partition: a call
+// gets a timeout of the time its lease has left by this worker's clock,
+// a failed one is reported (see keep) and tried again sooner, and a slow
+// one (longer than an interval) is reported too. Most partitions of a
+// backfill end before their first heartbeat is due, so a lease gets its
+// timer only then, from one goroutine that looks every tick for leases
+// whose first heartbeat is due and never calls the ledger itself.
+//
+// A kept lease also fences its worker by the worker's own clock: it
+// holds for the lease less a margin after the start of the last claim or
+// heartbeat that succeeded, the ledger having extended it from a later
+// instant by its own clock. Once that time has passed without a renewal,
+// the job's context is canceled with an error matching ErrFenced, and
+// check refuses writes and successes, so that the worker stops before
+// another may take the partition over rather than run beside it. Losing
+// the lease to a newer attempt (a heartbeat failing with ErrFenced) does
+// the same.
+type leaseKeeper struct {
+	ctx      context.Context
+	l        Ledger
+	every, d time.Duration // the heartbeat interval and the lease
+	margin   time.Duration // how long before the lease ends by this worker's clock it stops holding
+
+	// stop, when not nil, is checked every interval while leases are
+	// kept; its error cancels every kept lease's job with it.
+	stop func(context.Context) error
+
+	tick time.Duration // how often the first heartbeats due are looked for
+
+	// base is the origin of the keeper's clock: instants are durations
+	// since it, read from the monotonic clock alone, which costs a
+	// fraction of time.Now.
+	base time.Time
+
+	mu        sync.Mutex
+	kept      map[*keptLease]struct{} // every lease kept, when stop is not nil
+	unarmed   map[*keptLease]struct{} // leases kept without a timer yet
+	stopTimer *time.Timer
+	closed    bool
+	started   bool
+	quit      chan struct{}
+	loop      sync.WaitGroup
+	calls     sync.WaitGroup // heartbeats and stop checks in flight
+}
+
+func newLeaseKeeper(ctx context.Context, l Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
+	margin := leaseMargin(every, d)
+	// A first heartbeat goes out at most a tick late, well before the
+	// lease could lapse: the margin leaves more than an interval.
+	tick := max(min(every, d-margin-every)/4, time.Millisecond)
+	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, margin: margin, tick: tick, stop: stop, base: time.Now(),
+		kept: map[*keptLease]struct{}{}, unarmed: map[*keptLease]struct{}{}, quit: make(chan struct{})}
+}
+
+// now returns the present on the keeper's clock.
+func (k *leaseKeeper) now() time.Duration { return time.Since(k.base) }
+
+// leaseMargin is how long before a lease of d, renewed every interval,
+// ends that its worker stops trusting it: a tenth of the lease, and less
+// than half of what the lease leaves after an interval, so that a renewal
+// that takes a moment does not stop it. The worker counts the lease from
+// when it sent the call that took or renewed it, which the ledger served
+// later, so the margin need only cover the drift of the clocks' rates and
+// the moment between a check and what it allows.
+func leaseMargin(every, d time.Duration) time.Duration {
+	return min(d/10, (d-every)/2)
+}
+
+// keptLease is one lease being renewed.
+type keptLease struct {
+	k      *leaseKeeper
+	lease  *Lease
+	cancel context.CancelCauseFunc
+	ctx    context.Context
+	// renewFailed, when not nil, reports a heartbeat that failed (err
+	// not nil) or was slow (err nil): it is called under mu, so never
+	// after release.
+	renewFailed func(err error, took time.Duration)
+
+	// fencing is what the job's run fences its writes with: the
+	// lease's tokens and this lease, in one allocation with it.
+	fencing runFencing
+
+	mu       sync.Mutex
+	renewed  time.Duration // when the last claim or heartbeat that succeeded was sent, on the keeper's clock
+	lost     error         // why the lease no longer holds, once it does not
+	byLedger bool          // lost to a newer attempt, as the ledger said
+	released bool
+	beat     *time.Timer
+	lapse    *time.Timer // set by the first heartbeat: the lease cannot lapse before it
+}
+
+// keep renews lease, claimed by a call sent at claimed (on the keeper's
+// clock, see now), until release is called, and returns it with the
+// context to run its job under.
+func (k *leaseKeeper) keep(lease *Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
+	runCtx, cancel := context.WithCancelCause(k.ctx)
+	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
+	kl.fencing = runFencing{tokens: lease.Tokens(), dag: lease.DAG, lease: kl}
+	k.mu.Lock()
+	k.unarmed[kl] = struct{}{}
+	if !k.started {
+		k.started = true
+		k.loop.Go(k.arm)
+	}
+	if k.stop != nil {
+		k.kept[kl] = struct{}{}
+		if k.stopTimer == nil && !k.closed {
+			k.stopTimer = time.AfterFunc(k.every, k.checkStop)
+		}
+	}
+	k.mu.Unlock()
+	return kl, runCtx
+}
+
+// arm gives each kept lease, once its first heartbeat is due, its own
+// timer, which renews it from then on.
+func (k *leaseKeeper) arm() {
+	t := time.NewTicker(k.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.quit:
+			return
+		case <-t.C:
+		}
+		now := k.now()
+		k.mu.Lock()
+		for kl := range k.unarmed {
+			// renewed is set before the lease is added, and changes only
+			// once it is armed.
+			if now-kl.renewed >= k.every {
+				delete(k.unarmed, kl)
+				kl.mu.Lock()
+				if !kl.released {
+					kl.beat = time.AfterFunc(0, kl.heartbeat)
+				}
+				kl.mu.Unlock()
+			}
+		}
+		k.mu.Unlock()
+	}
+}
+
+// check returns nil while the lease holds by this worker's clock, and
+// otherwise why it does not, an error matching ErrFenced.
+func (kl *keptLease) check() error {
+	err, _ := kl.state()
+	return err
+}
+
+// state returns what check does, and whether the ledger said the lease
+// was lost to a newer attempt.
+func (kl *keptLease) state() (err error, byLedger bool) {
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	if kl.lost == nil && !kl.released {
+		if kl.lost = kl.lapsedErr(kl.k.now()); kl.lost != nil {
+			kl.cancel(kl.lost)
+		}
+	}
+	return kl.lost, kl.byLedger
+}
+
+// lapsedErr returns the error of a lease not renewed in time at now, or
+// nil while it holds. Called under mu.
+func (kl *keptLease) lapsedErr(now time.Duration) error {
+	k := kl.k
+	since := now - kl.renewed
+	if since < k.d-k.margin {
+		return nil
+	}
+	return &lapsedError{since: since, lease: k.d, margin: k.margin}
+}
+
+// release stops renewing the lease and cancels its context. A heartbeat
+// in flight is canceled, not waited for: it renews a copy of the lease,
+// and reports nothing once released.
+func (kl *keptLease) release() {
+	kl.mu.Lock()
+	kl.released = true
+	if kl.beat != nil {
+		kl.beat.Stop()
+	}
+	if kl.lapse != nil {
+		kl.lapse.Stop()
+	}
+	kl.mu.Unlock()
+	kl.cancel(nil)
+	k := kl.k
+	k.mu.Lock()
+	delete(k.unarmed, kl)
+	if k.stop != nil {
+		delete(k.kept, kl)
+	}
+	k.mu.Unlock()
+}
+
+// heartbeat renews the lease once, on its timer's goroutine, and sets the
+// timer for the next.
+func (kl *keptLease) heartbeat() {
+	k := kl.k
+	kl.mu.Lock()
+	if kl.released || kl.lost != nil {
+		kl.mu.Unlock()
+		return
+	}
+	if kl.lapse == nil {
+		kl.lapse = time.AfterFunc(kl.renewed+k.d-k.margin-k.now(), kl.lapsed)
+	}
+	// Added under mu before release, so before close waits.
+	k.calls.Add(1)
+	defer k.calls.Done()
+	lease := *kl.lease // the ledger sets the copy's Until, not the one Finish reads
+	sent := k.now()
+	left := kl.renewed + k.d - k.margin - sent
+	kl.mu.Unlock()
+
+	// The call may take what the lease has left: a slow ledger still
+	// renews it, and past that it no longer matters.
+	timeout := max(left, time.Millisecond)
+	ctx, cancel := context.WithTimeout(kl.ctx, timeout)
+	err := k.l.Heartbeat(ctx, &lease, k.d)
+	timedOut := ctx.Err() != nil && kl.ctx.Err() == nil
+	cancel()
+	took := k.now() - sent
+
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	_, lapsed := kl.lost.(*lapsedError)
+	switch {
+	case kl.released, kl.lost != nil && !lapsed:
+		return
+	case err == nil && lapsed:
+		return // too late: the job was stopped meanwhile
+	case err == nil:
+		kl.renewed = sent
+		kl.lease.Until = lease.Until
+		kl.lapse.Reset(k.d - k.margin - took)
+		kl.beat.Reset(max(k.every-took, 0))
+		if took > k.every && kl.renewFailed != nil {
+			kl.renewFailed(nil, took)
+		}
+		return
+	case errors.Is(err, ErrFenced):
+		if kl.lost == nil {
+			kl.lost, kl.byLedger = err, true
+			kl.cancel(err)
+		}
+	case lapsed:
+		// The call outlived the lease, which stopped the job.
+		err = fmt.Errorf("tranche: heartbeat timed out after %v, and the lease lapsed: %w", took.Round(time.Millisecond), context.DeadlineExceeded)
+	case kl.ctx.Err() != nil:
+		return // the job is stopping: its lease is about to be released
+	case timedOut:
+		err = fmt.Errorf("tranche: heartbeat timed out after %v: %w", took.Round(time.Millisecond), err)
+	}
+	if kl.renewFailed != nil {
+		kl.renewFailed(err, took)
+	}
+	if kl.lost == nil {
+		// Try again soon: within the interval, and before the lease
+		// stops holding.
+		left := kl.renewed + k.d - k.margin - k.now()
+		kl.beat.Reset(max(min(k.every, left/2), time.Millisecond))
+	}
+}
+
+// lapsed runs when the lease stops holding by this worker's clock unless
+// renewed: it cancels the job, whose partition another worker may take
+// over from now on.
+func (kl *keptLease) lapsed() {
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	if kl.released || kl.lost != nil {
+		return
+	}
+	now := kl.k.now()
+	if err := kl.lapsedErr(now); err != nil {
+		kl.lost = err
+		kl.cancel(err)
+		return
+	}
+	// A renewal came in since the timer was set.
+	kl.lapse.Reset(kl.renewed + kl.k.d - kl.k.margin - now)
+}
+
+// checkStop calls stop, every interval while the keeper is open, when
+// some lease is kept, and cancels every kept lease's job with its error.
+func (k *leaseKeeper) checkStop() {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return
+	}
+	kept := make([]*keptLease, 0, len(k.kept))
+	for kl := range k.kept {
+		kept = append(kept, kl)
+	}
+	k.calls.Add(1)
+	defer k.calls.Done()
+	k.mu.Unlock()
+	if len(kept) > 0 {
+		ctx, cancel := context.WithTimeout(k.ctx, k.every)
+		err := k.stop(ctx)
+		cancel()
+		if err != nil {
+			for _, kl := range kept {
+				kl.cancel(err)
+			}
+		}
+	}
+	k.mu.Lock()
+	if !k.closed {
+		k.stopTimer.Reset(k.every)
+	}
+	k.mu.Unlock()
+}
+
+// close stops the keeper once every lease is released, and waits for the
+// calls in flight, which the released leases' contexts have canceled.
+func (k *leaseKeeper) close() {
+	k.mu.Lock()
+	k.closed = true
+	if k.stopTimer != nil {
+		k.stopTimer.Stop()
+	}
+	k.mu.Unlock()
+	close(k.quit)
+	k.loop.Wait()
+	k.calls.Wait()
+}
+
+// lapsedError is a lease that its worker stopped trusting: not renewed
+// for longer than the lease less a margin, by the worker's own clock. It
+// matches ErrFenced.
+type lapsedError struct {
+	since, lease, margin time.Duration
+}
+
+func (e *lapsedError) Error() string {
+	return fmt.Sprintf("tranche: lease not renewed for %v, past its %v less a margin of %v: this worker stopped the partition, which another may take over",
+		e.since.Round(time.Millisecond), e.lease, e.margin)
+}
+
+func (e *lapsedError) Is(target error) bool { return target == ErrFenced }
