@@ -58,6 +58,7 @@ var _ tranche.Destination = (*Destination)(nil)
 //		start_s    BIGINT NOT NULL, -- the partition's start, Unix seconds (0: unpartitioned)
 //		token      BIGINT NOT NULL, -- the token of its last fenced write
 //		run_id     TEXT NOT NULL,   -- that write's run
+//		dag        TEXT NOT NULL,   -- and the identity of its DAG
 //		PRIMARY KEY (table_name, start_s)
 //	)
 const TokenTable = "tranche_tokens"
@@ -67,6 +68,7 @@ const createTokens = `CREATE TABLE IF NOT EXISTS tranche_tokens (
 	start_s    BIGINT NOT NULL,
 	token      BIGINT NOT NULL,
 	run_id     TEXT NOT NULL,
+	dag        TEXT NOT NULL,
 	PRIMARY KEY (table_name, start_s)
 )`
 
@@ -74,12 +76,15 @@ const createTokens = `CREATE TABLE IF NOT EXISTS tranche_tokens (
 // returns the stored token; no row when a newer one is stored, which
 // refuses the write. Token 0 is not fenced: it is never refused and
 // leaves the stored token alone, but it locks the row too, so that
-// writers of one partition take turns.
-const qToken = `INSERT INTO tranche_tokens (table_name, start_s, token, run_id) VALUES ($1, $2, $3, $4)
+// writers of one partition take turns. Tokens are compared only within
+// one DAG identity: a DAG whose assets changed numbers its attempts
+// anew, and its first write replaces the partition.
+const qToken = `INSERT INTO tranche_tokens (table_name, start_s, token, run_id, dag) VALUES ($1, $2, $3, $4, $5)
 	ON CONFLICT (table_name, start_s) DO UPDATE SET
 		token = CASE WHEN excluded.token = 0 THEN tranche_tokens.token ELSE excluded.token END,
-		run_id = CASE WHEN excluded.token = 0 THEN tranche_tokens.run_id ELSE excluded.run_id END
-	WHERE excluded.token = 0 OR tranche_tokens.token <= excluded.token
+		run_id = CASE WHEN excluded.token = 0 THEN tranche_tokens.run_id ELSE excluded.run_id END,
+		dag = CASE WHEN excluded.token = 0 THEN tranche_tokens.dag ELSE excluded.dag END
+	WHERE excluded.token = 0 OR tranche_tokens.dag <> excluded.dag OR tranche_tokens.token <= excluded.token
 	RETURNING token`
 
 const qStored = `SELECT token, run_id FROM tranche_tokens WHERE table_name = $1 AND start_s = $2`
@@ -199,6 +204,7 @@ type write struct {
 	partition tranche.TimePartition
 	key       string // the partition's key; "" unpartitioned
 	run       string
+	dag       string // the DAG identity the token counts in
 	token     int64
 	start     int64 // the partition's start, Unix seconds; 0 unpartitioned
 	rows      [][]any
@@ -282,7 +288,7 @@ func (d *Destination) check(batches []tranche.Batch) ([]write, error) {
 			if err != nil {
 				return nil, err
 			}
-			w := write{table: t, index: k, partition: b.Partition, key: b.Key(), run: b.RunID, token: b.Token, rows: rows}
+			w := write{table: t, index: k, partition: b.Partition, key: b.Key(), run: b.RunID, dag: b.DAG, token: b.Token, rows: rows}
 			if t.part >= 0 {
 				w.start = b.Partition.Start.Unix()
 			}
@@ -339,7 +345,7 @@ func (d *Destination) deferWrites(batches []tranche.Batch, writes []write) error
 func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *write) error {
 	t := w.table
 	var stored int64
-	err := tx.QueryRowContext(ctx, d.qToken, t.name, w.start, w.token, w.run).Scan(&stored)
+	err := tx.QueryRowContext(ctx, d.qToken, t.name, w.start, w.token, w.run, w.dag).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
 		var run string
 		if err := tx.QueryRowContext(ctx, d.qStored, t.name, w.start).Scan(&stored, &run); err != nil {
@@ -423,9 +429,6 @@ type TokenError struct {
 func (e *TokenError) Error() string {
 	s := fmt.Sprintf("tranche: %s: table %s, partition %s: the write of run %s at token %d is older than the partition's last, token %d of run %s: a newer attempt wrote it; nothing was written",
 		e.Destination, e.Table, e.Partition, e.RunID, e.Token, e.Stored, e.StoredRunID)
-	if e.StoredRunID != e.RunID {
-		s += fmt.Sprintf(" (the runs differ: if the DAG's assets changed, its attempts are numbered anew; delete the partition's row from %s to let the new ones write)", TokenTable)
-	}
 	return s
 }
 

@@ -47,10 +47,11 @@ newer attempt's, never overwrites it. A batch without a token (token 0,
 from a run outside a ledger) is not fenced and leaves the stored token
 alone. Writers of one partition take turns on its row of the token
 table, so that concurrent writes never interleave their deletes and
-inserts. The tokens order the attempts of one DAG: a DAG whose assets
-changed has a new identity, whose attempts are numbered anew, and its
-writes are refused until its attempts catch up with the stored token, or
-the partition's row of tranche_tokens is deleted.
+inserts. The tokens order the attempts of one DAG ([tranche.Batch.DAG]):
+a DAG whose assets changed has a new identity, whose attempts are
+numbered anew, so the first write under a new identity replaces the
+partition whatever token it carries, as the memory and files
+destinations do.
 
 # Guarantees
 

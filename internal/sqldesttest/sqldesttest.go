@@ -325,8 +325,10 @@ func testTokens(t *testing.T, e *Env) {
 	d := e.Separate(t, Events)
 	ctx := t.Context()
 	p := day(3)
-	write := func(worker string, token int64) error {
-		return d.Write(ctx, []tranche.Batch{batch(p, rowsOf(p, 2, worker), "run", token)})
+	write := func(dag, worker string, token int64) error {
+		b := batch(p, rowsOf(p, 2, worker), "run", token)
+		b.DAG = dag
+		return d.Write(ctx, []tranche.Batch{b})
 	}
 	holder := func() string {
 		rows := read(t, e, "events")[p.Key()]
@@ -336,20 +338,26 @@ func testTokens(t *testing.T, e *Env) {
 		return fmt.Sprintf("%s at %d", rows[0].Worker, rows[0].Token)
 	}
 	steps := []struct {
+		dag    string
 		worker string
 		token  int64
 		fenced bool
 		holder string
 	}{
-		{"a", 2, false, "a at 2"},
-		{"stale", 1, true, "a at 2"},      // an attempt taken over: refused
-		{"again", 2, false, "again at 2"}, // the same attempt's retry: accepted
-		{"plain", 0, false, "plain at 0"}, // unfenced: never refused
-		{"stale", 1, true, "plain at 0"},  // and the stored token is still 2
-		{"newer", 3, false, "newer at 3"},
+		{"dag", "a", 2, false, "a at 2"},
+		{"dag", "stale", 1, true, "a at 2"},      // an attempt taken over: refused
+		{"dag", "again", 2, false, "again at 2"}, // the same attempt's retry: accepted
+		{"dag", "plain", 0, false, "plain at 0"}, // unfenced: never refused
+		{"dag", "stale", 1, true, "plain at 0"},  // and the stored token is still 2
+		{"dag", "newer", 3, false, "newer at 3"},
+		// A DAG whose assets changed numbers its attempts anew: its
+		// first write replaces the partition, and its tokens count on.
+		{"dag-v2", "changed", 1, false, "changed at 1"},
+		{"dag", "old", 3, false, "old at 3"}, // and so does the old DAG's, once more
+		{"dag", "stale", 2, true, "old at 3"},
 	}
 	for _, s := range steps {
-		err := write(s.worker, s.token)
+		err := write(s.dag, s.worker, s.token)
 		if s.fenced {
 			te, ok := errors.AsType[*sqldest.TokenError](err)
 			if !errors.Is(err, tranche.ErrFenced) || !ok || te.Token != s.token || te.Stored < 2 || te.Partition != p.Key() {
@@ -363,7 +371,9 @@ func testTokens(t *testing.T, e *Env) {
 		}
 	}
 	// A write of several partitions is refused whole when one is stale.
-	err := d.Write(ctx, []tranche.Batch{batch(day(4), rowsOf(day(4), 1, "x"), "run", 1), batch(p, rowsOf(p, 1, "x"), "run", 1)})
+	fresh, stale := batch(day(4), rowsOf(day(4), 1, "x"), "run", 1), batch(p, rowsOf(p, 1, "x"), "run", 1)
+	fresh.DAG, stale.DAG = "dag", "dag"
+	err := d.Write(ctx, []tranche.Batch{fresh, stale})
 	if !errors.Is(err, tranche.ErrFenced) {
 		t.Errorf("a write with one stale partition = %v", err)
 	}
