@@ -225,6 +225,12 @@ func (b *Backfill) config() (*config, error) {
 	}
 	sel, selErrs := b.selection(limit)
 	errs = append(errs, selErrs...)
+	if sel.total > 0 && !portableZone(sel.window.Location()) {
+		// The ledger records the window's text form, which must name the
+		// same zone on every host that reads it.
+		fail("window %s is in the host's zone (time.Local), which has no name another host can load; load the zone by name (time.LoadLocation) or set TZ",
+			sel.window)
+	}
 	if b.DAG != nil && sel.total > 0 {
 		errs = append(errs, checkAssets(b.DAG, sel.window, cfg.chunk)...)
 	}
@@ -260,7 +266,7 @@ func checkAssets(dag *DAG, w TimePartitionWindow, chunk int) []error {
 			continue
 		case p.Granularity != g:
 			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q is partitioned by %v, the window by %v", a.Name, p.Granularity, g))
-		case p.Location != nil && p.Location.String() != w.Location().String():
+		case p.Location != nil && !sameZone(p.Location, w.Location()):
 			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q follows %v, the window %v", a.Name, p.Location, w.Location()))
 		}
 		if chunk > 1 && !p.AllowWindow {

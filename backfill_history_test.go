@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -899,5 +900,28 @@ func TestBackfillMovedHourlyHalfHourShift(t *testing.T) {
 	}
 	if got, want := p.Calls(), []string{"2026-10-04T02:30:00+11:00"}; !slices.Equal(got, want) || rep.Skipped != window(moved).Len()-1 {
 		t.Errorf("ran %v (%s); want %v, the slot whose hour the old schedule skipped", got, rep, want)
+	}
+}
+
+// TestBackfillRefusesHostZone checks that a backfill refuses a window in
+// a zone no other host can load by name (time.Local on a host with DST
+// and no TZ), since its ledger records the window's text form.
+func TestBackfillRefusesHostZone(t *testing.T) {
+	data, err := os.ReadFile("/usr/share/zoneinfo/America/New_York")
+	if err != nil {
+		t.Skipf("no zone database to build a DST zone named Local from: %v", err)
+	}
+	local, err := time.LoadLocationFromTZData("Local", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, local)
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, start, start.AddDate(0, 0, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: w, Ledger: tranche.NewMemoryLedger(nil)}
+	if _, err := b.ID(); err == nil || !strings.Contains(err.Error(), "host's zone") {
+		t.Errorf("ID of a backfill in a zone named Local = %v; want it refused", err)
 	}
 }

@@ -133,7 +133,7 @@ func (b *Backfill) selection(limit int) (selection, []error) {
 		switch {
 		case !p.Granularity.IsValid() || !p.Start.Before(p.End):
 			errs = append(errs, fmt.Errorf("tranche: backfill: Partitions[%d], %v: not a partition", i, p))
-		case p.Granularity != g || p.Location().String() != loc.String():
+		case p.Granularity != g || !sameZone(p.Location(), loc):
 			errs = append(errs, fmt.Errorf("tranche: backfill: Partitions[%d], %s, is a partition of %v in %v; want one of %v in %v, as the others",
 				i, p.Key(), p.Granularity, p.Location(), g, loc))
 		case !PartitionOf(g, p.Start).Equal(p):
