@@ -204,6 +204,29 @@ func (tel *telemetry) collect(t *testing.T) map[string]map[string]point {
 	return out
 }
 
+// exemplarSpans returns the span ids of the exemplars of a histogram's
+// points, by the points' attributes.
+func (tel *telemetry) exemplarSpans(t *testing.T, name string) map[string][]trace.SpanID {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]trace.SpanID{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
+				for _, dp := range h.DataPoints {
+					for _, ex := range dp.Exemplars {
+						out[enc(dp.Attributes)] = append(out[enc(dp.Attributes)], trace.SpanID(ex.SpanID))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
 func enc(s attribute.Set) string { return s.Encoded(attribute.DefaultEncoder()) }
 
 // day returns the UTC day partition of 2026-01-d.

@@ -99,6 +99,7 @@ func newHook(opts []Option) *hook {
 	}
 	if c.mp != nil && !isNoop(c.mp) {
 		h.metrics = newInstruments(c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version())))
+		h.sets = make(map[setKey]metric.MeasurementOption)
 	}
 	if h.tracer == nil && h.metrics == nil {
 		return nil
@@ -173,28 +174,43 @@ type hook struct {
 	runs map[string]*runSpans
 
 	metrics *instruments
+	setsMu  sync.RWMutex
+	sets    map[setKey]metric.MeasurementOption // the measurements' attribute sets, at most maxSets
 }
 
 // onEvent is the hook: each kind to its spans and measurements. Kinds it
 // does not know (tranche may add some) become events of their run's span
-// if the run is traced, and are otherwise ignored.
+// if the run is traced, and are otherwise ignored. A step's measurement
+// is made in the context of its span when it has one, so that an
+// exemplar of the measurement points to the span.
 func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 	switch e.Kind {
 	case tranche.KindRunStarted:
 		h.runStarted(ctx, &e)
 	case tranche.KindRunCompleted, tranche.KindRunFailed, tranche.KindRunCanceled:
-		h.runEnded(&e)
-		h.metrics.run(ctx, h, &e)
+		h.metrics.run(h.runEnded(ctx, &e), h, &e)
 	case tranche.KindAssetStarted:
-		h.withRun(&e, (*runSpans).assetStarted)
+		if r := h.lockRun(&e); r != nil {
+			r.assetStarted(h, &e)
+			r.mu.Unlock()
+		}
 	case tranche.KindAssetRetrying, tranche.KindAssetCompleted, tranche.KindAssetFailed,
 		tranche.KindAssetCanceled, tranche.KindAssetSkipped:
-		h.withRun(&e, (*runSpans).assetEnded)
+		if r := h.lockRun(&e); r != nil {
+			ctx = r.assetEnded(ctx, &e)
+			r.mu.Unlock()
+		}
 		h.metrics.asset(ctx, h, &e)
 	case tranche.KindWriteStarted:
-		h.withRun(&e, (*runSpans).writeStarted)
+		if r := h.lockRun(&e); r != nil {
+			r.writeStarted(h, &e)
+			r.mu.Unlock()
+		}
 	case tranche.KindWriteCompleted, tranche.KindWriteFailed:
-		h.withRun(&e, (*runSpans).writeEnded)
+		if r := h.lockRun(&e); r != nil {
+			ctx = r.writeEnded(ctx, &e)
+			r.mu.Unlock()
+		}
 		h.metrics.write(ctx, h, &e)
 	case tranche.KindPartitionSucceeded, tranche.KindPartitionFailed, tranche.KindPartitionHeld, tranche.KindPartitionSkipped:
 		h.metrics.partitions(ctx, h, &e)
@@ -205,6 +221,9 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 		// counts and, for a trace, in the caller's span around
 		// Backfill.Run.
 	default:
-		h.withRun(&e, (*runSpans).other)
+		if r := h.lockRun(&e); r != nil {
+			r.other(&e)
+			r.mu.Unlock()
+		}
 	}
 }

@@ -147,6 +147,14 @@ func TestRunSpans(t *testing.T) {
 		if diff := cmp.Diff(wantMetrics, got); diff != "" {
 			t.Errorf("metrics (-want +got):\n%s", diff)
 		}
+		// A measurement's exemplar points to the span of its step.
+		wantExemplars := map[string][]trace.SpanID{"tranche.dag=daily,tranche.status=completed": {run.SpanContext().SpanID()}}
+		if diff := cmp.Diff(wantExemplars, tel.exemplarSpans(t, trancheotel.MetricRunDuration)); diff != "" {
+			t.Errorf("run duration exemplars (-want +got):\n%s", diff)
+		}
+		if got := tel.exemplarSpans(t, trancheotel.MetricAssetDuration)["tranche.asset=raw,tranche.dag=daily,tranche.status=completed"]; !slices.Equal(got, []trace.SpanID{raw.SpanContext().SpanID()}) {
+			t.Errorf("raw's duration exemplars %v, want raw's span %v", got, raw.SpanContext().SpanID())
+		}
 	})
 }
 

@@ -56,20 +56,69 @@ func newInstruments(m metric.Meter) *instruments {
 	return &in
 }
 
-// attrs returns the measurement option for the attributes given and the
-// hook's DAG.
-func (h *hook) attrs(kvs ...attribute.KeyValue) metric.MeasurementOption {
+// setKey names the attributes of a measurement: its instrument and the
+// values that vary.
+type setKey struct {
+	instrument         uint8
+	asset, destination string
+	status             string // tranche.status, or tranche.partition.state
+}
+
+const (
+	runSet uint8 = iota
+	assetSet
+	writeSet
+	rowsSet
+	partitionSet
+)
+
+// maxSets bounds the attribute sets kept: their number is that of the
+// DAG's assets and destinations times the statuses, not of runs, and
+// past the bound (a DAG of a thousand assets) sets are built per
+// measurement.
+const maxSets = 4096
+
+// measurement returns the option giving a measurement its attributes,
+// built once per set: an attribute set costs a sort and an allocation.
+func (h *hook) measurement(k setKey) metric.MeasurementOption {
+	h.setsMu.RLock()
+	o, ok := h.sets[k]
+	h.setsMu.RUnlock()
+	if ok {
+		return o
+	}
+	var buf [4]attribute.KeyValue
+	kvs := buf[:0]
 	if h.dag != "" {
 		kvs = append(kvs, h.dagAttr)
 	}
-	return metric.WithAttributeSet(attribute.NewSet(kvs...))
+	if k.asset != "" {
+		kvs = append(kvs, attribute.String(keyAsset, k.asset))
+	}
+	if k.destination != "" {
+		kvs = append(kvs, attribute.String(keyDestination, k.destination))
+	}
+	switch k.instrument {
+	case partitionSet:
+		kvs = append(kvs, attribute.String(keyPartitionState, k.status))
+	case rowsSet:
+	default:
+		kvs = append(kvs, attribute.String(keyStatus, k.status))
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
+	h.setsMu.Lock()
+	if len(h.sets) < maxSets {
+		h.sets[k] = o
+	}
+	h.setsMu.Unlock()
+	return o
 }
 
 func (m *instruments) run(ctx context.Context, h *hook, e *tranche.Event) {
 	if m == nil || !m.runDuration.Enabled(ctx) {
 		return
 	}
-	m.runDuration.Record(ctx, e.Duration.Seconds(), h.attrs(attribute.String(keyStatus, status(e.Kind))))
+	m.runDuration.Record(ctx, e.Duration.Seconds(), h.measurement(setKey{instrument: runSet, status: status(e.Kind)}))
 }
 
 func (m *instruments) asset(ctx context.Context, h *hook, e *tranche.Event) {
@@ -78,8 +127,7 @@ func (m *instruments) asset(ctx context.Context, h *hook, e *tranche.Event) {
 	if m == nil || e.Kind == tranche.KindAssetRetrying || e.Attempt == 0 || !m.assetDuration.Enabled(ctx) {
 		return
 	}
-	m.assetDuration.Record(ctx, e.Duration.Seconds(),
-		h.attrs(attribute.String(keyAsset, e.Asset), attribute.String(keyStatus, status(e.Kind))))
+	m.assetDuration.Record(ctx, e.Duration.Seconds(), h.measurement(setKey{instrument: assetSet, asset: e.Asset, status: status(e.Kind)}))
 }
 
 func (m *instruments) write(ctx context.Context, h *hook, e *tranche.Event) {
@@ -87,11 +135,11 @@ func (m *instruments) write(ctx context.Context, h *hook, e *tranche.Event) {
 		return
 	}
 	if m.writeDuration.Enabled(ctx) {
-		m.writeDuration.Record(ctx, e.Duration.Seconds(), h.attrs(attribute.String(keyAsset, e.Asset),
-			attribute.String(keyDestination, e.Destination), attribute.String(keyStatus, status(e.Kind))))
+		m.writeDuration.Record(ctx, e.Duration.Seconds(),
+			h.measurement(setKey{instrument: writeSet, asset: e.Asset, destination: e.Destination, status: status(e.Kind)}))
 	}
 	if e.Kind == tranche.KindWriteCompleted && e.Rows > 0 && m.rows.Enabled(ctx) {
-		m.rows.Add(ctx, int64(e.Rows), h.attrs(attribute.String(keyAsset, e.Asset), attribute.String(keyDestination, e.Destination)))
+		m.rows.Add(ctx, int64(e.Rows), h.measurement(setKey{instrument: rowsSet, asset: e.Asset, destination: e.Destination}))
 	}
 }
 
@@ -114,5 +162,5 @@ func (m *instruments) partitions(ctx context.Context, h *hook, e *tranche.Event)
 	if !e.Partition.Granularity.IsValid() && e.Window.Len() > 0 {
 		n = e.Window.Len() // a chunk's
 	}
-	m.partitionCount.Add(ctx, int64(n), h.attrs(attribute.String(keyPartitionState, state)))
+	m.partitionCount.Add(ctx, int64(n), h.measurement(setKey{instrument: partitionSet, status: state}))
 }

@@ -95,10 +95,11 @@ func (h *hook) runStarted(ctx context.Context, e *tranche.Event) {
 }
 
 // runEnded ends the run's span, and any of its spans still open, and
-// forgets the run.
-func (h *hook) runEnded(e *tranche.Event) {
+// forgets the run. It returns the context of the run's span, or ctx if the
+// run is not traced.
+func (h *hook) runEnded(ctx context.Context, e *tranche.Event) context.Context {
 	if h.tracer == nil {
-		return
+		return ctx
 	}
 	h.mu.Lock()
 	var r, next *runSpans // next is the newer attempt whose prev is r
@@ -119,7 +120,7 @@ func (h *hook) runEnded(e *tranche.Event) {
 	}
 	h.mu.Unlock()
 	if r == nil {
-		return
+		return ctx
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -138,25 +139,30 @@ func (h *hook) runEnded(e *tranche.Event) {
 	r.span.SetAttributes(attribute.String(keyStatus, status(e.Kind)), attribute.Int(keyRows, e.Rows))
 	setError(r.span, e)
 	r.span.End(end)
+	ctx = r.ctx
 	r.assets, r.ctx = nil, nil
+	return ctx
 }
 
-// withRun calls f with the event's run, if it is traced and in progress.
-func (h *hook) withRun(e *tranche.Event, f func(*runSpans, *hook, *tranche.Event)) {
+// lockRun returns the event's run, locked, if it is traced and in
+// progress; the caller unlocks it. (A lookup rather than a callback, so
+// that the event stays on the caller's stack.)
+func (h *hook) lockRun(e *tranche.Event) *runSpans {
 	if h.tracer == nil || e.RunID == "" {
-		return
+		return nil
 	}
 	h.mu.Lock()
 	r := h.runs[e.RunID]
 	h.mu.Unlock()
 	if r == nil {
-		return
+		return nil
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.done {
-		f(r, h, e)
+	if r.done {
+		r.mu.Unlock()
+		return nil
 	}
+	return r
 }
 
 func (r *runSpans) find(asset string, attempt int) int {
@@ -174,13 +180,15 @@ func (r *runSpans) assetStarted(h *hook, e *tranche.Event) {
 	r.assets = append(r.assets, assetSpan{asset: e.Asset, attempt: e.Attempt, ctx: ctx, span: span})
 }
 
-func (r *runSpans) assetEnded(h *hook, e *tranche.Event) {
+// assetEnded ends the attempt's span, and returns its context (or the
+// run's, when the attempt has no span).
+func (r *runSpans) assetEnded(_ context.Context, e *tranche.Event) context.Context {
 	i := r.find(e.Asset, e.Attempt)
 	if i < 0 {
 		// Settled with no attempt running: canceled or skipped for its
 		// dependencies, or canceled while waiting to retry.
-		r.other(h, e)
-		return
+		r.other(e)
+		return r.ctx
 	}
 	a := r.assets[i]
 	r.assets = append(r.assets[:i], r.assets[i+1:]...)
@@ -189,15 +197,18 @@ func (r *runSpans) assetEnded(h *hook, e *tranche.Event) {
 		a.write.SetStatus(codes.Error, "the attempt ended during the write")
 		a.write.End(end)
 	}
-	a.span.SetAttributes(attribute.String(keyStatus, status(e.Kind)))
+	var buf [2]attribute.KeyValue
+	attrs := append(buf[:0], attribute.String(keyStatus, status(e.Kind)))
 	switch e.Kind {
 	case tranche.KindAssetCompleted:
-		a.span.SetAttributes(attribute.Int(keyRows, e.Rows))
+		attrs = append(attrs, attribute.Int(keyRows, e.Rows))
 	case tranche.KindAssetRetrying:
-		a.span.SetAttributes(attribute.String(keyRetryWait, e.Duration.String()))
+		attrs = append(attrs, attribute.String(keyRetryWait, e.Duration.String()))
 	}
+	a.span.SetAttributes(attrs...)
 	setError(a.span, e)
 	a.span.End(end)
+	return a.ctx
 }
 
 func (r *runSpans) writeStarted(h *hook, e *tranche.Event) {
@@ -214,21 +225,24 @@ func (r *runSpans) writeStarted(h *hook, e *tranche.Event) {
 		trace.WithAttributes(attribute.String(keyDestination, e.Destination), attribute.Int(keyRows, e.Rows)))
 }
 
-func (r *runSpans) writeEnded(h *hook, e *tranche.Event) {
+// writeEnded ends the write's span, and returns the context of its
+// attempt's span.
+func (r *runSpans) writeEnded(ctx context.Context, e *tranche.Event) context.Context {
 	i := r.find(e.Asset, e.Attempt)
 	if i < 0 || r.assets[i].write == nil {
-		return
+		return ctx
 	}
 	w := r.assets[i].write
 	r.assets[i].write = nil
 	w.SetAttributes(attribute.String(keyStatus, status(e.Kind)))
 	setError(w, e)
 	w.End(trace.WithTimestamp(e.Time))
+	return r.assets[i].ctx
 }
 
 // other records an event as an event of the run's span: an asset settled
 // without running, or a kind the hook does not know.
-func (r *runSpans) other(h *hook, e *tranche.Event) {
+func (r *runSpans) other(e *tranche.Event) {
 	var buf [3]attribute.KeyValue
 	attrs := buf[:0]
 	if e.Asset != "" {
