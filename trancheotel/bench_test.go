@@ -135,7 +135,8 @@ func BenchmarkHookSideBySide(b *testing.B) {
 // its own, the spans and measurements the hook makes for a run of dag's
 // assets: a run span with its four attributes, a child span per asset
 // with two, each given two more at its end, and a histogram measurement
-// for each, with attribute sets built beforehand.
+// for each in its span's context (so with an exemplar when sampled), with
+// attribute sets built beforehand.
 func directTelemetry(b *testing.B, sampler sdktrace.Sampler, dag *tranche.DAG) func(context.Context) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSyncer(discard{}))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -161,15 +162,15 @@ func directTelemetry(b *testing.B, sampler sdktrace.Sampler, dag *tranche.DAG) f
 			attribute.String("run.id", "0123456789abcdef0123456789abcdef"), attribute.Int("run.attempt", 1),
 			attribute.String("dag", "bench"), attribute.String("partition", "2026-01-01")))
 		for i, name := range names {
-			_, span := tracer.Start(rctx, "asset "+name, trace.WithTimestamp(now),
+			actx, span := tracer.Start(rctx, "asset "+name, trace.WithTimestamp(now),
 				trace.WithAttributes(attribute.String("asset", name), attribute.Int("attempt", 1)))
 			span.SetAttributes(attribute.String("status", "completed"), attribute.Int("rows", 0))
 			span.End(trace.WithTimestamp(now))
-			assets.Record(ctx, 0, sets[i])
+			assets.Record(actx, 0, sets[i])
 		}
 		run.SetAttributes(attribute.String("status", "completed"), attribute.Int("rows", 0))
 		run.End(trace.WithTimestamp(now))
-		runs.Record(ctx, 0, runSet)
+		runs.Record(rctx, 0, runSet)
 	}
 }
 
@@ -197,4 +198,47 @@ func BenchmarkHook(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSDK measures what the SDK charges for the pieces the hook is
+// made of, on the providers of sdkProviders: a bare sampled span, a span
+// as the hook makes one (two attributes at its start, two at its end, both
+// timestamps given), and a histogram measurement in a sampled span's
+// context (so with an exemplar), its attribute set built beforehand.
+func BenchmarkSDK(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSyncer(discard{}))
+	tracer := tp.Tracer("bench")
+	ctx := context.Background()
+	b.Run("span-bare", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, span := tracer.Start(ctx, "asset a")
+			span.End()
+		}
+	})
+	b.Run("span", func(b *testing.B) {
+		now := time.Now()
+		b.ReportAllocs()
+		for b.Loop() {
+			_, span := tracer.Start(ctx, "asset a", trace.WithTimestamp(now),
+				trace.WithAttributes(attribute.String("tranche.asset", "a"), attribute.Int("tranche.asset.attempt", 1)))
+			span.SetAttributes(attribute.String("tranche.status", "completed"), attribute.Int("tranche.rows", 0))
+			span.End(trace.WithTimestamp(now))
+		}
+	})
+	b.Run("histogram", func(b *testing.B) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		h, err := mp.Meter("bench").Float64Histogram("d", metric.WithExplicitBucketBoundaries(trancheotel.DurationBuckets...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		set := metric.WithAttributeSet(attribute.NewSet(attribute.String("tranche.asset", "a"),
+			attribute.String("tranche.status", "completed"), attribute.String("tranche.dag", "bench")))
+		sctx, span := tracer.Start(ctx, "run")
+		defer span.End()
+		b.ReportAllocs()
+		for b.Loop() {
+			h.Record(sctx, 0.5, set)
+		}
+	})
 }

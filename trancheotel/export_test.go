@@ -22,3 +22,6 @@ func NewHookWithRuns(opts ...Option) (func(context.Context, tranche.Event), func
 		return n
 	}
 }
+
+// DurationBuckets are the histograms' bucket boundaries.
+var DurationBuckets = durationBuckets
