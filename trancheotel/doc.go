@@ -51,7 +51,9 @@ its attempts in the run; a retried attempt is not measured apart. The
 partition counts come from the backfill's events: tranche.partition.state
 is succeeded, failed, held (another worker held its lease) or skipped
 (already succeeded), and a chunk counts its partitions. Run and backfill
-ids are not metric attributes: each would be a new series.
+ids are not metric attributes: each would be a new series. A run's, an
+asset's and a write's measurements are made in the context of their
+span, so that a sampled one's exemplar points to it.
 
 # Cost
 
@@ -60,7 +62,9 @@ the global ones while unset. With neither provider in use, NewHook returns
 nil, which the runner takes for no hook at all, so that a program that sets
 no provider pays nothing, not even for building events. With a provider,
 measurements are skipped while an instrument is disabled
-([metric.Int64Counter.Enabled]), and an unsampled run costs one span start.
+([metric.Int64Counter.Enabled]), their attribute sets are built once per
+asset, destination and status (up to 4,096 of them), and a run the sampler
+drops costs one span start and takes no state.
 BENCHMARKS.md gives the hook's cost on a run of no-op assets.
 
 Logs are not turned into span events: route an asset's logger

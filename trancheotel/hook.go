@@ -49,11 +49,12 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
 }
 
-// WithDAG names the DAG whose runs the hook sees, as the attribute
-// tranche.dag of every span and measurement. Events do not name their
-// DAG, so a program that runs several DAGs gives each its own hook. The
-// name should be short and fixed ("daily-sales"): it is a metric
-// dimension. Without it the attribute is left out.
+// WithDAG names the DAG whose runs the hook sees: in the name of each
+// run's span ("run daily-sales"), and as the attribute tranche.dag of the
+// run's span and of every measurement. Events do not name their DAG, so a
+// program that runs several DAGs gives each its own hook. The name should
+// be short and fixed: it is a metric dimension. Without it the attribute
+// is left out and runs' spans are named "run".
 func WithDAG(name string) Option {
 	return optionFunc(func(c *config) { c.dag = name })
 }
