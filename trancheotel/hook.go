@@ -193,24 +193,20 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 	case tranche.KindAssetStarted:
 		if r := h.lockRun(&e); r != nil {
 			r.assetStarted(h, &e)
-			r.mu.Unlock()
 		}
 	case tranche.KindAssetRetrying, tranche.KindAssetCompleted, tranche.KindAssetFailed,
 		tranche.KindAssetCanceled, tranche.KindAssetSkipped:
 		if r := h.lockRun(&e); r != nil {
 			ctx = r.assetEnded(ctx, &e)
-			r.mu.Unlock()
 		}
 		h.metrics.asset(ctx, h, &e)
 	case tranche.KindWriteStarted:
 		if r := h.lockRun(&e); r != nil {
 			r.writeStarted(h, &e)
-			r.mu.Unlock()
 		}
 	case tranche.KindWriteCompleted, tranche.KindWriteFailed:
 		if r := h.lockRun(&e); r != nil {
 			ctx = r.writeEnded(ctx, &e)
-			r.mu.Unlock()
 		}
 		h.metrics.write(ctx, h, &e)
 	case tranche.KindPartitionSucceeded, tranche.KindPartitionFailed, tranche.KindPartitionHeld, tranche.KindPartitionSkipped:
@@ -224,7 +220,6 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 	default:
 		if r := h.lockRun(&e); r != nil {
 			r.other(&e)
-			r.mu.Unlock()
 		}
 	}
 }

@@ -697,3 +697,54 @@ func TestBackfillChunks(t *testing.T) {
 		t.Errorf("partitions (-want +got):\n%s", diff)
 	}
 }
+
+// panicky is a span processor that panics when a span of a given name
+// starts, as a broken exporter pipeline might.
+type panicky struct {
+	sdktrace.SpanProcessor
+	name string
+}
+
+func (p panicky) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	if s.Name() == p.name {
+		panic("processor broke on " + p.name)
+	}
+	p.SpanProcessor.OnStart(ctx, s)
+}
+
+// A panic inside the SDK, which the runner recovers from the hook, leaves
+// the run's state usable: its later events are handled (rather than
+// waiting forever for a lock the panic left held) and its spans end.
+func TestProcessorPanics(t *testing.T) {
+	tel := newTelemetry()
+	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panicky{tel.spans, "asset b"}))
+	hook, runs := tel.hook()
+	r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+	dag := tranchetest.NewDAG(t, tranchetest.Noop("a"), tranchetest.Noop("b", "a"), tranchetest.Noop("c", "b"))
+	done := make(chan *tranche.Result, 1)
+	go func() {
+		res, err := r.Run(t.Context(), dag, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	var res *tranche.Result
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not end a minute after a span processor panicked: the hook is stuck")
+	}
+	if res == nil {
+		return
+	}
+	if res.HookErr == nil || !strings.Contains(res.HookErr.Error(), "processor broke on asset b") {
+		t.Errorf("HookErr %v, want the processor's panic", res.HookErr)
+	}
+	if n := runs(); n != 0 {
+		t.Errorf("the hook holds %d runs", n)
+	}
+	if diff := cmp.Diff("run completed\n  asset a completed\n  asset c completed\n", tree(t, tel)); diff != "" {
+		t.Errorf("span tree (-want +got):\n%s", diff)
+	}
+}

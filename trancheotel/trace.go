@@ -145,8 +145,10 @@ func (h *hook) runEnded(ctx context.Context, e *tranche.Event) context.Context {
 }
 
 // lockRun returns the event's run, locked, if it is traced and in
-// progress; the caller unlocks it. (A lookup rather than a callback, so
-// that the event stays on the caller's stack.)
+// progress. The method of runSpans the caller then calls unlocks it, in a
+// deferred call, so that a span processor that panics (the runner
+// recovers a hook's panic) leaves the run usable. (A lookup rather than a
+// callback, so that the event stays on the caller's stack.)
 func (h *hook) lockRun(e *tranche.Event) *runSpans {
 	if h.tracer == nil || e.RunID == "" {
 		return nil
@@ -175,6 +177,7 @@ func (r *runSpans) find(asset string, attempt int) int {
 }
 
 func (r *runSpans) assetStarted(h *hook, e *tranche.Event) {
+	defer r.mu.Unlock()
 	ctx, span := h.tracer.Start(r.ctx, "asset "+e.Asset, trace.WithTimestamp(e.Time),
 		trace.WithAttributes(attribute.String(keyAsset, e.Asset), attribute.Int(keyAttempt, e.Attempt)))
 	r.assets = append(r.assets, assetSpan{asset: e.Asset, attempt: e.Attempt, ctx: ctx, span: span})
@@ -183,11 +186,12 @@ func (r *runSpans) assetStarted(h *hook, e *tranche.Event) {
 // assetEnded ends the attempt's span, and returns its context (or the
 // run's, when the attempt has no span).
 func (r *runSpans) assetEnded(_ context.Context, e *tranche.Event) context.Context {
+	defer r.mu.Unlock()
 	i := r.find(e.Asset, e.Attempt)
 	if i < 0 {
 		// Settled with no attempt running: canceled or skipped for its
 		// dependencies, or canceled while waiting to retry.
-		r.other(e)
+		r.event(e)
 		return r.ctx
 	}
 	a := r.assets[i]
@@ -212,6 +216,7 @@ func (r *runSpans) assetEnded(_ context.Context, e *tranche.Event) context.Conte
 }
 
 func (r *runSpans) writeStarted(h *hook, e *tranche.Event) {
+	defer r.mu.Unlock()
 	i := r.find(e.Asset, e.Attempt)
 	if i < 0 {
 		return
@@ -228,6 +233,7 @@ func (r *runSpans) writeStarted(h *hook, e *tranche.Event) {
 // writeEnded ends the write's span, and returns the context of its
 // attempt's span.
 func (r *runSpans) writeEnded(ctx context.Context, e *tranche.Event) context.Context {
+	defer r.mu.Unlock()
 	i := r.find(e.Asset, e.Attempt)
 	if i < 0 || r.assets[i].write == nil {
 		return ctx
@@ -240,9 +246,16 @@ func (r *runSpans) writeEnded(ctx context.Context, e *tranche.Event) context.Con
 	return r.assets[i].ctx
 }
 
-// other records an event as an event of the run's span: an asset settled
-// without running, or a kind the hook does not know.
+// other records an event of a kind the hook does not know as an event of
+// the run's span.
 func (r *runSpans) other(e *tranche.Event) {
+	defer r.mu.Unlock()
+	r.event(e)
+}
+
+// event records an event as an event of the run's span: an asset settled
+// without running, or a kind the hook does not know.
+func (r *runSpans) event(e *tranche.Event) {
 	var buf [3]attribute.KeyValue
 	attrs := buf[:0]
 	if e.Asset != "" {
