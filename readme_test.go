@@ -80,6 +80,7 @@ var readmeImports = map[string]string{
 	"time":        "time",
 	"tranche":     "github.com/tranche-dev/tranche",
 	"tranchetest": "github.com/tranche-dev/tranche/tranchetest",
+	"trancheotel": "github.com/tranche-dev/tranche/trancheotel",
 }
 
 var importLine = regexp.MustCompile(`^import "([^"]+)"$`)
