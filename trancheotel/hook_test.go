@@ -404,7 +404,8 @@ func TestBackfill(t *testing.T) {
 	mu.Lock()
 	failing = nil
 	mu.Unlock()
-	if _, err := b.Run(ctx); err != nil {
+	// The partition another worker holds keeps the run from being done.
+	if _, err := b.Run(ctx); err != nil && !errors.Is(err, tranche.ErrHeldElsewhere) {
 		t.Fatal(err)
 	}
 	rerun := named(tel, "run daily")
