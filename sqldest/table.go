@@ -140,12 +140,19 @@ var (
 	ErrMistyped      = errors.New("sqldest: value of the wrong type")
 	ErrNull          = errors.New("sqldest: NULL in a column that does not allow it")
 	ErrNoTable       = errors.New("sqldest: no table for the asset")
+	// ErrOutOfRange refuses a value of the right kind that the table's
+	// column, as the database declares it, cannot hold: 300 for a
+	// TINYINT, a time beyond a TIMESTAMP's years. Only the dialects that
+	// check the table's own types return it (DuckDB's).
+	ErrOutOfRange = errors.New("sqldest: value out of the column's range")
 )
 
 // ValueError refuses a batch, before anything is written, for one value
 // of one row: a key that is no column of the table, a value the column's
 // kind does not take, or a missing or nil value where NULL is not
-// allowed.
+// allowed; or, from a dialect that checks the table's own column types
+// as it inserts, a value the column cannot hold ([ErrOutOfRange]), in a
+// transaction then rolled back.
 type ValueError struct {
 	Destination string
 	Table       string // the table, qualified as written
@@ -154,7 +161,7 @@ type ValueError struct {
 	Row         int    // the row's index in the batch
 	Column      string // the column; for ErrUnknownColumn, the row's key
 	Value       any    // the value refused; nil for a missing one
-	Err         error  // ErrUnknownColumn, ErrMistyped or ErrNull
+	Err         error  // ErrUnknownColumn, ErrMistyped, ErrNull or ErrOutOfRange
 	Want        string // what would be accepted
 }
 
@@ -355,7 +362,8 @@ func (c *table) insertQuery(d *Dialect, n int) string {
 //	)
 //	CREATE INDEX IF NOT EXISTS "events_day" ON "events" ("day")
 //
-// A table created otherwise needs the columns the spec names, of types
+// (without the index where the dialect says NoPartitionIndex). A table
+// created otherwise needs the columns the spec names, of types
 // that take its kinds' values, and should have that index: every write
 // deletes by the partition column.
 func (t Table) DDL(d *Dialect) ([]string, error) {
@@ -380,7 +388,7 @@ func (t Table) DDL(d *Dialect) ([]string, error) {
 	}
 	b.WriteString("\n)")
 	out := []string{b.String()}
-	if t.Partition != "" {
+	if t.Partition != "" && !d.NoPartitionIndex {
 		out = append(out, "CREATE INDEX IF NOT EXISTS "+quote(t.Name+"_"+t.Partition)+" ON "+c.ident+" ("+quote(t.Partition)+")")
 	}
 	return out, nil
