@@ -301,24 +301,20 @@ func (c *column) fit(v any) (any, error, string) {
 		case tDouble:
 			return v, nil, ""
 		case tFloat:
-			if !math.IsInf(v, 0) && !math.IsNaN(v) && math.Abs(v) > math.MaxFloat32 {
+			// As DuckDB's cast: refused when the nearest float32 is
+			// infinite and v is not.
+			if f := float32(v); math.IsInf(float64(f), 0) && !math.IsInf(v, 0) {
 				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most %g in magnitude, as the column's type in the table, FLOAT, holds", math.MaxFloat32)
 			}
 			return v, nil, ""
 		case tDecimal:
-			if math.IsInf(v, 0) || math.IsNaN(v) {
+			// As DuckDB's cast of a DOUBLE: v times 10^scale in floating
+			// point, rounded half away from zero, within 10^width.
+			r := math.Round(v * math.Pow10(c.scale))
+			if math.IsNaN(r) || math.Abs(r) >= math.Pow10(c.width) {
 				return nil, sqldest.ErrOutOfRange, c.decimalWant()
 			}
-			// Exactly: v times 10^scale, rounded half away from zero, as
-			// DuckDB's cast rounds.
-			f := new(big.Float).SetPrec(2048).SetFloat64(v)
-			f.Mul(f, new(big.Float).SetPrec(2048).SetInt(c.pow))
-			if v < 0 {
-				f.Sub(f, big.NewFloat(0.5))
-			} else {
-				f.Add(f, big.NewFloat(0.5))
-			}
-			n, _ := f.Int(nil) // truncates toward zero
+			n, _ := big.NewFloat(r).Int(nil)
 			return c.decimal(n)
 		}
 		return nil, sqldest.ErrMistyped, c.wants("a Float", "DOUBLE, FLOAT or DECIMAL")
