@@ -88,7 +88,9 @@ var events = sqldest.Table{Name: "events", Partition: "day", Columns: []sqldest.
 
 var jan1 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func dayOf(i int) tranche.TimePartition { return tranche.PartitionOf(tranche.Day, jan1.AddDate(0, 0, i)) }
+func dayOf(i int) tranche.TimePartition {
+	return tranche.PartitionOf(tranche.Day, jan1.AddDate(0, 0, i))
+}
 
 func count(t *testing.T, db *sql.DB, table string) int {
 	t.Helper()
