@@ -403,15 +403,20 @@ func (d *Dialect) value(col *Column, v any) (any, error, string) {
 		}
 		return nil, ErrNull, col.Kind.accepts()
 	}
+	// A value already of the written type is returned as it came, not
+	// boxed anew: a batch of a million values allocates none for them.
 	switch col.Kind {
 	case Int:
+		if _, ok := v.(int64); ok {
+			return v, nil, ""
+		}
 		if n, ok := asInt(v); ok {
 			return n, nil, ""
 		}
 	case Float:
 		switch f := v.(type) {
 		case float64:
-			return f, nil, ""
+			return v, nil, ""
 		case float32:
 			return float64(f), nil, ""
 		}
@@ -423,15 +428,18 @@ func (d *Dialect) value(col *Column, v any) (any, error, string) {
 			if d.UTF8 && (!utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0) {
 				return nil, ErrMistyped, "valid UTF-8 without NUL bytes, as " + d.Name + "'s text takes"
 			}
-			return s, nil, ""
+			return v, nil, ""
 		}
 	case Bool:
-		if b, ok := v.(bool); ok {
-			return b, nil, ""
+		if _, ok := v.(bool); ok {
+			return v, nil, ""
 		}
 	case Time:
 		if t, ok := v.(time.Time); ok {
-			return d.timeValue(t), nil, ""
+			if d.Time == nil {
+				return v, nil, ""
+			}
+			return d.Time(t), nil, ""
 		}
 	case Bytes:
 		if b, ok := v.([]byte); ok {
@@ -548,10 +556,13 @@ func (c *table) rows(d *Destination, b *tranche.Batch) ([][]any, error) {
 // checked lies in the batch's partition, to the partition column's kind.
 func (c *table) partitionValue(d *Destination, b *tranche.Batch, v any) (any, error) {
 	kind := c.cols[c.part].Kind
-	switch v := v.(type) {
+	switch tv := v.(type) {
 	case time.Time:
 		if kind == Time {
-			return d.dialect.timeValue(v), nil
+			if d.dialect.Time == nil {
+				return v, nil // as it came: no new box
+			}
+			return d.dialect.Time(tv), nil
 		}
 		return b.Key(), nil
 	case string:

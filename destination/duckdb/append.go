@@ -73,7 +73,7 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 			if err != nil {
 				return &sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
 			}
-			if converts {
+			if cv != nil {
 				out[i][j] = cv
 			}
 		}
@@ -265,8 +265,9 @@ var (
 )
 
 // fit checks v, a value as sqldest converted it (int64, float64, string,
-// bool, time.Time or []byte), against the column's type, and returns the
-// value for the appender; or the error and what would be accepted.
+// bool, time.Time or []byte), against the column's type, and returns
+// what the appender takes in its place, nil to take v as it is (boxing
+// none anew); or the error and what would be accepted.
 func (c *column) fit(v any) (any, error, string) {
 	switch v := v.(type) {
 	case int64:
@@ -275,14 +276,14 @@ func (c *column) fit(v any) (any, error, string) {
 			if v < c.lo || v > c.hi {
 				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi)
 			}
-			return v, nil, ""
+			return nil, nil, ""
 		case tHuge:
-			return v, nil, ""
+			return nil, nil, ""
 		case tUHuge:
 			if v < 0 {
 				return nil, sqldest.ErrOutOfRange, "at least 0, as the column's type in the table, UHUGEINT, holds"
 			}
-			return v, nil, ""
+			return nil, nil, ""
 		case tDouble, tFloat:
 			limit := int64(1) << 53
 			if c.t == tFloat {
@@ -291,7 +292,7 @@ func (c *column) fit(v any) (any, error, string) {
 			if v > limit || v < -limit {
 				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name)
 			}
-			return float64(v), nil, ""
+			return nil, nil, ""
 		case tDecimal:
 			return c.decimal(new(big.Int).Mul(big.NewInt(v), c.pow))
 		}
@@ -299,14 +300,14 @@ func (c *column) fit(v any) (any, error, string) {
 	case float64:
 		switch c.t {
 		case tDouble:
-			return v, nil, ""
+			return nil, nil, ""
 		case tFloat:
 			// As DuckDB's cast: refused when the nearest float32 is
 			// infinite and v is not.
 			if f := float32(v); math.IsInf(float64(f), 0) && !math.IsInf(v, 0) {
 				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most %g in magnitude, as the column's type in the table, FLOAT, holds", math.MaxFloat32)
 			}
-			return v, nil, ""
+			return nil, nil, ""
 		case tDecimal:
 			// As DuckDB's cast of a DOUBLE: v times 10^scale in floating
 			// point, rounded half away from zero, within 10^width.
@@ -325,12 +326,12 @@ func (c *column) fit(v any) (any, error, string) {
 		if !utf8.ValidString(v) {
 			return nil, sqldest.ErrOutOfRange, "valid UTF-8, as the column's type in the table, VARCHAR, holds"
 		}
-		return v, nil, ""
+		return nil, nil, ""
 	case bool:
 		if c.t != tBool {
 			return nil, sqldest.ErrMistyped, c.wants("a Bool", "BOOLEAN")
 		}
-		return v, nil, ""
+		return nil, nil, ""
 	case time.Time:
 		lo, hi := minTimestamp, maxTimestamp
 		switch c.t {
@@ -344,12 +345,12 @@ func (c *column) fit(v any) (any, error, string) {
 			return nil, sqldest.ErrOutOfRange, fmt.Sprintf("a time from %s to before %s, as the column's type in the table, %s, holds",
 				lo.Format(time.RFC3339), hi.Format(time.RFC3339Nano), c.name)
 		}
-		return v, nil, ""
+		return nil, nil, ""
 	case []byte:
 		if c.t != tBlob {
 			return nil, sqldest.ErrMistyped, c.wants("a Bytes", "BLOB")
 		}
-		return v, nil, ""
+		return nil, nil, ""
 	}
 	return nil, sqldest.ErrMistyped, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name)
 }

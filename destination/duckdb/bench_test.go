@@ -1,0 +1,77 @@
+package duckdb_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	duckdbgo "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/duckdb"
+	"github.com/tranche-dev/tranche/internal/sqldesttest"
+)
+
+// Benchmarks of the DuckDB destination; run them with
+//
+//	go test -run '^$' -bench DuckDBWrite -count 5 ./destination/duckdb
+//
+// BENCHMARKS.md holds the medians and the ratios.
+
+// BenchmarkDuckDBWrite writes partitions of 100,000 rows into a DuckDB
+// file through the destination (a fenced write: the token check, the
+// delete of the partition, the table's column types read and every
+// value checked, the appender, the commit), beside a plain loop of the
+// same duckdb-go calls without tranche: a transaction, an appender on
+// its connection, AppendRow for each row's values, Close, the commit,
+// into a table like the destination's (sqldesttest.BenchWriteLoop).
+func BenchmarkDuckDBWrite(b *testing.B) {
+	for _, rows := range []int{100_000} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			d, err := duckdb.Open(b.Context(), filepath.Join(b.TempDir(), "bench.duckdb"), sqldesttest.BenchTable("bench"), sqldesttest.BenchTable("loop"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			if err := d.CreateTables(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			db := d.DB()
+			if _, err := db.Exec("SET checkpoint_threshold = '10GB'"); err != nil {
+				b.Fatal(err)
+			}
+			loop := func(ctx context.Context, data []tranche.Row) error {
+				conn, err := db.Conn(ctx)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				tx, err := conn.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				err = conn.Raw(func(dc any) error {
+					a, err := duckdbgo.NewAppender(dc.(driver.Conn), "", "", "loop")
+					if err != nil {
+						return err
+					}
+					for _, r := range data {
+						if err := a.AppendRow(r["day"], r["n"], r["name"], r["value"]); err != nil {
+							a.Close()
+							return err
+						}
+					}
+					return a.Close()
+				})
+				if err != nil {
+					return err
+				}
+				return tx.Commit()
+			}
+			sqldesttest.BenchWriteLoop(b, d.Destination, loop, rows)
+		})
+	}
+}
