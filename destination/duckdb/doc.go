@@ -82,7 +82,7 @@ database server: github.com/tranche-dev/tranche/ledger/postgres.
 The driver is cgo: it links DuckDB's static library, which its module
 ships for each platform (github.com/duckdb/duckdb-go-bindings), so the
 build needs a C toolchain (CGO_ENABLED=1, gcc or clang) and nothing else.
-The first build from a clean build cache takes about 35 s on two cores;
-later ones take the cached package.
+The first build from a clean build cache takes 35 to 65 s on two cores,
+the standard library included; later ones take the cached package.
 */
 package duckdb
