@@ -94,7 +94,8 @@ type Column struct {
 	// Type is the column's SQL type, for [Destination.CreateTables] and
 	// [Table.DDL]; "" means the dialect's type for Kind (on SQLite
 	// INTEGER, REAL, TEXT, INTEGER, TEXT, BLOB; on PostgreSQL BIGINT,
-	// DOUBLE PRECISION, TEXT, BOOLEAN, TIMESTAMPTZ, BYTEA).
+	// DOUBLE PRECISION, TEXT, BOOLEAN, TIMESTAMPTZ, BYTEA; on DuckDB
+	// BIGINT, DOUBLE, VARCHAR, BOOLEAN, TIMESTAMPTZ, BLOB).
 	Type string
 	// Null allows NULL: a nil value, or a row without the key. A column
 	// that does not allow it refuses both.

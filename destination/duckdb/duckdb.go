@@ -10,9 +10,12 @@ import (
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/sqldest"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
+
+var _ tranche.Destination = (*Destination)(nil)
 
 // Destination is a [tranche.Destination] that replaces assets' partitions
 // in tables of a DuckDB database, each write in one transaction with its
