@@ -261,7 +261,7 @@ var (
 	// TIMESTAMP_NS: nanoseconds in an int64 from 1678 on (duckdb-go's
 	// first year), the last one, math.MaxInt64, being DuckDB's infinity.
 	minTimestampNS = time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTimestampNS = time.Unix(0, math.MaxInt64) // exclusive
+	maxTimestampNS = time.Unix(0, math.MaxInt64).UTC() // exclusive
 )
 
 // fit checks v, a value as sqldest converted it (int64, float64, string,
