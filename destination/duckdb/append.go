@@ -244,8 +244,12 @@ func parseType(s string) (column, error) {
 			return c, fmt.Errorf("the column's type %s is none that the destination writes (%s)", s, supported)
 		}
 		c.t = tDecimal
-		c.width, _ = strconv.Atoi(m[1])
-		c.scale, _ = strconv.Atoi(m[2])
+		var errW, errS error
+		c.width, errW = strconv.Atoi(m[1])
+		c.scale, errS = strconv.Atoi(m[2])
+		if errW != nil || errS != nil || c.width < 1 || c.width > 38 || c.scale > c.width {
+			return c, fmt.Errorf("the column's type %s is no DECIMAL DuckDB makes: its width must be 1 to 38, and its scale at most the width", s)
+		}
 		c.pow = new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.scale)), nil)
 		c.limit = new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.width)), nil)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -137,10 +138,34 @@ func TestParseType(t *testing.T) {
 		{"TIMESTAMP WITH TIME ZONE", tTimestamp, true}, {"TIMESTAMP_NS", tTimestampNS, true},
 		{"VARCHAR", tVarchar, true}, {"BLOB", tBlob, true},
 		{"UUID", 0, false}, {"INTEGER[]", 0, false}, {"ENUM('a', 'b')", 0, false}, {"DATE", 0, false}, {"DECIMAL(x,1)", 0, false},
+		{"DECIMAL(39,1)", 0, false}, {"DECIMAL(4,5)", 0, false}, {"DECIMAL(99999999999999999999,1)", 0, false}, {"DECIMAL(0,0)", 0, false},
 	} {
 		got, err := parseType(c.in)
 		if (err == nil) != c.ok || c.ok && got.t != c.want {
 			t.Errorf("parseType(%q) = %v, %v; want type %v, ok %v", c.in, got.t, err, c.want, c.ok)
 		}
 	}
+}
+
+// FuzzParseType reads any text as a column type: an error or a type,
+// never a panic, and a DECIMAL's bounds as DuckDB allows them.
+func FuzzParseType(f *testing.F) {
+	for _, s := range []string{"TINYINT", "DECIMAL(18,3)", "DECIMAL(38, 38)", "TIMESTAMP WITH TIME ZONE", "ENUM('a')", "DECIMAL(1,2)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := parseType(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("parseType(%q) = %v; the error does not name the type", s, err)
+			}
+			return
+		}
+		if c.name != s || c.t == 0 {
+			t.Errorf("parseType(%q) = %+v", s, c)
+		}
+		if c.t == tDecimal && (c.width < 1 || c.width > 38 || c.scale < 0 || c.scale > c.width) {
+			t.Errorf("parseType(%q): DECIMAL(%d,%d)", s, c.width, c.scale)
+		}
+	})
 }
