@@ -33,9 +33,16 @@ func readParquet(dir, asset string) string {
 	return fmt.Sprintf("read_parquet('%s', hive_partitioning = true)", glob)
 }
 
+// fataler is what query needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // query runs q and returns its rows, each a slice of its columns'
 // values.
-func query(t testing.TB, db *sql.DB, q string, args ...any) [][]any {
+func query(t fataler, db *sql.DB, q string, args ...any) [][]any {
 	t.Helper()
 	rows, err := db.Query(q, args...)
 	if err != nil {
@@ -71,11 +78,11 @@ func orders(p tranche.TimePartition) []tranche.Row {
 	rows := make([]tranche.Row, n)
 	for i := range rows {
 		r := tranche.Row{
-			"day":    p.Key(),
-			"id":     int64(n*1000 + i),
-			"amount": float64(i) + 0.25,
-			"paid":   i%2 == 0,
-			"placed_at":     p.Start.Add(time.Duration(i)*time.Minute + 123456789), // nanoseconds DuckDB does not keep
+			"day":       p.Key(),
+			"id":        int64(n*1000 + i),
+			"amount":    float64(i) + 0.25,
+			"paid":      i%2 == 0,
+			"placed_at": p.Start.Add(time.Duration(i)*time.Minute + 123456789), // nanoseconds DuckDB does not keep
 		}
 		if i%3 != 0 {
 			r["customer"] = fmt.Sprintf("c%d", i)

@@ -7,6 +7,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/tranche-dev/tranche v0.1.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
