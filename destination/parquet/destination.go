@@ -34,8 +34,8 @@ const (
 	tempSuffix = ".tmp"
 )
 
-// rowsPerChunk is how many rows a write converts and hands to
-// parquet-go at a time.
+// rowsPerChunk is how many rows a write hands to parquet-go at a time,
+// checking its context between them.
 const rowsPerChunk = 4096
 
 // Destination is a [tranche.Destination] that writes Parquet files in
@@ -109,6 +109,7 @@ type fence struct {
 type staged struct {
 	b      *tranche.Batch
 	l      *layout
+	cols   *columns // the batch's values, converted
 	dir    string // the partition's folder
 	path   string // its part file
 	tmp    string // the new part file before its rename; "" for none
@@ -144,19 +145,20 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		}
 		dirs[s.dir] = true
 		if schema, ok := d.Schemas[b.Asset]; ok {
-			if s.l, err = compile(b.Asset, b.Column, schema); err != nil {
-				return err
-			}
-			if err := s.l.check(b); err != nil {
-				return err
-			}
-		} else if s.l, err = infer(b); err != nil {
+			s.l, err = compile(b.Asset, b.Column, schema)
+		} else {
+			s.l, err = infer(b)
+		}
+		if err != nil {
 			return err
 		}
-		if len(s.l.cols) == 0 {
-			if len(b.Rows) > 0 {
-				return fmt.Errorf("tranche: parquet destination: asset %q, %s: its %d rows hold no column but the partition column %q, and a Parquet file cannot hold rows without columns: declare the asset's schema or give the rows a column", b.Asset, where(b.Key()), len(b.Rows), b.Column)
+		if len(s.l.cols) > 0 {
+			if s.cols, err = s.l.convert(b); err != nil {
+				return err
 			}
+		} else if len(b.Rows) > 0 {
+			return fmt.Errorf("tranche: parquet destination: asset %q, %s: its %d rows hold no column but the partition column %q, and a Parquet file cannot hold rows without columns: declare the asset's schema or give the rows a column", b.Asset, where(b.Key()), len(b.Rows), b.Column)
+		} else {
 			s.remove = true
 		}
 		ss[i] = s
@@ -263,15 +265,16 @@ func (d *Destination) encode(ctx context.Context, s *staged) (string, error) {
 			pq.KeyValueMetadata("tranche.run_id", b.RunID),
 			pq.KeyValueMetadata("tranche.token", strconv.FormatInt(b.Token, 10)),
 			pq.KeyValueMetadata("tranche.delivery_id", b.DeliveryID()))
-		n := min(len(b.Rows), rowsPerChunk)
+		n := min(s.cols.n, rowsPerChunk)
 		buf := make([]pq.Value, n*len(l.cols))
-		rows := make([]pq.Row, 0, n)
-		for start := 0; start < len(b.Rows); start += rowsPerChunk {
+		rows := make([]pq.Row, n)
+		for start := 0; start < s.cols.n; start += rowsPerChunk {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			rows = l.rows(b.Rows[start:min(start+rowsPerChunk, len(b.Rows))], buf, rows)
-			if _, err := w.WriteRows(rows); err != nil {
+			chunk := rows[:min(rowsPerChunk, s.cols.n-start)]
+			s.cols.rows(l, start, buf, chunk)
+			if _, err := w.WriteRows(chunk); err != nil {
 				return err
 			}
 		}

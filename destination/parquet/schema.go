@@ -210,7 +210,8 @@ func compile(asset, partitionColumn string, s Schema) (*layout, error) {
 // infer makes the schema of a batch from its rows: a column for every
 // key but the partition column, of the kind of its first non-nil value
 // (Float for a column holding both integers and floats), nullable, in
-// the order of their names. It then checks every row against it.
+// the order of their names. [layout.convert] then checks every row
+// against it.
 func infer(b *tranche.Batch) (*layout, error) {
 	l := &layout{index: map[string]int{}, skip: b.Column}
 	hasFloat := map[int]bool{}
@@ -250,7 +251,7 @@ func infer(b *tranche.Batch) (*layout, error) {
 	// order of the columns they share.
 	sortColumns(l)
 	l.build()
-	return l, l.check(b)
+	return l, nil
 }
 
 // sortColumns sorts an inferred layout's columns by name, keeping each
@@ -311,9 +312,33 @@ func (l *layout) build() {
 	l.schema = pq.NewSchema("tranche", newOrderedGroup(g, order))
 }
 
-// check checks every row of a batch against the layout, and returns the
-// first refusal.
-func (l *layout) check(b *tranche.Batch) error {
+// columns is a batch's values, checked and converted, by column: the
+// numbers without pointers, so that holding a large batch until its file
+// is written costs the garbage collector little, and reading them back
+// in row order costs no map lookup.
+type columns struct {
+	n     int
+	nums  [][]uint64 // by column: Int and Time as int64, Float as its bits, Bool as 0 or 1; nil for the others
+	bufs  [][][]byte // by column: String and Bytes; nil for the others
+	nulls [][]bool   // by column: whether each value is null; nil for a column without null
+}
+
+// convert checks every row of a batch against the layout and converts
+// its values, returning the first refusal.
+func (l *layout) convert(b *tranche.Batch) (*columns, error) {
+	n := len(b.Rows)
+	cs := &columns{n: n, nums: make([][]uint64, len(l.cols)), bufs: make([][][]byte, len(l.cols)), nulls: make([][]bool, len(l.cols))}
+	for j, c := range l.cols {
+		switch c.Kind {
+		case String, Bytes:
+			cs.bufs[j] = make([][]byte, n)
+		default:
+			cs.nums[j] = make([]uint64, n)
+		}
+		if c.Null {
+			cs.nulls[j] = make([]bool, n)
+		}
+	}
 	for i, r := range b.Rows {
 		found := 0
 		for j := range l.cols {
@@ -323,25 +348,66 @@ func (l *layout) check(b *tranche.Batch) error {
 				found++
 			}
 			if v == nil {
-				if c.Null {
-					continue
+				if !c.Null {
+					return nil, l.refuse(b, i, j, v, ErrNull)
 				}
-				return l.refuse(b, i, j, v, ErrNull)
+				cs.nulls[j][i] = true
+				continue
 			}
-			if _, ok := value(c.Kind, v); !ok {
-				return l.refuse(b, i, j, v, ErrMistyped)
+			if !set(cs, c.Kind, j, i, v) {
+				return nil, l.refuse(b, i, j, v, ErrMistyped)
 			}
-		}
-		if _, ok := r[l.skip]; ok && l.skip != "" {
-			found++
 		}
 		if found != len(r) {
-			for k, v := range r {
-				if _, ok := l.index[k]; !ok && k != l.skip {
-					return &ValueError{Asset: b.Asset, Partition: b.Key(), Row: i, Column: k, Value: v, Err: ErrUnknownColumn,
-						Want: "the schema's columns are " + l.names()}
+			if _, ok := r[l.skip]; !ok || l.skip == "" || found+1 != len(r) {
+				return nil, l.unknown(b, i)
+			}
+		}
+	}
+	return cs, nil
+}
+
+// rows fills out with the Parquet rows start to start+len(out) of the
+// columns, their values in buf, a column at a time.
+func (cs *columns) rows(l *layout, start int, buf []pq.Value, out []pq.Row) {
+	k := len(l.cols)
+	for j := range l.cols {
+		c := &l.cols[j]
+		nums, bufs := cs.nums[j], cs.bufs[j]
+		for i := range out {
+			var v pq.Value
+			switch c.Kind {
+			case Int, Time:
+				v = pq.Int64Value(int64(nums[start+i]))
+			case Float:
+				v = pq.DoubleValue(math.Float64frombits(nums[start+i]))
+			case Bool:
+				v = pq.BooleanValue(nums[start+i] != 0)
+			default:
+				v = pq.ByteArrayValue(bufs[start+i])
+			}
+			if c.Null {
+				if cs.nulls[j][start+i] {
+					v = pq.Value{} // a zero Value is null
+				} else {
+					v.SetDefinitionLevel(1)
 				}
 			}
+			v.SetColumnIndex(j)
+			buf[i*k+j] = v
+		}
+	}
+	for i := range out {
+		out[i] = buf[i*k : (i+1)*k : (i+1)*k]
+	}
+}
+
+// unknown returns the error for the first key of row i that is no column.
+func (l *layout) unknown(b *tranche.Batch, i int) error {
+	for k, v := range b.Rows[i] {
+		if _, ok := l.index[k]; !ok && k != l.skip {
+			return &ValueError{Asset: b.Asset, Partition: b.Key(), Row: i, Column: k, Value: v, Err: ErrUnknownColumn,
+				Want: "the schema's columns are " + l.names()}
 		}
 	}
 	return nil
@@ -372,71 +438,54 @@ func (l *layout) names() string {
 	return s
 }
 
-// rows converts rows of a checked batch into Parquet rows, one value per
-// column in the layout's order, into buf.
-func (l *layout) rows(src []tranche.Row, buf []pq.Value, out []pq.Row) []pq.Row {
-	n := len(l.cols)
-	out = out[:0]
-	for _, r := range src {
-		row := buf[:n:n]
-		buf = buf[n:]
-		for j := range l.cols {
-			c := &l.cols[j]
-			v := r[c.Name]
-			if v == nil {
-				row[j] = pq.NullValue().Level(0, 0, j)
-				continue
-			}
-			pv, _ := value(c.Kind, v)
-			def := 0
-			if c.Null {
-				def = 1
-			}
-			row[j] = pv.Level(0, def, j)
-		}
-		out = append(out, row)
-	}
-	return out
-}
-
-// value converts a Go value to a Parquet value of the kind, and reports
+// set stores value v of row i in column j of the kind, and reports
 // whether the kind takes it.
-func value(k Kind, v any) (pq.Value, bool) {
+func set(cs *columns, k Kind, j, i int, v any) bool {
 	switch k {
 	case Int:
 		if n, ok := asInt(v); ok {
-			return pq.Int64Value(n), true
+			cs.nums[j][i] = uint64(n)
+			return true
 		}
 	case Float:
 		switch f := v.(type) {
 		case float64:
-			return pq.DoubleValue(f), true
+			cs.nums[j][i] = math.Float64bits(f)
+			return true
 		case float32:
-			return pq.DoubleValue(float64(f)), true
+			cs.nums[j][i] = math.Float64bits(float64(f))
+			return true
 		}
 		if n, ok := asInt(v); ok && -1<<53 <= n && n <= 1<<53 {
-			return pq.DoubleValue(float64(n)), true
+			cs.nums[j][i] = math.Float64bits(float64(n))
+			return true
 		}
 	case String:
 		if s, ok := v.(string); ok && utf8.ValidString(s) {
 			// parquet-go copies the bytes into its pages and never
 			// writes them: a view of the string saves a copy per value.
-			return pq.ByteArrayValue(unsafe.Slice(unsafe.StringData(s), len(s))), true
+			cs.bufs[j][i] = unsafe.Slice(unsafe.StringData(s), len(s))
+			return true
 		}
 	case Bool:
 		if b, ok := v.(bool); ok {
-			return pq.BooleanValue(b), true
+			if b {
+				cs.nums[j][i] = 1
+			}
+			return true
 		}
 	case Time:
 		if t, ok := v.(time.Time); ok {
-			return pq.Int64Value(t.UnixMicro()), true
+			cs.nums[j][i] = uint64(t.UnixMicro())
+			return true
 		}
 	case Bytes:
 		if b, ok := v.([]byte); ok {
-			return pq.ByteArrayValue(b), true
+			cs.bufs[j][i] = b
+			return true
 		}
 	}
-	return pq.Value{}, false
+	return false
 }
 
 // asInt returns v as an int64 when it is an integer that fits.
