@@ -110,10 +110,10 @@ type staged struct {
 	b      *tranche.Batch
 	l      *layout
 	cols   *columns // the batch's values, converted
-	dir    string // the partition's folder
-	path   string // its part file
-	tmp    string // the new part file before its rename; "" for none
-	fence  string // the new .fence before its rename; "" when it stays
+	dir    string   // the partition's folder
+	path   string   // its part file
+	tmp    string   // the new part file before its rename; "" for none
+	fence  string   // the new .fence before its rename; "" when it stays
 	old    fence
 	remove bool // an inferred partition with no columns: no part file
 }
