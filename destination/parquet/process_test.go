@@ -29,7 +29,11 @@ const childEnv = "TRANCHE_PARQUET_CHILD"
 func TestMain(m *testing.M) {
 	switch mode := os.Getenv(childEnv); mode {
 	case "":
-		os.Exit(m.Run())
+		code := m.Run()
+		if binCopy.path != "" {
+			os.RemoveAll(filepath.Dir(binCopy.path))
+		}
+		os.Exit(code)
 	case "not-writable":
 		// Args: the lake. Prints the write's error and whether it
 		// matches fs.ErrPermission.
@@ -102,27 +106,17 @@ func runUnprivileged(t *testing.T, mode string, args ...string) string {
 	if os.Geteuid() == 0 {
 		// nobody must reach the binary and the lake: a copy of the
 		// binary in a folder open to all, and the lake's parents opened.
-		dir, err := os.MkdirTemp("", "tranche-parquet-bin-")
+		copied, err := openCopy(bin)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		copied := filepath.Join(dir, "parquet.test")
-		if err := copyFile(bin, copied); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range []string{dir, args[len(args)-1]} {
-			for q := filepath.Dir(p); q != filepath.Dir(q) && strings.HasPrefix(q, os.TempDir()+string(filepath.Separator)); q = filepath.Dir(q) {
-				if err := os.Chmod(q, 0o755); err != nil {
-					t.Fatal(err)
-				}
+		for q := filepath.Dir(args[len(args)-1]); q != filepath.Dir(q) && strings.HasPrefix(q, os.TempDir()+string(filepath.Separator)); q = filepath.Dir(q) {
+			if err := os.Chmod(q, 0o755); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
 		cmd = child(t, copied, mode, args...)
-		cmd.Dir = dir
+		cmd.Dir = filepath.Dir(copied)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	}
 	out, err := cmd.CombinedOutput()
@@ -130,6 +124,38 @@ func runUnprivileged(t *testing.T, mode string, args ...string) string {
 		t.Fatalf("the child %s failed: %v\n%s", mode, err, out)
 	}
 	return string(out)
+}
+
+// binCopy is the copy of the test binary that unprivileged children run,
+// made once per test process and removed by TestMain.
+var binCopy struct {
+	sync.Mutex
+	path string
+}
+
+// openCopy returns a copy of the binary bin in a folder of its own that
+// every user may enter, made on the first call.
+func openCopy(bin string) (string, error) {
+	binCopy.Lock()
+	defer binCopy.Unlock()
+	if binCopy.path != "" {
+		return binCopy.path, nil
+	}
+	dir, err := os.MkdirTemp("", "tranche-parquet-bin-")
+	if err != nil {
+		return "", err
+	}
+	copied := filepath.Join(dir, "parquet.test")
+	if err := copyFile(bin, copied); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	binCopy.path = copied
+	return copied, nil
 }
 
 func copyFile(from, to string) error {
