@@ -145,21 +145,20 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		}
 		dirs[s.dir] = true
 		if schema, ok := d.Schemas[b.Asset]; ok {
-			s.l, err = compile(b.Asset, b.Column, schema)
+			if s.l, err = compile(b.Asset, b.Column, schema); err == nil {
+				s.cols, err = s.l.convert(b)
+			}
 		} else {
-			s.l, err = infer(b)
+			s.l, s.cols, err = infer(b)
 		}
 		if err != nil {
 			return err
 		}
-		if len(s.l.cols) > 0 {
-			if s.cols, err = s.l.convert(b); err != nil {
-				return err
-			}
-		} else if len(b.Rows) > 0 {
+		switch {
+		case len(s.l.cols) == 0 && len(b.Rows) > 0:
 			return fmt.Errorf("tranche: parquet destination: asset %q, %s: its %d rows hold no column but the partition column %q, and a Parquet file cannot hold rows without columns: declare the asset's schema or give the rows a column", b.Asset, where(b.Key()), len(b.Rows), b.Column)
-		} else {
-			s.remove = true
+		case len(s.l.cols) == 0:
+			s.remove = true // an inferred schema of no rows: no file
 		}
 		ss[i] = s
 	}

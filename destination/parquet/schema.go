@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -207,73 +209,147 @@ func compile(asset, partitionColumn string, s Schema) (*layout, error) {
 	return l, nil
 }
 
-// infer makes the schema of a batch from its rows: a column for every
-// key but the partition column, of the kind of its first non-nil value
-// (Float for a column holding both integers and floats), nullable, in
-// the order of their names. [layout.convert] then checks every row
-// against it.
-func infer(b *tranche.Batch) (*layout, error) {
+// infer makes the schema of a batch from its rows, checking and
+// converting them as it goes, in one pass over the rows' maps: a column
+// for every key but the partition column, of the kind of its first
+// non-nil value (Float for a column holding both integers and floats, if
+// each of its integers is one a float64 holds), nullable, in the order
+// of their names.
+func infer(b *tranche.Batch) (*layout, *columns, error) {
+	n := len(b.Rows)
 	l := &layout{index: map[string]int{}, skip: b.Column}
-	hasFloat := map[int]bool{}
+	cs := &columns{n: n}
 	for i, r := range b.Rows {
-		for k, v := range r {
-			if k == l.skip || v == nil {
+		// The columns found so far, by lookup, as a declared schema's
+		// are; the row's map is walked only when it holds a key more.
+		found := 0
+		for j := range l.cols {
+			v, ok := r[l.cols[j].Name]
+			if !ok {
 				continue
+			}
+			found++
+			if err := l.take(b, cs, i, j, v); err != nil {
+				return nil, nil, err
+			}
+		}
+		if _, ok := r[l.skip]; ok && l.skip != "" {
+			found++
+		}
+		if found == len(r) {
+			continue
+		}
+		for k, v := range r {
+			if _, seen := l.index[k]; seen || k == l.skip || v == nil {
+				continue // a missing value is null: every column starts null
 			}
 			kind, ok := kindOf(v)
 			if !ok {
-				return nil, &ValueError{Asset: b.Asset, Partition: b.Key(), Row: i, Column: k, Value: v, Err: ErrMistyped,
-					Want: "a value of one of the kinds Parquet columns hold: an integer, a float, a string, a bool, a time.Time or a []byte (or declare the asset's schema)"}
+				return nil, nil, noKind(b, i, k, v)
 			}
-			j, seen := l.index[k]
-			if !seen {
-				j = len(l.cols)
-				l.index[k] = j
-				l.cols = append(l.cols, Column{Name: k, Kind: kind, Null: true})
-				l.inferred = append(l.inferred, i)
+			j := len(l.cols)
+			l.index[k] = j
+			l.cols = append(l.cols, Column{Name: k, Kind: kind, Null: true})
+			l.inferred = append(l.inferred, i)
+			cs.add(kind, n)
+			if err := l.take(b, cs, i, j, v); err != nil {
+				return nil, nil, err
 			}
-			if kind == Float {
-				hasFloat[j] = true
-			}
-		}
-	}
-	// Integers and floats in one column make a Float column, which takes
-	// integers up to 2^53 and refuses the others below.
-	for j := range hasFloat {
-		if l.cols[j].Kind == Int {
-			l.cols[j].Kind = Float
 		}
 	}
 	if len(l.cols) == 0 {
-		return l, nil
+		return l, nil, nil
 	}
 	// Sorted by name, so that the partitions of one asset agree on the
 	// order of the columns they share.
-	sortColumns(l)
+	sortColumns(l, cs)
 	l.build()
-	return l, nil
+	return l, cs, nil
 }
 
-// sortColumns sorts an inferred layout's columns by name, keeping each
-// column's row of inference beside it.
-func sortColumns(l *layout) {
-	type col struct {
-		c   Column
-		row int
+// take stores value v of row i in inferred column j, turning an Int
+// column into a Float one when v is the column's first float.
+func (l *layout) take(b *tranche.Batch, cs *columns, i, j int, v any) error {
+	if v == nil {
+		return nil
 	}
-	cs := make([]col, len(l.cols))
-	for i := range l.cols {
-		cs[i] = col{l.cols[i], l.inferred[i]}
-	}
-	for i := 1; i < len(cs); i++ { // a few columns: insertion sort
-		for j := i; j > 0 && cs[j].c.Name < cs[j-1].c.Name; j-- {
-			cs[j], cs[j-1] = cs[j-1], cs[j]
+	c := &l.cols[j]
+	if !set(cs, c.Kind, j, i, v) {
+		kind, ok := kindOf(v)
+		switch {
+		case !ok:
+			return noKind(b, i, c.Name, v)
+		case kind != Float || c.Kind != Int:
+			return l.refuse(b, i, j, v, ErrMistyped)
 		}
+		if err := l.promote(b, cs, j); err != nil {
+			return err
+		}
+		set(cs, Float, j, i, v)
 	}
-	for i, c := range cs {
-		l.cols[i], l.inferred[i] = c.c, c.row
-		l.index[c.c.Name] = i
+	cs.nulls[j][i] = false
+	return nil
+}
+
+// noKind is the error for a value of no kind in an inferred schema.
+func noKind(b *tranche.Batch, i int, k string, v any) error {
+	return &ValueError{Asset: b.Asset, Partition: b.Key(), Row: i, Column: k, Value: v, Err: ErrMistyped,
+		Want: "a value of one of the kinds Parquet columns hold: an integer, a float, a string, a bool, a time.Time or a []byte (or declare the asset's schema)"}
+}
+
+// add appends a column of the kind for n rows, every value null.
+func (cs *columns) add(k Kind, n int) {
+	var nums []uint64
+	var bufs [][]byte
+	switch k {
+	case String, Bytes:
+		bufs = make([][]byte, n)
+	default:
+		nums = make([]uint64, n)
 	}
+	nulls := make([]bool, n)
+	for i := range nulls {
+		nulls[i] = true
+	}
+	cs.nums, cs.bufs, cs.nulls = append(cs.nums, nums), append(cs.bufs, bufs), append(cs.nulls, nulls)
+}
+
+// promote turns inferred Int column j into a Float column when a float
+// comes after its integers, converting those, each of which must be one
+// a float64 holds.
+func (l *layout) promote(b *tranche.Batch, cs *columns, j int) error {
+	c := &l.cols[j]
+	for i, v := range cs.nums[j] {
+		if cs.nulls[j][i] {
+			continue
+		}
+		if n := int64(v); n < -1<<53 || n > 1<<53 {
+			c.Kind = Float
+			return l.refuse(b, i, j, b.Rows[i][c.Name], ErrMistyped)
+		}
+		cs.nums[j][i] = math.Float64bits(float64(int64(v)))
+	}
+	c.Kind = Float
+	return nil
+}
+
+// sortColumns sorts an inferred layout's columns by name, with their
+// rows of inference and their values.
+func sortColumns(l *layout, cs *columns) {
+	order := make([]int, len(l.cols))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(l.cols[a].Name, l.cols[b].Name) })
+	cols, inferred := make([]Column, len(order)), make([]int, len(order))
+	nums, bufs, nulls := make([][]uint64, len(order)), make([][][]byte, len(order)), make([][]bool, len(order))
+	for i, j := range order {
+		cols[i], inferred[i] = l.cols[j], l.inferred[j]
+		nums[i], bufs[i], nulls[i] = cs.nums[j], cs.bufs[j], cs.nulls[j]
+		l.index[cols[i].Name] = i
+	}
+	l.cols, l.inferred = cols, inferred
+	cs.nums, cs.bufs, cs.nulls = nums, bufs, nulls
 }
 
 // kindOf returns the kind of column a value would infer, and whether it
