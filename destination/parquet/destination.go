@@ -50,6 +50,7 @@ type Destination struct {
 
 	// Schemas holds the declared schema of each asset, by name. The
 	// schema of an asset without one is inferred from each batch's rows.
+	// Writes only read it: change it only while none is under way.
 	Schemas map[string]Schema
 
 	// Where flock(2) is missing, the folders locked by this value's
@@ -124,8 +125,12 @@ func (s *staged) fail(err error) error {
 }
 
 // Write writes every batch, replacing the partitions' files, or none of
-// them: a row that does not fit its schema, a stale token, or a folder
-// that cannot be written refuses the whole write.
+// them: a row that does not fit its schema, a stale token, a folder that
+// cannot be written or a context that ends refuses the whole write,
+// leaving every partition's files as they were (a partition's folder that
+// was missing may be left created, with no part file). Only a failure of
+// the renames themselves, the write's last step, leaves the partitions
+// renamed before it replaced; each partition is whole either way.
 func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err error) {
 	if d.Dir == "" {
 		return errors.New("tranche: parquet destination with an empty Dir")

@@ -181,8 +181,8 @@ type layout struct {
 	index  map[string]int // column name to its index in cols
 	skip   string         // the partition column, which is in the folder name
 	schema *pq.Schema
-	// inferred[i] is the row the kind of cols[i] was inferred from, or
-	// -1 for a declared schema.
+	// inferred[i] is the row the kind of cols[i] was inferred from; nil
+	// for a declared schema.
 	inferred []int
 }
 
@@ -233,8 +233,10 @@ func infer(b *tranche.Batch) (*layout, *columns, error) {
 				return nil, nil, err
 			}
 		}
-		if _, ok := r[l.skip]; ok && l.skip != "" {
-			found++
+		if l.skip != "" {
+			if _, ok := r[l.skip]; ok {
+				found++
+			}
 		}
 		if found == len(r) {
 			continue
@@ -435,7 +437,8 @@ func (l *layout) convert(b *tranche.Batch) (*columns, error) {
 			}
 		}
 		if found != len(r) {
-			if _, ok := r[l.skip]; !ok || l.skip == "" || found+1 != len(r) {
+			// One key more is fine if it is the partition column.
+			if _, ok := r[l.skip]; l.skip == "" || !ok || found+1 != len(r) {
 				return nil, l.unknown(b, i)
 			}
 		}
