@@ -449,31 +449,38 @@ func (l *layout) convert(b *tranche.Batch) (*columns, error) {
 // rows fills out with the Parquet rows start to start+len(out) of the
 // columns, their values in buf, a column at a time.
 func (cs *columns) rows(l *layout, start int, buf []pq.Value, out []pq.Row) {
-	k := len(l.cols)
+	k, n := len(l.cols), len(out)
 	for j := range l.cols {
 		c := &l.cols[j]
-		nums, bufs := cs.nums[j], cs.bufs[j]
-		for i := range out {
-			var v pq.Value
-			switch c.Kind {
-			case Int, Time:
-				v = pq.Int64Value(int64(nums[start+i]))
-			case Float:
-				v = pq.DoubleValue(math.Float64frombits(nums[start+i]))
-			case Bool:
-				v = pq.BooleanValue(nums[start+i] != 0)
-			default:
-				v = pq.ByteArrayValue(bufs[start+i])
+		switch c.Kind {
+		case Int, Time:
+			for i, x := range cs.nums[j][start : start+n] {
+				buf[i*k+j] = pq.Int64Value(int64(x))
 			}
-			if c.Null {
-				if cs.nulls[j][start+i] {
-					v = pq.Value{} // a zero Value is null
+		case Float:
+			for i, x := range cs.nums[j][start : start+n] {
+				buf[i*k+j] = pq.DoubleValue(math.Float64frombits(x))
+			}
+		case Bool:
+			for i, x := range cs.nums[j][start : start+n] {
+				buf[i*k+j] = pq.BooleanValue(x != 0)
+			}
+		default:
+			for i, x := range cs.bufs[j][start : start+n] {
+				buf[i*k+j] = pq.ByteArrayValue(x)
+			}
+		}
+		if c.Null {
+			for i, null := range cs.nulls[j][start : start+n] {
+				if null {
+					buf[i*k+j] = pq.Value{} // a zero Value is null
 				} else {
-					v.SetDefinitionLevel(1)
+					buf[i*k+j].SetDefinitionLevel(1)
 				}
 			}
-			v.SetColumnIndex(j)
-			buf[i*k+j] = v
+		}
+		for i := range n {
+			buf[i*k+j].SetColumnIndex(j)
 		}
 	}
 	for i := range out {
