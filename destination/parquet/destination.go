@@ -28,10 +28,21 @@ const PartFile = "part-00000.parquet"
 // DuckDB's *.parquet globs never match).
 const (
 	lockFile   = ".lock"  // locked by every write of the partition, never replaced
-	fenceFile  = ".fence" // the token of the partition's last fenced write
+	fenceFile  = ".fence" // the fence of a partition left without a part file
 	tempPrefix = ".part-" // a write's data before its rename
 	fenceTemp  = ".fence-"
 	tempSuffix = ".tmp"
+)
+
+// The key-value metadata of a part file that names the write that made
+// it, and the partition's fence: the token of its last fenced write.
+const (
+	metaAsset     = "tranche.asset"
+	metaPartition = "tranche.partition"
+	metaRunID     = "tranche.run_id"
+	metaToken     = "tranche.token"
+	metaDelivery  = "tranche.delivery_id"
+	metaFence     = "tranche.fence"
 )
 
 // rowsPerChunk is how many rows a write hands to parquet-go at a time,
@@ -114,9 +125,10 @@ type staged struct {
 	dir    string   // the partition's folder
 	path   string   // its part file
 	tmp    string   // the new part file before its rename; "" for none
-	fence  string   // the new .fence before its rename; "" when it stays
-	old    fence
-	remove bool // an inferred partition with no columns: no part file
+	fence  string   // the new .fence before its rename, for a partition left without a part file
+	old    int64    // the partition's fence before the write
+	next   int64    // and after it
+	remove bool     // an inferred partition with no columns: no part file
 }
 
 // fail wraps a write's error with the batch's asset and partition.
@@ -196,12 +208,13 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 	// written, and no other writer has a temporary file in these
 	// folders, so any there is a crashed writer's.
 	for _, s := range ss {
-		if s.old, err = readFence(filepath.Join(s.dir, fenceFile)); err != nil {
+		if s.old, err = readFence(s.dir); err != nil {
 			return s.fail(err)
 		}
-		if t := s.b.Token; t != 0 && t < s.old.Token {
-			return &StaleWriteError{Asset: s.b.Asset, Key: s.b.Key(), Token: t, Latest: s.old.Token}
+		if t := s.b.Token; t != 0 && t < s.old {
+			return &StaleWriteError{Asset: s.b.Asset, Key: s.b.Key(), Token: t, Latest: s.old}
 		}
+		s.next = max(s.old, s.b.Token) // token 0 is not fenced: it keeps the fence
 		if crossProcess {
 			removeLeftovers(s.dir)
 		}
@@ -210,13 +223,17 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !s.remove {
+		switch {
+		case !s.remove:
+			// The part file carries the fence in its metadata, so
+			// that one rename replaces both.
 			if s.tmp, err = d.encode(ctx, s); err != nil {
 				return s.fail(err)
 			}
-		}
-		if s.b.Token > s.old.Token {
-			data, _ := json.Marshal(fence{Token: s.b.Token})
+		case s.next > 0:
+			// A partition left without a part file keeps its fence
+			// beside it.
+			data, _ := json.Marshal(fence{Token: s.next})
 			if s.fence, err = writeTemp(s.dir, fenceTemp, func(f *os.File) error {
 				_, err := f.Write(append(data, '\n'))
 				return err
@@ -228,26 +245,30 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The fence goes first: a write cut short between the two renames
-	// leaves a fence at least as new as the data, which refuses the
-	// stale writes it must, never the other way round.
 	for _, s := range ss {
-		if s.fence != "" {
-			if err := os.Rename(s.fence, filepath.Join(s.dir, fenceFile)); err != nil {
-				return s.fail(err)
+		if s.remove {
+			// The fence goes first: a write cut short between the
+			// rename and the removal leaves the old part file beside a
+			// fence at least as new, never the other way round.
+			if s.fence != "" {
+				if err := os.Rename(s.fence, filepath.Join(s.dir, fenceFile)); err != nil {
+					return s.fail(err)
+				}
+				s.fence = ""
 			}
-			s.fence = ""
-		}
-		switch {
-		case s.remove:
 			if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return s.fail(err)
 			}
-		default:
-			if err := os.Rename(s.tmp, s.path); err != nil {
-				return s.fail(err)
-			}
-			s.tmp = ""
+			continue
+		}
+		if err := os.Rename(s.tmp, s.path); err != nil {
+			return s.fail(err)
+		}
+		s.tmp = ""
+		// A .fence left by an emptied partition is now the part file's
+		// to carry; if its removal is lost, its fence is no newer.
+		if err := os.Remove(filepath.Join(s.dir, fenceFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return s.fail(err)
 		}
 	}
 	for _, s := range ss {
@@ -264,11 +285,12 @@ func (d *Destination) encode(ctx context.Context, s *staged) (string, error) {
 	b, l := s.b, s.l
 	return writeTemp(s.dir, tempPrefix, func(f *os.File) error {
 		w := pq.NewWriter(f, l.schema, pq.Compression(&pq.Snappy),
-			pq.KeyValueMetadata("tranche.asset", b.Asset),
-			pq.KeyValueMetadata("tranche.partition", b.Key()),
-			pq.KeyValueMetadata("tranche.run_id", b.RunID),
-			pq.KeyValueMetadata("tranche.token", strconv.FormatInt(b.Token, 10)),
-			pq.KeyValueMetadata("tranche.delivery_id", b.DeliveryID()))
+			pq.KeyValueMetadata(metaAsset, b.Asset),
+			pq.KeyValueMetadata(metaPartition, b.Key()),
+			pq.KeyValueMetadata(metaRunID, b.RunID),
+			pq.KeyValueMetadata(metaToken, strconv.FormatInt(b.Token, 10)),
+			pq.KeyValueMetadata(metaDelivery, b.DeliveryID()),
+			pq.KeyValueMetadata(metaFence, strconv.FormatInt(s.next, 10)))
 		n := min(s.cols.n, rowsPerChunk)
 		buf := make([]pq.Value, n*len(l.cols))
 		rows := make([]pq.Row, n)
@@ -312,20 +334,57 @@ func (d *Destination) lock(ctx context.Context, ss []*staged) (unlock func(), er
 	return unlock, nil
 }
 
-// readFence reads a partition's fence; a missing file is no fence.
-func readFence(path string) (fence, error) {
-	data, err := os.ReadFile(path)
+// readFence returns a partition's fence: the tranche.fence of its part
+// file's metadata, or the token its .fence holds when it has no part
+// file (the newer of the two if both are there, as a write cut short
+// after emptying a partition leaves them); 0 when it has neither.
+func readFence(dir string) (int64, error) {
+	var side fence
+	data, err := os.ReadFile(filepath.Join(dir, fenceFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, err
+	default:
+		if err := json.Unmarshal(data, &side); err != nil || side.Token < 0 {
+			return 0, fmt.Errorf("fence %s holds %q, not {\"token\":N}; delete it to unfence the partition", filepath.Join(dir, fenceFile), data)
+		}
+	}
+	inFile, err := fileFence(filepath.Join(dir, PartFile))
+	if err != nil {
+		return 0, err
+	}
+	return max(side.Token, inFile), nil
+}
+
+// fileFence returns the fence a part file's metadata records; 0 for a
+// missing file, or one without the key.
+func fileFence(path string) (int64, error) {
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fence{}, nil
+		return 0, nil
 	}
 	if err != nil {
-		return fence{}, err
+		return 0, err
 	}
-	var f fence
-	if err := json.Unmarshal(data, &f); err != nil || f.Token < 0 {
-		return fence{}, fmt.Errorf("fence %s holds %q, not {\"token\":N}; delete it to unfence the partition", path, data)
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
 	}
-	return f, nil
+	file, err := pq.OpenFile(f, info.Size(), pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
+	if err != nil {
+		return 0, fmt.Errorf("the part file %s cannot be read for its fence (%w); delete it to unfence the partition", path, err)
+	}
+	v, ok := file.Lookup(metaFence)
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("the part file %s records the fence %q, not a token; delete it to unfence the partition", path, v)
+	}
+	return n, nil
 }
 
 // removeLeftovers removes the temporary files of writers that died in

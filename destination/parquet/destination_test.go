@@ -99,7 +99,7 @@ func TestWrite(t *testing.T) {
 				tranche.Row{"id": int8(-2), "amount": float32(0.5), "ok": false, "at": t0.In(ny), "raw": nil},
 				tranche.Row{"id": uint64(math.MaxInt64), "amount": 1 << 53, "name": "é", "ok": true, "at": time.Time{}},
 			)},
-			files: []string{"events/day=2026-01-01/.fence", "events/day=2026-01-01/part-00000.parquet"},
+			files: []string{"events/day=2026-01-01/part-00000.parquet"},
 			want: map[string]map[string][]tranche.Row{"events": {"2026-01-01": {
 				{"id": int64(1), "amount": 2.5, "name": "a", "ok": true, "at": t0.Truncate(time.Microsecond), "raw": []byte{0, 1}},
 				{"id": int64(-2), "amount": 0.5, "ok": false, "at": t0.Truncate(time.Microsecond)},
@@ -129,9 +129,9 @@ func TestWrite(t *testing.T) {
 				batch("b", day(1), 4, tranche.Row{"w": "z"}),
 			},
 			files: []string{
-				"a/day=2026-01-01/.fence", "a/day=2026-01-01/part-00000.parquet",
-				"a/day=2026-01-02/.fence", "a/day=2026-01-02/part-00000.parquet",
-				"b/day=2026-01-02/.fence", "b/day=2026-01-02/part-00000.parquet",
+				"a/day=2026-01-01/part-00000.parquet",
+				"a/day=2026-01-02/part-00000.parquet",
+				"b/day=2026-01-02/part-00000.parquet",
 			},
 			want: map[string]map[string][]tranche.Row{
 				"a": {"2026-01-01": {{"v": int64(1)}}, "2026-01-02": {{"v": int64(2)}, {"v": int64(3)}}},
@@ -149,12 +149,12 @@ func TestWrite(t *testing.T) {
 			name: "an hourly key is escaped in the folder name",
 			batches: []tranche.Batch{{Asset: "clicks", Column: "hour", Partition: hour, Token: 2,
 				Rows: []tranche.Row{{"hour": hour.Start, "n": 1}}}},
-			files: []string{"clicks/hour=2026-11-01T01%3A00-05%3A00/.fence", "clicks/hour=2026-11-01T01%3A00-05%3A00/part-00000.parquet"},
+			files: []string{"clicks/hour=2026-11-01T01%3A00-05%3A00/part-00000.parquet"},
 		},
 		{
 			name:    "an unpartitioned asset",
 			batches: []tranche.Batch{{Asset: "dim", Token: 1, Rows: []tranche.Row{{"k": "a"}, {"k": "b"}}}},
-			files:   []string{"dim/.fence", "dim/part-00000.parquet"},
+			files:   []string{"dim/part-00000.parquet"},
 			want:    map[string]map[string][]tranche.Row{"dim": {"": {{"k": "a"}, {"k": "b"}}}},
 		},
 	}
@@ -240,7 +240,7 @@ func TestWriteLeftovers(t *testing.T) {
 	if err := d.Write(t.Context(), []tranche.Batch{b}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a/day=2026-01-01/.fence", "a/day=2026-01-01/.lock", "a/day=2026-01-01/notes.txt", "a/day=2026-01-01/part-00000.parquet"}
+	want := []string{"a/day=2026-01-01/.lock", "a/day=2026-01-01/notes.txt", "a/day=2026-01-01/part-00000.parquet"}
 	if diff := cmp.Diff(want, files(t, d.Dir)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}

@@ -36,9 +36,10 @@
 // them kept puts them in a column of their own as well.
 //
 // Beside the part file, a partition's folder holds .lock, which every
-// write of the partition locks, and .fence, the token of its last fenced
-// write. Readers skip them: DuckDB's *.parquet globs never match them,
-// and Spark, Trino and Hive skip names starting with a dot.
+// write of the partition locks, and, for a partition that has no part
+// file (see Writes), .fence, which keeps its fence. Readers skip them:
+// DuckDB's *.parquet globs never match them, and Spark, Trino and Hive
+// skip names starting with a dot.
 //
 // # Schemas
 //
@@ -70,7 +71,8 @@
 // key-value metadata, the asset (tranche.asset), the partition's key
 // (tranche.partition), the run id (tranche.run_id), the token
 // (tranche.token) and the delivery id (tranche.delivery_id) of the write
-// that made it; DuckDB shows them with parquet_kv_metadata.
+// that made it, and the partition's fence (tranche.fence, see Fencing);
+// DuckDB shows them with parquet_kv_metadata.
 //
 // # Writes
 //
@@ -91,7 +93,9 @@
 // writer of it holds while it has any.
 //
 // An empty partition is a file of no rows with a declared schema; with an
-// inferred one, which has no columns to write, it has no part file.
+// inferred one, which has no columns to write, it has no part file, and
+// its fence is kept in .fence (renamed into place, synced, before the
+// part file is removed).
 //
 // # Fencing
 //
@@ -103,7 +107,10 @@
 // partition over and wrote it, cannot then overwrite the newer rows. The
 // same token is admitted again (a redelivery of the same attempt's
 // write); a write with token 0, which a run outside a ledger makes, is
-// not fenced and keeps the fence. The check and the renames happen under
+// not fenced and keeps the fence. The fence is in the part file's own
+// metadata (tranche.fence), so the rename that replaces the rows
+// replaces the fence in the same step, and the write syncs one file, not
+// two. The check and the renames happen under
 // the partition's lock, so they hold between processes, and between
 // machines sharing a file system whose locks do. On systems without
 // flock(2) (Windows), the lock, and so the fence, hold only between the
@@ -112,7 +119,6 @@
 // Tokens number the attempts of one DAG's ledger history: a DAG that
 // changes (an asset added, say) has a new identity, whose attempts start
 // again from 1 and are refused by partitions that its old identity wrote
-// at higher tokens. Delete those partitions' .fence files (or the
-// partitions) to let the new DAG write them, as for a ledger started
-// afresh.
+// at higher tokens. Delete those partitions (their part files and any
+// .fence) to let the new DAG write them, as for a ledger started afresh.
 package parquet

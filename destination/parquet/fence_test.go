@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,11 +14,12 @@ import (
 )
 
 // TestFence writes one partition with a sequence of tokens and checks
-// which writes are admitted, the fence after each, and the rows the
-// partition holds.
+// which writes are admitted, the fence after each, where it is kept, and
+// the rows the partition holds.
 func TestFence(t *testing.T) {
 	type step struct {
 		token int64
+		empty bool  // a write of no rows, which leaves no part file
 		stale bool  // refused with a *StaleWriteError
 		fence int64 // the fence after the step
 	}
@@ -25,19 +27,25 @@ func TestFence(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"rising tokens", []step{{1, false, 1}, {2, false, 2}, {5, false, 5}}},
-		{"an older token is refused", []step{{3, false, 3}, {2, true, 3}, {1, true, 3}}},
-		{"the same token again is admitted: a redelivery", []step{{3, false, 3}, {3, false, 3}}},
-		{"token 0 is not fenced and keeps the fence", []step{{4, false, 4}, {0, false, 4}, {3, true, 4}, {4, false, 4}}},
-		{"unfenced writes leave no fence", []step{{0, false, 0}, {0, false, 0}, {1, false, 1}}},
-		{"a newer token after a refusal", []step{{5, false, 5}, {4, true, 5}, {6, false, 6}}},
+		{"rising tokens", []step{{1, false, false, 1}, {2, false, false, 2}, {5, false, false, 5}}},
+		{"an older token is refused", []step{{3, false, false, 3}, {2, false, true, 3}, {1, false, true, 3}}},
+		{"the same token again is admitted: a redelivery", []step{{3, false, false, 3}, {3, false, false, 3}}},
+		{"token 0 is not fenced and keeps the fence", []step{{4, false, false, 4}, {0, false, false, 4}, {3, false, true, 4}, {4, false, false, 4}}},
+		{"unfenced writes leave no fence", []step{{0, false, false, 0}, {0, false, false, 0}, {1, false, false, 1}}},
+		{"a newer token after a refusal", []step{{5, false, false, 5}, {4, false, true, 5}, {6, false, false, 6}}},
+		{"an emptied partition keeps its fence beside it", []step{{5, false, false, 5}, {6, true, false, 6}, {5, false, true, 6}, {0, true, false, 6}, {5, true, true, 6}, {7, false, false, 7}, {6, false, true, 7}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := &Destination{Dir: t.TempDir()}
-			held := int64(-1) // the token whose rows the partition holds
+			dir := filepath.Dir(d.Path("a", "day", "2026-01-01"))
+			var held []tranche.Row // the rows the partition holds
 			for i, s := range tt.steps {
-				err := d.Write(t.Context(), []tranche.Batch{batch("a", day(0), s.token, tranche.Row{"token": s.token})})
+				b := batch("a", day(0), s.token, tranche.Row{"token": s.token})
+				if s.empty {
+					b.Rows = nil
+				}
+				err := d.Write(t.Context(), []tranche.Batch{b})
 				var stale *StaleWriteError
 				switch {
 				case s.stale && (!errors.As(err, &stale) || !errors.Is(err, tranche.ErrFenced)):
@@ -52,17 +60,30 @@ func TestFence(t *testing.T) {
 					}
 				case err != nil:
 					t.Fatalf("step %d: Write at token %d: %v", i, s.token, err)
+				case s.empty:
+					held = nil
 				default:
-					held = s.token
+					held = []tranche.Row{{"token": s.token}}
 				}
-				if f, err := readFence(filepath.Join(filepath.Dir(d.Path("a", "day", "2026-01-01")), fenceFile)); err != nil || f.Token != s.fence {
-					t.Errorf("step %d: the fence holds %+v, %v; want token %d", i, f, err, s.fence)
+				if f, err := readFence(dir); err != nil || f != s.fence {
+					t.Errorf("step %d: the fence is %d, %v; want %d", i, f, err, s.fence)
+				}
+				// The part file carries the fence; .fence only a
+				// partition without one.
+				_, err = os.Stat(filepath.Join(dir, fenceFile))
+				if sidecar := err == nil; sidecar != (held == nil && s.fence > 0) {
+					t.Errorf("step %d: .fence exists: %v; want it only beside no part file", i, sidecar)
+				}
+				if held != nil {
+					if got := fileMeta(t, d.Path("a", "day", "2026-01-01"), metaFence); got != strconv.FormatInt(s.fence, 10) {
+						t.Errorf("step %d: the part file's %s is %q; want %d", i, metaFence, got, s.fence)
+					}
 				}
 				rows, err := d.Rows("a", "day", "2026-01-01")
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff([]tranche.Row{{"token": held}}, rows); diff != "" {
+				if diff := cmp.Diff(held, rows); diff != "" {
 					t.Errorf("step %d: rows (-want +got):\n%s", i, diff)
 				}
 			}
@@ -102,18 +123,41 @@ func TestFenceAllOrNone(t *testing.T) {
 	}
 }
 
-func TestFenceCorrupt(t *testing.T) {
-	d := &Destination{Dir: t.TempDir()}
-	b := batch("a", day(0), 2, tranche.Row{"v": 1})
-	if err := d.Write(t.Context(), []tranche.Batch{b}); err != nil {
-		t.Fatal(err)
+// TestFenceUnreadable checks the errors of a fence that cannot be read:
+// each names the file and the remedy, and the write changes nothing.
+func TestFenceUnreadable(t *testing.T) {
+	tests := []struct {
+		name  string
+		file  string // the file replaced
+		empty bool   // the partition is emptied first, so that .fence holds its fence
+	}{
+		{"a part file that is no Parquet file", PartFile, false},
+		{"a .fence that is no fence", fenceFile, true},
 	}
-	path := filepath.Join(filepath.Dir(d.Path("a", "day", "2026-01-01")), fenceFile)
-	if err := os.WriteFile(path, []byte("seven"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	err := d.Write(t.Context(), []tranche.Batch{b})
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "delete it to unfence the partition") {
-		t.Fatalf("Write over a corrupt fence = %v; want an error naming %s and the remedy", err, path)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &Destination{Dir: t.TempDir()}
+			b := batch("a", day(0), 2, tranche.Row{"v": 1})
+			if err := d.Write(t.Context(), []tranche.Batch{b}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.empty {
+				if err := d.Write(t.Context(), []tranche.Batch{batch("a", day(0), 3)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(filepath.Dir(d.Path("a", "day", "2026-01-01")), tt.file)
+			if err := os.WriteFile(path, []byte("seven"), 0o666); err != nil {
+				t.Fatal(err)
+			}
+			before := snapshot(t, d.Dir)
+			err := d.Write(t.Context(), []tranche.Batch{batch("a", day(0), 4, tranche.Row{"v": 2})})
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "delete it to unfence the partition") {
+				t.Fatalf("Write over an unreadable fence = %v; want an error naming %s and the remedy", err, path)
+			}
+			if diff := cmp.Diff(before, snapshot(t, d.Dir)); diff != "" {
+				t.Errorf("the refused write changed the folder (-before +after):\n%s", diff)
+			}
+		})
 	}
 }

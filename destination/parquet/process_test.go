@@ -275,26 +275,25 @@ func checkRace(t *testing.T, d *Destination, results []outcome, top int64) {
 			t.Fatalf("the partition holds a row of token %v; want every row of token %d", r["token"], top)
 		}
 	}
-	if token := fileToken(t, d.Path("race", "day", day(0).Key())); token != strconv.FormatInt(top, 10) {
-		t.Errorf("the part file's tranche.token is %s; want %d", token, top)
+	if token := fileMeta(t, d.Path("race", "day", day(0).Key()), metaToken); token != strconv.FormatInt(top, 10) {
+		t.Errorf("the part file's %s is %s; want %d", metaToken, token, top)
 	}
 	dir := filepath.Dir(d.Path("race", "day", day(0).Key()))
-	f, err := readFence(filepath.Join(dir, fenceFile))
-	if err != nil || f.Token != top {
-		t.Errorf("the fence holds %+v, %v; want token %d", f, err, top)
+	if f, err := readFence(dir); err != nil || f != top {
+		t.Errorf("the fence is %d, %v; want %d", f, err, top)
 	}
 	entries, _ := os.ReadDir(dir)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{fenceFile, lockFile, PartFile}; !slices.Equal(names, want) {
+	if want := []string{lockFile, PartFile}; !slices.Equal(names, want) {
 		t.Errorf("the partition's folder holds %q; want %q", names, want)
 	}
 }
 
-// fileToken returns the tranche.token metadata of a part file.
-func fileToken(t *testing.T, path string) string {
+// fileMeta returns the value of a key of a part file's metadata.
+func fileMeta(t *testing.T, path, key string) string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -309,6 +308,6 @@ func fileToken(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := file.Lookup("tranche.token")
+	v, _ := file.Lookup(key)
 	return v
 }
