@@ -3,6 +3,7 @@ package proctest
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -30,16 +31,60 @@ func TakeoverArgs(sink, audit string) []string {
 	return []string{"-sink", sink, "-concurrency", "2", "-work", "10ms", "-lease", "5s", "-heartbeat", "1s", "-audit", audit}
 }
 
-// Paused reports whether the executions log holds the pause on key.
-func Paused(key string) func([]Execution) bool {
-	return func(es []Execution) bool {
-		for _, e := range es {
+// Zombies runs zombie, the scenario of a ledger's tests, for every sink
+// and pause point, 5 times each (PREFIX_REPEAT times as often), with one
+// random source seeded from PREFIX_SEED.
+func Zombies(t *testing.T, prefix string, zombie func(t *testing.T, r *rand.Rand, sink, at string)) {
+	r := Rand(t, prefix)
+	for _, sink := range Sinks {
+		for _, at := range PausePoints {
+			for rep := range Repeat(prefix, 5) {
+				t.Run(fmt.Sprintf("%s/%s/%d", sink, at, rep), func(t *testing.T) { zombie(t, r, sink, at) })
+			}
+		}
+	}
+}
+
+// AwaitPause waits until the worker process pid has logged its pause on
+// key in the executions log at log and stopped, then past its lease
+// (ZombieArgs'), by the ledger's clock too.
+func AwaitPause(t testing.TB, pid int, log, key string) {
+	t.Helper()
+	paused := func() bool {
+		for _, e := range Executions(t, log) {
 			if e.What == "pause" && e.Key == key {
 				return true
 			}
 		}
 		return false
 	}
+	for deadline := time.Now().Add(30 * time.Second); !paused(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the pause on %s; executions:\n%v", key, Executions(t, log))
+		}
+	}
+	WaitStopped(t, pid)
+	time.Sleep(400 * time.Millisecond)
+}
+
+// AuditTo opens the audit log at path as e.Audit (none when path is
+// "") and returns what closes it.
+func (e *Events) AuditTo(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := OpenLog(path)
+	if err != nil {
+		return nil, err
+	}
+	e.Audit = f
+	return f.Close, nil
+}
+
+// OpenLog opens the log at path for appending, creating it: the
+// executions log or the audit log, which every worker appends to.
+func OpenLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
 // WaitStopped waits until process pid is stopped (state T in /proc),

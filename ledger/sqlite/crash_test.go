@@ -501,16 +501,7 @@ func startsOf(es []proctest.Execution, worker string) []string {
 // partition over and finishes the backfill; the first resumes (SIGCONT).
 // For every destination the workers can write into, no stale write
 // reaches it (proctest.CheckZombie) and the ledger and the data agree.
-func TestZombieWorkers(t *testing.T) {
-	r := rng(t)
-	for _, sink := range proctest.Sinks {
-		for _, at := range proctest.PausePoints {
-			for rep := range repeat(5) {
-				t.Run(fmt.Sprintf("%s/%s/%d", sink, at, rep), func(t *testing.T) { zombie(t, r, sink, at) })
-			}
-		}
-	}
-}
+func TestZombieWorkers(t *testing.T) { proctest.Zombies(t, "CRASH", zombie) }
 
 func zombie(t *testing.T, r *rand.Rand, sink, at string) {
 	const days = 3
@@ -520,9 +511,7 @@ func zombie(t *testing.T, r *rand.Rand, sink, at string) {
 	// one it stops on.
 	key := w.partition(r.IntN(days)).Key()
 	a := w.start("zombie", proctest.ZombieArgs(sink, at, key, audit)...)
-	w.waitFor("the pause", proctest.Paused(key))
-	proctest.WaitStopped(t, a.cmd.Process.Pid)
-	time.Sleep(400 * time.Millisecond) // past the lease, by the ledger's clock too
+	proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
 
 	b := w.start("newer", proctest.TakeoverArgs(sink, audit)...).report(t)
 	if b.Failed != 0 || b.Held != 0 || b.Err != "" {

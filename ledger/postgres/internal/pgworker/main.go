@@ -112,7 +112,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := proctest.OpenLog(*logPath)
 	if err != nil {
 		return err
 	}
@@ -129,14 +129,11 @@ func run() error {
 			return ctx.Err()
 		}
 	}}
-	if *auditPath != "" {
-		audit, err := os.OpenFile(*auditPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		defer audit.Close()
-		events.Audit = audit
+	closeAudit, err := events.AuditTo(*auditPath)
+	if err != nil {
+		return err
 	}
+	defer closeAudit()
 	if *sink == "sql" || *sink == "sql-separate" {
 		var d *postgres.Destination
 		if *sink == "sql" {

@@ -113,7 +113,7 @@ func run() error {
 	case "stale":
 		return stale(ctx, l, first)
 	}
-	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := proctest.OpenLog(*logPath)
 	if err != nil {
 		return err
 	}
@@ -159,14 +159,11 @@ func run() error {
 		}
 		events.Destination = gated{Destination: inner, log: logFile}
 	}
-	if *auditPath != "" {
-		audit, err := os.OpenFile(*auditPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		defer audit.Close()
-		events.Audit = audit
+	closeAudit, err := events.AuditTo(*auditPath)
+	if err != nil {
+		return err
 	}
+	defer closeAudit()
 	b, err := events.Backfill(w, l)
 	if err != nil {
 		return err
@@ -248,7 +245,7 @@ func stale(ctx context.Context, l tranche.Ledger, first time.Time) error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := proctest.OpenLog(*logPath)
 	if err != nil {
 		return err
 	}
