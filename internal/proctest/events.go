@@ -88,7 +88,14 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 	case PauseWrite, PauseStaged:
 		// Outside the audit: a write the destination took is audited
 		// when it took it, not when the worker resumes.
-		dest = pausing{dest, pause, e.Destination == nil}
+		where := ""
+		if e.Destination != nil {
+			where = "done"
+			if s, ok := e.Destination.(interface{ Shared() bool }); ok && s.Shared() {
+				where = "err"
+			}
+		}
+		dest = pausing{dest, pause, where}
 	default:
 		return nil, fmt.Errorf("proctest: pause at %q: want one of %v", e.Pause.At, PausePoints)
 	}

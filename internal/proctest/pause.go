@@ -24,8 +24,11 @@ const (
 	// PauseWrite stops it inside the destination's Write, past the
 	// worker's check of its lease: the files destination while it
 	// encodes the rows into its temporary file (a json.Marshaler value
-	// of column "mark"), an SQL destination when its Write first reads
-	// its context, before it checks the rows and writes or stages them.
+	// of column "mark"); the SQL destination committing on its own once
+	// it checked the rows, when it takes a connection for its
+	// transaction (the first time it asks its context for Done); the
+	// one sharing the ledger when its Write first reads its context,
+	// before it checks and stages the rows (which read no context).
 	// The write goes on under a context that is never canceled, as a
 	// write already past its checks of the context would: what stops a
 	// stale write there is the destination's token check (or, for a
@@ -91,8 +94,11 @@ func (w writePause) MarshalJSON() ([]byte, error) {
 // write once the worker resumed, which the test logs.
 type pausing struct {
 	tranche.Destination
-	p     *pauser
-	files bool
+	p *pauser
+	// where is where PauseWrite stops inside Write: "" for the files
+	// destination, which stops itself; "err" or "done", at the first
+	// call of the context's Err or Done.
+	where string
 }
 
 func (d pausing) Write(ctx context.Context, batches []tranche.Batch) error {
@@ -102,8 +108,8 @@ func (d pausing) Write(ctx context.Context, batches []tranche.Batch) error {
 	}
 	if d.p.At == PauseWrite {
 		ctx = context.WithoutCancel(ctx)
-		if !d.files {
-			ctx = pauseContext{ctx, d.p}
+		if d.where != "" {
+			ctx = pauseContext{ctx, d.p, d.where == "err"}
 		}
 	}
 	err := d.Destination.Write(ctx, batches)
@@ -117,14 +123,17 @@ func (d pausing) Write(ctx context.Context, batches []tranche.Batch) error {
 }
 
 // pauseContext stops the process the first time the destination's Write
-// asks it whether it is done.
+// asks it for Done (or, with onErr, for Err too).
 type pauseContext struct {
 	context.Context
-	p *pauser
+	p     *pauser
+	onErr bool
 }
 
 func (c pauseContext) Err() error {
-	c.p.stop(c.p.Key)
+	if c.onErr {
+		c.p.stop(c.p.Key)
+	}
 	return c.Context.Err()
 }
 
