@@ -15,8 +15,10 @@
 // proctest.PausePoints: inside its materializer, after the materializer
 // returned and before the write, inside the write, or between the write
 // and the ledger's record of it, so that the tests can make it a zombie
-// at each point and resume it (SIGCONT). In bench mode it claims and finishes hourly partitions,
-// -chunk at a time, and prints the latencies (see proctest.Bench).
+// at each point and resume it (SIGCONT); -audit logs every write its
+// destination took. In bench mode it claims and finishes hourly
+// partitions, -chunk at a time, and prints the latencies (see
+// proctest.Bench).
 package main
 
 import (
