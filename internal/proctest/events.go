@@ -38,13 +38,10 @@ type Events struct {
 	// and AuditTable, in the process tests of the SQL destinations.
 	Destination tranche.Destination
 
-	// Mark, when not nil, gives the value of column "mark" of each
-	// partition's first row, which the files destination encodes (a
-	// json.Marshaler may act while the destination writes).
-	Mark func(key string) any
-
-	// OnEvent, when not nil, sees every event of the runner.
-	OnEvent func(context.Context, tranche.Event)
+	// Pause, when its At is not "", makes the worker stop itself once
+	// on a partition (see Pause and PausePoints), so that a test can
+	// make it a zombie there.
+	Pause Pause
 
 	// Audit, when not nil, receives a line for every batch the files
 	// destination wrote ("wrote KEY WORKER TOKEN"), once its write
@@ -85,6 +82,23 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 	if e.Audit != nil {
 		dest = audited{dest, e.Worker, e.Audit}
 	}
+	pause := &pauser{Pause: e.Pause, worker: e.Worker, log: e.Log}
+	switch e.Pause.At {
+	case "", PauseMaterialize, PauseBeforeWrite:
+	case PauseWrite, PauseStaged:
+		// Outside the audit: a write the destination took is audited
+		// when it took it, not when the worker resumes.
+		where := ""
+		if e.Destination != nil {
+			where = "done"
+			if s, ok := e.Destination.(interface{ Shared() bool }); ok && s.Shared() {
+				where = "err"
+			}
+		}
+		dest = pausing{dest, pause, where}
+	default:
+		return nil, fmt.Errorf("proctest: pause at %q: want one of %v", e.Pause.At, PausePoints)
+	}
 	asset := tranche.Asset{
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
@@ -100,6 +114,9 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 			}
 			key := p.Key()
 			logLine("start", key, attempt)
+			if e.Pause.At == PauseMaterialize {
+				pause.stop(key)
+			}
 			if err := e.Work(ctx, key); err != nil {
 				return nil, err
 			}
@@ -107,8 +124,8 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 			for i := range out {
 				out[i] = tranche.Row{"day": key, "n": i, "worker": e.Worker, "attempt": attempt}
 			}
-			if e.Mark != nil && len(out) > 0 {
-				out[0]["mark"] = e.Mark(key)
+			if e.Pause.At == PauseWrite && e.Destination == nil && key == e.Pause.Key && len(out) > 0 {
+				out[0]["mark"] = writePause{pause, key}
 			}
 			logLine("done", key, attempt)
 			return out, nil
@@ -120,12 +137,12 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 	}
 	return &tranche.Backfill{
 		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: tranche.FailContinue,
-		Runner: &tranche.Runner{OnEvent: func(ctx context.Context, ev tranche.Event) {
+		Runner: &tranche.Runner{OnEvent: func(_ context.Context, ev tranche.Event) {
 			if ev.Kind == tranche.KindRunStarted {
 				attempts.Store(ev.RunID, ev.Attempt)
 			}
-			if e.OnEvent != nil {
-				e.OnEvent(ctx, ev)
+			if e.Pause.At == PauseBeforeWrite && ev.Kind == tranche.KindWriteStarted {
+				pause.stop(ev.Target)
 			}
 		}},
 	}, nil

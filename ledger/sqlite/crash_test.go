@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -493,94 +494,58 @@ func startsOf(es []proctest.Execution, worker string) []string {
 }
 
 // TestZombieWorkers makes a worker a zombie at each point of a
-// partition's execution: it stops itself (SIGSTOP) inside its
-// materializer, after the materializer returned and before the write, or
-// inside the files destination's write, past its lease; another worker
-// takes the partition over and finishes the backfill; the first resumes
-// (SIGCONT). No stale write reaches the destination: the zombie writes
-// nothing for the partition, every partition's writes come in the order
-// of their tokens, and the ledger and the files agree on who landed each
-// partition.
-func TestZombieWorkers(t *testing.T) {
-	r := rng(t)
-	for _, at := range []string{"materialize", "beforewrite", "write"} {
-		for rep := range repeat(5) {
-			t.Run(fmt.Sprintf("%s/%d", at, rep), func(t *testing.T) { zombie(t, r, at) })
-		}
-	}
-}
+// partition's execution (proctest.PausePoints): it stops itself (SIGSTOP)
+// inside its materializer, after the materializer returned and before
+// the write, inside the destination's write, or between the write and
+// the ledger's record of it, past its lease; another worker takes the
+// partition over and finishes the backfill; the first resumes (SIGCONT).
+// For every destination the workers can write into, no stale write
+// reaches it (proctest.CheckZombie) and the ledger and the data agree.
+func TestZombieWorkers(t *testing.T) { proctest.Zombies(t, "CRASH", zombie) }
 
-func zombie(t *testing.T, r *rand.Rand, at string) {
-	const days = 4
+func zombie(t *testing.T, r *rand.Rand, sink, at string) {
+	const days = 3
 	w := newWorld(t, days)
 	audit := filepath.Join(w.dir, "audit.log")
 	// The zombie runs one partition at a time, newest first, up to the
 	// one it stops on.
 	key := w.partition(r.IntN(days)).Key()
-	a := w.start("zombie", "-concurrency", "1", "-work", "10ms", "-lease", "300ms", "-heartbeat", "100ms",
-		"-pause", at, "-pausekey", key, "-audit", audit, "-ignorectx")
-	w.waitFor("the pause", func(es []proctest.Execution) bool {
-		return slices.ContainsFunc(es, func(e proctest.Execution) bool { return e.What == "pause" && e.Key == key })
-	})
-	waitStopped(t, a)
-	time.Sleep(400 * time.Millisecond) // past the lease, by the ledger's clock too
+	a := w.start("zombie", proctest.ZombieArgs(sink, at, key, audit)...)
+	proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
 
-	b := w.start("newer", "-concurrency", "2", "-work", "10ms", "-lease", "5s", "-heartbeat", "1s", "-audit", audit).report(t)
+	b := w.start("newer", proctest.TakeoverArgs(sink, audit)...).report(t)
 	if b.Failed != 0 || b.Held != 0 || b.Err != "" {
 		t.Errorf("the newer worker's report %+v; want every partition done", b)
 	}
 	a.signal(t, syscall.SIGCONT)
 	ra := a.report(t)
-	fenced := false
+	refused := ""
 	for _, f := range ra.Failures {
-		fenced = fenced || f.Key == key && f.Fenced
+		if f.Key == key && f.Fenced {
+			refused = f.Err
+		}
 	}
-	if !fenced || ra.Succeeded+ra.Failed+ra.Elsewhere+ra.Skipped != days {
+	if refused == "" || ra.Succeeded+ra.Failed+ra.Elsewhere+ra.Skipped != days {
 		t.Errorf("the zombie's report %+v; want %s failed, fenced, and the rest done", ra, key)
 	}
-	hs := w.checkLanded()
-	// The destination's history: per partition, tokens never go down,
-	// the last write is the success's, and the zombie never wrote the
-	// partition it stopped on.
-	last := map[string]proctest.Write{}
-	for _, wr := range proctest.Writes(t, audit) {
-		if prev, ok := last[wr.Key]; ok && wr.Token < prev.Token {
-			t.Errorf("partition %s: %s wrote token %d after %s wrote token %d: a stale write landed", wr.Key, wr.Worker, wr.Token, prev.Worker, prev.Token)
-		}
-		if wr.Key == key && wr.Worker == "zombie" {
-			t.Errorf("the zombie wrote %s (token %d) after stopping on it", key, wr.Token)
-		}
-		last[wr.Key] = wr
-	}
-	for k, h := range hs {
-		won := h[len(h)-1]
-		if wr := last[k]; wr.Worker != won.Worker || wr.Token != int64(won.Number) {
-			t.Errorf("partition %s: last written by %s, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
-		}
-	}
-	if h := hs[key]; len(h) != 2 || h[0].Worker != "zombie" || h[0].State != tranche.StateFailed || h[1].Worker != "newer" {
-		t.Errorf("partition %s: history\n%s\nwant the zombie's attempt failed, then the newer worker's success", key, formatHistory(h))
-	}
-	t.Logf("zombie stopped %s on %s; the newer worker ran %d, the zombie then reported %d done elsewhere", at, key, b.Succeeded, ra.Elsewhere)
-}
-
-// waitStopped waits until the worker's process is stopped (state T in
-// /proc), where /proc exists.
-func waitStopped(t *testing.T, p *proc) {
-	t.Helper()
-	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		data, err := os.ReadFile(stat)
+	z := proctest.Zombie{Sink: sink, At: at, Key: key, Worker: "zombie", Log: proctest.Writes(t, audit)}
+	if sink == "files" {
+		z.Histories = w.checkLanded()
+	} else {
+		db, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(10000)")
 		if err != nil {
-			time.Sleep(50 * time.Millisecond) // no /proc: give the signal a moment
-			return
+			t.Fatal(err)
 		}
-		// pid (comm) state ...: comm may hold spaces, so read after the last ')'.
-		if i := bytes.LastIndexByte(data, ')'); i > 0 && i+2 < len(data) && data[i+2] == 'T' {
-			return
+		defer db.Close()
+		window, err := tranche.NewTimePartitionWindow(tranche.Day, w.first, w.first.AddDate(0, 0, days-1))
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Millisecond)
+		z.Histories = w.histories()
+		proctest.CheckSQL(t, db, z.Histories, window, 3, sink == "sql")
+		z.SQLAudit = proctest.SQLRows(t, db, true)
 	}
-	t.Fatalf("worker %s did not stop", p.name)
+	proctest.CheckZombie(t, z)
+	t.Logf("zombie stopped %s on %s; the newer worker ran %d; the zombie then reported %d done elsewhere; its %s: %s\n%s",
+		at, key, b.Succeeded, ra.Elsewhere, key, refused, a.stderr.String())
 }

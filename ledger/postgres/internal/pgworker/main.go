@@ -7,7 +7,10 @@
 // "events", into a files destination (or, with -sink sql, tables in the
 // ledger's schema that commit with the ledger's record of success),
 // appending a line to an executions log when each execution starts and
-// when it ends. With -loop (the
+// when it ends. With -pause it stops itself (SIGSTOP) once, on partition
+// -pausekey, at one of proctest.PausePoints, so that the tests can make
+// it a zombie there and resume it (SIGCONT); -audit logs every write its
+// destination took. With -loop (the
 // default) it runs the backfill again, as a replica of a scaled-out job
 // would, until every partition has succeeded: partitions held by others
 // whose leases then expire are taken over, and calls that failed with the
@@ -55,6 +58,10 @@ var (
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "bench: the first partition, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
+	ignoreCtx   = flag.Bool("ignorectx", false, "work through a canceled context")
+	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
+	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
+	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's schema, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 )
 
@@ -105,12 +112,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := proctest.OpenLog(*logPath)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
-	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Work: func(ctx context.Context, key string) error {
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
+		if *ignoreCtx {
+			time.Sleep(*work)
+			return nil
+		}
 		select {
 		case <-time.After(*work):
 			return nil
@@ -118,6 +129,11 @@ func run() error {
 			return ctx.Err()
 		}
 	}}
+	closeAudit, err := events.AuditTo(*auditPath)
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
 	if *sink == "sql" || *sink == "sql-separate" {
 		var d *postgres.Destination
 		if *sink == "sql" {

@@ -11,11 +11,14 @@
 // file that commit with the ledger's record of success), appending a
 // line to an executions log when each execution starts and when it ends,
 // and prints its Report as one JSON object on stdout. With -pause it stops
-// itself (SIGSTOP) once, on partition -pausekey: inside its materializer,
-// after the materializer returned and before the write, or inside the
-// write, so that the tests can make it a zombie at each point and resume
-// it (SIGCONT). In bench mode it claims and finishes hourly partitions,
-// -chunk at a time, and prints the latencies (see proctest.Bench).
+// itself (SIGSTOP) once, on partition -pausekey, at one of
+// proctest.PausePoints: inside its materializer, after the materializer
+// returned and before the write, inside the write, or between the write
+// and the ledger's record of it, so that the tests can make it a zombie
+// at each point and resume it (SIGCONT); -audit logs every write its
+// destination took. In bench mode it claims and finishes hourly
+// partitions, -chunk at a time, and prints the latencies (see
+// proctest.Bench).
 package main
 
 import (
@@ -26,7 +29,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -57,7 +59,7 @@ var (
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's file, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 	waitOthers  = flag.Bool("waitothers", false, "wait for the partitions other workers hold (Backfill.WaitForOthers)")
-	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite or write")
+	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 )
@@ -113,16 +115,12 @@ func run() error {
 	case "stale":
 		return stale(ctx, l, first)
 	}
-	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := proctest.OpenLog(*logPath)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
-	pause := &pauser{log: logFile}
-	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Work: func(ctx context.Context, key string) error {
-		if *pauseAt == "materialize" && key == *pauseKey {
-			pause.stop(key)
-		}
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
 		for range int(*work / (5 * time.Millisecond)) {
 			if err := ctx.Err(); err != nil && !*ignoreCtx {
 				return err
@@ -163,33 +161,11 @@ func run() error {
 		}
 		events.Destination = gated{Destination: inner, log: logFile}
 	}
-	switch *pauseAt {
-	case "":
-	case "beforewrite":
-		events.OnEvent = func(_ context.Context, e tranche.Event) {
-			if e.Kind == tranche.KindWriteStarted && e.Target == *pauseKey {
-				pause.stop(e.Target)
-			}
-		}
-	case "write":
-		events.Mark = func(key string) any {
-			if key == *pauseKey {
-				return pause.inWrite(key)
-			}
-			return nil
-		}
-	case "materialize":
-	default:
-		return fmt.Errorf("-pause %q: want materialize, beforewrite or write", *pauseAt)
+	closeAudit, err := events.AuditTo(*auditPath)
+	if err != nil {
+		return err
 	}
-	if *auditPath != "" {
-		audit, err := os.OpenFile(*auditPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		defer audit.Close()
-		events.Audit = audit
-	}
+	defer closeAudit()
 	b, err := events.Backfill(w, l)
 	if err != nil {
 		return err
@@ -237,37 +213,6 @@ func (g gated) Write(ctx context.Context, batches []tranche.Batch) error {
 	return nil
 }
 
-// pauser stops the process once, logging "pause KEY WORKER 0" first, so
-// that the test knows where it stopped.
-type pauser struct {
-	log  *os.File
-	once sync.Once
-}
-
-func (p *pauser) stop(key string) {
-	p.once.Do(func() {
-		fmt.Fprintf(p.log, "pause %s %s 0\n", key, *worker)
-		if err := stopSelf(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-	})
-}
-
-// inWrite returns a value whose JSON encoding, by the files destination
-// inside its Write, stops the process.
-func (p *pauser) inWrite(key string) json.Marshaler { return writePause{p, key} }
-
-type writePause struct {
-	p   *pauser
-	key string
-}
-
-func (w writePause) MarshalJSON() ([]byte, error) {
-	w.p.stop(w.key)
-	return []byte("true"), nil
-}
-
 // staleResult is what stale mode prints.
 type staleResult struct {
 	Attempt   int    `json:"attempt"`
@@ -302,7 +247,7 @@ func stale(ctx context.Context, l tranche.Ledger, first time.Time) error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := proctest.OpenLog(*logPath)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package main
-
-import "errors"
-
-// stopSelf cannot stop the process: there is no SIGSTOP here.
-func stopSelf() error { return errors.New("crashworker: -pause needs a Unix system (SIGSTOP)") }
