@@ -869,8 +869,8 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	} else {
 		target = u.window
 	}
-	res, runErr := x.runner.run(runCtx, b.DAG, target, runOptions{id: runID, attempt: lease.Attempts[0],
-		backfill: cfg.id, fencing: &kept.fencing})
+	kept.opts.RunID, kept.opts.Attempt, kept.opts.Backfill = runID, lease.Attempts[0], cfg.id
+	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.opts)
 	// A success is recorded only while the lease holds by this worker's
 	// clock: past it, another worker may have taken the partition over.
 	held, byLedger := kept.state()
@@ -1122,7 +1122,8 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 		return nil, err
 	}
 	kept, runCtx := keeper.keep(lease, claimed, nil)
-	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], fencing: &kept.fencing})
+	kept.opts.RunID, kept.opts.Attempt = runID, lease.Attempts[0]
+	res, runErr := r.RunWith(runCtx, dag, p, &kept.opts)
 	if runErr == nil {
 		// A success is recorded only while the lease holds by this
 		// worker's clock.

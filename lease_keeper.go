@@ -88,9 +88,9 @@ type keptLease struct {
 	// after release.
 	renewFailed func(err error, took time.Duration)
 
-	// fencing is what the job's run fences its writes with: the
-	// lease's tokens and this lease, in one allocation with it.
-	fencing runFencing
+	// opts are the job's run's options: its fencing is the lease's
+	// tokens and this lease's check, kept with it.
+	opts RunOptions
 
 	mu       sync.Mutex
 	renewed  time.Duration // when the last claim or heartbeat that succeeded was sent, on the keeper's clock
@@ -107,7 +107,7 @@ type keptLease struct {
 func (k *leaseKeeper) keep(lease *Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
 	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
-	kl.fencing = runFencing{tokens: lease.Tokens(), dag: lease.DAG, lease: kl}
+	kl.opts = RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG, Fence: kl.check}
 	k.mu.Lock()
 	k.unarmed[kl] = struct{}{}
 	if !k.started {

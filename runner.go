@@ -100,35 +100,49 @@ func (TimePartitionWindow) isTarget() {}
 // when the run completed, the failures (each an [*AssetError], joined)
 // when it failed, and context.Cause(ctx) when ctx was canceled first.
 func (r *Runner) Run(ctx context.Context, dag *DAG, target Target) (*Result, error) {
-	return r.run(ctx, dag, target, runOptions{id: newRunID(), attempt: 1})
+	return r.RunWith(ctx, dag, target, nil)
 }
 
-// runOptions are what a backfill chooses of a run, that [Runner.Run]
-// leaves to defaults.
-type runOptions struct {
-	id       string
-	attempt  int
-	backfill string // the backfill the run belongs to, or ""
-	// tokens are the fencing tokens of the target's partitions, oldest
-	// first (the ledger's attempt numbers); nil when the run is not
-	// recorded in a ledger. dag is the identity of the DAG whose ledger
-	// history numbered them.
-	tokens []int64
-	dag    string
-	// fence, when not nil, is called before each destination write: an
-	// error (matching ErrFenced) fails the write before the destination
-	// is called, because the run's lease no longer holds.
-	fence func() error
-	// fencing, when not nil, stands for tokens, dag and fence, set by
-	// a backfill that keeps them beside its lease, so that a run costs
-	// no allocation for them.
-	fencing *runFencing
+// RunOptions are what a caller may choose of a run that [Runner.Run]
+// leaves to defaults: a scheduler of its own that records runs, as a
+// backfill does, names them and fences their writes through these. A
+// nil *RunOptions, and the zero value of each field, mean the defaults.
+type RunOptions struct {
+	// RunID names the run in its events, batches and result; "" means a
+	// new random id (32 hexadecimal digits).
+	RunID string
+	// Attempt is the run's attempt number, 1 for the first; 0 means 1.
+	Attempt int
+	// Backfill is the id of the backfill the run belongs to, copied to
+	// every event of the run; "" for none.
+	Backfill string
+	// Tokens are the fencing tokens of the target's partitions, oldest
+	// first (a ledger's attempt numbers), given to each batch of a
+	// partitioned asset (Batch.Token); nil when the run is not fenced.
+	// DAG is the identity of the DAG whose history numbered them
+	// (Batch.DAG).
+	Tokens []int64
+	DAG    string
+	// Fence, when not nil, is called right before each destination
+	// write: an error (one matching ErrFenced, as a lapsed lease gives)
+	// fails the write before the destination is called.
+	Fence func() error
 }
 
-// run is Run with the run's id, attempt and fencing tokens chosen by the
-// caller, as a backfill does.
-func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, opts runOptions) (*Result, error) {
-	runID, attempt, backfill := opts.id, opts.attempt, opts.backfill
+// RunWith is [Runner.Run] with the run's id, attempt, backfill and
+// fencing chosen by opts, which may be nil.
+func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOptions) (*Result, error) {
+	var runID, backfill string
+	attempt := 1
+	if opts != nil {
+		runID, backfill = opts.RunID, opts.Backfill
+		if opts.Attempt > 0 {
+			attempt = opts.Attempt
+		}
+	}
+	if runID == "" {
+		runID = newRunID()
+	}
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
 	}
@@ -150,11 +164,8 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, opts runOptions) 
 		outcomes: make([]AssetOutcome, n),
 		assets:   make([]assetState, n),
 	}
-	switch {
-	case opts.fencing != nil:
-		s.fencing = opts.fencing
-	case opts.tokens != nil || opts.fence != nil:
-		s.fencing = &runFencing{tokens: opts.tokens, dag: opts.dag, fence: opts.fence}
+	if opts != nil && (opts.Tokens != nil || opts.Fence != nil) {
+		s.fencing = opts // kept, not copied: a backfill's options live beside its lease
 	}
 	if r.Logger != nil {
 		s.logHook = SlogHook(r.Logger)
@@ -346,7 +357,7 @@ type runState struct {
 	id       string
 	attempt  int
 	backfill string      // the backfill the run belongs to, or ""
-	fencing  *runFencing // nil outside a ledger
+	fencing  *RunOptions // nil when the run is not fenced
 	target   target
 
 	runner   *Runner // its OnEvent and Logger
@@ -359,27 +370,6 @@ type runState struct {
 	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
 	assets   []assetState   // by DAG position
 	sched    scheduler
-}
-
-// runFencing is what a run recorded in a ledger fences its writes with
-// (see runOptions), apart from runState so that other runs do not carry
-// it.
-type runFencing struct {
-	tokens []int64
-	dag    string
-	fence  func() error
-	lease  *keptLease // checked as fence is, when fence is nil
-}
-
-// check calls the fence, or checks the lease.
-func (f *runFencing) check() error {
-	switch {
-	case f.fence != nil:
-		return f.fence()
-	case f.lease != nil:
-		return f.lease.check()
-	}
-	return nil
 }
 
 // assetState is what a run keeps of one asset, besides its outcome.
@@ -727,8 +717,8 @@ func (s *runState) stamp(batches []Batch) {
 	f := s.fencing
 	for k := range batches {
 		batches[k].RunID = s.id
-		if f != nil && len(f.tokens) == len(batches) && batches[k].Partition.Granularity.IsValid() {
-			batches[k].Token, batches[k].DAG = f.tokens[k], f.dag
+		if f != nil && len(f.Tokens) == len(batches) && batches[k].Partition.Granularity.IsValid() {
+			batches[k].Token, batches[k].DAG = f.Tokens[k], f.DAG
 		}
 	}
 }
@@ -747,8 +737,8 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 		}()
 		// The lease is checked last, right before the write: a worker
 		// paused since its last heartbeat writes nothing.
-		if s.fencing != nil {
-			if err = s.fencing.check(); err != nil {
+		if s.fencing != nil && s.fencing.Fence != nil {
+			if err = s.fencing.Fence(); err != nil {
 				return
 			}
 		}
