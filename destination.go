@@ -2,12 +2,20 @@ package tranche
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 )
+
+// ErrFenced is matched by every refusal of a write, or of a record of
+// success, made under an attempt that a newer one has overtaken: a fenced
+// destination's refusal of a stale write ([StaleWriteError]), a ledger's
+// refusal of a lapsed lease (ledger.ErrFenced is this same value), and a
+// worker's refusal to write once its lease has lapsed by its own clock.
+var ErrFenced = errors.New("tranche: lease lost to a newer attempt")
 
 // Destination stores the rows of assets, one partition at a time.
 //

@@ -80,6 +80,10 @@ var readmeImports = map[string]string{
 	"time":        "time",
 	"tranche":     "github.com/tranche-dev/tranche",
 	"tranchetest": "github.com/tranche-dev/tranche/tranchetest",
+	"backfill":    "github.com/tranche-dev/tranche/backfill",
+	"ledger":      "github.com/tranche-dev/tranche/ledger",
+	"memledger":   "github.com/tranche-dev/tranche/ledger/memledger",
+	"ledgertest":  "github.com/tranche-dev/tranche/ledger/ledgertest",
 }
 
 var importLine = regexp.MustCompile(`^import "([^"]+)"$`)

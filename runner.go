@@ -419,7 +419,7 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 		if v == nil {
 			return
 		}
-		err := &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)}
+		err := &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)}
 		s.hookErrs = append(s.hookErrs, err)
 		if report && s.runner.Logger != nil {
 			func() {
@@ -732,7 +732,7 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
-				err = &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("destination %s", name)}
+				err = &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("destination %s", name)}
 			}
 		}()
 		// The lease is checked last, right before the write: a worker
@@ -759,7 +759,7 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 func materialize(ctx context.Context, a *Asset, m *Materialization) (rows []Row, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			rows, err = nil, &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("asset %q", a.Name)}
+			rows, err = nil, &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("asset %q", a.Name)}
 		}
 	}()
 	return a.Materializer.Materialize(ctx, m)

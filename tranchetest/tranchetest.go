@@ -7,7 +7,7 @@
 // with a check that every partition succeeded exactly once
 // ([CheckSucceededOnce], [RequireSucceededOnce]), the rows of a
 // [tranche.FilesDestination] read back ([FileRows], [FileKeys],
-// [RequireFileRows]), and a conformance suite for [tranche.Ledger]
+// [RequireFileRows]), and a conformance suite for [ledger.Ledger]
 // implementations ([TestLedger]).
 //
 // It imports only the standard library and tranche, so it adds nothing to
@@ -27,7 +27,7 @@
 //
 // A test of a backfill:
 //
-//	b := &tranche.Backfill{DAG: dag, Window: january}
+//	b := &backfill.Backfill{DAG: dag, Window: january}
 //	report, err := tranchetest.RunBackfill(t.Context(), nil, b) // an in-memory ledger on a still clock
 //	if err != nil {
 //		t.Fatal(err)

@@ -3,7 +3,7 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
@@ -12,7 +12,7 @@ import (
 // against a ledger in a fresh schema.
 func TestConformance(t *testing.T) {
 	url := serverURL(t)
-	tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) tranche.Ledger {
+	tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) ledger.Ledger {
 		return openFresh(t, url, &postgres.Options{Now: clock.Now})
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
@@ -26,7 +26,7 @@ func openTemp(t testing.TB, opts *sqlite.Options) *sqlite.Ledger {
 }
 
 func TestConformance(t *testing.T) {
-	tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) tranche.Ledger {
+	tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) ledger.Ledger {
 		return openTemp(t, &sqlite.Options{Now: clock.Now})
 	})
 }

@@ -1,9 +1,11 @@
-package tranche
+package ledger
 
 import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tranche-dev/tranche"
 )
 
 // The rules every Ledger applies, word for word in their messages, so that
@@ -42,7 +44,7 @@ func (req ClaimRequest) Validate() error {
 
 // checkDistinct refuses a chunk that names one partition twice, which would
 // start two attempts with one number. Chunks come in order, or nearly.
-func checkDistinct(ps []TimePartition) error {
+func checkDistinct(ps []tranche.TimePartition) error {
 	for i := 1; i < len(ps); i++ {
 		if ps[i-1].Start.Before(ps[i].Start) {
 			continue
@@ -69,7 +71,7 @@ var (
 // latest attempt is latest (nil if none), at the ledger's time now: nil
 // if the request may start an attempt at it, else an error matching
 // [ErrNotClaimable] that says why.
-func (req ClaimRequest) Admits(latest *Attempt, p TimePartition, now time.Time) error {
+func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now time.Time) error {
 	if latest == nil {
 		return nil
 	}

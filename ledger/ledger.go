@@ -1,4 +1,4 @@
-package tranche
+package ledger
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 	"time"
+
+	"github.com/tranche-dev/tranche"
 )
 
 // A Ledger records every attempt at every partition of a DAG, so that a
@@ -110,7 +112,7 @@ type Ledger interface {
 // fenced destination's refusal of a stale write ([StaleWriteError]).
 var (
 	ErrNotClaimable    = errors.New("tranche: partition not claimable")
-	ErrFenced          = errors.New("tranche: lease lost to a newer attempt")
+	ErrFenced          = tranche.ErrFenced
 	ErrUnknownBackfill = errors.New("tranche: unknown backfill")
 )
 
@@ -159,13 +161,13 @@ func ParseRerunPolicy(s string) (RerunPolicy, error) {
 
 // ClaimRequest asks a [Ledger] to start attempts at some partitions.
 type ClaimRequest struct {
-	DAG        string          // the DAG's identity
-	Backfill   string          // the backfill's id; "" for an ordinary run
-	Worker     string          // who claims
-	RunID      string          // the run that will materialize the partitions
-	Partitions []TimePartition // one, or a chunk run as one window
-	Lease      time.Duration   // how long the claim holds without a heartbeat
-	Policy     RerunPolicy     // which recorded partitions may run again
+	DAG        string                  // the DAG's identity
+	Backfill   string                  // the backfill's id; "" for an ordinary run
+	Worker     string                  // who claims
+	RunID      string                  // the run that will materialize the partitions
+	Partitions []tranche.TimePartition // one, or a chunk run as one window
+	Lease      time.Duration           // how long the claim holds without a heartbeat
+	Policy     RerunPolicy             // which recorded partitions may run again
 	// Revision bounds RerunAll: a partition that succeeded at a later
 	// revision, after the plan was made, is not run again.
 	Revision int64
@@ -175,7 +177,7 @@ type ClaimRequest struct {
 // and finish.
 type Lease struct {
 	DAG, Backfill, Worker, RunID string
-	Partitions                   []TimePartition
+	Partitions                   []tranche.TimePartition
 	Attempts                     []int     // Attempts[i] is the attempt number at Partitions[i]
 	Until                        time.Time // when the lease expires, by the ledger's clock
 }
