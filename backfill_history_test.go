@@ -18,8 +18,8 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // bfT is what the helpers need of a *testing.T or a *rapid.T.
@@ -125,7 +125,7 @@ func TestBackfillChosenSlots(t *testing.T) {
 		}
 	}
 
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	p := new(bfProbe)
 	dag := bfCronDAG(t, p, g, time.UTC)
@@ -251,7 +251,7 @@ func fires2slots(t *testing.T, g tranche.TimeGranularity, fires []time.Time) []t
 // resumed.
 func TestBackfillResumeCanceled(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	var b *backfill.Backfill
 	var canceledAt time.Time
@@ -312,7 +312,7 @@ func TestBackfillResumeCanceled(t *testing.T) {
 // A backfill with nothing to run is not recorded; its plan says so.
 func TestBackfillNothingToRun(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	for d := 1; d <= 3; d++ {
 		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", ledger.StateSucceeded, time.Second, time.Minute)
@@ -428,7 +428,7 @@ func TestBackfillIdentityOfMovedSchedules(t *testing.T) {
 // their fire's date.
 func TestBackfillMovedDailySchedule(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	old, moved := bfCron(t, "0 2 * * *"), bfCron(t, "0 1 * * *")
 	p := new(bfProbe)
@@ -497,7 +497,7 @@ func TestBackfillMovedHourlySchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := tranchetest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	l := memledger.New(clock.Now)
 	old, moved := bfCron(t, "5 * * * *"), bfCron(t, "35 * * * *")
 	p := new(bfProbe)
@@ -529,7 +529,7 @@ func TestBackfillMovedHourlySchedule(t *testing.T) {
 // The estimate takes the DAG's recent successes wherever they lie, so
 // that backfilling the past of a live DAG gets one.
 func TestBackfillPlanEstimateFromRecentRuns(t *testing.T) {
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	// The live job ran days 20 to 30 of January: 30 hours first, then
 	// ten of 10s, 20s, ... 100s.
@@ -594,7 +594,7 @@ func (c *countingLedger) RevisionIn(ctx context.Context, dag string, from, to ti
 // the live job running a day outside the window leaves it alone.
 func TestBackfillStaleOnlyInside(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	p := new(bfProbe)
 	dag := bfDAG(t, p, false)
@@ -669,7 +669,7 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 // the window once, as its plan did.
 func TestBackfillExecuteReadsOnce(t *testing.T) {
 	const n = 100_000
-	clock := tranchetest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ledgertest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	l := &countingLedger{Ledger: memledger.New(clock.Now)}
 	dag := bfMinuteDAG(t)
 	b := &backfill.Backfill{DAG: dag, Window: bfMinutes(t, n), Ledger: l, Now: clock.Now, Rerun: ledger.RerunNone}
@@ -821,7 +821,7 @@ func TestBackfillMovedScheduleProperty(t *testing.T) {
 		if hourly {
 			key = func(fire time.Time) string { return fire.In(loc).Format("2006-01-02T15Z07:00") }
 		}
-		clock := tranchetest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+		clock := ledgertest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 		l := memledger.New(clock.Now)
 		dag := bfCronDAG(t, new(bfProbe), moved, loc)
 		dagID := tranche.DAGIdentity(dag, moved, loc)
@@ -879,7 +879,7 @@ func TestBackfillMovedHourlyHalfHourShift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := tranchetest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ledgertest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 	l := memledger.New(clock.Now)
 	old, moved := bfCron(t, "1 * * * *"), bfCron(t, "30 * * * *")
 	p := new(bfProbe)

@@ -14,6 +14,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
@@ -360,7 +361,7 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 		{name: "no wait, lease expires during the run", lease: time.Minute, expire: true, succeeded: 3, kind: tranche.KindBackfillCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := tranchetest.NewClock(time.Now())
+			clock := ledgertest.NewClock(time.Now())
 			now := time.Now
 			if tc.expire {
 				now = clock.Now

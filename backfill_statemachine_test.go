@@ -14,8 +14,8 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // TestBackfillStateMachine runs random interleavings of workers sharing
@@ -57,7 +57,7 @@ type bfFault struct {
 }
 
 type bfMachine struct {
-	clock   *tranchetest.Clock
+	clock   *ledgertest.Clock
 	ledger  *memledger.Ledger
 	window  tranche.TimePartitionWindow
 	workers []*backfill.Backfill
@@ -80,7 +80,7 @@ const bfMachineLease = time.Minute
 func newBfMachine(rt *rapid.T) *bfMachine {
 	days := rapid.IntRange(5, 20).Draw(rt, "days")
 	m := &bfMachine{
-		clock:     tranchetest.NewClock(bfT0),
+		clock:     ledgertest.NewClock(bfT0),
 		writes:    map[string]int{},
 		succeeded: map[string]bool{},
 		parts:     map[string]tranche.TimePartition{},

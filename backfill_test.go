@@ -21,6 +21,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
@@ -202,7 +203,7 @@ func bfCheckReport(t *testing.T, r *backfill.Report, total, succeeded, failed, s
 // bfSeed records an attempt at p directly in the ledger, as worker, that
 // ends in state after took on the clock (a running attempt stays so under
 // a lease of lease).
-func bfSeed(t *testing.T, l ledger.Ledger, clock *tranchetest.Clock, dag string, p tranche.TimePartition, worker string, state ledger.State, took, lease time.Duration) {
+func bfSeed(t *testing.T, l ledger.Ledger, clock *ledgertest.Clock, dag string, p tranche.TimePartition, worker string, state ledger.State, took, lease time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	rev, err := l.Revision(ctx, dag)
@@ -612,7 +613,7 @@ func TestBackfillRerunPolicies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.rerun), func(t *testing.T) {
 			bfNoLeaks(t)
-			clock := tranchetest.NewClock(bfT0)
+			clock := ledgertest.NewClock(bfT0)
 			l := memledger.New(clock.Now)
 			for d, st := range map[int]ledger.State{1: ledger.StateSucceeded, 2: ledger.StateFailed, 3: ledger.StateCanceled, 5: ledger.StateSucceeded} {
 				bfSeed(t, l, clock, bfDAGID, bfDay(d), "seed", st, time.Second, time.Minute)
@@ -695,7 +696,7 @@ func TestBackfillOrder(t *testing.T) {
 // and records each partition under its chunk's run id.
 func TestBackfillChunks(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	p := &bfProbe{hook: bfFailOn(true, "day 2026-01-05..2026-01-07 UTC")}
 	w := bfDays(t, 1, 10)
@@ -1025,7 +1026,7 @@ func TestBackfillContextCanceledLargeWindow(t *testing.T) {
 // After a stop, partitions that need no run are still reported as what
 // they are, not as left pending.
 func TestBackfillStopCountsSkipped(t *testing.T) {
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	bfSeed(t, l, clock, bfDAGID, bfDay(2), "seed", ledger.StateSucceeded, time.Second, time.Minute)
 	bfSeed(t, l, clock, bfDAGID, bfDay(3), "other", ledger.StateRunning, 0, time.Hour)
@@ -1043,7 +1044,7 @@ func TestBackfillStopCountsSkipped(t *testing.T) {
 // returns ErrBackfillCanceled; the next run claims nothing at all.
 func TestBackfillCancel(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	var b *backfill.Backfill
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
@@ -1177,7 +1178,7 @@ func TestBackfillRunRecorded(t *testing.T) {
 	}
 	// A partition held under a live lease refuses an ordinary run.
 	l := memledger.New(nil)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	bfSeed(t, l, clock, bfDAGID, bfDay(5), "other", ledger.StateRunning, 0, time.Hour)
 	_, err := backfill.RunRecorded(t.Context(), l, nil, bfDAG(t, new(bfProbe), false), bfDay(5), "daily")
 	if !errors.Is(err, ledger.ErrNotClaimable) {
@@ -1189,7 +1190,7 @@ func TestBackfillRunRecorded(t *testing.T) {
 // is live, and taken over once it expires.
 func TestBackfillLeaseTakeover(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	p := new(bfProbe)
 	w := bfDays(t, 1, 5)
@@ -1291,7 +1292,7 @@ func TestBackfillFencing(t *testing.T) {
 	for _, how := range []string{"heartbeat", "finish"} {
 		t.Run(how, func(t *testing.T) {
 			bfNoLeaks(t)
-			clock := tranchetest.NewClock(bfT0)
+			clock := ledgertest.NewClock(bfT0)
 			mem := memledger.New(clock.Now)
 			gated := &bfGatedLedger{Ledger: mem}
 			entered, release := make(chan struct{}), make(chan struct{})
@@ -1428,8 +1429,8 @@ const bfJanuary5DaysID = "b258991b84c7" // BackfillID of bfDAG over 2026-01-01..
 // days 2026-01-01..08, at 10:01:31 on the 8th: days 1, 2 and 5 succeeded
 // (in 40s, 20s and 30s), 3 failed, 4 is held by a live lease, and 6 to 8
 // were never run.
-func bfPlanScenario(t *testing.T) (*tranchetest.Clock, *memledger.Ledger) {
-	clock := tranchetest.NewClock(time.Date(2026, 1, 8, 10, 0, 0, 0, time.UTC))
+func bfPlanScenario(t *testing.T) (*ledgertest.Clock, *memledger.Ledger) {
+	clock := ledgertest.NewClock(time.Date(2026, 1, 8, 10, 0, 0, 0, time.UTC))
 	l := memledger.New(clock.Now)
 	bfSeed(t, l, clock, bfDAGID, bfDay(1), "w0", ledger.StateSucceeded, 40*time.Second, time.Minute)
 	bfSeed(t, l, clock, bfDAGID, bfDay(2), "w0", ledger.StateSucceeded, 20*time.Second, time.Minute)
@@ -1500,7 +1501,7 @@ func TestBackfillPlanEstimate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := tranchetest.NewClock(bfT0)
+			clock := ledgertest.NewClock(bfT0)
 			l := memledger.New(clock.Now)
 			for i, d := range tt.durations {
 				bfSeed(t, l, clock, bfDAGID, bfDay(i+1), "w", ledger.StateSucceeded, d, 2*time.Hour)
@@ -1526,7 +1527,7 @@ func TestBackfillPlanEstimate(t *testing.T) {
 
 	// Durations a backfill records come from the ledger's clock: an asset
 	// that takes 10s, 20s, ... 50s on it gives a median of 30s.
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	p := &bfProbe{hook: func(_ context.Context, target string) error {
 		d, _ := time.Parse(time.DateOnly, target)
@@ -1627,7 +1628,7 @@ func TestBackfillStatus(t *testing.T) {
 // progress counts that add up.
 func TestBackfillEvents(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
+	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	bfSeed(t, l, clock, bfDAGID, bfDay(1), "seed", ledger.StateSucceeded, time.Second, time.Minute)
 	bfSeed(t, l, clock, bfDAGID, bfDay(2), "dead", ledger.StateRunning, 0, time.Hour)

@@ -19,6 +19,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
@@ -37,9 +38,9 @@ const Worker = "tranchetest"
 //
 // It returns the report and error of Run, failures included, for the
 // test to judge; [RequireSucceededOnce] checks the ledger after.
-func RunBackfill(ctx context.Context, clock *Clock, b *backfill.Backfill) (*backfill.Report, error) {
+func RunBackfill(ctx context.Context, clock *ledgertest.Clock, b *backfill.Backfill) (*backfill.Report, error) {
 	if clock == nil {
-		clock = NewClock(b.Window.End())
+		clock = ledgertest.NewClock(b.Window.End())
 	}
 	if b.Ledger == nil {
 		b.Ledger = memledger.New(clock.Now)

@@ -17,6 +17,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
@@ -82,10 +83,10 @@ func TestRunBackfill(t *testing.T) {
 	check(t, "succeeded once", false, "", func(t testingT) { requireSucceededOnce(context.Background(), t, b) })
 
 	// A ledger, clock and worker the backfill has are its own.
-	clock := NewClock(jan1.AddDate(1, 0, 0))
+	clock := ledgertest.NewClock(jan1.AddDate(1, 0, 0))
 	lg := memledger.New(clock.Now)
 	own := &backfill.Backfill{DAG: b.DAG, Window: b.Window, Ledger: lg, Worker: "mine"}
-	if _, err := RunBackfill(t.Context(), NewClock(jan1), own); err != nil {
+	if _, err := RunBackfill(t.Context(), ledgertest.NewClock(jan1), own); err != nil {
 		t.Fatal(err)
 	}
 	if own.Ledger != lg || own.Worker != "mine" {
@@ -101,7 +102,7 @@ func TestRunBackfill(t *testing.T) {
 // another worker holds is left to it until the test moves the clock past
 // its lease, and then taken over, without a sleep.
 func TestRunBackfillLeaseOnTheClock(t *testing.T) {
-	clock := NewClock(jan1.AddDate(0, 1, 0))
+	clock := ledgertest.NewClock(jan1.AddDate(0, 1, 0))
 	lg := memledger.New(clock.Now)
 	b := &backfill.Backfill{DAG: eventsDAG(t, new(tranche.MemoryDestination), nil), Window: days(t, 3), Ledger: lg}
 	id, err := b.ID()

@@ -3,12 +3,12 @@
 // ([Func], [Noop], [Rows], [Fail], [NewDAG]), assertions on results, events
 // and the rows of a [tranche.MemoryDestination] ([RequireCompleted],
 // [RequireStatus], [RequireKinds], [RequireRows], [RequireKeys]),
-// backfills on a settable [Clock] and an in-memory ledger ([RunBackfill])
+// backfills on a settable [ledgertest.Clock] and an in-memory ledger ([RunBackfill])
 // with a check that every partition succeeded exactly once
 // ([CheckSucceededOnce], [RequireSucceededOnce]), the rows of a
 // [tranche.FilesDestination] read back ([FileRows], [FileKeys],
 // [RequireFileRows]), and a conformance suite for [ledger.Ledger]
-// implementations ([TestLedger]).
+// implementations ([ledgertest.Run]).
 //
 // It imports only the standard library and tranche, so it adds nothing to
 // a consuming module's dependencies, and, as a separate package, it links

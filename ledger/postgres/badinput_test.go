@@ -16,9 +16,9 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/sqlledger"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 var day0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -336,7 +336,7 @@ func TestServerGoesAway(t *testing.T) {
 	p := newProxy(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
 	proxied := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=3", cfg.User, p.addr, cfg.Database)
 	schema := freshSchema(t, url)
-	clock := tranchetest.NewClock(day0)
+	clock := ledgertest.NewClock(day0)
 	cut, err := postgres.Open(t.Context(), proxied, &postgres.Options{Schema: schema, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

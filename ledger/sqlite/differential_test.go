@@ -11,9 +11,9 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // TestSameAsMemoryLedger runs random sequences of claims, heartbeats,
@@ -32,7 +32,7 @@ func TestSameAsMemoryLedger(t *testing.T) {
 
 func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 	ctx := context.Background()
-	clock := tranchetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := ledgertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	sql := openTemp(t, &sqlite.Options{Now: clock.Now})
 	mem := memledger.New(clock.Now)
 	ledgers := []ledger.Ledger{mem, sql}

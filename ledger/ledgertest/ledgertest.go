@@ -1,9 +1,16 @@
-package tranchetest
+// Package ledgertest checks that a [ledger.Ledger] implementation keeps
+// the ledger contract, as testing/fstest checks an fs.FS and
+// testing/slogtest a slog.Handler: [Run] runs the suite as subtests of a
+// test, and [TestLedger] runs it anywhere and returns what failed. Both
+// drive the ledger's clock through a [Clock] instead of sleeping.
+package ledgertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +22,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// Clock is a manual clock for [TestLedger]: it stands still until
+// Clock is a manual clock for [Run] and [TestLedger]: it stands still until
 // [Clock.Advance] moves it. It is safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
@@ -37,19 +44,19 @@ func (c *Clock) Now() time.Time {
 // ledger's clock never goes back.
 func (c *Clock) Advance(d time.Duration) {
 	if d < 0 {
-		panic(fmt.Sprintf("tranchetest: Clock.Advance(%v): the clock never goes back", d))
+		panic(fmt.Sprintf("ledgertest: Clock.Advance(%v): the clock never goes back", d))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
 
-// TestLedger checks that a [ledger.Ledger] implementation follows the
+// Run checks that a [ledger.Ledger] implementation follows the
 // ledger contract, in subtests that each get a fresh ledger from
 // newLedger. Use it in a test of the implementation:
 //
 //	func TestMyLedger(t *testing.T) {
-//		tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) ledger.Ledger {
+//		ledgertest.Run(t, func(t *testing.T, clock *ledgertest.Clock) ledger.Ledger {
 //			return mine.Open(t.TempDir(), mine.WithClock(clock.Now))
 //		})
 //	}
@@ -108,7 +115,7 @@ func (c *Clock) Advance(d time.Duration) {
 //     errors matching neither ErrNotClaimable nor ErrFenced;
 //   - a canceled context fails every method with an error matching
 //     context.Canceled, and writes nothing.
-func TestLedger(t *testing.T, newLedger func(t *testing.T, clock *Clock) ledger.Ledger) {
+func Run(t *testing.T, newLedger func(t *testing.T, clock *Clock) ledger.Ledger) {
 	t.Helper()
 	for _, test := range ledgerTests {
 		t.Run(test.name, func(t *testing.T) {
@@ -117,9 +124,126 @@ func TestLedger(t *testing.T, newLedger func(t *testing.T, clock *Clock) ledger.
 			if l == nil {
 				t.Fatal("newLedger returned nil")
 			}
-			test.run(&ledgerSuite{t: t, ctx: t.Context(), clock: clock, l: l})
+			test.run(&ledgerSuite{t: testT{t}, ctx: t.Context(), clock: clock, l: l})
 		})
 	}
+}
+
+// TestLedger runs the checks of [Run] outside a test, each on a fresh
+// ledger from newLedger, and returns every failure, each prefixed by the
+// name of its check, joined; nil when the ledger keeps the contract. A
+// ledger that is an [io.Closer] is closed after its check. ctx bounds
+// every call the checks make.
+func TestLedger(ctx context.Context, newLedger func(clock *Clock) (ledger.Ledger, error)) error {
+	var errs []error
+	for _, test := range ledgerTests {
+		rec := &errT{name: test.name}
+		isolate(func() {
+			clock := NewClock(suiteNow)
+			l, err := newLedger(clock)
+			if err != nil || l == nil {
+				rec.Fatalf("newLedger: %v, %v", l, err)
+			}
+			if c, ok := l.(io.Closer); ok {
+				defer c.Close()
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			test.run(&ledgerSuite{t: rec, ctx: cctx, clock: clock, l: l})
+		})
+		errs = append(errs, rec.errs()...)
+	}
+	return errors.Join(errs...)
+}
+
+// testingT is what the checks need of a test: *testing.T through testT,
+// or errT, which collects failures for TestLedger.
+type testingT interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Failed() bool
+	run(name string, f func(t testingT))
+}
+
+// testT is a *testing.T as a testingT: run is t.Run.
+type testT struct{ *testing.T }
+
+func (t testT) run(name string, f func(t testingT)) {
+	t.T.Run(name, func(t *testing.T) { f(testT{t}) })
+}
+
+// errT records failures instead of reporting them to a test. Fatal ends
+// the goroutine, as testing.T's does, which isolate runs each check on.
+// The checks' own goroutines only call Errorf, so mu guards its records.
+type errT struct {
+	name   string
+	parent *errT // the check a subcheck belongs to, which holds its records
+
+	mu     sync.Mutex
+	failed bool
+	msgs   []error
+}
+
+func (e *errT) root() *errT {
+	for e.parent != nil {
+		e = e.parent
+	}
+	return e
+}
+
+func (e *errT) Helper() {}
+
+func (e *errT) Errorf(format string, args ...any) { e.fail(fmt.Sprintf(format, args...)) }
+
+func (e *errT) Fatal(args ...any) {
+	e.fail(fmt.Sprint(args...))
+	runtime.Goexit()
+}
+
+func (e *errT) Fatalf(format string, args ...any) {
+	e.fail(fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+
+func (e *errT) fail(msg string) {
+	r := e.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, fmt.Errorf("ledgertest: %s: %s", e.name, msg))
+	for x := e; x != nil; x = x.parent {
+		x.failed = true
+	}
+}
+
+func (e *errT) Failed() bool {
+	r := e.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return e.failed
+}
+
+func (e *errT) run(name string, f func(t testingT)) {
+	sub := &errT{name: e.name + "/" + name, parent: e}
+	isolate(func() { f(sub) })
+}
+
+func (e *errT) errs() []error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.msgs
+}
+
+// isolate runs f on a goroutine of its own and waits for it, so that a
+// Fatal (runtime.Goexit) ends f alone.
+func isolate(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 var ledgerTests = []struct {
@@ -183,7 +307,7 @@ var (
 )
 
 type ledgerSuite struct {
-	t     *testing.T
+	t     testingT
 	ctx   context.Context
 	clock *Clock
 	l     ledger.Ledger
@@ -783,7 +907,7 @@ func testRerunPolicies(s *ledgerSuite) {
 		for _, prior := range states {
 			p := part(i)
 			i++
-			s.t.Run(fmt.Sprintf("%s-after-%s", cmpOr(string(pol.policy), "default"), prior), func(t *testing.T) {
+			s.t.run(fmt.Sprintf("%s-after-%s", cmpOr(string(pol.policy), "default"), prior), func(t testingT) {
 				s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
 				prev := 0
 				if prior != ledger.StatePending {
@@ -1398,7 +1522,7 @@ func testConcurrentPutBackfill(s *ledgerSuite) {
 	}
 }
 
-func checkBackfill(t *testing.T, what string, got, want ledger.BackfillRecord) {
+func checkBackfill(t testingT, what string, got, want ledger.BackfillRecord) {
 	t.Helper()
 	if got.ID != want.ID || got.DAG != want.DAG || got.Window != want.Window || got.Chunk != want.Chunk ||
 		!got.Created.Equal(want.Created) || got.Canceled != want.Canceled ||
@@ -1457,7 +1581,7 @@ func testBadClaims(s *ledgerSuite) {
 		{"policy in capitals", func(r *ledger.ClaimRequest) { r.Policy = "ALL" }},
 	}
 	for _, c := range cases {
-		s.t.Run(strings.ReplaceAll(c.name, " ", "-"), func(t *testing.T) {
+		s.t.run(strings.ReplaceAll(c.name, " ", "-"), func(t testingT) {
 			s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
 			r := req(alpha, parts(0, 1)...)
 			c.change(&r)
@@ -1497,7 +1621,7 @@ func testBadFinish(s *ledgerSuite) {
 		{"unknown state", []ledger.Outcome{ok, {State: "done"}}},
 	}
 	for _, c := range cases {
-		s.t.Run(strings.ReplaceAll(c.name, " ", "-"), func(t *testing.T) {
+		s.t.run(strings.ReplaceAll(c.name, " ", "-"), func(t testingT) {
 			s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
 			before := s.snapshot(ps...)
 			err := s.l.Finish(s.ctx, lease, c.outcomes)

@@ -1,4 +1,4 @@
-package tranche_test
+package memledger_test
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // TestLedgerStateMachine drives a MemoryLedger through random interleavings
@@ -72,7 +72,7 @@ type smWrite struct {
 }
 
 type ledgerMachine struct {
-	clock    *tranchetest.Clock
+	clock    *ledgertest.Clock
 	ledger   *memledger.Ledger
 	parts    []tranche.TimePartition // newest first, the backfill's order
 	index    map[int64]int           // partition start (Unix ns) to its index in parts
@@ -92,7 +92,7 @@ func newLedgerMachine(t *rapid.T) *ledgerMachine {
 	workers := rapid.IntRange(2, 5).Draw(t, "workers")
 
 	m := &ledgerMachine{
-		clock:    tranchetest.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
+		clock:    ledgertest.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
 		index:    map[int64]int{},
 		model:    make([]smPartition, n),
 		dest:     map[string]smWrite{},

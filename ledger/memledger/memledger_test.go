@@ -1,18 +1,20 @@
-package tranche_test
+package memledger_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 func TestMemoryLedger(t *testing.T) {
-	tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) ledger.Ledger {
+	ledgertest.Run(t, func(t *testing.T, clock *ledgertest.Clock) ledger.Ledger {
 		return memledger.New(clock.Now)
 	})
 }
@@ -52,5 +54,35 @@ func TestMemoryLedgerOutOfRange(t *testing.T) {
 	}
 	if r, _ := l.Revision(t.Context(), "dag"); r != 0 {
 		t.Errorf("Revision = %d after refused claims; want 0", r)
+	}
+}
+
+// stuckRevision is a memory ledger whose Revision never moves: a broken
+// ledger for the error form of the suite to catch.
+type stuckRevision struct{ *memledger.Ledger }
+
+func (stuckRevision) Revision(context.Context, string) (int64, error) { return 0, nil }
+
+// TestConformanceErrorForm runs the suite outside a test, as
+// ledgertest.TestLedger does: nil for the memory ledger, and for a broken
+// one an error that names the check that failed.
+func TestConformanceErrorForm(t *testing.T) {
+	err := ledgertest.TestLedger(t.Context(), func(c *ledgertest.Clock) (ledger.Ledger, error) {
+		return memledger.New(c.Now), nil
+	})
+	if err != nil {
+		t.Fatalf("ledgertest.TestLedger of the memory ledger: %v", err)
+	}
+	err = ledgertest.TestLedger(t.Context(), func(c *ledgertest.Clock) (ledger.Ledger, error) {
+		return stuckRevision{memledger.New(c.Now)}, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "ledgertest: Revision: ") {
+		t.Fatalf("ledgertest.TestLedger of a ledger whose Revision never moves: %v; want a failure of the Revision check", err)
+	}
+	err = ledgertest.TestLedger(t.Context(), func(*ledgertest.Clock) (ledger.Ledger, error) {
+		return nil, errors.New("no database")
+	})
+	if err == nil || !strings.Contains(err.Error(), "no database") {
+		t.Fatalf("ledgertest.TestLedger with a failing newLedger: %v; want its error", err)
 	}
 }

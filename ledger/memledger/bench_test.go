@@ -1,4 +1,4 @@
-package tranche_test
+package memledger_test
 
 import (
 	"sync/atomic"
