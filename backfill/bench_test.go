@@ -1,4 +1,4 @@
-package tranche_test
+package backfill_test
 
 import (
 	"context"
