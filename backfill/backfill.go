@@ -549,7 +549,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		x.runner = &tranche.Runner{}
 	}
 	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
-	x.emit(ctx, tranche.Event{Kind: tranche.KindBackfillStarted})
+	x.emit(ctx, tranche.Event{Kind: KindStarted})
 
 	pool := x.newPool(ctx)
 	var scanErr error
@@ -578,10 +578,10 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 			pool.run(u)
 		case ActionSkipRunning:
 			x.holdElsewhere(u)
-			x.emitJob(ctx, tranche.KindPartitionHeld, u, nil)
+			x.emitJob(ctx, KindPartitionHeld, u, nil)
 		default:
 			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
-			x.emitJob(ctx, tranche.KindPartitionSkipped, u, nil)
+			x.emitJob(ctx, KindPartitionSkipped, u, nil)
 		}
 	}
 	if scanErr == nil {
@@ -843,7 +843,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	switch {
 	case errors.Is(err, ledger.ErrNotClaimable):
 		x.holdElsewhere(u)
-		x.emitJob(ctx, tranche.KindPartitionHeld, u, err)
+		x.emitJob(ctx, KindPartitionHeld, u, err)
 		return
 	case err != nil:
 		if ctx.Err() != nil {
@@ -853,20 +853,20 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err))
 		return
 	}
-	x.emitJob(ctx, tranche.KindPartitionClaimed, u, nil)
+	x.emitJob(ctx, KindPartitionClaimed, u, nil)
 
 	var renewFailed func(error, time.Duration)
 	if b.OnEvent != nil {
 		renewFailed = func(err error, took time.Duration) {
-			kind := tranche.KindLeaseRenewFailed
+			kind := KindLeaseRenewFailed
 			if err == nil {
-				kind = tranche.KindLeaseRenewSlow
+				kind = KindLeaseRenewSlow
 			}
 			x.emitJob(ctx, kind, u, err, func(e *tranche.Event) { e.Duration = took })
 		}
 	}
 	kept, runCtx := x.keeper.keep(lease, claimed, renewFailed)
-	x.emitJob(ctx, tranche.KindPartitionStarted, u, nil)
+	x.emitJob(ctx, KindPartitionStarted, u, nil)
 	var target tranche.Target
 	if n == 1 {
 		target = u.partitions[0]
@@ -938,7 +938,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		return
 	}
 	x.count(func(r *Report) { r.Succeeded += n })
-	x.emitJob(ctx, tranche.KindPartitionSucceeded, u, nil)
+	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
 }
 
 // unclaimed records a job whose claim failed for a reason other than its
@@ -954,7 +954,7 @@ func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
 	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
 		x.halt(fmt.Errorf("stopped after the claim of partition %s failed", u.partitions[len(u.partitions)-1].Key()))
 	}
-	x.emitJob(ctx, tranche.KindPartitionUnclaimed, u, err)
+	x.emitJob(ctx, KindPartitionUnclaimed, u, err)
 }
 
 // rowsByPartition sums the rows of each partition over the assets; nil
@@ -995,7 +995,7 @@ func (x *execution) fail(ctx context.Context, u *job, err error) {
 	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
 		x.halt(fmt.Errorf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()))
 	}
-	x.emitJob(ctx, tranche.KindPartitionFailed, u, err)
+	x.emitJob(ctx, KindPartitionFailed, u, err)
 }
 
 func (x *execution) halt(why error) {
@@ -1012,33 +1012,33 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 	report := x.report
 	x.mu.Unlock()
 	var err error
-	kind := tranche.KindBackfillCompleted
+	kind := KindCompleted
 	switch {
 	case scanErr != nil && ctx.Err() == nil:
-		kind, err = tranche.KindBackfillFailed, scanErr
+		kind, err = KindFailed, scanErr
 	case ctx.Err() != nil:
-		kind, err = tranche.KindBackfillCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
 	case errors.Is(x.stopped, ErrBackfillCanceled):
 		// Partitions stopped by the cancellation count as failed, but
 		// the backfill was canceled, not failed.
-		kind, err = tranche.KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Failed > 0:
-		kind = tranche.KindBackfillFailed
+		kind = KindFailed
 		first := report.Failures[0]
 		err = fmt.Errorf("tranche: backfill %s: %d partitions failed (first %s: %w)", report.Backfill, report.Failed, first.Key, first.Err)
 	case report.Unclaimed > 0:
-		kind = tranche.KindBackfillFailed
+		kind = KindFailed
 		first := report.ClaimFailures[0]
 		err = fmt.Errorf("tranche: backfill %s: %d partitions not claimed, neither run nor recorded (first %s: %w)",
 			report.Backfill, report.Unclaimed, first.Key, first.Err)
 	case x.stopped != nil:
-		kind, err = tranche.KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Held > 0:
-		kind = tranche.KindBackfillUnfinished
+		kind = KindUnfinished
 		err = fmt.Errorf("tranche: backfill %s: not done: %d partitions held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
 			report.Backfill, report.Held, ErrHeldElsewhere)
 	}
-	if err != nil && report.Held > 0 && kind != tranche.KindBackfillUnfinished {
+	if err != nil && report.Held > 0 && kind != KindUnfinished {
 		err = fmt.Errorf("%w; and %d partitions are held by other workers: %w", err, report.Held, ErrHeldElsewhere)
 	}
 	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})

@@ -864,7 +864,7 @@ func TestBackfillFailStopLetsRunningFinish(t *testing.T) {
 	l := memledger.New(nil)
 	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 6), Ledger: l, Concurrency: 3,
 		OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == tranche.KindPartitionFailed {
+			if e.Kind == backfill.KindPartitionFailed {
 				close(failed)
 			}
 		}}
@@ -980,7 +980,7 @@ func TestBackfillContextCanceled(t *testing.T) {
 		}
 	}
 	events := rec.Events()
-	if last := events[len(events)-1]; last.Kind != tranche.KindBackfillCanceled || !errors.Is(last.Err, context.Canceled) {
+	if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, context.Canceled) {
 		t.Errorf("last event %s: %v; want backfill.canceled", last.Kind, last.Err)
 	}
 	// Running it again resumes: the failed partitions and the pending
@@ -1073,7 +1073,7 @@ func TestBackfillCancel(t *testing.T) {
 		t.Errorf("ran %v; want %v", got, want)
 	}
 	events := rec.Events()
-	if last := events[len(events)-1]; last.Kind != tranche.KindBackfillCanceled || !errors.Is(last.Err, backfill.ErrBackfillCanceled) {
+	if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, backfill.ErrBackfillCanceled) {
 		t.Errorf("last event %s: %v", last.Kind, last.Err)
 	}
 	st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
@@ -1657,7 +1657,7 @@ func TestBackfillEvents(t *testing.T) {
 			if e.Partition.Key() != e.Target || e.RunID != backfill.RunID(bfDAGID, p.Start, p.End) {
 				t.Errorf("event %d %s: partition %s, run %s", i, e.Kind, e.Partition.Key(), e.RunID)
 			}
-			if (e.Kind == tranche.KindPartitionFailed) != (e.Err != nil) {
+			if (e.Kind == backfill.KindPartitionFailed) != (e.Err != nil) {
 				t.Errorf("event %d %s: error %v", i, e.Kind, e.Err)
 			}
 		} else if e.Target != w.String() || !e.Window.Equal(w) || e.RunID != "" {
@@ -1665,24 +1665,24 @@ func TestBackfillEvents(t *testing.T) {
 		}
 	}
 	want := map[string][]tranche.Kind{
-		"2026-01-04": {tranche.KindPartitionClaimed, tranche.KindPartitionStarted, tranche.KindPartitionSucceeded},
-		"2026-01-03": {tranche.KindPartitionClaimed, tranche.KindPartitionStarted, tranche.KindPartitionFailed},
-		"2026-01-02": {tranche.KindPartitionHeld},
-		"2026-01-01": {tranche.KindPartitionSkipped},
+		"2026-01-04": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionSucceeded},
+		"2026-01-03": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionFailed},
+		"2026-01-02": {backfill.KindPartitionHeld},
+		"2026-01-01": {backfill.KindPartitionSkipped},
 	}
 	if diff := cmp.Diff(want, byTarget); diff != "" {
 		t.Errorf("partition events (-want +got):\n%s", diff)
 	}
 	first, last := events[0], events[len(events)-1]
-	if first.Kind != tranche.KindBackfillStarted || *first.Progress != (tranche.Progress{Total: 4}) {
+	if first.Kind != backfill.KindStarted || *first.Progress != (tranche.Progress{Total: 4}) {
 		t.Errorf("first event %s %+v", first.Kind, *first.Progress)
 	}
-	if last.Kind != tranche.KindBackfillFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
+	if last.Kind != backfill.KindFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
 		!errors.Is(last.Err, backfill.ErrHeldElsewhere) || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
 		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
 	}
 	for _, e := range events {
-		if e.Kind == tranche.KindPartitionFailed && !strings.Contains(e.Err.Error(), "boom on 2026-01-03") {
+		if e.Kind == backfill.KindPartitionFailed && !strings.Contains(e.Err.Error(), "boom on 2026-01-03") {
 			t.Errorf("failed event: %v", e.Err)
 		}
 	}
@@ -1712,7 +1712,7 @@ func TestBackfillEvents(t *testing.T) {
 		t.Errorf("run attempts %v; want %v", got, want)
 	}
 	events = rec.Events()
-	if last := events[len(events)-1]; last.Kind != tranche.KindBackfillCompleted || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
+	if last := events[len(events)-1]; last.Kind != backfill.KindCompleted || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
 		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
 	}
 }
@@ -1726,7 +1726,7 @@ func TestBackfillChunkEvents(t *testing.T) {
 	}
 	var got []string
 	for _, e := range rec.Events() {
-		if e.Kind == tranche.KindPartitionSucceeded {
+		if e.Kind == backfill.KindPartitionSucceeded {
 			part := "-"
 			if !e.Partition.IsZero() {
 				part = e.Partition.Key()
@@ -1746,7 +1746,7 @@ func TestBackfillHookPanics(t *testing.T) {
 	l := memledger.New(nil)
 	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 3), Ledger: l,
 		OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == tranche.KindPartitionSucceeded {
+			if e.Kind == backfill.KindPartitionSucceeded {
 				panic("hook broke on " + e.Target)
 			}
 		}}
@@ -1776,25 +1776,25 @@ func TestProgressReporterPlain(t *testing.T) {
 	ev := func(kind tranche.Kind, at time.Duration, target string, p tranche.Progress, err error) {
 		report(ctx, tranche.Event{Kind: kind, Time: t0.Add(at), Backfill: "e398d24f7c20", Target: target, Progress: &p, Err: err})
 	}
-	ev(tranche.KindBackfillStarted, 0, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
-	ev(tranche.KindPartitionSkipped, 0, "2026-01-05", tranche.Progress{Skipped: 1, Total: 5}, nil)
-	ev(tranche.KindPartitionClaimed, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
-	ev(tranche.KindPartitionStarted, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
-	ev(tranche.KindPartitionSucceeded, 2*time.Second, "2026-01-04", tranche.Progress{Done: 1, Skipped: 1, Total: 5, ETA: 6 * time.Second}, nil)
+	ev(backfill.KindStarted, 0, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(backfill.KindPartitionSkipped, 0, "2026-01-05", tranche.Progress{Skipped: 1, Total: 5}, nil)
+	ev(backfill.KindPartitionClaimed, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
+	ev(backfill.KindPartitionStarted, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
+	ev(backfill.KindPartitionSucceeded, 2*time.Second, "2026-01-04", tranche.Progress{Done: 1, Skipped: 1, Total: 5, ETA: 6 * time.Second}, nil)
 	report(ctx, tranche.Event{Kind: tranche.KindRunCompleted, Time: t0.Add(3 * time.Second), Target: "2026-01-03"}) // no progress: ignored
-	ev(tranche.KindPartitionFailed, 4*time.Second, "2026-01-03", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Total: 5, ETA: 4 * time.Second}, errors.New("boom"))
-	ev(tranche.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 5, ETA: 2 * time.Second}, nil)
-	ev(tranche.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, nil)
-	ev(tranche.KindBackfillFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, errors.New("1 failed"))
-	ev(tranche.KindBackfillStarted, 10*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(backfill.KindPartitionFailed, 4*time.Second, "2026-01-03", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Total: 5, ETA: 4 * time.Second}, errors.New("boom"))
+	ev(backfill.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 5, ETA: 2 * time.Second}, nil)
+	ev(backfill.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, nil)
+	ev(backfill.KindFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, errors.New("1 failed"))
+	ev(backfill.KindStarted, 10*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
 	// Two partitions finish within a second: one line.
-	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Held: 1, Total: 5, ETA: 400 * time.Millisecond}, nil)
-	ev(tranche.KindPartitionSucceeded, 11500*time.Millisecond, "2026-01-02", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
-	ev(tranche.KindBackfillUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, backfill.ErrHeldElsewhere)
-	ev(tranche.KindBackfillStarted, 20*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
-	ev(tranche.KindPartitionSucceeded, 21*time.Second, "2026-01-05", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
-	ev(tranche.KindBackfillCompleted, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
-	ev(tranche.KindBackfillCanceled, 22*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(backfill.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Held: 1, Total: 5, ETA: 400 * time.Millisecond}, nil)
+	ev(backfill.KindPartitionSucceeded, 11500*time.Millisecond, "2026-01-02", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
+	ev(backfill.KindUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, backfill.ErrHeldElsewhere)
+	ev(backfill.KindStarted, 20*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(backfill.KindPartitionSucceeded, 21*time.Second, "2026-01-05", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(backfill.KindCompleted, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(backfill.KindCanceled, 22*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
 	bfGolden(t, "backfill_progress.txt", buf.Bytes())
 
 	// Through a backfill of five quick partitions: a line for the
@@ -1818,16 +1818,16 @@ func TestProgressReporterThrottles(t *testing.T) {
 	report := backfill.NewProgressReporter(&buf)
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	const n = 1_000_000
-	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillStarted, Time: t0, Progress: &tranche.Progress{Total: n}})
+	report(t.Context(), tranche.Event{Kind: backfill.KindStarted, Time: t0, Progress: &tranche.Progress{Total: n}})
 	for i := range n {
-		kind, p := tranche.KindPartitionSucceeded, tranche.Progress{Done: i + 1, Total: n}
+		kind, p := backfill.KindPartitionSucceeded, tranche.Progress{Done: i + 1, Total: n}
 		if i%1000 == 999 {
-			kind, p = tranche.KindPartitionFailed, tranche.Progress{Done: i, Failed: 1, Total: n}
+			kind, p = backfill.KindPartitionFailed, tranche.Progress{Done: i, Failed: 1, Total: n}
 		}
 		// 10,000 partitions a second: 100 seconds in all.
 		report(t.Context(), tranche.Event{Kind: kind, Time: t0.Add(time.Duration(i+1) * 100 * time.Microsecond), Target: fmt.Sprint(i), Progress: &p})
 	}
-	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillFailed, Time: t0.Add(100 * time.Second), Progress: &tranche.Progress{Done: n - 1000, Failed: 1000, Total: n}})
+	report(t.Context(), tranche.Event{Kind: backfill.KindFailed, Time: t0.Add(100 * time.Second), Progress: &tranche.Progress{Done: n - 1000, Failed: 1000, Total: n}})
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	// A line a second, 10 failures listed, and the end.
 	if len(lines) < 100 || len(lines) > 115 {

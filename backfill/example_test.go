@@ -162,11 +162,11 @@ func ExampleNewProgressReporter() {
 	start := time.Date(2026, 1, 4, 6, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	for i, e := range []tranche.Event{
-		{Kind: tranche.KindBackfillStarted, Progress: &tranche.Progress{Total: 3}},
-		{Kind: tranche.KindPartitionSucceeded, Target: "2026-01-03", Progress: &tranche.Progress{Done: 1, Total: 3, ETA: 2 * time.Second}},
-		{Kind: tranche.KindPartitionFailed, Target: "2026-01-02", Progress: &tranche.Progress{Done: 1, Failed: 1, Total: 3, ETA: time.Second}},
-		{Kind: tranche.KindPartitionSucceeded, Target: "2026-01-01", Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
-		{Kind: tranche.KindBackfillFailed, Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
+		{Kind: backfill.KindStarted, Progress: &tranche.Progress{Total: 3}},
+		{Kind: backfill.KindPartitionSucceeded, Target: "2026-01-03", Progress: &tranche.Progress{Done: 1, Total: 3, ETA: 2 * time.Second}},
+		{Kind: backfill.KindPartitionFailed, Target: "2026-01-02", Progress: &tranche.Progress{Done: 1, Failed: 1, Total: 3, ETA: time.Second}},
+		{Kind: backfill.KindPartitionSucceeded, Target: "2026-01-01", Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
+		{Kind: backfill.KindFailed, Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
 	} {
 		e.Backfill = "5192afd30e0c"
 		e.Time = start.Add(time.Duration(i) * time.Second)

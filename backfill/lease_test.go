@@ -169,11 +169,11 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch e.Kind {
-			case tranche.KindLeaseRenewFailed:
+			case backfill.KindLeaseRenewFailed:
 				renewFailed = append(renewFailed, e)
-			case tranche.KindPartitionStarted:
+			case backfill.KindPartitionStarted:
 				startedAt[e.Target] = e.Time
-			case tranche.KindPartitionSucceeded:
+			case backfill.KindPartitionSucceeded:
 				took[e.Target] = e.Time.Sub(startedAt[e.Target])
 			}
 		}}
@@ -206,7 +206,7 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 		}
 	}
 	if len(renewFailed) == 0 {
-		t.Errorf("no %s event for the hung heartbeats", tranche.KindLeaseRenewFailed)
+		t.Errorf("no %s event for the hung heartbeats", backfill.KindLeaseRenewFailed)
 	}
 	for _, e := range renewFailed {
 		if e.Target != hungKey || !errors.Is(e.Err, context.DeadlineExceeded) || !strings.Contains(e.Err.Error(), "heartbeat timed out") {
@@ -327,10 +327,10 @@ func TestBackfillUnclaimed(t *testing.T) {
 	}
 	n := 0
 	for _, e := range rec.Events() {
-		if e.Kind == tranche.KindPartitionUnclaimed {
+		if e.Kind == backfill.KindPartitionUnclaimed {
 			n++
 		}
-		if e.Kind == tranche.KindPartitionFailed {
+		if e.Kind == backfill.KindPartitionFailed {
 			t.Errorf("partition %s failed: %v; want none failed", e.Target, e.Err)
 		}
 	}
@@ -355,10 +355,10 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 		succeeded, elsewhere, held int
 		kind                       tranche.Kind
 	}{
-		{name: "wait, lease expires", wait: true, lease: 200 * time.Millisecond, succeeded: 3, kind: tranche.KindBackfillCompleted},
-		{name: "wait, holder succeeds", wait: true, lease: time.Minute, finishes: true, succeeded: 2, elsewhere: 1, kind: tranche.KindBackfillCompleted},
-		{name: "no wait, held", lease: time.Minute, succeeded: 2, held: 1, kind: tranche.KindBackfillUnfinished},
-		{name: "no wait, lease expires during the run", lease: time.Minute, expire: true, succeeded: 3, kind: tranche.KindBackfillCompleted},
+		{name: "wait, lease expires", wait: true, lease: 200 * time.Millisecond, succeeded: 3, kind: backfill.KindCompleted},
+		{name: "wait, holder succeeds", wait: true, lease: time.Minute, finishes: true, succeeded: 2, elsewhere: 1, kind: backfill.KindCompleted},
+		{name: "no wait, held", lease: time.Minute, succeeded: 2, held: 1, kind: backfill.KindUnfinished},
+		{name: "no wait, lease expires during the run", lease: time.Minute, expire: true, succeeded: 3, kind: backfill.KindCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := ledgertest.NewClock(time.Now())

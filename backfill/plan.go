@@ -167,22 +167,16 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 	}
 }
 
-// partitionAction judges one partition by its latest attempt.
+// partitionAction judges one partition by its latest attempt, by the
+// ledger's own claim rules (ledger.ClaimRequest.Judge): a plan never
+// disagrees with the ledger that executes it.
 func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, revision int64, now time.Time) Action {
-	switch {
-	case a == nil:
-		return ActionRun
-	case a.State == ledger.StateRunning:
-		if now.Before(a.LeaseUntil) {
-			return ActionSkipRunning
-		}
-		return ActionRun // its lease expired: take it over
-	case a.State == ledger.StateSucceeded:
-		if rerun == ledger.RerunAll && a.Revision <= revision {
-			return ActionRun
-		}
+	switch (ledger.ClaimRequest{Policy: rerun, Revision: revision}).Judge(a, now) {
+	case ledger.VerdictHeld:
+		return ActionSkipRunning
+	case ledger.VerdictSucceeded:
 		return ActionSkipSucceeded
-	case rerun == ledger.RerunNone:
+	case ledger.VerdictRecorded:
 		return ActionSkipRecorded
 	}
 	return ActionRun

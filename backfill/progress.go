@@ -59,12 +59,12 @@ func (r *progressReporter) onEvent(_ context.Context, e tranche.Event) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Kind == tranche.KindBackfillStarted || r.start.IsZero() {
+	if e.Kind == KindStarted || r.start.IsZero() {
 		r.start, r.last, r.failures = e.Time, time.Time{}, 0
 	}
-	final := e.Kind == tranche.KindBackfillCompleted || e.Kind == tranche.KindBackfillFailed || e.Kind == tranche.KindBackfillCanceled ||
-		e.Kind == tranche.KindBackfillUnfinished
-	finished := e.Kind == tranche.KindPartitionSucceeded || e.Kind == tranche.KindPartitionFailed
+	final := e.Kind == KindCompleted || e.Kind == KindFailed || e.Kind == KindCanceled ||
+		e.Kind == KindUnfinished
+	finished := e.Kind == KindPartitionSucceeded || e.Kind == KindPartitionFailed
 	due := r.last.IsZero() || e.Time.Sub(r.last) >= plainEvery
 	listed := ""
 	switch {
@@ -73,7 +73,7 @@ func (r *progressReporter) onEvent(_ context.Context, e tranche.Event) {
 		if !r.last.IsZero() && e.Time.Sub(r.last) < terminalEvery {
 			return
 		}
-	case e.Kind == tranche.KindPartitionFailed && r.failures < plainFailures:
+	case e.Kind == KindPartitionFailed && r.failures < plainFailures:
 		if r.failures++; r.failures == plainFailures {
 			listed = "; further failures are counted, not listed"
 		}
@@ -107,7 +107,7 @@ func (r *progressReporter) counts(e tranche.Event) string {
 	if p.ETA > 0 {
 		counts += fmt.Sprintf(", ETA %v", approx(p.ETA))
 	}
-	if e.Kind == tranche.KindBackfillUnfinished {
+	if e.Kind == KindUnfinished {
 		counts += ": not done"
 	}
 	return counts
@@ -115,15 +115,15 @@ func (r *progressReporter) counts(e tranche.Event) string {
 
 func kindVerb(k tranche.Kind) string {
 	switch k {
-	case tranche.KindBackfillCompleted:
+	case KindCompleted:
 		return "completed"
-	case tranche.KindBackfillFailed, tranche.KindPartitionFailed:
+	case KindFailed, KindPartitionFailed:
 		return "failed"
-	case tranche.KindBackfillCanceled:
+	case KindCanceled:
 		return "canceled"
-	case tranche.KindBackfillUnfinished:
+	case KindUnfinished:
 		return "unfinished"
-	case tranche.KindPartitionSucceeded:
+	case KindPartitionSucceeded:
 		return "succeeded"
 	}
 	return string(k)

@@ -153,7 +153,7 @@ func chosenDays(ctx context.Context, dag *tranche.DAG, lg ledger.Ledger) error {
 	}
 	canceled := false
 	cancelAfterFirst := func(ctx context.Context, e tranche.Event) {
-		if e.Kind == tranche.KindPartitionSucceeded && !canceled {
+		if e.Kind == backfill.KindPartitionSucceeded && !canceled {
 			canceled = true // one worker, one partition at a time: no race
 			if err := lg.CancelBackfill(ctx, e.Backfill); err != nil {
 				fmt.Println("  cancel:", err)

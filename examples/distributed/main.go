@@ -172,9 +172,9 @@ func worker(ctx context.Context) error {
 	}
 	b.OnEvent = func(_ context.Context, e tranche.Event) {
 		switch e.Kind {
-		case tranche.KindPartitionClaimed:
+		case backfill.KindPartitionClaimed:
 			fmt.Printf("%s claimed %s\n", b.Worker, e.Target)
-		case tranche.KindPartitionFailed:
+		case backfill.KindPartitionFailed:
 			fmt.Printf("%s failed %s: %v\n", b.Worker, e.Target, e.Err)
 		}
 	}
