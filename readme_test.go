@@ -84,6 +84,7 @@ var readmeImports = map[string]string{
 	"ledger":      "github.com/tranche-dev/tranche/ledger",
 	"memledger":   "github.com/tranche-dev/tranche/ledger/memledger",
 	"ledgertest":  "github.com/tranche-dev/tranche/ledger/ledgertest",
+	"trancheotel": "github.com/tranche-dev/tranche/trancheotel",
 }
 
 var importLine = regexp.MustCompile(`^import "([^"]+)"$`)

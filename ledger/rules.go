@@ -78,10 +78,10 @@ const (
 	// VerdictClaim: no attempt yet, a failed or canceled one the policy
 	// reruns, a running one whose lease expired (taken over), or a
 	// success that RerunAll reruns.
-	VerdictClaim Verdict = iota
-	VerdictHeld      // running under another attempt's live lease
-	VerdictSucceeded // succeeded, and the policy does not rerun it
-	VerdictRecorded  // failed or canceled, and the policy is RerunNone
+	VerdictClaim     Verdict = iota
+	VerdictHeld              // running under another attempt's live lease
+	VerdictSucceeded         // succeeded, and the policy does not rerun it
+	VerdictRecorded          // failed or canceled, and the policy is RerunNone
 )
 
 // Judge applies the claim rules of [Ledger.Claim] to a partition whose

@@ -88,6 +88,29 @@ func main() {
 }
 `
 
+// otelMain gives the OpenTelemetry hook to its runner; with no provider
+// set, the hook is nil and the run completes as without one.
+const otelMain = `package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/trancheotel"
+)
+
+func main() {
+	dag, err := tranche.NewDAG()
+	if err != nil {
+		panic(err)
+	}
+	runner := tranche.Runner{OnEvent: trancheotel.NewHook(trancheotel.WithDAG("empty"))}
+	res, err := runner.Run(context.Background(), dag, nil)
+	fmt.Println(res.Status, err)
+}
+`
+
 // TestConsumer installs the repository's modules the way a user does, in
 // a fresh module outside the repository with no replace and no
 // workspace: it writes the modules at the release version the repository
@@ -173,17 +196,19 @@ func TestConsumer(t *testing.T) {
 		t.Fatalf("the consumer %s is inside the repository %s", app, root)
 	}
 	run(app, "mod", "init", "example.com/consumer")
-	for _, m := range []string{Root, Root + "/ledger/sqlite", Root + "/ledger/postgres"} {
+	libraries := []string{Root, Root + "/ledger/sqlite", Root + "/ledger/postgres", Root + "/trancheotel"}
+	for _, m := range libraries {
 		run(app, "get", m+"@"+version)
 	}
 	write(t, filepath.Join(app, "main.go"), consumerMain)
 	write(t, filepath.Join(app, "cmd", "pg", "main.go"), postgresMain)
+	write(t, filepath.Join(app, "cmd", "otel", "main.go"), otelMain)
 	run(app, "mod", "tidy")
 	gomod, err := os.ReadFile(filepath.Join(app, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []string{Root, Root + "/ledger/sqlite", Root + "/ledger/postgres"} {
+	for _, m := range libraries {
 		if !bytes.Contains(gomod, []byte("\t"+m+" "+version+"\n")) {
 			t.Errorf("the consumer's go.mod does not require %s %s:\n%s", m, version, gomod)
 		}
@@ -202,6 +227,11 @@ func TestConsumer(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || string(out) != "succeeded 3 of 3\n" {
 		t.Errorf("the consumer printed %q, %v; want \"succeeded 3 of 3\\n\"", out, err)
+	}
+
+	run(app, "build", "-mod=readonly", "-o", filepath.Join(tmp, "otel"), "./cmd/otel")
+	if out, err := exec.CommandContext(ctx, filepath.Join(tmp, "otel")).CombinedOutput(); err != nil || string(out) != "completed <nil>\n" {
+		t.Errorf("the OpenTelemetry program printed %q, %v; want \"completed <nil>\\n\"", out, err)
 	}
 
 	// go install PATH@VERSION builds a module as its own main module, and

@@ -1,0 +1,167 @@
+package trancheotel
+
+import (
+	"context"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Instrument names.
+const (
+	MetricRunDuration   = "tranche.run.duration"
+	MetricAssetDuration = "tranche.asset.duration"
+	MetricWriteDuration = "tranche.write.duration"
+	MetricRowsWritten   = "tranche.write.rows"
+	MetricPartitions    = "tranche.backfill.partitions"
+)
+
+// durationBuckets are the histograms' bucket boundaries, in seconds: a
+// write may take milliseconds, a run hours.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600}
+
+// instruments are the hook's metrics. A nil *instruments records nothing.
+type instruments struct {
+	runDuration, assetDuration, writeDuration metric.Float64Histogram
+	rows, partitionCount                      metric.Int64Counter
+}
+
+func newInstruments(m metric.Meter) *instruments {
+	var in instruments
+	// An error leaves a working no-op instrument; otel's handler reports
+	// it, as the SDK does its own.
+	report := func(err error) {
+		if err != nil {
+			otel.Handle(err)
+		}
+	}
+	hist := func(name, desc string) metric.Float64Histogram {
+		h, e := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(durationBuckets...))
+		report(e)
+		return h
+	}
+	in.runDuration = hist(MetricRunDuration, "How long tranche runs took, by status.")
+	in.assetDuration = hist(MetricAssetDuration, "How long tranche assets took, all attempts of a run, by asset and status.")
+	in.writeDuration = hist(MetricWriteDuration, "How long writes to destinations took, by asset, destination and status.")
+	var err error
+	in.rows, err = m.Int64Counter(MetricRowsWritten, metric.WithUnit("{row}"),
+		metric.WithDescription("Rows written to destinations, by asset and destination."))
+	report(err)
+	in.partitionCount, err = m.Int64Counter(MetricPartitions, metric.WithUnit("{partition}"),
+		metric.WithDescription("Partitions of backfills that this worker saw succeed, fail, held by another worker, or skipped as done, by state."))
+	report(err)
+	return &in
+}
+
+// setKey names the attributes of a measurement: its instrument and the
+// values that vary.
+type setKey struct {
+	instrument         uint8
+	asset, destination string
+	status             string // tranche.status, or tranche.partition.state
+}
+
+const (
+	runSet uint8 = iota
+	assetSet
+	writeSet
+	rowsSet
+	partitionSet
+)
+
+// maxSets bounds the attribute sets kept: their number is that of the
+// DAG's assets and destinations times the statuses, not of runs, and
+// past the bound (a DAG of a thousand assets) sets are built per
+// measurement.
+const maxSets = 4096
+
+// measurement returns the option giving a measurement its attributes,
+// built once per set: an attribute set costs a sort and an allocation.
+func (h *hook) measurement(k setKey) metric.MeasurementOption {
+	h.setsMu.RLock()
+	o, ok := h.sets[k]
+	h.setsMu.RUnlock()
+	if ok {
+		return o
+	}
+	var buf [4]attribute.KeyValue
+	kvs := buf[:0]
+	if h.dag != "" {
+		kvs = append(kvs, h.dagAttr)
+	}
+	if k.asset != "" {
+		kvs = append(kvs, attribute.String(keyAsset, k.asset))
+	}
+	if k.destination != "" {
+		kvs = append(kvs, attribute.String(keyDestination, k.destination))
+	}
+	switch k.instrument {
+	case partitionSet:
+		kvs = append(kvs, attribute.String(keyPartitionState, k.status))
+	case rowsSet:
+	default:
+		kvs = append(kvs, attribute.String(keyStatus, k.status))
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(kvs...))
+	h.setsMu.Lock()
+	if len(h.sets) < maxSets {
+		h.sets[k] = o
+	}
+	h.setsMu.Unlock()
+	return o
+}
+
+func (m *instruments) run(ctx context.Context, h *hook, e *tranche.Event) {
+	if m == nil || !m.runDuration.Enabled(ctx) {
+		return
+	}
+	m.runDuration.Record(ctx, e.Duration.Seconds(), h.measurement(setKey{instrument: runSet, status: status(e.Kind)}))
+}
+
+func (m *instruments) asset(ctx context.Context, h *hook, e *tranche.Event) {
+	// A retry is one attempt of the asset's run, which the asset's end
+	// measures whole; an asset settled without running took no time.
+	if m == nil || e.Kind == tranche.KindAssetRetrying || e.Attempt == 0 || !m.assetDuration.Enabled(ctx) {
+		return
+	}
+	m.assetDuration.Record(ctx, e.Duration.Seconds(), h.measurement(setKey{instrument: assetSet, asset: e.Asset, status: status(e.Kind)}))
+}
+
+func (m *instruments) write(ctx context.Context, h *hook, e *tranche.Event) {
+	if m == nil {
+		return
+	}
+	if m.writeDuration.Enabled(ctx) {
+		m.writeDuration.Record(ctx, e.Duration.Seconds(),
+			h.measurement(setKey{instrument: writeSet, asset: e.Asset, destination: e.Destination, status: status(e.Kind)}))
+	}
+	if e.Kind == tranche.KindWriteCompleted && e.Rows > 0 && m.rows.Enabled(ctx) {
+		m.rows.Add(ctx, int64(e.Rows), h.measurement(setKey{instrument: rowsSet, asset: e.Asset, destination: e.Destination}))
+	}
+}
+
+func (m *instruments) partitions(ctx context.Context, h *hook, e *tranche.Event) {
+	if m == nil || !m.partitionCount.Enabled(ctx) {
+		return
+	}
+	var state string
+	switch e.Kind {
+	case backfill.KindPartitionSucceeded:
+		state = "succeeded"
+	case backfill.KindPartitionFailed:
+		state = "failed"
+	case backfill.KindPartitionHeld:
+		state = "held"
+	case backfill.KindPartitionSkipped:
+		state = "skipped"
+	}
+	n := 1 // a partition's event
+	if !e.Partition.Granularity.IsValid() && e.Window.Len() > 0 {
+		n = e.Window.Len() // a chunk's
+	}
+	m.partitionCount.Add(ctx, int64(n), h.measurement(setKey{instrument: partitionSet, status: state}))
+}
