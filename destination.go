@@ -38,7 +38,7 @@ var ErrFenced = errors.New("tranche: lease lost to a newer attempt")
 //
 // # What lands, and how often
 //
-// A backfill claims each partition in its [Ledger] before it runs it, and
+// A backfill claims each partition in its ledger before it runs it, and
 // a worker writes only while its lease holds by its own clock. That alone
 // cannot make a write land exactly once: a worker may be paused (a long
 // garbage collection, a frozen machine) after its last check and write
@@ -87,7 +87,7 @@ type Batch struct {
 	Rows      []Row
 
 	// RunID is the id of the run that wrote the batch. A backfill's
-	// partition keeps its run id across attempts (see [RunID]).
+	// partition keeps its run id across attempts (see backfill.RunID).
 	RunID string
 
 	// Token is the batch's fencing token: the ledger's number of the

@@ -32,7 +32,7 @@ import (
 // day-of-week fields), its CRON_TZ zone and its excluded dates, not by its
 // minute and hour: moving "0 2 * * *" to "0 1 * * *" keeps the DAG's
 // identity, and so its history, which plans match to the new slots by
-// their fire's date or hour (see [Backfill]). Other granularities,
+// their fire's date or hour (see the package backfill). Other granularities,
 // schedules of other cadences among them, are named by their text.
 func DAGIdentity(dag *DAG, g TimeGranularity, loc *time.Location) string {
 	var b strings.Builder

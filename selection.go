@@ -9,7 +9,7 @@ import (
 
 // SlotsAt returns the slots of schedule g that the fire times close, as
 // [SlotAt] does for one, oldest first and each once: the partitions of a
-// backfill of chosen slots (see [Backfill.Partitions]), as Dagu's repeated
+// backfill of chosen slots (see backfill.Backfill.Partitions), as Dagu's repeated
 // --slot names them. A time that is not a fire time is refused with the
 // nearest fire times before and after it; every such time is reported.
 // Each slot is in its fire's location: give the fires in one location.

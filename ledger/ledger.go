@@ -14,9 +14,9 @@ import (
 // backfill run again resumes instead of starting over, and so that several
 // workers sharing one backfill each land a partition exactly once.
 //
-// A ledger keys partitions by the DAG's identity (see [DAGIdentity]) and
+// A ledger keys partitions by the DAG's identity (tranche.DAGIdentity) and
 // the partition's bounds. History is shared: an ordinary run of a
-// partition recorded through [RecordRun] counts for every later backfill
+// partition recorded through backfill.RunRecorded counts for every later backfill
 // of the same DAG.
 //
 // Every claim and transition is atomic and fenced: a [Lease] names the
@@ -25,8 +25,8 @@ import (
 // worker that stalled past its lease cannot record a result over the
 // newer one. Leases are judged by the ledger's clock, never a worker's.
 //
-// [NewMemoryLedger] is the in-memory implementation; the SQL ledgers live
-// in their own modules. tranchetest.TestLedger checks any implementation.
+// memledger.New is the in-memory implementation; the SQL ledgers live
+// in their own modules. ledgertest.Run checks any implementation.
 type Ledger interface {
 	// Claim starts a new attempt at each partition of req, all or none,
 	// under a lease of req.Lease. It fails with an error matching
