@@ -72,6 +72,30 @@ func (m FailureMode) String() string {
 	return fmt.Sprintf("FailureMode(%d)", int(m))
 }
 
+// MarshalText implements [encoding.TextMarshaler] with the String form,
+// so that JSON, YAML and flag.TextVar take a mode.
+func (m FailureMode) MarshalText() ([]byte, error) {
+	switch m {
+	case FailFast, CollectAll:
+		return []byte(m.String()), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown failure mode %d; accepted: fail-fast, collect-all", int(m))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler]: "fail-fast" ("" too)
+// or "collect-all".
+func (m *FailureMode) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "", "fail-fast":
+		*m = FailFast
+	case "collect-all":
+		*m = CollectAll
+	default:
+		return fmt.Errorf("tranche: unknown failure mode %q; accepted: fail-fast, collect-all", text)
+	}
+	return nil
+}
+
 // Target is what a run materializes: a [TimePartition], a
 // [TimePartitionWindow], or nil for a DAG whose assets are all
 // unpartitioned. No other type implements it.

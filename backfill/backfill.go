@@ -141,6 +141,32 @@ func (o Order) String() string {
 	return "newest first"
 }
 
+// MarshalText implements [encoding.TextMarshaler]: "newest-first" or
+// "oldest-first", so that JSON, YAML and flag.TextVar take an order.
+func (o Order) MarshalText() ([]byte, error) {
+	switch o {
+	case NewestFirst:
+		return []byte("newest-first"), nil
+	case OldestFirst:
+		return []byte("oldest-first"), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown order %d; accepted: newest-first, oldest-first", int(o))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler]: "newest-first"
+// ("" too) or "oldest-first".
+func (o *Order) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "", "newest-first":
+		*o = NewestFirst
+	case "oldest-first":
+		*o = OldestFirst
+	default:
+		return fmt.Errorf("tranche: unknown order %q; accepted: newest-first, oldest-first", text)
+	}
+	return nil
+}
+
 // FailurePolicy decides what a backfill does after a partition fails.
 type FailurePolicy string
 
@@ -161,6 +187,27 @@ func ParseFailurePolicy(s string) (FailurePolicy, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", s)
+}
+
+// MarshalText implements [encoding.TextMarshaler]: "stop" or "continue"
+// ("" stays "").
+func (p FailurePolicy) MarshalText() ([]byte, error) {
+	switch p {
+	case "", FailStop, FailContinue:
+		return []byte(p), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", string(p))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with
+// [ParseFailurePolicy].
+func (p *FailurePolicy) UnmarshalText(text []byte) error {
+	v, err := ParseFailurePolicy(string(text))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
 }
 
 // Defaults of a Backfill's zero fields.

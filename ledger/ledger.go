@@ -242,3 +242,25 @@ type BackfillRecord struct {
 	CanceledAt time.Time // when it was last canceled; zero if never (or by a ledger older than the field)
 	ResumedAt  time.Time // when it was last resumed; zero if never
 }
+
+// MarshalText implements [encoding.TextMarshaler]: "none", "failed" or
+// "all" ("" stays ""), so that JSON, YAML and flag.TextVar take a policy
+// as they take a slog.Level.
+func (p RerunPolicy) MarshalText() ([]byte, error) {
+	switch p {
+	case "", RerunNone, RerunFailed, RerunAll:
+		return []byte(p), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all", string(p))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with
+// [ParseRerunPolicy].
+func (p *RerunPolicy) UnmarshalText(text []byte) error {
+	v, err := ParseRerunPolicy(string(text))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
