@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -331,10 +332,12 @@ func (w *EventWriter) Err() error {
 }
 
 // Hooks returns a hook that calls each non-nil hook in turn with every
-// event, as slog.NewMultiHandler fans out records. If a hook panics, the
-// others are still called, and then the first panic is raised again, for
-// the runner to report.
+// event, as slog.NewMultiHandler fans out records. It copies hooks, so
+// that a later change to the caller's slice changes nothing. If a hook
+// panics, the others are still called, and then the first panic is
+// raised again, for the runner to report.
 func Hooks(hooks ...func(context.Context, Event)) func(context.Context, Event) {
+	hooks = slices.Clone(hooks)
 	return func(ctx context.Context, e Event) {
 		var first any
 		panicked := false

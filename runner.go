@@ -32,13 +32,18 @@ type Runner struct {
 	// The zero value is [FailFast].
 	FailureMode FailureMode
 
-	// OnEvent, when not nil, is called with every [Event] of every run:
-	// synchronously, one event at a time and in order within a run, and
-	// from several goroutines at once when runs overlap. It must be safe
-	// for concurrent use and fast, since the run waits for it. Every event
-	// of a run has been delivered when Run returns. A hook that panics is
-	// recovered: the panic is reported in [Result.HookErr] and to Logger,
-	// and the run goes on. Combine hooks with [Hooks].
+	// OnEvent, when not nil, is called with every [Event] of every run.
+	// This is the hook contract of the library, which a backfill's
+	// OnEvent keeps too: a hook is called synchronously, one event at a
+	// time and in order within a run (a backfill: within one Run or
+	// Execute), and from several goroutines at once when runs overlap. It
+	// must be safe for concurrent use and fast, since the run waits for
+	// it. Its context carries the values of the run's context but is
+	// never canceled, so that the terminal events of a canceled run are
+	// delivered too. Every event of a run has been delivered when Run
+	// returns. A hook that panics is recovered: the panic is reported in
+	// [Result.HookErr] and to Logger, and the run goes on. Combine hooks
+	// with [Hooks].
 	OnEvent func(context.Context, Event)
 
 	// Logger, when not nil, receives every event through [SlogHook], as

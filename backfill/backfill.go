@@ -113,8 +113,12 @@ type Backfill struct {
 	WaitForOthers bool
 
 	// OnEvent receives the backfill's events (backfill and partition
-	// kinds, with Progress); nil means none. Like Runner.OnEvent it is
-	// called synchronously, possibly from several goroutines at once.
+	// kinds, with Progress); nil means none. The hook contract is the
+	// runner's (see tranche.Runner.OnEvent): called synchronously, one
+	// event at a time and in order within one Run or Execute, with a
+	// context that carries the caller's values but is never canceled, so
+	// that the terminal events of a canceled backfill are delivered too;
+	// a panic is recovered into Report.HookErr.
 	OnEvent func(context.Context, tranche.Event)
 
 	// Now is the clock that judges leases in plans and status; nil means
@@ -547,6 +551,9 @@ type execution struct {
 	plan   *Plan
 	runner *tranche.Runner
 	start  time.Time
+	// hookMu serializes OnEvent calls: the hook contract is the
+	// runner's, one event at a time.
+	hookMu sync.Mutex
 
 	// finishCtx records outcomes: it outlives the run's context by
 	// finishGrace, so that the partitions in flight when it ends are
@@ -1137,13 +1144,15 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 // deliver calls the hook, recovering a panic so that a broken hook cannot
 // take a backfill down half-recorded; the report's HookErr keeps it.
 func (x *execution) deliver(ctx context.Context, e tranche.Event) {
+	x.hookMu.Lock()
+	defer x.hookMu.Unlock()
 	defer func() {
 		if v := recover(); v != nil {
 			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "backfill event hook on " + string(e.Kind)}
 			x.count(func(r *Report) { r.HookErr = errors.Join(r.HookErr, err) })
 		}
 	}()
-	x.b.OnEvent(ctx, e)
+	x.b.OnEvent(context.WithoutCancel(ctx), e)
 }
 
 // RunRecorded runs dag for partition p with r and records the run in l

@@ -30,7 +30,6 @@ keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]
 shows progress on a terminal.
 
-
 # Events
 
 A backfill emits the [tranche.Event] values of its runs and its own kinds
