@@ -470,7 +470,11 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 // are ready and fewer than limit workers are busy; a worker that finds the
 // queue empty ends. A chain of assets thus runs on the calling goroutine
 // with no hand-off, and independent assets spread over at most limit
-// goroutines.
+// goroutines. The group only bounds and waits (SetLimit, Wait): its
+// functions return nil, because the calling goroutine, which errgroup
+// does not run, is a worker too, and because fail-fast must also stop
+// the one-worker case without a context; the first failure is kept in
+// the scheduler and cancels the workers' context with its cause.
 func (s *runState) schedule(ctx context.Context, start time.Time, limit int, mode FailureMode) {
 	n := s.dag.Len()
 	if n == 0 {

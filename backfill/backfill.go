@@ -15,6 +15,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
+	"golang.org/x/sync/errgroup"
 )
 
 // Backfill materializes a DAG over every partition of a window, recording
@@ -665,21 +666,23 @@ func (b *Backfill) record(ctx context.Context, cfg *config) error {
 	return nil
 }
 
-// pool runs jobs on at most cfg.concurrency goroutines, each started when
-// every running one is busy: a handoff per job, without a goroutine (and
-// its stack growth) per job. With a concurrency of 1 it runs each job on
-// the calling goroutine.
+// pool runs jobs on at most cfg.concurrency goroutines through an
+// errgroup.Group with SetLimit: Go blocks at the limit, which throttles
+// the scan. Jobs record their outcomes in the execution (a failed
+// partition does not stop the others: OnFailure decides), so their
+// functions return nil and the group is a bounded WaitGroup here. With a
+// concurrency of 1 a job runs on the calling goroutine, which errgroup
+// cannot do: no goroutine per partition for a sequential backfill.
 type pool struct {
-	x       *execution
-	ctx     context.Context
-	work    chan *job
-	workers sync.WaitGroup
-	busy    sync.WaitGroup // jobs given and not finished
-	started int
+	x   *execution
+	ctx context.Context
+	g   errgroup.Group
 }
 
 func (x *execution) newPool(ctx context.Context) *pool {
-	return &pool{x: x, ctx: ctx, work: make(chan *job)}
+	p := &pool{x: x, ctx: ctx}
+	p.g.SetLimit(x.cfg.concurrency)
+	return p
 }
 
 func (p *pool) run(u *job) {
@@ -687,31 +690,17 @@ func (p *pool) run(u *job) {
 		p.x.runJob(p.ctx, u) // no handoff: one job at a time
 		return
 	}
-	p.busy.Add(1)
-	select {
-	case p.work <- u:
-	default:
-		if p.started < p.x.cfg.concurrency {
-			p.started++
-			p.workers.Go(func() {
-				for u := range p.work {
-					p.x.runJob(p.ctx, u)
-					p.busy.Done()
-				}
-			})
-		}
-		p.work <- u
-	}
+	p.g.Go(func() error {
+		p.x.runJob(p.ctx, u)
+		return nil
+	})
 }
 
-// wait waits for the jobs given so far.
-func (p *pool) wait() { p.busy.Wait() }
+// wait waits for the jobs given so far; more may be given after.
+func (p *pool) wait() { _ = p.g.Wait() }
 
-// close waits for every job and ends the workers.
-func (p *pool) close() {
-	close(p.work)
-	p.workers.Wait()
-}
+// close waits for every job.
+func (p *pool) close() { p.wait() }
 
 // holdElsewhere counts a job's partitions held by other workers, to be
 // settled once the run has run what it could.
