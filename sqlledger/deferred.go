@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -202,7 +201,7 @@ func (l *Ledger) finishDeferred(ctx context.Context, op string, dagID int64, lea
 		}
 		return tx.Commit()
 	})
-	if fenced != nil && errors.Is(err, tranche.ErrFenced) {
+	if fenced != nil && errors.Is(err, ledger.ErrFenced) {
 		return l.whyFenced(ctx, op, lease, fenced)
 	}
 	we, ok := errors.AsType[*workError](err)
@@ -217,7 +216,7 @@ func (l *Ledger) finishDeferred(ctx context.Context, op string, dagID int64, lea
 		failed[i] = ledger.Outcome{State: ledger.StateFailed, Err: msg}
 	}
 	rerr := l.finishPlain(ctx, op, dagID, lease, failed)
-	if errors.Is(rerr, tranche.ErrFenced) {
+	if errors.Is(rerr, ledger.ErrFenced) {
 		return rerr // taken over meanwhile: the work is moot
 	}
 	return &DeferredError{Ledger: l.name, Partition: we.partition, Recorded: rerr == nil, Err: we.err}

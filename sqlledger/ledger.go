@@ -605,14 +605,14 @@ func describe(ps []tranche.TimePartition) string {
 // rule to each; it returns the DAG's id.
 func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *ledger.Lease) (int64, []int64, error) {
 	if len(lease.Attempts) != len(lease.Partitions) || len(lease.Partitions) == 0 {
-		return 0, nil, fmt.Errorf("%w: a lease of %d partitions with %d attempts", tranche.ErrFenced, len(lease.Partitions), len(lease.Attempts))
+		return 0, nil, fmt.Errorf("%w: a lease of %d partitions with %d attempts", ledger.ErrFenced, len(lease.Partitions), len(lease.Attempts))
 	}
 	dagID, err := l.dagID(ctx, tx, lease.DAG)
 	if err != nil {
 		return 0, nil, err
 	}
 	if dagID == 0 {
-		return 0, nil, fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
+		return 0, nil, fmt.Errorf("%w: unknown DAG %s", ledger.ErrFenced, lease.DAG)
 	}
 	starts := make([]int64, len(lease.Partitions))
 	for i, p := range lease.Partitions {
@@ -663,7 +663,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, lease *ledger.Lease, d time.Dura
 		}
 		return nil
 	})
-	if errors.Is(err, tranche.ErrFenced) {
+	if errors.Is(err, ledger.ErrFenced) {
 		l.forget(lease) // taken over: its deferred work can never commit
 	}
 	if err != nil {
@@ -683,7 +683,7 @@ func changed(res sql.Result, err error, want int, lease *ledger.Lease) error {
 		return err
 	}
 	if n != int64(want) {
-		return fmt.Errorf("%w: %d of %d partitions of the lease of worker %s changed hands", tranche.ErrFenced, int64(want)-n, want, lease.Worker)
+		return fmt.Errorf("%w: %d of %d partitions of the lease of worker %s changed hands", ledger.ErrFenced, int64(want)-n, want, lease.Worker)
 	}
 	return nil
 }
@@ -709,7 +709,7 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 		return err
 	}
 	if len(lease.Attempts) != len(lease.Partitions) {
-		return fmt.Errorf("%w: a lease of %d partitions with %d attempts", tranche.ErrFenced, len(lease.Partitions), len(lease.Attempts))
+		return fmt.Errorf("%w: a lease of %d partitions with %d attempts", ledger.ErrFenced, len(lease.Partitions), len(lease.Attempts))
 	}
 	op := "finishing " + describe(lease.Partitions)
 	dagID, err := l.dagID(ctx, nil, lease.DAG)
@@ -718,7 +718,7 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 	}
 	if dagID == 0 {
 		l.forget(lease)
-		return fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
+		return fmt.Errorf("%w: unknown DAG %s", ledger.ErrFenced, lease.DAG)
 	}
 	if work := l.pending(lease, outcomes); work != nil {
 		err = l.finishDeferred(ctx, op, dagID, lease, outcomes, work)
@@ -728,7 +728,7 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 	// Work deferred to the finish is kept for a call tried again after a
 	// failure that decided nothing (a lost connection); once the outcome
 	// is recorded, or can never be, it goes.
-	if d, ok := errors.AsType[*DeferredError](err); err == nil || errors.Is(err, tranche.ErrFenced) || ok && d.Recorded {
+	if d, ok := errors.AsType[*DeferredError](err); err == nil || errors.Is(err, ledger.ErrFenced) || ok && d.Recorded {
 		l.forget(lease)
 	}
 	return err
@@ -750,7 +750,7 @@ func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease 
 			fenced = l.finishAll(ctx, tx, dagID, lease, outcomes)
 			return fenced
 		})
-		if err != nil && !errors.Is(err, tranche.ErrFenced) {
+		if err != nil && !errors.Is(err, ledger.ErrFenced) {
 			return err
 		}
 	}
@@ -801,7 +801,7 @@ func (l *Ledger) whyFenced(ctx context.Context, op string, lease *ledger.Lease, 
 		_, _, err := l.checkLease(ctx, tx, lease)
 		return err
 	})
-	if errors.Is(err, tranche.ErrFenced) {
+	if errors.Is(err, ledger.ErrFenced) {
 		return err
 	}
 	return fenced
