@@ -73,6 +73,7 @@ var readmeImports = map[string]string{
 	"json":        "encoding/json",
 	"log":         "log",
 	"os":          "os",
+	"parquet":     "github.com/tranche-dev/tranche/destination/parquet",
 	"postgres":    "github.com/tranche-dev/tranche/ledger/postgres",
 	"slog":        "log/slog",
 	"sqlite":      "github.com/tranche-dev/tranche/ledger/sqlite",

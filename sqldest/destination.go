@@ -374,7 +374,12 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 		return nil
 	}
 	if d.dialect.Insert != nil {
-		return d.dialect.Insert(ctx, conn, tx, [2]string{t.Schema, t.Name}, t.columnNames, w.rows)
+		err := d.dialect.Insert(ctx, conn, tx, [2]string{t.Schema, t.Name}, t.columnNames, w.rows)
+		if ve, ok := errors.AsType[*ValueError](err); ok {
+			ve.Destination, ve.Table, ve.Asset, ve.Partition = d.name, t.name, t.Asset, w.key
+			return ve
+		}
+		return err
 	}
 	return d.insert(ctx, tx, t, w.rows)
 }
@@ -503,6 +508,9 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 		return err
 	}
 	if _, ok := errors.AsType[*TokenError](err); ok {
+		return err
+	}
+	if _, ok := errors.AsType[*ValueError](err); ok {
 		return err
 	}
 	if _, ok := errors.AsType[*Error](err); ok {

@@ -36,7 +36,12 @@ type Dialect struct {
 	// faster than a prepared INSERT per row (PostgreSQL: COPY). table
 	// is the table's schema (or "") and name, columns the columns'
 	// names, unquoted, and each row holds their values in order, as
-	// the destination converted them.
+	// the destination converted them. It may refuse a value that the
+	// table's column cannot hold (DuckDB: a BIGINT for a TINYINT
+	// column) with a [*ValueError] giving Row (the row's index in rows),
+	// Column, Value, Err ([ErrOutOfRange], [ErrMistyped]) and Want; the
+	// destination fills in its name, the table, the asset and the
+	// partition, and rolls the transaction back.
 	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error
 
 	// RowsPerInsert, when above 1, is how many rows one prepared INSERT
@@ -50,6 +55,12 @@ type Dialect struct {
 	// before anything is written, as PostgreSQL's text types would
 	// after.
 	UTF8 bool
+
+	// NoPartitionIndex leaves out the index on the partition column
+	// that [Table.DDL] otherwise creates: DuckDB prunes the deletes by
+	// range with the zone maps of its row groups, and an index would
+	// slow every insert.
+	NoPartitionIndex bool
 
 	// TableOptions follow the token table's closing parenthesis: "
 	// WITHOUT ROWID" for SQLite, or "".

@@ -5,7 +5,11 @@ once for SQLite and PostgreSQL, whose constructors live with their
 drivers, in github.com/tranche-dev/tranche/ledger/sqlite
 (sqlite.NewDestination, sqlite.OpenDestination) and
 github.com/tranche-dev/tranche/ledger/postgres (postgres.NewDestination,
-postgres.OpenDestination, which inserts with COPY).
+postgres.OpenDestination, which inserts with COPY); and DuckDB's, in a
+module of its own, github.com/tranche-dev/tranche/destination/duckdb
+(duckdb.Open, duckdb.New, which appends with DuckDB's appender after
+checking every value against the table's declared types, refusing those
+that do not fit with [ErrOutOfRange]).
 
 # Tables
 

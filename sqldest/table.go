@@ -94,7 +94,8 @@ type Column struct {
 	// Type is the column's SQL type, for [Destination.CreateTables] and
 	// [Table.DDL]; "" means the dialect's type for Kind (on SQLite
 	// INTEGER, REAL, TEXT, INTEGER, TEXT, BLOB; on PostgreSQL BIGINT,
-	// DOUBLE PRECISION, TEXT, BOOLEAN, TIMESTAMPTZ, BYTEA).
+	// DOUBLE PRECISION, TEXT, BOOLEAN, TIMESTAMPTZ, BYTEA; on DuckDB
+	// BIGINT, DOUBLE, VARCHAR, BOOLEAN, TIMESTAMPTZ, BLOB).
 	Type string
 	// Null allows NULL: a nil value, or a row without the key. A column
 	// that does not allow it refuses both.
@@ -140,12 +141,19 @@ var (
 	ErrMistyped      = errors.New("sqldest: value of the wrong type")
 	ErrNull          = errors.New("sqldest: NULL in a column that does not allow it")
 	ErrNoTable       = errors.New("sqldest: no table for the asset")
+	// ErrOutOfRange refuses a value of the right kind that the table's
+	// column, as the database declares it, cannot hold: 300 for a
+	// TINYINT, a time beyond a TIMESTAMP's years. Only the dialects that
+	// check the table's own types return it (DuckDB's).
+	ErrOutOfRange = errors.New("sqldest: value out of the column's range")
 )
 
 // ValueError refuses a batch, before anything is written, for one value
 // of one row: a key that is no column of the table, a value the column's
 // kind does not take, or a missing or nil value where NULL is not
-// allowed.
+// allowed; or, from a dialect that checks the table's own column types
+// as it inserts, a value the column cannot hold ([ErrOutOfRange]), in a
+// transaction then rolled back.
 type ValueError struct {
 	Destination string
 	Table       string // the table, qualified as written
@@ -154,7 +162,7 @@ type ValueError struct {
 	Row         int    // the row's index in the batch
 	Column      string // the column; for ErrUnknownColumn, the row's key
 	Value       any    // the value refused; nil for a missing one
-	Err         error  // ErrUnknownColumn, ErrMistyped or ErrNull
+	Err         error  // ErrUnknownColumn, ErrMistyped, ErrNull or ErrOutOfRange
 	Want        string // what would be accepted
 }
 
@@ -355,7 +363,8 @@ func (c *table) insertQuery(d *Dialect, n int) string {
 //	)
 //	CREATE INDEX IF NOT EXISTS "events_day" ON "events" ("day")
 //
-// A table created otherwise needs the columns the spec names, of types
+// (without the index where the dialect says NoPartitionIndex). A table
+// created otherwise needs the columns the spec names, of types
 // that take its kinds' values, and should have that index: every write
 // deletes by the partition column.
 func (t Table) DDL(d *Dialect) ([]string, error) {
@@ -380,7 +389,7 @@ func (t Table) DDL(d *Dialect) ([]string, error) {
 	}
 	b.WriteString("\n)")
 	out := []string{b.String()}
-	if t.Partition != "" {
+	if t.Partition != "" && !d.NoPartitionIndex {
 		out = append(out, "CREATE INDEX IF NOT EXISTS "+quote(t.Name+"_"+t.Partition)+" ON "+c.ident+" ("+quote(t.Partition)+")")
 	}
 	return out, nil
@@ -395,15 +404,20 @@ func (d *Dialect) value(col *Column, v any) (any, error, string) {
 		}
 		return nil, ErrNull, col.Kind.accepts()
 	}
+	// A value already of the written type is returned as it came, not
+	// boxed anew: a batch of a million values allocates none for them.
 	switch col.Kind {
 	case Int:
+		if _, ok := v.(int64); ok {
+			return v, nil, ""
+		}
 		if n, ok := asInt(v); ok {
 			return n, nil, ""
 		}
 	case Float:
 		switch f := v.(type) {
 		case float64:
-			return f, nil, ""
+			return v, nil, ""
 		case float32:
 			return float64(f), nil, ""
 		}
@@ -415,15 +429,18 @@ func (d *Dialect) value(col *Column, v any) (any, error, string) {
 			if d.UTF8 && (!utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0) {
 				return nil, ErrMistyped, "valid UTF-8 without NUL bytes, as " + d.Name + "'s text takes"
 			}
-			return s, nil, ""
+			return v, nil, ""
 		}
 	case Bool:
-		if b, ok := v.(bool); ok {
-			return b, nil, ""
+		if _, ok := v.(bool); ok {
+			return v, nil, ""
 		}
 	case Time:
 		if t, ok := v.(time.Time); ok {
-			return d.timeValue(t), nil, ""
+			if d.Time == nil {
+				return v, nil, ""
+			}
+			return d.Time(t), nil, ""
 		}
 	case Bytes:
 		if b, ok := v.([]byte); ok {
@@ -540,10 +557,13 @@ func (c *table) rows(d *Destination, b *tranche.Batch) ([][]any, error) {
 // checked lies in the batch's partition, to the partition column's kind.
 func (c *table) partitionValue(d *Destination, b *tranche.Batch, v any) (any, error) {
 	kind := c.cols[c.part].Kind
-	switch v := v.(type) {
+	switch tv := v.(type) {
 	case time.Time:
 		if kind == Time {
-			return d.dialect.timeValue(v), nil
+			if d.dialect.Time == nil {
+				return v, nil // as it came: no new box
+			}
+			return d.dialect.Time(tv), nil
 		}
 		return b.Key(), nil
 	case string:

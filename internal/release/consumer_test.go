@@ -111,13 +111,46 @@ func main() {
 }
 `
 
+// lakeMain is a program that writes one partition with the Parquet
+// destination and reads it back.
+const lakeMain = `package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/parquet"
+)
+
+func main() {
+	lake := &parquet.Destination{Dir: os.Args[1]}
+	p := tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	err := lake.Write(context.Background(), []tranche.Batch{{Asset: "events", Column: "day", Partition: p,
+		Rows: []tranche.Row{{"day": p.Key(), "n": 1}, {"day": p.Key(), "n": 2}}}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	rows, err := lake.Rows("events", "day", p.Key())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("%d rows\n", len(rows))
+}
+`
+
 // TestConsumer installs the repository's modules the way a user does, in
 // a fresh module outside the repository with no replace and no
 // workspace: it writes the modules at the release version the repository
 // requires into a file-based module proxy, points GOPROXY at that proxy
 // for tranche's modules (the module cache's download folder, then the
 // usual proxy, serve the others), runs go get on each library module and
-// builds and runs a program that uses the root and the SQLite ledger. It
+// builds and runs a program that uses the root and the SQLite ledger,
+// and one that writes a partition with the Parquet destination. It
 // also installs the examples with go install PATH@VERSION, which refuses
 // a module with a replace directive, and builds each nested module of the
 // release on its own (GOWORK=off), against the released root rather than
@@ -196,13 +229,14 @@ func TestConsumer(t *testing.T) {
 		t.Fatalf("the consumer %s is inside the repository %s", app, root)
 	}
 	run(app, "mod", "init", "example.com/consumer")
-	libraries := []string{Root, Root + "/ledger/sqlite", Root + "/ledger/postgres", Root + "/trancheotel"}
+	libraries := []string{Root, Root + "/ledger/sqlite", Root + "/ledger/postgres", Root + "/trancheotel", Root + "/destination/parquet"}
 	for _, m := range libraries {
 		run(app, "get", m+"@"+version)
 	}
 	write(t, filepath.Join(app, "main.go"), consumerMain)
 	write(t, filepath.Join(app, "cmd", "pg", "main.go"), postgresMain)
 	write(t, filepath.Join(app, "cmd", "otel", "main.go"), otelMain)
+	write(t, filepath.Join(app, "cmd", "lake", "main.go"), lakeMain)
 	run(app, "mod", "tidy")
 	gomod, err := os.ReadFile(filepath.Join(app, "go.mod"))
 	if err != nil {
@@ -232,6 +266,11 @@ func TestConsumer(t *testing.T) {
 	run(app, "build", "-mod=readonly", "-o", filepath.Join(tmp, "otel"), "./cmd/otel")
 	if out, err := exec.CommandContext(ctx, filepath.Join(tmp, "otel")).CombinedOutput(); err != nil || string(out) != "completed <nil>\n" {
 		t.Errorf("the OpenTelemetry program printed %q, %v; want \"completed <nil>\\n\"", out, err)
+	}
+	run(app, "build", "-mod=readonly", "-o", filepath.Join(tmp, "lake"), "./cmd/lake")
+	out, err = exec.CommandContext(ctx, filepath.Join(tmp, "lake"), t.TempDir()).CombinedOutput()
+	if err != nil || string(out) != "2 rows\n" {
+		t.Errorf("the Parquet consumer printed %q, %v; want \"2 rows\\n\"", out, err)
 	}
 
 	// go install PATH@VERSION builds a module as its own main module, and

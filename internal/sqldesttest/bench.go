@@ -24,8 +24,9 @@ func BenchTable(name string) sqldest.Table {
 	}}
 }
 
-// benchRows returns n rows of the partition p.
-func benchRows(p tranche.TimePartition, n int) []tranche.Row {
+// BenchRows returns n rows of the partition p, of BenchTable's columns:
+// day (a time.Time in p), n (an int), name (a string), value (a float64).
+func BenchRows(p tranche.TimePartition, n int) []tranche.Row {
 	out := make([]tranche.Row, n)
 	for i := range out {
 		out[i] = tranche.Row{"day": p.Start.Add(time.Duration(i) * time.Second), "n": i,
@@ -42,21 +43,28 @@ func benchRows(p tranche.TimePartition, n int) []tranche.Row {
 // load. placeholder(i) is the driver's i-th placeholder. It reports each
 // side's time per partition and per row, and their ratio.
 func BenchWrite(b *testing.B, db *sql.DB, d *sqldest.Destination, loop string, placeholder func(int) string, rows int) {
-	ctx := context.Background()
 	insert := fmt.Sprintf("INSERT INTO %s (day, n, name, value) VALUES (%s, %s, %s, %s)", loop,
 		placeholder(1), placeholder(2), placeholder(3), placeholder(4))
+	BenchWriteLoop(b, d, func(ctx context.Context, data []tranche.Row) error { return plainLoop(ctx, db, insert, data) }, rows)
+}
+
+// BenchWriteLoop is BenchWrite with the user's loop given: loop writes
+// a partition's rows (of BenchTable, as BenchRows makes them) the way a
+// user of the database's driver would without tranche.
+func BenchWriteLoop(b *testing.B, d *sqldest.Destination, loop func(ctx context.Context, rows []tranche.Row) error, rows int) {
+	ctx := context.Background()
 	var took [2]time.Duration
 	i := 0
 	for b.Loop() {
 		p := tranche.PartitionOf(tranche.Day, jan1.AddDate(0, 0, i))
 		i++
-		data := benchRows(p, rows)
+		data := BenchRows(p, rows)
 		t0 := time.Now()
 		if err := d.Write(ctx, []tranche.Batch{{Asset: "bench", Column: "day", Partition: p, Rows: data, RunID: "bench", Token: 1}}); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if err := plainLoop(ctx, db, insert, data); err != nil {
+		if err := loop(ctx, data); err != nil {
 			b.Fatal(err)
 		}
 		took[0] += t1.Sub(t0)
@@ -117,7 +125,7 @@ func BenchBackfill(b *testing.B, l ledger.Ledger, shared, separate *sqldest.Dest
 				Destinations: []tranche.Destination{d},
 				Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 					p, err := m.Partition()
-					return benchRows(p, rows), err
+					return BenchRows(p, rows), err
 				}),
 			})
 			if err != nil {

@@ -1,7 +1,8 @@
 // Package sqldesttest is the test suite of the SQL destinations
-// (github.com/tranche-dev/tranche/sqldest), which the SQLite and the
-// PostgreSQL modules run against their real databases: validation,
-// replacement, fencing tokens, and the commit shared with the ledger.
+// (github.com/tranche-dev/tranche/sqldest), which the SQLite, PostgreSQL
+// and DuckDB modules run against their real databases: validation,
+// replacement, fencing tokens, and the commit shared with the ledger
+// (for the databases that hold a ledger).
 package sqldesttest
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/sqldest"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
@@ -26,11 +28,15 @@ import (
 // Env is one test's database: a ledger in it, a way to read it, and
 // destinations writing into it.
 type Env struct {
+	// Ledger is the ledger in the database; nil for a database that
+	// holds none (DuckDB), whose Shared must be nil too: the tests of
+	// the commit shared with a ledger are then skipped, and the
+	// backfills run on an in-memory ledger.
 	Ledger *sqlledger.Ledger
 	// DB reads the database, its current schema the ledger's.
 	DB *sql.DB
 	// Shared returns a destination sharing the ledger's transactions,
-	// its tables created.
+	// its tables created; nil where the database holds no ledger.
 	Shared func(t *testing.T, tables ...sqldest.Table) *sqldest.Destination
 	// Separate returns a destination in the same database that does not
 	// share them, its tables created.
@@ -144,8 +150,23 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"Backfill", testBackfill},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.f(t, newEnv(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if strings.HasPrefix(tc.name, "Shared") && e.Shared == nil {
+				t.Skip("the database holds no ledger, whose transactions a destination would share")
+			}
+			tc.f(t, e)
+		})
 	}
+}
+
+// ledger returns the ledger backfills run on: the database's, or an
+// in-memory one where it holds none.
+func (e *Env) ledger() ledger.Ledger {
+	if e.Ledger == nil {
+		return memledger.New(nil)
+	}
+	return e.Ledger
 }
 
 func read(t *testing.T, e *Env, table string) map[string][]Row {
@@ -160,6 +181,9 @@ func read(t *testing.T, e *Env, table string) map[string][]Row {
 func testValidation(t *testing.T, e *Env) {
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			if shared && e.Shared == nil {
+				t.Skip("the database holds no ledger, whose transactions a destination would share")
+			}
 			var d *sqldest.Destination
 			if shared {
 				d = e.Shared(t, Events)
@@ -584,6 +608,9 @@ func testBackfill(t *testing.T, e *Env) {
 		chunk  int
 	}{{"shared", true, 1}, {"shared-chunks", true, 3}, {"separate", false, 1}} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.shared && e.Shared == nil {
+				t.Skip("the database holds no ledger, whose transactions a destination would share")
+			}
 			for _, q := range []string{"DELETE FROM events", "DELETE FROM events_audit"} {
 				e.DB.ExecContext(t.Context(), q) // the tables of the case before
 			}
@@ -610,7 +637,8 @@ func testBackfill(t *testing.T, e *Env) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: e.Ledger, Concurrency: 3, ChunkSize: c.chunk, OnFailure: backfill.FailContinue}
+			l := e.ledger()
+			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 3, ChunkSize: c.chunk, OnFailure: backfill.FailContinue}
 			if _, err := b.Run(t.Context()); err == nil {
 				t.Fatal("the first run did not fail")
 			}
@@ -620,7 +648,7 @@ func testBackfill(t *testing.T, e *Env) {
 			dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
 			events, audit := read(t, e, "events"), read(t, e, "events_audit")
 			for p := range w.OldestFirst() {
-				h, err := e.Ledger.History(t.Context(), dagID, p.Start)
+				h, err := l.History(t.Context(), dagID, p.Start)
 				if err != nil {
 					t.Fatal(err)
 				}

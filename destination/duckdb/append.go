@@ -1,0 +1,377 @@
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tranche-dev/tranche/sqldest"
+)
+
+// qColumns reads the declared types of a table's columns, in the
+// table's order, and the connection's zone.
+const qColumns = `SELECT column_name, data_type, current_setting('TimeZone') FROM duckdb_columns()
+	WHERE database_name = current_database() AND schema_name = COALESCE(NULLIF($1, ''), current_schema()) AND table_name = $2
+	ORDER BY column_index`
+
+// appendRows is the dialect's Insert: it reads the table's column types
+// in the transaction, checks every value against its column's type, and
+// only then appends the rows with an appender on the transaction's
+// connection. DuckDB's appender writes a value as its column's type
+// without a check of its own (300 into a TINYINT is stored as 44, and a
+// string that is not UTF-8 as it is), so that the check is the only
+// thing between a bad value and the table.
+func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error {
+	names, types, zone, err := tableColumns(ctx, tx, table)
+	if err != nil {
+		return err
+	}
+	cols := make([]column, len(columns))
+	for j, c := range columns {
+		k := indexOf(names, c)
+		if k < 0 {
+			return fmt.Errorf("table %s has no column %q; its columns are %s", qualified(table), c, strings.Join(names, ", "))
+		}
+		if cols[j], err = parseType(types[k]); err != nil {
+			return fmt.Errorf("table %s, column %q: %w", qualified(table), c, err)
+		}
+		if cols[j].naive && !utcZone(zone) {
+			return fmt.Errorf("table %s, column %q: a %s column (without time zone) needs the connections' zone to be UTC (SET TimeZone = 'UTC'; duckdb.Open sets it), since DuckDB compares it with the partitions' bounds in the connection's zone, %q", qualified(table), c, cols[j].name, zone)
+		}
+	}
+	// Every value first, so that a refused one leaves the appender
+	// unopened. The rows are the write's, which a retry of the
+	// transaction appends again: what the appender needs in their place
+	// (the scaled integer of a DECIMAL) goes into a copy.
+	converts := false
+	for _, c := range cols {
+		converts = converts || c.t == tDecimal
+	}
+	out := rows
+	if converts {
+		out = make([][]any, len(rows))
+	}
+	for i, r := range rows {
+		if converts {
+			out[i] = append([]any(nil), r...)
+		}
+		for j, v := range r {
+			if v == nil {
+				continue
+			}
+			cv, err, want := cols[j].fit(v)
+			if err != nil {
+				return &sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
+			}
+			if cv != nil {
+				out[i][j] = cv
+			}
+		}
+	}
+	whole := len(columns) == len(names)
+	for j := range columns {
+		whole = whole && strings.EqualFold(columns[j], names[j])
+	}
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(driver.Conn)
+		if !ok {
+			return fmt.Errorf("the appender needs a duckdb connection (github.com/duckdb/duckdb-go/v2); the database's driver gave %T", dc)
+		}
+		var a *duckdb.Appender
+		if whole {
+			a, err = duckdb.NewAppender(c, "", table[0], table[1])
+		} else {
+			a, err = duckdb.NewAppenderWithColumns(c, "", table[0], table[1], columns)
+		}
+		if err != nil {
+			return err
+		}
+		vals := make([]driver.Value, len(columns))
+		for i, r := range out {
+			for j, v := range r {
+				vals[j] = v
+			}
+			if err := a.AppendRow(vals...); err != nil {
+				a.Close()
+				return fmt.Errorf("row %d: %w", i, err)
+			}
+		}
+		return a.CloseWithCancel(ctx)
+	})
+}
+
+func tableColumns(ctx context.Context, tx *sql.Tx, table [2]string) (names, types []string, zone string, err error) {
+	rs, err := tx.QueryContext(ctx, qColumns, table[0], table[1])
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var n, t string
+		if err := rs.Scan(&n, &t, &zone); err != nil {
+			return nil, nil, "", err
+		}
+		names, types = append(names, n), append(types, t)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, nil, "", err
+	}
+	if len(names) == 0 {
+		return nil, nil, "", fmt.Errorf("table %s does not exist: create the tables first (Destination.CreateTables, or the statements of Table.DDL)", qualified(table))
+	}
+	return names, types, zone, nil
+}
+
+func qualified(table [2]string) string {
+	if table[0] == "" {
+		return table[1]
+	}
+	return table[0] + "." + table[1]
+}
+
+// indexOf finds a column by name as DuckDB does, whose identifiers are
+// case-insensitive.
+func indexOf(names []string, c string) int {
+	for k, n := range names {
+		if n == c {
+			return k
+		}
+	}
+	for k, n := range names {
+		if strings.EqualFold(n, c) {
+			return k
+		}
+	}
+	return -1
+}
+
+func utcZone(z string) bool {
+	switch z {
+	case "UTC", "Etc/UTC", "GMT", "Etc/GMT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu", "Z":
+		return true
+	}
+	return false
+}
+
+// typ is a DuckDB column type the destination writes.
+type typ int
+
+const (
+	tInteger typ = iota + 1 // the signed and unsigned integers up to 64 bits
+	tHuge                   // HUGEINT
+	tUHuge                  // UHUGEINT
+	tDouble
+	tFloat
+	tDecimal
+	tVarchar
+	tBool
+	tTimestamp   // TIMESTAMPTZ, TIMESTAMP: microseconds
+	tTimestampMS // TIMESTAMP_MS
+	tTimestampS  // TIMESTAMP_S
+	tTimestampNS // TIMESTAMP_NS
+	tBlob
+)
+
+// column is a column's declared type, ready to check values.
+type column struct {
+	name   string // the type as DuckDB names it, for errors
+	t      typ
+	lo, hi int64 // tInteger's range
+	width  int   // tDecimal's precision and scale
+	scale  int
+	pow    *big.Int // 10^scale
+	limit  *big.Int // 10^width: the scaled values lie strictly within it
+	naive  bool     // TIMESTAMP without time zone (of any unit)
+}
+
+var integers = map[string][2]int64{
+	"TINYINT": {math.MinInt8, math.MaxInt8}, "SMALLINT": {math.MinInt16, math.MaxInt16},
+	"INTEGER": {math.MinInt32, math.MaxInt32}, "BIGINT": {math.MinInt64, math.MaxInt64},
+	"UTINYINT": {0, math.MaxUint8}, "USMALLINT": {0, math.MaxUint16},
+	"UINTEGER": {0, math.MaxUint32}, "UBIGINT": {0, math.MaxInt64}, // an Int's values stop at MaxInt64
+}
+
+var decimalType = regexp.MustCompile(`^DECIMAL\((\d+),\s*(\d+)\)$`)
+
+// supported lists, for errors, the column types the destination writes.
+const supported = "TINYINT, SMALLINT, INTEGER, BIGINT, HUGEINT, their unsigned types, DOUBLE, FLOAT, DECIMAL(p,s), VARCHAR, BOOLEAN, TIMESTAMPTZ, TIMESTAMP, TIMESTAMP_NS, TIMESTAMP_MS, TIMESTAMP_S or BLOB"
+
+// parseType reads a type as duckdb_columns() names it.
+func parseType(s string) (column, error) {
+	c := column{name: s}
+	if r, ok := integers[s]; ok {
+		c.t, c.lo, c.hi = tInteger, r[0], r[1]
+		return c, nil
+	}
+	switch s {
+	case "HUGEINT":
+		c.t = tHuge
+	case "UHUGEINT":
+		c.t = tUHuge
+	case "DOUBLE":
+		c.t = tDouble
+	case "FLOAT":
+		c.t = tFloat
+	case "VARCHAR":
+		c.t = tVarchar
+	case "BOOLEAN":
+		c.t = tBool
+	case "TIMESTAMP WITH TIME ZONE":
+		c.t = tTimestamp
+	case "TIMESTAMP":
+		c.t, c.naive = tTimestamp, true
+	case "TIMESTAMP_MS":
+		c.t, c.naive = tTimestampMS, true
+	case "TIMESTAMP_S":
+		c.t, c.naive = tTimestampS, true
+	case "TIMESTAMP_NS":
+		c.t, c.naive = tTimestampNS, true
+	case "BLOB":
+		c.t = tBlob
+	default:
+		m := decimalType.FindStringSubmatch(s)
+		if m == nil {
+			return c, fmt.Errorf("the column's type %s is none that the destination writes (%s)", s, supported)
+		}
+		c.t = tDecimal
+		var errW, errS error
+		c.width, errW = strconv.Atoi(m[1])
+		c.scale, errS = strconv.Atoi(m[2])
+		if errW != nil || errS != nil || c.width < 1 || c.width > 38 || c.scale > c.width {
+			return c, fmt.Errorf("the column's type %s is no DECIMAL DuckDB makes: its width must be 1 to 38, and its scale at most the width", s)
+		}
+		c.pow = new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.scale)), nil)
+		c.limit = new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.width)), nil)
+	}
+	return c, nil
+}
+
+// The times each timestamp type holds, as duckdb-go converts them.
+var (
+	// TIMESTAMP and TIMESTAMPTZ (and _MS and _S, which DuckDB converts
+	// to them): the years duckdb-go's appender takes.
+	minTimestamp = time.Date(-290307, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTimestamp = time.Date(294247, 1, 1, 0, 0, 0, 0, time.UTC) // exclusive
+	// TIMESTAMP_NS: nanoseconds in an int64 from 1678 on (duckdb-go's
+	// first year), the last one, math.MaxInt64, being DuckDB's infinity.
+	minTimestampNS = time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTimestampNS = time.Unix(0, math.MaxInt64).UTC() // exclusive
+)
+
+// fit checks v, a value as sqldest converted it (int64, float64, string,
+// bool, time.Time or []byte), against the column's type, and returns
+// what the appender takes in its place, nil to take v as it is (boxing
+// none anew); or the error and what would be accepted.
+func (c *column) fit(v any) (any, error, string) {
+	switch v := v.(type) {
+	case int64:
+		switch c.t {
+		case tInteger:
+			if v < c.lo || v > c.hi {
+				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi)
+			}
+			return nil, nil, ""
+		case tHuge:
+			return nil, nil, ""
+		case tUHuge:
+			if v < 0 {
+				return nil, sqldest.ErrOutOfRange, "at least 0, as the column's type in the table, UHUGEINT, holds"
+			}
+			return nil, nil, ""
+		case tDouble, tFloat:
+			limit := int64(1) << 53
+			if c.t == tFloat {
+				limit = 1 << 24
+			}
+			if v > limit || v < -limit {
+				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name)
+			}
+			return nil, nil, ""
+		case tDecimal:
+			return c.decimal(new(big.Int).Mul(big.NewInt(v), c.pow))
+		}
+		return nil, sqldest.ErrMistyped, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL")
+	case float64:
+		switch c.t {
+		case tDouble:
+			return nil, nil, ""
+		case tFloat:
+			// As DuckDB's cast: refused when the nearest float32 is
+			// infinite and v is not.
+			if f := float32(v); math.IsInf(float64(f), 0) && !math.IsInf(v, 0) {
+				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most %g in magnitude, as the column's type in the table, FLOAT, holds", math.MaxFloat32)
+			}
+			return nil, nil, ""
+		case tDecimal:
+			// As DuckDB's cast of a DOUBLE: v times 10^scale in floating
+			// point, rounded half away from zero, within 10^width.
+			r := math.Round(v * math.Pow10(c.scale))
+			if math.IsNaN(r) || math.Abs(r) >= math.Pow10(c.width) {
+				return nil, sqldest.ErrOutOfRange, c.decimalWant()
+			}
+			n, _ := big.NewFloat(r).Int(nil)
+			return c.decimal(n)
+		}
+		return nil, sqldest.ErrMistyped, c.wants("a Float", "DOUBLE, FLOAT or DECIMAL")
+	case string:
+		if c.t != tVarchar {
+			return nil, sqldest.ErrMistyped, c.wants("a String", "VARCHAR")
+		}
+		if !utf8.ValidString(v) {
+			return nil, sqldest.ErrOutOfRange, "valid UTF-8, as the column's type in the table, VARCHAR, holds"
+		}
+		return nil, nil, ""
+	case bool:
+		if c.t != tBool {
+			return nil, sqldest.ErrMistyped, c.wants("a Bool", "BOOLEAN")
+		}
+		return nil, nil, ""
+	case time.Time:
+		lo, hi := minTimestamp, maxTimestamp
+		switch c.t {
+		case tTimestamp, tTimestampMS, tTimestampS:
+		case tTimestampNS:
+			lo, hi = minTimestampNS, maxTimestampNS
+		default:
+			return nil, sqldest.ErrMistyped, c.wants("a Time", "TIMESTAMPTZ, TIMESTAMP, TIMESTAMP_NS, TIMESTAMP_MS or TIMESTAMP_S")
+		}
+		if v.Before(lo) || !v.Before(hi) {
+			return nil, sqldest.ErrOutOfRange, fmt.Sprintf("a time from %s to before %s, as the column's type in the table, %s, holds",
+				lo.Format(time.RFC3339), hi.Format(time.RFC3339Nano), c.name)
+		}
+		return nil, nil, ""
+	case []byte:
+		if c.t != tBlob {
+			return nil, sqldest.ErrMistyped, c.wants("a Bytes", "BLOB")
+		}
+		return nil, nil, ""
+	}
+	return nil, sqldest.ErrMistyped, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name)
+}
+
+// wants says what the column's kind needs of the table's type.
+func (c *column) wants(kind, types string) string {
+	return fmt.Sprintf("a value of the column's type in the table, %s: %s column needs %s there", c.name, kind, types)
+}
+
+// decimal checks a scaled value against the precision.
+func (c *column) decimal(n *big.Int) (any, error, string) {
+	if new(big.Int).Abs(n).Cmp(c.limit) >= 0 {
+		return nil, sqldest.ErrOutOfRange, c.decimalWant()
+	}
+	return duckdb.Decimal{Width: uint8(c.width), Scale: uint8(c.scale), Value: n}, nil, ""
+}
+
+func (c *column) decimalWant() string {
+	return fmt.Sprintf("a number of at most %d digits before the point, as the column's type in the table, %s, holds", c.width-c.scale, c.name)
+}
