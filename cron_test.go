@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 func mustCron(t *testing.T, expr string, excluded ...string) tranche.TimeGranularity {
@@ -303,7 +305,7 @@ func TestCronBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: tranche.NewMemoryLedger(nil), Order: tranche.OldestFirst}
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil), Order: backfill.OldestFirst}
 	if _, err := b.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

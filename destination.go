@@ -2,12 +2,20 @@ package tranche
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 )
+
+// ErrFenced is matched by every refusal of a write, or of a record of
+// success, made under an attempt that a newer one has overtaken: a fenced
+// destination's refusal of a stale write ([StaleWriteError]), a ledger's
+// refusal of a lapsed lease (ledger.ErrFenced is this same value), and a
+// worker's refusal to write once its lease has lapsed by its own clock.
+var ErrFenced = errors.New("tranche: lease lost to a newer attempt")
 
 // Destination stores the rows of assets, one partition at a time.
 //
@@ -30,7 +38,7 @@ import (
 //
 // # What lands, and how often
 //
-// A backfill claims each partition in its [Ledger] before it runs it, and
+// A backfill claims each partition in its ledger before it runs it, and
 // a worker writes only while its lease holds by its own clock. That alone
 // cannot make a write land exactly once: a worker may be paused (a long
 // garbage collection, a frozen machine) after its last check and write
@@ -79,7 +87,7 @@ type Batch struct {
 	Rows      []Row
 
 	// RunID is the id of the run that wrote the batch. A backfill's
-	// partition keeps its run id across attempts (see [RunID]).
+	// partition keeps its run id across attempts (see backfill.RunID).
 	RunID string
 
 	// Token is the batch's fencing token: the ledger's number of the

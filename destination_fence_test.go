@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // TestMain runs the test binary as a writer of the files destination when
@@ -277,16 +279,16 @@ func TestDestinationsRefuseStaleAttempt(t *testing.T) {
 		t.Run(fmt.Sprintf("%T", dest), func(t *testing.T) {
 			dag := "dag"
 			p := tranche.PartitionOf(tranche.Day, jan1)
-			l := tranche.NewMemoryLedger(nil)
-			claim := func(worker string, lease time.Duration) *tranche.Lease {
-				le, err := l.Claim(ctxT, tranche.ClaimRequest{DAG: dag, Worker: worker, RunID: "r", Partitions: []tranche.TimePartition{p},
-					Lease: lease, Policy: tranche.RerunAll})
+			l := memledger.New(nil)
+			claim := func(worker string, lease time.Duration) *ledger.Lease {
+				le, err := l.Claim(ctxT, ledger.ClaimRequest{DAG: dag, Worker: worker, RunID: "r", Partitions: []tranche.TimePartition{p},
+					Lease: lease, Policy: ledger.RerunAll})
 				if err != nil {
 					t.Fatal(err)
 				}
 				return le
 			}
-			write := func(le *tranche.Lease) error {
+			write := func(le *ledger.Lease) error {
 				return dest.Write(ctxT, []tranche.Batch{{Asset: "a", Column: "day", Partition: p, RunID: le.RunID, DAG: le.DAG,
 					Token: le.Tokens()[0], Rows: []tranche.Row{{"day": p.Key(), "worker": le.Worker}}}})
 			}

@@ -13,6 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
@@ -386,10 +389,10 @@ func TestBatchesCarryTokens(t *testing.T) {
 		}
 	}
 
-	ledger := tranche.NewMemoryLedger(nil)
+	lg := memledger.New(nil)
 	identity := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
-	for attempt, rerun := range []tranche.RerunPolicy{tranche.RerunFailed, tranche.RerunAll} {
-		bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger, ChunkSize: 2, Rerun: rerun}
+	for attempt, rerun := range []ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll} {
+		bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, ChunkSize: 2, Rerun: rerun}
 		if _, err := bf.Run(ctxT); err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +408,7 @@ func TestBatchesCarryTokens(t *testing.T) {
 			}
 			// Chunks of 2, newest first, over Jan 1..4: Jan 3-4 and Jan 1-2.
 			start := chunk.Start.AddDate(0, 0, -((chunk.Start.YearDay() - 1) % 2))
-			if want := tranche.RunID(identity, start, start.AddDate(0, 0, 2)); b.RunID != want {
+			if want := backfill.RunID(identity, start, start.AddDate(0, 0, 2)); b.RunID != want {
 				t.Errorf("attempt %d: batch %s has run %q, want %q", attempt+1, b.Key(), b.RunID, want)
 			}
 			ids[b.DeliveryID()] = true

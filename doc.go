@@ -152,7 +152,7 @@ slot: the next slot covers them.
 [SlotWindow] reads backfill bounds as people type them, a date as the end
 meaning through the end of that day, and leaves the fires of the current
 minute to the live schedule; [SlotAt] names one slot by its fire time and
-[SlotsAt] several, for a backfill of chosen slots ([Backfill.Partitions]).
+[SlotsAt] several, for a backfill of chosen slots (backfill.Backfill.Partitions).
 
 A moved schedule keeps its history. A schedule that fires once a day on
 the days it fires ("0 2 * * 1-5"), or once in every hour of them
@@ -165,38 +165,34 @@ are not planned again. Every other granularity keeps the identity it had.
 
 # Resumable backfills
 
-A [Backfill] materializes a DAG over every partition of a window, claiming
-each partition in a [Ledger] under a heartbeated lease before it runs and
-recording how it ended, so that running the same backfill again resumes
-it, and several workers share one backfill with every partition landing
-once in the ledger. [Backfill.Plan] is a dry run; [Backfill.Run] plans
-and executes; [Backfill.Execute] refuses a plan whose partitions' history
-changed since it was made; [StatusOf] reads a backfill's progress and why
-it is stuck, if it is. A backfill of chosen partitions
-([Backfill.Partitions]) is one backfill with one id ([BackfillIDOf]). A
-backfill with nothing to run is not recorded. [Ledger.CancelBackfill]
-stops a backfill's claims everywhere and [Backfill.Resume] lets them go
-on, running what has not succeeded. Plans estimate their duration from
-the DAG's recent successes ([Ledger.RecentSuccesses]), wherever they lie.
+Backfills live in the package backfill, on top of this one: a
+backfill.Backfill runs a DAG over every partition of a window through
+[Runner.RunWith], claiming each partition in a ledger (the package ledger
+is the contract every ledger implements; ledger/memledger keeps one in
+memory, the modules ledger/sqlite and ledger/postgres in a database), so
+that running it again resumes it and several workers share it. This
+package knows nothing of backfills or ledgers: [RunOptions] is what any
+scheduler, a backfill among them, chooses of a run (its id, attempt and
+the fencing tokens of its writes). [DAGIdentity] is the stable hash a
+ledger keys a DAG's history by.
 
-Each running partition renews its lease on its own, so that a hung ledger
-call holds up no other; a worker trusts a lease by its own clock only for
-its length less a margin since its last renewal, and past that stops the
-partition and writes nothing more for it. A run reports apart the
-partitions other workers still hold ([Report].Held, [ErrHeldElsewhere];
-[Backfill.WaitForOthers] waits for them) and those whose claims failed
-([Report].Unclaimed).
-[BackfillID], [RunID] and [DAGIdentity] are stable hashes. [NewMemoryLedger]
-keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
-keep it in a database through the package sqlledger. [NewProgressReporter]
-shows progress on a terminal.
+# Packages
+
+	tranche              partitions, windows, schedules, assets, DAGs, the runner, events, destinations
+	tranche/backfill     resumable backfills: plans, reports, status, the progress reporter
+	tranche/ledger       the ledger contract: the interface and the claim rules every ledger shares
+	tranche/ledger/ledgertest  the ledger conformance suite
+	tranche/ledger/memledger   a ledger in memory
+	tranche/sqlledger    the SQL ledger the SQLite and PostgreSQL modules share
+	tranche/sqldest      SQL destinations that commit with the ledger
+	tranche/tranchetest  test helpers for programs that use tranche
 
 # Testing
 
 The package tranchetest, for the tests of programs that use tranche,
 records events, holds an in-memory destination, builds DAGs from plain
-functions, asserts on results with testing.TB, and checks any [Ledger]
-implementation with its conformance suite, TestLedger.
+functions and asserts on results with testing.TB; the package
+ledger/ledgertest checks any ledger implementation.
 
 # Errors
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -39,37 +40,6 @@ const (
 	KindLog Kind = "log" // a record of an asset's logger; see Materialization.Logger
 )
 
-// Backfill and partition events. A backfill emits them around the runs
-// of its partitions, with [Event.Backfill] and [Event.Progress] set.
-const (
-	KindBackfillStarted   Kind = "backfill.started"
-	KindBackfillCompleted Kind = "backfill.completed"
-	KindBackfillFailed    Kind = "backfill.failed"
-	KindBackfillCanceled  Kind = "backfill.canceled"
-	// KindBackfillUnfinished ends a run that left partitions held by
-	// other workers, not succeeded (Report.Held): the backfill is not
-	// done, and the run's error matches ErrHeldElsewhere.
-	KindBackfillUnfinished Kind = "backfill.unfinished"
-
-	KindPartitionClaimed   Kind = "partition.claimed"   // this worker holds the partition's lease
-	KindPartitionStarted   Kind = "partition.started"   // its run starts
-	KindPartitionSucceeded Kind = "partition.succeeded" // its run completed and is recorded
-	KindPartitionFailed    Kind = "partition.failed"    // its run failed
-	KindPartitionSkipped   Kind = "partition.skipped"   // it already succeeded
-	KindPartitionHeld      Kind = "partition.held"      // another worker holds its lease
-	KindPartitionUnclaimed Kind = "partition.unclaimed" // its claim failed (Err: the ledger unreachable): neither run nor recorded
-
-	// KindLeaseRenewFailed reports a heartbeat of a running partition's
-	// lease that failed or timed out (Err says which, Duration how long
-	// it took). The partition runs on, and its lease is renewed again
-	// soon; if it cannot be renewed in time, the worker stops the
-	// partition (see Backfill.Lease).
-	KindLeaseRenewFailed Kind = "lease.renew_failed"
-	// KindLeaseRenewSlow reports a heartbeat that renewed the lease but
-	// took longer than the heartbeat interval (Duration).
-	KindLeaseRenewSlow Kind = "lease.renew_slow"
-)
-
 // String returns k's stable name.
 func (k Kind) String() string { return string(k) }
 
@@ -78,11 +48,13 @@ func (k Kind) String() string { return string(k) }
 // fine-grained steps at DEBUG.
 func (k Kind) level() slog.Level {
 	switch k {
-	case KindRunFailed, KindAssetFailed, KindWriteFailed, KindBackfillFailed, KindPartitionFailed:
+	// The backfill package's kinds are named by value: the root knows
+	// nothing of backfills, but SlogHook logs their events too.
+	case KindRunFailed, KindAssetFailed, KindWriteFailed, "backfill.failed", "partition.failed":
 		return slog.LevelError
-	case KindAssetRetrying, KindLeaseRenewFailed, KindLeaseRenewSlow, KindPartitionUnclaimed, KindBackfillUnfinished:
+	case KindAssetRetrying, "lease.renew_failed", "lease.renew_slow", "partition.unclaimed", "backfill.unfinished":
 		return slog.LevelWarn
-	case KindWriteStarted, KindWriteCompleted, KindPartitionClaimed, KindPartitionHeld, KindPartitionStarted:
+	case KindWriteStarted, KindWriteCompleted, "partition.claimed", "partition.held", "partition.started":
 		return slog.LevelDebug
 	}
 	return slog.LevelInfo
@@ -360,10 +332,12 @@ func (w *EventWriter) Err() error {
 }
 
 // Hooks returns a hook that calls each non-nil hook in turn with every
-// event, as slog.NewMultiHandler fans out records. If a hook panics, the
-// others are still called, and then the first panic is raised again, for
-// the runner to report.
+// event, as slog.NewMultiHandler fans out records. It copies hooks, so
+// that a later change to the caller's slice changes nothing. If a hook
+// panics, the others are still called, and then the first panic is
+// raised again, for the runner to report.
 func Hooks(hooks ...func(context.Context, Event)) func(context.Context, Event) {
+	hooks = slices.Clone(hooks)
 	return func(ctx context.Context, e Event) {
 		var first any
 		panicked := false

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
@@ -66,11 +67,11 @@ func TestKindNames(t *testing.T) {
 		tranche.KindAssetCanceled: "asset.canceled", tranche.KindAssetSkipped: "asset.skipped",
 		tranche.KindWriteStarted: "write.started", tranche.KindWriteCompleted: "write.completed",
 		tranche.KindWriteFailed: "write.failed", tranche.KindLog: "log",
-		tranche.KindBackfillStarted: "backfill.started", tranche.KindBackfillCompleted: "backfill.completed",
-		tranche.KindBackfillFailed: "backfill.failed", tranche.KindBackfillCanceled: "backfill.canceled",
-		tranche.KindPartitionClaimed: "partition.claimed", tranche.KindPartitionStarted: "partition.started",
-		tranche.KindPartitionSucceeded: "partition.succeeded", tranche.KindPartitionFailed: "partition.failed",
-		tranche.KindPartitionSkipped: "partition.skipped", tranche.KindPartitionHeld: "partition.held",
+		backfill.KindStarted: "backfill.started", backfill.KindCompleted: "backfill.completed",
+		backfill.KindFailed: "backfill.failed", backfill.KindCanceled: "backfill.canceled",
+		backfill.KindPartitionClaimed: "partition.claimed", backfill.KindPartitionStarted: "partition.started",
+		backfill.KindPartitionSucceeded: "partition.succeeded", backfill.KindPartitionFailed: "partition.failed",
+		backfill.KindPartitionSkipped: "partition.skipped", backfill.KindPartitionHeld: "partition.held",
 	} {
 		if kind.String() != want {
 			t.Errorf("%s.String() = %q, want %q", kind, kind.String(), want)

@@ -81,6 +81,10 @@ var readmeImports = map[string]string{
 	"time":        "time",
 	"tranche":     "github.com/tranche-dev/tranche",
 	"tranchetest": "github.com/tranche-dev/tranche/tranchetest",
+	"backfill":    "github.com/tranche-dev/tranche/backfill",
+	"ledger":      "github.com/tranche-dev/tranche/ledger",
+	"memledger":   "github.com/tranche-dev/tranche/ledger/memledger",
+	"ledgertest":  "github.com/tranche-dev/tranche/ledger/ledgertest",
 	"trancheotel": "github.com/tranche-dev/tranche/trancheotel",
 }
 

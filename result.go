@@ -114,12 +114,12 @@ func (e *AssetError) Unwrap() error { return e.Err }
 type PanicError struct {
 	Value any    // the value passed to panic
 	Stack []byte // the stack trace, as runtime/debug.Stack formats it
-	where string
+	Where string // what panicked: "asset daily", "destination files", "event hook, for run.started of run …"
 }
 
 // Error names what panicked and the panic value; the stack is in Stack.
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("tranche: %s panicked: %v", e.where, e.Value)
+	return fmt.Sprintf("tranche: %s panicked: %v", e.Where, e.Value)
 }
 
 // Unwrap returns the panic value if it is an error, so that errors.Is

@@ -32,13 +32,18 @@ type Runner struct {
 	// The zero value is [FailFast].
 	FailureMode FailureMode
 
-	// OnEvent, when not nil, is called with every [Event] of every run:
-	// synchronously, one event at a time and in order within a run, and
-	// from several goroutines at once when runs overlap. It must be safe
-	// for concurrent use and fast, since the run waits for it. Every event
-	// of a run has been delivered when Run returns. A hook that panics is
-	// recovered: the panic is reported in [Result.HookErr] and to Logger,
-	// and the run goes on. Combine hooks with [Hooks].
+	// OnEvent, when not nil, is called with every [Event] of every run.
+	// This is the hook contract of the library, which a backfill's
+	// OnEvent keeps too: a hook is called synchronously, one event at a
+	// time and in order within a run (a backfill: within one Run or
+	// Execute), and from several goroutines at once when runs overlap. It
+	// must be safe for concurrent use and fast, since the run waits for
+	// it. Its context carries the values of the run's context but is
+	// never canceled, so that the terminal events of a canceled run are
+	// delivered too. Every event of a run has been delivered when Run
+	// returns. A hook that panics is recovered: the panic is reported in
+	// [Result.HookErr] and to Logger, and the run goes on. Combine hooks
+	// with [Hooks].
 	OnEvent func(context.Context, Event)
 
 	// Logger, when not nil, receives every event through [SlogHook], as
@@ -72,6 +77,30 @@ func (m FailureMode) String() string {
 	return fmt.Sprintf("FailureMode(%d)", int(m))
 }
 
+// MarshalText implements [encoding.TextMarshaler] with the String form,
+// so that JSON, YAML and flag.TextVar take a mode.
+func (m FailureMode) MarshalText() ([]byte, error) {
+	switch m {
+	case FailFast, CollectAll:
+		return []byte(m.String()), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown failure mode %d; accepted: fail-fast, collect-all", int(m))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler]: "fail-fast" ("" too)
+// or "collect-all".
+func (m *FailureMode) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "", "fail-fast":
+		*m = FailFast
+	case "collect-all":
+		*m = CollectAll
+	default:
+		return fmt.Errorf("tranche: unknown failure mode %q; accepted: fail-fast, collect-all", text)
+	}
+	return nil
+}
+
 // Target is what a run materializes: a [TimePartition], a
 // [TimePartitionWindow], or nil for a DAG whose assets are all
 // unpartitioned. No other type implements it.
@@ -100,35 +129,49 @@ func (TimePartitionWindow) isTarget() {}
 // when the run completed, the failures (each an [*AssetError], joined)
 // when it failed, and context.Cause(ctx) when ctx was canceled first.
 func (r *Runner) Run(ctx context.Context, dag *DAG, target Target) (*Result, error) {
-	return r.run(ctx, dag, target, runOptions{id: newRunID(), attempt: 1})
+	return r.RunWith(ctx, dag, target, nil)
 }
 
-// runOptions are what a backfill chooses of a run, that [Runner.Run]
-// leaves to defaults.
-type runOptions struct {
-	id       string
-	attempt  int
-	backfill string // the backfill the run belongs to, or ""
-	// tokens are the fencing tokens of the target's partitions, oldest
-	// first (the ledger's attempt numbers); nil when the run is not
-	// recorded in a ledger. dag is the identity of the DAG whose ledger
-	// history numbered them.
-	tokens []int64
-	dag    string
-	// fence, when not nil, is called before each destination write: an
-	// error (matching ErrFenced) fails the write before the destination
-	// is called, because the run's lease no longer holds.
-	fence func() error
-	// fencing, when not nil, stands for tokens, dag and fence, set by
-	// a backfill that keeps them beside its lease, so that a run costs
-	// no allocation for them.
-	fencing *runFencing
+// RunOptions are what a caller may choose of a run that [Runner.Run]
+// leaves to defaults: a scheduler of its own that records runs, as a
+// backfill does, names them and fences their writes through these. A
+// nil *RunOptions, and the zero value of each field, mean the defaults.
+type RunOptions struct {
+	// RunID names the run in its events, batches and result; "" means a
+	// new random id (32 hexadecimal digits).
+	RunID string
+	// Attempt is the run's attempt number, 1 for the first; 0 means 1.
+	Attempt int
+	// Backfill is the id of the backfill the run belongs to, copied to
+	// every event of the run; "" for none.
+	Backfill string
+	// Tokens are the fencing tokens of the target's partitions, oldest
+	// first (a ledger's attempt numbers), given to each batch of a
+	// partitioned asset (Batch.Token); nil when the run is not fenced.
+	// DAG is the identity of the DAG whose history numbered them
+	// (Batch.DAG).
+	Tokens []int64
+	DAG    string
+	// Fence, when not nil, is called right before each destination
+	// write: an error (one matching ErrFenced, as a lapsed lease gives)
+	// fails the write before the destination is called.
+	Fence func() error
 }
 
-// run is Run with the run's id, attempt and fencing tokens chosen by the
-// caller, as a backfill does.
-func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, opts runOptions) (*Result, error) {
-	runID, attempt, backfill := opts.id, opts.attempt, opts.backfill
+// RunWith is [Runner.Run] with the run's id, attempt, backfill and
+// fencing chosen by opts, which may be nil.
+func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOptions) (*Result, error) {
+	var runID, backfill string
+	attempt := 1
+	if opts != nil {
+		runID, backfill = opts.RunID, opts.Backfill
+		if opts.Attempt > 0 {
+			attempt = opts.Attempt
+		}
+	}
+	if runID == "" {
+		runID = newRunID()
+	}
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
 	}
@@ -150,11 +193,8 @@ func (r *Runner) run(ctx context.Context, dag *DAG, tg Target, opts runOptions) 
 		outcomes: make([]AssetOutcome, n),
 		assets:   make([]assetState, n),
 	}
-	switch {
-	case opts.fencing != nil:
-		s.fencing = opts.fencing
-	case opts.tokens != nil || opts.fence != nil:
-		s.fencing = &runFencing{tokens: opts.tokens, dag: opts.dag, fence: opts.fence}
+	if opts != nil && (opts.Tokens != nil || opts.Fence != nil) {
+		s.fencing = opts // kept, not copied: a backfill's options live beside its lease
 	}
 	if r.Logger != nil {
 		s.logHook = SlogHook(r.Logger)
@@ -346,7 +386,7 @@ type runState struct {
 	id       string
 	attempt  int
 	backfill string      // the backfill the run belongs to, or ""
-	fencing  *runFencing // nil outside a ledger
+	fencing  *RunOptions // nil when the run is not fenced
 	target   target
 
 	runner   *Runner // its OnEvent and Logger
@@ -359,27 +399,6 @@ type runState struct {
 	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
 	assets   []assetState   // by DAG position
 	sched    scheduler
-}
-
-// runFencing is what a run recorded in a ledger fences its writes with
-// (see runOptions), apart from runState so that other runs do not carry
-// it.
-type runFencing struct {
-	tokens []int64
-	dag    string
-	fence  func() error
-	lease  *keptLease // checked as fence is, when fence is nil
-}
-
-// check calls the fence, or checks the lease.
-func (f *runFencing) check() error {
-	switch {
-	case f.fence != nil:
-		return f.fence()
-	case f.lease != nil:
-		return f.lease.check()
-	}
-	return nil
 }
 
 // assetState is what a run keeps of one asset, besides its outcome.
@@ -429,7 +448,7 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 		if v == nil {
 			return
 		}
-		err := &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)}
+		err := &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)}
 		s.hookErrs = append(s.hookErrs, err)
 		if report && s.runner.Logger != nil {
 			func() {
@@ -451,7 +470,11 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 // are ready and fewer than limit workers are busy; a worker that finds the
 // queue empty ends. A chain of assets thus runs on the calling goroutine
 // with no hand-off, and independent assets spread over at most limit
-// goroutines.
+// goroutines. The group only bounds and waits (SetLimit, Wait): its
+// functions return nil, because the calling goroutine, which errgroup
+// does not run, is a worker too, and because fail-fast must also stop
+// the one-worker case without a context; the first failure is kept in
+// the scheduler and cancels the workers' context with its cause.
 func (s *runState) schedule(ctx context.Context, start time.Time, limit int, mode FailureMode) {
 	n := s.dag.Len()
 	if n == 0 {
@@ -727,8 +750,8 @@ func (s *runState) stamp(batches []Batch) {
 	f := s.fencing
 	for k := range batches {
 		batches[k].RunID = s.id
-		if f != nil && len(f.tokens) == len(batches) && batches[k].Partition.Granularity.IsValid() {
-			batches[k].Token, batches[k].DAG = f.tokens[k], f.dag
+		if f != nil && len(f.Tokens) == len(batches) && batches[k].Partition.Granularity.IsValid() {
+			batches[k].Token, batches[k].DAG = f.Tokens[k], f.DAG
 		}
 	}
 }
@@ -742,13 +765,13 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
-				err = &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("destination %s", name)}
+				err = &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("destination %s", name)}
 			}
 		}()
 		// The lease is checked last, right before the write: a worker
 		// paused since its last heartbeat writes nothing.
-		if s.fencing != nil {
-			if err = s.fencing.check(); err != nil {
+		if s.fencing != nil && s.fencing.Fence != nil {
+			if err = s.fencing.Fence(); err != nil {
 				return
 			}
 		}
@@ -769,7 +792,7 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 func materialize(ctx context.Context, a *Asset, m *Materialization) (rows []Row, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			rows, err = nil, &PanicError{Value: v, Stack: debug.Stack(), where: fmt.Sprintf("asset %q", a.Name)}
+			rows, err = nil, &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("asset %q", a.Name)}
 		}
 	}()
 	return a.Materializer.Materialize(ctx, m)

@@ -1,10 +1,9 @@
 package tranche
 
 import (
-	"errors"
 	"time"
 
-	"github.com/tranche-dev/tranche/internal/calendar"
+	"github.com/tranche-dev/tranche/internal/zone"
 )
 
 // Zones are part of what names a DAG, a backfill and a window, so the name
@@ -26,117 +25,15 @@ import (
 // Bounds parsed from text ([ParseBound]) never carry time.Local: an offset
 // gives [time.UTC] or the fixed zone named by that offset, on every host.
 
-// offsetZone returns the canonical location of the fixed UTC offset off
-// (seconds east): time.UTC for zero, else a zone named by the offset.
-func offsetZone(off int) *time.Location {
-	if off == 0 {
-		return time.UTC
-	}
-	return time.FixedZone(offsetName(off), off)
-}
+// The zone helpers, with their rules, live in internal/zone, which the
+// backfill package shares.
+func offsetZone(off int) *time.Location            { return zone.OffsetZone(off) }
+func offsetName(off int) string                    { return zone.OffsetName(off) }
+func parseOffsetName(s string) (int, bool)         { return zone.ParseOffsetName(s) }
+func zoneName(loc *time.Location) string           { return zone.Name(loc) }
+func fixedOffset(loc *time.Location) (int, bool)   { return zone.FixedOffset(loc) }
+func sameZone(a, b *time.Location) bool            { return zone.Same(a, b) }
+func loadZone(name string) (*time.Location, error) { return zone.Load(name) }
+func portableZone(loc *time.Location) bool         { return zone.Portable(loc) }
 
-// offsetName writes off as "+01:00", "-03:30", or with seconds
-// ("+00:19:32") when it is not a whole number of minutes; "UTC" for zero.
-func offsetName(off int) string {
-	if off == 0 {
-		return "UTC"
-	}
-	b := make([]byte, 0, len("+00:00:00"))
-	sign := byte('+')
-	if off < 0 {
-		sign, off = '-', -off
-	}
-	b = append(b, sign)
-	b = append2(b, off/3600)
-	b = append(b, ':')
-	b = append2(b, off/60%60)
-	if s := off % 60; s != 0 {
-		b = append(b, ':')
-		b = append2(b, s)
-	}
-	return string(b)
-}
-
-// parseOffsetName inverts offsetName for a nonzero offset: "+01:00",
-// "-03:30", "+00:19:32".
-func parseOffsetName(s string) (off int, ok bool) {
-	if (len(s) != len("+00:00") && len(s) != len("+00:00:00")) || (s[0] != '+' && s[0] != '-') || s[3] != ':' {
-		return 0, false
-	}
-	h, ok1 := digits(s[1:3])
-	m, ok2 := digits(s[4:6])
-	sec, ok3 := 0, true
-	if len(s) > 6 {
-		if s[6] != ':' {
-			return 0, false
-		}
-		sec, ok3 = digits(s[7:9])
-	}
-	if !ok1 || !ok2 || !ok3 || h > 23 || m > 59 || sec > 59 {
-		return 0, false
-	}
-	off = h*3600 + m*60 + sec
-	if off == 0 {
-		return 0, false // a zero offset is named UTC
-	}
-	if s[0] == '-' {
-		off = -off
-	}
-	return off, true
-}
-
-// zoneName returns the name of loc that identities and text forms use: its
-// own name when it has one, and for a location without a name, or for
-// time.Local, the name of its fixed offset (see the comment above).
-func zoneName(loc *time.Location) string {
-	if loc == nil {
-		return "UTC"
-	}
-	name := loc.String()
-	if name != "" && name != "Local" {
-		return name
-	}
-	if off, ok := fixedOffset(loc); ok {
-		return offsetName(off)
-	}
-	return name
-}
-
-// fixedOffset reports whether loc keeps one offset for all time, and which.
-func fixedOffset(loc *time.Location) (int, bool) {
-	sp := calendar.SpanAt(loc, 0)
-	return int(sp.Offset), sp.Start == calendar.Beginning && sp.End == calendar.Forever
-}
-
-// sameZone reports whether a and b name the same zone.
-func sameZone(a, b *time.Location) bool { return a == b || zoneName(a) == zoneName(b) }
-
-// loadZone returns the location of a zone as the text forms write it: a
-// zone database name, "UTC", or a fixed offset ("+01:00"). It refuses
-// "Local" and "", which name the host's zone.
-func loadZone(name string) (*time.Location, error) {
-	if off, ok := parseOffsetName(name); ok {
-		return offsetZone(off), nil
-	}
-	if name == "" || name == "Local" {
-		return nil, errHostZone
-	}
-	return time.LoadLocation(name)
-}
-
-// errHostZone refuses a zone name that means the host's zone.
-var errHostZone = errors.New("it names the host's zone (time.Local), another calendar on another host; name the zone, as in Europe/Berlin, or write a fixed offset, as in +01:00")
-
-// portableZone reports whether loc's zoneName means the same calendar on
-// every host.
-func portableZone(loc *time.Location) bool {
-	name := zoneName(loc)
-	if _, ok := parseOffsetName(name); ok || name == "UTC" {
-		return true
-	}
-	if name == "" || name == "Local" {
-		return false
-	}
-	_, err := time.LoadLocation(name)
-	return err == nil
-}
+var errHostZone = zone.ErrHostZone

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
@@ -106,13 +108,13 @@ func namesOf(t *testing.T) map[string]zoneNames {
 			t.Fatal(err)
 		}
 		dagID := tranche.DAGIdentity(dag, tranche.Day, w.Location())
-		plan, err := (&tranche.Backfill{DAG: dag, Window: w, Ledger: tranche.NewMemoryLedger(nil)}).Plan(context.Background())
+		plan, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil)}).Plan(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		out[offset] = zoneNames{
 			Location: w.Location().String(), Window: w.String(), Marshaled: string(text), Roundtrip: back.Equal(w),
-			DAG: dagID, Backfill: tranche.BackfillID(dagID, w, 1), PlanDAG: plan.DAG, PlanBackfill: plan.Backfill,
+			DAG: dagID, Backfill: backfill.BackfillID(dagID, w, 1), PlanDAG: plan.DAG, PlanBackfill: plan.Backfill,
 			Hours: hours.Len(), HoursText: hours.String(), Partition: string(p),
 		}
 	}

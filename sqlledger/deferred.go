@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Work deferred to a finish (see the package documentation): the
@@ -50,7 +50,7 @@ type deferredWork struct {
 // finish (or until a heartbeat found it taken over), with the work
 // deferred to its finish: only leases held here may defer work, so that
 // work is never left waiting for a finish that another ledger records.
-func (l *Ledger) held(lease *tranche.Lease) {
+func (l *Ledger) held(lease *ledger.Lease) {
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
 	if l.leases == nil {
@@ -64,12 +64,12 @@ func (l *Ledger) held(lease *tranche.Lease) {
 // pending returns the work deferred to the finish of lease's succeeded
 // partitions, partition by partition in lease order, or nil when there
 // is none.
-func (l *Ledger) pending(lease *tranche.Lease, outcomes []tranche.Outcome) [][]deferredWork {
+func (l *Ledger) pending(lease *ledger.Lease, outcomes []ledger.Outcome) [][]deferredWork {
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
 	var out [][]deferredWork
 	for i, p := range lease.Partitions {
-		if outcomes[i].State != tranche.StateSucceeded {
+		if outcomes[i].State != ledger.StateSucceeded {
 			continue
 		}
 		if w := l.leases[leaseKey{lease.RunID, p.Start.Unix(), lease.Attempts[i]}]; len(w) > 0 {
@@ -83,7 +83,7 @@ func (l *Ledger) pending(lease *tranche.Lease, outcomes []tranche.Outcome) [][]d
 }
 
 // forget forgets a lease, with the work deferred to its finish.
-func (l *Ledger) forget(lease *tranche.Lease) {
+func (l *Ledger) forget(lease *ledger.Lease) {
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
 	for i, p := range lease.Partitions {
@@ -174,7 +174,7 @@ func (e *workError) Unwrap() error { return e.err }
 // UPDATE that changes only attempts the lease's worker still runs), then
 // the work of every succeeded partition, then the commit. When the work
 // fails, the partitions are recorded failed with its error instead.
-func (l *Ledger) finishDeferred(ctx context.Context, op string, dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome, work [][]deferredWork) error {
+func (l *Ledger) finishDeferred(ctx context.Context, op string, dagID int64, lease *ledger.Lease, outcomes []ledger.Outcome, work [][]deferredWork) error {
 	var fenced error
 	err := l.retry(ctx, op, func() error {
 		fenced = nil
@@ -201,7 +201,7 @@ func (l *Ledger) finishDeferred(ctx context.Context, op string, dagID int64, lea
 		}
 		return tx.Commit()
 	})
-	if fenced != nil && errors.Is(err, tranche.ErrFenced) {
+	if fenced != nil && errors.Is(err, ledger.ErrFenced) {
 		return l.whyFenced(ctx, op, lease, fenced)
 	}
 	we, ok := errors.AsType[*workError](err)
@@ -210,13 +210,13 @@ func (l *Ledger) finishDeferred(ctx context.Context, op string, dagID int64, lea
 	}
 	// The work failed, and with it the transaction: record why, so that
 	// the partitions do not stay running until their leases expire.
-	failed := make([]tranche.Outcome, len(outcomes))
+	failed := make([]ledger.Outcome, len(outcomes))
 	msg := fmt.Sprintf("partition %s: %v", we.partition, we.err)
 	for i := range failed {
-		failed[i] = tranche.Outcome{State: tranche.StateFailed, Err: msg}
+		failed[i] = ledger.Outcome{State: ledger.StateFailed, Err: msg}
 	}
 	rerr := l.finishPlain(ctx, op, dagID, lease, failed)
-	if errors.Is(rerr, tranche.ErrFenced) {
+	if errors.Is(rerr, ledger.ErrFenced) {
 		return rerr // taken over meanwhile: the work is moot
 	}
 	return &DeferredError{Ledger: l.name, Partition: we.partition, Recorded: rerr == nil, Err: we.err}

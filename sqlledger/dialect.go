@@ -49,7 +49,7 @@ type Dialect struct {
 	// " FOR UPDATE OF p SKIP LOCKED" where rows lock one by one
 	// (PostgreSQL; p is the partitions table's alias). A partition the
 	// query leaves out is being claimed by a concurrent transaction: the
-	// claim is refused with [tranche.ErrNotClaimable], so that claims
+	// claim is refused with [ledger.ErrNotClaimable], so that claims
 	// never wait for each other.
 	ClaimLock string
 
@@ -61,7 +61,7 @@ type Dialect struct {
 
 	// NextRevision is an SQL expression of a new revision of the DAG
 	// whose id is $1 (its only placeholder), evaluated in the
-	// transaction that records a change; see [tranche.Ledger.Revision].
+	// transaction that records a change; see [ledger.Ledger.Revision].
 	// A revision must exceed every one committed before, and no
 	// transaction may commit one at or below what [Ledger.Revision] has
 	// returned. SQLite, whose writes take turns, counts on from the

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // What a database failure under a ledger was, as a [Dialect] classifies
@@ -71,7 +71,7 @@ func (l *Ledger) wrap(ctx context.Context, op string, err error) error {
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
 		// The driver reports an interrupted statement in its own words.
 		return fmt.Errorf("tranche: %s: %s: %w (%w)", l.name, op, ctx.Err(), err)
-	case errors.Is(err, tranche.ErrNotClaimable), errors.Is(err, tranche.ErrFenced), errors.Is(err, tranche.ErrUnknownBackfill),
+	case errors.Is(err, ledger.ErrNotClaimable), errors.Is(err, ledger.ErrFenced), errors.Is(err, ledger.ErrUnknownBackfill),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}

@@ -1,4 +1,4 @@
-// Package sqlledger is a [tranche.Ledger] over database/sql, written once
+// Package sqlledger is a [ledger.Ledger] over database/sql, written once
 // for every SQL database a ledger runs on: SQLite, through the module
 // github.com/tranche-dev/tranche/ledger/sqlite, and PostgreSQL. The
 // databases differ only in a small [Dialect].
@@ -86,6 +86,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Options configure [Open]. Dialect and Name are required.
@@ -109,7 +110,7 @@ type Options struct {
 	Reader *sql.DB
 }
 
-// Ledger is a [tranche.Ledger] over database/sql. It is safe for
+// Ledger is a [ledger.Ledger] over database/sql. It is safe for
 // concurrent use, by goroutines and by processes sharing the database.
 type Ledger struct {
 	db, reader *sql.DB
@@ -130,7 +131,7 @@ type Ledger struct {
 	leases map[leaseKey][]deferredWork
 }
 
-var _ tranche.Ledger = (*Ledger)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
 // Open returns a ledger over db, creating or migrating its schema first.
 // The caller keeps db (and Options.Reader) and closes them after the
@@ -322,7 +323,7 @@ func tuples(from, n, width int) string {
 // latestRow is what a transaction reads of a partition's latest attempt.
 type latestRow struct {
 	latest  int // 0: no attempt yet
-	attempt tranche.Attempt
+	attempt ledger.Attempt
 }
 
 // readLatest reads, in tx, the latest attempt of each partition starting
@@ -360,7 +361,7 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 				// leave it out, as a row being claimed.
 				continue
 			}
-			r.attempt = tranche.Attempt{Number: r.latest, Worker: worker.String, State: tranche.State(state.String),
+			r.attempt = ledger.Attempt{Number: r.latest, Worker: worker.String, State: ledger.State(state.String),
 				LeaseUntil: time.UnixMilli(until.Int64).UTC(), Revision: rev.Int64}
 			out[start] = &r
 		}
@@ -374,13 +375,13 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 	return out, nil
 }
 
-// Claim implements [tranche.Ledger].
+// Claim implements [ledger.Ledger].
 //
 // Partitions never claimed before, the common case of a backfill, get
 // their row and first attempt without being read: a claim of fresh
 // partitions is three statements (the partitions, which return the
 // transaction's start, the attempts, and the commit) besides BEGIN.
-func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.Lease, error) {
+func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	if err := validateClaim(req); err != nil {
 		return nil, err
 	}
@@ -399,7 +400,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 		}
 		return lease, err
 	}
-	var lease *tranche.Lease
+	var lease *ledger.Lease
 	var newDAG int64
 	err := l.write(ctx, op, func(tx *sql.Tx) error {
 		lease, newDAG = nil, 0
@@ -421,7 +422,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 		}
 		now, rev := st.now, st.rev
 		if st.canceled {
-			return fmt.Errorf("%w: backfill %s was canceled", tranche.ErrNotClaimable, req.Backfill)
+			return fmt.Errorf("%w: backfill %s was canceled", ledger.ErrNotClaimable, req.Backfill)
 		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {
@@ -442,9 +443,9 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 			}
 			r := latest[starts[i]]
 			if r == nil {
-				return fmt.Errorf("%w: %s is being claimed by another worker", tranche.ErrNotClaimable, p.Key())
+				return fmt.Errorf("%w: %s is being claimed by another worker", ledger.ErrNotClaimable, p.Key())
 			}
-			var a *tranche.Attempt
+			var a *ledger.Attempt
 			if r.latest > 0 {
 				a = &r.attempt
 			}
@@ -452,7 +453,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 				return err
 			}
 		}
-		lease = &tranche.Lease{
+		lease = &ledger.Lease{
 			DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 			Partitions: slices.Clone(req.Partitions), Attempts: make([]int, n),
 			Until: now.Add(req.Lease).Truncate(time.Millisecond),
@@ -464,8 +465,8 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 				continue
 			}
 			lease.Attempts[i] = r.latest + 1
-			if r.latest > 0 && r.attempt.State == tranche.StateRunning { // taken over after its lease expired
-				res, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, tranche.TakeoverReason(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest)
+			if r.latest > 0 && r.attempt.State == ledger.StateRunning { // taken over after its lease expired
+				res, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, ledger.TakeoverReason(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest)
 				if err != nil {
 					return err
 				}
@@ -473,7 +474,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 				// committed since the read leaves nothing to take over.
 				if n, err := res.RowsAffected(); err != nil || n != 1 {
 					if err == nil {
-						err = fmt.Errorf("%w: %s finished while being claimed", tranche.ErrNotClaimable, p.Key())
+						err = fmt.Errorf("%w: %s finished while being claimed", ledger.ErrNotClaimable, p.Key())
 					}
 					return err
 				}
@@ -518,7 +519,7 @@ func (l *Ledger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.
 // where the dialect runs an INSERT inside WITH. It returns no lease and no
 // error when it cannot: the DAG or the partition has a row already, or the
 // backfill was canceled; Claim then takes its usual way, which tells why.
-func (l *Ledger) claimFresh(ctx context.Context, op string, req tranche.ClaimRequest) (*tranche.Lease, error) {
+func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	if !l.dialect.InsertInWith || len(req.Partitions) != 1 {
 		return nil, nil
 	}
@@ -542,7 +543,7 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req tranche.ClaimReq
 	if err != nil {
 		return nil, err
 	}
-	return &tranche.Lease{
+	return &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 		Partitions: slices.Clone(req.Partitions), Attempts: []int{1},
 		Until: time.UnixMilli(started).UTC().Add(req.Lease).Truncate(time.Millisecond),
@@ -602,16 +603,16 @@ func describe(ps []tranche.TimePartition) string {
 
 // checkLease reads the lease's partitions in tx and applies the fencing
 // rule to each; it returns the DAG's id.
-func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *tranche.Lease) (int64, []int64, error) {
+func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *ledger.Lease) (int64, []int64, error) {
 	if len(lease.Attempts) != len(lease.Partitions) || len(lease.Partitions) == 0 {
-		return 0, nil, fmt.Errorf("%w: a lease of %d partitions with %d attempts", tranche.ErrFenced, len(lease.Partitions), len(lease.Attempts))
+		return 0, nil, fmt.Errorf("%w: a lease of %d partitions with %d attempts", ledger.ErrFenced, len(lease.Partitions), len(lease.Attempts))
 	}
 	dagID, err := l.dagID(ctx, tx, lease.DAG)
 	if err != nil {
 		return 0, nil, err
 	}
 	if dagID == 0 {
-		return 0, nil, fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
+		return 0, nil, fmt.Errorf("%w: unknown DAG %s", ledger.ErrFenced, lease.DAG)
 	}
 	starts := make([]int64, len(lease.Partitions))
 	for i, p := range lease.Partitions {
@@ -622,7 +623,7 @@ func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *tranche.Leas
 		return 0, nil, err
 	}
 	for i := range lease.Partitions {
-		var a *tranche.Attempt
+		var a *ledger.Attempt
 		if r := latest[starts[i]]; r != nil && r.latest > 0 {
 			a = &r.attempt
 		}
@@ -633,8 +634,8 @@ func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *tranche.Leas
 	return dagID, starts, nil
 }
 
-// Heartbeat implements [tranche.Ledger].
-func (l *Ledger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Duration) error {
+// Heartbeat implements [ledger.Ledger].
+func (l *Ledger) Heartbeat(ctx context.Context, lease *ledger.Lease, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -662,7 +663,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Dur
 		}
 		return nil
 	})
-	if errors.Is(err, tranche.ErrFenced) {
+	if errors.Is(err, ledger.ErrFenced) {
 		l.forget(lease) // taken over: its deferred work can never commit
 	}
 	if err != nil {
@@ -673,7 +674,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Dur
 }
 
 // changed checks that an UPDATE fenced by the lease changed want rows.
-func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
+func changed(res sql.Result, err error, want int, lease *ledger.Lease) error {
 	if err != nil {
 		return err
 	}
@@ -682,12 +683,12 @@ func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
 		return err
 	}
 	if n != int64(want) {
-		return fmt.Errorf("%w: %d of %d partitions of the lease of worker %s changed hands", tranche.ErrFenced, int64(want)-n, want, lease.Worker)
+		return fmt.Errorf("%w: %d of %d partitions of the lease of worker %s changed hands", ledger.ErrFenced, int64(want)-n, want, lease.Worker)
 	}
 	return nil
 }
 
-// Finish implements [tranche.Ledger].
+// Finish implements [ledger.Ledger].
 //
 // The fence is in the WHERE clause of the UPDATE: a finish changes only
 // attempts its worker still runs, and reads nothing first. A finish of
@@ -700,7 +701,7 @@ func changed(res sql.Result, err error, want int, lease *tranche.Lease) error {
 // runs in the finish's transaction, after the fence, on one connection.
 // When it fails, the transaction is rolled back, the partitions are
 // recorded failed with its error, and Finish returns a [*DeferredError].
-func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
+func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	if err := lease.CheckOutcomes(outcomes); err != nil {
 		return err
 	}
@@ -708,7 +709,7 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 		return err
 	}
 	if len(lease.Attempts) != len(lease.Partitions) {
-		return fmt.Errorf("%w: a lease of %d partitions with %d attempts", tranche.ErrFenced, len(lease.Partitions), len(lease.Attempts))
+		return fmt.Errorf("%w: a lease of %d partitions with %d attempts", ledger.ErrFenced, len(lease.Partitions), len(lease.Attempts))
 	}
 	op := "finishing " + describe(lease.Partitions)
 	dagID, err := l.dagID(ctx, nil, lease.DAG)
@@ -717,7 +718,7 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 	}
 	if dagID == 0 {
 		l.forget(lease)
-		return fmt.Errorf("%w: unknown DAG %s", tranche.ErrFenced, lease.DAG)
+		return fmt.Errorf("%w: unknown DAG %s", ledger.ErrFenced, lease.DAG)
 	}
 	if work := l.pending(lease, outcomes); work != nil {
 		err = l.finishDeferred(ctx, op, dagID, lease, outcomes, work)
@@ -727,14 +728,14 @@ func (l *Ledger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tr
 	// Work deferred to the finish is kept for a call tried again after a
 	// failure that decided nothing (a lost connection); once the outcome
 	// is recorded, or can never be, it goes.
-	if d, ok := errors.AsType[*DeferredError](err); err == nil || errors.Is(err, tranche.ErrFenced) || ok && d.Recorded {
+	if d, ok := errors.AsType[*DeferredError](err); err == nil || errors.Is(err, ledger.ErrFenced) || ok && d.Recorded {
 		l.forget(lease)
 	}
 	return err
 }
 
 // finishPlain records outcomes with no work deferred to them.
-func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome) error {
+func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	var fenced error
 	if len(outcomes) == 1 {
 		res, err := l.writeOne(ctx, op, l.dialect.qFinish(1), l.finishArgs(dagID, lease, outcomes)...)
@@ -749,7 +750,7 @@ func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease 
 			fenced = l.finishAll(ctx, tx, dagID, lease, outcomes)
 			return fenced
 		})
-		if err != nil && !errors.Is(err, tranche.ErrFenced) {
+		if err != nil && !errors.Is(err, ledger.ErrFenced) {
 			return err
 		}
 	}
@@ -760,7 +761,7 @@ func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease 
 }
 
 // finishArgs are the arguments of qFinish for the outcomes of lease.
-func (l *Ledger) finishArgs(dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome) []any {
+func (l *Ledger) finishArgs(dagID int64, lease *ledger.Lease, outcomes []ledger.Outcome) []any {
 	args := make([]any, 0, 5*len(outcomes)+4)
 	args = append(args, nil, dagID) // nil: the database's clock
 	if l.clock != nil {
@@ -774,7 +775,7 @@ func (l *Ledger) finishArgs(dagID int64, lease *tranche.Lease, outcomes []tranch
 
 // finishAll records the outcomes of several partitions in tx: one
 // statement, or one per partition where statements cost no round trip.
-func (l *Ledger) finishAll(ctx context.Context, tx *sql.Tx, dagID int64, lease *tranche.Lease, outcomes []tranche.Outcome) error {
+func (l *Ledger) finishAll(ctx context.Context, tx *sql.Tx, dagID int64, lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	if !l.dialect.InProcess {
 		res, err := l.exec(ctx, tx, l.dialect.qFinish(len(outcomes)), l.finishArgs(dagID, lease, outcomes)...)
 		return changed(res, err, len(outcomes), lease)
@@ -795,26 +796,26 @@ func (l *Ledger) finishAll(ctx context.Context, tx *sql.Tx, dagID int64, lease *
 
 // whyFenced explains a transition the fence refused: the error of the
 // first partition the lease does not hold, or else fenced.
-func (l *Ledger) whyFenced(ctx context.Context, op string, lease *tranche.Lease, fenced error) error {
+func (l *Ledger) whyFenced(ctx context.Context, op string, lease *ledger.Lease, fenced error) error {
 	err := l.write(ctx, op, func(tx *sql.Tx) error {
 		_, _, err := l.checkLease(ctx, tx, lease)
 		return err
 	})
-	if errors.Is(err, tranche.ErrFenced) {
+	if errors.Is(err, ledger.ErrFenced) {
 		return err
 	}
 	return fenced
 }
 
-func scanAttempt(rows *sql.Rows, dag string) (tranche.Attempt, error) {
-	a := tranche.Attempt{DAG: dag}
+func scanAttempt(rows *sql.Rows, dag string) (ledger.Attempt, error) {
+	a := ledger.Attempt{DAG: dag}
 	var start, end, started, until int64
 	var finished sql.NullInt64
 	var state string
 	err := rows.Scan(&start, &end, &a.Key, &a.Backfill, &a.RunID, &a.Worker, &a.Number, &state,
 		&started, &finished, &until, &a.Err, &a.Rows, &a.Revision)
 	a.Start, a.End = time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
-	a.State = tranche.State(state)
+	a.State = ledger.State(state)
 	a.Started, a.LeaseUntil = time.UnixMilli(started).UTC(), time.UnixMilli(until).UTC()
 	if finished.Valid {
 		a.Finished = time.UnixMilli(finished.Int64).UTC()
@@ -834,16 +835,16 @@ func ceilUnix(t time.Time) int64 {
 // latestPage is how many attempts Latest reads per query.
 const latestPage = 4096
 
-// Latest implements [tranche.Ledger]. It reads a page of attempts at a
+// Latest implements [ledger.Ledger]. It reads a page of attempts at a
 // time, in the order of the primary key, and keeps each partition's last;
 // it holds no connection while the loop body runs.
-func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[tranche.Attempt, error] {
-	return func(yield func(tranche.Attempt, error) bool) {
+func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
+	return func(yield func(ledger.Attempt, error) bool) {
 		next, end := ceilUnix(from), ceilUnix(to)
-		page := make([]tranche.Attempt, 0, latestPage)
+		page := make([]ledger.Attempt, 0, latestPage)
 		for next < end {
 			if err := ctx.Err(); err != nil {
-				yield(tranche.Attempt{}, err)
+				yield(ledger.Attempt{}, err)
 				return
 			}
 			page = page[:0]
@@ -869,7 +870,7 @@ func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) ite
 				return rows.Err()
 			})
 			if err != nil {
-				yield(tranche.Attempt{}, err)
+				yield(ledger.Attempt{}, err)
 				return
 			}
 			full := read == latestPage
@@ -882,7 +883,7 @@ func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) ite
 					// is its history's last.
 					h, err := l.History(ctx, dag, last.Start)
 					if err != nil {
-						yield(tranche.Attempt{}, err)
+						yield(ledger.Attempt{}, err)
 						return
 					}
 					page[0] = h[len(h)-1]
@@ -912,9 +913,9 @@ func (l *Ledger) read(ctx context.Context, op string, f func() error) error {
 	return l.wrap(ctx, op, f())
 }
 
-// History implements [tranche.Ledger].
-func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]tranche.Attempt, error) {
-	var out []tranche.Attempt
+// History implements [ledger.Ledger].
+func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]ledger.Attempt, error) {
+	var out []ledger.Attempt
 	err := l.read(ctx, "reading the history of "+start.Format(time.RFC3339), func() error {
 		if start.Nanosecond() != 0 {
 			return nil // no partition starts there
@@ -936,7 +937,7 @@ func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]tr
 	return out, err
 }
 
-// Revision implements [tranche.Ledger]: the highest revision of the
+// Revision implements [ledger.Ledger]: the highest revision of the
 // DAG's attempts, once the dialect's RevisionBarrier has waited for the
 // transactions that hold a lower one.
 func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
@@ -981,7 +982,7 @@ func millis(t time.Time) time.Time {
 	return time.UnixMilli(t.UnixMilli()).UTC()
 }
 
-// RevisionIn implements [tranche.Ledger]: it reads the index of
+// RevisionIn implements [ledger.Ledger]: it reads the index of
 // revisions from the highest down to after, so that it costs the changes
 // after after, whatever the range.
 func (l *Ledger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
@@ -996,13 +997,13 @@ func (l *Ledger) RevisionIn(ctx context.Context, dag string, from, to time.Time,
 	return rev, err
 }
 
-// RecentSuccesses implements [tranche.Ledger], through the index of the
+// RecentSuccesses implements [ledger.Ledger], through the index of the
 // DAG's successes.
-func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]tranche.Attempt, error) {
+func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]ledger.Attempt, error) {
 	if n < 1 {
 		return nil, ctx.Err()
 	}
-	var out []tranche.Attempt
+	var out []ledger.Attempt
 	err := l.read(ctx, "reading the recent successes of DAG "+dag, func() error {
 		rows, err := l.readRows(ctx, qRecentSuccesses, dag, n)
 		if err != nil {
@@ -1021,8 +1022,8 @@ func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]tran
 	return out, err
 }
 
-func scanBackfill(row interface{ Scan(...any) error }) (tranche.BackfillRecord, error) {
-	var b tranche.BackfillRecord
+func scanBackfill(row interface{ Scan(...any) error }) (ledger.BackfillRecord, error) {
+	var b ledger.BackfillRecord
 	var created int64
 	var canceled int
 	var canceledAt, resumedAt sql.NullInt64
@@ -1052,19 +1053,19 @@ func nullMillis(t time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: t.UnixMilli(), Valid: !t.IsZero()}
 }
 
-// PutBackfill implements [tranche.Ledger]. Created is kept to the
+// PutBackfill implements [ledger.Ledger]. Created is kept to the
 // millisecond.
-func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tranche.BackfillRecord, error) {
+func (l *Ledger) PutBackfill(ctx context.Context, b ledger.BackfillRecord) (ledger.BackfillRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return tranche.BackfillRecord{}, err
+		return ledger.BackfillRecord{}, err
 	}
 	if b.ID == "" {
-		return tranche.BackfillRecord{}, fmt.Errorf("tranche: PutBackfill without an id")
+		return ledger.BackfillRecord{}, fmt.Errorf("tranche: PutBackfill without an id")
 	}
 	var partitions strings.Builder
 	for i, t := range b.Partitions {
 		if t.Nanosecond() != 0 {
-			return tranche.BackfillRecord{}, fmt.Errorf("tranche: PutBackfill of backfill %s with partition start %s: a SQL ledger keeps partition bounds to the second",
+			return ledger.BackfillRecord{}, fmt.Errorf("tranche: PutBackfill of backfill %s with partition start %s: a SQL ledger keeps partition bounds to the second",
 				b.ID, t.Format(time.RFC3339Nano))
 		}
 		if i > 0 {
@@ -1072,7 +1073,7 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 		}
 		partitions.WriteString(strconv.FormatInt(t.Unix(), 10))
 	}
-	var stored tranche.BackfillRecord
+	var stored ledger.BackfillRecord
 	err := l.write(ctx, "recording backfill "+b.ID, func(tx *sql.Tx) error {
 		var err error
 		stored, err = scanBackfill(l.queryRow(ctx, tx, qBackfill, b.ID))
@@ -1113,23 +1114,23 @@ func (l *Ledger) PutBackfill(ctx context.Context, b tranche.BackfillRecord) (tra
 	return stored, err
 }
 
-// Backfill implements [tranche.Ledger].
-func (l *Ledger) Backfill(ctx context.Context, id string) (tranche.BackfillRecord, error) {
-	var b tranche.BackfillRecord
+// Backfill implements [ledger.Ledger].
+func (l *Ledger) Backfill(ctx context.Context, id string) (ledger.BackfillRecord, error) {
+	var b ledger.BackfillRecord
 	err := l.read(ctx, "reading backfill "+id, func() error {
 		var err error
 		b, err = scanBackfill(l.readRow(ctx, qBackfill, id))
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w %q", tranche.ErrUnknownBackfill, id)
+			return fmt.Errorf("%w %q", ledger.ErrUnknownBackfill, id)
 		}
 		return err
 	})
 	return b, err
 }
 
-// Backfills implements [tranche.Ledger].
-func (l *Ledger) Backfills(ctx context.Context) ([]tranche.BackfillRecord, error) {
-	var out []tranche.BackfillRecord
+// Backfills implements [ledger.Ledger].
+func (l *Ledger) Backfills(ctx context.Context) ([]ledger.BackfillRecord, error) {
+	var out []ledger.BackfillRecord
 	err := l.read(ctx, "reading the backfills", func() error {
 		rows, err := l.readRows(ctx, qBackfills)
 		if err != nil {
@@ -1148,12 +1149,12 @@ func (l *Ledger) Backfills(ctx context.Context) ([]tranche.BackfillRecord, error
 	return out, err
 }
 
-// CancelBackfill implements [tranche.Ledger].
+// CancelBackfill implements [ledger.Ledger].
 func (l *Ledger) CancelBackfill(ctx context.Context, id string) error {
 	return l.markBackfill(ctx, "canceling backfill "+id, l.dialect.qCancelBackfill(), id)
 }
 
-// ResumeBackfill implements [tranche.Ledger].
+// ResumeBackfill implements [ledger.Ledger].
 func (l *Ledger) ResumeBackfill(ctx context.Context, id string) error {
 	return l.markBackfill(ctx, "resuming backfill "+id, l.dialect.qResumeBackfill(), id)
 }
@@ -1175,7 +1176,7 @@ func (l *Ledger) markBackfill(ctx context.Context, op, query, id string) error {
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err == nil {
-				err = fmt.Errorf("%w %q", tranche.ErrUnknownBackfill, id)
+				err = fmt.Errorf("%w %q", ledger.ErrUnknownBackfill, id)
 			}
 			return err
 		}

@@ -3,7 +3,7 @@ package sqlledger
 import (
 	"fmt"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // The claim and fencing rules are tranche's (ClaimRequest.Validate and
@@ -13,7 +13,7 @@ import (
 
 // validateClaim checks a request before the database sees it: tranche's
 // rules, and bounds to the second, as the tables keep them.
-func validateClaim(req tranche.ClaimRequest) error {
+func validateClaim(req ledger.ClaimRequest) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}

@@ -1,11 +1,11 @@
 /*
 Package trancheotel turns tranche's events into OpenTelemetry traces and
 metrics. [NewHook] returns a hook for [tranche.Runner.OnEvent] and
-[tranche.Backfill.OnEvent]:
+[backfill.Backfill.OnEvent]:
 
 	hook := trancheotel.NewHook(trancheotel.WithDAG("daily-sales"))
 	runner := &tranche.Runner{OnEvent: hook}
-	backfill := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger, Runner: runner, OnEvent: hook}
+	backfill := &backfill.Backfill{DAG: dag, Window: w, Ledger: ledger, Runner: runner, OnEvent: hook}
 
 The providers default to otel's global ones ([otel.GetTracerProvider],
 [otel.GetMeterProvider]), or are given with [WithTracerProvider] and

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -60,7 +61,7 @@ func WithDAG(name string) Option {
 }
 
 // NewHook returns a hook, for [tranche.Runner.OnEvent] and
-// [tranche.Backfill.OnEvent], that turns events into spans and metrics
+// [backfill.Backfill.OnEvent], that turns events into spans and metrics
 // (see the package documentation). Give the same hook to both: the
 // runner's events make the spans and the run, asset and write metrics,
 // the backfill's the partition counts. It is safe for concurrent use.
@@ -209,10 +210,10 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 			ctx = r.writeEnded(ctx, &e)
 		}
 		h.metrics.write(ctx, h, &e)
-	case tranche.KindPartitionSucceeded, tranche.KindPartitionFailed, tranche.KindPartitionHeld, tranche.KindPartitionSkipped:
+	case backfill.KindPartitionSucceeded, backfill.KindPartitionFailed, backfill.KindPartitionHeld, backfill.KindPartitionSkipped:
 		h.metrics.partitions(ctx, h, &e)
-	case tranche.KindLog, tranche.KindPartitionClaimed, tranche.KindPartitionStarted,
-		tranche.KindBackfillStarted, tranche.KindBackfillCompleted, tranche.KindBackfillFailed, tranche.KindBackfillCanceled:
+	case tranche.KindLog, backfill.KindPartitionClaimed, backfill.KindPartitionStarted,
+		backfill.KindStarted, backfill.KindCompleted, backfill.KindFailed, backfill.KindCanceled:
 		// Logs belong to a log pipeline (an otelslog handler on
 		// Runner.Logger); the backfill's lifecycle is in its partitions'
 		// counts and, for a trace, in the caller's span around

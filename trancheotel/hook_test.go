@@ -14,6 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/trancheotel"
 	"github.com/tranche-dev/tranche/tranchetest"
 	"go.opentelemetry.io/otel"
@@ -298,8 +301,8 @@ func TestBackfill(t *testing.T) {
 	}, "events")
 	rollup.Partitioning = tranche.Partitioning{Granularity: tranche.Day}
 	dag := tranchetest.NewDAG(t, events, rollup)
-	l := tranche.NewMemoryLedger(nil)
-	b := &tranche.Backfill{DAG: dag, Window: days(t, 1, 5), Ledger: l, Concurrency: 2, OnFailure: tranche.FailContinue,
+	l := memledger.New(nil)
+	b := &backfill.Backfill{DAG: dag, Window: days(t, 1, 5), Ledger: l, Concurrency: 2, OnFailure: backfill.FailContinue,
 		Runner: &tranche.Runner{OnEvent: hook}, OnEvent: hook, Worker: "w1"}
 	id, err := b.ID()
 	if err != nil {
@@ -311,13 +314,13 @@ func TestBackfill(t *testing.T) {
 		p      tranche.TimePartition
 		finish bool
 	}{{day(1), true}, {day(2), false}} {
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dagID, Worker: "other", RunID: tranche.RunID(dagID, c.p.Start, c.p.End),
-			Partitions: []tranche.TimePartition{c.p}, Lease: time.Hour, Policy: tranche.RerunAll})
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dagID, Worker: "other", RunID: backfill.RunID(dagID, c.p.Start, c.p.End),
+			Partitions: []tranche.TimePartition{c.p}, Lease: time.Hour, Policy: ledger.RerunAll})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.finish {
-			if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+			if err := l.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -357,7 +360,7 @@ func TestBackfill(t *testing.T) {
 		}
 		keys[a["tranche.partition.key"]] = a["tranche.status"]
 		p, _ := tranche.ParsePartitionKey(tranche.Day, a["tranche.partition.key"], time.UTC)
-		if a["tranche.run.id"] != tranche.RunID(dagID, p.Start, p.End) {
+		if a["tranche.run.id"] != backfill.RunID(dagID, p.Start, p.End) {
 			t.Errorf("run %s has run id %s", a["tranche.partition.key"], a["tranche.run.id"])
 		}
 		if s.Parent().SpanID() != parent.SpanContext().SpanID() {
@@ -405,7 +408,7 @@ func TestBackfill(t *testing.T) {
 	failing = nil
 	mu.Unlock()
 	// The partition another worker holds keeps the run from being done.
-	if _, err := b.Run(ctx); err != nil && !errors.Is(err, tranche.ErrHeldElsewhere) {
+	if _, err := b.Run(ctx); err != nil && !errors.Is(err, backfill.ErrHeldElsewhere) {
 		t.Fatal(err)
 	}
 	rerun := named(tel, "run daily")
@@ -682,7 +685,7 @@ func TestBackfillChunks(t *testing.T) {
 	hook, _ := tel.hook()
 	a := tranchetest.Noop("a")
 	a.Partitioning = tranche.Partitioning{Granularity: tranche.Day, AllowWindow: true}
-	b := &tranche.Backfill{DAG: tranchetest.NewDAG(t, a), Window: days(t, 1, 4), Ledger: tranche.NewMemoryLedger(nil), ChunkSize: 2,
+	b := &backfill.Backfill{DAG: tranchetest.NewDAG(t, a), Window: days(t, 1, 4), Ledger: memledger.New(nil), ChunkSize: 2,
 		Runner: &tranche.Runner{OnEvent: hook}, OnEvent: hook}
 	if _, err := b.Run(t.Context()); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -149,13 +150,13 @@ func (m *instruments) partitions(ctx context.Context, h *hook, e *tranche.Event)
 	}
 	var state string
 	switch e.Kind {
-	case tranche.KindPartitionSucceeded:
+	case backfill.KindPartitionSucceeded:
 		state = "succeeded"
-	case tranche.KindPartitionFailed:
+	case backfill.KindPartitionFailed:
 		state = "failed"
-	case tranche.KindPartitionHeld:
+	case backfill.KindPartitionHeld:
 		state = "held"
-	case tranche.KindPartitionSkipped:
+	case backfill.KindPartitionSkipped:
 		state = "skipped"
 	}
 	n := 1 // a partition's event

@@ -17,14 +17,18 @@ import (
 	"testing"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // Worker is the worker name [RunBackfill] gives a backfill that names
 // none, so that reports and attempts read the same on every run.
 const Worker = "tranchetest"
 
-// RunBackfill runs b as [tranche.Backfill.Run] does, on clock: a backfill
-// without a Ledger gets a [tranche.NewMemoryLedger] whose clock is
+// RunBackfill runs b as [backfill.Backfill.Run] does, on clock: a backfill
+// without a Ledger gets a [memledger.New] whose clock is
 // clock.Now (b.Ledger holds it after), one without Now gets clock.Now
 // for its plans, and one without a Worker is [Worker]. Attempts are then
 // stamped with the clock's time, leases are judged by it and expire only
@@ -34,12 +38,12 @@ const Worker = "tranchetest"
 //
 // It returns the report and error of Run, failures included, for the
 // test to judge; [RequireSucceededOnce] checks the ledger after.
-func RunBackfill(ctx context.Context, clock *Clock, b *tranche.Backfill) (*tranche.Report, error) {
+func RunBackfill(ctx context.Context, clock *ledgertest.Clock, b *backfill.Backfill) (*backfill.Report, error) {
 	if clock == nil {
-		clock = NewClock(b.Window.End())
+		clock = ledgertest.NewClock(b.Window.End())
 	}
 	if b.Ledger == nil {
-		b.Ledger = tranche.NewMemoryLedger(clock.Now)
+		b.Ledger = memledger.New(clock.Now)
 	}
 	if b.Now == nil {
 		b.Now = clock.Now
@@ -61,7 +65,7 @@ const maxListed = 10
 // more than once, with the attempts' workers (up to 10 of each). A
 // partition that succeeded twice has been written twice: in a backfill,
 // that means a lease was lost while its first run was still writing.
-func CheckSucceededOnce(ctx context.Context, b *tranche.Backfill) error {
+func CheckSucceededOnce(ctx context.Context, b *backfill.Backfill) error {
 	if b.DAG == nil || b.Ledger == nil {
 		return errors.New("tranchetest: CheckSucceededOnce: the backfill has no DAG or no Ledger")
 	}
@@ -75,7 +79,7 @@ func CheckSucceededOnce(ctx context.Context, b *tranche.Backfill) error {
 		}
 		var succeeded []string
 		for _, a := range history {
-			if a.State == tranche.StateSucceeded {
+			if a.State == ledger.StateSucceeded {
 				succeeded = append(succeeded, fmt.Sprintf("attempt %d by %s", a.Number, a.Worker))
 			}
 		}
@@ -90,7 +94,7 @@ func CheckSucceededOnce(ctx context.Context, b *tranche.Backfill) error {
 			if len(twice) < maxListed {
 				twice = append(twice, p.Key()+": "+strings.Join(succeeded, ", "))
 			}
-		case history[len(history)-1].State != tranche.StateSucceeded:
+		case history[len(history)-1].State != ledger.StateSucceeded:
 			nMissing++
 			if len(missing) < maxListed {
 				missing = append(missing, p.Key()+": succeeded, then "+describeLatest(history))
@@ -119,7 +123,7 @@ func CheckSucceededOnce(ctx context.Context, b *tranche.Backfill) error {
 	return errors.New(b2.String())
 }
 
-func describeLatest(history []tranche.Attempt) string {
+func describeLatest(history []ledger.Attempt) string {
 	if len(history) == 0 {
 		return "never attempted"
 	}
@@ -133,12 +137,12 @@ func describeLatest(history []tranche.Attempt) string {
 
 // RequireSucceededOnce fails the test unless every partition of b's
 // window has succeeded exactly once in b's ledger ([CheckSucceededOnce]).
-func RequireSucceededOnce(tb testing.TB, b *tranche.Backfill) {
+func RequireSucceededOnce(tb testing.TB, b *backfill.Backfill) {
 	tb.Helper()
 	requireSucceededOnce(tb.Context(), tb, b)
 }
 
-func requireSucceededOnce(ctx context.Context, t testingT, b *tranche.Backfill) {
+func requireSucceededOnce(ctx context.Context, t testingT, b *backfill.Backfill) {
 	t.Helper()
 	if err := CheckSucceededOnce(ctx, b); err != nil {
 		t.Fatalf("%v", err)

@@ -15,6 +15,10 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 var jan1 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -52,7 +56,7 @@ func eventsDAG(t *testing.T, dest tranche.Destination, fail func(key string) err
 
 func TestRunBackfill(t *testing.T) {
 	dest := &tranche.FilesDestination{Dir: t.TempDir()}
-	b := &tranche.Backfill{DAG: eventsDAG(t, dest, nil), Window: days(t, 3)}
+	b := &backfill.Backfill{DAG: eventsDAG(t, dest, nil), Window: days(t, 3)}
 	report, err := RunBackfill(t.Context(), nil, b)
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +64,8 @@ func TestRunBackfill(t *testing.T) {
 	if report.Succeeded != 3 || report.Total != 3 || report.Worker != Worker {
 		t.Errorf("report %v; want 3 of 3 succeeded by %s", report, Worker)
 	}
-	if _, ok := b.Ledger.(*tranche.MemoryLedger); !ok {
-		t.Fatalf("RunBackfill left the Ledger %T; want a *tranche.MemoryLedger", b.Ledger)
+	if _, ok := b.Ledger.(*memledger.Ledger); !ok {
+		t.Fatalf("RunBackfill left the Ledger %T; want a *memledger.Ledger", b.Ledger)
 	}
 	// The nil clock stands at the window's end: every attempt is stamped
 	// with that instant, on every run.
@@ -79,16 +83,16 @@ func TestRunBackfill(t *testing.T) {
 	check(t, "succeeded once", false, "", func(t testingT) { requireSucceededOnce(context.Background(), t, b) })
 
 	// A ledger, clock and worker the backfill has are its own.
-	clock := NewClock(jan1.AddDate(1, 0, 0))
-	ledger := tranche.NewMemoryLedger(clock.Now)
-	own := &tranche.Backfill{DAG: b.DAG, Window: b.Window, Ledger: ledger, Worker: "mine"}
-	if _, err := RunBackfill(t.Context(), NewClock(jan1), own); err != nil {
+	clock := ledgertest.NewClock(jan1.AddDate(1, 0, 0))
+	lg := memledger.New(clock.Now)
+	own := &backfill.Backfill{DAG: b.DAG, Window: b.Window, Ledger: lg, Worker: "mine"}
+	if _, err := RunBackfill(t.Context(), ledgertest.NewClock(jan1), own); err != nil {
 		t.Fatal(err)
 	}
-	if own.Ledger != ledger || own.Worker != "mine" {
+	if own.Ledger != lg || own.Worker != "mine" {
 		t.Errorf("RunBackfill replaced the backfill's ledger or worker")
 	}
-	h, err := ledger.History(t.Context(), dag, jan1)
+	h, err := lg.History(t.Context(), dag, jan1)
 	if err != nil || len(h) != 1 || !h[0].Started.Equal(clock.Now()) || h[0].Worker != "mine" {
 		t.Errorf("history %v, %v; want one attempt by mine at the ledger's clock, %v", h, err, clock.Now())
 	}
@@ -98,22 +102,22 @@ func TestRunBackfill(t *testing.T) {
 // another worker holds is left to it until the test moves the clock past
 // its lease, and then taken over, without a sleep.
 func TestRunBackfillLeaseOnTheClock(t *testing.T) {
-	clock := NewClock(jan1.AddDate(0, 1, 0))
-	ledger := tranche.NewMemoryLedger(clock.Now)
-	b := &tranche.Backfill{DAG: eventsDAG(t, new(tranche.MemoryDestination), nil), Window: days(t, 3), Ledger: ledger}
+	clock := ledgertest.NewClock(jan1.AddDate(0, 1, 0))
+	lg := memledger.New(clock.Now)
+	b := &backfill.Backfill{DAG: eventsDAG(t, new(tranche.MemoryDestination), nil), Window: days(t, 3), Ledger: lg}
 	id, err := b.ID()
 	if err != nil {
 		t.Fatal(err)
 	}
 	second := tranche.PartitionOf(tranche.Day, jan1.AddDate(0, 0, 1))
-	if _, err := ledger.Claim(t.Context(), tranche.ClaimRequest{
+	if _, err := lg.Claim(t.Context(), ledger.ClaimRequest{
 		DAG: tranche.DAGIdentity(b.DAG, tranche.Day, time.UTC), Backfill: id, Worker: "stuck", RunID: "run",
-		Partitions: []tranche.TimePartition{second}, Lease: time.Minute, Policy: tranche.RerunFailed,
+		Partitions: []tranche.TimePartition{second}, Lease: time.Minute, Policy: ledger.RerunFailed,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	report, err := RunBackfill(t.Context(), clock, b)
-	if !errors.Is(err, tranche.ErrHeldElsewhere) || report.Succeeded != 2 || report.Held != 1 {
+	if !errors.Is(err, backfill.ErrHeldElsewhere) || report.Succeeded != 2 || report.Held != 1 {
 		t.Fatalf("first run: %v, %v; want 2 succeeded and 1 held elsewhere", report, err)
 	}
 	check(t, "held elsewhere", true, "1 of 3 partitions did not succeed exactly once\n\t1 not succeeded:\n\t\t2026-01-02: attempt 1 by stuck running",
@@ -136,7 +140,7 @@ func TestCheckSucceededOnce(t *testing.T) {
 		}
 		return nil
 	}
-	b := &tranche.Backfill{DAG: eventsDAG(t, new(tranche.MemoryDestination), failOnce), Window: days(t, 3)}
+	b := &backfill.Backfill{DAG: eventsDAG(t, new(tranche.MemoryDestination), failOnce), Window: days(t, 3)}
 	report, err := RunBackfill(ctx, nil, b)
 	// Newest first, the failure stops the backfill: 2026-01-01 never runs.
 	if err == nil || report.Failed != 1 || report.NotRun != 1 {
@@ -158,7 +162,7 @@ func TestCheckSucceededOnce(t *testing.T) {
 	}
 
 	// Rerun all: every partition succeeded twice.
-	b.Rerun = tranche.RerunAll
+	b.Rerun = ledger.RerunAll
 	if _, err := RunBackfill(ctx, nil, b); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +181,7 @@ func TestCheckSucceededOnce(t *testing.T) {
 		}
 		return nil
 	}
-	rerun := &tranche.Backfill{DAG: eventsDAG(t, new(tranche.MemoryDestination), failSecond), Window: days(t, 1), Rerun: tranche.RerunAll}
+	rerun := &backfill.Backfill{DAG: eventsDAG(t, new(tranche.MemoryDestination), failSecond), Window: days(t, 1), Rerun: ledger.RerunAll}
 	if _, err := RunBackfill(ctx, nil, rerun); err != nil {
 		t.Fatal(err)
 	}
@@ -189,21 +193,21 @@ func TestCheckSucceededOnce(t *testing.T) {
 	}
 
 	// A window never run: each partition named up to ten, then counted.
-	fresh := &tranche.Backfill{DAG: b.DAG, Window: days(t, 12), Ledger: tranche.NewMemoryLedger(nil)}
+	fresh := &backfill.Backfill{DAG: b.DAG, Window: days(t, 12), Ledger: memledger.New(nil)}
 	err = CheckSucceededOnce(ctx, fresh)
 	if err == nil || !strings.Contains(err.Error(), "12 not succeeded:\n\t\t2026-01-01: never attempted") ||
 		!strings.Contains(err.Error(), "2026-01-10: never attempted\n\t\t... and 2 more") || strings.Contains(err.Error(), "2026-01-11") {
 		t.Errorf("a window never run: %v", err)
 	}
 
-	if err := CheckSucceededOnce(ctx, &tranche.Backfill{Window: days(t, 1)}); err == nil || !strings.Contains(err.Error(), "no DAG or no Ledger") {
+	if err := CheckSucceededOnce(ctx, &backfill.Backfill{Window: days(t, 1)}); err == nil || !strings.Contains(err.Error(), "no DAG or no Ledger") {
 		t.Errorf("a backfill without a DAG: %v", err)
 	}
 }
 
 func TestFileRows(t *testing.T) {
 	dest := &tranche.FilesDestination{Dir: t.TempDir()}
-	b := &tranche.Backfill{DAG: eventsDAG(t, dest, nil), Window: days(t, 2)}
+	b := &backfill.Backfill{DAG: eventsDAG(t, dest, nil), Window: days(t, 2)}
 	if _, err := RunBackfill(t.Context(), nil, b); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
@@ -79,7 +80,7 @@ func ExampleRunBackfill() {
 	}
 
 	ctx := context.Background()
-	b := &tranche.Backfill{DAG: dag, Window: january, OnFailure: tranche.FailContinue}
+	b := &backfill.Backfill{DAG: dag, Window: january, OnFailure: backfill.FailContinue}
 	report, err := tranchetest.RunBackfill(ctx, nil, b)
 	fmt.Printf("first run: %d succeeded, %d failed: %v\n", report.Succeeded, report.Failed, err != nil)
 	fmt.Println(tranchetest.CheckSucceededOnce(ctx, b))

@@ -3,12 +3,12 @@
 // ([Func], [Noop], [Rows], [Fail], [NewDAG]), assertions on results, events
 // and the rows of a [tranche.MemoryDestination] ([RequireCompleted],
 // [RequireStatus], [RequireKinds], [RequireRows], [RequireKeys]),
-// backfills on a settable [Clock] and an in-memory ledger ([RunBackfill])
+// backfills on a settable [ledgertest.Clock] and an in-memory ledger ([RunBackfill])
 // with a check that every partition succeeded exactly once
 // ([CheckSucceededOnce], [RequireSucceededOnce]), the rows of a
 // [tranche.FilesDestination] read back ([FileRows], [FileKeys],
-// [RequireFileRows]), and a conformance suite for [tranche.Ledger]
-// implementations ([TestLedger]).
+// [RequireFileRows]), and a conformance suite for [ledger.Ledger]
+// implementations ([ledgertest.Run]).
 //
 // It imports only the standard library and tranche, so it adds nothing to
 // a consuming module's dependencies, and, as a separate package, it links
@@ -27,7 +27,7 @@
 //
 // A test of a backfill:
 //
-//	b := &tranche.Backfill{DAG: dag, Window: january}
+//	b := &backfill.Backfill{DAG: dag, Window: january}
 //	report, err := tranchetest.RunBackfill(t.Context(), nil, b) // an in-memory ledger on a still clock
 //	if err != nil {
 //		t.Fatal(err)

@@ -18,7 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/duckdb"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/sqldest"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
@@ -436,7 +438,7 @@ func TestBackfillWithABadValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := (&tranche.Backfill{DAG: dag, Window: w, Ledger: tranche.NewMemoryLedger(nil), OnFailure: tranche.FailContinue}).Run(t.Context())
+	res, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil), OnFailure: backfill.FailContinue}).Run(t.Context())
 	if err == nil || res.Succeeded != 4 || res.Failed != 1 {
 		t.Fatalf("Backfill = %+v, %v; want 4 succeeded and 1 failed", res, err)
 	}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/duckdb"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/sqldest"
 )
 
@@ -57,7 +59,7 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	report, err := (&tranche.Backfill{DAG: dag, Window: w, Ledger: tranche.NewMemoryLedger(nil)}).Run(ctx)
+	report, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil)}).Run(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}

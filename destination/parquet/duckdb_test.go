@@ -13,6 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
@@ -130,8 +133,8 @@ func TestBackfillDuckDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &tranche.Backfill{DAG: dag, Window: january, Concurrency: 4}
-	clock := tranchetest.NewClock(january.End())
+	b := &backfill.Backfill{DAG: dag, Window: january, Concurrency: 4}
+	clock := ledgertest.NewClock(january.End())
 	if report, err := tranchetest.RunBackfill(ctx, clock, b); err != nil || report.Succeeded != 31 {
 		t.Fatalf("backfill: %v, %v; want 31 partitions succeeded", report, err)
 	}
@@ -196,7 +199,7 @@ func TestBackfillDuckDB(t *testing.T) {
 		t.Errorf("DESCRIBE (-want +got):\n%s", diff)
 	}
 
-	b.Rerun = tranche.RerunAll
+	b.Rerun = ledger.RerunAll
 	if report, err := tranchetest.RunBackfill(ctx, clock, b); err != nil || report.Succeeded != 31 {
 		t.Fatalf("backfill again: %v, %v; want 31 partitions succeeded", report, err)
 	}

@@ -13,7 +13,9 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/parquet"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // backfillLake backfills three days of an orders asset, with a declared
@@ -61,7 +63,7 @@ func backfillLake(ctx context.Context, dir string) (*parquet.Destination, error)
 	if err != nil {
 		return nil, err
 	}
-	b := &tranche.Backfill{DAG: dag, Window: days, Ledger: tranche.NewMemoryLedger(nil)}
+	b := &backfill.Backfill{DAG: dag, Window: days, Ledger: memledger.New(nil)}
 	if _, err := b.Run(ctx); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 func main() {
@@ -60,14 +63,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &tranche.Backfill{
+	b := &backfill.Backfill{
 		DAG:         dag,
 		Window:      january,
-		Ledger:      tranche.NewMemoryLedger(nil),
+		Ledger:      memledger.New(nil),
 		Worker:      "example",
 		Concurrency: 4,
-		OnFailure:   tranche.FailContinue, // a failed day does not stop the others
-		OnEvent:     tranche.NewProgressReporter(os.Stdout),
+		OnFailure:   backfill.FailContinue, // a failed day does not stop the others
+		OnEvent:     backfill.NewProgressReporter(os.Stdout),
 	}
 
 	fmt.Printf("Backfilling %s into %s\n\n", january, dir)
@@ -123,7 +126,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	status, err := tranche.StatusOf(ctx, b.Ledger, id, time.Now())
+	status, err := backfill.StatusOf(ctx, b.Ledger, id, time.Now())
 	if err != nil {
 		return err
 	}
@@ -143,29 +146,29 @@ func run() error {
 // chosenDays backfills three days of February that are not adjacent,
 // cancels the backfill in the ledger once its first day succeeded, and
 // resumes it.
-func chosenDays(ctx context.Context, dag *tranche.DAG, ledger tranche.Ledger) error {
+func chosenDays(ctx context.Context, dag *tranche.DAG, lg ledger.Ledger) error {
 	var days []tranche.TimePartition
 	for _, d := range []int{2, 9, 16} {
 		days = append(days, tranche.PartitionOf(tranche.Day, time.Date(2026, 2, d, 0, 0, 0, 0, time.UTC)))
 	}
 	canceled := false
 	cancelAfterFirst := func(ctx context.Context, e tranche.Event) {
-		if e.Kind == tranche.KindPartitionSucceeded && !canceled {
+		if e.Kind == backfill.KindPartitionSucceeded && !canceled {
 			canceled = true // one worker, one partition at a time: no race
-			if err := ledger.CancelBackfill(ctx, e.Backfill); err != nil {
+			if err := lg.CancelBackfill(ctx, e.Backfill); err != nil {
 				fmt.Println("  cancel:", err)
 			}
 		}
 	}
-	b := &tranche.Backfill{DAG: dag, Partitions: days, Ledger: ledger, Worker: "example",
-		OnEvent: tranche.Hooks(tranche.NewProgressReporter(os.Stdout), cancelAfterFirst)}
+	b := &backfill.Backfill{DAG: dag, Partitions: days, Ledger: lg, Worker: "example",
+		OnEvent: tranche.Hooks(backfill.NewProgressReporter(os.Stdout), cancelAfterFirst)}
 	plan, err := b.Plan(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("\n== chosen days: the plan\n%s\n", plan)
 	report, err := b.Run(ctx)
-	if !errors.Is(err, tranche.ErrBackfillCanceled) {
+	if !errors.Is(err, backfill.ErrBackfillCanceled) {
 		return fmt.Errorf("the backfill of chosen days, canceled after its first day: %v, %w", report, err)
 	}
 	fmt.Printf("\n== chosen days: canceled after the first\n%s\n  error: %v\n", report, err)
@@ -173,7 +176,7 @@ func chosenDays(ctx context.Context, dag *tranche.DAG, ledger tranche.Ledger) er
 		return err
 	}
 	fmt.Printf("\n== chosen days: resumed\n%s\n", report)
-	record, err := ledger.Backfill(ctx, report.Backfill)
+	record, err := lg.Backfill(ctx, report.Backfill)
 	if err != nil {
 		return err
 	}
@@ -182,7 +185,7 @@ func chosenDays(ctx context.Context, dag *tranche.DAG, ledger tranche.Ledger) er
 }
 
 // dagIdentity returns the identity under which the ledger keys the DAG.
-func dagIdentity(b *tranche.Backfill) string {
+func dagIdentity(b *backfill.Backfill) string {
 	return tranche.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
 }
 
@@ -269,7 +272,7 @@ func newDAG(dst tranche.Destination, fault *tranche.TimePartition) (*tranche.DAG
 
 // printPlan prints the plan: in full the first time, then its summary and
 // the partitions it runs.
-func printPlan(ctx context.Context, plan *tranche.Plan, full bool) error {
+func printPlan(ctx context.Context, plan *backfill.Plan, full bool) error {
 	if full {
 		return plan.WriteText(ctx, os.Stdout)
 	}
@@ -278,7 +281,7 @@ func printPlan(ctx context.Context, plan *tranche.Plan, full bool) error {
 		if err != nil {
 			return err
 		}
-		if item.Action == tranche.ActionRun {
+		if item.Action == backfill.ActionRun {
 			fmt.Printf("  %s  %s\n", item.Partition.Key(), item.Action)
 		}
 	}

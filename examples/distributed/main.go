@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -82,10 +84,10 @@ func main() {
 	}
 }
 
-// backfill returns the example's backfill: 2025, day by day, over
+// newBackfill returns the example's backfill: 2025, day by day, over
 // "orders", extracted from a slow source, and "daily_totals", summed
 // from it.
-func backfill(l tranche.Ledger) (*tranche.Backfill, error) {
+func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 	year, err := tranche.NewTimePartitionWindow(tranche.Day,
 		time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC))
 	if err != nil {
@@ -131,9 +133,9 @@ func backfill(l tranche.Ledger) (*tranche.Backfill, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tranche.Backfill{
+	return &backfill.Backfill{
 		DAG: dag, Window: year, Ledger: l, Worker: *name, Concurrency: 4,
-		OnFailure: tranche.FailContinue,
+		OnFailure: backfill.FailContinue,
 		// A short lease, so that the partitions of a killed worker are
 		// taken over within seconds; the default is 30s.
 		Lease: 6 * time.Second, Heartbeat: 2 * time.Second,
@@ -157,7 +159,7 @@ func worker(ctx context.Context) error {
 		return err
 	}
 	defer l.Close()
-	b, err := backfill(l)
+	b, err := newBackfill(l)
 	if err != nil {
 		return err
 	}
@@ -170,9 +172,9 @@ func worker(ctx context.Context) error {
 	}
 	b.OnEvent = func(_ context.Context, e tranche.Event) {
 		switch e.Kind {
-		case tranche.KindPartitionClaimed:
+		case backfill.KindPartitionClaimed:
 			fmt.Printf("%s claimed %s\n", b.Worker, e.Target)
-		case tranche.KindPartitionFailed:
+		case backfill.KindPartitionFailed:
 			fmt.Printf("%s failed %s: %v\n", b.Worker, e.Target, e.Err)
 		}
 	}
@@ -190,14 +192,14 @@ func worker(ctx context.Context) error {
 			return err
 		}
 		if err != nil && !errors.Is(err, postgres.ErrConnectionLost) && !errors.Is(err, postgres.ErrConnect) &&
-			!errors.Is(err, tranche.ErrHeldElsewhere) && (report == nil || report.Failed == 0) {
+			!errors.Is(err, backfill.ErrHeldElsewhere) && (report == nil || report.Failed == 0) {
 			return err
 		}
 		// Partitions held by other workers, or that failed, are not done
 		// yet: run again until every one has succeeded. A worker that
 		// died leaves its partitions held until its lease expires; the
 		// next run takes them over.
-		s, err := tranche.StatusOf(ctx, l, id, time.Now())
+		s, err := backfill.StatusOf(ctx, l, id, time.Now())
 		if err == nil && s.Done() {
 			fmt.Printf("%s done: it ran %d partitions\n", b.Worker, ran)
 			return nil
@@ -217,7 +219,7 @@ func status(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer l.Close()
-	b, err := backfill(l)
+	b, err := newBackfill(l)
 	if err != nil {
 		return err
 	}
@@ -225,8 +227,8 @@ func status(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := tranche.StatusOf(ctx, l, id, time.Now())
-	if errors.Is(err, tranche.ErrUnknownBackfill) {
+	s, err := backfill.StatusOf(ctx, l, id, time.Now())
+	if errors.Is(err, ledger.ErrUnknownBackfill) {
 		fmt.Fprintf(w, "backfill %s has not started: no worker has run it yet\n", id)
 		return nil
 	}
@@ -240,7 +242,7 @@ func status(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if ps.Latest != nil && ps.State == tranche.StateSucceeded {
+		if ps.Latest != nil && ps.State == ledger.StateSucceeded {
 			byWorker[ps.Latest.Worker]++
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/duckdb"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/sqldest"
@@ -92,7 +93,7 @@ func run(ctx context.Context, out io.Writer, dir, month string) error {
 	if err != nil {
 		return err
 	}
-	report, err := (&tranche.Backfill{DAG: dag, Window: days, Ledger: ledger, Worker: "example", Concurrency: 4}).Run(ctx)
+	report, err := (&backfill.Backfill{DAG: dag, Window: days, Ledger: ledger, Worker: "example", Concurrency: 4}).Run(ctx)
 	if err != nil {
 		return err
 	}

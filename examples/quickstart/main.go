@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -66,28 +67,28 @@ func run() error {
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
-	ledger, err := sqlite.Open(ctx, filepath.Join(*dir, "ledger.db"), nil)
+	lg, err := sqlite.Open(ctx, filepath.Join(*dir, "ledger.db"), nil)
 	if err != nil {
 		return err
 	}
-	defer ledger.Close()
+	defer lg.Close()
 
 	files := &tranche.FilesDestination{Dir: *dir}
 	dag, err := newDAG(files, ny, fault)
 	if err != nil {
 		return err
 	}
-	b := &tranche.Backfill{
+	b := &backfill.Backfill{
 		DAG:         dag,
 		Window:      november,
-		Ledger:      ledger,
+		Ledger:      lg,
 		Worker:      "quickstart",
 		Concurrency: 4,
-		OnFailure:   tranche.FailContinue, // a failed day does not stop the others
-		OnEvent:     tranche.NewProgressReporter(os.Stdout),
+		OnFailure:   backfill.FailContinue, // a failed day does not stop the others
+		OnEvent:     backfill.NewProgressReporter(os.Stdout),
 	}
-	fmt.Printf("Backfilling into %s, recorded in %s\n", *dir, ledger.Path())
-	var failed []tranche.PartitionFailure
+	fmt.Printf("Backfilling into %s, recorded in %s\n", *dir, lg.Path())
+	var failed []backfill.PartitionFailure
 	for round := 1; round <= 2; round++ {
 		plan, err := b.Plan(ctx)
 		if err != nil {
@@ -115,7 +116,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		h, err := ledger.History(ctx, tranche.DAGIdentity(dag, tranche.Day, ny), p.Start)
+		h, err := lg.History(ctx, tranche.DAGIdentity(dag, tranche.Day, ny), p.Start)
 		if err != nil {
 			return err
 		}
@@ -128,7 +129,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	status, err := tranche.StatusOf(ctx, ledger, id, time.Now())
+	status, err := backfill.StatusOf(ctx, lg, id, time.Now())
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func run() error {
 	}
 	fmt.Printf("For instance %s\n", files.Path("daily_stats", "day", november.Newest().Key()))
 	fmt.Printf("Inspect the ledger: sqlite3 -readonly %s 'SELECT partition_key, attempt, state FROM tranche_attempts'\n",
-		ledger.Path())
+		lg.Path())
 	if len(failed) > 0 {
 		return fmt.Errorf("%d days failed, the first %s: %w", len(failed), failed[0].Key, failed[0].Err)
 	}

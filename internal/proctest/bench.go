@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Bench is the bench mode of the ledgers' worker binaries: one process
@@ -45,12 +47,12 @@ const Ready = "ready"
 
 // Run prints Ready to out, waits for a line from in, claims and finishes
 // the partitions, and prints a BenchResult to out as JSON.
-func (b Bench) Run(ctx context.Context, l tranche.Ledger, in io.Reader, out io.Writer) error {
+func (b Bench) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.Writer) error {
 	chunk := max(b.Chunk, 1)
 	ps := make([]tranche.TimePartition, chunk)
-	outcomes := make([]tranche.Outcome, chunk)
+	outcomes := make([]ledger.Outcome, chunk)
 	for i := range outcomes {
-		outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1}
+		outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1}
 	}
 	lat := make([]time.Duration, 0, b.Ops/chunk)
 	if _, err := fmt.Fprintln(out, Ready); err != nil {
@@ -65,7 +67,7 @@ func (b Bench) Run(ctx context.Context, l tranche.Ledger, in io.Reader, out io.W
 			ps[j] = tranche.PartitionOf(tranche.Hour, b.First.Add(time.Duration(b.Offset+i+j)*time.Hour))
 		}
 		t0 := time.Now()
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: b.Worker, RunID: "bench",
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: b.Worker, RunID: "bench",
 			Partitions: ps, Lease: time.Minute})
 		if err != nil {
 			return err
@@ -179,21 +181,21 @@ func Hourly(t testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
 // Fill records, as worker, one finished attempt at every partition of w
 // for dag, in chunks of 500, a tenth of them failed, as a backfill would
 // leave them.
-func Fill(t testing.TB, l tranche.Ledger, dag string, w tranche.TimePartitionWindow, worker string) {
+func Fill(t testing.TB, l ledger.Ledger, dag string, w tranche.TimePartitionWindow, worker string) {
 	t.Helper()
 	ctx := context.Background()
 	for chunk := range w.Chunks(500) {
 		ps := slices.Collect(chunk.OldestFirst())
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Backfill: "0123456789ab", Worker: worker,
-			RunID: tranche.RunID(dag, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour})
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dag, Backfill: "0123456789ab", Worker: worker,
+			RunID: backfill.RunID(dag, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		outcomes := make([]tranche.Outcome, len(ps))
+		outcomes := make([]ledger.Outcome, len(ps))
 		for i := range outcomes {
-			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1000}
 			if i%10 == 0 {
-				outcomes[i] = tranche.Outcome{State: tranche.StateFailed, Err: "asset \"events\": extract: connection reset by peer"}
+				outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: "asset \"events\": extract: connection reset by peer"}
 			}
 		}
 		if err := l.Finish(ctx, lease, outcomes); err != nil {

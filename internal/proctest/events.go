@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Events is the backfill the ledgers' worker processes run: one daily
@@ -68,7 +70,7 @@ func (d audited) Write(ctx context.Context, batches []tranche.Batch) error {
 }
 
 // Backfill returns a backfill of the events asset over w.
-func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tranche.Backfill, error) {
+func (e Events) Backfill(w tranche.TimePartitionWindow, l ledger.Ledger) (*backfill.Backfill, error) {
 	var attempts sync.Map // run id -> the ledger's attempt number
 	logLine := func(what, key string, attempt int) {
 		// One write per line under O_APPEND: lines of several workers
@@ -135,8 +137,8 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l tranche.Ledger) (*tran
 	if err != nil {
 		return nil, err
 	}
-	return &tranche.Backfill{
-		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: tranche.FailContinue,
+	return &backfill.Backfill{
+		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: backfill.FailContinue,
 		Runner: &tranche.Runner{OnEvent: func(_ context.Context, ev tranche.Event) {
 			if ev.Kind == tranche.KindRunStarted {
 				attempts.Store(ev.RunID, ev.Attempt)
@@ -248,10 +250,10 @@ func Rows(t testing.TB, dest, key string) []Row {
 
 // Histories returns the history of each of the events DAG's partitions
 // in w, by key.
-func Histories(t testing.TB, l tranche.Ledger, w tranche.TimePartitionWindow) map[string][]tranche.Attempt {
+func Histories(t testing.TB, l ledger.Ledger, w tranche.TimePartitionWindow) map[string][]ledger.Attempt {
 	t.Helper()
 	dag := EventsDAG(t)
-	out := map[string][]tranche.Attempt{}
+	out := map[string][]ledger.Attempt{}
 	for p := range w.OldestFirst() {
 		h, err := l.History(t.Context(), dag, p.Start)
 		if err != nil {

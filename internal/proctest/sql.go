@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/sqldest"
 )
 
@@ -90,19 +91,19 @@ func SQLRows(t testing.TB, db *sql.DB, audit bool) map[string][]SQLRow {
 // exactly once; otherwise an attempt killed between its write and its
 // finish may have written too, and twice counts the partitions written
 // more than once.
-func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]tranche.Attempt, w tranche.TimePartitionWindow, rows int, shared bool) (twice int) {
+func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranche.TimePartitionWindow, rows int, shared bool) (twice int) {
 	t.Helper()
 	events, audit := SQLRows(t, db, false), SQLRows(t, db, true)
 	for p := range w.OldestFirst() {
 		key := p.Key()
 		h := hs[key]
-		if len(h) == 0 || h[len(h)-1].State != tranche.StateSucceeded {
+		if len(h) == 0 || h[len(h)-1].State != ledger.StateSucceeded {
 			t.Errorf("partition %s: its latest attempt did not succeed:\n%v", key, h)
 			continue
 		}
 		last := h[len(h)-1]
 		for _, a := range h[:len(h)-1] {
-			if a.State != tranche.StateFailed {
+			if a.State != ledger.StateFailed {
 				t.Errorf("partition %s: attempt %d by %s %s %q before the success; want every earlier attempt failed:\n%s", key, a.Number, a.Worker, a.State, a.Err, formatAttempts(h))
 			}
 		}
@@ -142,7 +143,7 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]tranche.Attempt, w tranc
 	return twice
 }
 
-func formatAttempts(h []tranche.Attempt) string {
+func formatAttempts(h []ledger.Attempt) string {
 	var b strings.Builder
 	for _, a := range h {
 		fmt.Fprintf(&b, "\tattempt %d by %s: %s %q (started %s, finished %s)\n", a.Number, a.Worker, a.State, a.Err,

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Sinks are the destinations the workers can write into (their -sink
@@ -111,10 +111,10 @@ func WaitStopped(t testing.TB, pid int) {
 // Zombie is what a zombie scenario left, for CheckZombie.
 type Zombie struct {
 	Sink, At, Key string
-	Worker        string                       // the zombie's name
-	Histories     map[string][]tranche.Attempt // the ledger's, by key
-	Log           []Write                      // the audit log (Events.Audit) of every worker
-	SQLAudit      map[string][]SQLRow          // AuditTable, for the SQL sinks
+	Worker        string                      // the zombie's name
+	Histories     map[string][]ledger.Attempt // the ledger's, by key
+	Log           []Write                     // the audit log (Events.Audit) of every worker
+	SQLAudit      map[string][]SQLRow         // AuditTable, for the SQL sinks
 }
 
 // CheckZombie checks that no stale write reached the destination: the
@@ -129,7 +129,7 @@ type Zombie struct {
 // write alone.
 func CheckZombie(t testing.TB, z Zombie) {
 	t.Helper()
-	if h := z.Histories[z.Key]; len(h) != 2 || h[0].Worker != z.Worker || h[0].State != tranche.StateFailed || h[1].Worker == z.Worker || h[1].State != tranche.StateSucceeded {
+	if h := z.Histories[z.Key]; len(h) != 2 || h[0].Worker != z.Worker || h[0].State != ledger.StateFailed || h[1].Worker == z.Worker || h[1].State != ledger.StateSucceeded {
 		t.Errorf("partition %s: history\n%s\nwant the zombie's attempt failed, then another worker's success", z.Key, formatAttempts(h))
 	}
 	mayLand := z.At == PauseStaged && z.Sink != "sql"

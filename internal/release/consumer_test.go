@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -54,7 +55,7 @@ func run(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	b := &tranche.Backfill{DAG: dag, Window: days, Ledger: ledger}
+	b := &backfill.Backfill{DAG: dag, Window: days, Ledger: ledger}
 	report, err := b.Run(ctx)
 	if err != nil {
 		return err
@@ -72,18 +73,18 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
 func main() {
-	ledger, err := postgres.Open(context.Background(), os.Getenv("TRANCHE_POSTGRES_URL"), nil)
+	lg, err := postgres.Open(context.Background(), os.Getenv("TRANCHE_POSTGRES_URL"), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer ledger.Close()
-	var _ tranche.Ledger = ledger
+	defer lg.Close()
+	var _ ledger.Ledger = lg
 }
 `
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // V1 returns the statements that create the schema of version 1, as
@@ -91,18 +92,18 @@ const V1Revision = 7
 // version 1 recorded them: day 0 and 1 claimed together (revision 4),
 // day 0 succeeded (5), day 1 failed (6), and day 2 claimed (7) by a
 // worker that died, its lease long expired.
-func V1Attempts() []tranche.Attempt {
+func V1Attempts() []ledger.Attempt {
 	at := func(min int) time.Time { return time.Date(2025, 12, 1, 3, min, 0, 0, time.UTC) }
-	a := func(i int) tranche.Attempt {
+	a := func(i int) ledger.Attempt {
 		p := V1Day(i)
-		return tranche.Attempt{DAG: V1DAG, Backfill: "bf-v1", Start: p.Start, End: p.End, Key: p.Key(),
+		return ledger.Attempt{DAG: V1DAG, Backfill: "bf-v1", Start: p.Start, End: p.End, Key: p.Key(),
 			RunID: "run-v1", Worker: "w1", Number: 1}
 	}
 	a0, a1, a2 := a(0), a(1), a(2)
-	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = tranche.StateSucceeded, at(0), at(1), at(5), 10, 5
-	a1.State, a1.Started, a1.Finished, a1.LeaseUntil, a1.Err, a1.Revision = tranche.StateFailed, at(0), at(2), at(5), "boom", 6
-	a2.State, a2.Started, a2.LeaseUntil, a2.Worker, a2.Revision = tranche.StateRunning, at(3), at(8), "w2", V1Revision
-	return []tranche.Attempt{a0, a1, a2}
+	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = ledger.StateSucceeded, at(0), at(1), at(5), 10, 5
+	a1.State, a1.Started, a1.Finished, a1.LeaseUntil, a1.Err, a1.Revision = ledger.StateFailed, at(0), at(2), at(5), "boom", 6
+	a2.State, a2.Started, a2.LeaseUntil, a2.Worker, a2.Revision = ledger.StateRunning, at(3), at(8), "w2", V1Revision
+	return []ledger.Attempt{a0, a1, a2}
 }
 
 // DB is what WriteV1 writes through: a *sql.DB or a *sql.Tx.
@@ -165,8 +166,8 @@ const (
 // V2Backfills are the backfills of the version-2 ledger, oldest first, as
 // a release of version 3 reads them: a version-2 ledger kept no time of a
 // cancellation and no chosen partitions.
-func V2Backfills() []tranche.BackfillRecord {
-	return []tranche.BackfillRecord{
+func V2Backfills() []ledger.BackfillRecord {
+	return []ledger.BackfillRecord{
 		{ID: V2Canceled, DAG: V2DAG, Window: "2026-01-01/2026-01-04", Chunk: 1, Created: time.UnixMilli(1000).UTC(), Canceled: true},
 		{ID: V2Open, DAG: V2DAG, Window: "2026-01-01/2026-01-10", Chunk: 2, Created: time.UnixMilli(2000).UTC()},
 	}
@@ -176,19 +177,19 @@ func V2Backfills() []tranche.BackfillRecord {
 // version 2 recorded them for backfill V2Canceled: day 0 succeeded
 // (revision 2), day 1 failed (4), day 2 succeeded (5), and day 3 claimed
 // (6) by a worker that died, its lease long expired.
-func V2Attempts() []tranche.Attempt {
+func V2Attempts() []ledger.Attempt {
 	at := func(min int) time.Time { return time.Date(2025, 12, 2, 4, min, 0, 0, time.UTC) }
-	a := func(i int) tranche.Attempt {
+	a := func(i int) ledger.Attempt {
 		p := V1Day(i)
-		return tranche.Attempt{DAG: V2DAG, Backfill: V2Canceled, Start: p.Start, End: p.End, Key: p.Key(),
+		return ledger.Attempt{DAG: V2DAG, Backfill: V2Canceled, Start: p.Start, End: p.End, Key: p.Key(),
 			RunID: fmt.Sprintf("run-v2-%d", i), Worker: "w1", Number: 1}
 	}
 	a0, a1, a2, a3 := a(0), a(1), a(2), a(3)
-	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = tranche.StateSucceeded, at(0), at(1), at(5), 10, 2
-	a1.State, a1.Started, a1.Finished, a1.LeaseUntil, a1.Err, a1.Revision = tranche.StateFailed, at(1), at(3), at(6), "boom", 4
-	a2.State, a2.Started, a2.Finished, a2.LeaseUntil, a2.Rows, a2.Revision = tranche.StateSucceeded, at(3), at(7), at(8), 4, 5
-	a3.State, a3.Started, a3.LeaseUntil, a3.Worker, a3.Revision = tranche.StateRunning, at(8), at(9), "w2", V2Revision
-	return []tranche.Attempt{a0, a1, a2, a3}
+	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = ledger.StateSucceeded, at(0), at(1), at(5), 10, 2
+	a1.State, a1.Started, a1.Finished, a1.LeaseUntil, a1.Err, a1.Revision = ledger.StateFailed, at(1), at(3), at(6), "boom", 4
+	a2.State, a2.Started, a2.Finished, a2.LeaseUntil, a2.Rows, a2.Revision = ledger.StateSucceeded, at(3), at(7), at(8), 4, 5
+	a3.State, a3.Started, a3.LeaseUntil, a3.Worker, a3.Revision = ledger.StateRunning, at(8), at(9), "w2", V2Revision
+	return []ledger.Attempt{a0, a1, a2, a3}
 }
 
 // WriteV2 creates the schema of version 2 in db, with a dialect's pieces

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/sqldest"
 )
 
@@ -105,7 +107,7 @@ func plainLoop(ctx context.Context, db *sql.DB, insert string, rows []tranche.Ro
 // destinations write BenchTable tables of their own. A third backfill,
 // whose destination writes nothing, measures the backfill's own cost,
 // so that the ratio of the two destinations' overheads is reported too.
-func BenchBackfill(b *testing.B, l tranche.Ledger, shared, separate *sqldest.Destination, partitions, rows, concurrency int) {
+func BenchBackfill(b *testing.B, l ledger.Ledger, shared, separate *sqldest.Destination, partitions, rows, concurrency int) {
 	ctx := context.Background()
 	var took [3]time.Duration
 	i := 0
@@ -130,7 +132,7 @@ func BenchBackfill(b *testing.B, l tranche.Ledger, shared, separate *sqldest.Des
 				b.Fatal(err)
 			}
 			t0 := time.Now()
-			r, err := (&tranche.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: concurrency}).Run(ctx)
+			r, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: concurrency}).Run(ctx)
 			if err != nil || r.Succeeded != partitions {
 				b.Fatalf("backfill: %v, %+v", err, r)
 			}

@@ -18,6 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/sqldest"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
@@ -159,9 +162,9 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 
 // ledger returns the ledger backfills run on: the database's, or an
 // in-memory one where it holds none.
-func (e *Env) ledger() tranche.Ledger {
+func (e *Env) ledger() ledger.Ledger {
 	if e.Ledger == nil {
-		return tranche.NewMemoryLedger(nil)
+		return memledger.New(nil)
 	}
 	return e.Ledger
 }
@@ -406,20 +409,20 @@ func testTokens(t *testing.T, e *Env) {
 }
 
 // claim claims partitions of the events DAG in the ledger.
-func claim(t *testing.T, e *Env, worker string, lease time.Duration, ps ...tranche.TimePartition) *tranche.Lease {
+func claim(t *testing.T, e *Env, worker string, lease time.Duration, ps ...tranche.TimePartition) *ledger.Lease {
 	t.Helper()
-	l, err := e.Ledger.Claim(t.Context(), tranche.ClaimRequest{DAG: "dag", Backfill: "bf", Worker: worker, RunID: "run-" + ps[0].Key(),
-		Partitions: ps, Lease: lease, Policy: tranche.RerunFailed})
+	l, err := e.Ledger.Claim(t.Context(), ledger.ClaimRequest{DAG: "dag", Backfill: "bf", Worker: worker, RunID: "run-" + ps[0].Key(),
+		Partitions: ps, Lease: lease, Policy: ledger.RerunFailed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-func succeeded(n int) []tranche.Outcome {
-	out := make([]tranche.Outcome, n)
+func succeeded(n int) []ledger.Outcome {
+	out := make([]ledger.Outcome, n)
 	for i := range out {
-		out[i] = tranche.Outcome{State: tranche.StateSucceeded}
+		out[i] = ledger.Outcome{State: ledger.StateSucceeded}
 	}
 	return out
 }
@@ -438,7 +441,7 @@ func history(t *testing.T, e *Env, p tranche.TimePartition) string {
 }
 
 // writeLease writes the lease's partitions as a run under it would.
-func writeLease(t *testing.T, d *sqldest.Destination, lease *tranche.Lease, worker string) error {
+func writeLease(t *testing.T, d *sqldest.Destination, lease *ledger.Lease, worker string) error {
 	t.Helper()
 	var bs []tranche.Batch
 	for i, p := range lease.Partitions {
@@ -485,7 +488,7 @@ func testSharedCommitsWithFinish(t *testing.T, e *Env) {
 	if err := writeLease(t, d, lease, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Ledger.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateFailed, Err: "boom"}}); err != nil {
+	if err := e.Ledger.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateFailed, Err: "boom"}}); err != nil {
 		t.Fatal(err)
 	}
 	if rows := read(t, e, "events")[day(5).Key()]; len(rows) != 0 {
@@ -635,7 +638,7 @@ func testBackfill(t *testing.T, e *Env) {
 				t.Fatal(err)
 			}
 			l := e.ledger()
-			b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 3, ChunkSize: c.chunk, OnFailure: tranche.FailContinue}
+			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 3, ChunkSize: c.chunk, OnFailure: backfill.FailContinue}
 			if _, err := b.Run(t.Context()); err == nil {
 				t.Fatal("the first run did not fail")
 			}
@@ -650,7 +653,7 @@ func testBackfill(t *testing.T, e *Env) {
 					t.Fatal(err)
 				}
 				last := h[len(h)-1]
-				if last.State != tranche.StateSucceeded {
+				if last.State != ledger.StateSucceeded {
 					t.Errorf("partition %s: latest attempt %s", p.Key(), last.State)
 				}
 				got, logged := events[p.Key()], audit[p.Key()]

@@ -15,9 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/sqlledger"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 var day0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -26,9 +27,9 @@ func day(i int) tranche.TimePartition {
 	return tranche.PartitionOf(tranche.Day, day0.AddDate(0, 0, i))
 }
 
-func claimReq(worker string, ps ...tranche.TimePartition) tranche.ClaimRequest {
-	return tranche.ClaimRequest{DAG: "dag-bad-input", Backfill: "bf", Worker: worker, RunID: "run",
-		Partitions: ps, Lease: time.Minute, Policy: tranche.RerunFailed}
+func claimReq(worker string, ps ...tranche.TimePartition) ledger.ClaimRequest {
+	return ledger.ClaimRequest{DAG: "dag-bad-input", Backfill: "bf", Worker: worker, RunID: "run",
+		Partitions: ps, Lease: time.Minute, Policy: ledger.RerunFailed}
 }
 
 // wantError checks that err matches kind (when not nil) and says each of
@@ -177,7 +178,7 @@ func TestWithoutPermission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+	if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -335,7 +336,7 @@ func TestServerGoesAway(t *testing.T) {
 	p := newProxy(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
 	proxied := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&connect_timeout=3", cfg.User, p.addr, cfg.Database)
 	schema := freshSchema(t, url)
-	clock := tranchetest.NewClock(day0)
+	clock := ledgertest.NewClock(day0)
 	cut, err := postgres.Open(t.Context(), proxied, &postgres.Options{Schema: schema, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +364,7 @@ func TestServerGoesAway(t *testing.T) {
 		}
 		t.Logf("Claim %d: %v", i, err)
 	}
-	err = cut.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}})
+	err = cut.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}})
 	if !errors.Is(err, postgres.ErrConnectionLost) && !errors.Is(err, postgres.ErrConnect) {
 		t.Errorf("Finish with the server gone = %v; want an error matching ErrConnectionLost or ErrConnect", err)
 	}
@@ -373,11 +374,11 @@ func TestServerGoesAway(t *testing.T) {
 		}
 	}
 	h, err := other.History(t.Context(), "dag-bad-input", day(0).Start)
-	if err != nil || len(h) != 1 || h[0].State != tranche.StateRunning {
+	if err != nil || len(h) != 1 || h[0].State != ledger.StateRunning {
 		t.Fatalf("History of %s = %v, %v; want the cut-off worker's attempt, still running", day(0).Key(), h, err)
 	}
 	// Held until its lease expires, then taken over.
-	if _, err := other.Claim(t.Context(), claimReq("other", day(0))); !errors.Is(err, tranche.ErrNotClaimable) {
+	if _, err := other.Claim(t.Context(), claimReq("other", day(0))); !errors.Is(err, ledger.ErrNotClaimable) {
 		t.Errorf("Claim within the lease = %v; want ErrNotClaimable", err)
 	}
 	clock.Advance(time.Minute)
@@ -385,7 +386,7 @@ func TestServerGoesAway(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Claim after the lease expired = %v", err)
 	}
-	if err := other.Finish(t.Context(), taken, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+	if err := other.Finish(t.Context(), taken, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -402,11 +403,11 @@ func TestServerGoesAway(t *testing.T) {
 	if back != nil {
 		t.Fatalf("the ledger did not reconnect: %v", back)
 	}
-	if err := cut.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); !errors.Is(err, tranche.ErrFenced) {
+	if err := cut.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); !errors.Is(err, tranche.ErrFenced) {
 		t.Errorf("late Finish = %v; want ErrFenced", err)
 	}
 	h, _ = other.History(t.Context(), "dag-bad-input", day(0).Start)
-	if len(h) != 2 || h[0].State != tranche.StateFailed || !strings.Contains(h[0].Err, "taken over by worker other") || h[1].State != tranche.StateSucceeded {
+	if len(h) != 2 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "taken over by worker other") || h[1].State != ledger.StateSucceeded {
 		t.Errorf("History of %s:\n%s\nwant the cut-off attempt taken over, the other worker's succeeded", day(0).Key(), formatHistory(h))
 	}
 	if _, err := cut.Claim(t.Context(), claimReq("cut-off", day(5))); err != nil {

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -108,13 +110,13 @@ func BenchmarkThroughputInProcess(b *testing.B) {
 				wg.Go(func() {
 					for i := range b.N {
 						p := tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(w*b.N+i)*time.Hour))
-						lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: fmt.Sprint("bench-", w),
+						lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: fmt.Sprint("bench-", w),
 							RunID: "bench", Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
 						if err != nil {
 							b.Error(err)
 							return
 						}
-						if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+						if err := l.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 1}}); err != nil {
 							b.Error(err)
 							return
 						}
@@ -135,7 +137,7 @@ func BenchmarkPlan100k(b *testing.B) {
 	l := openFresh(b, serverURL(b), nil)
 	dag, w := proctest.Hourly(b, n)
 	proctest.Fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
-	bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
+	bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: l}
 	runs, c0 := 0, cpuTime()
 	for b.Loop() {
 		runs++

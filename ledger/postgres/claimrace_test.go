@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // TestClaimRaceAfterCommit has workers take one partition over from each
@@ -27,14 +28,14 @@ func TestClaimRaceAfterCommit(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for range claims {
-				_, err := l.Claim(t.Context(), tranche.ClaimRequest{DAG: "race", Backfill: "bf", Worker: string(rune('a' + w)), RunID: "r",
-					Partitions: []tranche.TimePartition{p}, Lease: time.Millisecond, Policy: tranche.RerunFailed})
+				_, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: "race", Backfill: "bf", Worker: string(rune('a' + w)), RunID: "r",
+					Partitions: []tranche.TimePartition{p}, Lease: time.Millisecond, Policy: ledger.RerunFailed})
 				switch {
 				case err == nil:
 					mu.Lock()
 					won++
 					mu.Unlock()
-				case !errors.Is(err, tranche.ErrNotClaimable):
+				case !errors.Is(err, ledger.ErrNotClaimable):
 					t.Error(err)
 					return
 				}
@@ -49,7 +50,7 @@ func TestClaimRaceAfterCommit(t *testing.T) {
 	}
 	running := 0
 	for _, a := range h[:len(h)-1] {
-		if a.State == tranche.StateRunning {
+		if a.State == ledger.StateRunning {
 			running++
 		}
 	}

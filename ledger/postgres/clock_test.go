@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -28,7 +28,7 @@ func TestDatabaseClock(t *testing.T) {
 	if err := admin(t, url).QueryRowContext(t.Context(), "SELECT clock_timestamp()").Scan(&serverNow); err != nil {
 		t.Fatal(err)
 	}
-	var lease *tranche.Lease
+	var lease *ledger.Lease
 	synctest.Test(t, func(t *testing.T) {
 		if time.Now().Year() != 2000 {
 			t.Fatalf("the bubble's clock reads %v; want 2000", time.Now())
@@ -49,7 +49,7 @@ func TestDatabaseClock(t *testing.T) {
 	if err != nil || len(h) != 1 || h[0].Started.Before(serverNow.Add(-time.Second)) {
 		t.Fatalf("History = %v, %v; want one attempt started by the server's clock, about %v", h, err, serverNow)
 	}
-	if _, err := other.Claim(t.Context(), claimReq("right-clock", day(0))); !errors.Is(err, tranche.ErrNotClaimable) {
+	if _, err := other.Claim(t.Context(), claimReq("right-clock", day(0))); !errors.Is(err, ledger.ErrNotClaimable) {
 		t.Errorf("Claim by a worker with the right clock = %v; want ErrNotClaimable: the lease holds by the server's clock", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestClaimsDoNotWait(t *testing.T) {
 	}
 	t0 := time.Now()
 	_, err = l.Claim(t.Context(), claimReq("claimer", day(0)))
-	if !errors.Is(err, tranche.ErrNotClaimable) || !strings.Contains(err.Error(), "being claimed by another worker") {
+	if !errors.Is(err, ledger.ErrNotClaimable) || !strings.Contains(err.Error(), "being claimed by another worker") {
 		t.Errorf("Claim of a locked partition = %v; want ErrNotClaimable, being claimed elsewhere", err)
 	}
 	if took := time.Since(t0); took > 2*time.Second {
@@ -89,7 +89,7 @@ func TestClaimsDoNotWait(t *testing.T) {
 		t.Errorf("Claim of another partition = %v", err)
 	}
 	t0 = time.Now()
-	if err := l.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+	if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 		t.Errorf("Finish while the partition's row was locked = %v", err)
 	}
 	if took := time.Since(t0); took > 2*time.Second {

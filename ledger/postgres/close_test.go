@@ -22,8 +22,8 @@ func TestCloseAfterFailedOpen(t *testing.T) {
 	ln.Close()
 	url := fmt.Sprintf("postgres://tranche@127.0.0.1:%d/warehouse?sslmode=disable&connect_timeout=5", port)
 	open := func() (err error) {
-		ledger, err := postgres.Open(t.Context(), url, nil)
-		defer ledger.Close()
+		lg, err := postgres.Open(t.Context(), url, nil)
+		defer lg.Close()
 		return err
 	}
 	if err := open(); !errors.Is(err, postgres.ErrConnect) {

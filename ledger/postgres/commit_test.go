@@ -12,6 +12,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/sqldesttest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -164,14 +165,14 @@ func newCommitWorld(t *testing.T) *commitWorld {
 
 var cutDay = tranche.PartitionOf(tranche.Day, time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC))
 
-func (w *commitWorld) claim(t *testing.T, worker string, lease time.Duration) (*tranche.Lease, error) {
-	return w.ledger.Claim(t.Context(), tranche.ClaimRequest{DAG: "dag", Backfill: "bf", Worker: worker, RunID: "run",
-		Partitions: []tranche.TimePartition{cutDay}, Lease: lease, Policy: tranche.RerunFailed})
+func (w *commitWorld) claim(t *testing.T, worker string, lease time.Duration) (*ledger.Lease, error) {
+	return w.ledger.Claim(t.Context(), ledger.ClaimRequest{DAG: "dag", Backfill: "bf", Worker: worker, RunID: "run",
+		Partitions: []tranche.TimePartition{cutDay}, Lease: lease, Policy: ledger.RerunFailed})
 }
 
 // write writes the partition's rows under the lease, deferred to its
 // finish.
-func (w *commitWorld) write(t *testing.T, lease *tranche.Lease, worker string) {
+func (w *commitWorld) write(t *testing.T, lease *ledger.Lease, worker string) {
 	t.Helper()
 	rows := []tranche.Row{{"day": cutDay.Start, "n": 0, "worker": worker}, {"day": cutDay.Start.Add(time.Hour), "n": 1, "worker": worker}}
 	err := w.dest.Write(t.Context(), []tranche.Batch{{Asset: "events", Column: "day", Partition: cutDay, Rows: rows,
@@ -182,7 +183,7 @@ func (w *commitWorld) write(t *testing.T, lease *tranche.Lease, worker string) {
 }
 
 // state returns the partition's rows in both tables and its history.
-func (w *commitWorld) state(t *testing.T) (events, audit []sqldesttest.Row, history []tranche.Attempt) {
+func (w *commitWorld) state(t *testing.T) (events, audit []sqldesttest.Row, history []ledger.Attempt) {
 	t.Helper()
 	e, err := sqldesttest.ReadRows(t.Context(), w.env.DB, "events")
 	if err != nil {
@@ -199,10 +200,10 @@ func (w *commitWorld) state(t *testing.T) (events, audit []sqldesttest.Row, hist
 	return e[cutDay.Key()], a[cutDay.Key()], h
 }
 
-func (w *commitWorld) finishCut(t *testing.T, lease *tranche.Lease, mode int32) error {
+func (w *commitWorld) finishCut(t *testing.T, lease *ledger.Lease, mode int32) error {
 	t.Helper()
 	w.cut.armed.Store(mode)
-	err := w.ledger.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 2}})
+	err := w.ledger.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 2}})
 	select {
 	case <-w.cut.cut:
 	case <-time.After(10 * time.Second):
@@ -233,13 +234,13 @@ func TestCommitLost(t *testing.T) {
 			w.write(t, lease, "a")
 			t.Logf("Finish, its COMMIT lost: %v", w.finishCut(t, lease, cutBefore))
 			events, audit, h := w.state(t)
-			if len(events)+len(audit) != 0 || len(h) != 1 || h[0].State != tranche.StateRunning {
+			if len(events)+len(audit) != 0 || len(h) != 1 || h[0].State != ledger.StateRunning {
 				t.Fatalf("after the lost commit: %d rows, %d audited, history %+v; want none, and the attempt running", len(events), len(audit), h)
 			}
 			want := "a"
 			switch then {
 			case "retry":
-				if err := w.ledger.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 2}}); err != nil {
+				if err := w.ledger.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 2}}); err != nil {
 					t.Fatalf("Finish tried again = %v", err)
 				}
 			case "takeover":
@@ -249,12 +250,12 @@ func TestCommitLost(t *testing.T) {
 					t.Fatal(err)
 				}
 				w.write(t, newer, "b")
-				if err := w.ledger.Finish(t.Context(), newer, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 2}}); err != nil {
+				if err := w.ledger.Finish(t.Context(), newer, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 2}}); err != nil {
 					t.Fatal(err)
 				}
 				// The first worker comes back and tries its finish again:
 				// fenced, and its rows never land.
-				if err := w.ledger.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 2}}); !errors.Is(err, tranche.ErrFenced) {
+				if err := w.ledger.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 2}}); !errors.Is(err, tranche.ErrFenced) {
 					t.Errorf("the stale Finish tried again = %v; want ErrFenced", err)
 				}
 				want = "b"
@@ -263,7 +264,7 @@ func TestCommitLost(t *testing.T) {
 			if len(events) != 2 || len(audit) != 2 || events[0].Worker != want || audit[0].Worker != want {
 				t.Errorf("rows %+v, audited %+v; want %s's 2 rows once in each table", events, audit, want)
 			}
-			if last := h[len(h)-1]; last.State != tranche.StateSucceeded || last.Worker != want {
+			if last := h[len(h)-1]; last.State != ledger.StateSucceeded || last.Worker != want {
 				t.Errorf("history %+v; want %s's attempt succeeded", h, want)
 			}
 		})
@@ -284,14 +285,14 @@ func TestAcknowledgmentLost(t *testing.T) {
 	w.write(t, lease, "a")
 	t.Logf("Finish, its acknowledgment lost: %v", w.finishCut(t, lease, cutAfter))
 	events, audit, h := w.state(t)
-	if len(events) != 2 || len(audit) != 2 || len(h) != 1 || h[0].State != tranche.StateSucceeded {
+	if len(events) != 2 || len(audit) != 2 || len(h) != 1 || h[0].State != ledger.StateSucceeded {
 		t.Fatalf("after the lost acknowledgment: %d rows, %d audited, history %+v; want both tables' 2 rows and the attempt succeeded", len(events), len(audit), h)
 	}
 	time.Sleep(time.Second) // past the lease
-	if _, err := w.claim(t, "b", time.Minute); !errors.Is(err, tranche.ErrNotClaimable) {
+	if _, err := w.claim(t, "b", time.Minute); !errors.Is(err, ledger.ErrNotClaimable) {
 		t.Errorf("the next claim = %v; want ErrNotClaimable: the partition succeeded", err)
 	}
-	if err := w.ledger.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 2}}); !errors.Is(err, tranche.ErrFenced) {
+	if err := w.ledger.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 2}}); !errors.Is(err, tranche.ErrFenced) {
 		t.Errorf("Finish tried again = %v; want ErrFenced", err)
 	}
 	if events, audit, _ := w.state(t); len(events) != 2 || len(audit) != 2 {

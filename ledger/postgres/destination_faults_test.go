@@ -11,12 +11,13 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // checkSQL checks what the workers' SQL destination holds against the
 // ledger (proctest.CheckSQL) and that the ledger's tables agree, and
 // returns the histories and how many partitions were written twice.
-func (w *world) checkSQL(shared bool) (map[string][]tranche.Attempt, int) {
+func (w *world) checkSQL(shared bool) (map[string][]ledger.Attempt, int) {
 	w.t.Helper()
 	hs := w.histories()
 	window, err := tranche.NewTimePartitionWindow(tranche.Day, w.first, w.first.AddDate(0, 0, w.days-1))

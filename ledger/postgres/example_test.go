@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -16,11 +17,11 @@ import (
 // and go vet, not run (the package's tests run against a real server).
 func ExampleOpen() {
 	ctx := context.Background()
-	ledger, err := postgres.Open(ctx, os.Getenv("TRANCHE_POSTGRES_URL"), &postgres.Options{Schema: "tranche"})
+	lg, err := postgres.Open(ctx, os.Getenv("TRANCHE_POSTGRES_URL"), &postgres.Options{Schema: "tranche"})
 	if err != nil {
 		log.Fatal(err) // postgres.ErrConnect, ErrPermission, ...: what failed, never the password
 	}
-	defer ledger.Close()
+	defer lg.Close()
 
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "events",
@@ -40,7 +41,7 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 	// Every replica runs the same backfill; each partition lands once.
-	b := &tranche.Backfill{DAG: dag, Window: year, Ledger: ledger, Concurrency: 4}
+	b := &backfill.Backfill{DAG: dag, Window: year, Ledger: lg, Concurrency: 4}
 	report, err := b.Run(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -182,7 +183,7 @@ func (w *world) partition(i int) tranche.TimePartition {
 }
 
 // histories returns every partition's history.
-func (w *world) histories() map[string][]tranche.Attempt {
+func (w *world) histories() map[string][]ledger.Attempt {
 	w.t.Helper()
 	l, err := postgres.Open(w.t.Context(), w.url, &postgres.Options{Schema: w.schema})
 	if err != nil {
@@ -201,7 +202,7 @@ func (w *world) rows(key string) []proctest.Row { return proctest.Rows(w.t, w.de
 
 // outcome is what checkLanded found.
 type outcome struct {
-	histories map[string][]tranche.Attempt
+	histories map[string][]ledger.Attempt
 	takeovers int            // attempts failed by a takeover
 	byWorker  map[string]int // takeovers by the taken-over worker
 	stopped   int            // attempts their workers stopped, unable to renew their leases in time
@@ -234,20 +235,20 @@ func (w *world) checkLanded() outcome {
 		h := o.histories[key]
 		succeeded := 0
 		for _, a := range h {
-			if a.State == tranche.StateSucceeded {
+			if a.State == ledger.StateSucceeded {
 				succeeded++
 			}
 		}
-		if succeeded != 1 || len(h) == 0 || h[len(h)-1].State != tranche.StateSucceeded {
+		if succeeded != 1 || len(h) == 0 || h[len(h)-1].State != ledger.StateSucceeded {
 			w.t.Errorf("partition %s: %d successes; want exactly one, the latest attempt:\n%s", key, succeeded, formatHistory(h))
 			continue
 		}
 		for _, a := range h[:len(h)-1] {
 			switch {
-			case a.State == tranche.StateFailed && strings.Contains(a.Err, "taken over by worker "+h[a.Number].Worker):
+			case a.State == ledger.StateFailed && strings.Contains(a.Err, "taken over by worker "+h[a.Number].Worker):
 				o.takeovers++
 				o.byWorker[a.Worker]++
-			case a.State == tranche.StateFailed && strings.Contains(a.Err, "lease not renewed"):
+			case a.State == ledger.StateFailed && strings.Contains(a.Err, "lease not renewed"):
 				o.stopped++
 			default:
 				w.t.Errorf("partition %s: attempt %d by %s %s %q; want it failed, taken over by the next attempt's worker %s, or stopped by its own",
@@ -305,7 +306,7 @@ func (w *world) checkTables() {
 	}
 }
 
-func formatHistory(h []tranche.Attempt) string {
+func formatHistory(h []ledger.Attempt) string {
 	var b strings.Builder
 	for _, a := range h {
 		fmt.Fprintf(&b, "\tattempt %d by %s: %s %q\n", a.Number, a.Worker, a.State, a.Err)

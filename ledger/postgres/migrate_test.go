@@ -11,6 +11,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/schematest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -78,7 +79,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Errorf("Revision after the migration = %d; want 7", rev)
 	}
 	want := schematest.V1Attempts()
-	var latest []tranche.Attempt
+	var latest []ledger.Attempt
 	for a, err := range l.Latest(ctx, schematest.V1DAG, schematest.V1Day(0).Start, schematest.V1Day(10).Start) {
 		if err != nil {
 			t.Fatalf("Latest = %v", err)
@@ -89,15 +90,15 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Errorf("Latest after the migration:\n%+v\nwant:\n%+v", latest, want)
 	}
 	for _, a := range want {
-		if h, err := l.History(ctx, schematest.V1DAG, a.Start); err != nil || !reflect.DeepEqual(h, []tranche.Attempt{a}) {
+		if h, err := l.History(ctx, schematest.V1DAG, a.Start); err != nil || !reflect.DeepEqual(h, []ledger.Attempt{a}) {
 			t.Errorf("History(%s) = %+v, %v; want %+v", a.Key, h, err, a)
 		}
 	}
 
 	// A fresh partition: its claim's revision is above 7, its finish's
 	// above the claim's.
-	req := tranche.ClaimRequest{DAG: schematest.V1DAG, Backfill: "bf-v1", Worker: "w3", RunID: "run-v2",
-		Partitions: []tranche.TimePartition{schematest.V1Day(3)}, Lease: time.Minute, Policy: tranche.RerunFailed}
+	req := ledger.ClaimRequest{DAG: schematest.V1DAG, Backfill: "bf-v1", Worker: "w3", RunID: "run-v2",
+		Partitions: []tranche.TimePartition{schematest.V1Day(3)}, Lease: time.Minute, Policy: ledger.RerunFailed}
 	lease, err := l.Claim(ctx, req)
 	if err != nil {
 		t.Fatalf("Claim of a fresh partition = %v", err)
@@ -106,7 +107,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if lease.Attempts[0] != 1 || claimed <= 7 {
 		t.Errorf("Claim of a fresh partition took attempt %d at revision %d; want attempt 1 above revision 7", lease.Attempts[0], claimed)
 	}
-	if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 3}}); err != nil {
+	if err := l.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 3}}); err != nil {
 		t.Fatalf("Finish = %v", err)
 	}
 	finished := revision()
@@ -125,7 +126,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	rev := revision()
 	h, err := l.History(ctx, schematest.V1DAG, schematest.V1Day(2).Start)
-	if rev <= finished || err != nil || len(h) != 2 || h[0].State != tranche.StateFailed || h[0].Revision != rev || h[1].Number != 2 || h[1].Revision != rev {
+	if rev <= finished || err != nil || len(h) != 2 || h[0].State != ledger.StateFailed || h[0].Revision != rev || h[1].Number != 2 || h[1].Revision != rev {
 		t.Errorf("History of the partition taken over = %+v, %v; want attempt 1 failed and attempt 2 running, both at revision %d, above %d", h, err, rev, finished)
 	}
 
@@ -221,7 +222,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 		t.Errorf("Backfills after the migration = %+v, %v; want %+v", bs, err, schematest.V2Backfills())
 	}
 	want := schematest.V2Attempts()
-	var latest []tranche.Attempt
+	var latest []ledger.Attempt
 	for a, err := range l.Latest(ctx, schematest.V2DAG, schematest.V1Day(0).Start, schematest.V1Day(10).Start) {
 		if err != nil {
 			t.Fatalf("Latest = %v", err)
@@ -231,16 +232,16 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if !reflect.DeepEqual(latest, want) {
 		t.Errorf("Latest after the migration:\n%+v\nwant:\n%+v", latest, want)
 	}
-	if got, err := l.RecentSuccesses(ctx, schematest.V2DAG, 20); err != nil || !reflect.DeepEqual(got, []tranche.Attempt{want[2], want[0]}) {
+	if got, err := l.RecentSuccesses(ctx, schematest.V2DAG, 20); err != nil || !reflect.DeepEqual(got, []ledger.Attempt{want[2], want[0]}) {
 		t.Errorf("RecentSuccesses after the migration = %+v, %v; want days 2 and 0", got, err)
 	}
 	if rev, err := l.RevisionIn(ctx, schematest.V2DAG, schematest.V1Day(0).Start, schematest.V1Day(2).Start, 0); err != nil || rev != 4 {
 		t.Errorf("RevisionIn of days 0 and 1 = %d, %v; want 4", rev, err)
 	}
 
-	req := tranche.ClaimRequest{DAG: schematest.V2DAG, Backfill: schematest.V2Canceled, Worker: "w3", RunID: "run-v3",
-		Partitions: []tranche.TimePartition{schematest.V1Day(1)}, Lease: time.Minute, Policy: tranche.RerunFailed}
-	if _, err := l.Claim(ctx, req); !errors.Is(err, tranche.ErrNotClaimable) {
+	req := ledger.ClaimRequest{DAG: schematest.V2DAG, Backfill: schematest.V2Canceled, Worker: "w3", RunID: "run-v3",
+		Partitions: []tranche.TimePartition{schematest.V1Day(1)}, Lease: time.Minute, Policy: ledger.RerunFailed}
+	if _, err := l.Claim(ctx, req); !errors.Is(err, ledger.ErrNotClaimable) {
 		t.Errorf("Claim for the canceled backfill = %v; want ErrNotClaimable", err)
 	}
 	if err := l.ResumeBackfill(ctx, schematest.V2Canceled); err != nil {

@@ -1,4 +1,4 @@
-// Package postgres is tranche's shared ledger: a [tranche.Ledger] in a
+// Package postgres is tranche's shared ledger: a [ledger.Ledger] in a
 // PostgreSQL database, through which workers on any number of machines
 // share one backfill, each partition landing exactly once. It runs on
 // github.com/jackc/pgx/v5 through database/sql, and lives in its own
@@ -9,7 +9,7 @@
 //		return err // says what failed, never showing the password
 //	}
 //	defer ledger.Close()
-//	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger}
+//	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: ledger}
 //
 // Scaling out is running the same program N times against the same
 // connection string: a backfill's workers need no other coordination.
@@ -87,7 +87,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
 
@@ -131,7 +131,7 @@ var (
 	ErrPermission = errors.New("postgres: permission denied")
 )
 
-// Ledger is a [tranche.Ledger] in a PostgreSQL database. Its methods are
+// Ledger is a [ledger.Ledger] in a PostgreSQL database. Its methods are
 // those of [sqlledger.Ledger]; Close it after its last use.
 type Ledger struct {
 	*sqlledger.Ledger
@@ -141,7 +141,7 @@ type Ledger struct {
 	classify func(error) (error, string, bool) // the dialect's, for destinations sharing the database
 }
 
-var _ tranche.Ledger = (*Ledger)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
 // Open connects to the database of connString, a PostgreSQL URL
 // (postgres://user:password@host:port/database?sslmode=...) or key=value

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // TestRevisionIsAWatermark reads the DAG's revision R while eight
@@ -52,7 +53,7 @@ func TestRevisionIsAWatermark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Finish(ctx, first, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+	if err := l.Finish(ctx, first, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -76,9 +77,9 @@ func TestRevisionIsAWatermark(t *testing.T) {
 					t.Errorf("worker %d: Claim = %v", w, err)
 					return
 				}
-				outcomes := make([]tranche.Outcome, chunk)
+				outcomes := make([]ledger.Outcome, chunk)
 				for k := range outcomes {
-					outcomes[k] = tranche.Outcome{State: tranche.StateSucceeded}
+					outcomes[k] = ledger.Outcome{State: ledger.StateSucceeded}
 				}
 				if err := l.Finish(ctx, lease, outcomes); err != nil {
 					t.Errorf("worker %d: Finish = %v", w, err)

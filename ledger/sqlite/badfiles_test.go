@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
@@ -24,14 +25,14 @@ func day(i int) tranche.TimePartition {
 	return tranche.PartitionOf(tranche.Day, day0.AddDate(0, 0, i))
 }
 
-func claimReq(worker string, ps ...tranche.TimePartition) tranche.ClaimRequest {
-	return tranche.ClaimRequest{DAG: "dag-bad-files", Backfill: "bf", Worker: worker, RunID: "run",
-		Partitions: ps, Lease: time.Minute, Policy: tranche.RerunFailed}
+func claimReq(worker string, ps ...tranche.TimePartition) ledger.ClaimRequest {
+	return ledger.ClaimRequest{DAG: "dag-bad-files", Backfill: "bf", Worker: worker, RunID: "run",
+		Partitions: ps, Lease: time.Minute, Policy: ledger.RerunFailed}
 }
 
 // state is everything a ledger holds about the test DAG, for comparing
 // before and after a refused write.
-func state(t *testing.T, l tranche.Ledger) string {
+func state(t *testing.T, l ledger.Ledger) string {
 	t.Helper()
 	ctx := context.Background()
 	var b strings.Builder
@@ -139,14 +140,14 @@ func seeded(t *testing.T) (path, before string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.PutBackfill(t.Context(), tranche.BackfillRecord{ID: "bf", DAG: "dag-bad-files", Window: "2026-01", Chunk: 1}); err != nil {
+	if _, err := l.PutBackfill(t.Context(), ledger.BackfillRecord{ID: "bf", DAG: "dag-bad-files", Window: "2026-01", Chunk: 1}); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := l.Claim(t.Context(), claimReq("w1", day(0), day(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 3}, {State: tranche.StateFailed, Err: "boom"}}); err != nil {
+	if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 3}, {State: ledger.StateFailed, Err: "boom"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Claim(t.Context(), claimReq("w2", day(2))); err != nil {
@@ -251,7 +252,7 @@ func TestLockedLongerThanBusyTimeout(t *testing.T) {
 	if lease, err = l.Claim(t.Context(), claimReq("w3", day(3))); err != nil {
 		t.Fatalf("Claim after the lock was released = %v", err)
 	}
-	if err := l.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+	if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -283,9 +284,9 @@ func TestDiskFull(t *testing.T) {
 			break
 		}
 		landed = append(landed, chunk...)
-		outcomes := make([]tranche.Outcome, len(chunk))
+		outcomes := make([]ledger.Outcome, len(chunk))
 		for j := range outcomes {
-			outcomes[j] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1, Err: strings.Repeat("x", 200)}
+			outcomes[j] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1, Err: strings.Repeat("x", 200)}
 		}
 		if err := l.Finish(ctx, lease, outcomes); err != nil {
 			full = err

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -59,7 +62,7 @@ func BenchmarkClaimFinishProcesses(b *testing.B) {
 // process, on SQLite and on the in-memory ledger in alternation, so that
 // both see the same load, and reports each one's time and their ratio.
 func BenchmarkClaimFinish(b *testing.B) {
-	ledgers := []tranche.Ledger{openTemp(b, nil), tranche.NewMemoryLedger(nil)}
+	ledgers := []ledger.Ledger{openTemp(b, nil), memledger.New(nil)}
 	ctx := b.Context()
 	first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
 	var took [2]time.Duration
@@ -69,12 +72,12 @@ func BenchmarkClaimFinish(b *testing.B) {
 		i++
 		for k, l := range ledgers {
 			t0 := time.Now()
-			lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: "bench", Backfill: "bench", Worker: "w", RunID: "r",
+			lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: "bench", Backfill: "bench", Worker: "w", RunID: "r",
 				Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}); err != nil {
+			if err := l.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 1}}); err != nil {
 				b.Fatal(err)
 			}
 			took[k] += time.Since(t0)
@@ -91,7 +94,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 func BenchmarkPlan100k(b *testing.B) {
 	const n = 100_000
 	dag, w := proctest.Hourly(b, n)
-	ledgers := []tranche.Ledger{openTemp(b, nil), tranche.NewMemoryLedger(nil)}
+	ledgers := []ledger.Ledger{openTemp(b, nil), memledger.New(nil)}
 	var took, cpu [2]time.Duration
 	runs := 0
 	for _, l := range ledgers {
@@ -101,7 +104,7 @@ func BenchmarkPlan100k(b *testing.B) {
 		runs++
 		for k, l := range ledgers {
 			t0, c0 := time.Now(), cpuTime()
-			plan, err := (&tranche.Backfill{DAG: dag, Window: w, Ledger: l}).Plan(b.Context())
+			plan, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: l}).Plan(b.Context())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -149,14 +152,14 @@ func TestFileSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: id, Backfill: "0123456789ab", Worker: "host-67890",
-			RunID: tranche.RunID(id, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour, Policy: tranche.RerunAll, Revision: rev})
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Backfill: "0123456789ab", Worker: "host-67890",
+			RunID: backfill.RunID(id, chunk.Start(), chunk.End()), Partitions: ps, Lease: time.Hour, Policy: ledger.RerunAll, Revision: rev})
 		if err != nil {
 			t.Fatal(err)
 		}
-		outcomes := make([]tranche.Outcome, len(ps))
+		outcomes := make([]ledger.Outcome, len(ps))
 		for i := range outcomes {
-			outcomes[i] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1000}
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1000}
 		}
 		if err := l.Finish(ctx, lease, outcomes); err != nil {
 			t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 // what the caller sees, not a nil-pointer panic.
 func TestCloseAfterFailedOpen(t *testing.T) {
 	open := func() (err error) {
-		ledger, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "missing", "ledger.db"), nil)
-		defer ledger.Close()
+		lg, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "missing", "ledger.db"), nil)
+		defer lg.Close()
 		return err
 	}
 	if err := open(); !errors.Is(err, sqlite.ErrNoFolder) {
@@ -28,11 +28,11 @@ func TestCloseAfterFailedOpen(t *testing.T) {
 
 // TestClose closes an opened ledger once without error.
 func TestClose(t *testing.T) {
-	ledger, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	lg, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.Close(); err != nil {
+	if err := lg.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // openTemp opens a ledger in a new file of a test's temporary folder,
@@ -26,7 +26,7 @@ func openTemp(t testing.TB, opts *sqlite.Options) *sqlite.Ledger {
 }
 
 func TestConformance(t *testing.T) {
-	tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) tranche.Ledger {
+	ledgertest.Run(t, func(t *testing.T, clock *ledgertest.Clock) ledger.Ledger {
 		return openTemp(t, &sqlite.Options{Now: clock.Now})
 	})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -180,7 +181,7 @@ func (w *world) partition(i int) tranche.TimePartition {
 }
 
 // histories opens the ledger and returns every partition's history.
-func (w *world) histories() map[string][]tranche.Attempt {
+func (w *world) histories() map[string][]ledger.Attempt {
 	w.t.Helper()
 	l, err := sqlite.Open(w.t.Context(), w.ledger, nil)
 	if err != nil {
@@ -201,7 +202,7 @@ func (w *world) rows(key string) []proctest.Row { return proctest.Rows(w.t, w.de
 // latest attempt, that every attempt before it failed, and that the files
 // destination holds the partition's rows exactly once, written by the
 // attempt that succeeded. It returns the histories.
-func (w *world) checkLanded() map[string][]tranche.Attempt {
+func (w *world) checkLanded() map[string][]ledger.Attempt {
 	w.t.Helper()
 	hs := w.histories()
 	for i := range w.days {
@@ -209,16 +210,16 @@ func (w *world) checkLanded() map[string][]tranche.Attempt {
 		h := hs[key]
 		succeeded := 0
 		for _, a := range h {
-			if a.State == tranche.StateSucceeded {
+			if a.State == ledger.StateSucceeded {
 				succeeded++
 			}
 		}
-		if succeeded != 1 || len(h) == 0 || h[len(h)-1].State != tranche.StateSucceeded {
+		if succeeded != 1 || len(h) == 0 || h[len(h)-1].State != ledger.StateSucceeded {
 			w.t.Errorf("partition %s: %d successes; want exactly one, the latest attempt:\n%s", key, succeeded, formatHistory(h))
 			continue
 		}
 		for _, a := range h[:len(h)-1] {
-			if a.State != tranche.StateFailed {
+			if a.State != ledger.StateFailed {
 				w.t.Errorf("partition %s: attempt %d %s; want every attempt before the success failed", key, a.Number, a.State)
 			}
 		}
@@ -238,7 +239,7 @@ func (w *world) checkLanded() map[string][]tranche.Attempt {
 	return hs
 }
 
-func formatHistory(h []tranche.Attempt) string {
+func formatHistory(h []ledger.Attempt) string {
 	var b strings.Builder
 	for _, a := range h {
 		fmt.Fprintf(&b, "\tattempt %d by %s: %s %q\n", a.Number, a.Worker, a.State, a.Err)
@@ -367,13 +368,13 @@ func TestInterrupt(t *testing.T) {
 			for key, h := range w.histories() {
 				for _, a := range h {
 					switch {
-					case a.State == tranche.StateRunning:
+					case a.State == ledger.StateRunning:
 						t.Errorf("partition %s: attempt %d still running after the worker exited", key, a.Number)
-					case a.State == tranche.StateFailed && !strings.Contains(a.Err, "canceled"):
+					case a.State == ledger.StateFailed && !strings.Contains(a.Err, "canceled"):
 						t.Errorf("partition %s: attempt %d failed with %q; want the cause, canceled", key, a.Number, a.Err)
 					}
 				}
-				if inFlight[key] && (len(h) != 1 || h[0].State != tranche.StateFailed) {
+				if inFlight[key] && (len(h) != 1 || h[0].State != ledger.StateFailed) {
 					t.Errorf("partition %s was in flight; history:\n%s\nwant one failed attempt", key, formatHistory(h))
 				}
 			}

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // TestSameAsMemoryLedger runs random sequences of claims, heartbeats,
@@ -30,10 +32,10 @@ func TestSameAsMemoryLedger(t *testing.T) {
 
 func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 	ctx := context.Background()
-	clock := tranchetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := ledgertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	sql := openTemp(t, &sqlite.Options{Now: clock.Now})
-	mem := tranche.NewMemoryLedger(clock.Now)
-	ledgers := []tranche.Ledger{mem, sql}
+	mem := memledger.New(clock.Now)
+	ledgers := []ledger.Ledger{mem, sql}
 	const dag, parts = "dag-differential", 10
 	first := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	part := func(i int) tranche.TimePartition {
@@ -41,7 +43,7 @@ func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 	}
 	workers := []string{"w-a", "w-b", "w-c"}
 	backfills := []string{"", "bf-1", "bf-2"}
-	type held struct{ leases [2]*tranche.Lease }
+	type held struct{ leases [2]*ledger.Lease }
 	var leases []held
 	var log []string
 
@@ -61,9 +63,9 @@ func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 			for _, i := range r.Perm(parts)[:n] {
 				ps = append(ps, part(i))
 			}
-			req := tranche.ClaimRequest{DAG: dag, Backfill: backfills[r.IntN(3)], Worker: workers[r.IntN(3)], RunID: "run",
+			req := ledger.ClaimRequest{DAG: dag, Backfill: backfills[r.IntN(3)], Worker: workers[r.IntN(3)], RunID: "run",
 				Partitions: ps, Lease: time.Duration(1+r.IntN(3)) * time.Minute,
-				Policy: []tranche.RerunPolicy{"", tranche.RerunNone, tranche.RerunFailed, tranche.RerunAll}[r.IntN(4)]}
+				Policy: []ledger.RerunPolicy{"", ledger.RerunNone, ledger.RerunFailed, ledger.RerunAll}[r.IntN(4)]}
 			if r.IntN(2) == 0 {
 				rev, err := mem.Revision(ctx, dag)
 				if err != nil {
@@ -94,9 +96,9 @@ func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 		case op < 7 && len(leases) > 0: // finish
 			i := r.IntN(len(leases))
 			h := leases[i]
-			outcomes := make([]tranche.Outcome, len(h.leases[0].Partitions))
+			outcomes := make([]ledger.Outcome, len(h.leases[0].Partitions))
 			for j := range outcomes {
-				outcomes[j] = tranche.Outcome{State: []tranche.State{tranche.StateSucceeded, tranche.StateFailed, tranche.StateCanceled}[r.IntN(3)],
+				outcomes[j] = ledger.Outcome{State: []ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}[r.IntN(3)],
 					Rows: int64(r.IntN(100)), Err: []string{"", "boom"}[r.IntN(2)]}
 			}
 			var errs [2]error
@@ -114,7 +116,7 @@ func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 				if cancel {
 					errs[k] = l.CancelBackfill(ctx, id)
 				} else {
-					_, errs[k] = l.PutBackfill(ctx, tranche.BackfillRecord{ID: id, DAG: dag, Window: "2026-02"})
+					_, errs[k] = l.PutBackfill(ctx, ledger.BackfillRecord{ID: id, DAG: dag, Window: "2026-02"})
 				}
 			}
 			same(fmt.Sprintf("CancelBackfill %v or PutBackfill(%s)", cancel, id), errs)
@@ -134,9 +136,9 @@ func keys(ps []tranche.TimePartition) string {
 }
 
 // compareLedgers wants the same revision, latest attempts and histories.
-func compareLedgers(t *testing.T, ctx context.Context, mem, sql tranche.Ledger, dag string, from, to time.Time, log []string) {
+func compareLedgers(t *testing.T, ctx context.Context, mem, sql ledger.Ledger, dag string, from, to time.Time, log []string) {
 	t.Helper()
-	dump := func(l tranche.Ledger) string {
+	dump := func(l ledger.Ledger) string {
 		var b strings.Builder
 		rev, err := l.Revision(ctx, dag)
 		fmt.Fprintf(&b, "revision %d %v\n", rev, err)

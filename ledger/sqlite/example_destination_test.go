@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/sqldest"
 )
@@ -23,18 +24,18 @@ func ExampleNewDestination() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	ledger, err := sqlite.Open(ctx, filepath.Join(dir, "warehouse.db"), nil)
+	lg, err := sqlite.Open(ctx, filepath.Join(dir, "warehouse.db"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ledger.Close()
+	defer lg.Close()
 
 	views := sqldest.Table{Name: "page_views", Partition: "day", Columns: []sqldest.Column{
 		{Name: "day", Kind: sqldest.Time},
 		{Name: "page", Kind: sqldest.String},
 		{Name: "views", Kind: sqldest.Int},
 	}}
-	dest, err := sqlite.NewDestination(ctx, ledger, views)
+	dest, err := sqlite.NewDestination(ctx, lg, views)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,13 +61,13 @@ func ExampleNewDestination() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	report, err := (&tranche.Backfill{DAG: dag, Window: w, Ledger: ledger}).Run(ctx)
+	report, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: lg}).Run(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(report.Succeeded, "partitions succeeded")
 
-	rows, err := ledger.DB().QueryContext(ctx, "SELECT substr(day, 1, 10), sum(views) FROM page_views GROUP BY 1 ORDER BY 1")
+	rows, err := lg.DB().QueryContext(ctx, "SELECT substr(day, 1, 10), sum(views) FROM page_views GROUP BY 1 ORDER BY 1")
 	if err != nil {
 		log.Fatal(err)
 	}

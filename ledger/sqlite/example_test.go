@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -23,12 +24,12 @@ func ExampleOpen() {
 	path := filepath.Join(dir, "ledger.db")
 	ctx := context.Background()
 
-	ledger, err := sqlite.Open(ctx, path, nil) // created if missing; its folder must exist
+	lg, err := sqlite.Open(ctx, path, nil) // created if missing; its folder must exist
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer ledger.Close()
+	defer lg.Close()
 
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "events",
@@ -49,7 +50,7 @@ func ExampleOpen() {
 		fmt.Println(err)
 		return
 	}
-	b := &tranche.Backfill{DAG: dag, Window: january, Ledger: ledger, Concurrency: 4}
+	b := &backfill.Backfill{DAG: dag, Window: january, Ledger: lg, Concurrency: 4}
 	report, err := b.Run(ctx)
 	if err != nil {
 		fmt.Println(err)
@@ -63,7 +64,7 @@ func ExampleOpen() {
 		return
 	}
 	defer other.Close()
-	status, err := tranche.StatusOf(ctx, other, report.Backfill, time.Now())
+	status, err := backfill.StatusOf(ctx, other, report.Backfill, time.Now())
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // TestLatestPaging crosses the pages Latest reads (4,096 attempts each):
@@ -22,17 +23,17 @@ func TestLatestPaging(t *testing.T) {
 	part := func(i int) tranche.TimePartition {
 		return tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour))
 	}
-	run := func(dag string, ps []tranche.TimePartition, state tranche.State) {
+	run := func(dag string, ps []tranche.TimePartition, state ledger.State) {
 		t.Helper()
 		for chunk := range slices.Chunk(ps, 500) {
-			lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Worker: "w", RunID: "r", Partitions: chunk,
-				Lease: time.Minute, Policy: tranche.RerunFailed})
+			lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dag, Worker: "w", RunID: "r", Partitions: chunk,
+				Lease: time.Minute, Policy: ledger.RerunFailed})
 			if err != nil {
 				t.Fatal(err)
 			}
-			outcomes := make([]tranche.Outcome, len(chunk))
+			outcomes := make([]ledger.Outcome, len(chunk))
 			for i := range outcomes {
-				outcomes[i] = tranche.Outcome{State: state}
+				outcomes[i] = ledger.Outcome{State: state}
 			}
 			if err := l.Finish(ctx, lease, outcomes); err != nil {
 				t.Fatal(err)
@@ -45,17 +46,17 @@ func TestLatestPaging(t *testing.T) {
 		all = append(all, part(i))
 	}
 	want := make([]int, n)
-	run("paging", all, tranche.StateFailed) // attempt 1 everywhere
+	run("paging", all, ledger.StateFailed) // attempt 1 everywhere
 	for i := range want {
 		want[i] = 1
 	}
 	// Partition 4095's attempts are rows 4096 to 4098 in key order: the
 	// first page ends inside them.
 	for range 2 {
-		run("paging", all[4095:4096], tranche.StateFailed)
+		run("paging", all[4095:4096], ledger.StateFailed)
 	}
 	want[4095] = 3
-	run("paging", all[10:20], tranche.StateSucceeded)
+	run("paging", all[10:20], ledger.StateSucceeded)
 	for i := 10; i < 20; i++ {
 		want[i] = 2
 	}
@@ -74,9 +75,9 @@ func TestLatestPaging(t *testing.T) {
 	}
 
 	// One partition with more attempts than a page, between two others.
-	run("paging-one", []tranche.TimePartition{part(0), part(1), part(2)}, tranche.StateFailed)
+	run("paging-one", []tranche.TimePartition{part(0), part(1), part(2)}, ledger.StateFailed)
 	for range 4097 {
-		run("paging-one", all[1:2], tranche.StateFailed)
+		run("paging-one", all[1:2], ledger.StateFailed)
 	}
 	var got []int
 	for a, err := range l.Latest(ctx, "paging-one", first, part(3).Start) {

@@ -1,4 +1,4 @@
-// Package sqlite is tranche's embedded ledger: a [tranche.Ledger] in one
+// Package sqlite is tranche's embedded ledger: a [ledger.Ledger] in one
 // SQLite file, needing no server, that any number of processes on one
 // machine share safely. It runs on modernc.org/sqlite, in pure Go, and
 // lives in its own module so that tranche itself does not carry the
@@ -9,7 +9,7 @@
 //		return err // names the file and what was wrong
 //	}
 //	defer ledger.Close()
-//	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: ledger}
+//	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: ledger}
 //
 // The database runs in WAL mode, so readers never wait for the writer.
 // Every claim and transition is one immediate transaction: it takes the
@@ -55,7 +55,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/sqlledger"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -85,7 +85,7 @@ type Options struct {
 // DefaultBusyTimeout is the busy timeout of Options.BusyTimeout zero.
 const DefaultBusyTimeout = 10 * time.Second
 
-// Ledger is a [tranche.Ledger] in a SQLite file. Its methods are those of
+// Ledger is a [ledger.Ledger] in a SQLite file. Its methods are those of
 // [sqlledger.Ledger]; Close it after its last use.
 type Ledger struct {
 	*sqlledger.Ledger
@@ -94,7 +94,7 @@ type Ledger struct {
 	classify       func(error) (error, string, bool) // the dialect's, for destinations sharing the file
 }
 
-var _ tranche.Ledger = (*Ledger)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
 // Errors of [Open] about the file itself, before SQLite opens it, match
 // these with errors.Is, besides naming the file.

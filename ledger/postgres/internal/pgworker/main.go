@@ -3,7 +3,7 @@
 // them, cut their connections and restart the server under them, and
 // check what the ledger and the files destination hold after.
 //
-// In backfill mode it runs a tranche.Backfill of one daily asset,
+// In backfill mode it runs a backfill.Backfill of one daily asset,
 // "events", into a files destination (or, with -sink sql, tables in the
 // ledger's schema that commit with the ledger's record of success),
 // appending a line to an executions log when each execution starts and
@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
@@ -184,7 +185,7 @@ func run() error {
 				}
 			}
 		}
-		held := r != nil && r.Failed == 0 && r.Unclaimed == 0 && errors.Is(err, tranche.ErrHeldElsewhere)
+		held := r != nil && r.Failed == 0 && r.Unclaimed == 0 && errors.Is(err, backfill.ErrHeldElsewhere)
 		if !held && (err != nil && r == nil || err != nil && r.Failed == 0) {
 			if lost(err) {
 				out.Lost++
@@ -196,7 +197,7 @@ func run() error {
 		if !*loop {
 			break
 		}
-		if s, err := tranche.StatusOf(ctx, l, id, time.Now()); err == nil && s.Done() {
+		if s, err := backfill.StatusOf(ctx, l, id, time.Now()); err == nil && s.Done() {
 			out.Done = true
 			break
 		}

@@ -6,7 +6,7 @@
 // then finishes it directly, printing Finish's error: paused past its
 // lease meanwhile, it must be fenced.
 //
-// In backfill mode it runs a tranche.Backfill of one daily asset, "events",
+// In backfill mode it runs a backfill.Backfill of one daily asset, "events",
 // into a files destination (or, with -sink sql, tables in the ledger's
 // file that commit with the ledger's record of success), appending a
 // line to an executions log when each execution starts and when it ends,
@@ -33,7 +33,9 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -223,7 +225,7 @@ type staleResult struct {
 // stale claims the day -offset days after first in the backfill's DAG and
 // backfill, logs the claim, works through -work whatever happens, then
 // records success.
-func stale(ctx context.Context, l tranche.Ledger, first time.Time) error {
+func stale(ctx context.Context, l ledger.Ledger, first time.Time) error {
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: *dest}},
@@ -235,15 +237,15 @@ func stale(ctx context.Context, l tranche.Ledger, first time.Time) error {
 	if err != nil {
 		return err
 	}
-	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l}
 	id, err := b.ID()
 	if err != nil {
 		return err
 	}
 	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
 	p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset))
-	lease, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dagID, Backfill: id, Worker: *worker,
-		RunID: tranche.RunID(dagID, p.Start, p.End), Partitions: []tranche.TimePartition{p}, Lease: *lease})
+	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: *worker,
+		RunID: backfill.RunID(dagID, p.Start, p.End), Partitions: []tranche.TimePartition{p}, Lease: *lease})
 	if err != nil {
 		return err
 	}
@@ -257,7 +259,7 @@ func stale(ctx context.Context, l tranche.Ledger, first time.Time) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	out := staleResult{Attempt: lease.Attempts[0]}
-	if err := l.Finish(ctx, lease, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: int64(*rows)}}); err != nil {
+	if err := l.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: int64(*rows)}}); err != nil {
 		out.FinishErr, out.Fenced = err.Error(), errors.Is(err, tranche.ErrFenced)
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)

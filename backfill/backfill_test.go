@@ -1,4 +1,4 @@
-package tranche_test
+package backfill_test
 
 import (
 	"bytes"
@@ -19,6 +19,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
@@ -178,7 +182,7 @@ func bfNoLeaks(t *testing.T) {
 }
 
 // bfCheckReport checks that a report adds up and holds the counts given.
-func bfCheckReport(t *testing.T, r *tranche.Report, total, succeeded, failed, skipped, elsewhere, held, notRun int) {
+func bfCheckReport(t *testing.T, r *backfill.Report, total, succeeded, failed, skipped, elsewhere, held, notRun int) {
 	t.Helper()
 	if r == nil {
 		t.Fatal("no report")
@@ -199,33 +203,33 @@ func bfCheckReport(t *testing.T, r *tranche.Report, total, succeeded, failed, sk
 // bfSeed records an attempt at p directly in the ledger, as worker, that
 // ends in state after took on the clock (a running attempt stays so under
 // a lease of lease).
-func bfSeed(t *testing.T, l tranche.Ledger, clock *tranchetest.Clock, dag string, p tranche.TimePartition, worker string, state tranche.State, took, lease time.Duration) {
+func bfSeed(t *testing.T, l ledger.Ledger, clock *ledgertest.Clock, dag string, p tranche.TimePartition, worker string, state ledger.State, took, lease time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	rev, err := l.Revision(ctx, dag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	le, err := l.Claim(ctx, tranche.ClaimRequest{DAG: dag, Worker: worker, RunID: tranche.RunID(dag, p.Start, p.End),
-		Partitions: []tranche.TimePartition{p}, Lease: lease, Policy: tranche.RerunAll, Revision: rev})
+	le, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dag, Worker: worker, RunID: backfill.RunID(dag, p.Start, p.End),
+		Partitions: []tranche.TimePartition{p}, Lease: lease, Policy: ledger.RerunAll, Revision: rev})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if state == tranche.StateRunning {
+	if state == ledger.StateRunning {
 		return
 	}
 	clock.Advance(took)
-	out := tranche.Outcome{State: state, Rows: 1}
-	if state != tranche.StateSucceeded {
-		out = tranche.Outcome{State: state, Err: "boom"}
+	out := ledger.Outcome{State: state, Rows: 1}
+	if state != ledger.StateSucceeded {
+		out = ledger.Outcome{State: state, Err: "boom"}
 	}
-	if err := l.Finish(ctx, le, []tranche.Outcome{out}); err != nil {
+	if err := l.Finish(ctx, le, []ledger.Outcome{out}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // bfHistory returns the attempts at p as "N state worker" strings.
-func bfHistory(t *testing.T, l tranche.Ledger, dag string, p tranche.TimePartition) []string {
+func bfHistory(t *testing.T, l ledger.Ledger, dag string, p tranche.TimePartition) []string {
 	t.Helper()
 	h, err := l.History(t.Context(), dag, p.Start)
 	if err != nil {
@@ -240,7 +244,7 @@ func bfHistory(t *testing.T, l tranche.Ledger, dag string, p tranche.TimePartiti
 
 // bfLatest returns the latest attempts in w as "KEY N state" strings,
 // oldest first.
-func bfLatest(t *testing.T, l tranche.Ledger, dag string, w tranche.TimePartitionWindow) []string {
+func bfLatest(t *testing.T, l ledger.Ledger, dag string, w tranche.TimePartitionWindow) []string {
 	t.Helper()
 	var out []string
 	for a, err := range l.Latest(t.Context(), dag, w.Start(), w.End()) {
@@ -299,12 +303,12 @@ func TestBackfillIdentity(t *testing.T) {
 	}
 	checks := []struct{ what, got, want string }{
 		{"DAGIdentity", dagID, bfDAGID},
-		{"BackfillID of January", tranche.BackfillID(dagID, jan, 1), bfJanuaryID},
-		{"BackfillID of January, chunk 0", tranche.BackfillID(dagID, jan, 0), bfJanuaryID},
-		{"BackfillID of January, chunk 3", tranche.BackfillID(dagID, jan, 3), bfJanuary3ID},
-		{"BackfillID of February", tranche.BackfillID(dagID, feb, 1), bfFebruaryID},
-		{"RunID of 2026-01-05", tranche.RunID(dagID, bfDay(5).Start, bfDay(5).End), bfJanuary5Run},
-		{"RunID of 2026-01-05 in Berlin", tranche.RunID(dagID, bfDay(5).Start.In(berlin), bfDay(5).End.In(berlin)), bfJanuary5Run},
+		{"BackfillID of January", backfill.BackfillID(dagID, jan, 1), bfJanuaryID},
+		{"BackfillID of January, chunk 0", backfill.BackfillID(dagID, jan, 0), bfJanuaryID},
+		{"BackfillID of January, chunk 3", backfill.BackfillID(dagID, jan, 3), bfJanuary3ID},
+		{"BackfillID of February", backfill.BackfillID(dagID, feb, 1), bfFebruaryID},
+		{"RunID of 2026-01-05", backfill.RunID(dagID, bfDay(5).Start, bfDay(5).End), bfJanuary5Run},
+		{"RunID of 2026-01-05 in Berlin", backfill.RunID(dagID, bfDay(5).Start.In(berlin), bfDay(5).End.In(berlin)), bfJanuary5Run},
 		{"DAGIdentity in Berlin", tranche.DAGIdentity(dag, tranche.Day, berlin), bfBerlinDAGID},
 	}
 	// The same DAG declared in another order is the same DAG.
@@ -328,8 +332,8 @@ func TestBackfillIdentity(t *testing.T) {
 		t.Fatalf("Berlin window %s", hoursBerlin)
 	}
 	checks = append(checks,
-		struct{ what, got, want string }{"BackfillID of hours in UTC", tranche.BackfillID(dagID, hoursUTC, 1), bfHourWindowID},
-		struct{ what, got, want string }{"BackfillID of the same hours in Berlin", tranche.BackfillID(dagID, hoursBerlin, 1), bfHourWindowID},
+		struct{ what, got, want string }{"BackfillID of hours in UTC", backfill.BackfillID(dagID, hoursUTC, 1), bfHourWindowID},
+		struct{ what, got, want string }{"BackfillID of the same hours in Berlin", backfill.BackfillID(dagID, hoursBerlin, 1), bfHourWindowID},
 	)
 
 	// Backfill.ID is BackfillID of the DAG's identity.
@@ -337,7 +341,7 @@ func TestBackfillIdentity(t *testing.T) {
 		chunk int
 		want  string
 	}{{0, bfJanuaryID}, {1, bfJanuaryID}, {3, bfJanuary3ID}} {
-		b := &tranche.Backfill{DAG: dag, Window: jan, Ledger: tranche.NewMemoryLedger(nil), ChunkSize: c.chunk}
+		b := &backfill.Backfill{DAG: dag, Window: jan, Ledger: memledger.New(nil), ChunkSize: c.chunk}
 		id, err := b.ID()
 		if err != nil {
 			t.Fatal(err)
@@ -367,7 +371,7 @@ func TestBackfillIdentity(t *testing.T) {
 }
 
 // bfNothingWritten fails the test if the ledger holds anything.
-func bfNothingWritten(t *testing.T, l *tranche.MemoryLedger, dag string, w tranche.TimePartitionWindow) {
+func bfNothingWritten(t *testing.T, l *memledger.Ledger, dag string, w tranche.TimePartitionWindow) {
 	t.Helper()
 	if bs, err := l.Backfills(t.Context()); err != nil || len(bs) != 0 {
 		t.Errorf("Backfills = %v, %v; want none", bs, err)
@@ -413,56 +417,56 @@ func TestBackfillRefusals(t *testing.T) {
 
 	tests := []struct {
 		name string
-		b    tranche.Backfill
+		b    backfill.Backfill
 		want []string // substrings of the error
 		as   bool     // the error holds a *PartitionError
 	}{
 		{name: "unpartitioned assets",
-			b:    tranche.Backfill{DAG: mustDAG(plain("zones"), plain("lookup"), daily("events", tranche.Partitioning{Granularity: tranche.Day})), Window: jan},
+			b:    backfill.Backfill{DAG: mustDAG(plain("zones"), plain("lookup"), daily("events", tranche.Partitioning{Granularity: tranche.Day})), Window: jan},
 			want: []string{`unpartitioned assets "lookup", "zones" would be re-extracted whole by every run; give them a Partitioning or run them outside the backfill`}},
 		{name: "before the first partition",
-			b:    tranche.Backfill{DAG: mustDAG(daily("events", tranche.Partitioning{Granularity: tranche.Day, First: time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)})), Window: jan},
+			b:    backfill.Backfill{DAG: mustDAG(daily("events", tranche.Partitioning{Granularity: tranche.Day, First: time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)})), Window: jan},
 			want: []string{`asset "events": partition 2026-01-01 is before its first partition 2026-01-10; clamp the window to start at 2026-01-10T00:00:00Z`},
 			as:   true},
-		{name: "empty window", b: tranche.Backfill{DAG: dag},
+		{name: "empty window", b: backfill.Backfill{DAG: dag},
 			want: []string{"empty window: give a window of at least one partition"}},
-		{name: "chunks of an asset that forbids windows", b: tranche.Backfill{DAG: dag, Window: jan, ChunkSize: 3},
+		{name: "chunks of an asset that forbids windows", b: backfill.Backfill{DAG: dag, Window: jan, ChunkSize: 3},
 			want: []string{`chunk size 3 needs window runs, which assets "clean", "raw" do not allow (Partitioning.AllowWindow); use chunk size 1`}},
-		{name: "negative concurrency", b: tranche.Backfill{DAG: dag, Window: jan, Concurrency: -1},
+		{name: "negative concurrency", b: backfill.Backfill{DAG: dag, Window: jan, Concurrency: -1},
 			want: []string{"concurrency -1: want 1 or more (0 means 1)"}},
-		{name: "negative chunk size", b: tranche.Backfill{DAG: dag, Window: jan, ChunkSize: -2},
+		{name: "negative chunk size", b: backfill.Backfill{DAG: dag, Window: jan, ChunkSize: -2},
 			want: []string{"chunk size -2: want 1 or more partitions per run (0 means 1)"}},
-		{name: "unknown rerun policy", b: tranche.Backfill{DAG: dag, Window: jan, Rerun: "sometimes"},
+		{name: "unknown rerun policy", b: backfill.Backfill{DAG: dag, Window: jan, Rerun: "sometimes"},
 			want: []string{`unknown rerun policy "sometimes"; accepted: none, failed, all`}},
-		{name: "unknown failure policy", b: tranche.Backfill{DAG: dag, Window: jan, OnFailure: "panic"},
+		{name: "unknown failure policy", b: backfill.Backfill{DAG: dag, Window: jan, OnFailure: "panic"},
 			want: []string{`unknown failure policy "panic"; accepted: stop, continue`}},
-		{name: "unknown order", b: tranche.Backfill{DAG: dag, Window: jan, Order: 7},
+		{name: "unknown order", b: backfill.Backfill{DAG: dag, Window: jan, Order: 7},
 			want: []string{"unknown order 7: want NewestFirst or OldestFirst"}},
-		{name: "lease equal to heartbeat", b: tranche.Backfill{DAG: dag, Window: jan, Lease: 10 * time.Second, Heartbeat: 10 * time.Second},
+		{name: "lease equal to heartbeat", b: backfill.Backfill{DAG: dag, Window: jan, Lease: 10 * time.Second, Heartbeat: 10 * time.Second},
 			want: []string{"lease 10s and heartbeat 10s: the lease must be positive and longer than the heartbeat"}},
-		{name: "lease shorter than heartbeat", b: tranche.Backfill{DAG: dag, Window: jan, Lease: time.Second, Heartbeat: 5 * time.Second},
+		{name: "lease shorter than heartbeat", b: backfill.Backfill{DAG: dag, Window: jan, Lease: time.Second, Heartbeat: 5 * time.Second},
 			want: []string{"lease 1s and heartbeat 5s"}},
-		{name: "default lease shorter than heartbeat", b: tranche.Backfill{DAG: dag, Window: jan, Heartbeat: time.Minute},
+		{name: "default lease shorter than heartbeat", b: backfill.Backfill{DAG: dag, Window: jan, Heartbeat: time.Minute},
 			want: []string{"lease 30s and heartbeat 1m0s"}},
-		{name: "negative lease", b: tranche.Backfill{DAG: dag, Window: jan, Lease: -time.Second},
+		{name: "negative lease", b: backfill.Backfill{DAG: dag, Window: jan, Lease: -time.Second},
 			want: []string{"lease -1s and heartbeat -333.333333ms"}},
-		{name: "window beyond MaxPartitions", b: tranche.Backfill{DAG: dag, Window: jan, MaxPartitions: 30},
+		{name: "window beyond MaxPartitions", b: backfill.Backfill{DAG: dag, Window: jan, MaxPartitions: 30},
 			want: []string{"window day 2026-01-01..2026-01-31 UTC holds 31 partitions, more than the limit of 30; split it, or raise MaxPartitions"}},
-		{name: "window beyond the default limit", b: tranche.Backfill{DAG: minuteDAG, Window: minutes(100_001)},
+		{name: "window beyond the default limit", b: backfill.Backfill{DAG: minuteDAG, Window: minutes(100_001)},
 			want: []string{"holds 100001 partitions, more than the limit of 100000"}},
-		{name: "negative MaxPartitions", b: tranche.Backfill{DAG: dag, Window: jan, MaxPartitions: -1},
+		{name: "negative MaxPartitions", b: backfill.Backfill{DAG: dag, Window: jan, MaxPartitions: -1},
 			want: []string{"MaxPartitions -1: want 1 or more (0 means 100000)"}},
-		{name: "granularity", b: tranche.Backfill{DAG: minuteDAG, Window: jan},
+		{name: "granularity", b: backfill.Backfill{DAG: minuteDAG, Window: jan},
 			want: []string{`asset "ticks" is partitioned by minute, the window by day`}},
-		{name: "location", b: tranche.Backfill{DAG: mustDAG(daily("events", tranche.Partitioning{Granularity: tranche.Day, Location: time.FixedZone("X", 3600)})), Window: jan},
+		{name: "location", b: backfill.Backfill{DAG: mustDAG(daily("events", tranche.Partitioning{Granularity: tranche.Day, Location: time.FixedZone("X", 3600)})), Window: jan},
 			want: []string{`asset "events" follows X, the window UTC`}},
-		{name: "no DAG", b: tranche.Backfill{Window: jan}, want: []string{"no DAG"}},
-		{name: "several problems at once", b: tranche.Backfill{DAG: dag, Window: jan, Concurrency: -3, Rerun: "x"},
+		{name: "no DAG", b: backfill.Backfill{Window: jan}, want: []string{"no DAG"}},
+		{name: "several problems at once", b: backfill.Backfill{DAG: dag, Window: jan, Concurrency: -3, Rerun: "x"},
 			want: []string{"concurrency -3", `unknown rerun policy "x"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := tranche.NewMemoryLedger(nil)
+			l := memledger.New(nil)
 			b := tt.b
 			if tt.name != "no ledger" {
 				b.Ledger = l
@@ -508,12 +512,12 @@ func TestBackfillRefusals(t *testing.T) {
 	}
 
 	// At the limit, the window is accepted.
-	b := tranche.Backfill{DAG: minuteDAG, Window: minutes(100_000), Ledger: tranche.NewMemoryLedger(nil)}
+	b := backfill.Backfill{DAG: minuteDAG, Window: minutes(100_000), Ledger: memledger.New(nil)}
 	if _, err := b.ID(); err != nil {
 		t.Errorf("a window of 100,000 partitions: %v", err)
 	}
 	// Without a ledger, nothing can be written.
-	b = tranche.Backfill{DAG: dag, Window: jan}
+	b = backfill.Backfill{DAG: dag, Window: jan}
 	if _, err := b.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "no Ledger") {
 		t.Errorf("Run without a ledger: %v", err)
 	}
@@ -524,8 +528,8 @@ func TestBackfillRefusals(t *testing.T) {
 func TestBackfillResume(t *testing.T) {
 	bfNoLeaks(t)
 	p := &bfProbe{hook: bfFailOn(true, "2026-01-05")}
-	l := tranche.NewMemoryLedger(nil)
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 10), Ledger: l, Worker: "w1", OnFailure: tranche.FailContinue}
+	l := memledger.New(nil)
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 10), Ledger: l, Worker: "w1", OnFailure: backfill.FailContinue}
 
 	rep, err := b.Run(t.Context())
 	if err == nil || err.Error() != "tranche: backfill "+bfJanuaryResumeID+": 1 partitions failed (first 2026-01-05: tranche: asset \"raw\" failed for 2026-01-05: boom on 2026-01-05)" {
@@ -562,7 +566,7 @@ func TestBackfillResume(t *testing.T) {
 			t.Errorf("attempt %d: %+v; want run id %s, backfill %s", i+1, a, bfJanuary5Run, bfJanuaryResumeID)
 		}
 	}
-	if h[0].State != tranche.StateFailed || h[0].Err != `tranche: asset "raw" failed for 2026-01-05: boom on 2026-01-05` || h[1].State != tranche.StateSucceeded || h[1].Err != "" {
+	if h[0].State != ledger.StateFailed || h[0].Err != `tranche: asset "raw" failed for 2026-01-05: boom on 2026-01-05` || h[1].State != ledger.StateSucceeded || h[1].Err != "" {
 		t.Errorf("history %+v", h)
 	}
 	// A third run has nothing to do.
@@ -571,11 +575,11 @@ func TestBackfillResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	bfCheckReport(t, rep, 10, 0, 0, 10, 0, 0, 0)
-	st, err := tranche.StatusOf(t.Context(), l, bfJanuaryResumeID, time.Now())
+	st, err := backfill.StatusOf(t.Context(), l, bfJanuaryResumeID, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Done() || st.Counts[tranche.StateSucceeded] != 10 || len(st.Blocked) != 0 {
+	if !st.Done() || st.Counts[ledger.StateSucceeded] != 10 || len(st.Blocked) != 0 {
 		t.Errorf("status %s, blocked %q", st, st.Blocked)
 	}
 	if got, want := st.String(), "backfill "+bfJanuaryResumeID+" of day 2026-01-01..2026-01-10 UTC: 10 succeeded, 0 running, 0 failed, 0 canceled, 0 pending"; got != want {
@@ -588,39 +592,39 @@ const bfJanuaryResumeID = "7b1091e6b11b" // BackfillID of bfDAG over 2026-01-01.
 func TestBackfillRerunPolicies(t *testing.T) {
 	// Day 1 succeeded, 2 failed, 3 canceled, 4 was never run, 5 succeeded.
 	tests := []struct {
-		rerun   tranche.RerunPolicy
-		actions []tranche.Action // days 5 to 1
+		rerun   ledger.RerunPolicy
+		actions []backfill.Action // days 5 to 1
 		calls   []string
 		report  [5]int // succeeded, failed, skipped, elsewhere, not run
 	}{
-		{tranche.RerunNone,
-			[]tranche.Action{tranche.ActionSkipSucceeded, tranche.ActionRun, tranche.ActionSkipRecorded, tranche.ActionSkipRecorded, tranche.ActionSkipSucceeded},
+		{ledger.RerunNone,
+			[]backfill.Action{backfill.ActionSkipSucceeded, backfill.ActionRun, backfill.ActionSkipRecorded, backfill.ActionSkipRecorded, backfill.ActionSkipSucceeded},
 			bfKeys(4), [5]int{1, 0, 4, 0, 0}},
 		{"",
-			[]tranche.Action{tranche.ActionSkipSucceeded, tranche.ActionRun, tranche.ActionRun, tranche.ActionRun, tranche.ActionSkipSucceeded},
+			[]backfill.Action{backfill.ActionSkipSucceeded, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionSkipSucceeded},
 			bfKeys(4, 3, 2), [5]int{3, 0, 2, 0, 0}},
-		{tranche.RerunFailed,
-			[]tranche.Action{tranche.ActionSkipSucceeded, tranche.ActionRun, tranche.ActionRun, tranche.ActionRun, tranche.ActionSkipSucceeded},
+		{ledger.RerunFailed,
+			[]backfill.Action{backfill.ActionSkipSucceeded, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionSkipSucceeded},
 			bfKeys(4, 3, 2), [5]int{3, 0, 2, 0, 0}},
-		{tranche.RerunAll,
-			[]tranche.Action{tranche.ActionRun, tranche.ActionRun, tranche.ActionRun, tranche.ActionRun, tranche.ActionRun},
+		{ledger.RerunAll,
+			[]backfill.Action{backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun},
 			bfKeys(5, 4, 3, 2, 1), [5]int{5, 0, 0, 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.rerun), func(t *testing.T) {
 			bfNoLeaks(t)
-			clock := tranchetest.NewClock(bfT0)
-			l := tranche.NewMemoryLedger(clock.Now)
-			for d, st := range map[int]tranche.State{1: tranche.StateSucceeded, 2: tranche.StateFailed, 3: tranche.StateCanceled, 5: tranche.StateSucceeded} {
+			clock := ledgertest.NewClock(bfT0)
+			l := memledger.New(clock.Now)
+			for d, st := range map[int]ledger.State{1: ledger.StateSucceeded, 2: ledger.StateFailed, 3: ledger.StateCanceled, 5: ledger.StateSucceeded} {
 				bfSeed(t, l, clock, bfDAGID, bfDay(d), "seed", st, time.Second, time.Minute)
 			}
 			p := new(bfProbe)
-			b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w", Rerun: tt.rerun, Now: clock.Now}
+			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w", Rerun: tt.rerun, Now: clock.Now}
 			plan, err := b.Plan(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			var actions []tranche.Action
+			var actions []backfill.Action
 			for item, err := range plan.Items(t.Context()) {
 				if err != nil {
 					t.Fatal(err)
@@ -647,7 +651,7 @@ func TestBackfillRerunPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []string(nil)
-			if tt.rerun == tranche.RerunAll {
+			if tt.rerun == ledger.RerunAll {
 				want = bfKeys(5, 4, 3, 2, 1)
 			}
 			if got := p.Calls(); !slices.Equal(got, want) {
@@ -660,19 +664,19 @@ func TestBackfillRerunPolicies(t *testing.T) {
 func TestBackfillOrder(t *testing.T) {
 	tests := []struct {
 		name  string
-		order tranche.Order
+		order backfill.Order
 		chunk int
 		calls []string
 	}{
-		{"newest first", tranche.NewestFirst, 1, bfKeys(5, 4, 3, 2, 1)},
-		{"oldest first", tranche.OldestFirst, 1, bfKeys(1, 2, 3, 4, 5)},
-		{"chunks newest first", tranche.NewestFirst, 2, []string{"day 2026-01-04..2026-01-05 UTC", "day 2026-01-02..2026-01-03 UTC", "2026-01-01"}},
-		{"chunks oldest first", tranche.OldestFirst, 2, []string{"2026-01-01", "day 2026-01-02..2026-01-03 UTC", "day 2026-01-04..2026-01-05 UTC"}},
+		{"newest first", backfill.NewestFirst, 1, bfKeys(5, 4, 3, 2, 1)},
+		{"oldest first", backfill.OldestFirst, 1, bfKeys(1, 2, 3, 4, 5)},
+		{"chunks newest first", backfill.NewestFirst, 2, []string{"day 2026-01-04..2026-01-05 UTC", "day 2026-01-02..2026-01-03 UTC", "2026-01-01"}},
+		{"chunks oldest first", backfill.OldestFirst, 2, []string{"2026-01-01", "day 2026-01-02..2026-01-03 UTC", "day 2026-01-04..2026-01-05 UTC"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := new(bfProbe)
-			b := &tranche.Backfill{DAG: bfDAG(t, p, true), Window: bfDays(t, 1, 5), Ledger: tranche.NewMemoryLedger(nil), Order: tt.order, ChunkSize: tt.chunk}
+			b := &backfill.Backfill{DAG: bfDAG(t, p, true), Window: bfDays(t, 1, 5), Ledger: memledger.New(nil), Order: tt.order, ChunkSize: tt.chunk}
 			rep, err := b.Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -692,16 +696,16 @@ func TestBackfillOrder(t *testing.T) {
 // and records each partition under its chunk's run id.
 func TestBackfillChunks(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	p := &bfProbe{hook: bfFailOn(true, "day 2026-01-05..2026-01-07 UTC")}
 	w := bfDays(t, 1, 10)
-	b := &tranche.Backfill{DAG: bfDAG(t, p, true), Window: w, Ledger: l, ChunkSize: 3, OnFailure: tranche.FailContinue, Worker: "w", Now: clock.Now}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, true), Window: w, Ledger: l, ChunkSize: 3, OnFailure: backfill.FailContinue, Worker: "w", Now: clock.Now}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (tranche.PlanCounts{Total: 10, Run: 10, Runs: 4}); plan.Counts != want {
+	if want := (backfill.PlanCounts{Total: 10, Run: 10, Runs: 4}); plan.Counts != want {
 		t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
 	}
 	rep, err := b.Run(t.Context())
@@ -725,7 +729,7 @@ func TestBackfillChunks(t *testing.T) {
 			c = bfDay(2)
 		}
 		size := map[int]int{8: 3, 5: 3, 2: 3, 1: 1}[c.Start.Day()]
-		runIDs[d] = tranche.RunID(bfDAGID, c.Start, c.Start.AddDate(0, 0, size))
+		runIDs[d] = backfill.RunID(bfDAGID, c.Start, c.Start.AddDate(0, 0, size))
 	}
 	check := func(run int) {
 		t.Helper()
@@ -743,9 +747,9 @@ func TestBackfillChunks(t *testing.T) {
 				continue
 			}
 			a := h[len(h)-1]
-			wantState, wantRows := tranche.StateSucceeded, int64(2) // a row from raw and one from clean
+			wantState, wantRows := ledger.StateSucceeded, int64(2) // a row from raw and one from clean
 			if run == 1 && d >= 5 && d <= 7 {
-				wantState, wantRows = tranche.StateFailed, 0
+				wantState, wantRows = ledger.StateFailed, 0
 			}
 			if a.State != wantState || a.Rows != wantRows || a.RunID != runIDs[d] || a.Key != bfDay(d).Key() || a.Backfill != bfJanuary10Chunk3ID {
 				t.Errorf("run %d: day %d latest %+v; want %s, %d rows, run id %s", run, d, a, wantState, wantRows, runIDs[d])
@@ -774,24 +778,24 @@ const bfJanuary10Chunk3ID = "f99bb68ac0de" // BackfillID of bfDAG over 2026-01-0
 // why. FailContinue runs them all.
 func TestBackfillFailurePolicies(t *testing.T) {
 	tests := []struct {
-		policy tranche.FailurePolicy
+		policy backfill.FailurePolicy
 		calls  []string
 		report [5]int
 		latest []string
 	}{
 		{"", bfKeys(6, 5), [5]int{1, 1, 0, 0, 4}, []string{"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
-		{tranche.FailStop, bfKeys(6, 5), [5]int{1, 1, 0, 0, 4}, []string{"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
-		{tranche.FailContinue, bfKeys(6, 5, 4, 3, 2, 1), [5]int{5, 1, 0, 0, 0}, []string{
+		{backfill.FailStop, bfKeys(6, 5), [5]int{1, 1, 0, 0, 4}, []string{"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
+		{backfill.FailContinue, bfKeys(6, 5, 4, 3, 2, 1), [5]int{5, 1, 0, 0, 0}, []string{
 			"2026-01-01 1 succeeded", "2026-01-02 1 succeeded", "2026-01-03 1 succeeded", "2026-01-04 1 succeeded",
 			"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			bfNoLeaks(t)
-			l := tranche.NewMemoryLedger(nil)
+			l := memledger.New(nil)
 			p := &bfProbe{hook: bfFailOn(false, "2026-01-05")}
 			w := bfDays(t, 1, 6)
-			b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", OnFailure: tt.policy}
+			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", OnFailure: tt.policy}
 			rep, err := b.Run(t.Context())
 			if err == nil || !strings.Contains(err.Error(), "1 partitions failed (first 2026-01-05") {
 				t.Errorf("Run: %v", err)
@@ -804,11 +808,11 @@ func TestBackfillFailurePolicies(t *testing.T) {
 				t.Errorf("ledger %v; want %v", got, tt.latest)
 			}
 			id, _ := b.ID()
-			st, err := tranche.StatusOf(t.Context(), l, id, time.Now())
+			st, err := backfill.StatusOf(t.Context(), l, id, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := map[tranche.State]int{tranche.StateSucceeded: tt.report[0], tranche.StateFailed: 1, tranche.StatePending: tt.report[4]}
+			want := map[ledger.State]int{ledger.StateSucceeded: tt.report[0], ledger.StateFailed: 1, ledger.StatePending: tt.report[4]}
 			if !mapsEqualNonZero(st.Counts, want) {
 				t.Errorf("status counts %v; want %v", st.Counts, want)
 			}
@@ -823,7 +827,7 @@ func TestBackfillFailurePolicies(t *testing.T) {
 	}
 }
 
-func mapsEqualNonZero(a, b map[tranche.State]int) bool {
+func mapsEqualNonZero(a, b map[ledger.State]int) bool {
 	for k, v := range a {
 		if b[k] != v {
 			return false
@@ -857,10 +861,10 @@ func TestBackfillFailStopLetsRunningFinish(t *testing.T) {
 		return nil
 	}}
 	failed := make(chan struct{})
-	l := tranche.NewMemoryLedger(nil)
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 6), Ledger: l, Concurrency: 3,
+	l := memledger.New(nil)
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 6), Ledger: l, Concurrency: 3,
 		OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == tranche.KindPartitionFailed {
+			if e.Kind == backfill.KindPartitionFailed {
 				close(failed)
 			}
 		}}
@@ -895,8 +899,8 @@ func TestBackfillConcurrency(t *testing.T) {
 				<-release
 				return nil
 			}}
-			b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 12), Ledger: tranche.NewMemoryLedger(nil), Concurrency: n}
-			done := make(chan *tranche.Report)
+			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 12), Ledger: memledger.New(nil), Concurrency: n}
+			done := make(chan *backfill.Report)
 			go func() {
 				rep, err := b.Run(t.Context())
 				if err != nil {
@@ -936,11 +940,11 @@ func TestBackfillContextCanceled(t *testing.T) {
 		return context.Cause(ctx)
 	}}
 	rec := new(tranchetest.Recorder)
-	l := tranche.NewMemoryLedger(nil)
+	l := memledger.New(nil)
 	w := bfDays(t, 1, 10)
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Concurrency: 2, OnEvent: rec.OnEvent}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Concurrency: 2, OnEvent: rec.OnEvent}
 	type result struct {
-		rep *tranche.Report
+		rep *backfill.Report
 		err error
 	}
 	done := make(chan result)
@@ -976,7 +980,7 @@ func TestBackfillContextCanceled(t *testing.T) {
 		}
 	}
 	events := rec.Events()
-	if last := events[len(events)-1]; last.Kind != tranche.KindBackfillCanceled || !errors.Is(last.Err, context.Canceled) {
+	if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, context.Canceled) {
 		t.Errorf("last event %s: %v; want backfill.canceled", last.Kind, last.Err)
 	}
 	// Running it again resumes: the failed partitions and the pending
@@ -1010,8 +1014,8 @@ func TestBackfillContextCanceledLargeWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := tranche.NewMemoryLedger(nil)
-	b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l}
+	l := memledger.New(nil)
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l}
 	rep, err := b.Run(ctx)
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "canceled") {
 		t.Errorf("Run: %v; want a cancellation", err)
@@ -1022,12 +1026,12 @@ func TestBackfillContextCanceledLargeWindow(t *testing.T) {
 // After a stop, partitions that need no run are still reported as what
 // they are, not as left pending.
 func TestBackfillStopCountsSkipped(t *testing.T) {
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
-	bfSeed(t, l, clock, bfDAGID, bfDay(2), "seed", tranche.StateSucceeded, time.Second, time.Minute)
-	bfSeed(t, l, clock, bfDAGID, bfDay(3), "other", tranche.StateRunning, 0, time.Hour)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
+	bfSeed(t, l, clock, bfDAGID, bfDay(2), "seed", ledger.StateSucceeded, time.Second, time.Minute)
+	bfSeed(t, l, clock, bfDAGID, bfDay(3), "other", ledger.StateRunning, 0, time.Hour)
 	p := &bfProbe{hook: bfFailOn(false, "2026-01-05")}
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 6), Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 6), Ledger: l, Now: clock.Now}
 	rep, err := b.Run(t.Context())
 	if err == nil {
 		t.Error("no error")
@@ -1040,9 +1044,9 @@ func TestBackfillStopCountsSkipped(t *testing.T) {
 // returns ErrBackfillCanceled; the next run claims nothing at all.
 func TestBackfillCancel(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
-	var b *tranche.Backfill
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
+	var b *backfill.Backfill
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
 		if target == "2026-01-04" {
 			id, _ := b.ID()
@@ -1054,13 +1058,13 @@ func TestBackfillCancel(t *testing.T) {
 	}}
 	rec := new(tranchetest.Recorder)
 	w := bfDays(t, 1, 5)
-	b = &tranche.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now, OnEvent: rec.OnEvent}
+	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now, OnEvent: rec.OnEvent}
 	id, _ := b.ID()
-	if err := l.CancelBackfill(t.Context(), id); !errors.Is(err, tranche.ErrUnknownBackfill) {
+	if err := l.CancelBackfill(t.Context(), id); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		t.Errorf("CancelBackfill of a backfill never run: %v", err)
 	}
 	rep, err := b.Run(t.Context())
-	if !errors.Is(err, tranche.ErrBackfillCanceled) {
+	if !errors.Is(err, backfill.ErrBackfillCanceled) {
 		t.Errorf("Run canceled midway: %v; want ErrBackfillCanceled", err)
 	}
 	// The running partition finishes; nothing more is claimed.
@@ -1069,10 +1073,10 @@ func TestBackfillCancel(t *testing.T) {
 		t.Errorf("ran %v; want %v", got, want)
 	}
 	events := rec.Events()
-	if last := events[len(events)-1]; last.Kind != tranche.KindBackfillCanceled || !errors.Is(last.Err, tranche.ErrBackfillCanceled) {
+	if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, backfill.ErrBackfillCanceled) {
 		t.Errorf("last event %s: %v", last.Kind, last.Err)
 	}
-	st, err := tranche.StatusOf(t.Context(), l, id, clock.Now())
+	st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1085,7 +1089,7 @@ func TestBackfillCancel(t *testing.T) {
 
 	rev, _ := l.Revision(t.Context(), bfDAGID)
 	rep, err = b.Run(t.Context())
-	if !errors.Is(err, tranche.ErrBackfillCanceled) || rep != nil {
+	if !errors.Is(err, backfill.ErrBackfillCanceled) || rep != nil {
 		t.Errorf("Run of a canceled backfill: %v, %v; want ErrBackfillCanceled", rep, err)
 	}
 	if got := len(p.Calls()); got != 2 {
@@ -1100,8 +1104,8 @@ func TestBackfillCancel(t *testing.T) {
 // the backfill is canceled, and is recorded failed, cause canceled.
 func TestBackfillStopOnCancel(t *testing.T) {
 	bfNoLeaks(t)
-	l := tranche.NewMemoryLedger(nil)
-	var b *tranche.Backfill
+	l := memledger.New(nil)
+	var b *backfill.Backfill
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
 		id, _ := b.ID()
 		if err := l.CancelBackfill(ctx, id); err != nil {
@@ -1114,15 +1118,15 @@ func TestBackfillStopOnCancel(t *testing.T) {
 			return errors.New("not stopped")
 		}
 	}}
-	b = &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l, StopOnCancel: true,
+	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l, StopOnCancel: true,
 		Lease: time.Minute, Heartbeat: 5 * time.Millisecond}
 	rep, err := b.Run(t.Context())
-	if !errors.Is(err, tranche.ErrBackfillCanceled) {
+	if !errors.Is(err, backfill.ErrBackfillCanceled) {
 		t.Errorf("Run: %v; want ErrBackfillCanceled", err)
 	}
 	bfCheckReport(t, rep, 3, 0, 1, 0, 0, 0, 2)
 	h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
-	if len(h) != 1 || h[0].State != tranche.StateFailed || !strings.Contains(h[0].Err, "canceled") {
+	if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "canceled") {
 		t.Errorf("history %+v; want one attempt failed, canceled", h)
 	}
 }
@@ -1133,19 +1137,19 @@ func TestBackfillRunRecorded(t *testing.T) {
 	bfNoLeaks(t)
 	for _, chunk := range []int{1, 3} {
 		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
-			l := tranche.NewMemoryLedger(nil)
+			l := memledger.New(nil)
 			p := new(bfProbe)
 			dag := bfDAG(t, p, true)
-			res, err := tranche.RunRecorded(t.Context(), l, nil, dag, bfDay(5), "daily")
+			res, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(5), "daily")
 			tranchetest.RequireCompleted(t, res, err)
 			if res.RunID != bfJanuary5Run {
 				t.Errorf("RunRecorded run id %s; want %s", res.RunID, bfJanuary5Run)
 			}
 			h, _ := l.History(t.Context(), bfDAGID, bfDay(5).Start)
-			if len(h) != 1 || h[0].State != tranche.StateSucceeded || h[0].Backfill != "" || h[0].Worker != "daily" || h[0].RunID != bfJanuary5Run || h[0].Rows != 2 {
+			if len(h) != 1 || h[0].State != ledger.StateSucceeded || h[0].Backfill != "" || h[0].Worker != "daily" || h[0].RunID != bfJanuary5Run || h[0].Rows != 2 {
 				t.Errorf("history %+v", h)
 			}
-			b := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 7), Ledger: l, ChunkSize: chunk}
+			b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 7), Ledger: l, ChunkSize: chunk}
 			rep, err := b.Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1160,7 +1164,7 @@ func TestBackfillRunRecorded(t *testing.T) {
 			if got := p.Calls()[1:]; !slices.Equal(got, want) {
 				t.Errorf("ran %v; want %v", got, want)
 			}
-			st, err := tranche.StatusOf(t.Context(), l, rep.Backfill, time.Now())
+			st, err := backfill.StatusOf(t.Context(), l, rep.Backfill, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1173,11 +1177,11 @@ func TestBackfillRunRecorded(t *testing.T) {
 		})
 	}
 	// A partition held under a live lease refuses an ordinary run.
-	l := tranche.NewMemoryLedger(nil)
-	clock := tranchetest.NewClock(bfT0)
-	bfSeed(t, l, clock, bfDAGID, bfDay(5), "other", tranche.StateRunning, 0, time.Hour)
-	_, err := tranche.RunRecorded(t.Context(), l, nil, bfDAG(t, new(bfProbe), false), bfDay(5), "daily")
-	if !errors.Is(err, tranche.ErrNotClaimable) {
+	l := memledger.New(nil)
+	clock := ledgertest.NewClock(bfT0)
+	bfSeed(t, l, clock, bfDAGID, bfDay(5), "other", ledger.StateRunning, 0, time.Hour)
+	_, err := backfill.RunRecorded(t.Context(), l, nil, bfDAG(t, new(bfProbe), false), bfDay(5), "daily")
+	if !errors.Is(err, ledger.ErrNotClaimable) {
 		t.Errorf("RunRecorded of a held partition: %v; want ErrNotClaimable", err)
 	}
 }
@@ -1186,25 +1190,25 @@ func TestBackfillRunRecorded(t *testing.T) {
 // is live, and taken over once it expires.
 func TestBackfillLeaseTakeover(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	p := new(bfProbe)
 	w := bfDays(t, 1, 5)
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now}
 	id, err := b.ID()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The dead worker claims day 3 for the backfill and never finishes.
-	if _, err := l.Claim(t.Context(), tranche.ClaimRequest{DAG: bfDAGID, Backfill: id, Worker: "dead", RunID: tranche.RunID(bfDAGID, bfDay(3).Start, bfDay(3).End),
-		Partitions: []tranche.TimePartition{bfDay(3)}, Lease: time.Minute, Policy: tranche.RerunFailed}); err != nil {
+	if _, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: bfDAGID, Backfill: id, Worker: "dead", RunID: backfill.RunID(bfDAGID, bfDay(3).Start, bfDay(3).End),
+		Partitions: []tranche.TimePartition{bfDay(3)}, Lease: time.Minute, Policy: ledger.RerunFailed}); err != nil {
 		t.Fatal(err)
 	}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (tranche.PlanCounts{Total: 5, Run: 4, SkipRunning: 1, Runs: 4}); plan.Counts != want {
+	if want := (backfill.PlanCounts{Total: 5, Run: 4, SkipRunning: 1, Runs: 4}); plan.Counts != want {
 		t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
 	}
 	if want := "1 partitions are running elsewhere under live leases; this run skips them"; !slices.Contains(plan.Warnings, want) {
@@ -1214,31 +1218,31 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if item.Partition.Key() == "2026-01-03" && (item.Action != tranche.ActionSkipRunning || item.Latest == nil || item.Latest.Worker != "dead") {
+		if item.Partition.Key() == "2026-01-03" && (item.Action != backfill.ActionSkipRunning || item.Latest == nil || item.Latest.Worker != "dead") {
 			t.Errorf("plan item %+v; want skip: running elsewhere, held by dead", item)
 		}
 	}
 	rep, err := b.Run(t.Context())
-	if !errors.Is(err, tranche.ErrHeldElsewhere) || !strings.Contains(err.Error(), "not done: 1 partitions held by other workers") {
+	if !errors.Is(err, backfill.ErrHeldElsewhere) || !strings.Contains(err.Error(), "not done: 1 partitions held by other workers") {
 		t.Errorf("Run with a partition held elsewhere: %v; want ErrHeldElsewhere", err)
 	}
 	bfCheckReport(t, rep, 5, 4, 0, 0, 0, 1, 0)
 	if rep.Done() || !strings.Contains(rep.String(), "1 held by other workers (not done)") {
 		t.Errorf("report %s: done %v; want 1 held, not done", rep, rep.Done())
 	}
-	st, err := tranche.StatusOf(t.Context(), l, id, clock.Now())
+	st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"partition 2026-01-03 held by worker dead until 2026-03-01T00:01:00Z"}; !slices.Equal(st.Blocked, want) {
 		t.Errorf("status blocked %q; want %q", st.Blocked, want)
 	}
-	if st.Counts[tranche.StateRunning] != 1 || st.Counts[tranche.StateSucceeded] != 4 || st.Done() {
+	if st.Counts[ledger.StateRunning] != 1 || st.Counts[ledger.StateSucceeded] != 4 || st.Done() {
 		t.Errorf("status %s", st)
 	}
 
 	clock.Advance(time.Minute) // at LeaseUntil, the lease has expired
-	st, err = tranche.StatusOf(t.Context(), l, id, clock.Now())
+	st, err = backfill.StatusOf(t.Context(), l, id, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1251,15 +1255,15 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 	}
 	bfCheckReport(t, rep, 5, 1, 0, 4, 0, 0, 0)
 	h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
-	if len(h) != 2 || h[0].State != tranche.StateFailed || h[0].Worker != "dead" ||
+	if len(h) != 2 || h[0].State != ledger.StateFailed || h[0].Worker != "dead" ||
 		h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker w1" ||
-		h[1].State != tranche.StateSucceeded || h[1].Worker != "w1" || h[1].Number != 2 || h[1].RunID != h[0].RunID {
+		h[1].State != ledger.StateSucceeded || h[1].Worker != "w1" || h[1].Number != 2 || h[1].RunID != h[0].RunID {
 		t.Errorf("history %+v", h)
 	}
 	if got, want := p.Calls(), bfKeys(5, 4, 2, 1, 3); !slices.Equal(got, want) {
 		t.Errorf("ran %v; want %v", got, want)
 	}
-	st, _ = tranche.StatusOf(t.Context(), l, id, clock.Now())
+	st, _ = backfill.StatusOf(t.Context(), l, id, clock.Now())
 	if !st.Done() || len(st.Blocked) != 0 {
 		t.Errorf("status %s, blocked %q", st, st.Blocked)
 	}
@@ -1268,12 +1272,12 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 // bfGatedLedger drops heartbeats while drop is set, as if the worker's
 // connection to the ledger stalled.
 type bfGatedLedger struct {
-	tranche.Ledger
+	ledger.Ledger
 	drop  atomic.Bool
 	beats atomic.Int64
 }
 
-func (l *bfGatedLedger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Duration) error {
+func (l *bfGatedLedger) Heartbeat(ctx context.Context, lease *ledger.Lease, d time.Duration) error {
 	l.beats.Add(1)
 	if l.drop.Load() {
 		return nil
@@ -1288,8 +1292,8 @@ func TestBackfillFencing(t *testing.T) {
 	for _, how := range []string{"heartbeat", "finish"} {
 		t.Run(how, func(t *testing.T) {
 			bfNoLeaks(t)
-			clock := tranchetest.NewClock(bfT0)
-			mem := tranche.NewMemoryLedger(clock.Now)
+			clock := ledgertest.NewClock(bfT0)
+			mem := memledger.New(clock.Now)
 			gated := &bfGatedLedger{Ledger: mem}
 			entered, release := make(chan struct{}), make(chan struct{})
 			var calls atomic.Int64
@@ -1311,9 +1315,9 @@ func TestBackfillFencing(t *testing.T) {
 			if how == "heartbeat" {
 				heartbeat = 2 * time.Millisecond
 			}
-			a := &tranche.Backfill{DAG: dag, Window: w, Ledger: gated, Worker: "A", Lease: time.Minute, Heartbeat: heartbeat, Now: clock.Now}
+			a := &backfill.Backfill{DAG: dag, Window: w, Ledger: gated, Worker: "A", Lease: time.Minute, Heartbeat: heartbeat, Now: clock.Now}
 			type result struct {
-				rep *tranche.Report
+				rep *backfill.Report
 				err error
 			}
 			done := make(chan result, 1)
@@ -1334,7 +1338,7 @@ func TestBackfillFencing(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			clock.Advance(2 * time.Minute)
-			bw := &tranche.Backfill{DAG: dag, Window: w, Ledger: mem, Worker: "B", Now: clock.Now}
+			bw := &backfill.Backfill{DAG: dag, Window: w, Ledger: mem, Worker: "B", Now: clock.Now}
 			rep, err := bw.Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1360,8 +1364,8 @@ func TestBackfillFencing(t *testing.T) {
 				t.Errorf("A's failure: %v", r.rep.Failures[0].Err)
 			}
 			h, _ := mem.History(t.Context(), bfDAGID, bfDay(5).Start)
-			if len(h) != 2 || h[0].Worker != "A" || h[0].State != tranche.StateFailed || h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker B" ||
-				h[1].Worker != "B" || h[1].State != tranche.StateSucceeded || h[1].Number != 2 {
+			if len(h) != 2 || h[0].Worker != "A" || h[0].State != ledger.StateFailed || h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker B" ||
+				h[1].Worker != "B" || h[1].State != ledger.StateSucceeded || h[1].Number != 2 {
 				t.Errorf("history %+v; want A's attempt failed by takeover and B's succeeded", h)
 			}
 		})
@@ -1372,10 +1376,10 @@ func TestBackfillFencing(t *testing.T) {
 // plan.
 func TestBackfillStalePlan(t *testing.T) {
 	bfNoLeaks(t)
-	l := tranche.NewMemoryLedger(nil)
+	l := memledger.New(nil)
 	p := new(bfProbe)
 	dag := bfDAG(t, p, false)
-	b := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -1384,11 +1388,11 @@ func TestBackfillStalePlan(t *testing.T) {
 		t.Fatalf("plan %s at revision %d", plan, plan.Revision)
 	}
 	bfNothingWritten(t, l, bfDAGID, b.Window) // a dry run writes nothing
-	if _, err := tranche.RunRecorded(t.Context(), l, nil, dag, bfDay(2), "daily"); err != nil {
+	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(2), "daily"); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := b.Execute(t.Context(), plan)
-	var stale *tranche.StalePlanError
+	var stale *backfill.StalePlanError
 	if !errors.As(err, &stale) || rep != nil {
 		t.Fatalf("Execute of a stale plan: %v, %v; want a *StalePlanError", rep, err)
 	}
@@ -1413,7 +1417,7 @@ func TestBackfillStalePlan(t *testing.T) {
 		t.Error("report does not hold its plan")
 	}
 	// A plan of another backfill is refused.
-	other := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 6), Ledger: l}
+	other := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 6), Ledger: l}
 	if _, err := other.Execute(t.Context(), stale.Plan); err == nil || !strings.Contains(err.Error(), "plan of backfill "+bfJanuary5DaysID+" given to backfill") {
 		t.Errorf("Execute of another backfill's plan: %v", err)
 	}
@@ -1425,24 +1429,24 @@ const bfJanuary5DaysID = "b258991b84c7" // BackfillID of bfDAG over 2026-01-01..
 // days 2026-01-01..08, at 10:01:31 on the 8th: days 1, 2 and 5 succeeded
 // (in 40s, 20s and 30s), 3 failed, 4 is held by a live lease, and 6 to 8
 // were never run.
-func bfPlanScenario(t *testing.T) (*tranchetest.Clock, *tranche.MemoryLedger) {
-	clock := tranchetest.NewClock(time.Date(2026, 1, 8, 10, 0, 0, 0, time.UTC))
-	l := tranche.NewMemoryLedger(clock.Now)
-	bfSeed(t, l, clock, bfDAGID, bfDay(1), "w0", tranche.StateSucceeded, 40*time.Second, time.Minute)
-	bfSeed(t, l, clock, bfDAGID, bfDay(2), "w0", tranche.StateSucceeded, 20*time.Second, time.Minute)
-	bfSeed(t, l, clock, bfDAGID, bfDay(3), "w0", tranche.StateFailed, time.Second, time.Minute)
-	bfSeed(t, l, clock, bfDAGID, bfDay(4), "dead", tranche.StateRunning, 0, time.Hour)
-	bfSeed(t, l, clock, bfDAGID, bfDay(5), "w1", tranche.StateSucceeded, 30*time.Second, time.Minute)
+func bfPlanScenario(t *testing.T) (*ledgertest.Clock, *memledger.Ledger) {
+	clock := ledgertest.NewClock(time.Date(2026, 1, 8, 10, 0, 0, 0, time.UTC))
+	l := memledger.New(clock.Now)
+	bfSeed(t, l, clock, bfDAGID, bfDay(1), "w0", ledger.StateSucceeded, 40*time.Second, time.Minute)
+	bfSeed(t, l, clock, bfDAGID, bfDay(2), "w0", ledger.StateSucceeded, 20*time.Second, time.Minute)
+	bfSeed(t, l, clock, bfDAGID, bfDay(3), "w0", ledger.StateFailed, time.Second, time.Minute)
+	bfSeed(t, l, clock, bfDAGID, bfDay(4), "dead", ledger.StateRunning, 0, time.Hour)
+	bfSeed(t, l, clock, bfDAGID, bfDay(5), "w1", ledger.StateSucceeded, 30*time.Second, time.Minute)
 	return clock, l
 }
 
 func TestBackfillPlanGolden(t *testing.T) {
 	tests := []struct {
 		name string
-		b    tranche.Backfill
+		b    backfill.Backfill
 	}{
-		{"backfill_plan", tranche.Backfill{Concurrency: 2}},
-		{"backfill_plan_chunks", tranche.Backfill{ChunkSize: 3, Order: tranche.OldestFirst, Rerun: tranche.RerunNone, OnFailure: tranche.FailContinue}},
+		{"backfill_plan", backfill.Backfill{Concurrency: 2}},
+		{"backfill_plan_chunks", backfill.Backfill{ChunkSize: 3, Order: backfill.OldestFirst, Rerun: ledger.RerunNone, OnFailure: backfill.FailContinue}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1464,7 +1468,7 @@ func TestBackfillPlanGolden(t *testing.T) {
 			}
 			var v struct {
 				Backfill   string
-				Counts     tranche.PlanCounts
+				Counts     backfill.PlanCounts
 				Partitions []struct{ Key, Action string }
 			}
 			if err := json.Unmarshal(js.Bytes(), &v); err != nil {
@@ -1497,12 +1501,12 @@ func TestBackfillPlanEstimate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := tranchetest.NewClock(bfT0)
-			l := tranche.NewMemoryLedger(clock.Now)
+			clock := ledgertest.NewClock(bfT0)
+			l := memledger.New(clock.Now)
 			for i, d := range tt.durations {
-				bfSeed(t, l, clock, bfDAGID, bfDay(i+1), "w", tranche.StateSucceeded, d, 2*time.Hour)
+				bfSeed(t, l, clock, bfDAGID, bfDay(i+1), "w", ledger.StateSucceeded, d, 2*time.Hour)
 			}
-			b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, tt.days), Ledger: l, Concurrency: tt.concurrency, Now: clock.Now}
+			b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, tt.days), Ledger: l, Concurrency: tt.concurrency, Now: clock.Now}
 			plan, err := b.Plan(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1523,18 +1527,18 @@ func TestBackfillPlanEstimate(t *testing.T) {
 
 	// Durations a backfill records come from the ledger's clock: an asset
 	// that takes 10s, 20s, ... 50s on it gives a median of 30s.
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	p := &bfProbe{hook: func(_ context.Context, target string) error {
 		d, _ := time.Parse(time.DateOnly, target)
 		clock.Advance(time.Duration(d.Day()) * 10 * time.Second)
 		return nil
 	}}
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Now: clock.Now}
 	if _, err := b.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	b.Rerun, b.Concurrency = tranche.RerunAll, 2
+	b.Rerun, b.Concurrency = ledger.RerunAll, 2
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -1552,27 +1556,27 @@ func TestBackfillPlanEstimate(t *testing.T) {
 
 func TestBackfillStatus(t *testing.T) {
 	clock, l := bfPlanScenario(t)
-	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 8), Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 8), Ledger: l, Now: clock.Now}
 	id, _ := b.ID()
-	if _, err := tranche.StatusOf(t.Context(), l, id, clock.Now()); !errors.Is(err, tranche.ErrUnknownBackfill) {
+	if _, err := backfill.StatusOf(t.Context(), l, id, clock.Now()); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		t.Errorf("StatusOf an unrecorded backfill: %v; want ErrUnknownBackfill", err)
 	}
-	if _, err := l.PutBackfill(t.Context(), tranche.BackfillRecord{ID: id, DAG: bfDAGID, Window: b.Window.String(), Chunk: 1}); err != nil {
+	if _, err := l.PutBackfill(t.Context(), ledger.BackfillRecord{ID: id, DAG: bfDAGID, Window: b.Window.String(), Chunk: 1}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name    string
 		advance time.Duration
 		cancel  bool
-		counts  map[tranche.State]int
+		counts  map[ledger.State]int
 		blocked []string
 	}{
-		{"held", 0, false, map[tranche.State]int{tranche.StateSucceeded: 3, tranche.StateFailed: 1, tranche.StateRunning: 1, tranche.StatePending: 3},
+		{"held", 0, false, map[ledger.State]int{ledger.StateSucceeded: 3, ledger.StateFailed: 1, ledger.StateRunning: 1, ledger.StatePending: 3},
 			[]string{"partition 2026-01-04 held by worker dead until 2026-01-08T11:01:01Z"}},
-		{"expired", time.Hour, false, map[tranche.State]int{tranche.StateSucceeded: 3, tranche.StateFailed: 1, tranche.StateRunning: 1, tranche.StatePending: 3},
+		{"expired", time.Hour, false, map[ledger.State]int{ledger.StateSucceeded: 3, ledger.StateFailed: 1, ledger.StateRunning: 1, ledger.StatePending: 3},
 			[]string{"partition 2026-01-04: the lease of worker dead expired at 2026-01-08T11:01:01Z; the next worker to run the backfill takes it over",
 				"stopped after the failure of partition 2026-01-03 by worker w0: boom"}},
-		{"canceled", 0, true, map[tranche.State]int{tranche.StateSucceeded: 3, tranche.StateFailed: 1, tranche.StateRunning: 1, tranche.StatePending: 3},
+		{"canceled", 0, true, map[ledger.State]int{ledger.StateSucceeded: 3, ledger.StateFailed: 1, ledger.StateRunning: 1, ledger.StatePending: 3},
 			[]string{"canceled: workers claim nothing more until it is resumed (Backfill.Resume)",
 				"partition 2026-01-04: the lease of worker dead expired at 2026-01-08T11:01:01Z; the next worker to run the backfill takes it over",
 				"stopped after the failure of partition 2026-01-03 by worker w0: boom"}},
@@ -1584,7 +1588,7 @@ func TestBackfillStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		st, err := tranche.StatusOf(t.Context(), l, id, clock.Now())
+		st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1599,7 +1603,10 @@ func TestBackfillStatus(t *testing.T) {
 		}
 	}
 	var got []string
-	for ps, err := range func() *tranche.BackfillStatus { st, _ := tranche.StatusOf(t.Context(), l, id, clock.Now()); return st }().Partitions(t.Context()) {
+	for ps, err := range func() *backfill.BackfillStatus {
+		st, _ := backfill.StatusOf(t.Context(), l, id, clock.Now())
+		return st
+	}().Partitions(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1621,14 +1628,14 @@ func TestBackfillStatus(t *testing.T) {
 // progress counts that add up.
 func TestBackfillEvents(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
-	bfSeed(t, l, clock, bfDAGID, bfDay(1), "seed", tranche.StateSucceeded, time.Second, time.Minute)
-	bfSeed(t, l, clock, bfDAGID, bfDay(2), "dead", tranche.StateRunning, 0, time.Hour)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
+	bfSeed(t, l, clock, bfDAGID, bfDay(1), "seed", ledger.StateSucceeded, time.Second, time.Minute)
+	bfSeed(t, l, clock, bfDAGID, bfDay(2), "dead", ledger.StateRunning, 0, time.Hour)
 	rec, runs := new(tranchetest.Recorder), new(tranchetest.Recorder)
 	p := &bfProbe{hook: bfFailOn(true, "2026-01-03")}
 	w := bfDays(t, 1, 4)
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Now: clock.Now, OnFailure: tranche.FailContinue,
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Now: clock.Now, OnFailure: backfill.FailContinue,
 		OnEvent: rec.OnEvent, Runner: &tranche.Runner{OnEvent: runs.OnEvent}}
 	id, _ := b.ID()
 	if _, err := b.Run(t.Context()); err == nil {
@@ -1647,10 +1654,10 @@ func TestBackfillEvents(t *testing.T) {
 		if strings.HasPrefix(string(e.Kind), "partition.") {
 			byTarget[e.Target] = append(byTarget[e.Target], e.Kind)
 			p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC)
-			if e.Partition.Key() != e.Target || e.RunID != tranche.RunID(bfDAGID, p.Start, p.End) {
+			if e.Partition.Key() != e.Target || e.RunID != backfill.RunID(bfDAGID, p.Start, p.End) {
 				t.Errorf("event %d %s: partition %s, run %s", i, e.Kind, e.Partition.Key(), e.RunID)
 			}
-			if (e.Kind == tranche.KindPartitionFailed) != (e.Err != nil) {
+			if (e.Kind == backfill.KindPartitionFailed) != (e.Err != nil) {
 				t.Errorf("event %d %s: error %v", i, e.Kind, e.Err)
 			}
 		} else if e.Target != w.String() || !e.Window.Equal(w) || e.RunID != "" {
@@ -1658,24 +1665,24 @@ func TestBackfillEvents(t *testing.T) {
 		}
 	}
 	want := map[string][]tranche.Kind{
-		"2026-01-04": {tranche.KindPartitionClaimed, tranche.KindPartitionStarted, tranche.KindPartitionSucceeded},
-		"2026-01-03": {tranche.KindPartitionClaimed, tranche.KindPartitionStarted, tranche.KindPartitionFailed},
-		"2026-01-02": {tranche.KindPartitionHeld},
-		"2026-01-01": {tranche.KindPartitionSkipped},
+		"2026-01-04": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionSucceeded},
+		"2026-01-03": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionFailed},
+		"2026-01-02": {backfill.KindPartitionHeld},
+		"2026-01-01": {backfill.KindPartitionSkipped},
 	}
 	if diff := cmp.Diff(want, byTarget); diff != "" {
 		t.Errorf("partition events (-want +got):\n%s", diff)
 	}
 	first, last := events[0], events[len(events)-1]
-	if first.Kind != tranche.KindBackfillStarted || *first.Progress != (tranche.Progress{Total: 4}) {
+	if first.Kind != backfill.KindStarted || *first.Progress != (tranche.Progress{Total: 4}) {
 		t.Errorf("first event %s %+v", first.Kind, *first.Progress)
 	}
-	if last.Kind != tranche.KindBackfillFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
-		!errors.Is(last.Err, tranche.ErrHeldElsewhere) || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
+	if last.Kind != backfill.KindFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
+		!errors.Is(last.Err, backfill.ErrHeldElsewhere) || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
 		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
 	}
 	for _, e := range events {
-		if e.Kind == tranche.KindPartitionFailed && !strings.Contains(e.Err.Error(), "boom on 2026-01-03") {
+		if e.Kind == backfill.KindPartitionFailed && !strings.Contains(e.Err.Error(), "boom on 2026-01-03") {
 			t.Errorf("failed event: %v", e.Err)
 		}
 	}
@@ -1693,7 +1700,7 @@ func TestBackfillEvents(t *testing.T) {
 	for _, e := range runs.Events() {
 		if e.Kind == tranche.KindRunStarted {
 			got[e.Target] = e.Attempt
-			if p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC); e.RunID != tranche.RunID(bfDAGID, p.Start, p.End) {
+			if p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC); e.RunID != backfill.RunID(bfDAGID, p.Start, p.End) {
 				t.Errorf("run %s of %s; want its partition's run id", e.RunID, e.Target)
 			}
 		}
@@ -1705,7 +1712,7 @@ func TestBackfillEvents(t *testing.T) {
 		t.Errorf("run attempts %v; want %v", got, want)
 	}
 	events = rec.Events()
-	if last := events[len(events)-1]; last.Kind != tranche.KindBackfillCompleted || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
+	if last := events[len(events)-1]; last.Kind != backfill.KindCompleted || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
 		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
 	}
 }
@@ -1713,13 +1720,13 @@ func TestBackfillEvents(t *testing.T) {
 // A chunk's events name its window.
 func TestBackfillChunkEvents(t *testing.T) {
 	rec := new(tranchetest.Recorder)
-	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), true), Window: bfDays(t, 1, 3), Ledger: tranche.NewMemoryLedger(nil), ChunkSize: 2, OnEvent: rec.OnEvent}
+	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), true), Window: bfDays(t, 1, 3), Ledger: memledger.New(nil), ChunkSize: 2, OnEvent: rec.OnEvent}
 	if _, err := b.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, e := range rec.Events() {
-		if e.Kind == tranche.KindPartitionSucceeded {
+		if e.Kind == backfill.KindPartitionSucceeded {
 			part := "-"
 			if !e.Partition.IsZero() {
 				part = e.Partition.Key()
@@ -1736,10 +1743,10 @@ func TestBackfillChunkEvents(t *testing.T) {
 // A hook that panics is reported and changes nothing else.
 func TestBackfillHookPanics(t *testing.T) {
 	bfNoLeaks(t)
-	l := tranche.NewMemoryLedger(nil)
-	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 3), Ledger: l,
+	l := memledger.New(nil)
+	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 3), Ledger: l,
 		OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == tranche.KindPartitionSucceeded {
+			if e.Kind == backfill.KindPartitionSucceeded {
 				panic("hook broke on " + e.Target)
 			}
 		}}
@@ -1763,37 +1770,37 @@ func TestBackfillHookPanics(t *testing.T) {
 // run that leaves some is not called completed.
 func TestProgressReporterPlain(t *testing.T) {
 	var buf bytes.Buffer
-	report := tranche.NewProgressReporter(&buf)
+	report := backfill.NewProgressReporter(&buf)
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	ctx := t.Context()
 	ev := func(kind tranche.Kind, at time.Duration, target string, p tranche.Progress, err error) {
 		report(ctx, tranche.Event{Kind: kind, Time: t0.Add(at), Backfill: "e398d24f7c20", Target: target, Progress: &p, Err: err})
 	}
-	ev(tranche.KindBackfillStarted, 0, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
-	ev(tranche.KindPartitionSkipped, 0, "2026-01-05", tranche.Progress{Skipped: 1, Total: 5}, nil)
-	ev(tranche.KindPartitionClaimed, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
-	ev(tranche.KindPartitionStarted, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
-	ev(tranche.KindPartitionSucceeded, 2*time.Second, "2026-01-04", tranche.Progress{Done: 1, Skipped: 1, Total: 5, ETA: 6 * time.Second}, nil)
+	ev(backfill.KindStarted, 0, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(backfill.KindPartitionSkipped, 0, "2026-01-05", tranche.Progress{Skipped: 1, Total: 5}, nil)
+	ev(backfill.KindPartitionClaimed, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
+	ev(backfill.KindPartitionStarted, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
+	ev(backfill.KindPartitionSucceeded, 2*time.Second, "2026-01-04", tranche.Progress{Done: 1, Skipped: 1, Total: 5, ETA: 6 * time.Second}, nil)
 	report(ctx, tranche.Event{Kind: tranche.KindRunCompleted, Time: t0.Add(3 * time.Second), Target: "2026-01-03"}) // no progress: ignored
-	ev(tranche.KindPartitionFailed, 4*time.Second, "2026-01-03", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Total: 5, ETA: 4 * time.Second}, errors.New("boom"))
-	ev(tranche.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 5, ETA: 2 * time.Second}, nil)
-	ev(tranche.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, nil)
-	ev(tranche.KindBackfillFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, errors.New("1 failed"))
-	ev(tranche.KindBackfillStarted, 10*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(backfill.KindPartitionFailed, 4*time.Second, "2026-01-03", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Total: 5, ETA: 4 * time.Second}, errors.New("boom"))
+	ev(backfill.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 5, ETA: 2 * time.Second}, nil)
+	ev(backfill.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, nil)
+	ev(backfill.KindFailed, 5*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, errors.New("1 failed"))
+	ev(backfill.KindStarted, 10*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
 	// Two partitions finish within a second: one line.
-	ev(tranche.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Held: 1, Total: 5, ETA: 400 * time.Millisecond}, nil)
-	ev(tranche.KindPartitionSucceeded, 11500*time.Millisecond, "2026-01-02", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
-	ev(tranche.KindBackfillUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, tranche.ErrHeldElsewhere)
-	ev(tranche.KindBackfillStarted, 20*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
-	ev(tranche.KindPartitionSucceeded, 21*time.Second, "2026-01-05", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
-	ev(tranche.KindBackfillCompleted, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
-	ev(tranche.KindBackfillCanceled, 22*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(backfill.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Held: 1, Total: 5, ETA: 400 * time.Millisecond}, nil)
+	ev(backfill.KindPartitionSucceeded, 11500*time.Millisecond, "2026-01-02", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
+	ev(backfill.KindUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, backfill.ErrHeldElsewhere)
+	ev(backfill.KindStarted, 20*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
+	ev(backfill.KindPartitionSucceeded, 21*time.Second, "2026-01-05", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(backfill.KindCompleted, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(backfill.KindCanceled, 22*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
 	bfGolden(t, "backfill_progress.txt", buf.Bytes())
 
 	// Through a backfill of five quick partitions: a line for the
 	// first, none for the others within the second, one for the end.
 	buf.Reset()
-	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 5), Ledger: tranche.NewMemoryLedger(nil), OnEvent: tranche.NewProgressReporter(&buf)}
+	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 5), Ledger: memledger.New(nil), OnEvent: backfill.NewProgressReporter(&buf)}
 	if _, err := b.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -1808,19 +1815,19 @@ func TestProgressReporterPlain(t *testing.T) {
 // line each; the first failures are each listed.
 func TestProgressReporterThrottles(t *testing.T) {
 	var buf bytes.Buffer
-	report := tranche.NewProgressReporter(&buf)
+	report := backfill.NewProgressReporter(&buf)
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	const n = 1_000_000
-	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillStarted, Time: t0, Progress: &tranche.Progress{Total: n}})
+	report(t.Context(), tranche.Event{Kind: backfill.KindStarted, Time: t0, Progress: &tranche.Progress{Total: n}})
 	for i := range n {
-		kind, p := tranche.KindPartitionSucceeded, tranche.Progress{Done: i + 1, Total: n}
+		kind, p := backfill.KindPartitionSucceeded, tranche.Progress{Done: i + 1, Total: n}
 		if i%1000 == 999 {
-			kind, p = tranche.KindPartitionFailed, tranche.Progress{Done: i, Failed: 1, Total: n}
+			kind, p = backfill.KindPartitionFailed, tranche.Progress{Done: i, Failed: 1, Total: n}
 		}
 		// 10,000 partitions a second: 100 seconds in all.
 		report(t.Context(), tranche.Event{Kind: kind, Time: t0.Add(time.Duration(i+1) * 100 * time.Microsecond), Target: fmt.Sprint(i), Progress: &p})
 	}
-	report(t.Context(), tranche.Event{Kind: tranche.KindBackfillFailed, Time: t0.Add(100 * time.Second), Progress: &tranche.Progress{Done: n - 1000, Failed: 1000, Total: n}})
+	report(t.Context(), tranche.Event{Kind: backfill.KindFailed, Time: t0.Add(100 * time.Second), Progress: &tranche.Progress{Done: n - 1000, Failed: 1000, Total: n}})
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	// A line a second, 10 failures listed, and the end.
 	if len(lines) < 100 || len(lines) > 115 {
@@ -1843,7 +1850,7 @@ func TestProgressReporterThrottles(t *testing.T) {
 // every partition done.
 func TestBackfillTwoWorkers(t *testing.T) {
 	bfNoLeaks(t)
-	l := tranche.NewMemoryLedger(nil)
+	l := memledger.New(nil)
 	var mu sync.Mutex
 	runs := map[string]int{}
 	p := &bfProbe{hook: func(_ context.Context, target string) error {
@@ -1855,10 +1862,10 @@ func TestBackfillTwoWorkers(t *testing.T) {
 	}}
 	dag := bfDAG(t, p, false)
 	w := bfDays(t, 1, 31)
-	reports := make([]*tranche.Report, 2)
+	reports := make([]*backfill.Report, 2)
 	var wg sync.WaitGroup
 	for i := range reports {
-		b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3, WaitForOthers: true}
+		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3, WaitForOthers: true}
 		wg.Go(func() {
 			rep, err := b.Run(t.Context())
 			if err != nil {

@@ -1,4 +1,4 @@
-package tranche_test
+package backfill_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // bfMinuteDAG is one asset of minutes that does nothing.
@@ -56,7 +59,7 @@ func BenchmarkPlanMillionMinutes(b *testing.B) {
 		every int // a succeeded attempt every so many minutes; 0 for none
 	}{{"empty", 0}, {"tenth-succeeded", 10}} {
 		b.Run(tc.name, func(b *testing.B) {
-			l := tranche.NewMemoryLedger(nil)
+			l := memledger.New(nil)
 			if tc.every > 0 {
 				dagID := tranche.DAGIdentity(dag, tranche.Minute, time.UTC)
 				i := 0
@@ -64,20 +67,20 @@ func BenchmarkPlanMillionMinutes(b *testing.B) {
 					if i++; i%tc.every != 0 {
 						continue
 					}
-					lease, err := l.Claim(context.Background(), tranche.ClaimRequest{DAG: dagID, Worker: "seed", RunID: "seed",
-						Partitions: []tranche.TimePartition{p}, Lease: time.Hour, Policy: tranche.RerunAll})
+					lease, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: dagID, Worker: "seed", RunID: "seed",
+						Partitions: []tranche.TimePartition{p}, Lease: time.Hour, Policy: ledger.RerunAll})
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := l.Finish(context.Background(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+					if err := l.Finish(context.Background(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 						b.Fatal(err)
 					}
 				}
 			}
-			bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: l, MaxPartitions: n}
+			bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, MaxPartitions: n}
 			before := bfLiveHeap()
 			b.ReportAllocs()
-			var plan *tranche.Plan
+			var plan *backfill.Plan
 			for b.Loop() {
 				var err error
 				if plan, err = bf.Plan(context.Background()); err != nil {
@@ -106,7 +109,7 @@ func BenchmarkPlanMillionMinutes(b *testing.B) {
 // one batch of partitions at a time.
 func BenchmarkPlanMillionMinutesPeak(b *testing.B) {
 	const n = 1_000_000
-	bf := &tranche.Backfill{DAG: bfMinuteDAG(b), Window: bfMinutes(b, n), Ledger: tranche.NewMemoryLedger(nil), MaxPartitions: n}
+	bf := &backfill.Backfill{DAG: bfMinuteDAG(b), Window: bfMinutes(b, n), Ledger: memledger.New(nil), MaxPartitions: n}
 	var peak uint64
 	for b.Loop() {
 		b.StopTimer()
@@ -143,7 +146,7 @@ func BenchmarkPlanMillionMinutesPeak(b *testing.B) {
 
 // bfBackfill10k runs a fresh backfill of 10,000 no-op minutes.
 func bfBackfill10k(b *testing.B, dag *tranche.DAG, w tranche.TimePartitionWindow) {
-	bf := &tranche.Backfill{DAG: dag, Window: w, Ledger: tranche.NewMemoryLedger(nil), Worker: "bench"}
+	bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil), Worker: "bench"}
 	rep, err := bf.Run(context.Background())
 	if err != nil || rep.Succeeded != w.Len() {
 		b.Fatalf("%v: %v", rep, err)

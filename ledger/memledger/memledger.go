@@ -1,4 +1,7 @@
-package tranche
+// Package memledger is a [ledger.Ledger] held in memory: the ledger of
+// tests, dry runs and single-process backfills that need not survive the
+// process. The SQL ledgers live in ledger/sqlite and ledger/postgres.
+package memledger
 
 import (
 	"cmp"
@@ -8,24 +11,26 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tranche-dev/tranche/ledger"
 )
 
-// MemoryLedger is a [Ledger] held in memory: for tests, dry runs and
+// Ledger is a [ledger.Ledger] held in memory: for tests, dry runs and
 // single-process backfills that need not survive the process. It is safe
-// for concurrent use. Create it with [NewMemoryLedger].
-type MemoryLedger struct {
+// for concurrent use. Create it with [New].
+type Ledger struct {
 	now func() time.Time
 
 	mu        sync.Mutex
 	dags      map[string]*memoryDAG
-	backfills map[string]BackfillRecord
+	backfills map[string]ledger.BackfillRecord
 	order     []string // backfill ids, oldest first
 }
 
 type memoryDAG struct {
 	revision int64
-	history  map[int64][]Attempt // by partition start, Unix nanoseconds
-	starts   []int64             // the keys of history, sorted when !unsorted
+	history  map[int64][]ledger.Attempt // by partition start, Unix nanoseconds
+	starts   []int64                    // the keys of history, sorted when !unsorted
 	unsorted bool
 
 	// changes logs every change of an attempt, in the order of their
@@ -77,28 +82,28 @@ func (d *memoryDAG) sortedStarts() []int64 {
 	return d.starts
 }
 
-// NewMemoryLedger returns an empty ledger. now is its clock, by which
+// New returns an empty ledger. now is its clock, by which
 // leases expire; nil means time.Now.
-func NewMemoryLedger(now func() time.Time) *MemoryLedger {
+func New(now func() time.Time) *Ledger {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemoryLedger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]BackfillRecord{}}
+	return &Ledger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]ledger.BackfillRecord{}}
 }
 
-var _ Ledger = (*MemoryLedger)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
-func (l *MemoryLedger) dag(id string) *memoryDAG {
+func (l *Ledger) dag(id string) *memoryDAG {
 	d := l.dags[id]
 	if d == nil {
-		d = &memoryDAG{history: map[int64][]Attempt{}}
+		d = &memoryDAG{history: map[int64][]ledger.Attempt{}}
 		l.dags[id] = d
 	}
 	return d
 }
 
-// Claim implements [Ledger].
-func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, error) {
+// Claim implements [ledger.Ledger].
+func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -108,11 +113,11 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b, ok := l.backfills[req.Backfill]; ok && b.Canceled {
-		return nil, fmt.Errorf("%w: backfill %s was canceled", ErrNotClaimable, req.Backfill)
+		return nil, fmt.Errorf("%w: backfill %s was canceled", ledger.ErrNotClaimable, req.Backfill)
 	}
 	now := l.now()
 	d := l.dag(req.DAG)
-	latest := make([]*Attempt, len(req.Partitions))
+	latest := make([]*ledger.Attempt, len(req.Partitions))
 	for i, p := range req.Partitions {
 		if h := d.history[p.Start.UnixNano()]; len(h) > 0 {
 			latest[i] = &h[len(h)-1]
@@ -122,7 +127,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 		}
 	}
 	d.revision++
-	lease := &Lease{
+	lease := &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 		Partitions: slices.Clone(req.Partitions), Attempts: make([]int, len(req.Partitions)),
 		Until: now.Add(req.Lease),
@@ -131,9 +136,9 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 		number := 1
 		if prev := latest[i]; prev != nil {
 			number = prev.Number + 1
-			if prev.State == StateRunning { // taken over after its lease expired
-				prev.State, prev.Finished, prev.Revision = StateFailed, now, d.revision
-				prev.Err = TakeoverReason(prev.LeaseUntil, req.Worker)
+			if prev.State == ledger.StateRunning { // taken over after its lease expired
+				prev.State, prev.Finished, prev.Revision = ledger.StateFailed, now, d.revision
+				prev.Err = ledger.TakeoverReason(prev.LeaseUntil, req.Worker)
 			}
 		}
 		key := p.Start.UnixNano()
@@ -141,9 +146,9 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 			d.unsorted = d.unsorted || (len(d.starts) > 0 && key < d.starts[len(d.starts)-1])
 			d.starts = append(d.starts, key)
 		}
-		d.history[key] = append(d.history[key], Attempt{
+		d.history[key] = append(d.history[key], ledger.Attempt{
 			DAG: req.DAG, Backfill: req.Backfill, Start: p.Start.UTC(), End: p.End.UTC(), Key: p.Key(),
-			RunID: req.RunID, Worker: req.Worker, Number: number, State: StateRunning,
+			RunID: req.RunID, Worker: req.Worker, Number: number, State: ledger.StateRunning,
 			Started: now, LeaseUntil: lease.Until, Revision: d.revision,
 		})
 		d.changes.add(memoryChange{rev: d.revision, start: key})
@@ -152,12 +157,12 @@ func (l *MemoryLedger) Claim(ctx context.Context, req ClaimRequest) (*Lease, err
 	return lease, nil
 }
 
-func (l *MemoryLedger) leased(lease *Lease) ([]*Attempt, error) {
+func (l *Ledger) leased(lease *ledger.Lease) ([]*ledger.Attempt, error) {
 	d := l.dags[lease.DAG]
 	if d == nil {
-		return nil, fmt.Errorf("%w: unknown DAG %s", ErrFenced, lease.DAG)
+		return nil, fmt.Errorf("%w: unknown DAG %s", ledger.ErrFenced, lease.DAG)
 	}
-	out := make([]*Attempt, len(lease.Partitions))
+	out := make([]*ledger.Attempt, len(lease.Partitions))
 	for i, p := range lease.Partitions {
 		if h := d.history[p.Start.UnixNano()]; len(h) > 0 {
 			out[i] = &h[len(h)-1]
@@ -169,8 +174,8 @@ func (l *MemoryLedger) leased(lease *Lease) ([]*Attempt, error) {
 	return out, nil
 }
 
-// Heartbeat implements [Ledger].
-func (l *MemoryLedger) Heartbeat(ctx context.Context, lease *Lease, d time.Duration) error {
+// Heartbeat implements [ledger.Ledger].
+func (l *Ledger) Heartbeat(ctx context.Context, lease *ledger.Lease, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -187,8 +192,8 @@ func (l *MemoryLedger) Heartbeat(ctx context.Context, lease *Lease, d time.Durat
 	return nil
 }
 
-// Finish implements [Ledger].
-func (l *MemoryLedger) Finish(ctx context.Context, lease *Lease, outcomes []Outcome) error {
+// Finish implements [ledger.Ledger].
+func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	if err := lease.CheckOutcomes(outcomes); err != nil {
 		return err
 	}
@@ -209,24 +214,24 @@ func (l *MemoryLedger) Finish(ctx context.Context, lease *Lease, outcomes []Outc
 		a.Finished, a.Revision = now, d.revision
 		c := memoryChange{rev: d.revision, start: a.Start.UnixNano()}
 		d.changes.add(c)
-		if a.State == StateSucceeded {
+		if a.State == ledger.StateSucceeded {
 			d.successes.add(c)
 		}
 	}
 	return nil
 }
 
-// Latest implements [Ledger]. It copies attempts out in small batches, so
+// Latest implements [ledger.Ledger]. It copies attempts out in small batches, so
 // that ranging over a large ledger holds the lock briefly and memory stays
 // flat.
-func (l *MemoryLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[Attempt, error] {
+func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
 	const batchSize = 256
-	return func(yield func(Attempt, error) bool) {
-		batch := make([]Attempt, 0, batchSize)
+	return func(yield func(ledger.Attempt, error) bool) {
+		batch := make([]ledger.Attempt, 0, batchSize)
 		next, end := from.UnixNano(), to.UnixNano()
 		for {
 			if err := ctx.Err(); err != nil {
-				yield(Attempt{}, err)
+				yield(ledger.Attempt{}, err)
 				return
 			}
 			batch = batch[:0]
@@ -253,8 +258,8 @@ func (l *MemoryLedger) Latest(ctx context.Context, dag string, from, to time.Tim
 	}
 }
 
-// History implements [Ledger].
-func (l *MemoryLedger) History(ctx context.Context, dag string, start time.Time) ([]Attempt, error) {
+// History implements [ledger.Ledger].
+func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]ledger.Attempt, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -266,8 +271,8 @@ func (l *MemoryLedger) History(ctx context.Context, dag string, start time.Time)
 	return nil, nil
 }
 
-// Revision implements [Ledger].
-func (l *MemoryLedger) Revision(ctx context.Context, dag string) (int64, error) {
+// Revision implements [ledger.Ledger].
+func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -279,9 +284,9 @@ func (l *MemoryLedger) Revision(ctx context.Context, dag string) (int64, error) 
 	return 0, nil
 }
 
-// RevisionIn implements [Ledger]: it reads the changes after after, from
+// RevisionIn implements [ledger.Ledger]: it reads the changes after after, from
 // the log of changes.
-func (l *MemoryLedger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
+func (l *Ledger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -303,8 +308,8 @@ func (l *MemoryLedger) RevisionIn(ctx context.Context, dag string, from, to time
 	return 0, nil
 }
 
-// RecentSuccesses implements [Ledger].
-func (l *MemoryLedger) RecentSuccesses(ctx context.Context, dag string, n int) ([]Attempt, error) {
+// RecentSuccesses implements [ledger.Ledger].
+func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]ledger.Attempt, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -326,7 +331,7 @@ func (l *MemoryLedger) RecentSuccesses(ctx context.Context, dag string, n int) (
 	slices.SortFunc(picked, func(a, b memoryChange) int {
 		return cmp.Or(cmp.Compare(b.rev, a.rev), cmp.Compare(b.start, a.start))
 	})
-	out := make([]Attempt, 0, min(n, len(picked)))
+	out := make([]ledger.Attempt, 0, min(n, len(picked)))
 	for _, c := range picked[:min(n, len(picked))] {
 		// The attempt that finished at c.rev: a success changes no more,
 		// so it is the one whose revision is c.rev, the last but for
@@ -341,18 +346,18 @@ func (l *MemoryLedger) RecentSuccesses(ctx context.Context, dag string, n int) (
 	return out, nil
 }
 
-// PutBackfill implements [Ledger].
-func (l *MemoryLedger) PutBackfill(ctx context.Context, b BackfillRecord) (BackfillRecord, error) {
+// PutBackfill implements [ledger.Ledger].
+func (l *Ledger) PutBackfill(ctx context.Context, b ledger.BackfillRecord) (ledger.BackfillRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return BackfillRecord{}, err
+		return ledger.BackfillRecord{}, err
 	}
 	if b.ID == "" {
-		return BackfillRecord{}, fmt.Errorf("tranche: PutBackfill without an id")
+		return ledger.BackfillRecord{}, fmt.Errorf("tranche: PutBackfill without an id")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if stored, ok := l.backfills[b.ID]; ok {
-		return stored.clone(), nil
+		return clone(stored), nil
 	}
 	if b.Created.IsZero() {
 		b.Created = l.now()
@@ -360,45 +365,45 @@ func (l *MemoryLedger) PutBackfill(ctx context.Context, b BackfillRecord) (Backf
 	b.Partitions = slices.Clone(b.Partitions)
 	l.backfills[b.ID] = b
 	l.order = append(l.order, b.ID)
-	return b.clone(), nil
+	return clone(b), nil
 }
 
 // clone returns a copy of b that shares no memory with it.
-func (b BackfillRecord) clone() BackfillRecord {
+func clone(b ledger.BackfillRecord) ledger.BackfillRecord {
 	b.Partitions = slices.Clone(b.Partitions)
 	return b
 }
 
-// Backfill implements [Ledger].
-func (l *MemoryLedger) Backfill(ctx context.Context, id string) (BackfillRecord, error) {
+// Backfill implements [ledger.Ledger].
+func (l *Ledger) Backfill(ctx context.Context, id string) (ledger.BackfillRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return BackfillRecord{}, err
+		return ledger.BackfillRecord{}, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.backfills[id]
 	if !ok {
-		return BackfillRecord{}, fmt.Errorf("%w %q", ErrUnknownBackfill, id)
+		return ledger.BackfillRecord{}, fmt.Errorf("%w %q", ledger.ErrUnknownBackfill, id)
 	}
-	return b.clone(), nil
+	return clone(b), nil
 }
 
-// Backfills implements [Ledger].
-func (l *MemoryLedger) Backfills(ctx context.Context) ([]BackfillRecord, error) {
+// Backfills implements [ledger.Ledger].
+func (l *Ledger) Backfills(ctx context.Context) ([]ledger.BackfillRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]BackfillRecord, len(l.order))
+	out := make([]ledger.BackfillRecord, len(l.order))
 	for i, id := range l.order {
-		out[i] = l.backfills[id].clone()
+		out[i] = clone(l.backfills[id])
 	}
 	return out, nil
 }
 
-// CancelBackfill implements [Ledger].
-func (l *MemoryLedger) CancelBackfill(ctx context.Context, id string) error {
+// CancelBackfill implements [ledger.Ledger].
+func (l *Ledger) CancelBackfill(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -406,7 +411,7 @@ func (l *MemoryLedger) CancelBackfill(ctx context.Context, id string) error {
 	defer l.mu.Unlock()
 	b, ok := l.backfills[id]
 	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknownBackfill, id)
+		return fmt.Errorf("%w %q", ledger.ErrUnknownBackfill, id)
 	}
 	if !b.Canceled {
 		b.Canceled, b.CanceledAt = true, l.now()
@@ -415,8 +420,8 @@ func (l *MemoryLedger) CancelBackfill(ctx context.Context, id string) error {
 	return nil
 }
 
-// ResumeBackfill implements [Ledger].
-func (l *MemoryLedger) ResumeBackfill(ctx context.Context, id string) error {
+// ResumeBackfill implements [ledger.Ledger].
+func (l *Ledger) ResumeBackfill(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -424,7 +429,7 @@ func (l *MemoryLedger) ResumeBackfill(ctx context.Context, id string) error {
 	defer l.mu.Unlock()
 	b, ok := l.backfills[id]
 	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknownBackfill, id)
+		return fmt.Errorf("%w %q", ledger.ErrUnknownBackfill, id)
 	}
 	if b.Canceled {
 		b.Canceled, b.ResumedAt = false, l.now()

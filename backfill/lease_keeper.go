@@ -1,4 +1,4 @@
-package tranche
+package backfill
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // leaseKeeper renews the leases of running jobs, each on its own timer,
@@ -28,7 +31,7 @@ import (
 // the same.
 type leaseKeeper struct {
 	ctx      context.Context
-	l        Ledger
+	l        ledger.Ledger
 	every, d time.Duration // the heartbeat interval and the lease
 	margin   time.Duration // how long before the lease ends by this worker's clock it stops holding
 
@@ -54,7 +57,7 @@ type leaseKeeper struct {
 	calls     sync.WaitGroup // heartbeats and stop checks in flight
 }
 
-func newLeaseKeeper(ctx context.Context, l Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
+func newLeaseKeeper(ctx context.Context, l ledger.Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
 	margin := leaseMargin(every, d)
 	// A first heartbeat goes out at most a tick late, well before the
 	// lease could lapse: the margin leaves more than an interval.
@@ -80,7 +83,7 @@ func leaseMargin(every, d time.Duration) time.Duration {
 // keptLease is one lease being renewed.
 type keptLease struct {
 	k      *leaseKeeper
-	lease  *Lease
+	lease  *ledger.Lease
 	cancel context.CancelCauseFunc
 	ctx    context.Context
 	// renewFailed, when not nil, reports a heartbeat that failed (err
@@ -88,9 +91,9 @@ type keptLease struct {
 	// after release.
 	renewFailed func(err error, took time.Duration)
 
-	// fencing is what the job's run fences its writes with: the
-	// lease's tokens and this lease, in one allocation with it.
-	fencing runFencing
+	// opts are the job's run's options: its fencing is the lease's
+	// tokens and this lease's check, kept with it.
+	opts tranche.RunOptions
 
 	mu       sync.Mutex
 	renewed  time.Duration // when the last claim or heartbeat that succeeded was sent, on the keeper's clock
@@ -104,10 +107,10 @@ type keptLease struct {
 // keep renews lease, claimed by a call sent at claimed (on the keeper's
 // clock, see now), until release is called, and returns it with the
 // context to run its job under.
-func (k *leaseKeeper) keep(lease *Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
+func (k *leaseKeeper) keep(lease *ledger.Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
 	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
-	kl.fencing = runFencing{tokens: lease.Tokens(), dag: lease.DAG, lease: kl}
+	kl.opts = tranche.RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG, Fence: kl.check}
 	k.mu.Lock()
 	k.unarmed[kl] = struct{}{}
 	if !k.started {
@@ -253,7 +256,7 @@ func (kl *keptLease) heartbeat() {
 			kl.renewFailed(nil, took)
 		}
 		return
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, ledger.ErrFenced):
 		if kl.lost == nil {
 			kl.lost, kl.byLedger = err, true
 			kl.cancel(err)
@@ -354,4 +357,4 @@ func (e *lapsedError) Error() string {
 		e.since.Round(time.Millisecond), e.lease, e.margin)
 }
 
-func (e *lapsedError) Is(target error) bool { return target == ErrFenced }
+func (e *lapsedError) Is(target error) bool { return target == ledger.ErrFenced }

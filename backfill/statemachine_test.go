@@ -1,4 +1,4 @@
-package tranche_test
+package backfill_test
 
 import (
 	"context"
@@ -12,7 +12,10 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/tranchetest"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // TestBackfillStateMachine runs random interleavings of workers sharing
@@ -54,10 +57,10 @@ type bfFault struct {
 }
 
 type bfMachine struct {
-	clock   *tranchetest.Clock
-	ledger  *tranche.MemoryLedger
+	clock   *ledgertest.Clock
+	ledger  *memledger.Ledger
 	window  tranche.TimePartitionWindow
-	workers []*tranche.Backfill
+	workers []*backfill.Backfill
 	id      string
 	keys    []string
 	parts   map[string]tranche.TimePartition
@@ -77,12 +80,12 @@ const bfMachineLease = time.Minute
 func newBfMachine(rt *rapid.T) *bfMachine {
 	days := rapid.IntRange(5, 20).Draw(rt, "days")
 	m := &bfMachine{
-		clock:     tranchetest.NewClock(bfT0),
+		clock:     ledgertest.NewClock(bfT0),
 		writes:    map[string]int{},
 		succeeded: map[string]bool{},
 		parts:     map[string]tranche.TimePartition{},
 	}
-	m.ledger = tranche.NewMemoryLedger(m.clock.Now)
+	m.ledger = memledger.New(m.clock.Now)
 	w, err := tranche.NewTimePartitionWindow(tranche.Day, bfDay(1).Start, bfDay(days).Start)
 	if err != nil {
 		rt.Fatal(err)
@@ -101,7 +104,7 @@ func newBfMachine(rt *rapid.T) *bfMachine {
 		rt.Fatal(err)
 	}
 	for i := range rapid.IntRange(2, 3).Draw(rt, "workers") {
-		m.workers = append(m.workers, &tranche.Backfill{
+		m.workers = append(m.workers, &backfill.Backfill{
 			DAG: dag, Window: w, Ledger: m.ledger, Worker: fmt.Sprint("w", i), Concurrency: 1,
 			Lease: bfMachineLease, Heartbeat: bfMachineLease / 3, Now: m.clock.Now,
 		})
@@ -153,15 +156,15 @@ func (m *bfMachine) drawFault(rt *rapid.T, cancelable bool) (context.Context, co
 	return ctx, cancel
 }
 
-func (m *bfMachine) drawWorker(rt *rapid.T, label string) *tranche.Backfill {
+func (m *bfMachine) drawWorker(rt *rapid.T, label string) *backfill.Backfill {
 	b := *m.workers[rapid.IntRange(0, len(m.workers)-1).Draw(rt, label)]
-	b.Order = rapid.SampledFrom([]tranche.Order{tranche.NewestFirst, tranche.OldestFirst}).Draw(rt, label+" order")
-	b.OnFailure = rapid.SampledFrom([]tranche.FailurePolicy{tranche.FailStop, tranche.FailContinue}).Draw(rt, label+" on failure")
+	b.Order = rapid.SampledFrom([]backfill.Order{backfill.NewestFirst, backfill.OldestFirst}).Draw(rt, label+" order")
+	b.OnFailure = rapid.SampledFrom([]backfill.FailurePolicy{backfill.FailStop, backfill.FailContinue}).Draw(rt, label+" on failure")
 	return &b
 }
 
 // checkRun checks one worker's report against the fault of its step.
-func (m *bfMachine) checkRun(rt *rapid.T, rep *tranche.Report, err error, f bfFault) {
+func (m *bfMachine) checkRun(rt *rapid.T, rep *backfill.Report, err error, f bfFault) {
 	if rep == nil {
 		rt.Fatalf("Run returned no report: %v", err)
 	}
@@ -179,7 +182,7 @@ func (m *bfMachine) checkRun(rt *rapid.T, rep *tranche.Report, err error, f bfFa
 	switch {
 	case rep.Unclaimed != 0:
 		rt.Fatalf("claims failed on a ledger that cannot fail: %s", rep)
-	case (rep.Held > 0) != errors.Is(err, tranche.ErrHeldElsewhere):
+	case (rep.Held > 0) != errors.Is(err, backfill.ErrHeldElsewhere):
 		rt.Fatalf("%d partitions held elsewhere, and the error %v; want ErrHeldElsewhere exactly when some are", rep.Held, err)
 	case f.key == "" && (err != nil && rep.Held == 0 || rep.NotRun != 0):
 		rt.Fatalf("a run without faults: %v; %s", err, rep)
@@ -220,12 +223,12 @@ func (m *bfMachine) race(rt *rapid.T) {
 	f := m.fault
 	m.mu.Unlock()
 	type result struct {
-		rep *tranche.Report
+		rep *backfill.Report
 		err error
 	}
 	results := make([]result, 2)
 	var wg sync.WaitGroup
-	for i, w := range []*tranche.Backfill{a, b} {
+	for i, w := range []*backfill.Backfill{a, b} {
 		wg.Go(func() {
 			rep, err := w.Run(ctx)
 			results[i] = result{rep, err}
@@ -245,14 +248,14 @@ func (m *bfMachine) crash(rt *rapid.T) {
 	p := m.parts[key]
 	dag := m.workers[0].DAG
 	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
-	_, err := m.ledger.Claim(context.Background(), tranche.ClaimRequest{
-		DAG: dagID, Backfill: m.id, Worker: fmt.Sprint("crashed", m.crashes), RunID: tranche.RunID(dagID, p.Start, p.End),
-		Partitions: []tranche.TimePartition{p}, Lease: bfMachineLease, Policy: tranche.RerunFailed,
+	_, err := m.ledger.Claim(context.Background(), ledger.ClaimRequest{
+		DAG: dagID, Backfill: m.id, Worker: fmt.Sprint("crashed", m.crashes), RunID: backfill.RunID(dagID, p.Start, p.End),
+		Partitions: []tranche.TimePartition{p}, Lease: bfMachineLease, Policy: ledger.RerunFailed,
 	})
 	switch {
 	case err == nil:
 		m.crashes++
-	case !errors.Is(err, tranche.ErrNotClaimable):
+	case !errors.Is(err, ledger.ErrNotClaimable):
 		rt.Fatalf("crash claim of %s: %v", key, err)
 	case !m.succeeded[key] && !strings.Contains(err.Error(), "held by"):
 		rt.Fatalf("claim of %s, neither succeeded nor held, refused: %v", key, err)
@@ -269,7 +272,7 @@ func (m *bfMachine) check(rt *rapid.T) {
 	ctx := context.Background()
 	dagID := tranche.DAGIdentity(m.workers[0].DAG, tranche.Day, time.UTC)
 	now := 0
-	counts := map[tranche.State]int{}
+	counts := map[ledger.State]int{}
 	for _, key := range m.keys {
 		p := m.parts[key]
 		h, err := m.ledger.History(ctx, dagID, p.Start)
@@ -278,34 +281,34 @@ func (m *bfMachine) check(rt *rapid.T) {
 		}
 		succeeded := 0
 		for i, a := range h {
-			if a.Number != i+1 || a.Key != key || a.RunID != tranche.RunID(dagID, p.Start, p.End) {
+			if a.Number != i+1 || a.Key != key || a.RunID != backfill.RunID(dagID, p.Start, p.End) {
 				rt.Fatalf("%s: attempt %d is %+v", key, i+1, a)
 			}
-			if a.State == tranche.StateSucceeded {
+			if a.State == ledger.StateSucceeded {
 				succeeded++
 			}
-			if a.State == tranche.StateRunning && i != len(h)-1 {
+			if a.State == ledger.StateRunning && i != len(h)-1 {
 				rt.Fatalf("%s: attempt %d running under a newer one", key, a.Number)
 			}
 		}
 		if succeeded > 1 {
 			rt.Fatalf("%s succeeded %d times", key, succeeded)
 		}
-		state := tranche.StatePending
+		state := ledger.StatePending
 		if len(h) > 0 {
 			state = h[len(h)-1].State
 		}
 		counts[state]++
-		if m.succeeded[key] && state != tranche.StateSucceeded {
+		if m.succeeded[key] && state != ledger.StateSucceeded {
 			rt.Fatalf("%s was succeeded and is now %s", key, state)
 		}
 		m.mu.Lock()
 		writes := m.writes[key]
 		m.mu.Unlock()
-		if want := map[bool]int{true: 1, false: 0}[state == tranche.StateSucceeded]; writes != want {
+		if want := map[bool]int{true: 1, false: 0}[state == ledger.StateSucceeded]; writes != want {
 			rt.Fatalf("%s is %s and written %d times", key, state, writes)
 		}
-		if state == tranche.StateSucceeded {
+		if state == ledger.StateSucceeded {
 			m.succeeded[key] = true
 			now++
 		}
@@ -313,9 +316,9 @@ func (m *bfMachine) check(rt *rapid.T) {
 	if now != m.reported {
 		rt.Fatalf("%d partitions succeeded; reports counted %d", now, m.reported)
 	}
-	st, err := tranche.StatusOf(ctx, m.ledger, m.id, m.clock.Now())
+	st, err := backfill.StatusOf(ctx, m.ledger, m.id, m.clock.Now())
 	switch {
-	case errors.Is(err, tranche.ErrUnknownBackfill) && m.runs == 0:
+	case errors.Is(err, ledger.ErrUnknownBackfill) && m.runs == 0:
 		// No worker has run it yet.
 	case err != nil:
 		rt.Fatal(err)

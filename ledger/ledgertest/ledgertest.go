@@ -1,9 +1,16 @@
-package tranchetest
+// Package ledgertest checks that a [ledger.Ledger] implementation keeps
+// the ledger contract, as testing/fstest checks an fs.FS and
+// testing/slogtest a slog.Handler: [Run] runs the suite as subtests of a
+// test, and [TestLedger] runs it anywhere and returns what failed. Both
+// drive the ledger's clock through a [Clock] instead of sleeping.
+package ledgertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,9 +19,10 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
-// Clock is a manual clock for [TestLedger]: it stands still until
+// Clock is a manual clock for [Run] and [TestLedger]: it stands still until
 // [Clock.Advance] moves it. It is safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
@@ -36,19 +44,19 @@ func (c *Clock) Now() time.Time {
 // ledger's clock never goes back.
 func (c *Clock) Advance(d time.Duration) {
 	if d < 0 {
-		panic(fmt.Sprintf("tranchetest: Clock.Advance(%v): the clock never goes back", d))
+		panic(fmt.Sprintf("ledgertest: Clock.Advance(%v): the clock never goes back", d))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
 
-// TestLedger checks that a [tranche.Ledger] implementation follows the
+// Run checks that a [ledger.Ledger] implementation follows the
 // ledger contract, in subtests that each get a fresh ledger from
 // newLedger. Use it in a test of the implementation:
 //
 //	func TestMyLedger(t *testing.T) {
-//		tranchetest.TestLedger(t, func(t *testing.T, clock *tranchetest.Clock) tranche.Ledger {
+//		ledgertest.Run(t, func(t *testing.T, clock *ledgertest.Clock) ledger.Ledger {
 //			return mine.Open(t.TempDir(), mine.WithClock(clock.Now))
 //		})
 //	}
@@ -64,7 +72,7 @@ func (c *Clock) Advance(d time.Duration) {
 //   - a claim of a fresh partition or chunk starts attempt 1, running,
 //     under a lease of the requested length by the ledger's clock;
 //   - a partition held under a live lease refuses a claim with an error
-//     matching [tranche.ErrNotClaimable] that names the holder; at its
+//     matching [ledger.ErrNotClaimable] that names the holder; at its
 //     Until the lease has expired and the next claim takes the partition
 //     over: a new attempt number, the stale attempt recorded failed with a
 //     reason naming the new worker;
@@ -90,7 +98,7 @@ func (c *Clock) Advance(d time.Duration) {
 //     never both;
 //   - backfill records: PutBackfill is idempotent, even when workers
 //     starting one backfill at once put it together, Backfill of an unknown
-//     id fails with [tranche.ErrUnknownBackfill], Backfills lists oldest
+//     id fails with [ledger.ErrUnknownBackfill], Backfills lists oldest
 //     first, every field of a record is kept (chosen partitions, when it
 //     was canceled and resumed), CancelBackfill marks a backfill canceled
 //     at the ledger's time and refuses its further claims, while its
@@ -107,7 +115,7 @@ func (c *Clock) Advance(d time.Duration) {
 //     errors matching neither ErrNotClaimable nor ErrFenced;
 //   - a canceled context fails every method with an error matching
 //     context.Canceled, and writes nothing.
-func TestLedger(t *testing.T, newLedger func(t *testing.T, clock *Clock) tranche.Ledger) {
+func Run(t *testing.T, newLedger func(t *testing.T, clock *Clock) ledger.Ledger) {
 	t.Helper()
 	for _, test := range ledgerTests {
 		t.Run(test.name, func(t *testing.T) {
@@ -116,9 +124,126 @@ func TestLedger(t *testing.T, newLedger func(t *testing.T, clock *Clock) tranche
 			if l == nil {
 				t.Fatal("newLedger returned nil")
 			}
-			test.run(&ledgerSuite{t: t, ctx: t.Context(), clock: clock, l: l})
+			test.run(&ledgerSuite{t: testT{t}, ctx: t.Context(), clock: clock, l: l})
 		})
 	}
+}
+
+// TestLedger runs the checks of [Run] outside a test, each on a fresh
+// ledger from newLedger, and returns every failure, each prefixed by the
+// name of its check, joined; nil when the ledger keeps the contract. A
+// ledger that is an [io.Closer] is closed after its check. ctx bounds
+// every call the checks make.
+func TestLedger(ctx context.Context, newLedger func(clock *Clock) (ledger.Ledger, error)) error {
+	var errs []error
+	for _, test := range ledgerTests {
+		rec := &errT{name: test.name}
+		isolate(func() {
+			clock := NewClock(suiteNow)
+			l, err := newLedger(clock)
+			if err != nil || l == nil {
+				rec.Fatalf("newLedger: %v, %v", l, err)
+			}
+			if c, ok := l.(io.Closer); ok {
+				defer c.Close()
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			test.run(&ledgerSuite{t: rec, ctx: cctx, clock: clock, l: l})
+		})
+		errs = append(errs, rec.errs()...)
+	}
+	return errors.Join(errs...)
+}
+
+// testingT is what the checks need of a test: *testing.T through testT,
+// or errT, which collects failures for TestLedger.
+type testingT interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Failed() bool
+	run(name string, f func(t testingT))
+}
+
+// testT is a *testing.T as a testingT: run is t.Run.
+type testT struct{ *testing.T }
+
+func (t testT) run(name string, f func(t testingT)) {
+	t.T.Run(name, func(t *testing.T) { f(testT{t}) })
+}
+
+// errT records failures instead of reporting them to a test. Fatal ends
+// the goroutine, as testing.T's does, which isolate runs each check on.
+// The checks' own goroutines only call Errorf, so mu guards its records.
+type errT struct {
+	name   string
+	parent *errT // the check a subcheck belongs to, which holds its records
+
+	mu     sync.Mutex
+	failed bool
+	msgs   []error
+}
+
+func (e *errT) root() *errT {
+	for e.parent != nil {
+		e = e.parent
+	}
+	return e
+}
+
+func (e *errT) Helper() {}
+
+func (e *errT) Errorf(format string, args ...any) { e.fail(fmt.Sprintf(format, args...)) }
+
+func (e *errT) Fatal(args ...any) {
+	e.fail(fmt.Sprint(args...))
+	runtime.Goexit()
+}
+
+func (e *errT) Fatalf(format string, args ...any) {
+	e.fail(fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+
+func (e *errT) fail(msg string) {
+	r := e.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, fmt.Errorf("ledgertest: %s: %s", e.name, msg))
+	for x := e; x != nil; x = x.parent {
+		x.failed = true
+	}
+}
+
+func (e *errT) Failed() bool {
+	r := e.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return e.failed
+}
+
+func (e *errT) run(name string, f func(t testingT)) {
+	sub := &errT{name: e.name + "/" + name, parent: e}
+	isolate(func() { f(sub) })
+}
+
+func (e *errT) errs() []error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.msgs
+}
+
+// isolate runs f on a goroutine of its own and waits for it, so that a
+// Fatal (runtime.Goexit) ends f alone.
+func isolate(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 var ledgerTests = []struct {
@@ -172,20 +297,20 @@ const (
 )
 
 var (
-	suiteNow   = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)             // the ledger clock's start
-	suiteFirst = time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)             // the start of part(0)
-	suiteFrom  = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)             // before every partition used
-	suiteTo    = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)             // after every partition used
-	suiteEST   = time.FixedZone("EST", -5*60*60)                         // whole hours off UTC: same hour partitions
-	suiteIST   = time.FixedZone("IST", 5*60*60+30*60)                    // a half-hour offset
-	succeeded  = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1} // the usual outcome
+	suiteNow   = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)           // the ledger clock's start
+	suiteFirst = time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)           // the start of part(0)
+	suiteFrom  = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)           // before every partition used
+	suiteTo    = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)           // after every partition used
+	suiteEST   = time.FixedZone("EST", -5*60*60)                       // whole hours off UTC: same hour partitions
+	suiteIST   = time.FixedZone("IST", 5*60*60+30*60)                  // a half-hour offset
+	succeeded  = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1} // the usual outcome
 )
 
 type ledgerSuite struct {
-	t     *testing.T
+	t     testingT
 	ctx   context.Context
 	clock *Clock
-	l     tranche.Ledger
+	l     ledger.Ledger
 }
 
 // part returns the hourly partition i hours after suiteFirst, in UTC.
@@ -208,14 +333,14 @@ func in(p tranche.TimePartition, loc *time.Location) tranche.TimePartition {
 }
 
 // req returns a claim of ps by worker in the suite's DAG and backfill.
-func req(worker string, ps ...tranche.TimePartition) tranche.ClaimRequest {
-	return tranche.ClaimRequest{
+func req(worker string, ps ...tranche.TimePartition) ledger.ClaimRequest {
+	return ledger.ClaimRequest{
 		DAG: suiteDAG, Backfill: suiteBackfill, Worker: worker, RunID: "run-" + worker,
-		Partitions: ps, Lease: suiteLease, Policy: tranche.RerunFailed,
+		Partitions: ps, Lease: suiteLease, Policy: ledger.RerunFailed,
 	}
 }
 
-func describeReq(r tranche.ClaimRequest) string {
+func describeReq(r ledger.ClaimRequest) string {
 	keys := make([]string, len(r.Partitions))
 	for i, p := range r.Partitions {
 		keys[i] = p.Key()
@@ -224,7 +349,7 @@ func describeReq(r tranche.ClaimRequest) string {
 		r.DAG, r.Backfill, r.Worker, strings.Join(keys, " "), r.Lease, r.Policy, r.Revision)
 }
 
-func describeLease(l *tranche.Lease) string {
+func describeLease(l *ledger.Lease) string {
 	keys := make([]string, len(l.Partitions))
 	for i, p := range l.Partitions {
 		keys[i] = p.Key()
@@ -233,7 +358,7 @@ func describeLease(l *tranche.Lease) string {
 }
 
 // claim claims r and fails the test unless the ledger grants it.
-func (s *ledgerSuite) claim(r tranche.ClaimRequest) *tranche.Lease {
+func (s *ledgerSuite) claim(r ledger.ClaimRequest) *ledger.Lease {
 	s.t.Helper()
 	lease, err := s.l.Claim(s.ctx, r)
 	if err != nil {
@@ -247,14 +372,14 @@ func (s *ledgerSuite) claim(r tranche.ClaimRequest) *tranche.Lease {
 
 // refuse claims r, wants an error matching ErrNotClaimable that names
 // holder (unless ""), and checks that nothing was written.
-func (s *ledgerSuite) refuse(r tranche.ClaimRequest, holder string) {
+func (s *ledgerSuite) refuse(r ledger.ClaimRequest, holder string) {
 	s.t.Helper()
 	before := s.snapshot(r.Partitions...)
 	lease, err := s.l.Claim(s.ctx, r)
 	switch {
 	case err == nil:
 		s.t.Fatalf("%s granted %s; want an error matching ErrNotClaimable", describeReq(r), describeLease(lease))
-	case !errors.Is(err, tranche.ErrNotClaimable):
+	case !errors.Is(err, ledger.ErrNotClaimable):
 		s.t.Fatalf("%s = %v; want an error matching ErrNotClaimable", describeReq(r), err)
 	case holder != "" && !strings.Contains(err.Error(), holder):
 		s.t.Errorf("%s = %v; want the message to name the holder %q", describeReq(r), err, holder)
@@ -263,7 +388,7 @@ func (s *ledgerSuite) refuse(r tranche.ClaimRequest, holder string) {
 }
 
 // finish finishes lease with outcomes, each a State or an Outcome.
-func (s *ledgerSuite) finish(lease *tranche.Lease, outcomes ...any) {
+func (s *ledgerSuite) finish(lease *ledger.Lease, outcomes ...any) {
 	s.t.Helper()
 	os := outcomesOf(outcomes...)
 	if err := s.l.Finish(s.ctx, lease, os); err != nil {
@@ -271,13 +396,13 @@ func (s *ledgerSuite) finish(lease *tranche.Lease, outcomes ...any) {
 	}
 }
 
-func outcomesOf(outcomes ...any) []tranche.Outcome {
-	os := make([]tranche.Outcome, len(outcomes))
+func outcomesOf(outcomes ...any) []ledger.Outcome {
+	os := make([]ledger.Outcome, len(outcomes))
 	for i, o := range outcomes {
 		switch o := o.(type) {
-		case tranche.State:
-			os[i] = tranche.Outcome{State: o}
-		case tranche.Outcome:
+		case ledger.State:
+			os[i] = ledger.Outcome{State: o}
+		case ledger.Outcome:
 			os[i] = o
 		default:
 			panic(fmt.Sprintf("tranchetest: outcome %T", o))
@@ -288,7 +413,7 @@ func outcomesOf(outcomes ...any) []tranche.Outcome {
 
 // fenced calls Heartbeat and Finish with lease and wants ErrFenced from
 // both, with nothing written.
-func (s *ledgerSuite) fenced(lease *tranche.Lease) {
+func (s *ledgerSuite) fenced(lease *ledger.Lease) {
 	s.t.Helper()
 	before := s.snapshot(lease.Partitions...)
 	until := lease.Until
@@ -299,7 +424,7 @@ func (s *ledgerSuite) fenced(lease *tranche.Lease) {
 		s.t.Errorf("fenced Heartbeat(%s) moved lease.Until from %v to %v", describeLease(lease), until, lease.Until)
 		lease.Until = until
 	}
-	outcomes := make([]tranche.Outcome, len(lease.Partitions))
+	outcomes := make([]ledger.Outcome, len(lease.Partitions))
 	for i := range outcomes {
 		outcomes[i] = succeeded
 	}
@@ -309,12 +434,12 @@ func (s *ledgerSuite) fenced(lease *tranche.Lease) {
 	s.unchanged(before, "fenced Heartbeat and Finish of "+describeLease(lease))
 }
 
-func (s *ledgerSuite) history(p tranche.TimePartition) []tranche.Attempt {
+func (s *ledgerSuite) history(p tranche.TimePartition) []ledger.Attempt {
 	s.t.Helper()
 	return s.historyOf(suiteDAG, p)
 }
 
-func (s *ledgerSuite) historyOf(dag string, p tranche.TimePartition) []tranche.Attempt {
+func (s *ledgerSuite) historyOf(dag string, p tranche.TimePartition) []ledger.Attempt {
 	s.t.Helper()
 	h, err := s.l.History(s.ctx, dag, p.Start)
 	if err != nil {
@@ -323,14 +448,14 @@ func (s *ledgerSuite) historyOf(dag string, p tranche.TimePartition) []tranche.A
 	return h
 }
 
-func (s *ledgerSuite) latest(from, to time.Time) []tranche.Attempt {
+func (s *ledgerSuite) latest(from, to time.Time) []ledger.Attempt {
 	s.t.Helper()
 	return s.latestOf(suiteDAG, from, to)
 }
 
-func (s *ledgerSuite) latestOf(dag string, from, to time.Time) []tranche.Attempt {
+func (s *ledgerSuite) latestOf(dag string, from, to time.Time) []ledger.Attempt {
 	s.t.Helper()
-	var out []tranche.Attempt
+	var out []ledger.Attempt
 	for a, err := range s.l.Latest(s.ctx, dag, from, to) {
 		if err != nil {
 			s.t.Fatalf("Latest(%q, %v, %v) yielded error %v", dag, from, to, err)
@@ -362,7 +487,7 @@ func (s *ledgerSuite) revisionOf(dag string) int64 {
 }
 
 // only returns the single attempt of h, failing the test otherwise.
-func (s *ledgerSuite) only(h []tranche.Attempt, what string) tranche.Attempt {
+func (s *ledgerSuite) only(h []ledger.Attempt, what string) ledger.Attempt {
 	s.t.Helper()
 	if len(h) != 1 {
 		s.t.Fatalf("%s: %d attempts; want 1:\n%s", what, len(h), formatAttempts(h))
@@ -373,8 +498,8 @@ func (s *ledgerSuite) only(h []tranche.Attempt, what string) tranche.Attempt {
 // ledgerState is what a request must leave alone when it is refused.
 type ledgerState struct {
 	revision  int64
-	latest    []tranche.Attempt
-	histories [][]tranche.Attempt
+	latest    []ledger.Attempt
+	histories [][]ledger.Attempt
 	parts     []tranche.TimePartition
 }
 
@@ -410,14 +535,14 @@ func (s *ledgerSuite) unchanged(before ledgerState, what string) {
 	}
 }
 
-func sameAttempt(a, b tranche.Attempt) bool {
+func sameAttempt(a, b ledger.Attempt) bool {
 	return a.DAG == b.DAG && a.Backfill == b.Backfill && a.Start.Equal(b.Start) && a.End.Equal(b.End) &&
 		a.Key == b.Key && a.RunID == b.RunID && a.Worker == b.Worker && a.Number == b.Number &&
 		a.State == b.State && a.Started.Equal(b.Started) && a.Finished.Equal(b.Finished) &&
 		a.LeaseUntil.Equal(b.LeaseUntil) && a.Err == b.Err && a.Rows == b.Rows && a.Revision == b.Revision
 }
 
-func formatAttempt(a tranche.Attempt) string {
+func formatAttempt(a ledger.Attempt) string {
 	return fmt.Sprintf("{%s %s attempt %d: %s by %q (dag %q, backfill %q, run %q), started %s, finished %s, lease until %s, rows %d, err %q, revision %d}",
 		a.Key, a.Start.UTC().Format(time.RFC3339), a.Number, a.State, a.Worker, a.DAG, a.Backfill, a.RunID,
 		formatTime(a.Started), formatTime(a.Finished), formatTime(a.LeaseUntil), a.Rows, a.Err, a.Revision)
@@ -430,7 +555,7 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-func formatAttempts(as []tranche.Attempt) string {
+func formatAttempts(as []ledger.Attempt) string {
 	var b strings.Builder
 	for _, a := range as {
 		b.WriteString("\t" + formatAttempt(a) + "\n")
@@ -443,7 +568,7 @@ func formatAttempts(as []tranche.Attempt) string {
 
 // diffAttempts returns "" if want and got hold the same attempts, and
 // otherwise a listing of the differences.
-func diffAttempts(want, got []tranche.Attempt) string {
+func diffAttempts(want, got []ledger.Attempt) string {
 	var b strings.Builder
 	if len(want) != len(got) {
 		fmt.Fprintf(&b, "%d attempts; want %d\n", len(got), len(want))
@@ -466,7 +591,7 @@ func diffAttempts(want, got []tranche.Attempt) string {
 }
 
 // checkAttempt compares the fields of a that a test cares about.
-func (s *ledgerSuite) checkAttempt(a tranche.Attempt, p tranche.TimePartition, number int, state tranche.State, worker string) {
+func (s *ledgerSuite) checkAttempt(a ledger.Attempt, p tranche.TimePartition, number int, state ledger.State, worker string) {
 	s.t.Helper()
 	if !a.Start.Equal(p.Start) || !a.End.Equal(p.End) || a.Number != number || a.State != state || a.Worker != worker {
 		s.t.Errorf("attempt %s; want attempt %d at %s [%v, %v), %s by %q",
@@ -495,7 +620,7 @@ func testClaimFresh(s *ledgerSuite) {
 	}
 
 	a := s.only(s.history(p), "History after a fresh claim")
-	s.checkAttempt(a, p, 1, tranche.StateRunning, alpha)
+	s.checkAttempt(a, p, 1, ledger.StateRunning, alpha)
 	if a.DAG != suiteDAG || a.Backfill != suiteBackfill || a.RunID != "run-fresh" || a.Key != p.Key() {
 		s.t.Errorf("attempt %s; want dag %q, backfill %q, run %q, key %q", formatAttempt(a), suiteDAG, suiteBackfill, "run-fresh", p.Key())
 	}
@@ -508,7 +633,7 @@ func testClaimFresh(s *ledgerSuite) {
 	if rev := s.revision(); a.Revision != rev {
 		s.t.Errorf("attempt revision %d; want the ledger's revision %d", a.Revision, rev)
 	}
-	if d := diffAttempts([]tranche.Attempt{a}, s.latest(suiteFrom, suiteTo)); d != "" {
+	if d := diffAttempts([]ledger.Attempt{a}, s.latest(suiteFrom, suiteTo)); d != "" {
 		s.t.Errorf("Latest after a fresh claim:\n%s", d)
 	}
 	if h := s.history(part(1)); len(h) != 0 {
@@ -535,7 +660,7 @@ func testClaimChunk(s *ledgerSuite) {
 		s.t.Fatalf("Latest after a chunk claim:\n%s", formatAttempts(got))
 	}
 	for i, a := range got {
-		s.checkAttempt(a, part(i+1), 1, tranche.StateRunning, alpha)
+		s.checkAttempt(a, part(i+1), 1, ledger.StateRunning, alpha)
 		if !a.LeaseUntil.Equal(lease.Until) {
 			s.t.Errorf("attempt %s; want lease until %v", formatAttempt(a), lease.Until)
 		}
@@ -550,7 +675,7 @@ func testHeldUnderLiveLease(s *ledgerSuite) {
 	s.clock.Advance(suiteLease - time.Second)
 	s.refuse(req(beta, p), alpha)
 	r := req(beta, p)
-	r.Policy = tranche.RerunAll
+	r.Policy = ledger.RerunAll
 	r.Revision = s.revision()
 	s.refuse(r, alpha) // no policy overrides a live lease
 	if err := s.l.Heartbeat(s.ctx, lease, suiteLease); err != nil {
@@ -578,8 +703,8 @@ func testTakeoverAfterExpiry(s *ledgerSuite) {
 		s.t.Fatalf("History after a takeover: %d attempts; want 2:\n%s", len(h), formatAttempts(h))
 	}
 	stale, cur := h[0], h[1]
-	s.checkAttempt(stale, p, 1, tranche.StateFailed, alpha)
-	s.checkAttempt(cur, p, 2, tranche.StateRunning, beta)
+	s.checkAttempt(stale, p, 1, ledger.StateFailed, alpha)
+	s.checkAttempt(cur, p, 2, ledger.StateRunning, beta)
 	if !strings.Contains(stale.Err, beta) {
 		s.t.Errorf("stale attempt's error %q; want a reason naming the new worker %q", stale.Err, beta)
 	}
@@ -592,7 +717,7 @@ func testTakeoverAfterExpiry(s *ledgerSuite) {
 	if !cur.Started.Equal(t1) || cur.Revision != rev1 || cur.RunID != "run-"+beta {
 		s.t.Errorf("new attempt %s; want started %v, revision %d, run %q", formatAttempt(cur), t1, rev1, "run-"+beta)
 	}
-	if d := diffAttempts([]tranche.Attempt{cur}, s.latest(suiteFrom, suiteTo)); d != "" {
+	if d := diffAttempts([]ledger.Attempt{cur}, s.latest(suiteFrom, suiteTo)); d != "" {
 		s.t.Errorf("Latest after a takeover; want the new attempt:\n%s", d)
 	}
 	s.fenced(old)
@@ -607,9 +732,9 @@ func testTakeoverAfterExpiry(s *ledgerSuite) {
 	if len(h) != 3 {
 		s.t.Fatalf("History after two takeovers:\n%s", formatAttempts(h))
 	}
-	s.checkAttempt(h[0], p, 1, tranche.StateFailed, alpha)
-	s.checkAttempt(h[1], p, 2, tranche.StateFailed, beta)
-	s.checkAttempt(h[2], p, 3, tranche.StateRunning, gamma)
+	s.checkAttempt(h[0], p, 1, ledger.StateFailed, alpha)
+	s.checkAttempt(h[1], p, 2, ledger.StateFailed, beta)
+	s.checkAttempt(h[2], p, 3, ledger.StateRunning, gamma)
 	if !strings.Contains(h[1].Err, gamma) {
 		s.t.Errorf("second stale attempt's error %q; want it to name %q", h[1].Err, gamma)
 	}
@@ -624,10 +749,10 @@ func testFencedAfterTakeover(s *ledgerSuite) {
 	cur := s.claim(req(beta, p))
 	s.fenced(old)
 	s.clock.Advance(time.Second)
-	s.finish(cur, tranche.Outcome{State: tranche.StateSucceeded, Rows: 7})
+	s.finish(cur, ledger.Outcome{State: ledger.StateSucceeded, Rows: 7})
 	s.fenced(old) // still fenced after the newer attempt finished
 	h := s.history(p)
-	if len(h) != 2 || h[1].State != tranche.StateSucceeded || h[1].Rows != 7 || h[1].Worker != beta {
+	if len(h) != 2 || h[1].State != ledger.StateSucceeded || h[1].Rows != 7 || h[1].Worker != beta {
 		s.t.Errorf("History; want attempt 2 succeeded by %q with 7 rows:\n%s", beta, formatAttempts(h))
 	}
 }
@@ -638,7 +763,7 @@ func testFencedChunk(s *ledgerSuite) {
 	s.claim(req(beta, part(1)))
 	s.fenced(old) // one partition taken over fences the whole lease
 	a := s.only(s.history(part(0)), "the chunk's other partition")
-	s.checkAttempt(a, part(0), 1, tranche.StateRunning, alpha)
+	s.checkAttempt(a, part(0), 1, ledger.StateRunning, alpha)
 	// The untouched partition is taken over like any other once its lease
 	// has expired.
 	lease := s.claim(req(gamma, part(0)))
@@ -650,19 +775,19 @@ func testFencedChunk(s *ledgerSuite) {
 func testFencedForeignLease(s *ledgerSuite) {
 	p := part(0)
 	lease := s.claim(req(alpha, p))
-	forge := func(change func(*tranche.Lease)) *tranche.Lease {
+	forge := func(change func(*ledger.Lease)) *ledger.Lease {
 		l := *lease
 		l.Partitions = append([]tranche.TimePartition(nil), lease.Partitions...)
 		l.Attempts = append([]int(nil), lease.Attempts...)
 		change(&l)
 		return &l
 	}
-	s.fenced(forge(func(l *tranche.Lease) { l.Worker = beta }))                                      // another worker's name
-	s.fenced(forge(func(l *tranche.Lease) { l.Attempts[0] = 2 }))                                    // an attempt that does not exist
-	s.fenced(forge(func(l *tranche.Lease) { l.Partitions[0] = part(5) }))                            // a partition never claimed
-	s.fenced(forge(func(l *tranche.Lease) { l.DAG = "tranchetest-unknown-dag" }))                    // another DAG
-	s.fenced(forge(func(l *tranche.Lease) { l.Partitions = parts(0, 5); l.Attempts = []int{1, 1} })) // one of two
-	s.finish(lease, succeeded)                                                                       // the real lease still holds
+	s.fenced(forge(func(l *ledger.Lease) { l.Worker = beta }))                                      // another worker's name
+	s.fenced(forge(func(l *ledger.Lease) { l.Attempts[0] = 2 }))                                    // an attempt that does not exist
+	s.fenced(forge(func(l *ledger.Lease) { l.Partitions[0] = part(5) }))                            // a partition never claimed
+	s.fenced(forge(func(l *ledger.Lease) { l.DAG = "tranchetest-unknown-dag" }))                    // another DAG
+	s.fenced(forge(func(l *ledger.Lease) { l.Partitions = parts(0, 5); l.Attempts = []int{1, 1} })) // one of two
+	s.finish(lease, succeeded)                                                                      // the real lease still holds
 }
 
 func testFinishTwice(s *ledgerSuite) {
@@ -670,11 +795,11 @@ func testFinishTwice(s *ledgerSuite) {
 	lease := s.claim(req(alpha, p))
 	s.finish(lease, succeeded)
 	s.fenced(lease)
-	s.checkAttempt(s.only(s.history(p), "History"), p, 1, tranche.StateSucceeded, alpha)
+	s.checkAttempt(s.only(s.history(p), "History"), p, 1, ledger.StateSucceeded, alpha)
 
 	q := part(1)
 	lease = s.claim(req(alpha, q))
-	s.finish(lease, tranche.StateFailed)
+	s.finish(lease, ledger.StateFailed)
 	s.fenced(lease) // a failed attempt is over too
 	again := s.claim(req(alpha, q))
 	s.fenced(lease) // and the retry by the same worker is a newer attempt
@@ -685,9 +810,9 @@ func testFinishAfterOwnLeaseExpired(s *ledgerSuite) {
 	p := part(0)
 	lease := s.claim(req(alpha, p))
 	s.clock.Advance(10 * suiteLease)
-	s.finish(lease, tranche.Outcome{State: tranche.StateSucceeded, Rows: 3})
+	s.finish(lease, ledger.Outcome{State: ledger.StateSucceeded, Rows: 3})
 	a := s.only(s.history(p), "History")
-	s.checkAttempt(a, p, 1, tranche.StateSucceeded, alpha)
+	s.checkAttempt(a, p, 1, ledger.StateSucceeded, alpha)
 	if !a.Finished.Equal(s.clock.Now()) || a.Duration() != 10*suiteLease || a.Rows != 3 {
 		s.t.Errorf("attempt %s; want finished %v after %v with 3 rows", formatAttempt(a), s.clock.Now(), 10*suiteLease)
 	}
@@ -719,7 +844,7 @@ func testHeartbeat(s *ledgerSuite) {
 		s.t.Errorf("lease.Until = %v after Heartbeat; want now + d = %v", lease.Until, until)
 	}
 	for _, q := range parts(0, 1) {
-		if a := s.only(s.history(q), "History"); !a.LeaseUntil.Equal(until) || a.State != tranche.StateRunning {
+		if a := s.only(s.history(q), "History"); !a.LeaseUntil.Equal(until) || a.State != ledger.StateRunning {
 			s.t.Errorf("attempt %s after Heartbeat; want running, lease until %v", formatAttempt(a), until)
 		}
 	}
@@ -741,10 +866,10 @@ func testOutcomes(s *ledgerSuite) {
 	lease := s.claim(req(alpha, ps...))
 	rev := s.revision()
 	s.clock.Advance(30 * time.Second)
-	want := []tranche.Outcome{
-		{State: tranche.StateSucceeded, Rows: 42},
-		{State: tranche.StateFailed, Err: "boom", Rows: 5},
-		{State: tranche.StateCanceled, Err: "context canceled"},
+	want := []ledger.Outcome{
+		{State: ledger.StateSucceeded, Rows: 42},
+		{State: ledger.StateFailed, Err: "boom", Rows: 5},
+		{State: ledger.StateCanceled, Err: "context canceled"},
 	}
 	s.finish(lease, want[0], want[1], want[2])
 	rev2 := s.revision()
@@ -767,25 +892,25 @@ func testOutcomes(s *ledgerSuite) {
 }
 
 func testRerunPolicies(s *ledgerSuite) {
-	states := []tranche.State{tranche.StatePending, tranche.StateSucceeded, tranche.StateFailed, tranche.StateCanceled}
+	states := []ledger.State{ledger.StatePending, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}
 	policies := []struct {
-		policy    tranche.RerunPolicy
-		claimable map[tranche.State]bool
+		policy    ledger.RerunPolicy
+		claimable map[ledger.State]bool
 	}{
-		{tranche.RerunNone, map[tranche.State]bool{tranche.StatePending: true}},
-		{tranche.RerunFailed, map[tranche.State]bool{tranche.StatePending: true, tranche.StateFailed: true, tranche.StateCanceled: true}},
-		{"", map[tranche.State]bool{tranche.StatePending: true, tranche.StateFailed: true, tranche.StateCanceled: true}},
-		{tranche.RerunAll, map[tranche.State]bool{tranche.StatePending: true, tranche.StateSucceeded: true, tranche.StateFailed: true, tranche.StateCanceled: true}},
+		{ledger.RerunNone, map[ledger.State]bool{ledger.StatePending: true}},
+		{ledger.RerunFailed, map[ledger.State]bool{ledger.StatePending: true, ledger.StateFailed: true, ledger.StateCanceled: true}},
+		{"", map[ledger.State]bool{ledger.StatePending: true, ledger.StateFailed: true, ledger.StateCanceled: true}},
+		{ledger.RerunAll, map[ledger.State]bool{ledger.StatePending: true, ledger.StateSucceeded: true, ledger.StateFailed: true, ledger.StateCanceled: true}},
 	}
 	i := 0
 	for _, pol := range policies {
 		for _, prior := range states {
 			p := part(i)
 			i++
-			s.t.Run(fmt.Sprintf("%s-after-%s", cmpOr(string(pol.policy), "default"), prior), func(t *testing.T) {
+			s.t.run(fmt.Sprintf("%s-after-%s", cmpOr(string(pol.policy), "default"), prior), func(t testingT) {
 				s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
 				prev := 0
-				if prior != tranche.StatePending {
+				if prior != ledger.StatePending {
 					s.finish(s.claim(req(gamma, p)), prior)
 					prev = 1
 				}
@@ -818,7 +943,7 @@ func testRerunAllRevisionBound(s *ledgerSuite) {
 	plan := s.revision()
 
 	r := req(alpha, p)
-	r.Policy, r.Revision = tranche.RerunAll, plan
+	r.Policy, r.Revision = ledger.RerunAll, plan
 	lease := s.claim(r)
 	if fmt.Sprint(lease.Attempts) != "[2]" {
 		s.t.Errorf("RerunAll %s; want attempt 2", describeLease(lease))
@@ -828,17 +953,17 @@ func testRerunAllRevisionBound(s *ledgerSuite) {
 	// Another worker of the same plan: the partition succeeded after the
 	// plan was made, so the plan does not run it again.
 	r2 := req(beta, p)
-	r2.Policy, r2.Revision = tranche.RerunAll, plan
+	r2.Policy, r2.Revision = ledger.RerunAll, plan
 	s.refuse(r2, "")
 
 	// A plan made before the first success does not rerun it either.
 	r3 := req(beta, p)
-	r3.Policy, r3.Revision = tranche.RerunAll, 0
+	r3.Policy, r3.Revision = ledger.RerunAll, 0
 	s.refuse(r3, "")
 
 	// A new plan does.
 	r4 := req(beta, p)
-	r4.Policy, r4.Revision = tranche.RerunAll, s.revision()
+	r4.Policy, r4.Revision = ledger.RerunAll, s.revision()
 	if lease := s.claim(r4); fmt.Sprint(lease.Attempts) != "[3]" {
 		s.t.Errorf("RerunAll with a new plan %s; want attempt 3", describeLease(lease))
 	}
@@ -850,7 +975,7 @@ func testRerunAllRevisionBound(s *ledgerSuite) {
 	plan = s.revision()
 	s.finish(running, succeeded)
 	r5 := req(alpha, q)
-	r5.Policy, r5.Revision = tranche.RerunAll, plan
+	r5.Policy, r5.Revision = ledger.RerunAll, plan
 	s.refuse(r5, "")
 }
 
@@ -860,8 +985,8 @@ func testChunkAllOrNothing(s *ledgerSuite) {
 	s.finish(s.claim(req(gamma, part(3))), succeeded)
 	s.refuse(req(beta, parts(2, 3, 4)...), "") // succeeded under RerunFailed
 	r := req(beta, parts(0, 4)...)
-	r.Policy = tranche.RerunNone
-	s.finish(s.claim(req(gamma, part(4))), tranche.StateFailed)
+	r.Policy = ledger.RerunNone
+	s.finish(s.claim(req(gamma, part(4))), ledger.StateFailed)
 	s.refuse(r, "") // failed under RerunNone
 	for _, i := range []int{0, 2, 4} {
 		if i != 4 && len(s.history(part(i))) != 0 {
@@ -885,36 +1010,36 @@ func testLatest(s *ledgerSuite) {
 	const n = 1000
 	// Claim in a scattered order, so that no ledger can rely on claims
 	// arriving oldest first.
-	leases := make([]*tranche.Lease, n)
+	leases := make([]*ledger.Lease, n)
 	for k := range n {
 		i := k * 7919 % n
 		leases[i] = s.claim(req([]string{alpha, beta, gamma}[k%3], part(i)))
 	}
 	type want struct {
 		number int
-		state  tranche.State
+		state  ledger.State
 	}
 	wants := make([]want, n)
 	for i, lease := range leases {
 		switch i % 4 {
 		case 0:
-			s.finish(lease, tranche.StateSucceeded)
-			wants[i] = want{1, tranche.StateSucceeded}
+			s.finish(lease, ledger.StateSucceeded)
+			wants[i] = want{1, ledger.StateSucceeded}
 		case 1:
-			s.finish(lease, tranche.StateFailed)
-			wants[i] = want{1, tranche.StateFailed}
+			s.finish(lease, ledger.StateFailed)
+			wants[i] = want{1, ledger.StateFailed}
 		case 2:
-			wants[i] = want{1, tranche.StateRunning}
+			wants[i] = want{1, ledger.StateRunning}
 		case 3:
-			s.finish(lease, tranche.StateCanceled)
-			wants[i] = want{1, tranche.StateCanceled}
+			s.finish(lease, ledger.StateCanceled)
+			wants[i] = want{1, ledger.StateCanceled}
 		}
 	}
 	s.clock.Advance(2 * suiteLease)
 	for i := range n {
 		if i%4 == 1 || i%8 == 2 { // retry a failed one, take over an expired one
 			s.claim(req(gamma, part(i)))
-			wants[i] = want{2, tranche.StateRunning}
+			wants[i] = want{2, ledger.StateRunning}
 		}
 	}
 	// Another DAG's partitions, interleaved, stay out of this DAG's Latest.
@@ -1058,9 +1183,9 @@ func testDAGsAreSeparate(s *ledgerSuite) {
 	if got := s.revision(); got != rev {
 		s.t.Errorf("a Finish in another DAG changed this DAG's Revision from %d to %d", rev, got)
 	}
-	s.checkAttempt(s.only(s.history(p), "History"), p, 1, tranche.StateRunning, alpha)
+	s.checkAttempt(s.only(s.history(p), "History"), p, 1, ledger.StateRunning, alpha)
 	a := s.only(s.historyOf("tranchetest-other-dag", p), "History of the other DAG")
-	s.checkAttempt(a, p, 1, tranche.StateSucceeded, beta)
+	s.checkAttempt(a, p, 1, ledger.StateSucceeded, beta)
 	if a.DAG != "tranchetest-other-dag" {
 		s.t.Errorf("attempt %s; want dag %q", formatAttempt(a), "tranchetest-other-dag")
 	}
@@ -1068,13 +1193,13 @@ func testDAGsAreSeparate(s *ledgerSuite) {
 
 func testOrdinaryRunsCount(s *ledgerSuite) {
 	p, q := part(0), part(1)
-	ordinary := func(pt tranche.TimePartition) tranche.ClaimRequest {
+	ordinary := func(pt tranche.TimePartition) ledger.ClaimRequest {
 		r := req(gamma, pt)
 		r.Backfill = ""
 		return r
 	}
 	s.finish(s.claim(ordinary(p)), succeeded)
-	s.finish(s.claim(ordinary(q)), tranche.StateFailed)
+	s.finish(s.claim(ordinary(q)), ledger.StateFailed)
 	if a := s.only(s.history(p), "History"); a.Backfill != "" {
 		s.t.Errorf("ordinary run %s; want no backfill", formatAttempt(a))
 	}
@@ -1138,7 +1263,7 @@ func testRevision(s *ledgerSuite) {
 	s.fenced(old)
 	step("a fenced chunk", false)
 	s.clock.Advance(suiteLease)
-	s.finish(s.claim(req(gamma, part(2))), tranche.StateFailed)
+	s.finish(s.claim(req(gamma, part(2))), ledger.StateFailed)
 	step("a takeover and a failure", true)
 	r := req(beta, part(3))
 	r.DAG = "tranchetest-other-dag"
@@ -1172,7 +1297,7 @@ func testConcurrentClaimers(s *ledgerSuite) {
 				i = n - 1 - i
 			}
 			lease, err := s.l.Claim(s.ctx, req(worker, part(i)))
-			if errors.Is(err, tranche.ErrNotClaimable) {
+			if errors.Is(err, ledger.ErrNotClaimable) {
 				continue
 			}
 			if err != nil {
@@ -1185,7 +1310,7 @@ func testConcurrentClaimers(s *ledgerSuite) {
 			if err := s.l.Heartbeat(s.ctx, lease, suiteLease); err != nil {
 				s.t.Errorf("%s: Heartbeat = %v", worker, err)
 			}
-			if err := s.l.Finish(s.ctx, lease, []tranche.Outcome{succeeded}); err != nil {
+			if err := s.l.Finish(s.ctx, lease, []ledger.Outcome{succeeded}); err != nil {
 				s.t.Errorf("%s: Finish = %v", worker, err)
 			}
 		}
@@ -1194,7 +1319,7 @@ func testConcurrentClaimers(s *ledgerSuite) {
 		if c != 1 {
 			s.t.Errorf("partition %s claimed %d times by concurrent claimers; want once", part(i).Key(), c)
 		}
-		if h := s.history(part(i)); len(h) != 1 || h[0].State != tranche.StateSucceeded {
+		if h := s.history(part(i)); len(h) != 1 || h[0].State != ledger.StateSucceeded {
 			s.t.Errorf("History of %s; want one success:\n%s", part(i).Key(), formatAttempts(h))
 		}
 	}
@@ -1213,7 +1338,7 @@ func testConcurrentChunkClaimers(s *ledgerSuite) {
 				ps[j] = part(i + j)
 			}
 			lease, err := s.l.Claim(s.ctx, req(worker, ps...))
-			if errors.Is(err, tranche.ErrNotClaimable) {
+			if errors.Is(err, ledger.ErrNotClaimable) {
 				continue
 			}
 			if err != nil {
@@ -1225,7 +1350,7 @@ func testConcurrentChunkClaimers(s *ledgerSuite) {
 				claims[i+j]++
 			}
 			mu.Unlock()
-			if err := s.l.Finish(s.ctx, lease, []tranche.Outcome{succeeded, succeeded, succeeded}); err != nil {
+			if err := s.l.Finish(s.ctx, lease, []ledger.Outcome{succeeded, succeeded, succeeded}); err != nil {
 				s.t.Errorf("%s: Finish = %v", worker, err)
 			}
 		}
@@ -1246,7 +1371,7 @@ func testConcurrentChunkClaimers(s *ledgerSuite) {
 }
 
 func testBackfills(s *ledgerSuite) {
-	checkBackfills := func(what string, want ...tranche.BackfillRecord) {
+	checkBackfills := func(what string, want ...ledger.BackfillRecord) {
 		s.t.Helper()
 		bs, err := s.l.Backfills(s.ctx)
 		if err != nil {
@@ -1262,7 +1387,7 @@ func testBackfills(s *ledgerSuite) {
 	checkBackfills("a new ledger")
 
 	t0 := s.clock.Now()
-	b1 := tranche.BackfillRecord{ID: "bf-one", DAG: suiteDAG, Window: "2024-03-01/2024-03-31", Chunk: 1}
+	b1 := ledger.BackfillRecord{ID: "bf-one", DAG: suiteDAG, Window: "2024-03-01/2024-03-31", Chunk: 1}
 	got, err := s.l.PutBackfill(s.ctx, b1)
 	if err != nil {
 		s.t.Fatalf("PutBackfill = %v", err)
@@ -1271,7 +1396,7 @@ func testBackfills(s *ledgerSuite) {
 	checkBackfill(s.t, "PutBackfill of a new backfill", got, b1)
 
 	s.clock.Advance(time.Minute)
-	b2 := tranche.BackfillRecord{ID: "bf-two", DAG: "tranchetest-other-dag", Window: "2024", Chunk: 7, Created: t0.Add(30 * time.Second)}
+	b2 := ledger.BackfillRecord{ID: "bf-two", DAG: "tranchetest-other-dag", Window: "2024", Chunk: 7, Created: t0.Add(30 * time.Second)}
 	if got, err := s.l.PutBackfill(s.ctx, b2); err != nil {
 		s.t.Fatalf("PutBackfill = %v", err)
 	} else {
@@ -1291,10 +1416,10 @@ func testBackfills(s *ledgerSuite) {
 	} else {
 		checkBackfill(s.t, "Backfill", got, b1)
 	}
-	if _, err := s.l.Backfill(s.ctx, "bf-unknown"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+	if _, err := s.l.Backfill(s.ctx, "bf-unknown"); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		s.t.Errorf("Backfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
 	}
-	b3 := tranche.BackfillRecord{ID: "bf-three", DAG: suiteDAG, Window: "2025"}
+	b3 := ledger.BackfillRecord{ID: "bf-three", DAG: suiteDAG, Window: "2025"}
 	if _, err := s.l.PutBackfill(s.ctx, b3); err != nil {
 		s.t.Fatal(err)
 	}
@@ -1318,10 +1443,10 @@ func testBackfills(s *ledgerSuite) {
 	} else {
 		checkBackfill(s.t, "PutBackfill after CancelBackfill", got, b1) // still canceled
 	}
-	if err := s.l.CancelBackfill(s.ctx, "bf-unknown"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+	if err := s.l.CancelBackfill(s.ctx, "bf-unknown"); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		s.t.Errorf("CancelBackfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
 	}
-	if _, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{DAG: suiteDAG}); err == nil {
+	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{DAG: suiteDAG}); err == nil {
 		s.t.Errorf("PutBackfill without an id succeeded")
 	}
 	checkBackfills("after cancel and refusals", b1, b2, b3) // only b1 canceled, nothing added
@@ -1340,19 +1465,19 @@ func testFinishRacesTakeover(s *ledgerSuite) {
 		var finishErr, claimErr error
 		contend(2, func(w int) {
 			if w == 0 {
-				finishErr = s.l.Finish(s.ctx, lease, []tranche.Outcome{succeeded})
+				finishErr = s.l.Finish(s.ctx, lease, []ledger.Outcome{succeeded})
 			} else {
 				_, claimErr = s.l.Claim(s.ctx, req(beta, p))
 			}
 		})
 		h := s.history(p)
 		switch {
-		case finishErr == nil && errors.Is(claimErr, tranche.ErrNotClaimable):
-			if len(h) != 1 || h[0].State != tranche.StateSucceeded {
+		case finishErr == nil && errors.Is(claimErr, ledger.ErrNotClaimable):
+			if len(h) != 1 || h[0].State != ledger.StateSucceeded {
 				s.t.Errorf("%s: the finish won; History:\n%swant one success", p.Key(), formatAttempts(h))
 			}
 		case claimErr == nil && errors.Is(finishErr, tranche.ErrFenced):
-			if len(h) != 2 || h[0].State != tranche.StateFailed || h[1].State != tranche.StateRunning {
+			if len(h) != 2 || h[0].State != ledger.StateFailed || h[1].State != ledger.StateRunning {
 				s.t.Errorf("%s: the takeover won; History:\n%swant attempt 1 failed, attempt 2 running", p.Key(), formatAttempts(h))
 			}
 		default:
@@ -1367,10 +1492,10 @@ func testFinishRacesTakeover(s *ledgerSuite) {
 // all see one record, the first stored.
 func testConcurrentPutBackfill(s *ledgerSuite) {
 	const workers, backfills = 8, 16
-	got := make([][]tranche.BackfillRecord, workers)
+	got := make([][]ledger.BackfillRecord, workers)
 	contend(workers, func(w int) {
 		for i := range backfills {
-			b := tranche.BackfillRecord{ID: fmt.Sprintf("bf-%02d", i), DAG: suiteDAG, Window: fmt.Sprint(w), Chunk: w}
+			b := ledger.BackfillRecord{ID: fmt.Sprintf("bf-%02d", i), DAG: suiteDAG, Window: fmt.Sprint(w), Chunk: w}
 			stored, err := s.l.PutBackfill(s.ctx, b)
 			if err != nil {
 				s.t.Errorf("worker %d: PutBackfill(%s) = %v", w, b.ID, err)
@@ -1397,7 +1522,7 @@ func testConcurrentPutBackfill(s *ledgerSuite) {
 	}
 }
 
-func checkBackfill(t *testing.T, what string, got, want tranche.BackfillRecord) {
+func checkBackfill(t testingT, what string, got, want ledger.BackfillRecord) {
 	t.Helper()
 	if got.ID != want.ID || got.DAG != want.DAG || got.Window != want.Window || got.Chunk != want.Chunk ||
 		!got.Created.Equal(want.Created) || got.Canceled != want.Canceled ||
@@ -1408,7 +1533,7 @@ func checkBackfill(t *testing.T, what string, got, want tranche.BackfillRecord) 
 }
 
 func testCanceledBackfill(s *ledgerSuite) {
-	if _, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
+	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
 		s.t.Fatal(err)
 	}
 	running := s.claim(req(alpha, part(0)))
@@ -1420,7 +1545,7 @@ func testCanceledBackfill(s *ledgerSuite) {
 	if err := s.l.Heartbeat(s.ctx, running, suiteLease); err != nil {
 		s.t.Errorf("Heartbeat of a canceled backfill's running lease = %v; want nil", err)
 	}
-	s.finish(running, tranche.StateCanceled)
+	s.finish(running, ledger.StateCanceled)
 	s.refuse(req(beta, part(0)), "")
 	// Other backfills and ordinary runs go on.
 	r := req(beta, part(1))
@@ -1435,28 +1560,28 @@ func testBadClaims(s *ledgerSuite) {
 	s.claim(req(gamma, part(9))) // something to leave alone
 	cases := []struct {
 		name   string
-		change func(*tranche.ClaimRequest)
+		change func(*ledger.ClaimRequest)
 	}{
-		{"no DAG", func(r *tranche.ClaimRequest) { r.DAG = "" }},
-		{"no worker", func(r *tranche.ClaimRequest) { r.Worker = "" }},
-		{"nil partitions", func(r *tranche.ClaimRequest) { r.Partitions = nil }},
-		{"empty partitions", func(r *tranche.ClaimRequest) { r.Partitions = []tranche.TimePartition{} }},
-		{"zero partition", func(r *tranche.ClaimRequest) { r.Partitions = []tranche.TimePartition{{}} }},
-		{"zero partition in a chunk", func(r *tranche.ClaimRequest) { r.Partitions = append(parts(0, 1), tranche.TimePartition{}) }},
-		{"empty partition", func(r *tranche.ClaimRequest) {
+		{"no DAG", func(r *ledger.ClaimRequest) { r.DAG = "" }},
+		{"no worker", func(r *ledger.ClaimRequest) { r.Worker = "" }},
+		{"nil partitions", func(r *ledger.ClaimRequest) { r.Partitions = nil }},
+		{"empty partitions", func(r *ledger.ClaimRequest) { r.Partitions = []tranche.TimePartition{} }},
+		{"zero partition", func(r *ledger.ClaimRequest) { r.Partitions = []tranche.TimePartition{{}} }},
+		{"zero partition in a chunk", func(r *ledger.ClaimRequest) { r.Partitions = append(parts(0, 1), tranche.TimePartition{}) }},
+		{"empty partition", func(r *ledger.ClaimRequest) {
 			r.Partitions = []tranche.TimePartition{{Start: part(0).Start, End: part(0).Start, Granularity: tranche.Hour}}
 		}},
-		{"inverted partition", func(r *tranche.ClaimRequest) {
+		{"inverted partition", func(r *ledger.ClaimRequest) {
 			r.Partitions = []tranche.TimePartition{{Start: part(0).End, End: part(0).Start, Granularity: tranche.Hour}}
 		}},
-		{"one partition twice", func(r *tranche.ClaimRequest) { r.Partitions = parts(0, 1, 0) }},
-		{"zero lease", func(r *tranche.ClaimRequest) { r.Lease = 0 }},
-		{"negative lease", func(r *tranche.ClaimRequest) { r.Lease = -time.Minute }},
-		{"unknown policy", func(r *tranche.ClaimRequest) { r.Policy = "sometimes" }},
-		{"policy in capitals", func(r *tranche.ClaimRequest) { r.Policy = "ALL" }},
+		{"one partition twice", func(r *ledger.ClaimRequest) { r.Partitions = parts(0, 1, 0) }},
+		{"zero lease", func(r *ledger.ClaimRequest) { r.Lease = 0 }},
+		{"negative lease", func(r *ledger.ClaimRequest) { r.Lease = -time.Minute }},
+		{"unknown policy", func(r *ledger.ClaimRequest) { r.Policy = "sometimes" }},
+		{"policy in capitals", func(r *ledger.ClaimRequest) { r.Policy = "ALL" }},
 	}
 	for _, c := range cases {
-		s.t.Run(strings.ReplaceAll(c.name, " ", "-"), func(t *testing.T) {
+		s.t.run(strings.ReplaceAll(c.name, " ", "-"), func(t testingT) {
 			s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
 			r := req(alpha, parts(0, 1)...)
 			c.change(&r)
@@ -1471,7 +1596,7 @@ func testBadClaims(s *ledgerSuite) {
 			switch {
 			case err == nil:
 				s.t.Errorf("Claim with %s granted %s; want an error", c.name, describeLease(lease))
-			case errors.Is(err, tranche.ErrNotClaimable):
+			case errors.Is(err, ledger.ErrNotClaimable):
 				s.t.Errorf("Claim with %s = %v; want an error not matching ErrNotClaimable (the request is wrong, not the partition)", c.name, err)
 			}
 			s.unchanged(before, "Claim with "+c.name)
@@ -1482,21 +1607,21 @@ func testBadClaims(s *ledgerSuite) {
 func testBadFinish(s *ledgerSuite) {
 	ps := parts(0, 1)
 	lease := s.claim(req(alpha, ps...))
-	ok := tranche.Outcome{State: tranche.StateSucceeded}
+	ok := ledger.Outcome{State: ledger.StateSucceeded}
 	cases := []struct {
 		name     string
-		outcomes []tranche.Outcome
+		outcomes []ledger.Outcome
 	}{
 		{"no outcomes", nil},
-		{"too few outcomes", []tranche.Outcome{ok}},
-		{"too many outcomes", []tranche.Outcome{ok, ok, ok}},
-		{"state running", []tranche.Outcome{ok, {State: tranche.StateRunning}}},
-		{"state pending", []tranche.Outcome{{State: tranche.StatePending}, ok}},
-		{"no state", []tranche.Outcome{ok, {}}},
-		{"unknown state", []tranche.Outcome{ok, {State: "done"}}},
+		{"too few outcomes", []ledger.Outcome{ok}},
+		{"too many outcomes", []ledger.Outcome{ok, ok, ok}},
+		{"state running", []ledger.Outcome{ok, {State: ledger.StateRunning}}},
+		{"state pending", []ledger.Outcome{{State: ledger.StatePending}, ok}},
+		{"no state", []ledger.Outcome{ok, {}}},
+		{"unknown state", []ledger.Outcome{ok, {State: "done"}}},
 	}
 	for _, c := range cases {
-		s.t.Run(strings.ReplaceAll(c.name, " ", "-"), func(t *testing.T) {
+		s.t.run(strings.ReplaceAll(c.name, " ", "-"), func(t testingT) {
 			s := &ledgerSuite{t: t, ctx: s.ctx, clock: s.clock, l: s.l}
 			before := s.snapshot(ps...)
 			err := s.l.Finish(s.ctx, lease, c.outcomes)
@@ -1509,13 +1634,13 @@ func testBadFinish(s *ledgerSuite) {
 			s.unchanged(before, "Finish with "+c.name)
 		})
 	}
-	s.finish(lease, succeeded, tranche.StateFailed) // the lease survived the refusals
+	s.finish(lease, succeeded, ledger.StateFailed) // the lease survived the refusals
 }
 
 func testCanceledContext(s *ledgerSuite) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	cancel()
-	if _, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
+	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
 		s.t.Fatal(err)
 	}
 	lease := s.claim(req(alpha, part(0)))
@@ -1534,7 +1659,7 @@ func testCanceledContext(s *ledgerSuite) {
 	if !lease.Until.Equal(until) {
 		s.t.Errorf("Heartbeat with a canceled context moved lease.Until")
 	}
-	wantCanceled("Finish", s.l.Finish(ctx, lease, []tranche.Outcome{succeeded}))
+	wantCanceled("Finish", s.l.Finish(ctx, lease, []ledger.Outcome{succeeded}))
 	_, err = s.l.History(ctx, suiteDAG, part(0).Start)
 	wantCanceled("History", err)
 	_, err = s.l.Revision(ctx, suiteDAG)
@@ -1552,7 +1677,7 @@ func testCanceledContext(s *ledgerSuite) {
 	if n == 0 {
 		s.t.Errorf("Latest with a canceled context yielded nothing; want an error")
 	}
-	_, err = s.l.PutBackfill(ctx, tranche.BackfillRecord{ID: "bf-canceled", DAG: suiteDAG})
+	_, err = s.l.PutBackfill(ctx, ledger.BackfillRecord{ID: "bf-canceled", DAG: suiteDAG})
 	wantCanceled("PutBackfill", err)
 	_, err = s.l.Backfill(ctx, suiteBackfill)
 	wantCanceled("Backfill", err)
@@ -1566,7 +1691,7 @@ func testCanceledContext(s *ledgerSuite) {
 	wantCanceled("RecentSuccesses", err)
 
 	s.unchanged(before, "calls with a canceled context")
-	if _, err := s.l.Backfill(s.ctx, "bf-canceled"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+	if _, err := s.l.Backfill(s.ctx, "bf-canceled"); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		s.t.Errorf("PutBackfill with a canceled context stored the backfill: Backfill = %v", err)
 	}
 	if b, err := s.l.Backfill(s.ctx, suiteBackfill); err != nil || b.Canceled {
@@ -1579,8 +1704,8 @@ func testHistoryIsACopy(s *ledgerSuite) {
 	p := part(0)
 	s.finish(s.claim(req(alpha, p)), succeeded)
 	h := s.history(p)
-	h[0].State, h[0].Worker, h[0].Number = tranche.StateFailed, "worker-mallory", 9
-	s.checkAttempt(s.only(s.history(p), "History"), p, 1, tranche.StateSucceeded, alpha)
+	h[0].State, h[0].Worker, h[0].Number = ledger.StateFailed, "worker-mallory", 9
+	s.checkAttempt(s.only(s.history(p), "History"), p, 1, ledger.StateSucceeded, alpha)
 	s.refuse(req(beta, p), "")
 }
 
@@ -1588,10 +1713,10 @@ func testHistoryIsACopy(s *ledgerSuite) {
 // while it is canceled and granted once it is resumed, and the record
 // keeps when it was last canceled and last resumed.
 func testResumeBackfill(s *ledgerSuite) {
-	if err := s.l.ResumeBackfill(s.ctx, "bf-unknown"); !errors.Is(err, tranche.ErrUnknownBackfill) {
+	if err := s.l.ResumeBackfill(s.ctx, "bf-unknown"); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		s.t.Errorf("ResumeBackfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
 	}
-	b := tranche.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG, Window: "2024-03-01/2024-03-31", Chunk: 1, Created: s.clock.Now()}
+	b := ledger.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG, Window: "2024-03-01/2024-03-31", Chunk: 1, Created: s.clock.Now()}
 	if _, err := s.l.PutBackfill(s.ctx, b); err != nil {
 		s.t.Fatal(err)
 	}
@@ -1649,7 +1774,7 @@ func testResumeBackfill(s *ledgerSuite) {
 	check("ResumeBackfill after the second cancel")
 	s.finish(s.claim(req(beta, part(1))), succeeded)
 
-	if got, err := s.l.PutBackfill(s.ctx, tranche.BackfillRecord{ID: b.ID, DAG: suiteDAG, Window: "2020"}); err != nil {
+	if got, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: b.ID, DAG: suiteDAG, Window: "2020"}); err != nil {
 		s.t.Fatal(err)
 	} else {
 		checkBackfill(s.t, "PutBackfill of a resumed backfill", got, b) // the stored record
@@ -1665,7 +1790,7 @@ func testResumeBackfill(s *ledgerSuite) {
 // of chosen partitions, and one canceled and resumed before it was put.
 func testBackfillRecordFields(s *ledgerSuite) {
 	t0 := s.clock.Now()
-	chosen := tranche.BackfillRecord{ID: "bf-chosen", DAG: suiteDAG, Window: "hour 2024-03-01T00:00Z..2024-03-02T00:00Z", Chunk: 1,
+	chosen := ledger.BackfillRecord{ID: "bf-chosen", DAG: suiteDAG, Window: "hour 2024-03-01T00:00Z..2024-03-02T00:00Z", Chunk: 1,
 		Partitions: []time.Time{part(0).Start, part(3).Start.In(suiteIST), part(4).Start, part(24).Start}}
 	got, err := s.l.PutBackfill(s.ctx, chosen)
 	if err != nil {
@@ -1680,7 +1805,7 @@ func testBackfillRecordFields(s *ledgerSuite) {
 		checkBackfill(s.t, "Backfill of chosen partitions", got, chosen)
 	}
 
-	marked := tranche.BackfillRecord{ID: "bf-marked", DAG: suiteDAG, Window: "2024", Chunk: 2, Created: t0.Add(-time.Hour),
+	marked := ledger.BackfillRecord{ID: "bf-marked", DAG: suiteDAG, Window: "2024", Chunk: 2, Created: t0.Add(-time.Hour),
 		Canceled: true, CanceledAt: t0.Add(-30 * time.Minute), ResumedAt: t0.Add(-40 * time.Minute)}
 	if got, err := s.l.PutBackfill(s.ctx, marked); err != nil {
 		s.t.Fatal(err)
@@ -1757,7 +1882,7 @@ func testRevisionIn(s *ledgerSuite) {
 // testRecentSuccesses reads the latest successes of a DAG, the last to
 // finish first, chunks by partition, latest first.
 func testRecentSuccesses(s *ledgerSuite) {
-	recent := func(n int) []tranche.Attempt {
+	recent := func(n int) []ledger.Attempt {
 		s.t.Helper()
 		as, err := s.l.RecentSuccesses(s.ctx, suiteDAG, n)
 		if err != nil {
@@ -1770,23 +1895,23 @@ func testRecentSuccesses(s *ledgerSuite) {
 	}
 	s.finish(s.claim(req(alpha, part(0))), succeeded)
 	s.clock.Advance(time.Second)
-	s.finish(s.claim(req(alpha, part(1))), tranche.StateFailed)
+	s.finish(s.claim(req(alpha, part(1))), ledger.StateFailed)
 	s.clock.Advance(time.Second)
 	s.finish(s.claim(req(beta, part(2), part(3))), succeeded, succeeded)
 	s.clock.Advance(time.Second)
-	s.finish(s.claim(req(alpha, part(4))), tranche.StateCanceled)
+	s.finish(s.claim(req(alpha, part(4))), ledger.StateCanceled)
 	s.clock.Advance(time.Second)
 	s.finish(s.claim(req(gamma, part(5))), succeeded)
 	s.clock.Advance(time.Second)
 	again := req(alpha, part(0))
-	again.Policy, again.Revision = tranche.RerunAll, s.revision()
+	again.Policy, again.Revision = ledger.RerunAll, s.revision()
 	s.finish(s.claim(again), succeeded)
 	s.claim(req(beta, part(6))) // running: not a success
 	other := req(alpha, part(7))
 	other.DAG = "tranchetest-other-dag"
 	s.finish(s.claim(other), succeeded)
 
-	attempt := func(p tranche.TimePartition, number int) tranche.Attempt {
+	attempt := func(p tranche.TimePartition, number int) ledger.Attempt {
 		s.t.Helper()
 		h := s.history(p)
 		if len(h) < number {
@@ -1794,7 +1919,7 @@ func testRecentSuccesses(s *ledgerSuite) {
 		}
 		return h[number-1]
 	}
-	all := []tranche.Attempt{attempt(part(0), 2), attempt(part(5), 1), attempt(part(3), 1), attempt(part(2), 1), attempt(part(0), 1)}
+	all := []ledger.Attempt{attempt(part(0), 2), attempt(part(5), 1), attempt(part(3), 1), attempt(part(2), 1), attempt(part(0), 1)}
 	for _, n := range []int{20, 5, 3, 1} {
 		if d := diffAttempts(all[:min(n, len(all))], recent(n)); d != "" {
 			s.t.Errorf("RecentSuccesses(%d):\n%s", n, d)

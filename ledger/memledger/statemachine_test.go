@@ -1,4 +1,4 @@
-package tranche_test
+package memledger_test
 
 import (
 	"errors"
@@ -10,7 +10,10 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/tranchetest"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // TestLedgerStateMachine drives a MemoryLedger through random interleavings
@@ -47,18 +50,18 @@ const (
 
 // smPartition is the model of one partition's latest attempt.
 type smPartition struct {
-	number    int           // the latest attempt's number; 0 if none
-	state     tranche.State // of the latest attempt
-	worker    string        // of the latest attempt
-	until     time.Time     // the latest attempt's lease, while running
-	succeeded bool          // some Finish recorded a success
-	runs      int           // executions: writes to the destination
+	number    int          // the latest attempt's number; 0 if none
+	state     ledger.State // of the latest attempt
+	worker    string       // of the latest attempt
+	until     time.Time    // the latest attempt's lease, while running
+	succeeded bool         // some Finish recorded a success
+	runs      int          // executions: writes to the destination
 }
 
 // smLease is a lease a simulated worker holds.
 type smLease struct {
 	worker   int
-	lease    *tranche.Lease
+	lease    *ledger.Lease
 	executed bool
 }
 
@@ -69,14 +72,14 @@ type smWrite struct {
 }
 
 type ledgerMachine struct {
-	clock    *tranchetest.Clock
-	ledger   *tranche.MemoryLedger
+	clock    *ledgertest.Clock
+	ledger   *memledger.Ledger
 	parts    []tranche.TimePartition // newest first, the backfill's order
 	index    map[int64]int           // partition start (Unix ns) to its index in parts
 	model    []smPartition
 	workers  []string
 	leases   []*smLease           // held by workers, in no order
-	finished []*tranche.Lease     // leases already finished or fenced
+	finished []*ledger.Lease      // leases already finished or fenced
 	dest     map[string]smWrite   // by partition key; each execution replaces the value
 	executed map[string][]smWrite // by partition key: every attempt that executed it
 	revision int64
@@ -89,13 +92,13 @@ func newLedgerMachine(t *rapid.T) *ledgerMachine {
 	workers := rapid.IntRange(2, 5).Draw(t, "workers")
 
 	m := &ledgerMachine{
-		clock:    tranchetest.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
+		clock:    ledgertest.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
 		index:    map[int64]int{},
 		model:    make([]smPartition, n),
 		dest:     map[string]smWrite{},
 		executed: map[string][]smWrite{},
 	}
-	m.ledger = tranche.NewMemoryLedger(m.clock.Now)
+	m.ledger = memledger.New(m.clock.Now)
 	p := tranche.PartitionOf(g, time.Date(2024, 3, 9, 22, 0, 0, 0, loc))
 	for range n {
 		m.parts = append(m.parts, p)
@@ -108,7 +111,7 @@ func newLedgerMachine(t *rapid.T) *ledgerMachine {
 	for w := range workers {
 		m.workers = append(m.workers, fmt.Sprintf("worker-%d", w))
 	}
-	if _, err := m.ledger.PutBackfill(t.Context(), tranche.BackfillRecord{ID: smBackfill, DAG: smDAG}); err != nil {
+	if _, err := m.ledger.PutBackfill(t.Context(), ledger.BackfillRecord{ID: smBackfill, DAG: smDAG}); err != nil {
 		t.Fatal(err)
 	}
 	m.revision = m.ledgerRevision(t)
@@ -136,19 +139,19 @@ func (m *ledgerMachine) changed(t *rapid.T, what string) {
 func (m *ledgerMachine) claimable(i int) bool {
 	p := m.model[i]
 	switch p.state {
-	case "", tranche.StateFailed, tranche.StateCanceled:
+	case "", ledger.StateFailed, ledger.StateCanceled:
 		return true
-	case tranche.StateRunning:
+	case ledger.StateRunning:
 		return !m.clock.Now().Before(p.until)
 	}
 	return false
 }
 
 // fenced reports whether the model says lease lost its attempts.
-func (m *ledgerMachine) fenced(l *tranche.Lease) bool {
+func (m *ledgerMachine) fenced(l *ledger.Lease) bool {
 	for i, p := range l.Partitions {
 		mp := m.model[m.index[p.Start.UnixNano()]]
-		if mp.number != l.Attempts[i] || mp.worker != l.Worker || mp.state != tranche.StateRunning {
+		if mp.number != l.Attempts[i] || mp.worker != l.Worker || mp.state != ledger.StateRunning {
 			return true
 		}
 	}
@@ -164,13 +167,13 @@ func (m *ledgerMachine) claimNext(t *rapid.T, w, size int) *smLease {
 		for i := range chunk {
 			want = want && m.claimable(first+i)
 		}
-		lease, err := m.ledger.Claim(t.Context(), tranche.ClaimRequest{
+		lease, err := m.ledger.Claim(t.Context(), ledger.ClaimRequest{
 			DAG: smDAG, Backfill: smBackfill, Worker: m.workers[w],
-			RunID:      tranche.RunID(smDAG, chunk[0].Start, chunk[len(chunk)-1].End),
-			Partitions: chunk, Lease: smLeaseFor, Policy: tranche.RerunFailed,
+			RunID:      backfill.RunID(smDAG, chunk[0].Start, chunk[len(chunk)-1].End),
+			Partitions: chunk, Lease: smLeaseFor, Policy: ledger.RerunFailed,
 		})
 		switch {
-		case !want && errors.Is(err, tranche.ErrNotClaimable):
+		case !want && errors.Is(err, ledger.ErrNotClaimable):
 			continue
 		case !want:
 			t.Fatalf("%s claim of %v = %v, %v; the model says it is not claimable", m.workers[w], smKeys(chunk), lease, err)
@@ -188,7 +191,7 @@ func (m *ledgerMachine) claimNext(t *rapid.T, w, size int) *smLease {
 			if lease.Attempts[i] != mp.number {
 				t.Fatalf("claim of %s: attempt %d; want %d", chunk[i].Key(), lease.Attempts[i], mp.number)
 			}
-			mp.state, mp.worker, mp.until = tranche.StateRunning, m.workers[w], until
+			mp.state, mp.worker, mp.until = ledger.StateRunning, m.workers[w], until
 		}
 		held := &smLease{worker: w, lease: lease}
 		m.leases = append(m.leases, held)
@@ -255,7 +258,7 @@ func (m *ledgerMachine) heartbeat(t *rapid.T) {
 }
 
 // end finishes lease i with outcomes, checking fencing against the model.
-func (m *ledgerMachine) end(t *rapid.T, i int, outcomes []tranche.Outcome) {
+func (m *ledgerMachine) end(t *rapid.T, i int, outcomes []ledger.Outcome) {
 	l := m.leases[i]
 	m.drop(i)
 	m.finished = append(m.finished, l.lease)
@@ -273,7 +276,7 @@ func (m *ledgerMachine) end(t *rapid.T, i int, outcomes []tranche.Outcome) {
 	for k, p := range l.lease.Partitions {
 		mp := &m.model[m.index[p.Start.UnixNano()]]
 		mp.state = outcomes[k].State
-		if mp.state == tranche.StateSucceeded {
+		if mp.state == ledger.StateSucceeded {
 			if mp.succeeded {
 				t.Fatalf("%s succeeded twice", p.Key())
 			}
@@ -285,12 +288,12 @@ func (m *ledgerMachine) end(t *rapid.T, i int, outcomes []tranche.Outcome) {
 func (m *ledgerMachine) finish(t *rapid.T) {
 	i := m.pick(t)
 	l := m.leases[i]
-	outcomes := make([]tranche.Outcome, len(l.lease.Partitions))
+	outcomes := make([]ledger.Outcome, len(l.lease.Partitions))
 	for k := range outcomes {
-		outcomes[k] = tranche.Outcome{State: tranche.StateFailed, Err: "boom"}
+		outcomes[k] = ledger.Outcome{State: ledger.StateFailed, Err: "boom"}
 		// An honest worker reports success only for what it ran.
 		if l.executed && rapid.Bool().Draw(t, "succeeded") {
-			outcomes[k] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1}
+			outcomes[k] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1}
 		}
 	}
 	m.end(t, i, outcomes)
@@ -298,9 +301,9 @@ func (m *ledgerMachine) finish(t *rapid.T) {
 
 func (m *ledgerMachine) cancel(t *rapid.T) {
 	i := m.pick(t)
-	outcomes := make([]tranche.Outcome, len(m.leases[i].lease.Partitions))
+	outcomes := make([]ledger.Outcome, len(m.leases[i].lease.Partitions))
 	for k := range outcomes {
-		outcomes[k] = tranche.Outcome{State: tranche.StateCanceled, Err: "context canceled"}
+		outcomes[k] = ledger.Outcome{State: ledger.StateCanceled, Err: "context canceled"}
 	}
 	m.end(t, i, outcomes)
 }
@@ -331,9 +334,9 @@ func (m *ledgerMachine) staleFinish(t *rapid.T) {
 	i := rapid.SampledFrom(stale).Draw(t, "stale")
 	l := m.leases[i]
 	m.run(l)
-	outcomes := make([]tranche.Outcome, len(l.lease.Partitions))
+	outcomes := make([]ledger.Outcome, len(l.lease.Partitions))
 	for k := range outcomes {
-		outcomes[k] = tranche.Outcome{State: tranche.StateSucceeded}
+		outcomes[k] = ledger.Outcome{State: ledger.StateSucceeded}
 	}
 	m.end(t, i, outcomes) // fails the test unless fenced
 }
@@ -346,10 +349,10 @@ func (m *ledgerMachine) retryFinish(t *rapid.T) {
 		t.Skip("no finished lease")
 	}
 	l := m.finished[rapid.IntRange(0, len(m.finished)-1).Draw(t, "finished")]
-	state := rapid.SampledFrom([]tranche.State{tranche.StateSucceeded, tranche.StateFailed, tranche.StateCanceled}).Draw(t, "state")
-	outcomes := make([]tranche.Outcome, len(l.Partitions))
+	state := rapid.SampledFrom([]ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}).Draw(t, "state")
+	outcomes := make([]ledger.Outcome, len(l.Partitions))
 	for k := range outcomes {
-		outcomes[k] = tranche.Outcome{State: state}
+		outcomes[k] = ledger.Outcome{State: state}
 	}
 	if err := m.ledger.Finish(t.Context(), l, outcomes); !errors.Is(err, tranche.ErrFenced) {
 		t.Fatalf("Finish again of a finished lease = %v; want ErrFenced", err)
@@ -377,10 +380,10 @@ func (m *ledgerMachine) check(t *rapid.T) {
 			if a.Number != k+1 {
 				t.Fatalf("%s: attempt numbers %v; want 1..%d", p.Key(), smNumbers(h), len(h))
 			}
-			if a.State == tranche.StateSucceeded {
+			if a.State == ledger.StateSucceeded {
 				succeeded++
 			}
-			if a.State == tranche.StateRunning {
+			if a.State == ledger.StateRunning {
 				if k != len(h)-1 {
 					t.Fatalf("%s: attempt %d running behind attempt %d", p.Key(), a.Number, len(h))
 				}
@@ -397,10 +400,10 @@ func (m *ledgerMachine) check(t *rapid.T) {
 		}
 		recorded = append(recorded, i)
 		a := h[len(h)-1]
-		if mp.succeeded && a.State != tranche.StateSucceeded {
+		if mp.succeeded && a.State != ledger.StateSucceeded {
 			t.Fatalf("%s succeeded, and now its latest attempt is %d %s: a success was lost", p.Key(), a.Number, a.State)
 		}
-		if a.State != mp.state || a.Worker != mp.worker || (a.State == tranche.StateRunning && !a.LeaseUntil.Equal(mp.until)) {
+		if a.State != mp.state || a.Worker != mp.worker || (a.State == ledger.StateRunning && !a.LeaseUntil.Equal(mp.until)) {
 			t.Fatalf("%s: latest attempt %d %s by %s until %v; the model has %s by %s until %v",
 				p.Key(), a.Number, a.State, a.Worker, a.LeaseUntil, mp.state, mp.worker, mp.until)
 		}
@@ -448,19 +451,19 @@ func (m *ledgerMachine) checkRevisionIn(t *rapid.T) {
 // checkRecentSuccesses holds RecentSuccesses to the histories: the
 // successes by revision, then by start, latest first.
 func (m *ledgerMachine) checkRecentSuccesses(t *rapid.T) {
-	var all []tranche.Attempt
+	var all []ledger.Attempt
 	for _, p := range m.parts {
 		h, err := m.ledger.History(t.Context(), smDAG, p.Start)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, a := range h {
-			if a.State == tranche.StateSucceeded {
+			if a.State == ledger.StateSucceeded {
 				all = append(all, a)
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b tranche.Attempt) int {
+	slices.SortFunc(all, func(a, b ledger.Attempt) int {
 		if a.Revision != b.Revision {
 			return int(b.Revision - a.Revision)
 		}
@@ -492,9 +495,9 @@ func (m *ledgerMachine) drain(t *rapid.T) {
 		if !l.executed && !m.fenced(l.lease) {
 			m.run(l)
 		}
-		outcomes := make([]tranche.Outcome, len(l.lease.Partitions))
+		outcomes := make([]ledger.Outcome, len(l.lease.Partitions))
 		for k := range outcomes {
-			outcomes[k] = tranche.Outcome{State: tranche.StateSucceeded, Rows: 1}
+			outcomes[k] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1}
 		}
 		m.end(t, 0, outcomes)
 		m.check(t)
@@ -519,7 +522,7 @@ func (m *ledgerMachine) drain(t *rapid.T) {
 		if err := m.ledger.Heartbeat(t.Context(), l.lease, smLeaseFor); err != nil {
 			t.Fatalf("honest Heartbeat = %v", err)
 		}
-		m.end(t, len(m.leases)-1, []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}})
+		m.end(t, len(m.leases)-1, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 1}})
 		m.check(t)
 	}
 	for i, p := range m.parts {
@@ -529,7 +532,7 @@ func (m *ledgerMachine) drain(t *rapid.T) {
 		}
 		var wins []smWrite
 		for _, a := range h {
-			if a.State == tranche.StateSucceeded {
+			if a.State == ledger.StateSucceeded {
 				wins = append(wins, smWrite{a.Worker, a.Number})
 			}
 		}
@@ -553,7 +556,7 @@ func smKeys(ps []tranche.TimePartition) []string {
 	return out
 }
 
-func smNumbers(h []tranche.Attempt) []int {
+func smNumbers(h []ledger.Attempt) []int {
 	out := make([]int, len(h))
 	for i, a := range h {
 		out[i] = a.Number

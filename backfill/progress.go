@@ -1,4 +1,4 @@
-package tranche
+package backfill
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/tranche-dev/tranche"
 )
 
 // NewProgressReporter returns an event hook that reports a backfill's
@@ -19,7 +21,7 @@ import (
 // workers still hold some of its partitions, which the counts show apart
 // from the skipped ones ("held elsewhere"). Give it as
 // [Backfill.OnEvent], or combine it with other hooks through [Hooks].
-func NewProgressReporter(w io.Writer) func(context.Context, Event) {
+func NewProgressReporter(w io.Writer) func(context.Context, tranche.Event) {
 	r := &progressReporter{w: w, terminal: isTerminal(w)}
 	return r.onEvent
 }
@@ -51,17 +53,17 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
-func (r *progressReporter) onEvent(_ context.Context, e Event) {
+func (r *progressReporter) onEvent(_ context.Context, e tranche.Event) {
 	if e.Progress == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Kind == KindBackfillStarted || r.start.IsZero() {
+	if e.Kind == KindStarted || r.start.IsZero() {
 		r.start, r.last, r.failures = e.Time, time.Time{}, 0
 	}
-	final := e.Kind == KindBackfillCompleted || e.Kind == KindBackfillFailed || e.Kind == KindBackfillCanceled ||
-		e.Kind == KindBackfillUnfinished
+	final := e.Kind == KindCompleted || e.Kind == KindFailed || e.Kind == KindCanceled ||
+		e.Kind == KindUnfinished
 	finished := e.Kind == KindPartitionSucceeded || e.Kind == KindPartitionFailed
 	due := r.last.IsZero() || e.Time.Sub(r.last) >= plainEvery
 	listed := ""
@@ -93,7 +95,7 @@ func (r *progressReporter) onEvent(_ context.Context, e Event) {
 }
 
 // counts formats an event's progress.
-func (r *progressReporter) counts(e Event) string {
+func (r *progressReporter) counts(e tranche.Event) string {
 	p := e.Progress
 	counts := fmt.Sprintf("%d/%d done, %d failed, %d skipped", p.Done, p.Total, p.Failed, p.Skipped)
 	if p.Held > 0 {
@@ -105,21 +107,21 @@ func (r *progressReporter) counts(e Event) string {
 	if p.ETA > 0 {
 		counts += fmt.Sprintf(", ETA %v", approx(p.ETA))
 	}
-	if e.Kind == KindBackfillUnfinished {
+	if e.Kind == KindUnfinished {
 		counts += ": not done"
 	}
 	return counts
 }
 
-func kindVerb(k Kind) string {
+func kindVerb(k tranche.Kind) string {
 	switch k {
-	case KindBackfillCompleted:
+	case KindCompleted:
 		return "completed"
-	case KindBackfillFailed, KindPartitionFailed:
+	case KindFailed, KindPartitionFailed:
 		return "failed"
-	case KindBackfillCanceled:
+	case KindCanceled:
 		return "canceled"
-	case KindBackfillUnfinished:
+	case KindUnfinished:
 		return "unfinished"
 	case KindPartitionSucceeded:
 		return "succeeded"

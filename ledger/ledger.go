@@ -1,4 +1,4 @@
-package tranche
+package ledger
 
 import (
 	"context"
@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"iter"
 	"time"
+
+	"github.com/tranche-dev/tranche"
 )
 
 // A Ledger records every attempt at every partition of a DAG, so that a
 // backfill run again resumes instead of starting over, and so that several
 // workers sharing one backfill each land a partition exactly once.
 //
-// A ledger keys partitions by the DAG's identity (see [DAGIdentity]) and
+// A ledger keys partitions by the DAG's identity (tranche.DAGIdentity) and
 // the partition's bounds. History is shared: an ordinary run of a
-// partition recorded through [RecordRun] counts for every later backfill
+// partition recorded through backfill.RunRecorded counts for every later backfill
 // of the same DAG.
 //
 // Every claim and transition is atomic and fenced: a [Lease] names the
@@ -23,8 +25,8 @@ import (
 // worker that stalled past its lease cannot record a result over the
 // newer one. Leases are judged by the ledger's clock, never a worker's.
 //
-// [NewMemoryLedger] is the in-memory implementation; the SQL ledgers live
-// in their own modules. tranchetest.TestLedger checks any implementation.
+// memledger.New is the in-memory implementation; the SQL ledgers live
+// in their own modules. ledgertest.Run checks any implementation.
 type Ledger interface {
 	// Claim starts a new attempt at each partition of req, all or none,
 	// under a lease of req.Lease. It fails with an error matching
@@ -110,7 +112,7 @@ type Ledger interface {
 // fenced destination's refusal of a stale write ([StaleWriteError]).
 var (
 	ErrNotClaimable    = errors.New("tranche: partition not claimable")
-	ErrFenced          = errors.New("tranche: lease lost to a newer attempt")
+	ErrFenced          = tranche.ErrFenced
 	ErrUnknownBackfill = errors.New("tranche: unknown backfill")
 )
 
@@ -159,13 +161,13 @@ func ParseRerunPolicy(s string) (RerunPolicy, error) {
 
 // ClaimRequest asks a [Ledger] to start attempts at some partitions.
 type ClaimRequest struct {
-	DAG        string          // the DAG's identity
-	Backfill   string          // the backfill's id; "" for an ordinary run
-	Worker     string          // who claims
-	RunID      string          // the run that will materialize the partitions
-	Partitions []TimePartition // one, or a chunk run as one window
-	Lease      time.Duration   // how long the claim holds without a heartbeat
-	Policy     RerunPolicy     // which recorded partitions may run again
+	DAG        string                  // the DAG's identity
+	Backfill   string                  // the backfill's id; "" for an ordinary run
+	Worker     string                  // who claims
+	RunID      string                  // the run that will materialize the partitions
+	Partitions []tranche.TimePartition // one, or a chunk run as one window
+	Lease      time.Duration           // how long the claim holds without a heartbeat
+	Policy     RerunPolicy             // which recorded partitions may run again
 	// Revision bounds RerunAll: a partition that succeeded at a later
 	// revision, after the plan was made, is not run again.
 	Revision int64
@@ -175,7 +177,7 @@ type ClaimRequest struct {
 // and finish.
 type Lease struct {
 	DAG, Backfill, Worker, RunID string
-	Partitions                   []TimePartition
+	Partitions                   []tranche.TimePartition
 	Attempts                     []int     // Attempts[i] is the attempt number at Partitions[i]
 	Until                        time.Time // when the lease expires, by the ledger's clock
 }
@@ -239,4 +241,26 @@ type BackfillRecord struct {
 	Canceled   bool      // canceled, and not resumed since
 	CanceledAt time.Time // when it was last canceled; zero if never (or by a ledger older than the field)
 	ResumedAt  time.Time // when it was last resumed; zero if never
+}
+
+// MarshalText implements [encoding.TextMarshaler]: "none", "failed" or
+// "all" ("" stays ""), so that JSON, YAML and flag.TextVar take a policy
+// as they take a slog.Level.
+func (p RerunPolicy) MarshalText() ([]byte, error) {
+	switch p {
+	case "", RerunNone, RerunFailed, RerunAll:
+		return []byte(p), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all", string(p))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with
+// [ParseRerunPolicy].
+func (p *RerunPolicy) UnmarshalText(text []byte) error {
+	v, err := ParseRerunPolicy(string(text))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
 }

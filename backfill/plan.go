@@ -1,4 +1,4 @@
-package tranche
+package backfill
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Action is what a backfill does with a partition. Its string value is
@@ -37,13 +40,13 @@ type Plan struct {
 	DAG      string // the DAG's identity
 	// Window is the backfill's window: with chosen partitions
 	// ([Backfill.Partitions]), the span from the oldest to the newest.
-	Window TimePartitionWindow
+	Window tranche.TimePartitionWindow
 	// Chosen says that the backfill runs chosen partitions of Window,
 	// Counts.Total of them, not all of its partitions.
 	Chosen      bool
 	ChunkSize   int // partitions per run
 	Order       Order
-	Rerun       RerunPolicy
+	Rerun       ledger.RerunPolicy
 	OnFailure   FailurePolicy
 	Concurrency int
 	Revision    int64
@@ -77,21 +80,21 @@ type PlanCounts struct {
 
 // PlanItem is one partition of a plan.
 type PlanItem struct {
-	Partition TimePartition
+	Partition tranche.TimePartition
 	Action    Action
 	// Latest is the partition's latest recorded attempt; nil if none.
-	Latest *Attempt
+	Latest *ledger.Attempt
 	// Chunk is the window of the run that holds the partition: the
 	// partition alone, or its chunk.
-	Chunk TimePartitionWindow
+	Chunk tranche.TimePartitionWindow
 }
 
 // job is one run of a backfill: a partition, or a chunk of partitions,
 // with their latest attempts, oldest first.
 type job struct {
-	window     TimePartitionWindow
-	partitions []TimePartition
-	latest     []*Attempt
+	window     tranche.TimePartitionWindow
+	partitions []tranche.TimePartition
+	latest     []*ledger.Attempt
 	action     Action
 	runID      string // set when first needed, by one goroutine at a time
 }
@@ -102,8 +105,8 @@ const planBatch = 4096
 // batches yields the windows of at most batch partitions that a scan
 // reads at once, in order: a window's, or each run's of chosen
 // partitions, newest first as Chunks splits them.
-func (cfg *config) batches(batch int, order Order) iter.Seq[TimePartitionWindow] {
-	return func(yield func(TimePartitionWindow) bool) {
+func (cfg *config) batches(batch int, order Order) iter.Seq[tranche.TimePartitionWindow] {
+	return func(yield func(tranche.TimePartitionWindow) bool) {
 		for w := range cfg.windows(order) {
 			batches := w.Chunks(batch)
 			if order == OldestFirst {
@@ -134,11 +137,11 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 			// attempts, each batch in a few allocations: the jobs share
 			// these slices.
 			n := bw.Len()
-			parts := make([]TimePartition, 0, n)
+			parts := make([]tranche.TimePartition, 0, n)
 			for p := range bw.OldestFirst() {
 				parts = append(parts, p)
 			}
-			latest := make([]*Attempt, n)
+			latest := make([]*ledger.Attempt, n)
 			if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
 				yield(nil, err)
 				return
@@ -164,22 +167,16 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 	}
 }
 
-// partitionAction judges one partition by its latest attempt.
-func partitionAction(a *Attempt, rerun RerunPolicy, revision int64, now time.Time) Action {
-	switch {
-	case a == nil:
-		return ActionRun
-	case a.State == StateRunning:
-		if now.Before(a.LeaseUntil) {
-			return ActionSkipRunning
-		}
-		return ActionRun // its lease expired: take it over
-	case a.State == StateSucceeded:
-		if rerun == RerunAll && a.Revision <= revision {
-			return ActionRun
-		}
+// partitionAction judges one partition by its latest attempt, by the
+// ledger's own claim rules (ledger.ClaimRequest.Judge): a plan never
+// disagrees with the ledger that executes it.
+func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, revision int64, now time.Time) Action {
+	switch (ledger.ClaimRequest{Policy: rerun, Revision: revision}).Judge(a, now) {
+	case ledger.VerdictHeld:
+		return ActionSkipRunning
+	case ledger.VerdictSucceeded:
 		return ActionSkipSucceeded
-	case rerun == RerunNone:
+	case ledger.VerdictRecorded:
 		return ActionSkipRecorded
 	}
 	return ActionRun
@@ -191,7 +188,7 @@ func partitionAction(a *Attempt, rerun RerunPolicy, revision int64, now time.Tim
 // backfill of another chunk size holds) is split into runs of consecutive
 // partitions with the same action, newest first, since a ledger claims a
 // chunk all or nothing and would refuse the whole chunk forever.
-func appendJob(jobs []job, u job, rerun RerunPolicy, revision int64, now time.Time) []job {
+func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, revision int64, now time.Time) []job {
 	u.action = partitionAction(u.latest[0], rerun, revision, now)
 	n := len(u.partitions)
 	uniform := true
@@ -213,7 +210,7 @@ func appendJob(jobs []job, u job, rerun RerunPolicy, revision int64, now time.Ti
 		for i > 0 && actions[i-1] == actions[j-1] {
 			i--
 		}
-		w, err := NewTimePartitionWindow(u.window.Granularity(), u.partitions[i].Start, u.partitions[j-1].Start)
+		w, err := tranche.NewTimePartitionWindow(u.window.Granularity(), u.partitions[i].Start, u.partitions[j-1].Start)
 		if err != nil {
 			panic("tranche: splitting chunk " + u.window.String() + ": " + err.Error()) // unreachable: the partitions are the chunk's
 		}
@@ -261,7 +258,7 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 			p.Counts.SkipRecorded += n
 		}
 	}
-	var durations []Attempt
+	var durations []ledger.Attempt
 	if p.Counts.Runs > 0 {
 		if durations, err = b.Ledger.RecentSuccesses(ctx, cfg.dag, estimateRuns); err != nil {
 			return nil, fmt.Errorf("tranche: reading the DAG's recent successes: %w", err)
@@ -295,7 +292,7 @@ func (b *Backfill) warnings(p *Plan, history bool) []string {
 	if p.Counts.SkipRecorded > 0 {
 		w = append(w, fmt.Sprintf("%d partitions failed before and rerun policy none leaves them failed", p.Counts.SkipRecorded))
 	}
-	if p.Rerun == RerunAll && p.Counts.Run > 0 {
+	if p.Rerun == ledger.RerunAll && p.Counts.Run > 0 {
 		w = append(w, "rerun policy all runs succeeded partitions again")
 	}
 	if end := p.Window.End(); end.After(p.Created) {
@@ -398,30 +395,30 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 
 // planJSON is the JSON form of a plan's header.
 type planJSON struct {
-	Backfill    string        `json:"backfill"`
-	DAG         string        `json:"dag"`
-	Window      string        `json:"window"`
-	Chosen      bool          `json:"chosen,omitempty"`
-	ChunkSize   int           `json:"chunk_size"`
-	Order       string        `json:"order"`
-	Rerun       RerunPolicy   `json:"rerun"`
-	OnFailure   FailurePolicy `json:"on_failure"`
-	Concurrency int           `json:"concurrency"`
-	Revision    int64         `json:"revision"`
-	Counts      PlanCounts    `json:"counts"`
-	EstimateMS  int64         `json:"estimate_ms,omitempty"`
-	Warnings    []string      `json:"warnings"`
+	Backfill    string             `json:"backfill"`
+	DAG         string             `json:"dag"`
+	Window      string             `json:"window"`
+	Chosen      bool               `json:"chosen,omitempty"`
+	ChunkSize   int                `json:"chunk_size"`
+	Order       string             `json:"order"`
+	Rerun       ledger.RerunPolicy `json:"rerun"`
+	OnFailure   FailurePolicy      `json:"on_failure"`
+	Concurrency int                `json:"concurrency"`
+	Revision    int64              `json:"revision"`
+	Counts      PlanCounts         `json:"counts"`
+	EstimateMS  int64              `json:"estimate_ms,omitempty"`
+	Warnings    []string           `json:"warnings"`
 }
 
 type planItemJSON struct {
-	Key           string `json:"key"`
-	Start         string `json:"start"`
-	End           string `json:"end"`
-	Action        Action `json:"action"`
-	LatestState   State  `json:"latest_state,omitempty"`
-	LatestAttempt int    `json:"latest_attempt,omitempty"`
-	LatestWorker  string `json:"latest_worker,omitempty"`
-	LatestKey     string `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
+	Key           string       `json:"key"`
+	Start         string       `json:"start"`
+	End           string       `json:"end"`
+	Action        Action       `json:"action"`
+	LatestState   ledger.State `json:"latest_state,omitempty"`
+	LatestAttempt int          `json:"latest_attempt,omitempty"`
+	LatestWorker  string       `json:"latest_worker,omitempty"`
+	LatestKey     string       `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
 }
 
 // WriteJSON writes the plan as one JSON object whose "partitions" array

@@ -1,4 +1,4 @@
-package tranche_test
+package backfill_test
 
 import (
 	"bytes"
@@ -12,23 +12,27 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // faultyLedger is the in-memory ledger with faults injected into some of
 // its calls: the real ledger records everything else.
 type faultyLedger struct {
-	tranche.Ledger
+	ledger.Ledger
 	// hang, when it holds of a lease, makes its heartbeats block until
 	// their context ends, as a call to an unreachable server does.
-	hang func(*tranche.Lease) bool
+	hang func(*ledger.Lease) bool
 	// claimErr and finishErr, when not nil, fail the calls they return
 	// an error for.
-	claimErr  func(tranche.ClaimRequest) error
-	finishErr func(*tranche.Lease) error
+	claimErr  func(ledger.ClaimRequest) error
+	finishErr func(*ledger.Lease) error
 }
 
-func (l *faultyLedger) Heartbeat(ctx context.Context, lease *tranche.Lease, d time.Duration) error {
+func (l *faultyLedger) Heartbeat(ctx context.Context, lease *ledger.Lease, d time.Duration) error {
 	if l.hang != nil && l.hang(lease) {
 		<-ctx.Done()
 		return ctx.Err()
@@ -36,7 +40,7 @@ func (l *faultyLedger) Heartbeat(ctx context.Context, lease *tranche.Lease, d ti
 	return l.Ledger.Heartbeat(ctx, lease, d)
 }
 
-func (l *faultyLedger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tranche.Lease, error) {
+func (l *faultyLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	if l.claimErr != nil {
 		if err := l.claimErr(req); err != nil {
 			return nil, err
@@ -45,7 +49,7 @@ func (l *faultyLedger) Claim(ctx context.Context, req tranche.ClaimRequest) (*tr
 	return l.Ledger.Claim(ctx, req)
 }
 
-func (l *faultyLedger) Finish(ctx context.Context, lease *tranche.Lease, outcomes []tranche.Outcome) error {
+func (l *faultyLedger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	if l.finishErr != nil {
 		if err := l.finishErr(lease); err != nil {
 			return err
@@ -139,9 +143,9 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 	bfNoLeaks(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	mem := tranche.NewMemoryLedger(nil)
+	mem := memledger.New(nil)
 	hungKey := bfDay(5).Key()
-	hung := &faultyLedger{Ledger: mem, hang: func(l *tranche.Lease) bool { return l.Worker == "a" && l.Partitions[0].Key() == hungKey }}
+	hung := &faultyLedger{Ledger: mem, hang: func(l *ledger.Lease) bool { return l.Worker == "a" && l.Partitions[0].Key() == hungKey }}
 	dest := new(tranche.MemoryDestination)
 	var log execLog
 	dagFor := func(worker string, hungWork time.Duration) *tranche.DAG {
@@ -161,23 +165,23 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 	startedAt := map[string]time.Time{}
 	// A lease of 2s leaves a margin of 200ms, which the timer that stops
 	// the hung partition must not overrun even on a loaded machine.
-	a := &tranche.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
-		Lease: 2 * time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: tranche.FailContinue,
+	a := &backfill.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
+		Lease: 2 * time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: backfill.FailContinue,
 		OnEvent: func(_ context.Context, e tranche.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch e.Kind {
-			case tranche.KindLeaseRenewFailed:
+			case backfill.KindLeaseRenewFailed:
 				renewFailed = append(renewFailed, e)
-			case tranche.KindPartitionStarted:
+			case backfill.KindPartitionStarted:
 				startedAt[e.Target] = e.Time
-			case tranche.KindPartitionSucceeded:
+			case backfill.KindPartitionSucceeded:
 				took[e.Target] = e.Time.Sub(startedAt[e.Target])
 			}
 		}}
-	b := &tranche.Backfill{DAG: dagFor("b", 0), Window: w, Ledger: mem, Worker: "b", Concurrency: 2,
+	b := &backfill.Backfill{DAG: dagFor("b", 0), Window: w, Ledger: mem, Worker: "b", Concurrency: 2,
 		Lease: 2 * time.Second, Heartbeat: 100 * time.Millisecond, WaitForOthers: true}
-	var ra, rb *tranche.Report
+	var ra, rb *backfill.Report
 	var ea, eb error
 	var wg sync.WaitGroup
 	wg.Go(func() { ra, ea = a.Run(ctx) })
@@ -204,7 +208,7 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 		}
 	}
 	if len(renewFailed) == 0 {
-		t.Errorf("no %s event for the hung heartbeats", tranche.KindLeaseRenewFailed)
+		t.Errorf("no %s event for the hung heartbeats", backfill.KindLeaseRenewFailed)
 	}
 	for _, e := range renewFailed {
 		if e.Target != hungKey || !errors.Is(e.Err, context.DeadlineExceeded) || !strings.Contains(e.Err.Error(), "heartbeat timed out") {
@@ -231,14 +235,14 @@ func TestBackfillFencesItself(t *testing.T) {
 	bfNoLeaks(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	mem := tranche.NewMemoryLedger(nil)
-	l := &faultyLedger{Ledger: mem, hang: func(*tranche.Lease) bool { return true }}
+	mem := memledger.New(nil)
+	l := &faultyLedger{Ledger: mem, hang: func(*ledger.Lease) bool { return true }}
 	dest := new(tranche.MemoryDestination)
 	dag := leaseDAG(t, dest, func(context.Context, string) error {
 		time.Sleep(600 * time.Millisecond) // past the lease, deaf to its context
 		return nil
 	})
-	b := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l, Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l, Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}
 	rep, err := b.Run(ctx)
 	if !errors.Is(err, tranche.ErrFenced) || rep.Failed != 1 {
 		t.Fatalf("Run: %v (%s); want the partition failed, matching ErrFenced", err, rep)
@@ -250,7 +254,7 @@ func TestBackfillFencesItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h) != 1 || h[0].State != tranche.StateFailed || !strings.Contains(h[0].Err, "lease not renewed") {
+	if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "lease not renewed") {
 		t.Errorf("history %+v; want one attempt, failed: lease not renewed", h)
 	}
 }
@@ -268,14 +272,14 @@ func TestBackfillFinishErrorKept(t *testing.T) {
 		{"succeeded run", false, []string{"recording", "ledger unreachable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &faultyLedger{Ledger: tranche.NewMemoryLedger(nil), finishErr: func(*tranche.Lease) error { return errDown }}
+			l := &faultyLedger{Ledger: memledger.New(nil), finishErr: func(*ledger.Lease) error { return errDown }}
 			dag := leaseDAG(t, new(tranche.MemoryDestination), func(_ context.Context, key string) error {
 				if tc.fail {
 					return fmt.Errorf("boom on %s", key)
 				}
 				return nil
 			})
-			rep, err := (&tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l}).Run(t.Context())
+			rep, err := (&backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l}).Run(t.Context())
 			if err == nil || len(rep.Failures) != 1 {
 				t.Fatalf("Run: %v, %s; want one failure", err, rep)
 			}
@@ -296,7 +300,7 @@ func TestBackfillFinishErrorKept(t *testing.T) {
 // was neither run nor recorded: it is counted apart, not as failed.
 func TestBackfillUnclaimed(t *testing.T) {
 	errDown := errors.New("connection refused")
-	l := &faultyLedger{Ledger: tranche.NewMemoryLedger(nil), claimErr: func(req tranche.ClaimRequest) error {
+	l := &faultyLedger{Ledger: memledger.New(nil), claimErr: func(req ledger.ClaimRequest) error {
 		if k := req.Partitions[0].Key(); k == bfDay(2).Key() || k == bfDay(4).Key() {
 			return errDown
 		}
@@ -311,7 +315,7 @@ func TestBackfillUnclaimed(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	b := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: tranche.FailContinue, OnEvent: rec.OnEvent}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: backfill.FailContinue, OnEvent: rec.OnEvent}
 	rep, err := b.Run(t.Context())
 	bfCheckReport(t, rep, 5, 3, 0, 0, 0, 0, 0)
 	if rep.Unclaimed != 2 || len(rep.ClaimFailures) != 2 || !errors.Is(rep.ClaimFailures[0].Err, errDown) {
@@ -325,10 +329,10 @@ func TestBackfillUnclaimed(t *testing.T) {
 	}
 	n := 0
 	for _, e := range rec.Events() {
-		if e.Kind == tranche.KindPartitionUnclaimed {
+		if e.Kind == backfill.KindPartitionUnclaimed {
 			n++
 		}
-		if e.Kind == tranche.KindPartitionFailed {
+		if e.Kind == backfill.KindPartitionFailed {
 			t.Errorf("partition %s failed: %v; want none failed", e.Target, e.Err)
 		}
 	}
@@ -353,18 +357,18 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 		succeeded, elsewhere, held int
 		kind                       tranche.Kind
 	}{
-		{name: "wait, lease expires", wait: true, lease: 200 * time.Millisecond, succeeded: 3, kind: tranche.KindBackfillCompleted},
-		{name: "wait, holder succeeds", wait: true, lease: time.Minute, finishes: true, succeeded: 2, elsewhere: 1, kind: tranche.KindBackfillCompleted},
-		{name: "no wait, held", lease: time.Minute, succeeded: 2, held: 1, kind: tranche.KindBackfillUnfinished},
-		{name: "no wait, lease expires during the run", lease: time.Minute, expire: true, succeeded: 3, kind: tranche.KindBackfillCompleted},
+		{name: "wait, lease expires", wait: true, lease: 200 * time.Millisecond, succeeded: 3, kind: backfill.KindCompleted},
+		{name: "wait, holder succeeds", wait: true, lease: time.Minute, finishes: true, succeeded: 2, elsewhere: 1, kind: backfill.KindCompleted},
+		{name: "no wait, held", lease: time.Minute, succeeded: 2, held: 1, kind: backfill.KindUnfinished},
+		{name: "no wait, lease expires during the run", lease: time.Minute, expire: true, succeeded: 3, kind: backfill.KindCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := tranchetest.NewClock(time.Now())
+			clock := ledgertest.NewClock(time.Now())
 			now := time.Now
 			if tc.expire {
 				now = clock.Now
 			}
-			l := tranche.NewMemoryLedger(now)
+			l := memledger.New(now)
 			dag := leaseDAG(t, new(tranche.MemoryDestination), func(_ context.Context, key string) error {
 				if tc.expire && key == bfDay(3).Key() {
 					clock.Advance(2 * tc.lease)
@@ -374,16 +378,16 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 			w := bfDays(t, 1, 3)
 			var buf bytes.Buffer
 			rec := new(tranchetest.Recorder)
-			b := &tranche.Backfill{DAG: dag, Window: w, Ledger: l, Worker: "here", WaitForOthers: tc.wait, Now: now,
-				Lease: time.Second, Heartbeat: 50 * time.Millisecond, OnEvent: tranche.Hooks(rec.OnEvent, tranche.NewProgressReporter(&buf))}
+			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: "here", WaitForOthers: tc.wait, Now: now,
+				Lease: time.Second, Heartbeat: 50 * time.Millisecond, OnEvent: tranche.Hooks(rec.OnEvent, backfill.NewProgressReporter(&buf))}
 			id, err := b.ID()
 			if err != nil {
 				t.Fatal(err)
 			}
 			dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
 			p := bfDay(2)
-			lease, err := l.Claim(t.Context(), tranche.ClaimRequest{DAG: dagID, Backfill: id, Worker: "other", RunID: tranche.RunID(dagID, p.Start, p.End),
-				Partitions: []tranche.TimePartition{p}, Lease: tc.lease, Policy: tranche.RerunFailed})
+			lease, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: "other", RunID: backfill.RunID(dagID, p.Start, p.End),
+				Partitions: []tranche.TimePartition{p}, Lease: tc.lease, Policy: ledger.RerunFailed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -391,7 +395,7 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 			if tc.finishes {
 				wg.Go(func() {
 					time.Sleep(100 * time.Millisecond)
-					if err := l.Finish(t.Context(), lease, []tranche.Outcome{{State: tranche.StateSucceeded}}); err != nil {
+					if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 						t.Error(err)
 					}
 				})
@@ -399,7 +403,7 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 			rep, err := b.Run(t.Context())
 			wg.Wait()
 			bfCheckReport(t, rep, 3, tc.succeeded, 0, 0, tc.elsewhere, tc.held, 0)
-			if (tc.held > 0) != errors.Is(err, tranche.ErrHeldElsewhere) || tc.held == 0 && err != nil {
+			if (tc.held > 0) != errors.Is(err, backfill.ErrHeldElsewhere) || tc.held == 0 && err != nil {
 				t.Errorf("Run: %v; want ErrHeldElsewhere exactly when partitions are held", err)
 			}
 			events := rec.Events()

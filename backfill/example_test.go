@@ -1,4 +1,4 @@
-package tranche_test
+package backfill_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // exampleDays returns the days 2026-01-01 to 2026-01-03, UTC.
@@ -53,11 +56,11 @@ func ExampleBackfill_Run() {
 		return
 	}
 	ctx := context.Background()
-	b := &tranche.Backfill{
+	b := &backfill.Backfill{
 		DAG:       dag,
 		Window:    exampleDays(),
-		Ledger:    tranche.NewMemoryLedger(nil),
-		OnFailure: tranche.FailContinue, // run the other partitions after a failure
+		Ledger:    memledger.New(nil),
+		OnFailure: backfill.FailContinue, // run the other partitions after a failure
 	}
 	report, err := b.Run(ctx)
 	fmt.Println(report.Succeeded, "succeeded,", report.Failed, "failed")
@@ -84,7 +87,7 @@ func ExampleBackfill_Plan() {
 		return
 	}
 	ctx := context.Background()
-	b := &tranche.Backfill{DAG: dag, Window: exampleDays(), Ledger: tranche.NewMemoryLedger(nil), OnFailure: tranche.FailContinue}
+	b := &backfill.Backfill{DAG: dag, Window: exampleDays(), Ledger: memledger.New(nil), OnFailure: backfill.FailContinue}
 	if _, err := b.Run(ctx); err == nil {
 		fmt.Println("the first run should have failed a partition")
 	}
@@ -119,21 +122,21 @@ func ExampleStatusOf() {
 		return
 	}
 	ctx := context.Background()
-	ledger := tranche.NewMemoryLedger(nil)
-	b := &tranche.Backfill{DAG: dag, Window: exampleDays(), Ledger: ledger, Worker: "worker-1", OnFailure: tranche.FailContinue}
+	lg := memledger.New(nil)
+	b := &backfill.Backfill{DAG: dag, Window: exampleDays(), Ledger: lg, Worker: "worker-1", OnFailure: backfill.FailContinue}
 	report, err := b.Run(ctx)
 	if report == nil {
 		fmt.Println(err)
 		return
 	}
 
-	status, err := tranche.StatusOf(ctx, ledger, report.Backfill, time.Now())
+	status, err := backfill.StatusOf(ctx, lg, report.Backfill, time.Now())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println("done:", status.Done())
-	fmt.Println(status.Counts[tranche.StateSucceeded], "succeeded,", status.Counts[tranche.StateFailed], "failed")
+	fmt.Println(status.Counts[ledger.StateSucceeded], "succeeded,", status.Counts[ledger.StateFailed], "failed")
 	for p, err := range status.Partitions(ctx) {
 		if err != nil {
 			fmt.Println(err)
@@ -155,15 +158,15 @@ func ExampleStatusOf() {
 // terminal. Here it is given the events a backfill of three days emits,
 // one second apart.
 func ExampleNewProgressReporter() {
-	report := tranche.NewProgressReporter(os.Stdout) // as Backfill.OnEvent
+	report := backfill.NewProgressReporter(os.Stdout) // as Backfill.OnEvent
 	start := time.Date(2026, 1, 4, 6, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	for i, e := range []tranche.Event{
-		{Kind: tranche.KindBackfillStarted, Progress: &tranche.Progress{Total: 3}},
-		{Kind: tranche.KindPartitionSucceeded, Target: "2026-01-03", Progress: &tranche.Progress{Done: 1, Total: 3, ETA: 2 * time.Second}},
-		{Kind: tranche.KindPartitionFailed, Target: "2026-01-02", Progress: &tranche.Progress{Done: 1, Failed: 1, Total: 3, ETA: time.Second}},
-		{Kind: tranche.KindPartitionSucceeded, Target: "2026-01-01", Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
-		{Kind: tranche.KindBackfillFailed, Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
+		{Kind: backfill.KindStarted, Progress: &tranche.Progress{Total: 3}},
+		{Kind: backfill.KindPartitionSucceeded, Target: "2026-01-03", Progress: &tranche.Progress{Done: 1, Total: 3, ETA: 2 * time.Second}},
+		{Kind: backfill.KindPartitionFailed, Target: "2026-01-02", Progress: &tranche.Progress{Done: 1, Failed: 1, Total: 3, ETA: time.Second}},
+		{Kind: backfill.KindPartitionSucceeded, Target: "2026-01-01", Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
+		{Kind: backfill.KindFailed, Progress: &tranche.Progress{Done: 2, Failed: 1, Total: 3}},
 	} {
 		e.Backfill = "5192afd30e0c"
 		e.Time = start.Add(time.Duration(i) * time.Second)

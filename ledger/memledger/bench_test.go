@@ -1,4 +1,4 @@
-package tranche_test
+package memledger_test
 
 import (
 	"sync/atomic"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // BenchmarkMemoryLedger measures the ledger's overhead per partition of a
@@ -23,11 +25,11 @@ func BenchmarkMemoryLedger(b *testing.B) {
 		}
 		return ps
 	}
-	land := func(b *testing.B, l tranche.Ledger, worker string, ps []tranche.TimePartition, outcomes []tranche.Outcome) {
+	land := func(b *testing.B, l ledger.Ledger, worker string, ps []tranche.TimePartition, outcomes []ledger.Outcome) {
 		ctx := b.Context()
-		lease, err := l.Claim(ctx, tranche.ClaimRequest{
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{
 			DAG: "dag", Backfill: "backfill", Worker: worker, RunID: "run",
-			Partitions: ps, Lease: time.Minute, Policy: tranche.RerunFailed,
+			Partitions: ps, Lease: time.Minute, Policy: ledger.RerunFailed,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -39,40 +41,40 @@ func BenchmarkMemoryLedger(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	one := []tranche.Outcome{{State: tranche.StateSucceeded, Rows: 1}}
+	one := []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 1}}
 	const backfill = 10_000 // partitions per ledger
 
 	b.Run("Partition", func(b *testing.B) {
-		var l tranche.Ledger
+		var l ledger.Ledger
 		for i := 0; b.Loop(); i++ {
 			if i%backfill == 0 {
-				l = tranche.NewMemoryLedger(nil)
+				l = memledger.New(nil)
 			}
 			land(b, l, "worker", chunk(i%backfill, 1), one)
 		}
 	})
 	b.Run("Chunk16", func(b *testing.B) {
-		outcomes := make([]tranche.Outcome, 16)
+		outcomes := make([]ledger.Outcome, 16)
 		for k := range outcomes {
 			outcomes[k] = one[0]
 		}
-		var l tranche.Ledger
+		var l ledger.Ledger
 		for i := 0; b.Loop(); i++ {
 			if i%(backfill/16) == 0 {
-				l = tranche.NewMemoryLedger(nil)
+				l = memledger.New(nil)
 			}
 			land(b, l, "worker", chunk(i%(backfill/16), 16), outcomes)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*16), "ns/partition")
 	})
 	b.Run("Grow", func(b *testing.B) { // one ledger that grows without bound
-		l := tranche.NewMemoryLedger(nil)
+		l := memledger.New(nil)
 		for i := 0; b.Loop(); i++ {
 			land(b, l, "worker", chunk(i, 1), one)
 		}
 	})
 	b.Run("Parallel", func(b *testing.B) { // workers sharing one ledger
-		l := tranche.NewMemoryLedger(nil)
+		l := memledger.New(nil)
 		var next atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {

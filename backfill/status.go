@@ -1,4 +1,4 @@
-package tranche
+package backfill
 
 import (
 	"context"
@@ -7,20 +7,23 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // BackfillStatus is the state of a backfill as its ledger records it.
 type BackfillStatus struct {
-	Record BackfillRecord
+	Record ledger.BackfillRecord
 	// Window is the backfill's window: for chosen partitions
 	// (Record.Partitions), the span from the oldest to the newest.
-	Window TimePartitionWindow
+	Window tranche.TimePartitionWindow
 
 	// Counts counts the backfill's partitions by the state of their
 	// latest attempt, matched as plans match them (a moved schedule's
 	// slots by their fire); partitions never attempted are
 	// StatePending.
-	Counts map[State]int
+	Counts map[ledger.State]int
 
 	// Blocked says why the backfill is not progressing, if it is not:
 	// partitions held by a worker, leases waiting to expire, a failure
@@ -28,19 +31,19 @@ type BackfillStatus struct {
 	// freely.
 	Blocked []string
 
-	ledger Ledger
+	ledger ledger.Ledger
 	sel    selection
 	match  matcher
 }
 
 // Done reports whether every partition succeeded.
-func (s *BackfillStatus) Done() bool { return s.Counts[StateSucceeded] == s.sel.total }
+func (s *BackfillStatus) Done() bool { return s.Counts[ledger.StateSucceeded] == s.sel.total }
 
 // String summarizes the status in one line.
 func (s *BackfillStatus) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backfill %s of %s:", s.Record.ID, s.Window)
-	for _, st := range []State{StateSucceeded, StateRunning, StateFailed, StateCanceled, StatePending} {
+	for _, st := range []ledger.State{ledger.StateSucceeded, ledger.StateRunning, ledger.StateFailed, ledger.StateCanceled, ledger.StatePending} {
 		fmt.Fprintf(&b, " %d %s,", s.Counts[st], st)
 	}
 	out := strings.TrimSuffix(b.String(), ",")
@@ -52,16 +55,16 @@ func (s *BackfillStatus) String() string {
 
 // statusOf returns the status of a backfill of the window and chosen
 // partitions the record holds.
-func statusOf(l Ledger, record BackfillRecord) (*BackfillStatus, error) {
-	w, err := ParseTimePartitionWindow(record.Window)
+func statusOf(l ledger.Ledger, record ledger.BackfillRecord) (*BackfillStatus, error) {
+	w, err := tranche.ParseTimePartitionWindow(record.Window)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: backfill %s: its recorded window: %w", record.ID, err)
 	}
 	sel := selection{window: w, total: w.Len()}
 	if len(record.Partitions) > 0 {
-		ps := make([]TimePartition, len(record.Partitions))
+		ps := make([]tranche.TimePartition, len(record.Partitions))
 		for i, start := range record.Partitions {
-			ps[i] = PartitionOf(w.Granularity(), start.In(w.Location()))
+			ps[i] = tranche.PartitionOf(w.Granularity(), start.In(w.Location()))
 			if !ps[i].Start.Equal(start) || !w.Contains(start) {
 				return nil, fmt.Errorf("tranche: backfill %s: its recorded partition %s is not a partition of window %s", record.ID, start.Format(time.RFC3339), w)
 			}
@@ -70,15 +73,15 @@ func statusOf(l Ledger, record BackfillRecord) (*BackfillStatus, error) {
 			return nil, fmt.Errorf("tranche: backfill %s: its recorded partitions: %w", record.ID, err)
 		}
 	}
-	return &BackfillStatus{Record: record, Window: sel.window, Counts: map[State]int{}, ledger: l, sel: sel,
+	return &BackfillStatus{Record: record, Window: sel.window, Counts: map[ledger.State]int{}, ledger: l, sel: sel,
 		match: newMatcher(w.Granularity(), w.Location())}, nil
 }
 
 // PartitionStatus is one partition of a backfill with its latest attempt.
 type PartitionStatus struct {
-	Partition TimePartition
-	State     State
-	Latest    *Attempt // nil while pending
+	Partition tranche.TimePartition
+	State     ledger.State
+	Latest    *ledger.Attempt // nil while pending
 }
 
 // Partitions streams the backfill's partitions newest first, each with
@@ -88,13 +91,13 @@ func (s *BackfillStatus) Partitions(ctx context.Context) iter.Seq2[PartitionStat
 		cfg := config{selection: s.sel}
 		for batch := range cfg.batches(planBatch, NewestFirst) {
 			parts := slices.Collect(batch.OldestFirst())
-			latest := make([]*Attempt, len(parts))
+			latest := make([]*ledger.Attempt, len(parts))
 			if err := readLatest(ctx, s.ledger, s.Record.DAG, s.match, parts, latest); err != nil {
 				yield(PartitionStatus{}, err)
 				return
 			}
 			for i := len(parts) - 1; i >= 0; i-- {
-				ps := PartitionStatus{Partition: parts[i], State: StatePending}
+				ps := PartitionStatus{Partition: parts[i], State: ledger.StatePending}
 				if a := latest[i]; a != nil {
 					ps.State, ps.Latest = a.State, a
 				}
@@ -108,7 +111,7 @@ func (s *BackfillStatus) Partitions(ctx context.Context) iter.Seq2[PartitionStat
 
 // StatusOf reads the state of backfill id from l, judging leases against
 // now: counts per state, and why it is not progressing.
-func StatusOf(ctx context.Context, l Ledger, id string, now time.Time) (*BackfillStatus, error) {
+func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*BackfillStatus, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return nil, err
@@ -118,7 +121,7 @@ func StatusOf(ctx context.Context, l Ledger, id string, now time.Time) (*Backfil
 		return nil, err
 	}
 	var held, expired []string
-	var lastFailure *Attempt
+	var lastFailure *ledger.Attempt
 	for ps, err := range s.Partitions(ctx) {
 		if err != nil {
 			return nil, err
@@ -127,12 +130,12 @@ func StatusOf(ctx context.Context, l Ledger, id string, now time.Time) (*Backfil
 		a := ps.Latest
 		switch {
 		case a == nil:
-		case a.State == StateRunning && now.Before(a.LeaseUntil):
+		case a.State == ledger.StateRunning && now.Before(a.LeaseUntil):
 			held = append(held, fmt.Sprintf("partition %s held by worker %s until %s", a.Key, a.Worker, a.LeaseUntil.Format(time.RFC3339)))
-		case a.State == StateRunning:
+		case a.State == ledger.StateRunning:
 			expired = append(expired, fmt.Sprintf("partition %s: the lease of worker %s expired at %s; the next worker to run the backfill takes it over",
 				a.Key, a.Worker, a.LeaseUntil.Format(time.RFC3339)))
-		case a.State == StateFailed || a.State == StateCanceled:
+		case a.State == ledger.StateFailed || a.State == ledger.StateCanceled:
 			if lastFailure == nil || a.Finished.After(lastFailure.Finished) {
 				lastFailure = a
 			}
@@ -143,7 +146,7 @@ func StatusOf(ctx context.Context, l Ledger, id string, now time.Time) (*Backfil
 	}
 	s.Blocked = append(s.Blocked, held...)
 	s.Blocked = append(s.Blocked, expired...)
-	if lastFailure != nil && s.Counts[StatePending] > 0 && len(held) == 0 {
+	if lastFailure != nil && s.Counts[ledger.StatePending] > 0 && len(held) == 0 {
 		s.Blocked = append(s.Blocked, fmt.Sprintf("stopped after the failure of partition %s by worker %s: %s",
 			lastFailure.Key, lastFailure.Worker, lastFailure.Err))
 	}

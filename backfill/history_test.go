@@ -1,4 +1,4 @@
-package tranche_test
+package backfill_test
 
 import (
 	"bytes"
@@ -16,7 +16,10 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/tranchetest"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // bfT is what the helpers need of a *testing.T or a *rapid.T.
@@ -76,7 +79,7 @@ func bfSlots(t testing.TB, g tranche.TimeGranularity, fire, last time.Time) tran
 }
 
 // bfItems returns the plan's partitions as "key action" strings.
-func bfItems(t *testing.T, plan *tranche.Plan) []string {
+func bfItems(t *testing.T, plan *backfill.Plan) []string {
 	t.Helper()
 	var out []string
 	for item, err := range plan.Items(t.Context()) {
@@ -122,12 +125,12 @@ func TestBackfillChosenSlots(t *testing.T) {
 		}
 	}
 
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	p := new(bfProbe)
 	dag := bfCronDAG(t, p, g, time.UTC)
 	dagID := tranche.DAGIdentity(dag, g, time.UTC)
-	b := &tranche.Backfill{DAG: dag, Partitions: slots, Ledger: l, Worker: "w1", Now: clock.Now}
+	b := &backfill.Backfill{DAG: dag, Partitions: slots, Ledger: l, Worker: "w1", Now: clock.Now}
 
 	// The id: the set's, whatever the order and repetitions, and never the
 	// whole window's.
@@ -135,14 +138,14 @@ func TestBackfillChosenSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reordered := &tranche.Backfill{DAG: dag, Partitions: []tranche.TimePartition{slots[2], slots[0], slots[1], slots[0]}, Ledger: l}
+	reordered := &backfill.Backfill{DAG: dag, Partitions: []tranche.TimePartition{slots[2], slots[0], slots[1], slots[0]}, Ledger: l}
 	span := bfSlots(t, g, fires[1], fires[0])
-	whole := &tranche.Backfill{DAG: dag, Window: span, Ledger: l}
-	within := &tranche.Backfill{DAG: dag, Window: span, Partitions: slots, Ledger: l}
-	two := &tranche.Backfill{DAG: dag, Partitions: slots[:2], Ledger: l}
-	everySlot := &tranche.Backfill{DAG: dag, Partitions: slices.Collect(span.OldestFirst()), Ledger: l}
+	whole := &backfill.Backfill{DAG: dag, Window: span, Ledger: l}
+	within := &backfill.Backfill{DAG: dag, Window: span, Partitions: slots, Ledger: l}
+	two := &backfill.Backfill{DAG: dag, Partitions: slots[:2], Ledger: l}
+	everySlot := &backfill.Backfill{DAG: dag, Partitions: slices.Collect(span.OldestFirst()), Ledger: l}
 	ids := map[string]string{}
-	for name, bf := range map[string]*tranche.Backfill{"reordered": reordered, "whole window": whole, "within the window": within,
+	for name, bf := range map[string]*backfill.Backfill{"reordered": reordered, "whole window": whole, "within the window": within,
 		"two of them": two, "every slot of the window": everySlot} {
 		if ids[name], err = bf.ID(); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -151,15 +154,15 @@ func TestBackfillChosenSlots(t *testing.T) {
 	switch {
 	case id != bfChosenID:
 		t.Errorf("ID of the chosen slots = %s; want %s", id, bfChosenID)
-	case tranche.BackfillIDOf(dagID, fires2slots(t, g, fires), 1) != id:
-		t.Errorf("BackfillIDOf the slots = %s; want Backfill.ID's %s", tranche.BackfillIDOf(dagID, slots, 1), id)
+	case backfill.BackfillIDOf(dagID, fires2slots(t, g, fires), 1) != id:
+		t.Errorf("BackfillIDOf the slots = %s; want Backfill.ID's %s", backfill.BackfillIDOf(dagID, slots, 1), id)
 	case ids["reordered"] != id || ids["within the window"] != id:
 		t.Errorf("ids of the same slots: %s and %s; want %s", ids["reordered"], ids["within the window"], id)
-	case ids["whole window"] != tranche.BackfillID(dagID, span, 1) || ids["whole window"] == id || ids["every slot of the window"] == ids["whole window"]:
+	case ids["whole window"] != backfill.BackfillID(dagID, span, 1) || ids["whole window"] == id || ids["every slot of the window"] == ids["whole window"]:
 		t.Errorf("ids of the whole window %s and of its every slot %s; want BackfillID, apart from %s", ids["whole window"], ids["every slot of the window"], id)
 	case ids["two of them"] == id:
 		t.Errorf("id of two of the slots = %s, the id of three", id)
-	case tranche.BackfillIDOf(dagID, slots, 3) == id:
+	case backfill.BackfillIDOf(dagID, slots, 3) == id:
 		t.Errorf("chunk size 3 gives the same id %s", id)
 	}
 
@@ -193,16 +196,16 @@ func TestBackfillChosenSlots(t *testing.T) {
 		!slices.EqualFunc(record.Partitions, starts, time.Time.Equal) {
 		t.Errorf("record %+v; want window %s and the slots' starts %v", record, span, starts)
 	}
-	st, err := tranche.StatusOf(t.Context(), l, id, clock.Now())
+	st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Done() || st.Counts[tranche.StateSucceeded] != 3 || st.Counts[tranche.StatePending] != 0 {
+	if !st.Done() || st.Counts[ledger.StateSucceeded] != 3 || st.Counts[ledger.StatePending] != 0 {
 		t.Errorf("status %s; want 3 succeeded, done", st)
 	}
 
 	// In chunks, a run covers adjacent chosen slots only.
-	chunked := &tranche.Backfill{DAG: dag, Partitions: slots, Ledger: tranche.NewMemoryLedger(clock.Now), ChunkSize: 2, Now: clock.Now}
+	chunked := &backfill.Backfill{DAG: dag, Partitions: slots, Ledger: memledger.New(clock.Now), ChunkSize: 2, Now: clock.Now}
 	if plan, err := chunked.Plan(t.Context()); err != nil || plan.Counts.Runs != 2 {
 		t.Errorf("plan in chunks of 2: %v, %v; want 2 runs (07 and 08, then 03)", plan, err)
 	}
@@ -218,12 +221,12 @@ func TestBackfillChosenSlots(t *testing.T) {
 	narrow := bfSlots(t, g, fires[1], fires[2])
 	for _, c := range []struct {
 		name string
-		b    tranche.Backfill
+		b    backfill.Backfill
 		want string
 	}{
-		{"outside the window", tranche.Backfill{Window: narrow, Partitions: slots}, "Partitions[2], 2026-01-08T02:00:00Z, lies outside window"},
-		{"another schedule", tranche.Backfill{Partitions: []tranche.TimePartition{slots[0], otherSlot}}, "Partitions[1], 2026-01-04T03:00:00Z, is a partition of cron(0 3 * * *) in UTC; want one of cron(0 2 * * *) in UTC"},
-		{"not a partition", tranche.Backfill{Partitions: []tranche.TimePartition{fake}}, "is not a partition of cron(0 2 * * *)"},
+		{"outside the window", backfill.Backfill{Window: narrow, Partitions: slots}, "Partitions[2], 2026-01-08T02:00:00Z, lies outside window"},
+		{"another schedule", backfill.Backfill{Partitions: []tranche.TimePartition{slots[0], otherSlot}}, "Partitions[1], 2026-01-04T03:00:00Z, is a partition of cron(0 3 * * *) in UTC; want one of cron(0 2 * * *) in UTC"},
+		{"not a partition", backfill.Backfill{Partitions: []tranche.TimePartition{fake}}, "is not a partition of cron(0 2 * * *)"},
 	} {
 		bf := c.b
 		bf.DAG, bf.Ledger = dag, l
@@ -248,9 +251,9 @@ func fires2slots(t *testing.T, g tranche.TimeGranularity, fires []time.Time) []t
 // resumed.
 func TestBackfillResumeCanceled(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
-	var b *tranche.Backfill
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
+	var b *backfill.Backfill
 	var canceledAt time.Time
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
 		if target == "2026-01-04" && canceledAt.IsZero() {
@@ -260,12 +263,12 @@ func TestBackfillResumeCanceled(t *testing.T) {
 		}
 		return nil
 	}}
-	b = &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w1", Now: clock.Now}
+	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w1", Now: clock.Now}
 	id, _ := b.ID()
-	if _, err := b.Run(t.Context()); !errors.Is(err, tranche.ErrBackfillCanceled) {
+	if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
 		t.Fatalf("Run canceled midway: %v; want ErrBackfillCanceled", err)
 	}
-	if _, err := b.Run(t.Context()); !errors.Is(err, tranche.ErrBackfillCanceled) {
+	if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
 		t.Fatalf("Run of the canceled backfill: %v; want ErrBackfillCanceled", err)
 	}
 	clock.Advance(time.Hour)
@@ -284,15 +287,15 @@ func TestBackfillResumeCanceled(t *testing.T) {
 	if record.Canceled || !record.CanceledAt.Equal(canceledAt) || !record.ResumedAt.Equal(clock.Now()) {
 		t.Errorf("record %+v; want not canceled, canceled at %v, resumed at %v", record, canceledAt, clock.Now())
 	}
-	if st, err := tranche.StatusOf(t.Context(), l, id, clock.Now()); err != nil || !st.Done() {
+	if st, err := backfill.StatusOf(t.Context(), l, id, clock.Now()); err != nil || !st.Done() {
 		t.Errorf("status %v, %v; want done", st, err)
 	}
 
 	// Resuming a backfill that was not canceled runs it: after a failure,
 	// the failed and the unreached partitions.
-	l2 := tranche.NewMemoryLedger(clock.Now)
+	l2 := memledger.New(clock.Now)
 	p2 := &bfProbe{hook: bfFailOn(true, "2026-01-04")}
-	b2 := &tranche.Backfill{DAG: bfDAG(t, p2, false), Window: bfDays(t, 1, 5), Ledger: l2, Now: clock.Now}
+	b2 := &backfill.Backfill{DAG: bfDAG(t, p2, false), Window: bfDays(t, 1, 5), Ledger: l2, Now: clock.Now}
 	if rep, err := b2.Run(t.Context()); err == nil || rep.Failed != 1 {
 		t.Fatalf("Run with a failure: %v, %v", rep, err)
 	}
@@ -309,14 +312,14 @@ func TestBackfillResumeCanceled(t *testing.T) {
 // A backfill with nothing to run is not recorded; its plan says so.
 func TestBackfillNothingToRun(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	for d := 1; d <= 3; d++ {
-		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", tranche.StateSucceeded, time.Second, time.Minute)
+		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", ledger.StateSucceeded, time.Second, time.Minute)
 	}
-	bfSeed(t, l, clock, bfDAGID, bfDay(4), "elsewhere", tranche.StateRunning, 0, time.Hour)
+	bfSeed(t, l, clock, bfDAGID, bfDay(4), "elsewhere", ledger.StateRunning, 0, time.Hour)
 	p := new(bfProbe)
-	b := &tranche.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 4), Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 4), Ledger: l, Now: clock.Now}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -331,14 +334,14 @@ func TestBackfillNothingToRun(t *testing.T) {
 	}
 	// The partition another worker holds is not done: the run says so.
 	rep, err := b.Execute(t.Context(), plan)
-	if !errors.Is(err, tranche.ErrHeldElsewhere) {
+	if !errors.Is(err, backfill.ErrHeldElsewhere) {
 		t.Fatalf("Execute: %v; want ErrHeldElsewhere", err)
 	}
 	bfCheckReport(t, rep, 4, 0, 0, 3, 0, 1, 0)
 	if bs, err := l.Backfills(t.Context()); err != nil || len(bs) != 0 {
 		t.Errorf("Backfills = %+v, %v; want none recorded", bs, err)
 	}
-	if _, err := tranche.StatusOf(t.Context(), l, rep.Backfill, clock.Now()); !errors.Is(err, tranche.ErrUnknownBackfill) {
+	if _, err := backfill.StatusOf(t.Context(), l, rep.Backfill, clock.Now()); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		t.Errorf("StatusOf a backfill never recorded = %v; want ErrUnknownBackfill", err)
 	}
 	if len(p.Calls()) != 0 {
@@ -425,8 +428,8 @@ func TestBackfillIdentityOfMovedSchedules(t *testing.T) {
 // their fire's date.
 func TestBackfillMovedDailySchedule(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	old, moved := bfCron(t, "0 2 * * *"), bfCron(t, "0 1 * * *")
 	p := new(bfProbe)
 	oldDAG, newDAG := bfCronDAG(t, p, old, time.UTC), bfCronDAG(t, p, moved, time.UTC)
@@ -437,14 +440,14 @@ func TestBackfillMovedDailySchedule(t *testing.T) {
 	// The old schedule ran the slots fired on 01-02 to 01-06; 01-04
 	// failed.
 	for slot := range bfSlots(t, old, bfFire(t, "2026-01-02T02:00:00Z"), bfFire(t, "2026-01-06T02:00:00Z")).OldestFirst() {
-		state := tranche.StateSucceeded
+		state := ledger.StateSucceeded
 		if strings.HasPrefix(slot.Key(), "2026-01-04") {
-			state = tranche.StateFailed
+			state = ledger.StateFailed
 		}
 		bfSeed(t, l, clock, dagID, slot, "daily", state, time.Minute, time.Hour)
 	}
 	w := bfSlots(t, moved, bfFire(t, "2026-01-02T01:00:00Z"), bfFire(t, "2026-01-08T01:00:00Z"))
-	b := &tranche.Backfill{DAG: newDAG, Window: w, Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: newDAG, Window: w, Ledger: l, Now: clock.Now}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +475,7 @@ func TestBackfillMovedDailySchedule(t *testing.T) {
 	if got, want := p.Calls(), []string{"2026-01-08T01:00:00Z", "2026-01-07T01:00:00Z", "2026-01-04T01:00:00Z"}; !slices.Equal(got, want) {
 		t.Errorf("ran %v; want %v", got, want)
 	}
-	st, err := tranche.StatusOf(t.Context(), l, rep.Backfill, clock.Now())
+	st, err := backfill.StatusOf(t.Context(), l, rep.Backfill, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +484,7 @@ func TestBackfillMovedDailySchedule(t *testing.T) {
 	}
 
 	// Moving back finds both schedules' slots.
-	back := &tranche.Backfill{DAG: oldDAG, Window: bfSlots(t, old, bfFire(t, "2026-01-02T02:00:00Z"), bfFire(t, "2026-01-08T02:00:00Z")), Ledger: l, Now: clock.Now}
+	back := &backfill.Backfill{DAG: oldDAG, Window: bfSlots(t, old, bfFire(t, "2026-01-02T02:00:00Z"), bfFire(t, "2026-01-08T02:00:00Z")), Ledger: l, Now: clock.Now}
 	if plan, err := back.Plan(t.Context()); err != nil || plan.Counts.Run != 0 || plan.Counts.SkipSucceeded != 7 {
 		t.Errorf("plan of the old schedule after the new one ran: %v, %v; want every slot succeeded", plan, err)
 	}
@@ -494,8 +497,8 @@ func TestBackfillMovedHourlySchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := tranchetest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	l := memledger.New(clock.Now)
 	old, moved := bfCron(t, "5 * * * *"), bfCron(t, "35 * * * *")
 	p := new(bfProbe)
 	newDAG := bfCronDAG(t, p, moved, ny)
@@ -508,11 +511,11 @@ func TestBackfillMovedHourlySchedule(t *testing.T) {
 	}
 	for slot := range day.OldestFirst() {
 		if slot.Key() != "2026-11-01T01:05:00-05:00" {
-			bfSeed(t, l, clock, dagID, slot, "hourly", tranche.StateSucceeded, time.Second, time.Hour)
+			bfSeed(t, l, clock, dagID, slot, "hourly", ledger.StateSucceeded, time.Second, time.Hour)
 		}
 	}
 	w := bfSlots(t, moved, time.Date(2026, 11, 1, 0, 35, 0, 0, ny), time.Date(2026, 11, 1, 23, 35, 0, 0, ny))
-	b := &tranche.Backfill{DAG: newDAG, Window: w, Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: newDAG, Window: w, Ledger: l, Now: clock.Now}
 	rep, err := b.Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -526,8 +529,8 @@ func TestBackfillMovedHourlySchedule(t *testing.T) {
 // The estimate takes the DAG's recent successes wherever they lie, so
 // that backfilling the past of a live DAG gets one.
 func TestBackfillPlanEstimateFromRecentRuns(t *testing.T) {
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	// The live job ran days 20 to 30 of January: 30 hours first, then
 	// ten of 10s, 20s, ... 100s.
 	for d := 20; d <= 30; d++ {
@@ -535,10 +538,10 @@ func TestBackfillPlanEstimateFromRecentRuns(t *testing.T) {
 		if d == 20 {
 			took = 30 * time.Hour
 		}
-		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", tranche.StateSucceeded, took, 40*time.Hour)
+		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", ledger.StateSucceeded, took, 40*time.Hour)
 	}
-	bfSeed(t, l, clock, bfDAGID, bfDay(19), "daily", tranche.StateFailed, time.Hour, 2*time.Hour)
-	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 5), Ledger: l, Concurrency: 2, Now: clock.Now}
+	bfSeed(t, l, clock, bfDAGID, bfDay(19), "daily", ledger.StateFailed, time.Hour, 2*time.Hour)
+	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 5), Ledger: l, Concurrency: 2, Now: clock.Now}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -551,7 +554,7 @@ func TestBackfillPlanEstimateFromRecentRuns(t *testing.T) {
 	// Only the 20 most recent count: twelve of 5s, and eight of 30s to
 	// 100s.
 	for d := 6; d <= 17; d++ {
-		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", tranche.StateSucceeded, 5*time.Second, time.Hour)
+		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", ledger.StateSucceeded, 5*time.Second, time.Hour)
 	}
 	if plan, err = b.Plan(t.Context()); err != nil {
 		t.Fatal(err)
@@ -560,8 +563,8 @@ func TestBackfillPlanEstimateFromRecentRuns(t *testing.T) {
 		t.Errorf("estimate after twelve runs of 5s %v; want %v", plan.Estimate, want)
 	}
 	// Without a success, no estimate.
-	l2 := tranche.NewMemoryLedger(clock.Now)
-	bfSeed(t, l2, clock, bfDAGID, bfDay(20), "daily", tranche.StateFailed, time.Hour, 2*time.Hour)
+	l2 := memledger.New(clock.Now)
+	bfSeed(t, l2, clock, bfDAGID, bfDay(20), "daily", ledger.StateFailed, time.Hour, 2*time.Hour)
 	b.Ledger = l2
 	if plan, err = b.Plan(t.Context()); err != nil {
 		t.Fatal(err)
@@ -573,11 +576,11 @@ func TestBackfillPlanEstimateFromRecentRuns(t *testing.T) {
 
 // countingLedger counts the calls of Latest and RevisionIn.
 type countingLedger struct {
-	tranche.Ledger
+	ledger.Ledger
 	latest, revisionIn atomic.Int64
 }
 
-func (c *countingLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[tranche.Attempt, error] {
+func (c *countingLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
 	c.latest.Add(1)
 	return c.Ledger.Latest(ctx, dag, from, to)
 }
@@ -591,17 +594,17 @@ func (c *countingLedger) RevisionIn(ctx context.Context, dag string, from, to ti
 // the live job running a day outside the window leaves it alone.
 func TestBackfillStaleOnlyInside(t *testing.T) {
 	bfNoLeaks(t)
-	clock := tranchetest.NewClock(bfT0)
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(bfT0)
+	l := memledger.New(clock.Now)
 	p := new(bfProbe)
 	dag := bfDAG(t, p, false)
-	b := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Now: clock.Now}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []int{6, 20, 31} { // the live job, outside the window
-		if _, err := tranche.RunRecorded(t.Context(), l, nil, dag, bfDay(d), "daily"); err != nil {
+		if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(d), "daily"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -612,15 +615,15 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 	bfCheckReport(t, rep, 5, 5, 0, 0, 0, 0, 0)
 
 	// A change inside makes it stale.
-	b2 := &tranche.Backfill{DAG: dag, Window: bfDays(t, 7, 10), Ledger: l, Now: clock.Now}
+	b2 := &backfill.Backfill{DAG: dag, Window: bfDays(t, 7, 10), Ledger: l, Now: clock.Now}
 	plan, err = b2.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tranche.RunRecorded(t.Context(), l, nil, dag, bfDay(10), "daily"); err != nil {
+	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(10), "daily"); err != nil {
 		t.Fatal(err)
 	}
-	var stale *tranche.StalePlanError
+	var stale *backfill.StalePlanError
 	if _, err := b2.Execute(t.Context(), plan); !errors.As(err, &stale) || stale.Plan.Counts.Run != 3 {
 		t.Errorf("Execute after a run inside the window = %v; want a *StalePlanError whose new plan runs 3", err)
 	}
@@ -629,12 +632,12 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 	// succeeded before the plan; runs outside it since do not stop them
 	// running again, each once.
 	calls := len(p.Calls())
-	again := &tranche.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Rerun: tranche.RerunAll, Now: clock.Now}
+	again := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Rerun: ledger.RerunAll, Now: clock.Now}
 	plan, err = again.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tranche.RunRecorded(t.Context(), l, nil, dag, bfDay(25), "daily"); err != nil {
+	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(25), "daily"); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err = again.Execute(t.Context(), plan); err != nil {
@@ -649,11 +652,11 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 	}
 
 	// Chosen days: a run between them is outside too.
-	chosen := &tranche.Backfill{DAG: dag, Partitions: []tranche.TimePartition{bfDay(12), bfDay(15)}, Ledger: l, Now: clock.Now}
+	chosen := &backfill.Backfill{DAG: dag, Partitions: []tranche.TimePartition{bfDay(12), bfDay(15)}, Ledger: l, Now: clock.Now}
 	if plan, err = chosen.Plan(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tranche.RunRecorded(t.Context(), l, nil, dag, bfDay(13), "daily"); err != nil {
+	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(13), "daily"); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err = chosen.Execute(t.Context(), plan); err != nil {
@@ -666,22 +669,22 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 // the window once, as its plan did.
 func TestBackfillExecuteReadsOnce(t *testing.T) {
 	const n = 100_000
-	clock := tranchetest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	l := &countingLedger{Ledger: tranche.NewMemoryLedger(clock.Now)}
+	clock := ledgertest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := &countingLedger{Ledger: memledger.New(clock.Now)}
 	dag := bfMinuteDAG(t)
-	b := &tranche.Backfill{DAG: dag, Window: bfMinutes(t, n), Ledger: l, Now: clock.Now, Rerun: tranche.RerunNone}
+	b := &backfill.Backfill{DAG: dag, Window: bfMinutes(t, n), Ledger: l, Now: clock.Now, Rerun: ledger.RerunNone}
 	dagID := tranche.DAGIdentity(dag, tranche.Minute, time.UTC)
 	// Every partition has a recorded run, so that the plan has nothing to
 	// run and Execute only reads.
 	i := 0
 	for chunk := range b.Window.Chunks(1000) {
 		i++
-		lease, err := l.Claim(t.Context(), tranche.ClaimRequest{DAG: dagID, Worker: "seed", Partitions: slices.Collect(chunk.OldestFirst()),
-			Lease: time.Hour, Policy: tranche.RerunAll})
+		lease, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: dagID, Worker: "seed", Partitions: slices.Collect(chunk.OldestFirst()),
+			Lease: time.Hour, Policy: ledger.RerunAll})
 		if err != nil {
 			t.Fatal(err)
 		}
-		outcomes := slices.Repeat([]tranche.Outcome{{State: tranche.StateFailed}}, chunk.Len())
+		outcomes := slices.Repeat([]ledger.Outcome{{State: ledger.StateFailed}}, chunk.Len())
 		if err := l.Finish(t.Context(), lease, outcomes); err != nil {
 			t.Fatal(err)
 		}
@@ -706,16 +709,16 @@ func TestBackfillExecuteReadsOnce(t *testing.T) {
 // of adjacent ones cut into chunks; its id depends on the set alone.
 func TestBackfillChosenProperty(t *testing.T) {
 	dag := bfDAG(t, new(bfProbe), true)
-	l := tranche.NewMemoryLedger(nil)
+	l := memledger.New(nil)
 	rapid.Check(t, func(t *rapid.T) {
 		days := rapid.SliceOfNDistinct(rapid.IntRange(0, 59), 1, 20, rapid.ID).Draw(t, "days")
 		chunk := rapid.IntRange(1, 4).Draw(t, "chunk")
-		order := tranche.Order(rapid.IntRange(0, 1).Draw(t, "order"))
+		order := backfill.Order(rapid.IntRange(0, 1).Draw(t, "order"))
 		ps := make([]tranche.TimePartition, len(days))
 		for i, d := range days {
 			ps[i] = tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1+d, 0, 0, 0, 0, time.UTC))
 		}
-		b := &tranche.Backfill{DAG: dag, Partitions: ps, Ledger: l, ChunkSize: chunk, Order: order}
+		b := &backfill.Backfill{DAG: dag, Partitions: ps, Ledger: l, ChunkSize: chunk, Order: order}
 		plan, err := b.Plan(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -735,7 +738,7 @@ func TestBackfillChosenProperty(t *testing.T) {
 		for _, d := range sorted {
 			want = append(want, time.Date(2026, 1, 1+d, 0, 0, 0, 0, time.UTC).Format(time.DateOnly))
 		}
-		if order == tranche.NewestFirst {
+		if order == backfill.NewestFirst {
 			slices.Reverse(want)
 		}
 		var got []string
@@ -758,14 +761,14 @@ func TestBackfillChosenProperty(t *testing.T) {
 			shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
 		}
 		shuffled = append(shuffled, ps[rapid.IntRange(0, len(ps)-1).Draw(t, "repeat")])
-		again := &tranche.Backfill{DAG: dag, Partitions: shuffled, Ledger: l, ChunkSize: chunk}
+		again := &backfill.Backfill{DAG: dag, Partitions: shuffled, Ledger: l, ChunkSize: chunk}
 		if a, b := plan.Backfill, mustID(t, again); a != b {
 			t.Fatalf("ids %s and %s of one set", a, b)
 		}
 	})
 }
 
-func mustID(t *rapid.T, b *tranche.Backfill) string {
+func mustID(t *rapid.T, b *backfill.Backfill) string {
 	id, err := b.ID()
 	if err != nil {
 		t.Fatal(err)
@@ -818,27 +821,27 @@ func TestBackfillMovedScheduleProperty(t *testing.T) {
 		if hourly {
 			key = func(fire time.Time) string { return fire.In(loc).Format("2006-01-02T15Z07:00") }
 		}
-		clock := tranchetest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
-		l := tranche.NewMemoryLedger(clock.Now)
+		clock := ledgertest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+		l := memledger.New(clock.Now)
 		dag := bfCronDAG(t, new(bfProbe), moved, loc)
 		dagID := tranche.DAGIdentity(dag, moved, loc)
 		landed := map[string]bool{}
 		for slot := range window(old).OldestFirst() {
-			state := rapid.SampledFrom([]tranche.State{tranche.StateSucceeded, tranche.StateFailed, tranche.StatePending}).Draw(t, "state")
-			if state == tranche.StatePending {
+			state := rapid.SampledFrom([]ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StatePending}).Draw(t, "state")
+			if state == ledger.StatePending {
 				continue
 			}
-			le, err := l.Claim(context.Background(), tranche.ClaimRequest{DAG: dagID, Worker: "old", Partitions: []tranche.TimePartition{slot},
-				Lease: time.Hour, Policy: tranche.RerunAll})
+			le, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: dagID, Worker: "old", Partitions: []tranche.TimePartition{slot},
+				Lease: time.Hour, Policy: ledger.RerunAll})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := l.Finish(context.Background(), le, []tranche.Outcome{{State: state}}); err != nil {
+			if err := l.Finish(context.Background(), le, []ledger.Outcome{{State: state}}); err != nil {
 				t.Fatal(err)
 			}
-			landed[key(slot.End)] = state == tranche.StateSucceeded
+			landed[key(slot.End)] = state == ledger.StateSucceeded
 		}
-		b := &tranche.Backfill{DAG: dag, Window: window(moved), Ledger: l, Now: clock.Now}
+		b := &backfill.Backfill{DAG: dag, Window: window(moved), Ledger: l, Now: clock.Now}
 		plan, err := b.Plan(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -856,9 +859,9 @@ func TestBackfillMovedScheduleProperty(t *testing.T) {
 				t.Fatal(err)
 			}
 			day := key(item.Partition.End)
-			want := tranche.ActionRun
+			want := backfill.ActionRun
 			if landed[day] {
-				want = tranche.ActionSkipSucceeded
+				want = backfill.ActionSkipSucceeded
 			}
 			if item.Action != want {
 				t.Fatalf("slot %s (fired %s): %s; want %s (the old schedule's days: %v)", item.Partition.Key(), day, item.Action, want, landed)
@@ -876,8 +879,8 @@ func TestBackfillMovedHourlyHalfHourShift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := tranchetest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
-	l := tranche.NewMemoryLedger(clock.Now)
+	clock := ledgertest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := memledger.New(clock.Now)
 	old, moved := bfCron(t, "1 * * * *"), bfCron(t, "30 * * * *")
 	p := new(bfProbe)
 	dag := bfCronDAG(t, p, moved, lh)
@@ -891,9 +894,9 @@ func TestBackfillMovedHourlyHalfHourShift(t *testing.T) {
 		return w
 	}
 	for slot := range window(old).OldestFirst() {
-		bfSeed(t, l, clock, dagID, slot, "hourly", tranche.StateSucceeded, time.Second, time.Hour)
+		bfSeed(t, l, clock, dagID, slot, "hourly", ledger.StateSucceeded, time.Second, time.Hour)
 	}
-	b := &tranche.Backfill{DAG: dag, Window: window(moved), Ledger: l, Now: clock.Now}
+	b := &backfill.Backfill{DAG: dag, Window: window(moved), Ledger: l, Now: clock.Now}
 	rep, err := b.Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -920,7 +923,7 @@ func TestBackfillRefusesHostZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &tranche.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: w, Ledger: tranche.NewMemoryLedger(nil)}
+	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: w, Ledger: memledger.New(nil)}
 	if _, err := b.ID(); err == nil || !strings.Contains(err.Error(), "host's zone") {
 		t.Errorf("ID of a backfill in a zone named Local = %v; want it refused", err)
 	}

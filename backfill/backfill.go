@@ -1,4 +1,4 @@
-package tranche
+package backfill
 
 import (
 	"context"
@@ -11,6 +11,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/zone"
+	"github.com/tranche-dev/tranche/ledger"
+	"golang.org/x/sync/errgroup"
 )
 
 // Backfill materializes a DAG over every partition of a window, recording
@@ -38,9 +43,9 @@ import (
 // local hour), taking the one changed last: the days the old schedule
 // covered are not planned again.
 type Backfill struct {
-	DAG    *DAG                // the assets to materialize; each must be partitioned
-	Window TimePartitionWindow // the partitions to backfill
-	Ledger Ledger              // where attempts are recorded
+	DAG    *tranche.DAG                // the assets to materialize; each must be partitioned
+	Window tranche.TimePartitionWindow // the partitions to backfill
+	Ledger ledger.Ledger               // where attempts are recorded
 
 	// Partitions, when not empty, are the partitions to backfill in
 	// place of Window's: chosen partitions of one granularity and
@@ -49,11 +54,11 @@ type Backfill struct {
 	// Window may then be zero; when it is not, it must hold them, and
 	// gives their granularity and location. A chunk is then a run of
 	// adjacent chosen partitions.
-	Partitions []TimePartition
+	Partitions []tranche.TimePartition
 
 	// Runner runs each partition or chunk; nil means a zero Runner.
 	// Its OnEvent hook sees the events of every run.
-	Runner *Runner
+	Runner *tranche.Runner
 
 	// Worker names this worker in the ledger; "" means host-pid.
 	Worker string
@@ -68,9 +73,9 @@ type Backfill struct {
 	// allow with Partitioning.AllowWindow.
 	ChunkSize int
 
-	Order     Order         // NewestFirst (the zero value) or OldestFirst
-	Rerun     RerunPolicy   // "" means RerunFailed
-	OnFailure FailurePolicy // "" means FailStop
+	Order     Order              // NewestFirst (the zero value) or OldestFirst
+	Rerun     ledger.RerunPolicy // "" means RerunFailed
+	OnFailure FailurePolicy      // "" means FailStop
 
 	// Lease is how long a claim holds without a heartbeat; 0 means 30s.
 	// Heartbeat is how often a running partition renews it; 0 means a
@@ -109,9 +114,13 @@ type Backfill struct {
 	WaitForOthers bool
 
 	// OnEvent receives the backfill's events (backfill and partition
-	// kinds, with Progress); nil means none. Like Runner.OnEvent it is
-	// called synchronously, possibly from several goroutines at once.
-	OnEvent func(context.Context, Event)
+	// kinds, with Progress); nil means none. The hook contract is the
+	// runner's (see tranche.Runner.OnEvent): called synchronously, one
+	// event at a time and in order within one Run or Execute, with a
+	// context that carries the caller's values but is never canceled, so
+	// that the terminal events of a canceled backfill are delivered too;
+	// a panic is recovered into Report.HookErr.
+	OnEvent func(context.Context, tranche.Event)
 
 	// Now is the clock that judges leases in plans and status; nil means
 	// time.Now. Claims are judged by the ledger's own clock.
@@ -137,6 +146,32 @@ func (o Order) String() string {
 	return "newest first"
 }
 
+// MarshalText implements [encoding.TextMarshaler]: "newest-first" or
+// "oldest-first", so that JSON, YAML and flag.TextVar take an order.
+func (o Order) MarshalText() ([]byte, error) {
+	switch o {
+	case NewestFirst:
+		return []byte("newest-first"), nil
+	case OldestFirst:
+		return []byte("oldest-first"), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown order %d; accepted: newest-first, oldest-first", int(o))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler]: "newest-first"
+// ("" too) or "oldest-first".
+func (o *Order) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "", "newest-first":
+		*o = NewestFirst
+	case "oldest-first":
+		*o = OldestFirst
+	default:
+		return fmt.Errorf("tranche: unknown order %q; accepted: newest-first, oldest-first", text)
+	}
+	return nil
+}
+
 // FailurePolicy decides what a backfill does after a partition fails.
 type FailurePolicy string
 
@@ -159,6 +194,27 @@ func ParseFailurePolicy(s string) (FailurePolicy, error) {
 	return "", fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", s)
 }
 
+// MarshalText implements [encoding.TextMarshaler]: "stop" or "continue"
+// ("" stays "").
+func (p FailurePolicy) MarshalText() ([]byte, error) {
+	switch p {
+	case "", FailStop, FailContinue:
+		return []byte(p), nil
+	}
+	return nil, fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", string(p))
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with
+// [ParseFailurePolicy].
+func (p *FailurePolicy) UnmarshalText(text []byte) error {
+	v, err := ParseFailurePolicy(string(text))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
 // Defaults of a Backfill's zero fields.
 const (
 	DefaultLease         = 30 * time.Second
@@ -169,7 +225,7 @@ const (
 type config struct {
 	dag, id, worker    string
 	chunk, concurrency int
-	rerun              RerunPolicy
+	rerun              ledger.RerunPolicy
 	onFailure          FailurePolicy
 	lease, heartbeat   time.Duration
 	selection                  // what the backfill covers
@@ -190,7 +246,7 @@ func (b *Backfill) config() (*config, error) {
 	}
 	cfg := &config{chunk: max(1, b.ChunkSize), concurrency: max(1, b.Concurrency), worker: b.Worker}
 	var err error
-	if cfg.rerun, err = ParseRerunPolicy(string(b.Rerun)); err != nil {
+	if cfg.rerun, err = ledger.ParseRerunPolicy(string(b.Rerun)); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.onFailure, err = ParseFailurePolicy(string(b.OnFailure)); err != nil {
@@ -225,7 +281,7 @@ func (b *Backfill) config() (*config, error) {
 	}
 	sel, selErrs := b.selection(limit)
 	errs = append(errs, selErrs...)
-	if sel.total > 0 && !portableZone(sel.window.Location()) {
+	if sel.total > 0 && !zone.Portable(sel.window.Location()) {
 		// The ledger records the window's text form, which must name the
 		// same zone on every host that reads it.
 		fail("window %s is in the host's zone (time.Local), which has no name another host can load; load the zone by name (time.LoadLocation) or set TZ",
@@ -240,7 +296,7 @@ func (b *Backfill) config() (*config, error) {
 	cfg.selection = sel
 	w := sel.window
 	cfg.match = newMatcher(w.Granularity(), w.Location())
-	cfg.dag = DAGIdentity(b.DAG, w.Granularity(), w.Location())
+	cfg.dag = tranche.DAGIdentity(b.DAG, w.Granularity(), w.Location())
 	if sel.chosen() {
 		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
 	} else {
@@ -254,7 +310,7 @@ func (b *Backfill) config() (*config, error) {
 
 // checkAssets refuses assets a backfill of window w cannot run partition
 // by partition.
-func checkAssets(dag *DAG, w TimePartitionWindow, chunk int) []error {
+func checkAssets(dag *tranche.DAG, w tranche.TimePartitionWindow, chunk int) []error {
 	var unpartitioned, noWindow []string
 	var errs []error
 	g := w.Granularity()
@@ -266,16 +322,16 @@ func checkAssets(dag *DAG, w TimePartitionWindow, chunk int) []error {
 			continue
 		case p.Granularity != g:
 			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q is partitioned by %v, the window by %v", a.Name, p.Granularity, g))
-		case p.Location != nil && !sameZone(p.Location, w.Location()):
+		case p.Location != nil && !zone.Same(p.Location, w.Location()):
 			errs = append(errs, fmt.Errorf("tranche: backfill: asset %q follows %v, the window %v", a.Name, p.Location, w.Location()))
 		}
 		if chunk > 1 && !p.AllowWindow {
 			noWindow = append(noWindow, a.Name)
 		}
 		if !p.First.IsZero() && w.Start().Before(p.First) {
-			first := PartitionOf(g, p.First.In(w.Location()))
+			first := tranche.PartitionOf(g, p.First.In(w.Location()))
 			if w.Start().Before(first.Start) {
-				errs = append(errs, &PartitionError{Asset: a.Name, Oldest: w.Oldest(), First: first})
+				errs = append(errs, &tranche.PartitionError{Asset: a.Name, Oldest: w.Oldest(), First: first})
 			}
 		}
 	}
@@ -394,7 +450,7 @@ func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
 // chosen partitions whose span has none, and one per run of adjacent
 // partitions otherwise.
 func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bool, error) {
-	changed := func(w TimePartitionWindow) (bool, error) {
+	changed := func(w tranche.TimePartitionWindow) (bool, error) {
 		from, to := cfg.match.span(w.Start(), w.End())
 		top, err := b.Ledger.RevisionIn(ctx, cfg.dag, from, to, rev)
 		return top != 0, err
@@ -421,7 +477,7 @@ func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.Ledger.ResumeBackfill(ctx, cfg.id); err != nil && !errors.Is(err, ErrUnknownBackfill) {
+	if err := b.Ledger.ResumeBackfill(ctx, cfg.id); err != nil && !errors.Is(err, ledger.ErrUnknownBackfill) {
 		return nil, fmt.Errorf("tranche: resuming backfill %s: %w", cfg.id, err)
 	}
 	plan, err := b.plan(ctx, cfg)
@@ -494,8 +550,11 @@ type execution struct {
 	b      *Backfill
 	cfg    *config
 	plan   *Plan
-	runner *Runner
+	runner *tranche.Runner
 	start  time.Time
+	// hookMu serializes OnEvent calls: the hook contract is the
+	// runner's, one event at a time.
+	hookMu sync.Mutex
 
 	// finishCtx records outcomes: it outlives the run's context by
 	// finishGrace, so that the partitions in flight when it ends are
@@ -542,10 +601,10 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	}
 	x.keeper = newLeaseKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
 	if x.runner == nil {
-		x.runner = &Runner{}
+		x.runner = &tranche.Runner{}
 	}
 	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
-	x.emit(ctx, Event{Kind: KindBackfillStarted})
+	x.emit(ctx, tranche.Event{Kind: KindStarted})
 
 	pool := x.newPool(ctx)
 	var scanErr error
@@ -596,7 +655,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 // record records the backfill in its ledger, failing with
 // ErrBackfillCanceled if it was canceled there.
 func (b *Backfill) record(ctx context.Context, cfg *config) error {
-	record, err := b.Ledger.PutBackfill(ctx, BackfillRecord{ID: cfg.id, DAG: cfg.dag, Window: cfg.window.String(),
+	record, err := b.Ledger.PutBackfill(ctx, ledger.BackfillRecord{ID: cfg.id, DAG: cfg.dag, Window: cfg.window.String(),
 		Partitions: cfg.starts(), Chunk: cfg.chunk})
 	if err != nil {
 		return fmt.Errorf("tranche: recording backfill %s: %w", cfg.id, err)
@@ -607,21 +666,23 @@ func (b *Backfill) record(ctx context.Context, cfg *config) error {
 	return nil
 }
 
-// pool runs jobs on at most cfg.concurrency goroutines, each started when
-// every running one is busy: a handoff per job, without a goroutine (and
-// its stack growth) per job. With a concurrency of 1 it runs each job on
-// the calling goroutine.
+// pool runs jobs on at most cfg.concurrency goroutines through an
+// errgroup.Group with SetLimit: Go blocks at the limit, which throttles
+// the scan. Jobs record their outcomes in the execution (a failed
+// partition does not stop the others: OnFailure decides), so their
+// functions return nil and the group is a bounded WaitGroup here. With a
+// concurrency of 1 a job runs on the calling goroutine, which errgroup
+// cannot do: no goroutine per partition for a sequential backfill.
 type pool struct {
-	x       *execution
-	ctx     context.Context
-	work    chan *job
-	workers sync.WaitGroup
-	busy    sync.WaitGroup // jobs given and not finished
-	started int
+	x   *execution
+	ctx context.Context
+	g   errgroup.Group
 }
 
 func (x *execution) newPool(ctx context.Context) *pool {
-	return &pool{x: x, ctx: ctx, work: make(chan *job)}
+	p := &pool{x: x, ctx: ctx}
+	p.g.SetLimit(x.cfg.concurrency)
+	return p
 }
 
 func (p *pool) run(u *job) {
@@ -629,31 +690,17 @@ func (p *pool) run(u *job) {
 		p.x.runJob(p.ctx, u) // no handoff: one job at a time
 		return
 	}
-	p.busy.Add(1)
-	select {
-	case p.work <- u:
-	default:
-		if p.started < p.x.cfg.concurrency {
-			p.started++
-			p.workers.Go(func() {
-				for u := range p.work {
-					p.x.runJob(p.ctx, u)
-					p.busy.Done()
-				}
-			})
-		}
-		p.work <- u
-	}
+	p.g.Go(func() error {
+		p.x.runJob(p.ctx, u)
+		return nil
+	})
 }
 
-// wait waits for the jobs given so far.
-func (p *pool) wait() { p.busy.Wait() }
+// wait waits for the jobs given so far; more may be given after.
+func (p *pool) wait() { _ = p.g.Wait() }
 
-// close waits for every job and ends the workers.
-func (p *pool) close() {
-	close(p.work)
-	p.workers.Wait()
-}
+// close waits for every job.
+func (p *pool) close() { p.wait() }
 
 // holdElsewhere counts a job's partitions held by other workers, to be
 // settled once the run has run what it could.
@@ -700,7 +747,7 @@ func (x *execution) settleHeld(ctx context.Context, p *pool) {
 			return // a last count, after the runs of the last round
 		}
 		for _, part := range run {
-			p.run(&job{window: part.window, partitions: []TimePartition{part.p}, action: ActionRun})
+			p.run(&job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun})
 		}
 		switch {
 		case !x.b.WaitForOthers:
@@ -715,8 +762,8 @@ func (x *execution) settleHeld(ctx context.Context, p *pool) {
 
 // heldRun is a held partition to run here, with its window.
 type heldRun struct {
-	p      TimePartition
-	window TimePartitionWindow
+	p      tranche.TimePartition
+	window tranche.TimePartitionWindow
 }
 
 // sortHeld reads the latest attempts of the held partitions (starts, Unix
@@ -728,7 +775,7 @@ type heldRun struct {
 func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (run []heldRun, waiting []int64, wait time.Duration, err error) {
 	slices.Sort(held)
 	from, to := time.Unix(0, held[0]), time.Unix(0, held[len(held)-1]+1)
-	latest := make(map[int64]Attempt, len(held))
+	latest := make(map[int64]ledger.Attempt, len(held))
 	for a, err := range x.b.Ledger.Latest(ctx, x.cfg.dag, from, to) {
 		if err != nil {
 			return nil, nil, 0, err
@@ -741,12 +788,12 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 	for _, start := range held {
 		a, ok := latest[start]
 		switch {
-		case ok && a.State == StateSucceeded,
-			ok && a.State.Terminal() && x.cfg.rerun == RerunNone:
+		case ok && a.State == ledger.StateSucceeded,
+			ok && a.State.Terminal() && x.cfg.rerun == ledger.RerunNone:
 			done++
 			continue
 		case !takeOver:
-		case ok && a.State == StateRunning && now.Before(a.LeaseUntil):
+		case ok && a.State == ledger.StateRunning && now.Before(a.LeaseUntil):
 			wait = min(wait, a.LeaseUntil.Sub(now))
 		case time.Since(x.tried[start]) < x.cfg.heartbeat:
 			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
@@ -755,8 +802,8 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 				x.tried = map[int64]time.Time{}
 			}
 			x.tried[start] = time.Now()
-			p := PartitionOf(x.cfg.window.Granularity(), time.Unix(0, start).In(x.cfg.window.Location()))
-			w, err := NewTimePartitionWindow(p.Granularity, p.Start, p.Start)
+			p := tranche.PartitionOf(x.cfg.window.Granularity(), time.Unix(0, start).In(x.cfg.window.Location()))
+			w, err := tranche.NewTimePartitionWindow(p.Granularity, p.Start, p.Start)
 			if err != nil {
 				return nil, nil, 0, err
 			}
@@ -832,12 +879,12 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	}
 	runID := x.runID(u)
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
-	lease, err := b.Ledger.Claim(ctx, ClaimRequest{
+	lease, err := b.Ledger.Claim(ctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: runID, Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
 	})
 	switch {
-	case errors.Is(err, ErrNotClaimable):
+	case errors.Is(err, ledger.ErrNotClaimable):
 		x.holdElsewhere(u)
 		x.emitJob(ctx, KindPartitionHeld, u, err)
 		return
@@ -858,19 +905,19 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 			if err == nil {
 				kind = KindLeaseRenewSlow
 			}
-			x.emitJob(ctx, kind, u, err, func(e *Event) { e.Duration = took })
+			x.emitJob(ctx, kind, u, err, func(e *tranche.Event) { e.Duration = took })
 		}
 	}
 	kept, runCtx := x.keeper.keep(lease, claimed, renewFailed)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
-	var target Target
+	var target tranche.Target
 	if n == 1 {
 		target = u.partitions[0]
 	} else {
 		target = u.window
 	}
-	res, runErr := x.runner.run(runCtx, b.DAG, target, runOptions{id: runID, attempt: lease.Attempts[0],
-		backfill: cfg.id, fencing: &kept.fencing})
+	kept.opts.RunID, kept.opts.Attempt, kept.opts.Backfill = runID, lease.Attempts[0], cfg.id
+	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.opts)
 	// A success is recorded only while the lease holds by this worker's
 	// clock: past it, another worker may have taken the partition over.
 	held, byLedger := kept.state()
@@ -881,7 +928,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	cause := context.Cause(runCtx)
 	kept.release()
 
-	outcomes := make([]Outcome, n)
+	outcomes := make([]ledger.Outcome, n)
 	var failure error
 	switch {
 	case lost != nil:
@@ -889,14 +936,14 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	case errors.Is(cause, ErrBackfillCanceled):
 		failure = fmt.Errorf("canceled: %w", cause)
 		x.halt(cause)
-	case errors.Is(cause, ErrFenced):
+	case errors.Is(cause, ledger.ErrFenced):
 		failure = cause
-	case runErr == nil && res.Status == StatusCompleted && held != nil:
+	case runErr == nil && res.Status == tranche.StatusCompleted && held != nil:
 		failure = held
-	case runErr == nil && res.Status == StatusCompleted:
+	case runErr == nil && res.Status == tranche.StatusCompleted:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
-			outcomes[i] = Outcome{State: StateSucceeded}
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded}
 			if len(rows) > 0 {
 				outcomes[i].Rows = int64(rows[p.Key()])
 			}
@@ -910,7 +957,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	}
 	if failure != nil {
 		for i := range outcomes {
-			outcomes[i] = Outcome{State: StateFailed, Err: failure.Error()}
+			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error()}
 		}
 	}
 	if lost == nil {
@@ -921,7 +968,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		err := b.Ledger.Finish(x.finishCtx, lease, outcomes)
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrFenced) && failure != nil:
+		case errors.Is(err, ledger.ErrFenced) && failure != nil:
 			// Taken over: the newer attempt records it.
 		case failure == nil:
 			failure = fmt.Errorf("tranche: recording %s: %w", u.window, err)
@@ -955,7 +1002,7 @@ func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
 
 // rowsByPartition sums the rows of each partition over the assets; nil
 // when no asset counts rows by partition.
-func rowsByPartition(res *Result) map[string]int {
+func rowsByPartition(res *tranche.Result) map[string]int {
 	var rows map[string]int
 	for _, o := range res.Assets {
 		if len(o.RowsByPartition) > 0 && rows == nil {
@@ -968,10 +1015,10 @@ func rowsByPartition(res *Result) map[string]int {
 	return rows
 }
 
-func outcomeErrors(res *Result) []error {
+func outcomeErrors(res *tranche.Result) []error {
 	var errs []error
 	for _, o := range res.Assets {
-		if o.Err != nil && o.Status == StatusFailed {
+		if o.Err != nil && o.Status == tranche.StatusFailed {
 			errs = append(errs, o.Err)
 		}
 	}
@@ -1008,45 +1055,45 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 	report := x.report
 	x.mu.Unlock()
 	var err error
-	kind := KindBackfillCompleted
+	kind := KindCompleted
 	switch {
 	case scanErr != nil && ctx.Err() == nil:
-		kind, err = KindBackfillFailed, scanErr
+		kind, err = KindFailed, scanErr
 	case ctx.Err() != nil:
-		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
 	case errors.Is(x.stopped, ErrBackfillCanceled):
 		// Partitions stopped by the cancellation count as failed, but
 		// the backfill was canceled, not failed.
-		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Failed > 0:
-		kind = KindBackfillFailed
+		kind = KindFailed
 		first := report.Failures[0]
 		err = fmt.Errorf("tranche: backfill %s: %d partitions failed (first %s: %w)", report.Backfill, report.Failed, first.Key, first.Err)
 	case report.Unclaimed > 0:
-		kind = KindBackfillFailed
+		kind = KindFailed
 		first := report.ClaimFailures[0]
 		err = fmt.Errorf("tranche: backfill %s: %d partitions not claimed, neither run nor recorded (first %s: %w)",
 			report.Backfill, report.Unclaimed, first.Key, first.Err)
 	case x.stopped != nil:
-		kind, err = KindBackfillCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Held > 0:
-		kind = KindBackfillUnfinished
+		kind = KindUnfinished
 		err = fmt.Errorf("tranche: backfill %s: not done: %d partitions held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
 			report.Backfill, report.Held, ErrHeldElsewhere)
 	}
-	if err != nil && report.Held > 0 && kind != KindBackfillUnfinished {
+	if err != nil && report.Held > 0 && kind != KindUnfinished {
 		err = fmt.Errorf("%w; and %d partitions are held by other workers: %w", err, report.Held, ErrHeldElsewhere)
 	}
-	x.emit(ctx, Event{Kind: kind, Err: err, Duration: report.Duration})
+	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err
 }
 
 // progress returns the counts so far with an estimate of the time left.
-func (x *execution) progress() *Progress {
+func (x *execution) progress() *tranche.Progress {
 	x.mu.Lock()
 	r := x.report
 	x.mu.Unlock()
-	p := &Progress{Done: r.Succeeded, Failed: r.Failed + r.Unclaimed, Skipped: r.Skipped + r.Elsewhere, Held: r.Held, Total: r.Total}
+	p := &tranche.Progress{Done: r.Succeeded, Failed: r.Failed + r.Unclaimed, Skipped: r.Skipped + r.Elsewhere, Held: r.Held, Total: r.Total}
 	if ran := r.Succeeded + r.Failed; ran > 0 {
 		left := r.Total - ran - r.Skipped - r.Elsewhere - r.Held - r.NotRun - r.Unclaimed
 		p.ETA = time.Since(x.start) / time.Duration(ran) * time.Duration(max(left, 0))
@@ -1054,7 +1101,7 @@ func (x *execution) progress() *Progress {
 	return p
 }
 
-func (x *execution) emit(ctx context.Context, e Event) {
+func (x *execution) emit(ctx context.Context, e tranche.Event) {
 	if x.b.OnEvent == nil {
 		return
 	}
@@ -1066,11 +1113,11 @@ func (x *execution) emit(ctx context.Context, e Event) {
 	x.deliver(ctx, e)
 }
 
-func (x *execution) emitJob(ctx context.Context, kind Kind, u *job, err error, more ...func(*Event)) {
+func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err error, more ...func(*tranche.Event)) {
 	if x.b.OnEvent == nil {
 		return
 	}
-	e := Event{Kind: kind, Time: time.Now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
+	e := tranche.Event{Kind: kind, Time: time.Now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
 		RunID: x.runID(u), Target: u.window.String()}
 	if len(u.partitions) == 1 {
 		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()
@@ -1085,14 +1132,16 @@ func (x *execution) emitJob(ctx context.Context, kind Kind, u *job, err error, m
 
 // deliver calls the hook, recovering a panic so that a broken hook cannot
 // take a backfill down half-recorded; the report's HookErr keeps it.
-func (x *execution) deliver(ctx context.Context, e Event) {
+func (x *execution) deliver(ctx context.Context, e tranche.Event) {
+	x.hookMu.Lock()
+	defer x.hookMu.Unlock()
 	defer func() {
 		if v := recover(); v != nil {
-			err := &PanicError{Value: v, Stack: debug.Stack(), where: "backfill event hook on " + string(e.Kind)}
+			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "backfill event hook on " + string(e.Kind)}
 			x.count(func(r *Report) { r.HookErr = errors.Join(r.HookErr, err) })
 		}
 	}()
-	x.b.OnEvent(ctx, e)
+	x.b.OnEvent(context.WithoutCancel(ctx), e)
 }
 
 // RunRecorded runs dag for partition p with r and records the run in l
@@ -1101,14 +1150,14 @@ func (x *execution) deliver(ctx context.Context, e Event) {
 // later backfills of the same DAG, which skip what it landed. It always
 // runs the partition (rerun policy all) unless another worker holds it,
 // which fails with [ErrNotClaimable]; worker "" means host-pid.
-func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimePartition, worker string) (*Result, error) {
+func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *tranche.DAG, p tranche.TimePartition, worker string) (*tranche.Result, error) {
 	if r == nil {
-		r = &Runner{}
+		r = &tranche.Runner{}
 	}
 	if worker == "" {
 		worker = defaultWorker()
 	}
-	id := DAGIdentity(dag, p.Granularity, p.Location())
+	id := tranche.DAGIdentity(dag, p.Granularity, p.Location())
 	revision, err := l.Revision(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
@@ -1116,13 +1165,14 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 	runID := RunID(id, p.Start, p.End)
 	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
 	claimed := keeper.now()
-	lease, err := l.Claim(ctx, ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []TimePartition{p},
-		Lease: DefaultLease, Policy: RerunAll, Revision: revision})
+	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []tranche.TimePartition{p},
+		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision})
 	if err != nil {
 		return nil, err
 	}
 	kept, runCtx := keeper.keep(lease, claimed, nil)
-	res, runErr := r.run(runCtx, dag, p, runOptions{id: runID, attempt: lease.Attempts[0], fencing: &kept.fencing})
+	kept.opts.RunID, kept.opts.Attempt = runID, lease.Attempts[0]
+	res, runErr := r.RunWith(runCtx, dag, p, &kept.opts)
 	if runErr == nil {
 		// A success is recorded only while the lease holds by this
 		// worker's clock.
@@ -1130,19 +1180,31 @@ func RunRecorded(ctx context.Context, l Ledger, r *Runner, dag *DAG, p TimeParti
 	}
 	kept.release()
 	keeper.close()
-	outcome := Outcome{State: StateSucceeded}
+	outcome := ledger.Outcome{State: ledger.StateSucceeded}
 	switch {
 	case runErr != nil:
-		outcome = Outcome{State: StateFailed, Err: runErr.Error()}
-	case res.Status != StatusCompleted:
-		outcome = Outcome{State: StateFailed, Err: fmt.Sprintf("run %s: %v", res.Status, errors.Join(outcomeErrors(res)...))}
+		outcome = ledger.Outcome{State: ledger.StateFailed, Err: runErr.Error()}
+	case res.Status != tranche.StatusCompleted:
+		outcome = ledger.Outcome{State: ledger.StateFailed, Err: fmt.Sprintf("run %s: %v", res.Status, errors.Join(outcomeErrors(res)...))}
 	default:
 		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
 	}
 	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer done()
-	if err := l.Finish(finishCtx, lease, []Outcome{outcome}); err != nil {
+	if err := l.Finish(finishCtx, lease, []ledger.Outcome{outcome}); err != nil {
 		return res, errors.Join(runErr, fmt.Errorf("tranche: recording run %s: %w", runID, err))
 	}
 	return res, runErr
+}
+
+// sleepCtx sleeps for d, or until ctx ends with its error.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,9 +1,11 @@
-package tranche
+package ledger
 
 import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tranche-dev/tranche"
 )
 
 // The rules every Ledger applies, word for word in their messages, so that
@@ -42,7 +44,7 @@ func (req ClaimRequest) Validate() error {
 
 // checkDistinct refuses a chunk that names one partition twice, which would
 // start two attempts with one number. Chunks come in order, or nearly.
-func checkDistinct(ps []TimePartition) error {
+func checkDistinct(ps []tranche.TimePartition) error {
 	for i := 1; i < len(ps); i++ {
 		if ps[i-1].Start.Before(ps[i].Start) {
 			continue
@@ -65,32 +67,57 @@ var (
 	maxLedgerTime = time.Unix(0, math.MaxInt64).UTC()
 )
 
-// Admits applies the claim rules of [Ledger.Claim] to partition p, whose
-// latest attempt is latest (nil if none), at the ledger's time now: nil
-// if the request may start an attempt at it, else an error matching
-// [ErrNotClaimable] that says why.
-func (req ClaimRequest) Admits(latest *Attempt, p TimePartition, now time.Time) error {
-	if latest == nil {
-		return nil
-	}
-	policy := req.Policy
-	if policy == "" {
-		policy = RerunFailed
-	}
-	switch latest.State {
-	case StateRunning:
+// A Verdict is what the claim rules decide for one partition: whether a
+// request may start an attempt at it, and if not, why. [ClaimRequest.Judge]
+// gives it; a ledger's Claim refuses (through [ClaimRequest.Admits]) and a
+// backfill's plan skips by the same verdict, so the two never disagree.
+type Verdict int
+
+// The verdicts of [ClaimRequest.Judge].
+const (
+	// VerdictClaim: no attempt yet, a failed or canceled one the policy
+	// reruns, a running one whose lease expired (taken over), or a
+	// success that RerunAll reruns.
+	VerdictClaim     Verdict = iota
+	VerdictHeld              // running under another attempt's live lease
+	VerdictSucceeded         // succeeded, and the policy does not rerun it
+	VerdictRecorded          // failed or canceled, and the policy is RerunNone
+)
+
+// Judge applies the claim rules of [Ledger.Claim] to a partition whose
+// latest attempt is latest (nil if none), at the ledger's time now, under
+// req's Policy ("" is RerunFailed) and Revision.
+func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Verdict {
+	switch {
+	case latest == nil:
+		return VerdictClaim
+	case latest.State == StateRunning:
 		if now.Before(latest.LeaseUntil) {
-			return fmt.Errorf("%w: %s is held by worker %s (attempt %d) until %s",
-				ErrNotClaimable, p.Key(), latest.Worker, latest.Number, latest.LeaseUntil.Format(time.RFC3339Nano))
+			return VerdictHeld
 		}
-		return nil // the holder's lease expired: take it over
-	case StateSucceeded:
-		if policy == RerunAll && latest.Revision <= req.Revision {
-			return nil
+		return VerdictClaim // the holder's lease expired: take it over
+	case latest.State == StateSucceeded:
+		if req.Policy == RerunAll && latest.Revision <= req.Revision {
+			return VerdictClaim
 		}
-		return fmt.Errorf("%w: %s succeeded (attempt %d by worker %s)", ErrNotClaimable, p.Key(), latest.Number, latest.Worker)
+		return VerdictSucceeded
+	case req.Policy == RerunNone:
+		return VerdictRecorded
 	}
-	if policy == RerunNone {
+	return VerdictClaim
+}
+
+// Admits is [ClaimRequest.Judge] as an error for partition p: nil if the
+// request may start an attempt at it, else an error matching
+// [ErrNotClaimable] that says why.
+func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now time.Time) error {
+	switch req.Judge(latest, now) {
+	case VerdictHeld:
+		return fmt.Errorf("%w: %s is held by worker %s (attempt %d) until %s",
+			ErrNotClaimable, p.Key(), latest.Worker, latest.Number, latest.LeaseUntil.Format(time.RFC3339Nano))
+	case VerdictSucceeded:
+		return fmt.Errorf("%w: %s succeeded (attempt %d by worker %s)", ErrNotClaimable, p.Key(), latest.Number, latest.Worker)
+	case VerdictRecorded:
 		return fmt.Errorf("%w: %s has a recorded run (%s) and the rerun policy is none", ErrNotClaimable, p.Key(), latest.State)
 	}
 	return nil

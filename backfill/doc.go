@@ -1,0 +1,41 @@
+/*
+Package backfill runs a [tranche.DAG] over the partitions of a window,
+resumably: a [Backfill] claims each partition in a [ledger.Ledger] under a
+heartbeated lease before it runs it (through [tranche.Runner.RunWith], with
+the lease's fencing tokens) and records how it ended.
+
+A [Backfill] materializes a DAG over every partition of a window, claiming
+each partition in a [ledger.Ledger] under a heartbeated lease before it runs and
+recording how it ended, so that running the same backfill again resumes
+it, and several workers share one backfill with every partition landing
+once in the ledger. [Backfill.Plan] is a dry run; [Backfill.Run] plans
+and executes; [Backfill.Execute] refuses a plan whose partitions' history
+changed since it was made; [StatusOf] reads a backfill's progress and why
+it is stuck, if it is. A backfill of chosen partitions
+([Backfill.Partitions]) is one backfill with one id ([BackfillIDOf]). A
+backfill with nothing to run is not recorded. [ledger.Ledger.CancelBackfill]
+stops a backfill's claims everywhere and [Backfill.Resume] lets them go
+on, running what has not succeeded. Plans estimate their duration from
+the DAG's recent successes ([ledger.Ledger.RecentSuccesses]), wherever they lie.
+
+Each running partition renews its lease on its own, so that a hung ledger
+call holds up no other; a worker trusts a lease by its own clock only for
+its length less a margin since its last renewal, and past that stops the
+partition and writes nothing more for it. A run reports apart the
+partitions other workers still hold ([Report].Held, [ErrHeldElsewhere];
+[Backfill.WaitForOthers] waits for them) and those whose claims failed
+([Report].Unclaimed).
+[BackfillID], [RunID] and [tranche.DAGIdentity] are stable hashes. memledger.New
+keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
+keep it in a database through the package sqlledger. [NewProgressReporter]
+shows progress on a terminal.
+
+# Events
+
+A backfill emits the [tranche.Event] values of its runs and its own kinds
+around them ([KindStarted], [KindPartitionClaimed], ...), with
+[tranche.Event.Backfill] and [tranche.Event.Progress] set, to its OnEvent
+hook under the contract of [tranche.Runner.OnEvent]. [NewProgressReporter]
+shows progress on a terminal.
+*/
+package backfill

@@ -1,0 +1,34 @@
+package backfill
+
+import "github.com/tranche-dev/tranche"
+
+// Backfill and partition events. A backfill emits them around the runs
+// of its partitions, with [tranche.Event.Backfill] and [tranche.Event.Progress] set.
+const (
+	KindStarted   tranche.Kind = "backfill.started"
+	KindCompleted tranche.Kind = "backfill.completed"
+	KindFailed    tranche.Kind = "backfill.failed"
+	KindCanceled  tranche.Kind = "backfill.canceled"
+	// KindUnfinished ends a run that left partitions held by
+	// other workers, not succeeded (Report.Held): the backfill is not
+	// done, and the run's error matches [ErrHeldElsewhere].
+	KindUnfinished tranche.Kind = "backfill.unfinished"
+
+	KindPartitionClaimed   tranche.Kind = "partition.claimed"   // this worker holds the partition's lease
+	KindPartitionStarted   tranche.Kind = "partition.started"   // its run starts
+	KindPartitionSucceeded tranche.Kind = "partition.succeeded" // its run completed and is recorded
+	KindPartitionFailed    tranche.Kind = "partition.failed"    // its run failed
+	KindPartitionSkipped   tranche.Kind = "partition.skipped"   // it already succeeded
+	KindPartitionHeld      tranche.Kind = "partition.held"      // another worker holds its lease
+	KindPartitionUnclaimed tranche.Kind = "partition.unclaimed" // its claim failed (Err: the ledger unreachable): neither run nor recorded
+
+	// KindLeaseRenewFailed reports a heartbeat of a running partition's
+	// lease that failed or timed out (Err says which, Duration how long
+	// it took). The partition runs on, and its lease is renewed again
+	// soon; if it cannot be renewed in time, the worker stops the
+	// partition (see Backfill.Lease).
+	KindLeaseRenewFailed tranche.Kind = "lease.renew_failed"
+	// KindLeaseRenewSlow reports a heartbeat that renewed the lease but
+	// took longer than the heartbeat interval (Duration).
+	KindLeaseRenewSlow tranche.Kind = "lease.renew_slow"
+)

@@ -1,0 +1,48 @@
+package backfill_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+)
+
+// TestBackfillHookContract checks that a backfill's OnEvent keeps the
+// runner's hook contract: one event at a time though partitions run
+// concurrently, and a context that is never canceled, so that the
+// events after the caller cancels are delivered with a live context.
+func TestBackfillHookContract(t *testing.T) {
+	var inside, overlaps, canceledCtx, events atomic.Int64
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	b := &backfill.Backfill{
+		DAG: bfDAG(t, &bfProbe{}, false), Window: bfDays(t, 1, 24), Ledger: memledger.New(nil), Concurrency: 8,
+		OnFailure: backfill.FailContinue,
+		OnEvent: func(hctx context.Context, e tranche.Event) {
+			if inside.Add(1) > 1 {
+				overlaps.Add(1)
+			}
+			defer inside.Add(-1)
+			events.Add(1)
+			if hctx.Err() != nil {
+				canceledCtx.Add(1)
+			}
+			if e.Kind == backfill.KindPartitionSucceeded {
+				cancel() // the backfill's context ends mid-run; its hook's must not
+			}
+		},
+	}
+	_, _ = b.Run(ctx)
+	if events.Load() == 0 {
+		t.Fatal("no events delivered")
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d OnEvent calls overlapped another; want one at a time", n)
+	}
+	if n := canceledCtx.Load(); n != 0 {
+		t.Errorf("%d OnEvent calls got a canceled context; want a context that is never canceled", n)
+	}
+}

@@ -1,0 +1,17 @@
+// Package ledger is the contract between tranche's backfills and the
+// stores that record them, as database/sql/driver is between database/sql
+// and its drivers: the [Ledger] interface, the requests and records that
+// cross it ([ClaimRequest], [Lease], [Outcome], [Attempt],
+// [BackfillRecord]), and the rules every implementation shares
+// ([ClaimRequest.Validate], [ClaimRequest.Judge] and
+// [ClaimRequest.Admits], [Lease.Holds], [Lease.CheckOutcomes],
+// [TakeoverReason]), so that each applies them alike and a backfill's
+// plan agrees with the ledger that executes it.
+//
+// A ledger author imports this package and its conformance suite,
+// ledger/ledgertest, and nothing that runs assets. The package knows
+// nothing of DAGs or runs: a DAG is named by its identity, a string. The
+// implementations are ledger/memledger (in memory), the module
+// ledger/sqlite and the module ledger/postgres (through the package
+// sqlledger).
+package ledger
