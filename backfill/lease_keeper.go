@@ -243,10 +243,15 @@ func (kl *keptLease) heartbeat() {
 	defer kl.mu.Unlock()
 	_, lapsed := kl.lost.(*lapsedError)
 	switch {
-	case kl.released, kl.lost != nil && !lapsed:
+	case kl.lost != nil && !lapsed:
 		return
 	case err == nil && lapsed:
 		return // too late: the job was stopped meanwhile
+	case kl.released && !lapsed:
+		// A call that outlived the lease falls through to be reported
+		// even when the job it stopped has released the lease since:
+		// it is why the job stopped.
+		return
 	case err == nil:
 		kl.renewed = sent
 		kl.lease.Until = lease.Until

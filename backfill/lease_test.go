@@ -163,10 +163,8 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 	var renewFailed []tranche.Event
 	took := map[string]time.Duration{} // a's partitions, from start to success
 	startedAt := map[string]time.Time{}
-	// A lease of 2s leaves a margin of 200ms, which the timer that stops
-	// the hung partition must not overrun even on a loaded machine.
 	a := &backfill.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
-		Lease: 2 * time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: backfill.FailContinue,
+		Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: backfill.FailContinue,
 		OnEvent: func(_ context.Context, e tranche.Event) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -180,7 +178,7 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 			}
 		}}
 	b := &backfill.Backfill{DAG: dagFor("b", 0), Window: w, Ledger: mem, Worker: "b", Concurrency: 2,
-		Lease: 2 * time.Second, Heartbeat: 100 * time.Millisecond, WaitForOthers: true}
+		Lease: time.Second, Heartbeat: 100 * time.Millisecond, WaitForOthers: true}
 	var ra, rb *backfill.Report
 	var ea, eb error
 	var wg sync.WaitGroup
