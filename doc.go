@@ -103,7 +103,7 @@ targets reaching before an asset's first partition are refused with a
 assets ([FailFast], the default), or only the assets downstream of it
 ([CollectAll]). A panic fails its asset with a [*PanicError]; an error
 wrapped with [Retryable], or a timeout, is retried with exponential
-backoff. The [Result] reports every asset's [AssetOutcome].
+backoff. The [Result] reports every asset's [AssetResult].
 
 After an asset succeeds, each of its destinations receives one [Batch]
 per partition of the run (the rows split by the partition column, empty

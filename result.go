@@ -32,7 +32,7 @@ type Result struct {
 	End     time.Time
 
 	// Assets holds one outcome per asset, in the DAG's order.
-	Assets []AssetOutcome
+	Assets []AssetResult
 
 	// Completed, Failed, Canceled and Skipped name the assets that ended
 	// so, in the DAG's order.
@@ -49,19 +49,19 @@ type Result struct {
 	HookErr error
 }
 
-// Outcome returns the outcome of the named asset, and whether the run
+// Asset returns the outcome of the named asset, and whether the run
 // had that asset.
-func (r *Result) Outcome(asset string) (AssetOutcome, bool) {
+func (r *Result) Asset(asset string) (AssetResult, bool) {
 	for _, o := range r.Assets {
 		if o.Asset == asset {
 			return o, true
 		}
 	}
-	return AssetOutcome{}, false
+	return AssetResult{}, false
 }
 
-// AssetOutcome is how one asset ended in a run.
-type AssetOutcome struct {
+// AssetResult is how one asset ended in a run.
+type AssetResult struct {
 	Asset    string
 	Status   Status
 	Start    time.Time // zero if the asset never started

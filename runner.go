@@ -190,7 +190,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 		backfill: backfill,
 		target:   t,
 		runner:   r,
-		outcomes: make([]AssetOutcome, n),
+		outcomes: make([]AssetResult, n),
 		assets:   make([]assetState, n),
 	}
 	if opts != nil && (opts.Tokens != nil || opts.Fence != nil) {
@@ -396,8 +396,8 @@ type runState struct {
 	hookErrs []error
 	closed   bool // the run's last event was delivered
 
-	outcomes []AssetOutcome // by DAG position, each written by one goroutine at a time
-	assets   []assetState   // by DAG position
+	outcomes []AssetResult // by DAG position, each written by one goroutine at a time
+	assets   []assetState  // by DAG position
 	sched    scheduler
 }
 

@@ -88,7 +88,7 @@ func TestRunDependencyOrderAndInputs(t *testing.T) {
 				t.Errorf("Completed = %v, want %v", got, want)
 			}
 			// e sees d = b + c + 1 = (a+1) + (a+1) + 1 = 5, so e = 6.
-			if o, _ := res.Outcome("e"); o.Rows != 1 {
+			if o, _ := res.Asset("e"); o.Rows != 1 {
 				t.Errorf("e wrote %d rows, want 1", o.Rows)
 			}
 			tranchetest.RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunCompleted)
@@ -251,12 +251,12 @@ func TestRunFailureModes(t *testing.T) {
 					if len(kinds) == 0 || kinds[len(kinds)-1] != want {
 						t.Errorf("events of %s = %v, want them to end with %s", name, kinds, want)
 					}
-					o, _ := res.Outcome(name)
+					o, _ := res.Asset(name)
 					if (o.Status == tranche.StatusCanceled) != (o.Err != nil && o.Status != tranche.StatusFailed) && o.Status != tranche.StatusCompleted {
 						t.Errorf("%s: status %s with error %v", name, o.Status, o.Err)
 					}
 				}
-				if o, _ := res.Outcome("after"); !strings.Contains(fmt.Sprint(o.Err), `"bad"`) {
+				if o, _ := res.Asset("after"); !strings.Contains(fmt.Sprint(o.Err), `"bad"`) {
 					t.Errorf("after's error %v does not name bad", o.Err)
 				}
 				tranchetest.RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunFailed)
@@ -289,7 +289,7 @@ func TestRunPanicIsAssetFailure(t *testing.T) {
 	res, err := (&tranche.Runner{FailureMode: tranche.CollectAll}).Run(ctxT, dag, nil)
 	tranchetest.RequireStatus(t, res, tranche.StatusFailed, "p=failed", "q=failed")
 	for _, name := range []string{"p", "q"} {
-		o, _ := res.Outcome(name)
+		o, _ := res.Asset(name)
 		pe, ok := errors.AsType[*tranche.PanicError](o.Err)
 		if !ok {
 			t.Fatalf("%s: error %v is not a *PanicError", name, o.Err)
@@ -333,7 +333,7 @@ func TestRunCanceledContext(t *testing.T) {
 				tranchetest.RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunCanceled)
 				tranchetest.RequireKinds(t, rec, "long", tranche.KindAssetStarted, tranche.KindAssetCanceled)
 				tranchetest.RequireKinds(t, rec, "last", tranche.KindAssetCanceled)
-				if o, _ := res.Outcome("last"); !errors.Is(o.Err, cause) && !strings.Contains(o.Err.Error(), "canceled") {
+				if o, _ := res.Asset("last"); !errors.Is(o.Err, cause) && !strings.Contains(o.Err.Error(), "canceled") {
 					t.Errorf("last: %v", o.Err)
 				}
 			})

@@ -119,7 +119,7 @@ type Backfill struct {
 	// event at a time and in order within one Run or Execute, with a
 	// context that carries the caller's values but is never canceled, so
 	// that the terminal events of a canceled backfill are delivered too;
-	// a panic is recovered into Report.HookErr.
+	// a panic is recovered into Result.HookErr.
 	OnEvent func(context.Context, tranche.Event)
 
 	// Now is the clock that judges leases in plans and status; nil means
@@ -398,7 +398,7 @@ var ErrBackfillCanceled = errors.New("tranche: backfill canceled")
 
 // ErrHeldElsewhere is matched by the error of a backfill run that ended
 // while other workers still held some of its partitions, or had failed
-// them (Report.Held): the backfill is not done. Run it again, or set
+// them (Result.Held): the backfill is not done. Run it again, or set
 // [Backfill.WaitForOthers].
 var ErrHeldElsewhere = errors.New("tranche: partitions held by other workers")
 
@@ -406,7 +406,7 @@ var ErrHeldElsewhere = errors.New("tranche: partitions held by other workers")
 // again resumes it. It returns when every claimed partition has finished
 // and is recorded. On context cancellation, in-flight partitions are
 // recorded failed, cause canceled, before Run returns.
-func (b *Backfill) Run(ctx context.Context) (*Report, error) {
+func (b *Backfill) Run(ctx context.Context) (*Result, error) {
 	cfg, err := b.config()
 	if err != nil {
 		return nil, err
@@ -423,7 +423,7 @@ func (b *Backfill) Run(ctx context.Context) (*Report, error) {
 // returns a [*StalePlanError] holding the new plan; changes to other
 // partitions of the DAG (the live schedule running today while the plan
 // covers last year) leave the plan as it is.
-func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
+func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Result, error) {
 	cfg, err := b.config()
 	if err != nil {
 		return nil, err
@@ -472,7 +472,7 @@ func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bo
 // default, RerunFailed, runs those that failed, were canceled or never
 // ran). A backfill that was not canceled, or never recorded, simply runs:
 // resuming a failed backfill is running it again.
-func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
+func (b *Backfill) Resume(ctx context.Context) (*Result, error) {
 	cfg, err := b.config()
 	if err != nil {
 		return nil, err
@@ -487,9 +487,9 @@ func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
 	return b.execute(ctx, cfg, plan)
 }
 
-// Report is what one worker's run of a backfill did. RanHere + Skipped +
+// Result is what one worker's run of a backfill did. RanHere + Skipped +
 // Elsewhere + Held + NotRun + Unclaimed == Total.
-type Report struct {
+type Result struct {
 	Backfill string
 	Worker   string
 	Total    int // partitions in the window, or chosen
@@ -502,8 +502,8 @@ type Report struct {
 	NotRun    int // partitions left pending: the backfill stopped, was canceled, or its context ended
 	Unclaimed int // partitions whose claims failed (the ledger unreachable): never run, nor recorded
 
-	Failures      []PartitionFailure // the failed partitions, in the order they failed
-	ClaimFailures []PartitionFailure // the partitions Unclaimed counts, with why their claims failed
+	Failures      []Failure // the failed partitions, in the order they failed
+	ClaimFailures []Failure // the partitions Unclaimed counts, with why their claims failed
 	Duration      time.Duration
 	Plan          *Plan
 
@@ -513,18 +513,18 @@ type Report struct {
 }
 
 // RanHere returns the partitions this worker ran.
-func (r *Report) RanHere() int { return r.Succeeded + r.Failed }
+func (r *Result) RanHere() int { return r.Succeeded + r.Failed }
 
 // Done reports whether the run left nothing for a later run to do: every
 // partition of the window succeeded, here or elsewhere, or was left alone
 // by the rerun policy. [StatusOf] tells whether every partition has
 // succeeded.
-func (r *Report) Done() bool {
+func (r *Result) Done() bool {
 	return r.Succeeded+r.Skipped+r.Elsewhere == r.Total
 }
 
 // String summarizes the report in one line.
-func (r *Report) String() string {
+func (r *Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backfill %s by %s: %d partitions: %d succeeded here, %d failed here, %d skipped, %d done elsewhere",
 		r.Backfill, r.Worker, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere)
@@ -539,8 +539,8 @@ func (r *Report) String() string {
 	return b.String()
 }
 
-// PartitionFailure is a partition that failed in a backfill.
-type PartitionFailure struct {
+// Failure is a partition that failed in a backfill.
+type Failure struct {
 	Key string
 	Err error
 }
@@ -565,9 +565,9 @@ type execution struct {
 
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
-	report  Report
+	report  Result
 	stopped error   // why claims stopped, for the report's error
-	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts
+	held    []int64 // the starts (Unix ns) of the partitions Result.Held counts
 
 	// tried is when settleHeld last tried to take each held partition
 	// over, so that a ledger that judges its lease live (by its own
@@ -575,7 +575,7 @@ type execution struct {
 	tried map[int64]time.Time
 }
 
-func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Report, error) {
+func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Result, error) {
 	// A backfill with nothing to run is not recorded; should a partition
 	// call for a run after all (a lease expired since the plan), the
 	// backfill is recorded before its claim.
@@ -603,7 +603,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	if x.runner == nil {
 		x.runner = &tranche.Runner{}
 	}
-	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
+	x.report = Result{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
 	x.emit(ctx, tranche.Event{Kind: KindStarted})
 
 	pool := x.newPool(ctx)
@@ -627,7 +627,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		switch u.action {
 		case ActionRun:
 			if ctx.Err() != nil || x.stop.Load() {
-				x.count(func(r *Report) { r.NotRun += len(u.partitions) })
+				x.count(func(r *Result) { r.NotRun += len(u.partitions) })
 				continue
 			}
 			pool.run(u)
@@ -635,7 +635,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 			x.holdElsewhere(u)
 			x.emitJob(ctx, KindPartitionHeld, u, nil)
 		default:
-			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
+			x.count(func(r *Result) { r.Skipped += len(u.partitions) })
 			x.emitJob(ctx, KindPartitionSkipped, u, nil)
 		}
 	}
@@ -647,7 +647,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
 		// failed): the partitions it did not reach stay pending.
-		x.count(func(r *Report) { r.NotRun += left })
+		x.count(func(r *Result) { r.NotRun += left })
 	}
 	return x.finish(ctx, scanErr)
 }
@@ -812,7 +812,7 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 		}
 		waiting = append(waiting, start)
 	}
-	x.count(func(r *Report) { r.Elsewhere += done })
+	x.count(func(r *Result) { r.Elsewhere += done })
 	return run, waiting, wait, nil
 }
 
@@ -857,7 +857,7 @@ func (x *execution) runID(u *job) string {
 }
 
 // count updates the report under the lock.
-func (x *execution) count(f func(*Report)) {
+func (x *execution) count(f func(*Result)) {
 	x.mu.Lock()
 	f(&x.report)
 	x.mu.Unlock()
@@ -869,12 +869,12 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	// The job may have waited for a free slot while another failed or
 	// the context ended: then it stays pending.
 	if ctx.Err() != nil || x.stop.Load() {
-		x.count(func(r *Report) { r.NotRun += n })
+		x.count(func(r *Result) { r.NotRun += n })
 		return
 	}
 	if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id))
-		x.count(func(r *Report) { r.NotRun += n })
+		x.count(func(r *Result) { r.NotRun += n })
 		return
 	}
 	runID := x.runID(u)
@@ -890,7 +890,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		return
 	case err != nil:
 		if ctx.Err() != nil {
-			x.count(func(r *Report) { r.NotRun += n })
+			x.count(func(r *Result) { r.NotRun += n })
 			return
 		}
 		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err))
@@ -980,7 +980,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		x.fail(ctx, u, failure)
 		return
 	}
-	x.count(func(r *Report) { r.Succeeded += n })
+	x.count(func(r *Result) { r.Succeeded += n })
 	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
 }
 
@@ -988,10 +988,10 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 // partitions being held: they were neither run nor recorded. Claims stop
 // under FailStop.
 func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
-	x.count(func(r *Report) {
+	x.count(func(r *Result) {
 		r.Unclaimed += len(u.partitions)
 		for _, p := range u.partitions {
-			r.ClaimFailures = append(r.ClaimFailures, PartitionFailure{Key: p.Key(), Err: err})
+			r.ClaimFailures = append(r.ClaimFailures, Failure{Key: p.Key(), Err: err})
 		}
 	})
 	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
@@ -1027,10 +1027,10 @@ func outcomeErrors(res *tranche.Result) []error {
 
 // fail records a failed job and stops claims under FailStop.
 func (x *execution) fail(ctx context.Context, u *job, err error) {
-	x.count(func(r *Report) {
+	x.count(func(r *Result) {
 		r.Failed += len(u.partitions)
 		for _, p := range u.partitions {
-			r.Failures = append(r.Failures, PartitionFailure{Key: p.Key(), Err: err})
+			r.Failures = append(r.Failures, Failure{Key: p.Key(), Err: err})
 		}
 	})
 	// Claims stop before the event goes out, so that a hook that sees the
@@ -1049,7 +1049,7 @@ func (x *execution) halt(why error) {
 	}
 }
 
-func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) {
+func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) {
 	x.mu.Lock()
 	x.report.Duration = time.Since(x.start)
 	report := x.report
@@ -1138,7 +1138,7 @@ func (x *execution) deliver(ctx context.Context, e tranche.Event) {
 	defer func() {
 		if v := recover(); v != nil {
 			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "backfill event hook on " + string(e.Kind)}
-			x.count(func(r *Report) { r.HookErr = errors.Join(r.HookErr, err) })
+			x.count(func(r *Result) { r.HookErr = errors.Join(r.HookErr, err) })
 		}
 	}()
 	x.b.OnEvent(context.WithoutCancel(ctx), e)

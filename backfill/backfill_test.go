@@ -182,7 +182,7 @@ func bfNoLeaks(t *testing.T) {
 }
 
 // bfCheckReport checks that a report adds up and holds the counts given.
-func bfCheckReport(t *testing.T, r *backfill.Report, total, succeeded, failed, skipped, elsewhere, held, notRun int) {
+func bfCheckReport(t *testing.T, r *backfill.Result, total, succeeded, failed, skipped, elsewhere, held, notRun int) {
 	t.Helper()
 	if r == nil {
 		t.Fatal("no report")
@@ -900,7 +900,7 @@ func TestBackfillConcurrency(t *testing.T) {
 				return nil
 			}}
 			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 12), Ledger: memledger.New(nil), Concurrency: n}
-			done := make(chan *backfill.Report)
+			done := make(chan *backfill.Result)
 			go func() {
 				rep, err := b.Run(t.Context())
 				if err != nil {
@@ -944,7 +944,7 @@ func TestBackfillContextCanceled(t *testing.T) {
 	w := bfDays(t, 1, 10)
 	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Concurrency: 2, OnEvent: rec.OnEvent}
 	type result struct {
-		rep *backfill.Report
+		rep *backfill.Result
 		err error
 	}
 	done := make(chan result)
@@ -1317,7 +1317,7 @@ func TestBackfillFencing(t *testing.T) {
 			}
 			a := &backfill.Backfill{DAG: dag, Window: w, Ledger: gated, Worker: "A", Lease: time.Minute, Heartbeat: heartbeat, Now: clock.Now}
 			type result struct {
-				rep *backfill.Report
+				rep *backfill.Result
 				err error
 			}
 			done := make(chan result, 1)
@@ -1603,7 +1603,7 @@ func TestBackfillStatus(t *testing.T) {
 		}
 	}
 	var got []string
-	for ps, err := range func() *backfill.BackfillStatus {
+	for ps, err := range func() *backfill.Status {
 		st, _ := backfill.StatusOf(t.Context(), l, id, clock.Now())
 		return st
 	}().Partitions(t.Context()) {
@@ -1862,7 +1862,7 @@ func TestBackfillTwoWorkers(t *testing.T) {
 	}}
 	dag := bfDAG(t, p, false)
 	w := bfDays(t, 1, 31)
-	reports := make([]*backfill.Report, 2)
+	reports := make([]*backfill.Result, 2)
 	var wg sync.WaitGroup
 	for i := range reports {
 		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3, WaitForOthers: true}

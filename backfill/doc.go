@@ -22,9 +22,9 @@ Each running partition renews its lease on its own, so that a hung ledger
 call holds up no other; a worker trusts a lease by its own clock only for
 its length less a margin since its last renewal, and past that stops the
 partition and writes nothing more for it. A run reports apart the
-partitions other workers still hold ([Report].Held, [ErrHeldElsewhere];
+partitions other workers still hold ([Result].Held, [ErrHeldElsewhere];
 [Backfill.WaitForOthers] waits for them) and those whose claims failed
-([Report].Unclaimed).
+([Result].Unclaimed).
 [BackfillID], [RunID] and [tranche.DAGIdentity] are stable hashes. memledger.New
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]

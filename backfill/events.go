@@ -10,7 +10,7 @@ const (
 	KindFailed    tranche.Kind = "backfill.failed"
 	KindCanceled  tranche.Kind = "backfill.canceled"
 	// KindUnfinished ends a run that left partitions held by
-	// other workers, not succeeded (Report.Held): the backfill is not
+	// other workers, not succeeded (Result.Held): the backfill is not
 	// done, and the run's error matches [ErrHeldElsewhere].
 	KindUnfinished tranche.Kind = "backfill.unfinished"
 

@@ -179,7 +179,7 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 		}}
 	b := &backfill.Backfill{DAG: dagFor("b", 0), Window: w, Ledger: mem, Worker: "b", Concurrency: 2,
 		Lease: time.Second, Heartbeat: 100 * time.Millisecond, WaitForOthers: true}
-	var ra, rb *backfill.Report
+	var ra, rb *backfill.Result
 	var ea, eb error
 	var wg sync.WaitGroup
 	wg.Go(func() { ra, ea = a.Run(ctx) })

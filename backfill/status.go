@@ -12,8 +12,8 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// BackfillStatus is the state of a backfill as its ledger records it.
-type BackfillStatus struct {
+// Status is the state of a backfill as its ledger records it.
+type Status struct {
 	Record ledger.BackfillRecord
 	// Window is the backfill's window: for chosen partitions
 	// (Record.Partitions), the span from the oldest to the newest.
@@ -37,10 +37,10 @@ type BackfillStatus struct {
 }
 
 // Done reports whether every partition succeeded.
-func (s *BackfillStatus) Done() bool { return s.Counts[ledger.StateSucceeded] == s.sel.total }
+func (s *Status) Done() bool { return s.Counts[ledger.StateSucceeded] == s.sel.total }
 
 // String summarizes the status in one line.
-func (s *BackfillStatus) String() string {
+func (s *Status) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backfill %s of %s:", s.Record.ID, s.Window)
 	for _, st := range []ledger.State{ledger.StateSucceeded, ledger.StateRunning, ledger.StateFailed, ledger.StateCanceled, ledger.StatePending} {
@@ -55,7 +55,7 @@ func (s *BackfillStatus) String() string {
 
 // statusOf returns the status of a backfill of the window and chosen
 // partitions the record holds.
-func statusOf(l ledger.Ledger, record ledger.BackfillRecord) (*BackfillStatus, error) {
+func statusOf(l ledger.Ledger, record ledger.BackfillRecord) (*Status, error) {
 	w, err := tranche.ParseTimePartitionWindow(record.Window)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: backfill %s: its recorded window: %w", record.ID, err)
@@ -73,7 +73,7 @@ func statusOf(l ledger.Ledger, record ledger.BackfillRecord) (*BackfillStatus, e
 			return nil, fmt.Errorf("tranche: backfill %s: its recorded partitions: %w", record.ID, err)
 		}
 	}
-	return &BackfillStatus{Record: record, Window: sel.window, Counts: map[ledger.State]int{}, ledger: l, sel: sel,
+	return &Status{Record: record, Window: sel.window, Counts: map[ledger.State]int{}, ledger: l, sel: sel,
 		match: newMatcher(w.Granularity(), w.Location())}, nil
 }
 
@@ -86,7 +86,7 @@ type PartitionStatus struct {
 
 // Partitions streams the backfill's partitions newest first, each with
 // its latest attempt as the ledger holds it now.
-func (s *BackfillStatus) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, error] {
+func (s *Status) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, error] {
 	return func(yield func(PartitionStatus, error) bool) {
 		cfg := config{selection: s.sel}
 		for batch := range cfg.batches(planBatch, NewestFirst) {
@@ -111,7 +111,7 @@ func (s *BackfillStatus) Partitions(ctx context.Context) iter.Seq2[PartitionStat
 
 // StatusOf reads the state of backfill id from l, judging leases against
 // now: counts per state, and why it is not progressing.
-func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*BackfillStatus, error) {
+func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*Status, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,7 @@
 // cross it ([ClaimRequest], [Lease], [Outcome], [Attempt],
 // [BackfillRecord]), and the rules every implementation shares
 // ([ClaimRequest.Validate], [ClaimRequest.Judge] and
-// [ClaimRequest.Admits], [Lease.Holds], [Lease.CheckOutcomes],
+// [ClaimRequest.Admits], [Lease.CheckHeld], [Lease.CheckOutcomes],
 // [TakeoverReason]), so that each applies them alike and a backfill's
 // plan agrees with the ledger that executes it.
 //

@@ -129,10 +129,10 @@ func TakeoverReason(until time.Time, worker string) string {
 	return fmt.Sprintf("lease expired at %s; taken over by worker %s", until.Format(time.RFC3339Nano), worker)
 }
 
-// Holds reports, as an error matching [ErrFenced], that the lease no
+// CheckHeld reports, as an error matching [ErrFenced], that the lease no
 // longer holds its i-th partition, whose latest attempt is latest: a newer
 // attempt took it over, or it already finished. Nil while it holds it.
-func (l *Lease) Holds(i int, latest *Attempt) error {
+func (l *Lease) CheckHeld(i int, latest *Attempt) error {
 	if latest == nil || latest.Number != l.Attempts[i] || latest.Worker != l.Worker || latest.State != StateRunning {
 		return fmt.Errorf("%w: %s attempt %d of worker %s", ErrFenced, l.Partitions[i].Key(), l.Attempts[i], l.Worker)
 	}

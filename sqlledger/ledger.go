@@ -627,7 +627,7 @@ func (l *Ledger) checkLease(ctx context.Context, tx *sql.Tx, lease *ledger.Lease
 		if r := latest[starts[i]]; r != nil && r.latest > 0 {
 			a = &r.attempt
 		}
-		if err := lease.Holds(i, a); err != nil {
+		if err := lease.CheckHeld(i, a); err != nil {
 			return 0, nil, err
 		}
 	}

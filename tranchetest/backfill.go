@@ -38,7 +38,7 @@ const Worker = "tranchetest"
 //
 // It returns the report and error of Run, failures included, for the
 // test to judge; [RequireSucceededOnce] checks the ledger after.
-func RunBackfill(ctx context.Context, clock *ledgertest.Clock, b *backfill.Backfill) (*backfill.Report, error) {
+func RunBackfill(ctx context.Context, clock *ledgertest.Clock, b *backfill.Backfill) (*backfill.Result, error) {
 	if clock == nil {
 		clock = ledgertest.NewClock(b.Window.End())
 	}

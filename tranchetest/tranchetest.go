@@ -185,7 +185,7 @@ func requireStatus(t testingT, res *tranche.Result, want tranche.Status, assets 
 			t.Fatalf("RequireStatus: %q is not name=status", spec)
 			return
 		}
-		o, found := res.Outcome(name)
+		o, found := res.Asset(name)
 		switch {
 		case !found:
 			t.Fatalf("run %s has no asset %q", res.RunID, name)

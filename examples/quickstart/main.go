@@ -88,7 +88,7 @@ func run() error {
 		OnEvent:     backfill.NewProgressReporter(os.Stdout),
 	}
 	fmt.Printf("Backfilling into %s, recorded in %s\n", *dir, lg.Path())
-	var failed []backfill.PartitionFailure
+	var failed []backfill.Failure
 	for round := 1; round <= 2; round++ {
 		plan, err := b.Plan(ctx)
 		if err != nil {

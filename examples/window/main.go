@@ -54,7 +54,7 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("run %s: %d call(s), %d rows\n", res.Status, calls, res.Rows)
-	o, _ := res.Outcome("orders")
+	o, _ := res.Asset("orders")
 	for p := range week.OldestFirst() {
 		rows, _ := dest.Rows("orders", p.Key())
 		fmt.Printf("  %s %-9s %d rows (result: %d)\n", p.Key(), p.Start.Weekday(), len(rows), o.RowsByPartition[p.Key()])

@@ -167,7 +167,7 @@ func (l *Ledger) leased(lease *ledger.Lease) ([]*ledger.Attempt, error) {
 		if h := d.history[p.Start.UnixNano()]; len(h) > 0 {
 			out[i] = &h[len(h)-1]
 		}
-		if err := lease.Holds(i, out[i]); err != nil {
+		if err := lease.CheckHeld(i, out[i]); err != nil {
 			return nil, err
 		}
 	}

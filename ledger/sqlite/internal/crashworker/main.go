@@ -10,7 +10,7 @@
 // into a files destination (or, with -sink sql, tables in the ledger's
 // file that commit with the ledger's record of success), appending a
 // line to an executions log when each execution starts and when it ends,
-// and prints its Report as one JSON object on stdout. With -pause it stops
+// and prints its Result as one JSON object on stdout. With -pause it stops
 // itself (SIGSTOP) once, on partition -pausekey, at one of
 // proctest.PausePoints: inside its materializer, after the materializer
 // returned and before the write, inside the write, or between the write
@@ -66,7 +66,7 @@ var (
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 )
 
-// report is the worker's output: the backfill's Report, flattened.
+// report is the worker's output: the backfill's Result, flattened.
 type report struct {
 	Worker    string    `json:"worker"`
 	Total     int       `json:"total"`
