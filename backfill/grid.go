@@ -1,0 +1,160 @@
+package backfill
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// A Grid is a calendar picture of a backfill's partitions, for a terminal
+// or a page: cells in time order, each counting the states of the latest
+// attempts of the partitions it covers, laid out in rows of a coarser
+// calendar unit (a day of hours, a month of days, a year of months).
+//
+// A cell is one partition while the backfill has at most the cells asked
+// for; beyond that, cells aggregate the partitions of an hour, a day, a
+// month or a year, whichever is the finest that fits.
+type Grid struct {
+	Window tranche.TimePartitionWindow // the partitions drawn: the backfill's, or the span of its chosen ones
+	Cell   tranche.TimeGranularity     // the span of a cell: the window's granularity, or a coarser one
+	Row    tranche.TimeGranularity     // the span of a row of cells
+	Cells  []Cell                      // oldest first; cells covering no partition of the backfill are left out
+}
+
+// A Cell is one cell of a [Grid]: a span at the grid's Cell granularity
+// and the partitions of the backfill in it, counted by the state of their
+// latest attempt (ledger.StatePending for those never attempted).
+type Cell struct {
+	Span       tranche.TimePartition // the cell's span; its Key labels the cell
+	Row        tranche.TimePartition // the span of the cell's row
+	Column     int                   // the cell's place in its row, from 0 at the row's start
+	Partitions int                   // the backfill's partitions in the cell
+	Counts     map[ledger.State]int
+}
+
+// State is the one state a cell shows: failed if any of its partitions
+// failed, else running, canceled, pending, in that order, and succeeded
+// only when every partition succeeded.
+func (c Cell) State() ledger.State {
+	for _, s := range []ledger.State{ledger.StateFailed, ledger.StateRunning, ledger.StateCanceled, ledger.StatePending} {
+		if c.Counts[s] > 0 {
+			return s
+		}
+	}
+	return ledger.StateSucceeded
+}
+
+// Rows groups the grid's cells by row, oldest row first.
+func (g *Grid) Rows() [][]Cell {
+	var rows [][]Cell
+	for i, c := range g.Cells {
+		if i == 0 || !c.Row.Equal(g.Cells[i-1].Row) {
+			rows = append(rows, nil)
+		}
+		rows[len(rows)-1] = append(rows[len(rows)-1], c)
+	}
+	return rows
+}
+
+// Grid draws the backfill's partitions as they stand in its ledger now,
+// in at most maxCells cells (at least 1).
+func (s *Status) Grid(ctx context.Context, maxCells int) (*Grid, error) {
+	if maxCells < 1 {
+		return nil, fmt.Errorf("tranche: grid of %d cells; want at least 1", maxCells)
+	}
+	g := newGrid(s.sel.window, s.sel.total, maxCells)
+	var cells []Cell
+	for ps, err := range s.Partitions(ctx) {
+		if err != nil {
+			return nil, err
+		}
+		span := tranche.PartitionOf(g.Cell, ps.Partition.Start)
+		if n := len(cells); n == 0 || !cells[n-1].Span.Equal(span) {
+			cells = append(cells, g.cell(span))
+		}
+		c := &cells[len(cells)-1]
+		c.Partitions++
+		c.Counts[ps.State]++
+	}
+	// Partitions come newest first.
+	for i, j := 0, len(cells)-1; i < j; i, j = i+1, j-1 {
+		cells[i], cells[j] = cells[j], cells[i]
+	}
+	g.Cells = cells
+	return g, nil
+}
+
+// cellUnits are the spans a cell may aggregate, finest first, each with
+// the span of its row.
+var cellUnits = []struct{ cell, row tranche.TimeGranularity }{
+	{tranche.Hour, tranche.Day},
+	{tranche.Day, tranche.Month},
+	{tranche.Month, tranche.Year},
+	{tranche.Year, tranche.Every(10, tranche.Year)},
+}
+
+// newGrid chooses the cell and row spans for total partitions of w in at
+// most maxCells cells.
+func newGrid(w tranche.TimePartitionWindow, total, maxCells int) *Grid {
+	g := &Grid{Window: w, Cell: w.Granularity(), Row: rowOf(w.Granularity())}
+	if total <= maxCells {
+		return g
+	}
+	for _, u := range cellUnits {
+		if !coarser(u.cell, w.Granularity()) {
+			continue
+		}
+		g.Cell, g.Row = u.cell, u.row
+		if spans(w, u.cell) <= maxCells {
+			break
+		}
+	}
+	return g
+}
+
+// cell returns an empty cell of span.
+func (g *Grid) cell(span tranche.TimePartition) Cell {
+	row := tranche.PartitionOf(g.Row, span.Start)
+	col := 0
+	for p := tranche.PartitionOf(g.Cell, row.Start); p.Start.Before(span.Start); p = p.Next() {
+		col++
+	}
+	return Cell{Span: span, Row: row, Column: col, Counts: map[ledger.State]int{}}
+}
+
+// rowOf returns the row span for cells of granularity g drawn one per
+// partition.
+func rowOf(g tranche.TimeGranularity) tranche.TimeGranularity {
+	one := tranche.PartitionOf(g, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)).Duration()
+	switch {
+	case one < time.Hour:
+		return tranche.Hour
+	case one < 24*time.Hour:
+		return tranche.Day
+	case one < 7*24*time.Hour:
+		return tranche.Month
+	case one < 365*24*time.Hour:
+		return tranche.Year
+	}
+	return tranche.Every(10, tranche.Year)
+}
+
+// coarser reports whether partitions of u are longer than those of g.
+func coarser(u, g tranche.TimeGranularity) bool {
+	at := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	return tranche.PartitionOf(u, at).Duration() > tranche.PartitionOf(g, at).Duration()
+}
+
+// spans counts the partitions of u that w touches.
+func spans(w tranche.TimePartitionWindow, u tranche.TimeGranularity) int {
+	first := tranche.PartitionOf(u, w.Start())
+	last := tranche.PartitionOf(u, w.End().Add(-time.Nanosecond))
+	v, err := tranche.NewTimePartitionWindow(u, first.Start, last.Start)
+	if err != nil {
+		return 0
+	}
+	return v.Len()
+}
