@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -151,4 +152,39 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 			lastFailure.Key, lastFailure.Worker, lastFailure.Err))
 	}
 	return s, nil
+}
+
+// Watch yields the status of backfill id from l once at the start and then
+// each time its counts change, checking every interval, until the backfill
+// is done (every partition succeeded), ctx ends (yielding ctx's cause) or
+// the caller stops. Leases are judged against the time of each check.
+func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration) iter.Seq2[*Status, error] {
+	return func(yield func(*Status, error) bool) {
+		if every <= 0 {
+			yield(nil, fmt.Errorf("tranche: watch every %v; want a positive interval", every))
+			return
+		}
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		var last *Status
+		for {
+			s, err := StatusOf(ctx, l, id, time.Now())
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if last == nil || !maps.Equal(s.Counts, last.Counts) || s.Record.Canceled != last.Record.Canceled {
+				if !yield(s, nil) || s.Done() {
+					return
+				}
+				last = s
+			}
+			select {
+			case <-ctx.Done():
+				yield(nil, context.Cause(ctx))
+				return
+			case <-tick.C:
+			}
+		}
+	}
 }
