@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -179,44 +178,3 @@ func ExampleNewProgressReporter() {
 	// backfill 5192afd30e0c failed: 2/3 done, 1 failed, 0 skipped, 0.8 partitions/s
 }
 
-// A FilesDestination writes each partition of an asset to its own JSON
-// lines file, replacing it whole on every write, so that running a
-// partition again never duplicates its rows.
-func ExampleFilesDestination() {
-	dir, err := os.MkdirTemp("", "tranche-example-")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer os.RemoveAll(dir)
-	files := &tranche.FilesDestination{Dir: dir}
-	dag, err := exampleDAG(files, "")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ctx := context.Background()
-	day := exampleDays().Newest()
-	for range 2 { // twice: the second run replaces the first one's file
-		if _, err := new(tranche.Runner).Run(ctx, dag, day); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
-	path := files.Path("events", "day", day.Key())
-	rel, err := filepath.Rel(dir, path)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(filepath.ToSlash(rel))
-	fmt.Print(string(data))
-	// Output:
-	// events/day=2026-01-03/data.jsonl
-	// {"day":"2026-01-03","n":1}
-}

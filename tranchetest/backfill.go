@@ -18,6 +18,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
@@ -149,13 +150,13 @@ func requireSucceededOnce(ctx context.Context, t testingT, b *backfill.Backfill)
 	}
 }
 
-// FileRows reads back the rows a [tranche.FilesDestination] holds for the
+// FileRows reads back the rows a [files.Destination] holds for the
 // asset's partition with the given key in column ("" and "" for an
 // unpartitioned asset), in order, as JSON decodes them: strings, bools,
 // nil, nested maps and slices, and numbers as [json.Number], so that
 // none loses precision. A time.Time was written as its RFC 3339 text. An
 // error wrapping [fs.ErrNotExist] means the partition was never written.
-func FileRows(dest *tranche.FilesDestination, asset, column, key string) ([]tranche.Row, error) {
+func FileRows(dest *files.Destination, asset, column, key string) ([]tranche.Row, error) {
 	path := dest.Path(asset, column, key)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -181,10 +182,10 @@ func decodeRows(path string, data []byte) ([]tranche.Row, error) {
 }
 
 // FileKeys returns the keys of the asset's partitions that a
-// [tranche.FilesDestination] holds in column, sorted: the partitions
+// [files.Destination] holds in column, sorted: the partitions
 // whose data.jsonl exists, empty ones included. An asset never written
 // has none.
-func FileKeys(dest *tranche.FilesDestination, asset, column string) ([]string, error) {
+func FileKeys(dest *files.Destination, asset, column string) ([]string, error) {
 	// A partition's file is ASSET/COLUMN=KEY/data.jsonl, names escaped:
 	// the folder of the key "k" gives the asset's folder and "COLUMN=".
 	probe := filepath.Dir(dest.Path(asset, column, "k"))
@@ -215,18 +216,18 @@ func FileKeys(dest *tranche.FilesDestination, asset, column string) ([]string, e
 	return keys, nil
 }
 
-// RequireFileRows fails the test unless the [tranche.FilesDestination]
+// RequireFileRows fails the test unless the [files.Destination]
 // holds exactly want, in order, for the asset's partition with the given
 // key in column ("" and "" for an unpartitioned asset). Rows are compared
 // as JSON: want goes through the encoding the destination applies, so
 // 1 and 1.0 are equal and a time.Time equals its RFC 3339 text. An empty
 // want requires the partition to have been written with no rows.
-func RequireFileRows(tb testing.TB, dest *tranche.FilesDestination, asset, column, key string, want []tranche.Row) {
+func RequireFileRows(tb testing.TB, dest *files.Destination, asset, column, key string, want []tranche.Row) {
 	tb.Helper()
 	requireFileRows(tb, dest, asset, column, key, want)
 }
 
-func requireFileRows(t testingT, dest *tranche.FilesDestination, asset, column, key string, want []tranche.Row) {
+func requireFileRows(t testingT, dest *files.Destination, asset, column, key string, want []tranche.Row) {
 	t.Helper()
 	got, err := FileRows(dest, asset, column, key)
 	if err != nil {

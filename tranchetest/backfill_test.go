@@ -16,6 +16,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
@@ -55,7 +56,7 @@ func eventsDAG(t *testing.T, dest tranche.Destination, fail func(key string) err
 }
 
 func TestRunBackfill(t *testing.T) {
-	dest := &tranche.FilesDestination{Dir: t.TempDir()}
+	dest := &files.Destination{Dir: t.TempDir()}
 	b := &backfill.Backfill{DAG: eventsDAG(t, dest, nil), Window: days(t, 3)}
 	report, err := RunBackfill(t.Context(), nil, b)
 	if err != nil {
@@ -206,7 +207,7 @@ func TestCheckSucceededOnce(t *testing.T) {
 }
 
 func TestFileRows(t *testing.T) {
-	dest := &tranche.FilesDestination{Dir: t.TempDir()}
+	dest := &files.Destination{Dir: t.TempDir()}
 	b := &backfill.Backfill{DAG: eventsDAG(t, dest, nil), Window: days(t, 2)}
 	if _, err := RunBackfill(t.Context(), nil, b); err != nil {
 		t.Fatal(err)

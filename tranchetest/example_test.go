@@ -9,6 +9,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
@@ -51,7 +52,7 @@ func ExampleRunBackfill() {
 		return
 	}
 	defer os.RemoveAll(dir)
-	files := &tranche.FilesDestination{Dir: dir}
+	warehouse := &files.Destination{Dir: dir}
 
 	fails := 1 // 2026-01-02 fails once, then succeeds
 	events := tranchetest.Func("events", func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
@@ -66,7 +67,7 @@ func ExampleRunBackfill() {
 		return []tranche.Row{{"day": p.Key(), "n": 1}}, nil
 	})
 	events.Partitioning = tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"}
-	events.Destinations = []tranche.Destination{files}
+	events.Destinations = []tranche.Destination{warehouse}
 	dag, err := tranche.NewDAG(events)
 	if err != nil {
 		fmt.Println(err)
@@ -89,9 +90,9 @@ func ExampleRunBackfill() {
 	fmt.Printf("second run: %d succeeded, %d skipped: %v\n", report.Succeeded, report.Skipped, err)
 	fmt.Println(tranchetest.CheckSucceededOnce(ctx, b))
 
-	keys, err := tranchetest.FileKeys(files, "events", "day")
+	keys, err := tranchetest.FileKeys(warehouse, "events", "day")
 	fmt.Println(keys, err)
-	rows, err := tranchetest.FileRows(files, "events", "day", "2026-01-02")
+	rows, err := tranchetest.FileRows(warehouse, "events", "day", "2026-01-02")
 	fmt.Println(rows, err)
 	// Output:
 	// first run: 2 succeeded, 1 failed: true

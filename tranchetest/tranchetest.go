@@ -6,7 +6,7 @@
 // backfills on a settable [ledgertest.Clock] and an in-memory ledger ([RunBackfill])
 // with a check that every partition succeeded exactly once
 // ([CheckSucceededOnce], [RequireSucceededOnce]), the rows of a
-// [tranche.FilesDestination] read back ([FileRows], [FileKeys],
+// [github.com/tranche-dev/tranche/destination/files.Destination] read back ([FileRows], [FileKeys],
 // [RequireFileRows]), and a conformance suite for [ledger.Ledger]
 // implementations ([ledgertest.Run]).
 //

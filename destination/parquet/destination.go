@@ -2,22 +2,20 @@ package parquet
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/fsdest"
 )
 
 // PartFile is the name of the file that holds a partition's rows.
@@ -65,10 +63,9 @@ type Destination struct {
 	// Writes only read it: change it only while none is under way.
 	Schemas map[string]Schema
 
-	// Where flock(2) is missing, the folders locked by this value's
-	// writes.
-	mu   sync.Mutex
-	held map[string]chan struct{}
+	// The folders' locks: flock(2) of each folder's lock file where the
+	// system has it, or the folders locked by this value's writes.
+	locks fsdest.Locks
 }
 
 var _ tranche.Destination = (*Destination)(nil)
@@ -83,9 +80,9 @@ func (d *Destination) String() string { return "parquet:" + d.Dir }
 // says.
 func (d *Destination) Path(asset, column, key string) string {
 	if column == "" && key == "" {
-		return filepath.Join(d.Dir, escapeName(asset), PartFile)
+		return filepath.Join(d.Dir, fsdest.EscapeName(asset), PartFile)
 	}
-	return filepath.Join(d.Dir, escapeName(asset), escapeName(column)+"="+escapeName(key), PartFile)
+	return filepath.Join(d.Dir, fsdest.EscapeName(asset), fsdest.EscapeName(column)+"="+fsdest.EscapeName(key), PartFile)
 }
 
 // where names a partition in errors.
@@ -97,25 +94,9 @@ func where(key string) string {
 }
 
 // fence is a partition's fence: the token of its last fenced write and
-// the DAG identity that token counts in, as its .fence file holds it.
-type fence struct {
-	Token int64  `json:"token"`
-	DAG   string `json:"dag,omitempty"`
-}
-
-// admit returns the fence after a write of b, or refuses b as stale: an
-// older token of the same DAG. Token 0 is not fenced and keeps the fence;
-// a DAG whose assets changed numbers its attempts anew, so its first
-// write replaces the fence whatever its token.
-func (f fence) admit(b *tranche.Batch) (fence, error) {
-	switch {
-	case b.Token == 0:
-		return f, nil
-	case b.DAG == f.DAG && b.Token < f.Token:
-		return f, &tranche.StaleWriteError{Asset: b.Asset, Key: b.Key(), Token: b.Token, Latest: f.Token}
-	}
-	return fence{Token: b.Token, DAG: b.DAG}, nil
-}
+// the DAG identity that token counts in, as its .fence file, or its part
+// file's metadata, holds it.
+type fence = fsdest.Fence
 
 // staged is one batch's write.
 type staged struct {
@@ -184,7 +165,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 	}
 
 	for _, s := range ss {
-		if err := mkdirSynced(d.Dir, s.dir); err != nil {
+		if err := fsdest.MkdirSynced(d.Dir, s.dir); err != nil {
 			return s.fail(err)
 		}
 	}
@@ -211,10 +192,10 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		if s.old, err = readFence(s.dir); err != nil {
 			return s.fail(err)
 		}
-		if s.next, err = s.old.admit(s.b); err != nil {
+		if s.next, err = s.old.Admit(s.b); err != nil {
 			return err
 		}
-		if crossProcess {
+		if fsdest.CrossProcess {
 			removeLeftovers(s.dir)
 		}
 	}
@@ -233,7 +214,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 			// A partition left without a part file keeps its fence
 			// beside it.
 			data, _ := json.Marshal(s.next)
-			if s.fence, err = writeTemp(s.dir, fenceTemp, func(f *os.File) error {
+			if s.fence, err = fsdest.WriteTemp(s.dir, fenceTemp, tempSuffix, func(f *os.File) error {
 				_, err := f.Write(append(data, '\n'))
 				return err
 			}); err != nil {
@@ -271,7 +252,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		}
 	}
 	for _, s := range ss {
-		if err := syncDir(s.dir); err != nil {
+		if err := fsdest.SyncDir(s.dir); err != nil {
 			return s.fail(err)
 		}
 	}
@@ -282,7 +263,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 // partition's folder, synced to disk, and returns its name.
 func (d *Destination) encode(ctx context.Context, s *staged) (string, error) {
 	b, l := s.b, s.l
-	return writeTemp(s.dir, tempPrefix, func(f *os.File) error {
+	return fsdest.WriteTemp(s.dir, tempPrefix, tempSuffix, func(f *os.File) error {
 		w := pq.NewWriter(f, l.schema, pq.Compression(&pq.Snappy),
 			pq.KeyValueMetadata(metaAsset, b.Asset),
 			pq.KeyValueMetadata(metaPartition, b.Key()),
@@ -321,7 +302,7 @@ func (d *Destination) lock(ctx context.Context, ss []*staged) (unlock func(), er
 		}
 	}
 	for _, s := range sorted {
-		release, err := d.lockDir(ctx, s.dir)
+		release, err := d.locks.Lock(ctx, filepath.Join(s.dir, lockFile), true)
 		if err != nil {
 			unlock()
 			if ctx.Err() != nil {
@@ -405,106 +386,4 @@ func removeLeftovers(dir string) {
 			os.Remove(filepath.Join(dir, name))
 		}
 	}
-}
-
-// mkdirSynced creates dir and its missing parents below root as
-// [os.MkdirAll] does, and syncs the folder holding each folder it
-// creates, so that a new partition's folder survives a power loss with
-// the file renamed into it.
-func mkdirSynced(root, dir string) error {
-	if info, err := os.Stat(dir); err == nil && info.IsDir() {
-		return nil
-	}
-	var missing []string
-	for p := dir; ; p = filepath.Dir(p) {
-		if _, err := os.Stat(p); err == nil {
-			break
-		}
-		missing = append(missing, p)
-		if p == root || filepath.Dir(p) == p {
-			break
-		}
-	}
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return err
-	}
-	for _, p := range missing {
-		if err := syncDir(filepath.Dir(p)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeTemp creates a new file in dir named prefix, random hexadecimal
-// digits and ".tmp", 0666 less the umask as [os.Create] makes files
-// ([os.CreateTemp] would make it 0600), fills it with fill, syncs it to
-// disk, and returns its name. On an error the file is removed.
-func writeTemp(dir, prefix string, fill func(*os.File) error) (_ string, err error) {
-	var f *os.File
-	var name string
-	for range 100 {
-		var r [8]byte
-		for i := range r {
-			r[i] = byte(rand.Uint32())
-		}
-		name = filepath.Join(dir, prefix+hex.EncodeToString(r[:])+tempSuffix)
-		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
-		if !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
-	if err != nil {
-		return "", err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(name)
-		}
-	}()
-	if err := fill(f); err != nil {
-		return "", err
-	}
-	if err := f.Sync(); err != nil {
-		return "", err
-	}
-	return name, nil
-}
-
-// syncDir syncs the folder dir, so that the renames and creations in it
-// survive a power loss.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// escapeName makes s safe as one path element on any file system, as the
-// root module's FilesDestination does: bytes other than letters, digits,
-// '-', '_', '.' and '+' become %XX, which Hive readers decode.
-func escapeName(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '+',
-			c == '.' && !(i == 0 && (s == "." || s == "..")):
-			b.WriteByte(c)
-		default:
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		}
-	}
-	return b.String()
 }

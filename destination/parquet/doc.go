@@ -20,7 +20,7 @@
 // DIR/ASSET/COLUMN=KEY/part-00000.parquet, KEY being the partition's key
 // (2026-01-01 for a day); an unpartitioned asset's rows are
 // DIR/ASSET/part-00000.parquet. Names are escaped for any file system
-// as tranche's FilesDestination escapes them: bytes other than letters,
+// as the JSON-lines destination (destination/files) escapes them: bytes other than letters,
 // digits, '-', '_', '.' and '+' become %XX, which Hive readers decode, so
 // the hourly key 2026-11-01T01:00-05:00 is the folder
 // hour=2026-11-01T01%3A00-05%3A00 and reads back as the key. DuckDB reads

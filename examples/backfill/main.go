@@ -26,6 +26,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
@@ -59,7 +60,7 @@ func run() error {
 		return err
 	}
 
-	dag, err := newDAG(&tranche.FilesDestination{Dir: dir}, fault)
+	dag, err := newDAG(&files.Destination{Dir: dir}, fault)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func run() error {
 		return err
 	}
 	fmt.Println(status)
-	path := (&tranche.FilesDestination{Dir: dir}).Path("daily_totals", "day", "2026-01-17")
+	path := (&files.Destination{Dir: dir}).Path("daily_totals", "day", "2026-01-17")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err

@@ -41,6 +41,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
@@ -94,9 +95,9 @@ func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 		return nil, err
 	}
 	daily := tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"}
-	files := &tranche.FilesDestination{Dir: *dest}
+	warehouse := &files.Destination{Dir: *dest}
 	dag, err := tranche.NewDAG(
-		tranche.Asset{Name: "orders", Partitioning: daily, Destinations: []tranche.Destination{files},
+		tranche.Asset{Name: "orders", Partitioning: daily, Destinations: []tranche.Destination{warehouse},
 			Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				p, err := m.Partition()
 				if err != nil {
@@ -113,7 +114,7 @@ func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 				}
 				return rows, nil
 			})},
-		tranche.Asset{Name: "daily_totals", Partitioning: daily, Destinations: []tranche.Destination{files}, Deps: []string{"orders"},
+		tranche.Asset{Name: "daily_totals", Partitioning: daily, Destinations: []tranche.Destination{warehouse}, Deps: []string{"orders"},
 			Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				p, err := m.Partition()
 				if err != nil {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
@@ -73,8 +74,8 @@ func run() error {
 	}
 	defer lg.Close()
 
-	files := &tranche.FilesDestination{Dir: *dir}
-	dag, err := newDAG(files, ny, fault)
+	warehouse := &files.Destination{Dir: *dir}
+	dag, err := newDAG(warehouse, ny, fault)
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func run() error {
 		fmt.Println("Every day has landed; running the quickstart again skips them all: the ledger remembers.")
 		fmt.Println("Set TRANCHE_FAIL_PARTITION=2026-11-15 and delete the folder to see a failure, then the resume.")
 	}
-	fmt.Printf("For instance %s\n", files.Path("daily_stats", "day", november.Newest().Key()))
+	fmt.Printf("For instance %s\n", warehouse.Path("daily_stats", "day", november.Newest().Key()))
 	fmt.Printf("Inspect the ledger: sqlite3 -readonly %s 'SELECT partition_key, attempt, state FROM tranche_attempts'\n",
 		lg.Path())
 	if len(failed) > 0 {

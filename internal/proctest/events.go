@@ -16,6 +16,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -77,7 +78,7 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l ledger.Ledger) (*backf
 		// never interleave.
 		fmt.Fprintf(e.Log, "%s %s %s %d\n", what, key, e.Worker, attempt)
 	}
-	var dest tranche.Destination = &tranche.FilesDestination{Dir: e.Dest}
+	var dest tranche.Destination = &files.Destination{Dir: e.Dest}
 	if e.Destination != nil {
 		dest = e.Destination
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
@@ -46,7 +47,7 @@ func run(ctx context.Context, dir string) error {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: dir}},
+		Destinations: []tranche.Destination{&files.Destination{Dir: dir}},
 		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			return []tranche.Row{{"day": p.Key(), "n": 1}}, err

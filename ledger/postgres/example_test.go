@@ -9,6 +9,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -26,7 +27,7 @@ func ExampleOpen() {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: "warehouse"}},
+		Destinations: []tranche.Destination{&files.Destination{Dir: "warehouse"}},
 		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			return []tranche.Row{{"day": p.Key()}}, err

@@ -34,6 +34,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
@@ -159,7 +160,7 @@ func run() error {
 	if *gatePoint == "write" {
 		inner := events.Destination
 		if inner == nil {
-			inner = &tranche.FilesDestination{Dir: *dest}
+			inner = &files.Destination{Dir: *dest}
 		}
 		events.Destination = gated{Destination: inner, log: logFile}
 	}
@@ -228,7 +229,7 @@ type staleResult struct {
 func stale(ctx context.Context, l ledger.Ledger, first time.Time) error {
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
-		Destinations: []tranche.Destination{&tranche.FilesDestination{Dir: *dest}},
+		Destinations: []tranche.Destination{&files.Destination{Dir: *dest}},
 		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
 	if err != nil {
 		return err

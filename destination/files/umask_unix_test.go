@@ -1,6 +1,6 @@
 //go:build unix
 
-package tranche_test
+package files_test
 
 import (
 	"io/fs"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/files"
 )
 
 // The files destination creates files and folders as os.Create and
@@ -20,7 +21,7 @@ func TestFilesDestinationHonoursUmask(t *testing.T) {
 	for _, umask := range []int{0o022, 0o027, 0o002} {
 		old := syscall.Umask(umask)
 		dir := filepath.Join(t.TempDir(), "warehouse")
-		dest := &tranche.FilesDestination{Dir: dir}
+		dest := &files.Destination{Dir: dir}
 		p := tranche.PartitionOf(tranche.Day, jan1)
 		err := dest.Write(ctxT, []tranche.Batch{{Asset: "a", Column: "day", Partition: p, DAG: "dag", Token: 1,
 			Rows: []tranche.Row{{"day": p.Key()}}}})

@@ -1,4 +1,4 @@
-package tranche_test
+package files_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
@@ -49,7 +50,7 @@ func fenceWriter(dir string) int {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	err = (&tranche.FilesDestination{Dir: filepath.Join(dir, "warehouse")}).Write(context.Background(), batches)
+	err = (&files.Destination{Dir: filepath.Join(dir, "warehouse")}).Write(context.Background(), batches)
 	switch {
 	case err == nil:
 		return 0
@@ -126,7 +127,7 @@ func TestFilesDestinationFencesProcesses(t *testing.T) {
 				t.Errorf("round %d: writer of token %d: %v\n%s", round, tokens[i]+1, err, outs[i])
 			}
 		}
-		dest := &tranche.FilesDestination{Dir: filepath.Join(dir, "warehouse")}
+		dest := &files.Destination{Dir: filepath.Join(dir, "warehouse")}
 		for d := range fenceDays {
 			key := tranche.PartitionOf(tranche.Day, jan1.AddDate(0, 0, d)).Key()
 			path := dest.Path("a", "day", key)
@@ -189,7 +190,7 @@ func (d memoryFenced) rows(_ *testing.T, asset, key string) []tranche.Row {
 	return rows
 }
 
-type filesFenced struct{ *tranche.FilesDestination }
+type filesFenced struct{ *files.Destination }
 
 func (d filesFenced) rows(t *testing.T, asset, key string) []tranche.Row {
 	data, err := os.ReadFile(d.Path(asset, "day", key))
@@ -251,7 +252,7 @@ func TestDestinationsFence(t *testing.T) {
 		{"its own older tokens", write{batches: []tranche.Batch{batch(d1, "dag2", 1, 10)}, stale: true, latest: 2},
 			map[string]float64{d1.Key(): 9, d2.Key(): 1}},
 	}
-	for _, dest := range []fencedDestination{memoryFenced{new(tranche.MemoryDestination)}, filesFenced{&tranche.FilesDestination{Dir: t.TempDir()}}} {
+	for _, dest := range []fencedDestination{memoryFenced{new(tranche.MemoryDestination)}, filesFenced{&files.Destination{Dir: t.TempDir()}}} {
 		t.Run(fmt.Sprintf("%T", dest), func(t *testing.T) {
 			for _, step := range steps {
 				err := dest.Write(ctxT, step.write.batches)
@@ -275,7 +276,7 @@ func TestDestinationsFence(t *testing.T) {
 // Backfill attempts at one partition write in order of their tokens: a
 // stalled attempt's late write is refused by the fenced destinations.
 func TestDestinationsRefuseStaleAttempt(t *testing.T) {
-	for _, dest := range []fencedDestination{memoryFenced{new(tranche.MemoryDestination)}, filesFenced{&tranche.FilesDestination{Dir: t.TempDir()}}} {
+	for _, dest := range []fencedDestination{memoryFenced{new(tranche.MemoryDestination)}, filesFenced{&files.Destination{Dir: t.TempDir()}}} {
 		t.Run(fmt.Sprintf("%T", dest), func(t *testing.T) {
 			dag := "dag"
 			p := tranche.PartitionOf(tranche.Day, jan1)
