@@ -177,4 +177,3 @@ func ExampleNewProgressReporter() {
 	// backfill 5192afd30e0c: 2026-01-01 succeeded (2/3 done, 1 failed, 0 skipped, 1.0 partitions/s)
 	// backfill 5192afd30e0c failed: 2/3 done, 1 failed, 0 skipped, 0.8 partitions/s
 }
-
