@@ -50,8 +50,8 @@ type Asset struct {
 	Materializer Materializer
 }
 
-// Partitioned reports whether the asset is partitioned in time.
-func (a Asset) Partitioned() bool { return a.Partitioning.Granularity.IsValid() }
+// partitioned reports whether the asset is partitioned in time.
+func (a Asset) partitioned() bool { return a.Partitioning.Granularity.IsValid() }
 
 // Partitioning describes how a partitioned asset divides time.
 type Partitioning struct {
@@ -169,9 +169,9 @@ type retryableError struct{ err error }
 func (e *retryableError) Error() string { return e.err.Error() }
 func (e *retryableError) Unwrap() error { return e.err }
 
-// IsRetryable reports whether err, or an error it wraps, was marked with
+// isRetryable reports whether err, or an error it wraps, was marked with
 // [Retryable].
-func IsRetryable(err error) bool {
+func isRetryable(err error) bool {
 	var r *retryableError
 	return errors.As(err, &r)
 }
@@ -203,7 +203,7 @@ func (m *Materialization) Attempt() int { return m.attempt }
 func (m *Materialization) Partition() (TimePartition, error) {
 	name := m.Asset()
 	switch {
-	case !m.run.dag.assets[m.index].Partitioned():
+	case !m.run.dag.assets[m.index].partitioned():
 		return TimePartition{}, fmt.Errorf("tranche: asset %q is unpartitioned: %w", name, ErrNotPartition)
 	case m.run.target.isWindow:
 		return TimePartition{}, fmt.Errorf("tranche: asset %q is materialized for window %s; use Window: %w", name, m.run.target.window, ErrNotPartition)
@@ -215,7 +215,7 @@ func (m *Materialization) Partition() (TimePartition, error) {
 // window, or a window of the one partition of a single-partition run. It
 // returns the empty window for an unpartitioned asset.
 func (m *Materialization) Window() TimePartitionWindow {
-	if !m.run.dag.assets[m.index].Partitioned() {
+	if !m.run.dag.assets[m.index].partitioned() {
 		return TimePartitionWindow{}
 	}
 	return m.run.target.asWindow()

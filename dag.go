@@ -142,9 +142,9 @@ func checkAsset(label string, a Asset) []error {
 func checkEdge(from, to Asset) []error {
 	fp, tp := from.Partitioning, to.Partitioning
 	switch {
-	case !from.Partitioned():
+	case !from.partitioned():
 		return nil
-	case !to.Partitioned():
+	case !to.partitioned():
 		return []error{fmt.Errorf("tranche: partitioned asset %q (%v) feeds unpartitioned asset %q; partition %q too, or drop the dependency",
 			from.Name, fp.Granularity, to.Name, to.Name)}
 	case fp.Granularity != tp.Granularity:

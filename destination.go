@@ -274,7 +274,7 @@ func destinationName(d Destination) string {
 // target's partitions in its column, and groups the rows by partition,
 // oldest first, with a batch for every partition of the target.
 func split(a *Asset, t *target, rows []Row) ([]Batch, error) {
-	if !a.Partitioned() {
+	if !a.partitioned() {
 		return []Batch{{Asset: a.Name, Rows: rows}}, nil
 	}
 

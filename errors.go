@@ -1,22 +1,17 @@
 package tranche
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// ErrBeforeFirstPartition is the error a [PartitionError] wraps: a run or
-// backfill reaching before the first partition an asset has data for.
-var ErrBeforeFirstPartition = errors.New("tranche: before the asset's first partition")
-
 // PartitionError reports a partition or window that reaches before an
-// asset's first partition. Find it with errors.As (or errors.AsType); it
-// matches [ErrBeforeFirstPartition] with errors.Is. To run only what the
-// asset can take, clamp the window with [TimePartitionWindow.ClampStart]
-// at First.Start.
+// asset's first partition. Find it with errors.As (or errors.AsType),
+// which gives the asset and both partitions. To run only what the asset
+// can take, clamp the window with [TimePartitionWindow.ClampStart] at
+// First.Start.
 type PartitionError struct {
 	Asset  string        // the asset's name
 	Oldest TimePartition // the oldest partition asked for
@@ -27,9 +22,6 @@ func (e *PartitionError) Error() string {
 	return fmt.Sprintf("tranche: asset %q: partition %s is before its first partition %s; clamp the window to start at %s",
 		e.Asset, e.Oldest.Key(), e.First.Key(), e.First.Start.Format(time.RFC3339))
 }
-
-// Unwrap returns [ErrBeforeFirstPartition].
-func (e *PartitionError) Unwrap() error { return ErrBeforeFirstPartition }
 
 // BoundaryError reports a window bound that does not lie on a partition
 // boundary, with the nearest boundaries on either side.

@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -39,9 +37,6 @@ const (
 
 	KindLog Kind = "log" // a record of an asset's logger; see Materialization.Logger
 )
-
-// String returns k's stable name.
-func (k Kind) String() string { return string(k) }
 
 // level is the slog level at which [SlogHook] logs events of kind k:
 // failures at ERROR, retries at WARN, lifecycle at INFO and the
@@ -289,46 +284,6 @@ func SlogHook(l *slog.Logger) func(context.Context, Event) {
 		r.AddAttrs(e.Attrs...)
 		_ = h.Handle(ctx, r) // a handler's error has nowhere to go; slog.Logger drops it too
 	}
-}
-
-// EventWriter writes events as JSON lines ([Event.MarshalJSON]), one
-// object per line. Its [EventWriter.OnEvent] method is a hook; it is safe
-// for concurrent use. Build one with [NewEventWriter].
-type EventWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
-	err error
-}
-
-// NewEventWriter returns an EventWriter writing to w.
-func NewEventWriter(w io.Writer) *EventWriter { return &EventWriter{w: w} }
-
-// OnEvent writes e as one line. After a write error it writes nothing
-// more; [EventWriter.Err] returns the error.
-func (w *EventWriter) OnEvent(_ context.Context, e Event) {
-	b, err := e.MarshalJSON()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		return
-	}
-	if err != nil {
-		w.err = fmt.Errorf("tranche: encoding event %s of run %q: %w", e.Kind, e.RunID, err)
-		return
-	}
-	w.buf = append(append(w.buf[:0], b...), '\n')
-	if _, err := w.w.Write(w.buf); err != nil {
-		w.err = fmt.Errorf("tranche: writing event %s of run %q: %w", e.Kind, e.RunID, err)
-	}
-}
-
-// Err returns the first error met while encoding or writing an event, or
-// nil.
-func (w *EventWriter) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
 }
 
 // Hooks returns a hook that calls each non-nil hook in turn with every

@@ -73,15 +73,15 @@ func TestKindNames(t *testing.T) {
 		backfill.KindPartitionSucceeded: "partition.succeeded", backfill.KindPartitionFailed: "partition.failed",
 		backfill.KindPartitionSkipped: "partition.skipped", backfill.KindPartitionHeld: "partition.held",
 	} {
-		if kind.String() != want {
-			t.Errorf("%s.String() = %q, want %q", kind, kind.String(), want)
+		if string(kind) != want || fmt.Sprint(kind) != want {
+			t.Errorf("kind %q prints as %q, want %q", string(kind), fmt.Sprint(kind), want)
 		}
 	}
 	for status, want := range map[tranche.Status]string{
 		tranche.StatusCompleted: "completed", tranche.StatusFailed: "failed",
 		tranche.StatusCanceled: "canceled", tranche.StatusSkipped: "skipped",
 	} {
-		if status.String() != want {
+		if string(status) != want || fmt.Sprint(status) != want {
 			t.Errorf("Status %q, want %q", status, want)
 		}
 	}
@@ -177,14 +177,19 @@ func TestSlogHookLevels(t *testing.T) {
 	})
 }
 
-func TestEventWriterGolden(t *testing.T) {
+// TestEventJSONGolden pins the JSON form of a run's events, one
+// [tranche.Event.MarshalJSON] object a line, as eventlog.Writer writes
+// them.
+func TestEventJSONGolden(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
-		w := tranche.NewEventWriter(&buf)
-		goldenRuns(t, w.OnEvent)
-		if err := w.Err(); err != nil {
-			t.Fatal(err)
-		}
+		goldenRuns(t, func(_ context.Context, e tranche.Event) {
+			b, err := e.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf.Write(append(b, '\n'))
+		})
 		golden(t, "events.jsonl.golden", buf.Bytes())
 		for i, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
 			var v map[string]any
@@ -195,27 +200,11 @@ func TestEventWriterGolden(t *testing.T) {
 	})
 }
 
-type brokenWriter struct{ n int }
-
-func (w *brokenWriter) Write(p []byte) (int, error) {
-	w.n++
-	return 0, errors.New("disk full")
-}
-
-func TestEventWriterError(t *testing.T) {
-	bw := new(brokenWriter)
-	w := tranche.NewEventWriter(bw)
-	w.OnEvent(ctxT, tranche.Event{Kind: tranche.KindRunStarted, RunID: "r"})
-	w.OnEvent(ctxT, tranche.Event{Kind: tranche.KindRunCompleted, RunID: "r"})
-	if err := w.Err(); err == nil || !strings.Contains(err.Error(), `writing event run.started of run "r": disk full`) {
-		t.Errorf("Err() = %v", err)
-	}
-	if bw.n != 1 {
-		t.Errorf("%d writes after an error, want none", bw.n-1)
-	}
-	w = tranche.NewEventWriter(new(bytes.Buffer))
-	w.OnEvent(ctxT, tranche.Event{Kind: tranche.KindLog, Attrs: []slog.Attr{slog.Any("f", func() {})}})
-	if err := w.Err(); err != nil {
+// An attribute that JSON cannot encode is encoded as its text, so that a
+// log record never makes its event unwritable.
+func TestEventJSONUnencodableAttr(t *testing.T) {
+	e := tranche.Event{Kind: tranche.KindLog, Attrs: []slog.Attr{slog.Any("f", func() {})}}
+	if _, err := e.MarshalJSON(); err != nil {
 		t.Errorf("an attribute JSON cannot encode should be written as text: %v", err)
 	}
 }

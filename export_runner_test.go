@@ -19,3 +19,7 @@ func RunWithTokens(r *Runner, ctx context.Context, dag *DAG, tg Target, runID st
 func RunWithFence(r *Runner, ctx context.Context, dag *DAG, tg Target, tokens []int64, fence func() error) (*Result, error) {
 	return r.RunWith(ctx, dag, tg, &RunOptions{RunID: "fenced", Attempt: 1, Tokens: tokens, DAG: "dag", Fence: fence})
 }
+
+// IsRetryable reports whether err was marked with Retryable, as the
+// runner asks before it retries an attempt.
+var IsRetryable = isRetryable

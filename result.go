@@ -19,9 +19,6 @@ const (
 	StatusSkipped   Status = "skipped"  // assets only: see ErrSkip
 )
 
-// String returns s's stable name.
-func (s Status) String() string { return string(s) }
-
 // Result reports how a run went, asset by asset.
 type Result struct {
 	RunID   string

@@ -325,7 +325,7 @@ func preflight(dag *DAG, t *target) error {
 	var errs []error
 	for i := range dag.assets {
 		a := &dag.assets[i]
-		if !a.Partitioned() {
+		if !a.partitioned() {
 			continue
 		}
 		if t.none {
@@ -666,7 +666,7 @@ func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Tim
 			o.Status, o.End, o.Err = StatusSkipped, time.Now(), err
 			s.emit(&Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
 			return o.End, nil
-		case attempt < a.Retry.Attempts && (timedOut || IsRetryable(err)):
+		case attempt < a.Retry.Attempts && (timedOut || isRetryable(err)):
 			wait := a.Retry.delay(attempt)
 			s.emit(&Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
 			timer := time.NewTimer(wait)
@@ -730,7 +730,7 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 	}
 	o := &s.outcomes[i]
 	o.Rows, o.RowsByPartition = len(rows), nil
-	if a.Partitioned() && a.Partitioning.Column != "" {
+	if a.partitioned() && a.Partitioning.Column != "" {
 		o.RowsByPartition = make(map[string]int, len(batches))
 		for _, b := range batches {
 			o.RowsByPartition[b.Partition.Key()] = len(b.Rows)

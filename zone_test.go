@@ -200,9 +200,9 @@ func TestIdentityUnderEveryTZ(t *testing.T) {
 	}
 }
 
-// TestGoldenUnderEveryTZ runs the golden tests of the slog hook and the
-// event writer under each host zone: golden files hold UTC, whatever the
-// zone of the machine that runs the suite.
+// TestGoldenUnderEveryTZ runs the golden tests of the slog hook and of
+// the events' JSON form under each host zone: golden files hold UTC,
+// whatever the zone of the machine that runs the suite.
 func TestGoldenUnderEveryTZ(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process per zone")
@@ -211,7 +211,7 @@ func TestGoldenUnderEveryTZ(t *testing.T) {
 		t.Skip("already a child")
 	}
 	for _, zone := range hostZones {
-		out := runUnderTZ(t, zone, "^(TestSlogHookGolden|TestEventWriterGolden)$", "TRANCHE_ZONE_CHILD=1")
+		out := runUnderTZ(t, zone, "^(TestSlogHookGolden|TestEventJSONGolden)$", "TRANCHE_ZONE_CHILD=1")
 		if !strings.Contains(out, "PASS") {
 			t.Errorf("under TZ=%s the golden tests did not run:\n%s", zone, out)
 		}

@@ -50,10 +50,10 @@ type Backfill struct {
 	// Partitions, when not empty, are the partitions to backfill in
 	// place of Window's: chosen partitions of one granularity and
 	// location, not necessarily adjacent, in any order, each counted
-	// once (the slots Dagu's repeated --slot names: see [SlotsAt]).
-	// Window may then be zero; when it is not, it must hold them, and
-	// gives their granularity and location. A chunk is then a run of
-	// adjacent chosen partitions.
+	// once (the slots Dagu's repeated --slot names, each from
+	// [tranche.SlotAt]). Window may then be zero; when it is not, it
+	// must hold them, and gives their granularity and location. A chunk
+	// is then a run of adjacent chosen partitions.
 	Partitions []tranche.TimePartition
 
 	// Runner runs each partition or chunk; nil means a zero Runner.
@@ -317,7 +317,7 @@ func checkAssets(dag *tranche.DAG, w tranche.TimePartitionWindow, chunk int) []e
 	for a := range dag.Assets() {
 		p := a.Partitioning
 		switch {
-		case !a.Partitioned():
+		case !a.Partitioning.Granularity.IsValid():
 			unpartitioned = append(unpartitioned, a.Name)
 			continue
 		case p.Granularity != g:

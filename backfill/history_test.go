@@ -101,27 +101,22 @@ func TestBackfillChosenSlots(t *testing.T) {
 	g := bfCron(t, "0 2 * * *")
 	fires := []time.Time{bfFire(t, "2026-01-08T02:00:00Z"), bfFire(t, "2026-01-03T02:00:00Z"), bfFire(t, "2026-01-07T02:00:00Z"),
 		bfFire(t, "2026-01-03T02:00:00Z")}
-	slots, err := tranche.SlotsAt(g, fires...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	slots := fires2slots(t, g, fires)
 	var keys []string
 	for _, p := range slots {
 		keys = append(keys, p.Key())
 	}
 	if want := []string{"2026-01-03T02:00:00Z", "2026-01-07T02:00:00Z", "2026-01-08T02:00:00Z"}; !slices.Equal(keys, want) {
-		t.Fatalf("SlotsAt = %v; want %v, oldest first, each once", keys, want)
+		t.Fatalf("slots = %v; want %v, oldest first, each once", keys, want)
 	}
 
-	// A time that is not a fire time is refused with the nearest ones;
-	// every such time is reported.
-	_, err = tranche.SlotsAt(g, bfFire(t, "2026-01-05T03:00:00Z"), fires[0], bfFire(t, "2026-01-09T01:59:00Z"))
-	for _, want := range []string{
-		"2026-01-05T03:00:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-05T02:00:00Z and 2026-01-06T02:00:00Z",
-		"2026-01-09T01:59:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-08T02:00:00Z and 2026-01-09T02:00:00Z",
+	// A time that is not a fire time is refused with the nearest ones.
+	for fire, want := range map[string]string{
+		"2026-01-05T03:00:00Z": "2026-01-05T03:00:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-05T02:00:00Z and 2026-01-06T02:00:00Z",
+		"2026-01-09T01:59:00Z": "2026-01-09T01:59:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-08T02:00:00Z and 2026-01-09T02:00:00Z",
 	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("SlotsAt with times that are not fire times = %v; want it to say %q", err, want)
+		if _, err := tranche.SlotAt(g, bfFire(t, fire)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("SlotAt of a time that is not a fire time = %v; want it to say %q", err, want)
 		}
 	}
 
@@ -236,14 +231,20 @@ func TestBackfillChosenSlots(t *testing.T) {
 	}
 }
 
-// fires2slots returns SlotsAt(g, fires...) or fails the test.
+// fires2slots returns the slots of g that fires close, oldest first,
+// each once, or fails the test.
 func fires2slots(t *testing.T, g tranche.TimeGranularity, fires []time.Time) []tranche.TimePartition {
 	t.Helper()
-	slots, err := tranche.SlotsAt(g, fires...)
-	if err != nil {
-		t.Fatal(err)
+	var slots []tranche.TimePartition
+	for _, fire := range fires {
+		p, err := tranche.SlotAt(g, fire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots = append(slots, p)
 	}
-	return slots
+	slices.SortFunc(slots, tranche.TimePartition.Compare)
+	return slices.CompactFunc(slots, tranche.TimePartition.Equal)
 }
 
 // A canceled backfill is resumed: it plans again the partitions that

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/eventlog"
 )
 
 // progress is a hook that counts events; it is safe for concurrent use,
@@ -75,7 +76,7 @@ func main() {
 	}
 	p := &progress{total: days.Len()}
 	var jsonl bytes.Buffer
-	events := tranche.NewEventWriter(&jsonl)
+	events := eventlog.NewWriter(&jsonl)
 	runner := tranche.Runner{OnEvent: tranche.Hooks(p.OnEvent, events.OnEvent)}
 	for day := range days.All() {
 		if _, err := runner.Run(ctx, dag, day); err != nil {
