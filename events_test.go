@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/slogtest"
@@ -211,10 +212,13 @@ func TestEventJSONUnencodableAttr(t *testing.T) {
 
 func TestHooksFanOut(t *testing.T) {
 	var got []string
+	var panicLine int // the line of b's panic
 	mk := func(name string, panics bool) func(context.Context, tranche.Event) {
 		return func(_ context.Context, e tranche.Event) {
 			got = append(got, name+":"+string(e.Kind))
 			if panics {
+				_, _, line, _ := runtime.Caller(0)
+				panicLine = line + 2 // the line of the panic below
 				panic(name)
 			}
 		}
@@ -222,14 +226,36 @@ func TestHooksFanOut(t *testing.T) {
 	h := tranche.Hooks(mk("a", false), nil, mk("b", true), mk("c", true), mk("d", false))
 	func() {
 		defer func() {
-			if v := recover(); v != "b" {
-				t.Errorf("recovered %v, want the first panic, b", v)
+			v := recover()
+			pe, ok := v.(*tranche.PanicError)
+			if !ok || pe.Value != "b" {
+				t.Fatalf("recovered %v, want a *PanicError of the first panic, b", v)
+			}
+			// The stack is the panicking hook's, not that of Hooks'
+			// panic again.
+			if at := fmt.Sprintf("events_test.go:%d", panicLine); !strings.Contains(string(pe.Stack), at) {
+				t.Errorf("the panic's stack does not hold the hook's panic at %s:\n%s", at, pe.Stack)
+			}
+			if pe.Where != "hook 2 of Hooks" {
+				t.Errorf("Where = %q, want the index of the hook", pe.Where)
 			}
 		}()
 		h(ctxT, tranche.Event{Kind: tranche.KindLog})
 	}()
 	if diff := cmp.Diff([]string{"a:log", "b:log", "c:log", "d:log"}, got); diff != "" {
 		t.Errorf("calls mismatch (-want +got):\n%s", diff)
+	}
+
+	// The runner reports the panic in Result.HookErr with that stack.
+	runner := tranche.Runner{OnEvent: h}
+	res, err := runner.Run(ctxT, tranchetest.NewDAG(t, tranchetest.Rows("a", nil)), nil)
+	if err != nil || res.Status != tranche.StatusCompleted {
+		t.Fatalf("Run = %v, %v; want it completed whatever its hooks do", res, err)
+	}
+	pe, ok := errors.AsType[*tranche.PanicError](res.HookErr)
+	if !ok || pe.Value != "b" || !strings.Contains(string(pe.Stack), fmt.Sprintf("events_test.go:%d", panicLine)) ||
+		!strings.HasSuffix(pe.Where, ", hook 2 of Hooks") {
+		t.Errorf("HookErr = %v (%+v); want the hook's *PanicError with its stack", res.HookErr, pe)
 	}
 }
 

@@ -448,13 +448,13 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 		if v == nil {
 			return
 		}
-		err := &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)}
+		err := hookPanic(v, fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID))
 		s.hookErrs = append(s.hookErrs, err)
 		if report && s.runner.Logger != nil {
 			func() {
 				defer func() { _ = recover() }() // a logger that panics too has been reported once already
 				s.runner.Logger.LogAttrs(s.hookCtx, slog.LevelError, "tranche: event hook panicked",
-					slog.String("kind", string(e.Kind)), slog.String("run", e.RunID), slog.Any("panic", v),
+					slog.String("kind", string(e.Kind)), slog.String("run", e.RunID), slog.Any("panic", err.Value),
 					slog.String("stack", string(err.Stack)))
 			}()
 		}

@@ -1138,6 +1138,11 @@ func (x *execution) deliver(ctx context.Context, e tranche.Event) {
 	defer func() {
 		if v := recover(); v != nil {
 			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "backfill event hook on " + string(e.Kind)}
+			if pe, ok := v.(*tranche.PanicError); ok {
+				// tranche.Hooks raised it again: keep the stack of the
+				// hook that panicked.
+				err.Value, err.Stack, err.Where = pe.Value, pe.Stack, err.Where+", "+pe.Where
+			}
 			x.count(func(r *Result) { r.HookErr = errors.Join(r.HookErr, err) })
 		}
 	}()
