@@ -14,10 +14,11 @@ func RunWithTokens(r *Runner, ctx context.Context, dag *DAG, tg Target, runID st
 	return r.RunWith(ctx, dag, tg, &RunOptions{RunID: runID, Attempt: 1, Tokens: tokens})
 }
 
-// RunWithFence is Runner.run with fencing tokens and a fence checked
-// before each write, as a backfill runs a partition under a lease.
-func RunWithFence(r *Runner, ctx context.Context, dag *DAG, tg Target, tokens []int64, fence func() error) (*Result, error) {
-	return r.RunWith(ctx, dag, tg, &RunOptions{RunID: "fenced", Attempt: 1, Tokens: tokens, DAG: "dag", Fence: fence})
+// RunWithFence is Runner.run with fencing tokens of DAG "dag", as a
+// backfill runs a partition under a lease, whose ctx is checked before
+// each write.
+func RunWithFence(r *Runner, ctx context.Context, dag *DAG, tg Target, tokens []int64) (*Result, error) {
+	return r.RunWith(ctx, dag, tg, &RunOptions{RunID: "fenced", Attempt: 1, Tokens: tokens, DAG: "dag"})
 }
 
 // IsRetryable reports whether err was marked with Retryable, as the

@@ -150,12 +150,15 @@ type RunOptions struct {
 	// partitioned asset (Batch.Token); nil when the run is not fenced.
 	// DAG is the identity of the DAG whose history numbered them
 	// (Batch.DAG).
+	//
+	// A fenced run's context is checked right before each destination
+	// write, after the asset's call: a context canceled by then (with a
+	// cause matching ErrFenced, say, as a backfill cancels a run whose
+	// lease lapsed) fails the write before the destination is called. A
+	// scheduler that fences by its own clock gives a context whose Err
+	// checks that clock, as a backfill does.
 	Tokens []int64
 	DAG    string
-	// Fence, when not nil, is called right before each destination
-	// write: an error (one matching ErrFenced, as a lapsed lease gives)
-	// fails the write before the destination is called.
-	Fence func() error
 }
 
 // RunWith is [Runner.Run] with the run's id, attempt, backfill and
@@ -193,8 +196,9 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 		outcomes: make([]AssetResult, n),
 		assets:   make([]assetState, n),
 	}
-	if opts != nil && (opts.Tokens != nil || opts.Fence != nil) {
+	if opts != nil && opts.Tokens != nil {
 		s.fencing = opts // kept, not copied: a backfill's options live beside its lease
+		s.ctx = ctx
 	}
 	if r.Logger != nil {
 		s.logHook = SlogHook(r.Logger)
@@ -385,8 +389,9 @@ type runState struct {
 	dag      *DAG
 	id       string
 	attempt  int
-	backfill string      // the backfill the run belongs to, or ""
-	fencing  *RunOptions // nil when the run is not fenced
+	backfill string          // the backfill the run belongs to, or ""
+	fencing  *RunOptions     // nil when the run is not fenced
+	ctx      context.Context // the run's context, checked before each fenced write
 	target   target
 
 	runner   *Runner // its OnEvent and Logger
@@ -768,12 +773,13 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 				err = &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("destination %s", name)}
 			}
 		}()
-		// The lease is checked last, right before the write: a worker
-		// paused since its last heartbeat writes nothing.
-		if s.fencing != nil && s.fencing.Fence != nil {
-			if err = s.fencing.Fence(); err != nil {
-				return
-			}
+		// A fenced run's context is checked last, right before the
+		// write: a worker paused since its last heartbeat, whose lease
+		// lapsed by its clock, writes nothing. The run's own context,
+		// not the asset's: a context derived from it does not ask it.
+		if s.fencing != nil && s.ctx.Err() != nil {
+			err = context.Cause(s.ctx)
+			return
 		}
 		err = dst.Write(ctx, batches)
 	}()

@@ -69,30 +69,80 @@ func TestRetryGetsItsOwnMaterialization(t *testing.T) {
 	}
 }
 
-// The runner calls the fence before each write: a fence that fails
-// fails the write, matching ErrFenced, before the destination is called.
+// fencedContext is a run's context whose Err checks a fence, as a
+// backfill's lease context checks its lease by the worker's clock: once
+// the fence fails, the context is canceled with it.
+type fencedContext struct {
+	context.Context
+	cancel context.CancelCauseFunc
+	fence  func() error
+}
+
+func newFencedContext(fence func() error) *fencedContext {
+	ctx, cancel := context.WithCancelCause(ctxT)
+	return &fencedContext{Context: ctx, cancel: cancel, fence: fence}
+}
+
+func (c *fencedContext) Err() error {
+	if err := c.fence(); err != nil {
+		c.cancel(err)
+	}
+	return c.Context.Err()
+}
+
+// The runner checks a fenced run's context right before each write: a
+// fence that fails after the asset returned, as a lease lapses while its
+// worker is paused at write.started, fails the write, matching
+// ErrFenced, before the destination is called, though no timer canceled
+// the context.
 func TestRunnerFencesWrites(t *testing.T) {
 	dest := new(batchRecorder)
 	dag := tranchetest.NewDAG(t, dailyAsset("a", fixed(tranche.Row{"day": "2026-01-01"}), dest))
-	calls := 0
 	var fence error
-	check := func() error { calls++; return fence }
-	res, err := tranche.RunWithFence(new(tranche.Runner), ctxT, dag, day(1), []int64{7}, check)
+	ctx := newFencedContext(func() error { return fence })
+	res, err := tranche.RunWithFence(new(tranche.Runner), ctx, dag, day(1), []int64{7})
 	tranchetest.RequireCompleted(t, res, err)
-	if got := dest.take(); calls != 1 || len(got) != 1 || got[0].Token != 7 || got[0].DAG != "dag" {
-		t.Fatalf("fence called %d times, batches %+v; want once, one batch of token 7 of dag", calls, got)
+	if got := dest.take(); len(got) != 1 || got[0].Token != 7 || got[0].DAG != "dag" {
+		t.Fatalf("batches %+v; want one batch of token 7 of dag", got)
 	}
-	fence = fmt.Errorf("lease lapsed: %w", tranche.ErrFenced)
+	ctx = newFencedContext(func() error { return fence })
 	rec := new(tranchetest.Recorder)
-	res, err = tranche.RunWithFence(&tranche.Runner{OnEvent: rec.OnEvent}, ctxT, dag, day(1), []int64{7}, check)
-	if !errors.Is(err, tranche.ErrFenced) || res.Status != tranche.StatusFailed {
-		t.Errorf("Run with a failing fence: %v, %s; want failed, matching ErrFenced", err, res.Status)
+	hook := func(ctx context.Context, e tranche.Event) {
+		rec.OnEvent(ctx, e)
+		if e.Kind == tranche.KindWriteStarted { // the lease lapses here
+			fence = fmt.Errorf("lease lapsed: %w", tranche.ErrFenced)
+		}
+	}
+	res, err = tranche.RunWithFence(&tranche.Runner{OnEvent: hook}, ctx, dag, day(1), []int64{7})
+	// The failed check canceled the run's context, as a lapsed lease
+	// cancels its job's: the run is canceled, for that cause.
+	if !errors.Is(err, tranche.ErrFenced) || res.Status != tranche.StatusCanceled {
+		t.Errorf("Run with a failing fence: %v, %s; want canceled, matching ErrFenced", err, res.Status)
+	}
+	for _, e := range rec.Events() {
+		if e.Kind == tranche.KindWriteFailed && !errors.Is(e.Err, tranche.ErrFenced) {
+			t.Errorf("write.failed: %v; want the write refused, matching ErrFenced", e.Err)
+		}
 	}
 	if got := dest.take(); len(got) != 0 {
 		t.Errorf("the destination got %d batches past a failing fence", len(got))
 	}
 	if kinds := rec.Kinds("a"); !slices.Contains(kinds, tranche.KindWriteFailed) {
 		t.Errorf("events %v; want write.failed", kinds)
+	}
+
+	// A run that is not fenced writes whatever its context says then.
+	fence = nil
+	ctx = newFencedContext(func() error { return fence })
+	hooked := &tranche.Runner{OnEvent: func(_ context.Context, e tranche.Event) {
+		if e.Kind == tranche.KindWriteStarted {
+			fence = fmt.Errorf("lease lapsed: %w", tranche.ErrFenced)
+		}
+	}}
+	res, err = hooked.Run(ctx, dag, day(1))
+	tranchetest.RequireCompleted(t, res, err)
+	if got := dest.take(); len(got) != 1 || got[0].Token != 0 {
+		t.Errorf("batches %+v of a run that is not fenced; want one batch of token 0", got)
 	}
 }
 
@@ -103,7 +153,7 @@ func TestUnpartitionedBatchNotFenced(t *testing.T) {
 	dim := tranchetest.Rows("dim", []tranche.Row{{"k": 1}})
 	dim.Destinations = []tranche.Destination{dest}
 	dag := tranchetest.NewDAG(t, dim, dailyAsset("a", fixed(), dest))
-	res, err := tranche.RunWithFence(new(tranche.Runner), ctxT, dag, day(1), []int64{4}, func() error { return nil })
+	res, err := tranche.RunWithFence(new(tranche.Runner), ctxT, dag, day(1), []int64{4})
 	tranchetest.RequireCompleted(t, res, err)
 	for _, b := range dest.take() {
 		if want := map[string]int64{"dim": 0, "a": 4}[b.Asset]; b.Token != want || (b.DAG == "") != (want == 0) {

@@ -92,8 +92,12 @@ type keptLease struct {
 	renewFailed func(err error, took time.Duration)
 
 	// opts are the job's run's options: its fencing is the lease's
-	// tokens and this lease's check, kept with it.
+	// tokens, kept with it.
 	opts tranche.RunOptions
+	// job is the job's context, which checks this lease (see
+	// leaseContext); kept here so that it costs no allocation of its
+	// own.
+	job leaseContext
 
 	mu       sync.Mutex
 	renewed  time.Duration // when the last claim or heartbeat that succeeded was sent, on the keeper's clock
@@ -110,7 +114,8 @@ type keptLease struct {
 func (k *leaseKeeper) keep(lease *ledger.Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
 	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
-	kl.opts = tranche.RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG, Fence: kl.check}
+	kl.opts = tranche.RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG}
+	kl.job = leaseContext{Context: runCtx, kl: kl}
 	k.mu.Lock()
 	k.unarmed[kl] = struct{}{}
 	if !k.started {
@@ -124,7 +129,29 @@ func (k *leaseKeeper) keep(lease *ledger.Lease, claimed time.Duration, renewFail
 		}
 	}
 	k.mu.Unlock()
-	return kl, runCtx
+	return kl, &kl.job
+}
+
+// leaseContext is a kept lease's job's context: the context that the
+// keeper cancels when the lease is lost, whose Err also checks the lease
+// by the worker's clock. The runner checks a fenced run's context right
+// before each write (see tranche.RunOptions), so a worker paused past its
+// lease writes nothing even when the timer that would cancel the context
+// has not fired yet. Done and Value are the canceled context's, so that
+// contexts derived from it are canceled with it as from any other.
+type leaseContext struct {
+	context.Context
+	kl *keptLease
+}
+
+// Err returns the context's error, once the lease has been checked: a
+// lease that no longer holds cancels the context first, with why.
+func (c *leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	c.kl.check()
+	return c.Context.Err()
 }
 
 // arm gives each kept lease, once its first heartbeat is due, its own
