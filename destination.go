@@ -55,7 +55,8 @@ var ErrFenced = errors.New("tranche: lease lost to a newer attempt")
 //     record of success in one transaction: each partition lands exactly
 //     once, and its data and its state in the ledger never disagree.
 //   - Fenced replacing destinations ([MemoryDestination],
-//     [FilesDestination], and a SQL destination with a separate ledger)
+//     the files destination of package destination/files, and a SQL
+//     destination with a separate ledger)
 //     replace a partition only with a write whose token is at least the
 //     one that last wrote it, checked atomically with the write, and
 //     refuse an older one with an error matching [ErrFenced]. The newest

@@ -109,9 +109,10 @@ After an asset succeeds, each of its destinations receives one [Batch]
 per partition of the run (the rows split by the partition column, empty
 partitions included); a batch replaces its partition, so re-running never
 duplicates rows. A row outside the run's partitions fails the asset before
-anything is written. [MemoryDestination] keeps rows in memory;
-[FilesDestination] writes JSON lines, one file per partition, replaced
-atomically.
+anything is written. [MemoryDestination] keeps rows in memory; the
+package destination/files writes JSON lines, one file per partition,
+replaced atomically, and the other destinations live in packages of
+their own (destination/parquet, destination/duckdb, sqldest).
 
 Every batch carries a fencing token ([Batch.Token]), the ledger's number
 of the attempt that wrote it, and what lands depends on the kind of
@@ -120,8 +121,8 @@ destination (see [Destination]):
   - transactional destinations sharing the ledger's database (the SQL
     destinations, in their own modules) commit the rows and the ledger's
     record of success in one transaction: exactly once, with no window;
-  - fenced replacing destinations ([MemoryDestination],
-    [FilesDestination]) refuse a write older than the partition's last,
+  - fenced replacing destinations ([MemoryDestination], the files
+    destination) refuse a write older than the partition's last,
     atomically with the write: the newest attempt wins, and a stalled
     worker's rows never replace a newer attempt's;
   - other destinations receive each attempt's batches at least once, with
@@ -136,7 +137,7 @@ and log events; backfills add theirs), delivered synchronously and in
 order to [Runner.OnEvent], a plain function; every event of a run has been
 delivered when Run returns, and a hook that panics is recovered and
 reported in [Result.HookErr]. [SlogHook] logs events with [log/slog];
-[EventWriter] writes them as JSON lines; [Hooks] combines hooks. Event ids
+the package eventlog writes them as JSON lines; [Hooks] combines hooks. Event ids
 ([Event.ID]) are deterministic. The package tranchetest records events and
 checks results in tests.
 
@@ -151,8 +152,9 @@ fires at every real matching instant. Excluded dates (holidays) have no
 slot: the next slot covers them.
 [SlotWindow] reads backfill bounds as people type them, a date as the end
 meaning through the end of that day, and leaves the fires of the current
-minute to the live schedule; [SlotAt] names one slot by its fire time and
-[SlotsAt] several, for a backfill of chosen slots (backfill.Backfill.Partitions).
+minute to the live schedule; [SlotAt] names one slot by its fire time,
+and a backfill of chosen slots (backfill.Backfill.Partitions) takes
+several, in any order.
 
 A moved schedule keeps its history. A schedule that fires once a day on
 the days it fires ("0 2 * * 1-5"), or once in every hour of them

@@ -67,6 +67,8 @@ func readmeBlocks(t *testing.T, text []byte) []readmeBlock {
 var readmeImports = map[string]string{
 	"context":     "context",
 	"errors":      "errors",
+	"eventlog":    "github.com/tranche-dev/tranche/eventlog",
+	"files":       "github.com/tranche-dev/tranche/destination/files",
 	"filepath":    "path/filepath",
 	"fmt":         "fmt",
 	"io":          "io",
