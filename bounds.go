@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/calendar"
+
+	"github.com/tranche-dev/tranche/internal/partition"
 )
 
 // WindowBetween returns the window of g covering the half-open span
@@ -36,12 +38,12 @@ func WindowBetween(g TimeGranularity, from, to time.Time) (TimePartitionWindow, 
 	if err != nil {
 		return TimePartitionWindow{}, err
 	}
-	return c.window(start, c.start(end-1), end), nil
+	return c.window(start, c.Start(end-1), end), nil
 }
 
 // boundary returns t as Unix seconds if it is a partition boundary.
 func (c *cursor) boundary(name string, t time.Time) (int64, error) {
-	s, e := c.bounds(unix(t))
+	s, e := c.Bounds(unix(t))
 	if s == unix(t) && t.Nanosecond() == 0 {
 		return s, nil
 	}
@@ -121,7 +123,7 @@ func parseBound(s string, loc *time.Location) (time.Time, string) {
 		return time.Time{}, fmt.Sprintf("no UTC offset and no zone was given; write it with an offset, as in %s, or name its zone", example)
 	case isDate:
 		c := newCursor(Day, loc)
-		return at(c.firstInstant(day), loc), ""
+		return at(c.FirstInstant(day), loc), ""
 	}
 	return wallInstant(wall, loc)
 }
@@ -146,7 +148,7 @@ func notATime(text string) string {
 func wallInstant(wall time.Time, loc *time.Location) (time.Time, string) {
 	w := wall.Unix()
 	var found []int64
-	for u := w - zoneMargin; u < w+zoneMargin; {
+	for u := w - partition.ZoneMargin; u < w+partition.ZoneMargin; {
 		sp := calendar.SpanAt(loc, u)
 		if v := w - sp.Offset; sp.Contains(v) && (len(found) == 0 || found[len(found)-1] != v) {
 			found = append(found, v)

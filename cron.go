@@ -136,18 +136,6 @@ func (c *cronSpec) schedule(loc *time.Location) *cron.Schedule {
 // IsSchedule reports whether g is a cron schedule made by [ParseCron].
 func (g TimeGranularity) IsSchedule() bool { return g.unit == unitCron }
 
-// cronStart returns the last fire time at or before u: the start of the
-// slot that holds u.
-func (c *cursor) cronStart(u int64) int64 {
-	return c.sched.Prev(time.Unix(u, 0)).Unix()
-}
-
-// cronNext returns the first fire time after u: the end of the slot that
-// holds u.
-func (c *cursor) cronNext(u int64) int64 {
-	return c.sched.Next(time.Unix(u, 0)).Unix()
-}
-
 // SlotAt returns the slot of schedule g that fire closes: the partition
 // [previous fire, fire). A time that is not a fire time is refused with
 // the nearest fire times before and after it. The slot is in
@@ -158,9 +146,9 @@ func SlotAt(g TimeGranularity, fire time.Time) (TimePartition, error) {
 	}
 	c := newCursor(g, fire.Location())
 	u := unix(fire)
-	if prev := c.cronStart(u); prev != u || fire.Nanosecond() != 0 {
+	if prev := c.Start(u); prev != u || fire.Nanosecond() != 0 {
 		return TimePartition{}, fmt.Errorf("tranche: %s is not a fire time of %v; the nearest are %s and %s",
-			fire.Format(time.RFC3339Nano), g, at(prev, c.loc).Format(time.RFC3339), at(c.cronNext(u), c.loc).Format(time.RFC3339))
+			fire.Format(time.RFC3339Nano), g, at(prev, c.loc).Format(time.RFC3339), at(c.Next(u), c.loc).Format(time.RFC3339))
 	}
 	return c.partition(u - 1), nil
 }
@@ -214,8 +202,8 @@ func SlotWindow(g TimeGranularity, from, to string, now time.Time) (TimePartitio
 		last = live - 1
 	}
 	c := newCursor(g, loc)
-	first := c.cronNext(unix(lo) - 1)
-	lastFire := c.cronStart(last)
+	first := c.Next(unix(lo) - 1)
+	lastFire := c.Start(last)
 	if first > lastFire {
 		note := ""
 		if first >= live {
@@ -224,8 +212,8 @@ func SlotWindow(g TimeGranularity, from, to string, now time.Time) (TimePartitio
 		return TimePartitionWindow{}, fmt.Errorf("tranche: %v fires nowhere from %s to %s%s; the nearest fire times are %s and %s",
 			g, lo.Format(time.RFC3339), at(last, loc).Format(time.RFC3339), note, at(lastFire, loc).Format(time.RFC3339), at(first, loc).Format(time.RFC3339))
 	}
-	firstStart, _ := c.bounds(first - 1)
-	lastStart, _ := c.bounds(lastFire - 1)
+	firstStart, _ := c.Bounds(first - 1)
+	lastStart, _ := c.Bounds(lastFire - 1)
 	return c.window(firstStart, lastStart, lastFire), nil
 }
 
@@ -240,7 +228,7 @@ func slotBound(s string, loc *time.Location, end bool) (time.Time, error) {
 	}
 	if day, isDate := parseDate(strings.TrimSpace(s)); isDate && end {
 		c := newCursor(Day, loc)
-		return at(c.firstInstant(day+1)-1, loc), nil
+		return at(c.FirstInstant(day+1)-1, loc), nil
 	}
 	return t, nil
 }

@@ -4,21 +4,23 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tranche-dev/tranche/internal/partition"
 )
 
-// unit is a base calendar unit.
-type unit uint8
+// unit is a base calendar unit, as the partition engine numbers them.
+type unit = partition.Unit
 
 const (
-	unitInvalid unit = iota
-	unitMinute
-	unitHour
-	unitDay
-	unitWeek
-	unitMonth
-	unitQuarter
-	unitYear
-	unitCron // a cron schedule's slots; see ParseCron
+	unitInvalid = partition.Invalid
+	unitMinute  = partition.Minute
+	unitHour    = partition.Hour
+	unitDay     = partition.Day
+	unitWeek    = partition.Week
+	unitMonth   = partition.Month
+	unitQuarter = partition.Quarter
+	unitYear    = partition.Year
+	unitCron    = partition.Cron // a cron schedule's slots; see ParseCron
 )
 
 var unitNames = [...]string{"", "minute", "hour", "day", "week", "month", "quarter", "year", "cron"}
@@ -235,17 +237,6 @@ func ParseGranularity(s string) (TimeGranularity, error) {
 
 func granularityError(s, reason string) error {
 	return &ParseError{Kind: "granularity", Text: s, Reason: reason}
-}
-
-// seconds returns the fixed length of a sub-day granularity.
-func (g TimeGranularity) seconds() int64 {
-	switch g.unit {
-	case unitMinute:
-		return int64(g.n) * 60
-	case unitHour:
-		return int64(g.n) * 3600
-	}
-	return 0
 }
 
 // subday reports whether g is a multiple of Minute or Hour, whose

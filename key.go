@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/calendar"
+
+	"github.com/tranche-dev/tranche/internal/partition"
 )
 
 // ParsePartitionKey returns the partition of g in loc whose key is key: it
@@ -25,7 +27,7 @@ func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimeP
 	}
 	c := newCursor(g, loc)
 	switch {
-	case c.sched != nil:
+	case c.g.IsSchedule():
 		return parseSlotKey(&c, key)
 	case g.subday():
 		return parseSubdayKey(&c, key)
@@ -34,14 +36,14 @@ func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimeP
 	if !ok {
 		return TimePartition{}, malformedKey(g, key)
 	}
-	s := c.firstInstant(day)
+	s := c.FirstInstant(day)
 	p := c.partition(s)
 	switch {
 	case unix(p.Start) == s && p.hasKey(key):
 		return p, nil
-	case g.firstDay(g.bucket(day)) != day:
+	case c.FirstDayOf(day) != day:
 		return TimePartition{}, keyError(key, "not the start of a %v partition; it lies in %s", g, p.Key())
-	case c.date(s) != day:
+	case c.Date(s) != day:
 		return TimePartition{}, keyError(key, "the date never occurs in %v: the clocks skip it; the next partition is %s", loc, p.Key())
 	}
 	return TimePartition{}, keyError(key, "no partition of its own in %v: its first instant lies in %s", loc, p.Key())
@@ -79,7 +81,7 @@ func (p TimePartition) hasKey(key string) bool {
 
 // partition returns the partition that holds the instant u.
 func (c *cursor) partition(u int64) TimePartition {
-	s, e := c.bounds(u)
+	s, e := c.Bounds(u)
 	return TimePartition{Start: at(s, c.loc), End: at(e, c.loc), Granularity: c.g}
 }
 
@@ -92,7 +94,7 @@ func parseSubdayKey(c *cursor, key string) (TimePartition, error) {
 	if s := unix(p.Start); s != u {
 		return TimePartition{}, keyError(key, "not the start of a %v partition; it lies in %s", c.g, p.Key())
 	}
-	if have := c.span(u).Offset; have != off {
+	if have := c.Span(u).Offset; have != off {
 		return TimePartition{}, keyError(key, "offset %s, but %v is at %s then; the key is %s",
 			appendOffset(nil, int(off)), c.loc, appendOffset(nil, int(have)), p.Key())
 	}
@@ -149,7 +151,7 @@ func parseMinuteKey(s string) (u, off int64, ok bool) {
 	default:
 		return 0, 0, false
 	}
-	return day*secondsPerDay + int64(h*3600+m*60) - off, off, true
+	return day*partition.SecondsPerDay + int64(h*3600+m*60) - off, off, true
 }
 
 // parseCoarseKey parses a Day-or-coarser key into the first date it names.

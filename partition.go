@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/calendar"
+
+	"github.com/tranche-dev/tranche/internal/partition"
 )
 
 // TimePartition is one partition of time: the half-open span [Start, End)
@@ -25,7 +27,7 @@ func PartitionOf(g TimeGranularity, t time.Time) TimePartition {
 	g.mustBeValid("PartitionOf")
 	loc := t.Location()
 	c := newCursor(g, loc)
-	s, e := c.bounds(unix(t))
+	s, e := c.Bounds(unix(t))
 	return TimePartition{Start: at(s, loc), End: at(e, loc), Granularity: g}
 }
 
@@ -39,7 +41,7 @@ func (p TimePartition) Next() TimePartition {
 	loc := p.Location()
 	c := newCursor(p.Granularity, loc)
 	s := unix(p.End)
-	return TimePartition{Start: at(s, loc), End: at(c.next(s), loc), Granularity: p.Granularity}
+	return TimePartition{Start: at(s, loc), End: at(c.Next(s), loc), Granularity: p.Granularity}
 }
 
 // Prev returns the partition that ends where p starts.
@@ -48,7 +50,7 @@ func (p TimePartition) Prev() TimePartition {
 	loc := p.Location()
 	c := newCursor(p.Granularity, loc)
 	e := unix(p.Start)
-	return TimePartition{Start: at(c.start(e-1), loc), End: at(e, loc), Granularity: p.Granularity}
+	return TimePartition{Start: at(c.Start(e-1), loc), End: at(e, loc), Granularity: p.Granularity}
 }
 
 // Contains reports whether t lies in [p.Start, p.End).
@@ -111,12 +113,12 @@ func appendKey(b []byte, g TimeGranularity, start, end time.Time) []byte {
 	}
 	t := start
 	_, off := t.Zone()
-	day := calendar.FloorDiv(t.Unix()+int64(off), secondsPerDay)
+	day := calendar.FloorDiv(t.Unix()+int64(off), partition.SecondsPerDay)
 	y, m, d := calendar.CivilFromDays(day)
 	switch g.unit {
 	case unitMinute, unitHour:
 		b = appendDate(b, y, m, d)
-		sec := calendar.Mod(t.Unix()+int64(off), secondsPerDay)
+		sec := calendar.Mod(t.Unix()+int64(off), partition.SecondsPerDay)
 		b = append(b, 'T')
 		b = append2(b, int(sec/3600))
 		b = append(b, ':')

@@ -33,8 +33,8 @@ func NewTimePartitionWindow(g TimeGranularity, first, last time.Time) (TimeParti
 	}
 	loc := first.Location()
 	c := newCursor(g, loc)
-	start, _ := c.bounds(unix(first))
-	lastStart, end := c.bounds(unix(last))
+	start, _ := c.Bounds(unix(first))
+	lastStart, end := c.Bounds(unix(last))
 	if lastStart < start {
 		return TimePartitionWindow{}, fmt.Errorf("tranche: inverted window: last %s (partition %s) is before first %s (partition %s)",
 			last.In(loc).Format(time.RFC3339), c.partition(lastStart).Key(), first.Format(time.RFC3339), c.partition(start).Key())
@@ -45,7 +45,7 @@ func NewTimePartitionWindow(g TimeGranularity, first, last time.Time) (TimeParti
 // window builds the window [start, end) whose newest partition starts at
 // last, counting its partitions.
 func (c *cursor) window(start, last, end int64) TimePartitionWindow {
-	return TimePartitionWindow{g: c.g, loc: c.loc, start: start, last: last, end: end, n: c.count(start, end)}
+	return TimePartitionWindow{g: c.g, loc: c.loc, start: start, last: last, end: end, n: c.Count(start, end)}
 }
 
 // Granularity returns the window's granularity.
@@ -102,7 +102,7 @@ func (w TimePartitionWindow) Oldest() TimePartition {
 		return TimePartition{}
 	}
 	c := newCursor(w.g, w.loc)
-	return TimePartition{Start: at(w.start, w.loc), End: at(c.next(w.start), w.loc), Granularity: w.g}
+	return TimePartition{Start: at(w.start, w.loc), End: at(c.Next(w.start), w.loc), Granularity: w.g}
 }
 
 // Contains reports whether t lies in [w.Start(), w.End()).
@@ -126,7 +126,7 @@ func (w TimePartitionWindow) All() iter.Seq[TimePartition] {
 			if !yield(TimePartition{Start: start, End: end, Granularity: w.g}) || s <= w.start {
 				return
 			}
-			s, end = c.back(s), start
+			s, end = c.Back(s), start
 		}
 	}
 }
@@ -141,7 +141,7 @@ func (w TimePartitionWindow) OldestFirst() iter.Seq[TimePartition] {
 		c := newCursor(w.g, w.loc)
 		e, start := w.start, at(w.start, w.loc)
 		for e < w.end {
-			e = c.step(e)
+			e = c.Step(e)
 			end := at(e, w.loc)
 			if !yield(TimePartition{Start: start, End: end, Granularity: w.g}) {
 				return
@@ -166,14 +166,14 @@ func (w TimePartitionWindow) Chunks(n int) iter.Seq[TimePartitionWindow] {
 			k := min(n, left)
 			start := last
 			for range k - 1 {
-				start = c.back(start)
+				start = c.Back(start)
 			}
 			chunk := TimePartitionWindow{g: w.g, loc: w.loc, start: start, last: last, end: end, n: k}
 			if !yield(chunk) {
 				return
 			}
 			if left -= k; left > 0 {
-				last, end = c.back(start), start
+				last, end = c.Back(start), start
 			}
 		}
 	}
@@ -191,8 +191,8 @@ func (w TimePartitionWindow) ClampStart(start time.Time) (TimePartitionWindow, b
 		return w, true
 	}
 	c := newCursor(w.g, w.loc)
-	s := c.start(u)
-	w.n -= c.count(w.start, s)
+	s := c.Start(u)
+	w.n -= c.Count(w.start, s)
 	w.start = s
 	return w, true
 }
@@ -327,13 +327,13 @@ func Lookback(now time.Time, lookback, offset int, g TimeGranularity) (TimeParti
 		return TimePartitionWindow{}, fmt.Errorf("tranche: Lookback: offset %d must be 0 (the current partition) or more", offset)
 	}
 	c := newCursor(g, now.Location())
-	start, end := c.bounds(unix(now))
+	start, end := c.Bounds(unix(now))
 	for range offset {
-		start, end = c.back(start), start
+		start, end = c.Back(start), start
 	}
 	last := start
 	for range lookback - 1 {
-		start = c.back(start)
+		start = c.Back(start)
 	}
 	return TimePartitionWindow{g: g, loc: now.Location(), start: start, last: last, end: end, n: lookback}, nil
 }
