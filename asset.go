@@ -110,17 +110,6 @@ var _ Materializer = MaterializeFunc(nil)
 // [Partitioning.Column].
 type Row map[string]any
 
-// ErrSkip is returned by a [Materializer] (possibly wrapped) to say that
-// there is nothing to materialize for this partition or window: nothing is
-// written, the asset is reported skipped, and so are the assets that
-// depend on it. A skip is not a failure.
-var ErrSkip = errors.New("tranche: skip")
-
-// ErrNotPartition is the error [Materialization.Partition] returns when
-// the asset is not being materialized for a single partition: in a window
-// run, or for an unpartitioned asset.
-var ErrNotPartition = errors.New("tranche: not a single-partition run")
-
 // Retry is an asset's retry policy, for errors wrapped with [Retryable]
 // and for attempts that exceed [Asset.Timeout]. Other errors, and panics,
 // fail the asset at once.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/calendar"
-
 	"github.com/tranche-dev/tranche/internal/partition"
 )
 

@@ -2,20 +2,12 @@ package tranche
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 )
-
-// ErrFenced is matched by every refusal of a write, or of a record of
-// success, made under an attempt that a newer one has overtaken: a fenced
-// destination's refusal of a stale write ([StaleWriteError]), a ledger's
-// refusal of a lapsed lease (ledger.ErrFenced is this same value), and a
-// worker's refusal to write once its lease has lapsed by its own clock.
-var ErrFenced = errors.New("tranche: lease lost to a newer attempt")
 
 // Destination stores the rows of assets, one partition at a time.
 //
@@ -169,28 +161,6 @@ func (f fence) admit(b *Batch) (fence, error) {
 	}
 	return fence{DAG: b.DAG, Token: b.Token}, nil
 }
-
-// StaleWriteError is a fenced destination's refusal of a write by an
-// attempt older than the one that last wrote the partition: a worker
-// that lost its partition to another while it was paused or cut off. It
-// matches [ErrFenced].
-type StaleWriteError struct {
-	Asset, Key string // the partition ("" for an unpartitioned asset)
-	Token      int64  // the refused write's token
-	Latest     int64  // the token of the partition's last write
-}
-
-func (e *StaleWriteError) Error() string {
-	where := "unpartitioned"
-	if e.Key != "" {
-		where = "partition " + e.Key
-	}
-	return fmt.Sprintf("tranche: asset %q, %s: write of attempt %d refused: attempt %d wrote it since (%v)",
-		e.Asset, where, e.Token, e.Latest, ErrFenced)
-}
-
-// Is reports whether target is [ErrFenced].
-func (e *StaleWriteError) Is(target error) bool { return target == ErrFenced }
 
 // Write replaces each batch's partition with copies of its rows, all the
 // batches at once, or none when a batch is older than its partition's last

@@ -1,14 +1,11 @@
 package tranche
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -38,23 +35,6 @@ const (
 
 	KindLog Kind = "log" // a record of an asset's logger; see Materialization.Logger
 )
-
-// level is the slog level at which [SlogHook] logs events of kind k:
-// failures at ERROR, retries at WARN, lifecycle at INFO and the
-// fine-grained steps at DEBUG.
-func (k Kind) level() slog.Level {
-	switch k {
-	// The backfill package's kinds are named by value: the root knows
-	// nothing of backfills, but SlogHook logs their events too.
-	case KindRunFailed, KindAssetFailed, KindWriteFailed, "backfill.failed", "partition.failed":
-		return slog.LevelError
-	case KindAssetRetrying, "lease.renew_failed", "lease.renew_slow", "partition.unclaimed", "backfill.unfinished":
-		return slog.LevelWarn
-	case KindWriteStarted, KindWriteCompleted, "partition.claimed", "partition.held", "partition.started":
-		return slog.LevelDebug
-	}
-	return slog.LevelInfo
-}
 
 // Event reports one step of a run or a backfill. Fields that do not apply
 // to the kind are zero. Events are values: a hook may keep them.
@@ -256,158 +236,4 @@ func attrMap(attrs []slog.Attr) map[string]any {
 		}
 	}
 	return m
-}
-
-// SlogHook returns a hook that logs each event to l: failures at ERROR,
-// retries at WARN, the lifecycle of runs, assets, backfills and
-// partitions at INFO, writes, claims and leases at DEBUG, and log events
-// at their own level. The record's time is the event's; its message is
-// the kind, or a log event's own message; its attributes are the event's
-// non-zero fields (run, asset, target, attempt, duration, rows, err, ...,
-// and id last, as [Event.LogValue] lists them), with kind=log and the
-// record's own attributes for log events. A nil l gives a hook that does
-// nothing.
-func SlogHook(l *slog.Logger) func(context.Context, Event) {
-	return func(ctx context.Context, e Event) {
-		if l == nil {
-			return
-		}
-		level, msg := e.Kind.level(), string(e.Kind)
-		if e.Kind == KindLog {
-			level, msg = e.Level, e.Message
-		}
-		h := l.Handler()
-		if !h.Enabled(ctx, level) {
-			return
-		}
-		r := slog.NewRecord(e.Time, level, msg, 0)
-		r.AddAttrs(e.attrs(e.Kind == KindLog)...)
-		r.AddAttrs(e.Attrs...)
-		_ = h.Handle(ctx, r) // a handler's error has nowhere to go; slog.Logger drops it too
-	}
-}
-
-// Hooks returns a hook that calls each non-nil hook in turn with every
-// event, as slog.NewMultiHandler fans out records. It copies hooks, so
-// that a later change to the caller's slice changes nothing. If a hook
-// panics, the others are still called, and then the first panic is
-// raised again as a [*PanicError] holding the value and the stack of the
-// hook that panicked, for the runner to report in [Result.HookErr].
-func Hooks(hooks ...func(context.Context, Event)) func(context.Context, Event) {
-	hooks = slices.Clone(hooks)
-	return func(ctx context.Context, e Event) {
-		var first *PanicError
-		for i, h := range hooks {
-			if h == nil {
-				continue
-			}
-			func() {
-				defer func() {
-					if v := recover(); v != nil && first == nil {
-						// The stack is taken here, before the panic
-						// unwinds, so that it holds the hook's frames.
-						first = &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("hook %d of Hooks", i)}
-					}
-				}()
-				h(ctx, e)
-			}()
-		}
-		if first != nil {
-			panic(first)
-		}
-	}
-}
-
-// hookPanic returns the error of a hook's panic with value v, recovered
-// where the runner called it: the value and stack of a [*PanicError]
-// that [Hooks] raised again, or v and the stack here.
-func hookPanic(v any, where string) *PanicError {
-	if pe, ok := v.(*PanicError); ok {
-		return &PanicError{Value: pe.Value, Stack: pe.Stack, Where: where + ", " + pe.Where}
-	}
-	return &PanicError{Value: v, Stack: debug.Stack(), Where: where}
-}
-
-// logHandler is the slog.Handler behind Materialization.Logger: each
-// record becomes a KindLog event of the run.
-type logHandler struct {
-	m    *Materialization
-	goas []groupOrAttrs
-}
-
-type groupOrAttrs struct {
-	group string
-	attrs []slog.Attr
-}
-
-func (h *logHandler) Enabled(context.Context, slog.Level) bool { return h.m.run.hasHooks() }
-
-func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	if len(attrs) == 0 {
-		return h
-	}
-	return h.with(groupOrAttrs{attrs: attrs})
-}
-
-func (h *logHandler) WithGroup(name string) slog.Handler {
-	if name == "" {
-		return h
-	}
-	return h.with(groupOrAttrs{group: name})
-}
-
-func (h *logHandler) with(g groupOrAttrs) *logHandler {
-	h2 := *h
-	h2.goas = append(h.goas[:len(h.goas):len(h.goas)], g)
-	return &h2
-}
-
-func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
-	attrs := make([]slog.Attr, 0, r.NumAttrs())
-	r.Attrs(func(a slog.Attr) bool {
-		attrs = appendAttr(attrs, a)
-		return true
-	})
-	for i := len(h.goas) - 1; i >= 0; i-- {
-		g := h.goas[i]
-		if g.group == "" {
-			pre := make([]slog.Attr, 0, len(g.attrs)+len(attrs))
-			for _, a := range g.attrs {
-				pre = appendAttr(pre, a)
-			}
-			attrs = append(pre, attrs...)
-		} else if len(attrs) > 0 {
-			attrs = []slog.Attr{{Key: g.group, Value: slog.GroupValue(attrs...)}}
-		}
-	}
-	m := h.m
-	m.run.emit(&Event{
-		Kind: KindLog, Time: r.Time, Asset: m.Asset(), Attempt: m.attempt,
-		Level: r.Level, Message: r.Message, Attrs: attrs, seq: int(m.logSeq.Add(1)),
-	})
-	return nil
-}
-
-// appendAttr appends a resolved, as slog.Handler asks: LogValuers
-// resolved, empty attributes dropped, groups without a key inlined and
-// empty groups dropped.
-func appendAttr(attrs []slog.Attr, a slog.Attr) []slog.Attr {
-	a.Value = a.Value.Resolve()
-	if a.Equal(slog.Attr{}) {
-		return attrs
-	}
-	if a.Value.Kind() != slog.KindGroup {
-		return append(attrs, a)
-	}
-	var sub []slog.Attr
-	for _, g := range a.Value.Group() {
-		sub = appendAttr(sub, g)
-	}
-	switch {
-	case len(sub) == 0:
-		return attrs
-	case a.Key == "":
-		return append(attrs, sub...)
-	}
-	return append(attrs, slog.Attr{Key: a.Key, Value: slog.GroupValue(sub...)})
 }

@@ -4,10 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/tranche-dev/tranche/internal/calendar"
-
-	"github.com/tranche-dev/tranche/internal/partition"
 )
 
 // TimePartition is one partition of time: the half-open span [Start, End)
@@ -91,90 +87,6 @@ func (p TimePartition) String() string {
 		return "zero partition"
 	}
 	return p.Key() + " [" + p.Start.Format(time.RFC3339) + ", " + p.End.Format(time.RFC3339) + ")"
-}
-
-// Key returns the partition's stable name, formatted from its start in its
-// location: "2006-01-02T15:04Z07:00" for Minute and Hour multiples (the
-// offset tells apart the two 01:00 hours of a fall-back night),
-// "2006-01-02" for days, "2006-W01" (the ISO week) for weeks, "2006-01"
-// for months, "2006-Q1" for quarters and "2006" for years. The slot of a
-// cron schedule is named by the fire time that ends it, in RFC 3339
-// ("2026-01-05T02:00:00-05:00").
-// [ParsePartitionKey] inverts it.
-func (p TimePartition) Key() string {
-	var buf [32]byte
-	return string(appendKey(buf[:0], p.Granularity, p.Start, p.End))
-}
-
-func appendKey(b []byte, g TimeGranularity, start, end time.Time) []byte {
-	if g.unit == unitCron {
-		// A slot is named by the fire time that closes it.
-		return end.AppendFormat(b, time.RFC3339)
-	}
-	t := start
-	_, off := t.Zone()
-	day := calendar.FloorDiv(t.Unix()+int64(off), partition.SecondsPerDay)
-	y, m, d := calendar.CivilFromDays(day)
-	switch g.unit {
-	case unitMinute, unitHour:
-		b = appendDate(b, y, m, d)
-		sec := calendar.Mod(t.Unix()+int64(off), partition.SecondsPerDay)
-		b = append(b, 'T')
-		b = append2(b, int(sec/3600))
-		b = append(b, ':')
-		b = append2(b, int(sec/60%60))
-		return appendOffset(b, off)
-	case unitDay:
-		return appendDate(b, y, m, d)
-	case unitWeek:
-		wy, w := calendar.ISOWeek(day)
-		b = appendYear(b, wy)
-		b = append(b, '-', 'W')
-		return append2(b, w)
-	case unitMonth:
-		b = appendYear(b, y)
-		b = append(b, '-')
-		return append2(b, m)
-	case unitQuarter:
-		b = appendYear(b, y)
-		return append(b, '-', 'Q', byte('1'+(m-1)/3))
-	case unitYear:
-		return appendYear(b, y)
-	}
-	return append(b, "invalid"...)
-}
-
-func appendDate(b []byte, y int64, m, d int) []byte {
-	b = appendYear(b, y)
-	b = append(b, '-')
-	b = append2(b, m)
-	b = append(b, '-')
-	return append2(b, d)
-}
-
-func appendYear(b []byte, y int64) []byte {
-	if y < 0 || y > 9999 {
-		return fmt.Appendf(b, "%d", y)
-	}
-	return append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10))
-}
-
-func append2(b []byte, v int) []byte {
-	return append(b, byte('0'+v/10), byte('0'+v%10))
-}
-
-func appendOffset(b []byte, off int) []byte {
-	if off == 0 {
-		return append(b, 'Z')
-	}
-	sign := byte('+')
-	if off < 0 {
-		sign, off = '-', -off
-	}
-	b = append(b, sign)
-	b = append2(b, off/3600)
-	b = append(b, ':')
-	return append2(b, off/60%60)
 }
 
 // MarshalText implements [encoding.TextMarshaler]: the partition's

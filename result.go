@@ -78,55 +78,6 @@ type AssetResult struct {
 	Err error
 }
 
-// AssetError is the failure of an asset in a run: the error of its last
-// attempt, which may be a [*PanicError], a timeout (matching
-// context.DeadlineExceeded), a destination's refusal, or any error the
-// asset returned.
-type AssetError struct {
-	Asset    string
-	Target   string // the partition's key or the window's text form; empty for none
-	Attempts int
-	Err      error
-}
-
-// Error names the asset, the target and the number of attempts, then
-// gives the last attempt's error.
-func (e *AssetError) Error() string {
-	target := ""
-	if e.Target != "" {
-		target = " for " + e.Target
-	}
-	tries := ""
-	if e.Attempts > 1 {
-		tries = fmt.Sprintf(" after %d attempts", e.Attempts)
-	}
-	return fmt.Sprintf("tranche: asset %q failed%s%s: %v", e.Asset, target, tries, e.Err)
-}
-
-// Unwrap returns the error of the asset's last attempt.
-func (e *AssetError) Unwrap() error { return e.Err }
-
-// PanicError is a panic recovered from an asset, a destination or a hook,
-// with the stack of the goroutine that panicked.
-type PanicError struct {
-	Value any    // the value passed to panic
-	Stack []byte // the stack trace, as runtime/debug.Stack formats it
-	Where string // what panicked: "asset daily", "destination files", "event hook, for run.started of run …"
-}
-
-// Error names what panicked and the panic value; the stack is in Stack.
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("tranche: %s panicked: %v", e.Where, e.Value)
-}
-
-// Unwrap returns the panic value if it is an error, so that errors.Is
-// and errors.As look into it, and nil otherwise.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// errCanceled builds the error of an asset that did not finish.
 func errCanceled(asset string, cause error) error {
 	if cause == nil {
 		cause = errors.New("context canceled")

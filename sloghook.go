@@ -1,0 +1,52 @@
+package tranche
+
+import (
+	"context"
+	"log/slog"
+)
+
+// SlogHook returns a hook that logs each event to l: failures at ERROR,
+// retries at WARN, the lifecycle of runs, assets, backfills and
+// partitions at INFO, writes, claims and leases at DEBUG, and log events
+// at their own level. The record's time is the event's; its message is
+// the kind, or a log event's own message; its attributes are the event's
+// non-zero fields (run, asset, target, attempt, duration, rows, err, ...,
+// and id last, as [Event.LogValue] lists them), with kind=log and the
+// record's own attributes for log events. A nil l gives a hook that does
+// nothing.
+func SlogHook(l *slog.Logger) func(context.Context, Event) {
+	return func(ctx context.Context, e Event) {
+		if l == nil {
+			return
+		}
+		level, msg := e.Kind.level(), string(e.Kind)
+		if e.Kind == KindLog {
+			level, msg = e.Level, e.Message
+		}
+		h := l.Handler()
+		if !h.Enabled(ctx, level) {
+			return
+		}
+		r := slog.NewRecord(e.Time, level, msg, 0)
+		r.AddAttrs(e.attrs(e.Kind == KindLog)...)
+		r.AddAttrs(e.Attrs...)
+		_ = h.Handle(ctx, r) // a handler's error has nowhere to go; slog.Logger drops it too
+	}
+}
+
+// level is the slog level at which [SlogHook] logs events of kind k:
+// failures at ERROR, retries at WARN, lifecycle at INFO and the
+// fine-grained steps at DEBUG.
+func (k Kind) level() slog.Level {
+	switch k {
+	// The backfill package's kinds are named by value: the root knows
+	// nothing of backfills, but SlogHook logs their events too.
+	case KindRunFailed, KindAssetFailed, KindWriteFailed, "backfill.failed", "partition.failed":
+		return slog.LevelError
+	case KindAssetRetrying, "lease.renew_failed", "lease.renew_slow", "partition.unclaimed", "backfill.unfinished":
+		return slog.LevelWarn
+	case KindWriteStarted, KindWriteCompleted, "partition.claimed", "partition.held", "partition.started":
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
