@@ -2,6 +2,10 @@ package backfill_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -44,5 +48,35 @@ func TestBackfillHookContract(t *testing.T) {
 	}
 	if n := canceledCtx.Load(); n != 0 {
 		t.Errorf("%d OnEvent calls got a canceled context; want a context that is never canceled", n)
+	}
+}
+
+// A hook's panic inside tranche.Hooks reaches the backfill's HookErr
+// with the stack of the hook that panicked, not that of Hooks' panic
+// again.
+func TestBackfillHookPanicStack(t *testing.T) {
+	var panicLine int
+	b := &backfill.Backfill{
+		DAG: bfDAG(t, &bfProbe{}, false), Window: bfDays(t, 1, 2), Ledger: memledger.New(nil),
+		OnEvent: tranche.Hooks(func(context.Context, tranche.Event) {}, func(_ context.Context, e tranche.Event) {
+			if e.Kind == backfill.KindStarted {
+				_, _, line, _ := runtime.Caller(0)
+				panicLine = line + 2 // the line of the panic below
+				panic("hook broke")
+			}
+		}),
+	}
+	res, err := b.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe, ok := errors.AsType[*tranche.PanicError](res.HookErr)
+	switch {
+	case !ok || pe.Value != "hook broke":
+		t.Fatalf("HookErr = %v; want the hook's *PanicError", res.HookErr)
+	case !strings.Contains(string(pe.Stack), fmt.Sprintf("hook_test.go:%d", panicLine)):
+		t.Errorf("the stack does not hold the hook's panic at hook_test.go:%d:\n%s", panicLine, pe.Stack)
+	case !strings.HasSuffix(pe.Where, ", hook 1 of Hooks"):
+		t.Errorf("Where = %q; want it to name the hook of Hooks", pe.Where)
 	}
 }
