@@ -180,8 +180,10 @@ ledger keys a DAG's history by.
 
 # Packages
 
-	tranche              partitions, windows, schedules, assets, DAGs, the runner, events, destinations
-	tranche/backfill     resumable backfills: plans, reports, status, the progress reporter
+	tranche              partitions, windows, schedules, assets, DAGs, the runner, events, the in-memory destination
+	tranche/backfill     resumable backfills: plans, results, status, the progress reporter
+	tranche/destination/files  the JSON-lines destination, one file per partition
+	tranche/eventlog     events written as JSON lines
 	tranche/ledger       the ledger contract: the interface and the claim rules every ledger shares
 	tranche/ledger/ledgertest  the ledger conformance suite
 	tranche/ledger/memledger   a ledger in memory
