@@ -137,7 +137,7 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 // A command is one subcommand.
 type command struct {
 	name, args, summary string
-	min, max            int                   // how many arguments it takes
+	min, max            int                        // how many arguments it takes
 	flags               func(*call, *flag.FlagSet) // its flags beyond --ledger
 	run                 func(context.Context, *call) error
 }
@@ -165,16 +165,16 @@ func commandNamed(name string) *command {
 // A call is one run of Main: the program, the subcommand, its flags and
 // arguments, and the ledger once opened.
 type call struct {
-	p                   *Program
-	name                string
-	stdin               io.Reader
-	stdout, stderr      io.Writer
-	cmd                 *command
-	fs                  *flag.FlagSet
-	args                []string
-	opt                 options
-	ledger              ledger.Ledger
-	closer              io.Closer
+	p              *Program
+	name           string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	cmd            *command
+	fs             *flag.FlagSet
+	args           []string
+	opt            options
+	ledger         ledger.Ledger
+	closer         io.Closer
 }
 
 // options are every subcommand's flags; each subcommand defines those
