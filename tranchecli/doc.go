@@ -91,8 +91,14 @@
 //	total         number   the backfill's partitions
 //	counts        object   partitions by the state of their latest attempt: succeeded, running, failed, canceled, pending (numbers)
 //	blocked       array    strings: why it is not progressing; empty when done or running freely
-//	grid          object   the grid: cell (string, its granularity), row (string), cells (array)
+//	grid          object   the grid; absent in --watch lines
 //	partitions    array    with --partitions only: every partition, newest first
+//
+// A grid:
+//
+//	cell          string   the granularity of a cell: the backfill's, or an hour, day, month or year of partitions
+//	row           string   the granularity of a row
+//	cells         array    the cells, oldest first; spans without a partition of the backfill left out
 //
 // A grid cell:
 //
