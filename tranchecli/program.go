@@ -323,14 +323,20 @@ func (c *call) dagNames() []string {
 	return names
 }
 
-// isTerminal reports whether f is a terminal (a character device).
+// isTerminal reports whether f is a terminal: a character device other
+// than the null device, which a job run with </dev/null has for its
+// standard input, and which no one types answers into.
 func isTerminal(f any) bool {
 	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
 	info, err := file.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	if err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(info, null)
 }
 
 func upper(s string) string {

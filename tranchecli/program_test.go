@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -447,6 +448,17 @@ func TestConfirmNeedsTerminal(t *testing.T) {
 	code, _, errs := h.run(append([]string{"run", "events"}, week...)...)
 	if code != 2 || !strings.Contains(errs, "--yes") || h.backfills() != 0 {
 		t.Errorf("exit %d, %d backfills, stderr %s", code, h.backfills(), errs)
+	}
+	// The null device is a character device, but no one answers there.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	h.p.Stdin = null
+	code, _, errs = h.run(append([]string{"run", "events"}, week...)...)
+	if code != 2 || !strings.Contains(errs, "--yes") || h.backfills() != 0 {
+		t.Errorf("stdin %s: exit %d, %d backfills, stderr %s", os.DevNull, code, h.backfills(), errs)
 	}
 }
 
