@@ -36,7 +36,8 @@
 // its whole day); or --slot, repeated, the fire times of chosen slots
 // ([tranche.SlotsAt]); --chunk, partitions per run; --rerun
 // none|failed|all; --on-failure stop|continue; --max-concurrency;
-// --order newest-first|oldest-first. run takes --dry-run (print the plan
+// --order newest-first|oldest-first; --max-partitions, the most the
+// window may hold (100,000 by default). run takes --dry-run (print the plan
 // only) and --yes. A bound with neither an offset nor a zone (the DAG's
 // Partitioning.Location), an unknown policy, a --slot that is not a fire
 // time, --max-concurrency 0, an unknown subcommand or flag: each is bad

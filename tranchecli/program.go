@@ -195,6 +195,7 @@ type options struct {
 	onFailure      backfill.FailurePolicy
 	order          backfill.Order
 	maxConcurrency int
+	maxPartitions  int
 	dryRun, yes    bool
 }
 
@@ -430,6 +431,7 @@ func backfillFlags(c *call, fs *flag.FlagSet) {
 		c.opt.slots = append(c.opt.slots, s)
 		return nil
 	})
+	fs.IntVar(&c.opt.maxPartitions, "max-partitions", backfill.DefaultMaxPartitions, "the most partitions the window may hold")
 	fs.IntVar(&c.opt.chunk, "chunk", 1, "partitions per run (each asset must allow windows beyond 1)")
 	c.opt.order = backfill.NewestFirst
 	fs.TextVar(&c.opt.order, "order", backfill.NewestFirst, "newest-first or oldest-first")

@@ -232,6 +232,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"run", "events", "--yes", "--chunk", "0", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "--chunk 0"},
 		{[]string{"run", "events", "--yes", "--from", "2026-01-01T12:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "boundar"},
 		{[]string{"run", "events", "--yes"}, "no window: give --from and --to, or --slot"},
+		{[]string{"plan", "events", "--max-partitions", "5", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "holds 7 partitions, more than the limit of 5"},
 		{[]string{"run", "events", "--yes", "--from", "2026-01-01T00:00:00Z"}, "without --to"},
 		{[]string{"run", "nightly", "--yes", "--slot", "2026-01-05T03:00:00Z"}, "is not a fire time of"},
 		{[]string{"run", "nightly", "--yes", "--slot", "2026-01-05T02:00:00Z", "--from", "2026-01-01"}, "--slot and --from/--to both given"},

@@ -30,10 +30,13 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	}
 	b := &backfill.Backfill{
 		DAG: dag, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: c.opt.chunk, Order: c.opt.order,
-		Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency,
+		Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency, MaxPartitions: c.opt.maxPartitions,
 	}
 	if err := c.checkPolicies(); err != nil {
 		return nil, err
+	}
+	if c.opt.maxPartitions < 1 {
+		return nil, badUsage("--max-partitions %d: want 1 or more", c.opt.maxPartitions)
 	}
 	if c.opt.chunk < 1 {
 		return nil, badUsage("--chunk %d: want 1 or more partitions per run", c.opt.chunk)
