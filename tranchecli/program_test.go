@@ -3,6 +3,7 @@ package tranchecli_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -529,5 +530,43 @@ func TestRunCanceledContext(t *testing.T) {
 	}
 	if !strings.Contains(h.err.String(), "context canceled") {
 		t.Errorf("stderr does not say why:\n%s", h.err.String())
+	}
+}
+
+// TestStatusAggregated: 60 days of hours are more than the grid's 800
+// cells, so status draws a cell per day, in rows of months.
+func TestStatusAggregated(t *testing.T) {
+	h := newHarness(t)
+	hourly, err := tranche.NewDAG(tranche.Asset{
+		Name:         "hourly",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Hour},
+		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			p, err := m.Partition()
+			if err != nil {
+				return nil, err
+			}
+			if p.Key() == "2026-01-10T05:00Z" {
+				return nil, errors.New("down for an hour")
+			}
+			return nil, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.p.DAGs = map[string]*tranche.DAG{"hourly": hourly}
+	h.must(1, "run", "hourly", "--yes", "--on-failure", "continue", "--max-concurrency", "4", "--from", "2026-01-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z")
+	out := h.must(0, "status", h.only(), "--color", "never")
+	for _, want := range []string{
+		"(1440 partitions, 1 per run)",
+		"cells: one per day of hour partitions, showing the worst state in it; rows: month\n",
+		"2026-01  # # # # # # # # # X # # # # # # # # # # # # # # # # # # # # #\n",
+		"2026-02  # # # # # # # # # # # # # # # # # # # # # # # # # # # #\n",
+		"2026-03  #\n",
+		"# succeeded 1439   X failed 1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
 	}
 }
