@@ -101,7 +101,9 @@ type Backfill struct {
 	// StopOnCancel makes running partitions stop, recorded failed with
 	// cause canceled, when the backfill is canceled in the ledger
 	// ([Ledger.CancelBackfill]); by default they finish and only new
-	// claims stop. Workers notice at their next heartbeat.
+	// claims stop, unless the backfill was canceled with stopRunning
+	// (BackfillRecord.StopRunning), which stops them in every worker.
+	// Workers notice at their next heartbeat.
 	StopOnCancel bool
 
 	// WaitForOthers makes Run wait, once it has run what it could, for
@@ -590,14 +592,15 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	var stopFinish func()
 	x.finishCtx, stopFinish = finishContext(ctx)
 	defer stopFinish()
-	var canceled func(context.Context) error
-	if b.StopOnCancel {
-		canceled = func(ctx context.Context) error {
-			if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
-				return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
-			}
-			return nil
+	// Every worker looks at each heartbeat whether the backfill was
+	// canceled with its running partitions to stop: the operator who
+	// cancels so (CancelBackfill with stopRunning) cannot reach the
+	// workers' configuration. StopOnCancel stops them at any cancellation.
+	canceled := func(ctx context.Context) error {
+		if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled && (b.StopOnCancel || record.StopRunning) {
+			return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
 		}
+		return nil
 	}
 	x.keeper = newLeaseKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
 	if x.runner == nil {

@@ -1050,7 +1050,7 @@ func TestBackfillCancel(t *testing.T) {
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
 		if target == "2026-01-04" {
 			id, _ := b.ID()
-			if err := l.CancelBackfill(ctx, id); err != nil {
+			if err := l.CancelBackfill(ctx, id, false); err != nil {
 				return err
 			}
 		}
@@ -1060,7 +1060,7 @@ func TestBackfillCancel(t *testing.T) {
 	w := bfDays(t, 1, 5)
 	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now, OnEvent: rec.OnEvent}
 	id, _ := b.ID()
-	if err := l.CancelBackfill(t.Context(), id); !errors.Is(err, ledger.ErrUnknownBackfill) {
+	if err := l.CancelBackfill(t.Context(), id, false); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		t.Errorf("CancelBackfill of a backfill never run: %v", err)
 	}
 	rep, err := b.Run(t.Context())
@@ -1101,33 +1101,71 @@ func TestBackfillCancel(t *testing.T) {
 }
 
 // With StopOnCancel, a running partition stops at its next heartbeat once
-// the backfill is canceled, and is recorded failed, cause canceled.
+// the backfill is canceled, and is recorded failed, cause canceled; and
+// so it does in a worker without StopOnCancel when the backfill is
+// canceled with stopRunning (BackfillRecord.StopRunning).
 func TestBackfillStopOnCancel(t *testing.T) {
+	for _, c := range []struct {
+		name                      string
+		stopOnCancel, stopRunning bool
+	}{{"StopOnCancel", true, false}, {"stopRunning", false, true}, {"both", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			bfNoLeaks(t)
+			l := memledger.New(nil)
+			var b *backfill.Backfill
+			p := &bfProbe{hook: func(ctx context.Context, target string) error {
+				id, _ := b.ID()
+				if err := l.CancelBackfill(ctx, id, c.stopRunning); err != nil {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case <-time.After(5 * time.Second):
+					return errors.New("not stopped")
+				}
+			}}
+			b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l, StopOnCancel: c.stopOnCancel,
+				Lease: time.Minute, Heartbeat: 5 * time.Millisecond}
+			rep, err := b.Run(t.Context())
+			if !errors.Is(err, backfill.ErrBackfillCanceled) {
+				t.Errorf("Run: %v; want ErrBackfillCanceled", err)
+			}
+			bfCheckReport(t, rep, 3, 0, 1, 0, 0, 0, 2)
+			h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
+			if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "canceled") {
+				t.Errorf("history %+v; want one attempt failed, canceled", h)
+			}
+		})
+	}
+}
+
+// Without StopOnCancel or stopRunning, a partition running when its
+// backfill is canceled finishes: only new claims stop.
+func TestBackfillCancelLetsRunningFinish(t *testing.T) {
 	bfNoLeaks(t)
 	l := memledger.New(nil)
 	var b *backfill.Backfill
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
 		id, _ := b.ID()
-		if err := l.CancelBackfill(ctx, id); err != nil {
+		if err := l.CancelBackfill(ctx, id, false); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(5 * time.Second):
-			return errors.New("not stopped")
+		case <-time.After(50 * time.Millisecond): // ten heartbeats
+			return nil
 		}
 	}}
-	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l, StopOnCancel: true,
+	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l,
 		Lease: time.Minute, Heartbeat: 5 * time.Millisecond}
-	rep, err := b.Run(t.Context())
-	if !errors.Is(err, backfill.ErrBackfillCanceled) {
+	if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
 		t.Errorf("Run: %v; want ErrBackfillCanceled", err)
 	}
-	bfCheckReport(t, rep, 3, 0, 1, 0, 0, 0, 2)
 	h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
-	if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "canceled") {
-		t.Errorf("history %+v; want one attempt failed, canceled", h)
+	if len(h) != 1 || h[0].State != ledger.StateSucceeded {
+		t.Errorf("history %+v; want one attempt succeeded", h)
 	}
 }
 
@@ -1584,7 +1622,7 @@ func TestBackfillStatus(t *testing.T) {
 	for _, tt := range tests {
 		clock.Advance(tt.advance)
 		if tt.cancel {
-			if err := l.CancelBackfill(t.Context(), id); err != nil {
+			if err := l.CancelBackfill(t.Context(), id, false); err != nil {
 				t.Fatal(err)
 			}
 		}

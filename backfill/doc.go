@@ -14,7 +14,8 @@ changed since it was made; [StatusOf] reads a backfill's progress and why
 it is stuck, if it is. A backfill of chosen partitions
 ([Backfill.Partitions]) is one backfill with one id ([BackfillIDOf]). A
 backfill with nothing to run is not recorded. [ledger.Ledger.CancelBackfill]
-stops a backfill's claims everywhere and [Backfill.Resume] lets them go
+stops a backfill's claims everywhere (and, with stopRunning, its running
+partitions at their next heartbeat) and [Backfill.Resume] lets them go
 on, running what has not succeeded. Plans estimate their duration from
 the DAG's recent successes ([ledger.Ledger.RecentSuccesses]), wherever they lie.
 

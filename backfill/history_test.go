@@ -260,7 +260,7 @@ func TestBackfillResumeCanceled(t *testing.T) {
 		if target == "2026-01-04" && canceledAt.IsZero() {
 			id, _ := b.ID()
 			canceledAt = clock.Now()
-			return l.CancelBackfill(ctx, id)
+			return l.CancelBackfill(ctx, id, false)
 		}
 		return nil
 	}}

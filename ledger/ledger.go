@@ -94,15 +94,21 @@ type Ledger interface {
 
 	// CancelBackfill marks a backfill canceled, recording when
 	// (BackfillRecord.CanceledAt) unless it was canceled already:
-	// workers claim nothing more for it until it is resumed. It fails
-	// with [ErrUnknownBackfill] for an unknown id.
-	CancelBackfill(ctx context.Context, id string) error
+	// workers claim nothing more for it until it is resumed. With
+	// stopRunning, it also asks the workers to stop the partitions
+	// they are running for it (BackfillRecord.StopRunning), which they
+	// notice at their next heartbeat; without, those finish. A backfill
+	// canceled again with stopRunning keeps its first CanceledAt and
+	// gains StopRunning; canceled again without, it keeps StopRunning
+	// as it was. It fails with [ErrUnknownBackfill] for an unknown id.
+	CancelBackfill(ctx context.Context, id string, stopRunning bool) error
 
 	// ResumeBackfill undoes CancelBackfill: workers may claim for the
 	// backfill again, and running it plans again every partition that
-	// has not succeeded. It records when (BackfillRecord.ResumedAt) if
-	// the backfill was canceled, and changes nothing if it was not. It
-	// fails with [ErrUnknownBackfill] for an unknown id.
+	// has not succeeded. It records when (BackfillRecord.ResumedAt) and
+	// clears StopRunning if the backfill was canceled, and changes
+	// nothing if it was not. It fails with [ErrUnknownBackfill] for an
+	// unknown id.
 	ResumeBackfill(ctx context.Context, id string) error
 }
 
@@ -241,6 +247,9 @@ type BackfillRecord struct {
 	Canceled   bool      // canceled, and not resumed since
 	CanceledAt time.Time // when it was last canceled; zero if never (or by a ledger older than the field)
 	ResumedAt  time.Time // when it was last resumed; zero if never
+	// StopRunning: canceled with its running partitions to stop
+	// ([Ledger.CancelBackfill] with stopRunning); cleared on resume.
+	StopRunning bool
 }
 
 // MarshalText implements [encoding.TextMarshaler]: "none", "failed" or

@@ -15,7 +15,7 @@
 //	                    run_id, worker, state, started_ms, finished_ms,
 //	                    lease_until_ms, error, row_count, revision
 //	tranche_backfills   id, seq, dag, time_window, chunk, created_ms, canceled,
-//	                    canceled_ms, resumed_ms, partitions
+//	                    canceled_ms, resumed_ms, partitions, stop_running
 //	tranche_schema      version, description, applied_ms
 //
 // Two indexes serve reads that must not grow with a DAG's partitions:
@@ -1025,13 +1025,13 @@ func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]ledg
 func scanBackfill(row interface{ Scan(...any) error }) (ledger.BackfillRecord, error) {
 	var b ledger.BackfillRecord
 	var created int64
-	var canceled int
+	var canceled, stopRunning int
 	var canceledAt, resumedAt sql.NullInt64
 	var partitions string
-	if err := row.Scan(&b.ID, &b.DAG, &b.Window, &b.Chunk, &created, &canceled, &canceledAt, &resumedAt, &partitions); err != nil {
+	if err := row.Scan(&b.ID, &b.DAG, &b.Window, &b.Chunk, &created, &canceled, &canceledAt, &resumedAt, &partitions, &stopRunning); err != nil {
 		return b, err
 	}
-	b.Created, b.Canceled = time.UnixMilli(created).UTC(), canceled != 0
+	b.Created, b.Canceled, b.StopRunning = time.UnixMilli(created).UTC(), canceled != 0, stopRunning != 0
 	if canceledAt.Valid {
 		b.CanceledAt = time.UnixMilli(canceledAt.Int64).UTC()
 	}
@@ -1086,12 +1086,8 @@ func (l *Ledger) PutBackfill(ctx context.Context, b ledger.BackfillRecord) (ledg
 				return err
 			}
 		}
-		canceled := 0
-		if b.Canceled {
-			canceled = 1
-		}
-		res, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), canceled,
-			nullMillis(b.CanceledAt), nullMillis(b.ResumedAt), partitions.String())
+		res, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), boolInt(b.Canceled),
+			nullMillis(b.CanceledAt), nullMillis(b.ResumedAt), partitions.String(), boolInt(b.StopRunning))
 		if err != nil {
 			return err
 		}
@@ -1149,9 +1145,17 @@ func (l *Ledger) Backfills(ctx context.Context) ([]ledger.BackfillRecord, error)
 	return out, err
 }
 
+// boolInt is b as the 0 or 1 of an INTEGER column.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // CancelBackfill implements [ledger.Ledger].
-func (l *Ledger) CancelBackfill(ctx context.Context, id string) error {
-	return l.markBackfill(ctx, "canceling backfill "+id, l.dialect.qCancelBackfill(), id)
+func (l *Ledger) CancelBackfill(ctx context.Context, id string, stopRunning bool) error {
+	return l.markBackfill(ctx, "canceling backfill "+id, l.dialect.qCancelBackfill(), id, boolInt(stopRunning))
 }
 
 // ResumeBackfill implements [ledger.Ledger].
@@ -1160,8 +1164,9 @@ func (l *Ledger) ResumeBackfill(ctx context.Context, id string) error {
 }
 
 // markBackfill runs query, qCancelBackfill or qResumeBackfill, on
-// backfill id: one statement, a transaction of its own.
-func (l *Ledger) markBackfill(ctx context.Context, op, query, id string) error {
+// backfill id, with args before id (qCancelBackfill's stopRunning): one
+// statement, a transaction of its own.
+func (l *Ledger) markBackfill(ctx context.Context, op, query, id string, args ...any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -1170,7 +1175,7 @@ func (l *Ledger) markBackfill(ctx context.Context, op, query, id string) error {
 		clock = l.clock().UnixMilli()
 	}
 	return l.write(ctx, op, func(tx *sql.Tx) error {
-		res, err := l.exec(ctx, tx, query, clock, id)
+		res, err := l.exec(ctx, tx, query, append(append([]any{clock}, args...), id)...)
 		if err != nil {
 			return err
 		}

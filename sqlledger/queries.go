@@ -43,9 +43,9 @@ const (
 	// starting the same backfill at once both insert it: ON CONFLICT lets
 	// the later one wait for the first and keep its row. (SQLite needs the
 	// WHERE to tell the upsert's ON from a join's.)
-	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions)
+	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions, stop_running)
 		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), CAST($3 AS TEXT),
-			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER), CAST($7 AS BIGINT), CAST($8 AS BIGINT), CAST($9 AS TEXT)
+			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER), CAST($7 AS BIGINT), CAST($8 AS BIGINT), CAST($9 AS TEXT), CAST($10 AS INTEGER)
 		FROM tranche_backfills WHERE true
 		ON CONFLICT (id) DO NOTHING`
 
@@ -84,22 +84,27 @@ const (
 const attemptColumns = `a.start_s, a.end_s, a.partition_key, a.backfill, a.run_id, a.worker, a.attempt, a.state,
 	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision`
 
-const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions`
+const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions, stop_running`
 
-// qCancelBackfill cancels backfill $2 at $1's time or, when NULL, the
-// database's, keeping the time of a cancellation in force. (An UPDATE's
-// expressions read the row as it was.)
+// qCancelBackfill cancels backfill $3 at $1's time or, when NULL, the
+// database's, keeping the time of a cancellation in force, and asks its
+// running partitions to stop when $2 is 1 (a request that stays until
+// the backfill is resumed). (An UPDATE's expressions read the row as it
+// was.)
 func (d *Dialect) qCancelBackfill() string {
 	return `UPDATE tranche_backfills
-		SET canceled = 1, canceled_ms = CASE WHEN canceled = 0 THEN COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) ELSE canceled_ms END
-		WHERE id = $2`
+		SET canceled = 1, canceled_ms = CASE WHEN canceled = 0 THEN COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) ELSE canceled_ms END,
+			stop_running = CASE WHEN CAST($2 AS INTEGER) <> 0 THEN 1 ELSE stop_running END
+		WHERE id = $3`
 }
 
 // qResumeBackfill resumes backfill $2 at $1's time or, when NULL, the
-// database's, if it is canceled.
+// database's, if it is canceled, withdrawing a request to stop running
+// partitions.
 func (d *Dialect) qResumeBackfill() string {
 	return `UPDATE tranche_backfills
-		SET canceled = 0, resumed_ms = CASE WHEN canceled <> 0 THEN COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) ELSE resumed_ms END
+		SET canceled = 0, stop_running = 0,
+			resumed_ms = CASE WHEN canceled <> 0 THEN COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) ELSE resumed_ms END
 		WHERE id = $2`
 }
 

@@ -98,6 +98,15 @@ var migrations = []migration{{
 		// which reads the latest 20 however many failures followed them.
 		`CREATE INDEX tranche_attempts_succeeded ON tranche_attempts (dag_id, revision, start_s) WHERE state = 'succeeded'`,
 	},
+}, {
+	version:     4,
+	description: "backfills canceled with their running partitions to stop",
+	statements: []string{
+		// 1 while a backfill is canceled with its running partitions to
+		// stop (CancelBackfill with stopRunning); 0 otherwise, and for
+		// every backfill recorded before version 4.
+		`ALTER TABLE tranche_backfills ADD COLUMN stop_running INTEGER NOT NULL DEFAULT 0`,
+	},
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A

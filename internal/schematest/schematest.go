@@ -241,3 +241,66 @@ var V2PostgresRevisions = []string{
 	`CREATE SEQUENCE tranche_revisions AS BIGINT CACHE 1`,
 	`SELECT setval('tranche_revisions', (SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts), false)`,
 }
+
+// The schema of version 3, as released: version 2's, then these.
+var v3 = []string{
+	`ALTER TABLE tranche_backfills ADD COLUMN canceled_ms BIGINT`,
+	`ALTER TABLE tranche_backfills ADD COLUMN resumed_ms BIGINT`,
+	`ALTER TABLE tranche_backfills ADD COLUMN partitions TEXT NOT NULL DEFAULT ''`,
+	`CREATE INDEX tranche_attempts_succeeded ON tranche_attempts (dag_id, revision, start_s) WHERE state = 'succeeded'`,
+	`INSERT INTO tranche_schema (version, description, applied_ms) VALUES (3, 'resumable backfills, chosen partitions, recent successes', 0)`,
+}
+
+// The backfills the version-3 ledger adds to the version-2 ledger's:
+// V3Canceled was canceled at a recorded time after a resume, V3Chosen is
+// a backfill of chosen partitions, not canceled.
+const (
+	V3Canceled = "bf-v3-canceled"
+	V3Chosen   = "bf-v3-chosen"
+)
+
+// V3Backfills are the backfills of the version-3 ledger, oldest first, as
+// a release of version 4 reads them: V2Backfills, then V3Canceled and
+// V3Chosen; a version-3 ledger kept no request to stop running
+// partitions, so none has StopRunning.
+func V3Backfills() []ledger.BackfillRecord {
+	return append(V2Backfills(),
+		ledger.BackfillRecord{ID: V3Canceled, DAG: V2DAG, Window: "2026-01-01/2026-01-04", Chunk: 1, Created: time.UnixMilli(3000).UTC(),
+			Canceled: true, CanceledAt: time.UnixMilli(5000).UTC(), ResumedAt: time.UnixMilli(4000).UTC()},
+		ledger.BackfillRecord{ID: V3Chosen, DAG: V2DAG, Window: "2026-01-01/2026-01-10", Chunk: 1, Created: time.UnixMilli(6000).UTC(),
+			Partitions: []time.Time{V1Day(1).Start, V1Day(3).Start}},
+	)
+}
+
+// WriteV3 creates the schema of version 3 in db, with a dialect's pieces
+// as WriteV2 takes them, and records V2Attempts and V3Backfills in it.
+func WriteV3(ctx context.Context, db DB, idColumn, tableOptions string, revisionSchema []string) error {
+	if err := WriteV2(ctx, db, idColumn, tableOptions, revisionSchema); err != nil {
+		return err
+	}
+	for _, stmt := range v3 {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("creating the version-3 schema: %w\n%s", err, stmt)
+		}
+	}
+	bs := V3Backfills()
+	for i, b := range bs[len(V2Backfills()):] {
+		canceled := 0
+		if b.Canceled {
+			canceled = 1
+		}
+		var partitions []string
+		for _, t := range b.Partitions {
+			partitions = append(partitions, fmt.Sprint(t.Unix()))
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			b.ID, len(V2Backfills())+i+1, b.DAG, b.Window, b.Chunk, b.Created.UnixMilli(), canceled,
+			sql.NullInt64{Int64: b.CanceledAt.UnixMilli(), Valid: !b.CanceledAt.IsZero()},
+			sql.NullInt64{Int64: b.ResumedAt.UnixMilli(), Valid: !b.ResumedAt.IsZero()},
+			strings.Join(partitions, " ")); err != nil {
+			return fmt.Errorf("inserting backfill %s: %w", b.ID, err)
+		}
+	}
+	return nil
+}

@@ -102,8 +102,9 @@ func (c *Clock) Advance(d time.Duration) {
 //     first, every field of a record is kept (chosen partitions, when it
 //     was canceled and resumed), CancelBackfill marks a backfill canceled
 //     at the ledger's time and refuses its further claims, while its
-//     running leases may still finish, and ResumeBackfill lets claims go
-//     on, recording when;
+//     running leases may still finish, with StopRunning set from its
+//     first call with stopRunning until ResumeBackfill, which lets
+//     claims go on, recording when;
 //   - RevisionIn gives the highest revision of the changes in a range of
 //     partitions after a revision, ignoring the other partitions and
 //     DAGs; RecentSuccesses gives a DAG's latest successes, the last to
@@ -1426,10 +1427,10 @@ func testBackfills(s *ledgerSuite) {
 	b3.Created = s.clock.Now()
 	checkBackfills("three backfills", b1, b2, b3) // oldest first
 
-	if err := s.l.CancelBackfill(s.ctx, b1.ID); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, b1.ID, false); err != nil {
 		s.t.Fatalf("CancelBackfill = %v", err)
 	}
-	if err := s.l.CancelBackfill(s.ctx, b1.ID); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, b1.ID, false); err != nil {
 		s.t.Fatalf("CancelBackfill twice = %v; want nil", err)
 	}
 	b1.Canceled, b1.CanceledAt = true, s.clock.Now()
@@ -1443,7 +1444,7 @@ func testBackfills(s *ledgerSuite) {
 	} else {
 		checkBackfill(s.t, "PutBackfill after CancelBackfill", got, b1) // still canceled
 	}
-	if err := s.l.CancelBackfill(s.ctx, "bf-unknown"); !errors.Is(err, ledger.ErrUnknownBackfill) {
+	if err := s.l.CancelBackfill(s.ctx, "bf-unknown", true); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		s.t.Errorf("CancelBackfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
 	}
 	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{DAG: suiteDAG}); err == nil {
@@ -1526,7 +1527,7 @@ func checkBackfill(t testingT, what string, got, want ledger.BackfillRecord) {
 	t.Helper()
 	if got.ID != want.ID || got.DAG != want.DAG || got.Window != want.Window || got.Chunk != want.Chunk ||
 		!got.Created.Equal(want.Created) || got.Canceled != want.Canceled ||
-		!got.CanceledAt.Equal(want.CanceledAt) || !got.ResumedAt.Equal(want.ResumedAt) ||
+		!got.CanceledAt.Equal(want.CanceledAt) || !got.ResumedAt.Equal(want.ResumedAt) || got.StopRunning != want.StopRunning ||
 		!slices.EqualFunc(got.Partitions, want.Partitions, time.Time.Equal) {
 		t.Errorf("%s = %+v; want %+v", what, got, want)
 	}
@@ -1537,7 +1538,7 @@ func testCanceledBackfill(s *ledgerSuite) {
 		s.t.Fatal(err)
 	}
 	running := s.claim(req(alpha, part(0)))
-	if err := s.l.CancelBackfill(s.ctx, suiteBackfill); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, false); err != nil {
 		s.t.Fatal(err)
 	}
 	s.refuse(req(beta, part(1)), "")
@@ -1683,7 +1684,7 @@ func testCanceledContext(s *ledgerSuite) {
 	wantCanceled("Backfill", err)
 	_, err = s.l.Backfills(ctx)
 	wantCanceled("Backfills", err)
-	wantCanceled("CancelBackfill", s.l.CancelBackfill(ctx, suiteBackfill))
+	wantCanceled("CancelBackfill", s.l.CancelBackfill(ctx, suiteBackfill, true))
 	wantCanceled("ResumeBackfill", s.l.ResumeBackfill(ctx, suiteBackfill))
 	_, err = s.l.RevisionIn(ctx, suiteDAG, suiteFrom, suiteTo, 0)
 	wantCanceled("RevisionIn", err)
@@ -1734,9 +1735,9 @@ func testResumeBackfill(s *ledgerSuite) {
 			s.t.Fatalf("%s: ResumeBackfill = %v", what, err)
 		}
 	}
-	cancel := func(what string) {
+	cancel := func(what string, stopRunning bool) {
 		s.t.Helper()
-		if err := s.l.CancelBackfill(s.ctx, b.ID); err != nil {
+		if err := s.l.CancelBackfill(s.ctx, b.ID, stopRunning); err != nil {
 			s.t.Fatalf("%s: CancelBackfill = %v", what, err)
 		}
 	}
@@ -1746,31 +1747,38 @@ func testResumeBackfill(s *ledgerSuite) {
 	check("ResumeBackfill of a backfill never canceled") // changes nothing
 
 	s.clock.Advance(time.Minute)
-	cancel("first cancel")
+	cancel("first cancel", false)
 	b.Canceled, b.CanceledAt = true, s.clock.Now()
 	check("CancelBackfill")
 	s.clock.Advance(time.Minute)
-	cancel("second cancel")
+	cancel("second cancel", false)
 	check("CancelBackfill of a canceled backfill") // keeps the first time
 	s.refuse(req(alpha, part(0)), "")
+	s.clock.Advance(time.Minute)
+	cancel("cancel with stopRunning", true)
+	b.StopRunning = true // and keeps the first time
+	check("CancelBackfill with stopRunning of a canceled backfill")
+	s.clock.Advance(time.Minute)
+	cancel("cancel without stopRunning", false)
+	check("CancelBackfill without stopRunning of a backfill canceled with") // StopRunning stays
 
 	s.clock.Advance(time.Minute)
 	resume("resume")
-	b.Canceled, b.ResumedAt = false, s.clock.Now()
-	check("ResumeBackfill")
+	b.Canceled, b.StopRunning, b.ResumedAt = false, false, s.clock.Now()
+	check("ResumeBackfill") // StopRunning cleared
 	s.finish(s.claim(req(alpha, part(0))), succeeded)
 	s.clock.Advance(time.Minute)
 	resume("second resume")
 	check("ResumeBackfill of a resumed backfill") // keeps the first time
 
 	s.clock.Advance(time.Minute)
-	cancel("cancel after a resume")
-	b.Canceled, b.CanceledAt = true, s.clock.Now()
-	check("CancelBackfill after a resume")
+	cancel("cancel after a resume", true)
+	b.Canceled, b.CanceledAt, b.StopRunning = true, s.clock.Now(), true
+	check("CancelBackfill with stopRunning after a resume")
 	s.refuse(req(beta, part(1)), "")
 	s.clock.Advance(time.Minute)
 	resume("resume after the second cancel")
-	b.Canceled, b.ResumedAt = false, s.clock.Now()
+	b.Canceled, b.StopRunning, b.ResumedAt = false, false, s.clock.Now()
 	check("ResumeBackfill after the second cancel")
 	s.finish(s.claim(req(beta, part(1))), succeeded)
 
@@ -1806,11 +1814,11 @@ func testBackfillRecordFields(s *ledgerSuite) {
 	}
 
 	marked := ledger.BackfillRecord{ID: "bf-marked", DAG: suiteDAG, Window: "2024", Chunk: 2, Created: t0.Add(-time.Hour),
-		Canceled: true, CanceledAt: t0.Add(-30 * time.Minute), ResumedAt: t0.Add(-40 * time.Minute)}
+		Canceled: true, CanceledAt: t0.Add(-30 * time.Minute), ResumedAt: t0.Add(-40 * time.Minute), StopRunning: true}
 	if got, err := s.l.PutBackfill(s.ctx, marked); err != nil {
 		s.t.Fatal(err)
 	} else {
-		checkBackfill(s.t, "PutBackfill with CanceledAt and ResumedAt", got, marked)
+		checkBackfill(s.t, "PutBackfill with CanceledAt, ResumedAt and StopRunning", got, marked)
 	}
 	bs, err := s.l.Backfills(s.ctx)
 	if err != nil || len(bs) != 2 {

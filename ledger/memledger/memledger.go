@@ -403,7 +403,7 @@ func (l *Ledger) Backfills(ctx context.Context) ([]ledger.BackfillRecord, error)
 }
 
 // CancelBackfill implements [ledger.Ledger].
-func (l *Ledger) CancelBackfill(ctx context.Context, id string) error {
+func (l *Ledger) CancelBackfill(ctx context.Context, id string, stopRunning bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -415,8 +415,9 @@ func (l *Ledger) CancelBackfill(ctx context.Context, id string) error {
 	}
 	if !b.Canceled {
 		b.Canceled, b.CanceledAt = true, l.now()
-		l.backfills[id] = b
 	}
+	b.StopRunning = b.StopRunning || stopRunning
+	l.backfills[id] = b
 	return nil
 }
 
@@ -432,7 +433,7 @@ func (l *Ledger) ResumeBackfill(ctx context.Context, id string) error {
 		return fmt.Errorf("%w %q", ledger.ErrUnknownBackfill, id)
 	}
 	if b.Canceled {
-		b.Canceled, b.ResumedAt = false, l.now()
+		b.Canceled, b.StopRunning, b.ResumedAt = false, false, l.now()
 		l.backfills[id] = b
 	}
 	return nil

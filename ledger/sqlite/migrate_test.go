@@ -49,8 +49,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	defer db.Close()
 	var versions string
-	if err := db.QueryRow(`SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)`).Scan(&versions); err != nil || versions != "1 2 3" {
-		t.Errorf("tranche_schema versions %q, %v; want 1 2 3", versions, err)
+	if err := db.QueryRow(`SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)`).Scan(&versions); err != nil || versions != "1 2 3 4" {
+		t.Errorf("tranche_schema versions %q, %v; want 1 2 3 4", versions, err)
 	}
 	var index, column int
 	if err := db.QueryRow(`SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'tranche_attempts_revision'),
@@ -124,7 +124,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 }
 
 // TestMigrateFromVersion2 opens a ledger written at schema version 2:
-// Open migrates it to version 3, keeping every attempt and backfill (the
+// Open migrates it to the current version, keeping every attempt and backfill (the
 // canceled one without a time of its cancellation, which version 2 did
 // not keep), and the ledger reads its recent successes, resumes the
 // canceled backfill and goes on claiming for it.
@@ -160,8 +160,8 @@ func TestMigrateFromVersion2(t *testing.T) {
 		(SELECT count(*) FROM pragma_table_info('tranche_backfills') WHERE name IN ('canceled_ms', 'resumed_ms', 'partitions'))`).Scan(&versions, &index, &columns); err != nil {
 		t.Fatal(err)
 	}
-	if versions != "1 2 3" || index != 1 || columns != 3 {
-		t.Errorf("tranche_schema versions %q, %d indexes tranche_attempts_succeeded, %d new columns of tranche_backfills; want 1 2 3, 1 and 3", versions, index, columns)
+	if versions != "1 2 3 4" || index != 1 || columns != 3 {
+		t.Errorf("tranche_schema versions %q, %d indexes tranche_attempts_succeeded, %d new columns of tranche_backfills; want 1 2 3 4, 1 and 3", versions, index, columns)
 	}
 
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, schematest.V2Backfills()) {
@@ -206,12 +206,87 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if rev, err := l.Revision(ctx, schematest.V2DAG); err != nil || rev != schematest.V2Revision+1 {
 		t.Errorf("Revision after the claim = %d, %v; want %d", rev, err, schematest.V2Revision+1)
 	}
-	if err := l.CancelBackfill(ctx, schematest.V2Open); err != nil {
+	if err := l.CancelBackfill(ctx, schematest.V2Open, false); err != nil {
 		t.Fatal(err)
 	}
 	canceled := schematest.V2Backfills()[1]
 	canceled.Canceled, canceled.CanceledAt = true, clock
 	if b, err := l.Backfill(ctx, schematest.V2Open); err != nil || !reflect.DeepEqual(b, canceled) {
 		t.Errorf("Backfill after CancelBackfill = %+v, %v; want %+v", b, err, canceled)
+	}
+}
+
+// TestMigrateFromVersion3 opens a ledger written at schema version 3:
+// Open migrates it to version 4, keeping every backfill (with its times
+// of cancellation and resumption and its chosen partitions, none asked
+// to stop its running partitions), and the ledger cancels with
+// stopRunning and resumes from there.
+func TestMigrateFromVersion3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	func() {
+		db, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := schematest.WriteV3(t.Context(), db, "INTEGER PRIMARY KEY", " WITHOUT ROWID", nil); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	clock := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	l, err := sqlite.Open(t.Context(), path, &sqlite.Options{Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatalf("Open of a version-3 ledger = %v", err)
+	}
+	defer l.Close()
+
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var versions string
+	var columns int
+	if err := db.QueryRow(`SELECT (SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)),
+		(SELECT count(*) FROM pragma_table_info('tranche_backfills') WHERE name = 'stop_running')`).Scan(&versions, &columns); err != nil {
+		t.Fatal(err)
+	}
+	if versions != "1 2 3 4" || columns != 1 {
+		t.Errorf("tranche_schema versions %q, %d columns tranche_backfills.stop_running; want 1 2 3 4 and 1", versions, columns)
+	}
+	checkV3(t, l)
+}
+
+// checkV3 checks a ledger migrated from schematest's version-3 ledger:
+// its backfills as recorded, then a cancellation with stopRunning of
+// the canceled and the chosen backfills and the resumption of one, at
+// the ledger's clock, 2026-02-01.
+func checkV3(t *testing.T, l ledger.Ledger) {
+	t.Helper()
+	ctx := t.Context()
+	clock := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	want := schematest.V3Backfills()
+	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, want) {
+		t.Errorf("Backfills after the migration = %+v, %v; want %+v", bs, err, want)
+	}
+	canceled, chosen := want[2], want[3]
+	for _, id := range []string{schematest.V3Canceled, schematest.V3Chosen} {
+		if err := l.CancelBackfill(ctx, id, true); err != nil {
+			t.Fatalf("CancelBackfill(%s, stopRunning) = %v", id, err)
+		}
+	}
+	canceled.StopRunning = true // canceled already: it keeps its time
+	chosen.Canceled, chosen.CanceledAt, chosen.StopRunning = true, clock, true
+	for _, b := range []ledger.BackfillRecord{canceled, chosen} {
+		if got, err := l.Backfill(ctx, b.ID); err != nil || !reflect.DeepEqual(got, b) {
+			t.Errorf("Backfill after CancelBackfill with stopRunning = %+v, %v; want %+v", got, err, b)
+		}
+	}
+	if err := l.ResumeBackfill(ctx, schematest.V3Chosen); err != nil {
+		t.Fatal(err)
+	}
+	chosen.Canceled, chosen.StopRunning, chosen.ResumedAt = false, false, clock
+	if got, err := l.Backfill(ctx, schematest.V3Chosen); err != nil || !reflect.DeepEqual(got, chosen) {
+		t.Errorf("Backfill after ResumeBackfill = %+v, %v; want %+v", got, err, chosen)
 	}
 }
