@@ -45,7 +45,7 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	case len(c.opt.slots) > 0 && (c.opt.from != "" || c.opt.to != ""):
 		return nil, badUsage("--slot and --from/--to both given; name a window or slots, not both")
 	case len(c.opt.slots) > 0:
-		var fires []time.Time
+		var ps []tranche.TimePartition
 		var errs []error
 		for _, s := range c.opt.slots {
 			t, err := tranche.ParseBound(s, loc)
@@ -53,14 +53,15 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 				errs = append(errs, fmt.Errorf("--slot %s: %w", s, err))
 				continue
 			}
-			fires = append(fires, t)
+			p, err := tranche.SlotAt(g, t)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--slot %s: %w", s, err))
+				continue
+			}
+			ps = append(ps, p)
 		}
 		if len(errs) > 0 {
 			return nil, &usageErr{errors.Join(errs...)}
-		}
-		ps, err := tranche.SlotsAt(g, fires...)
-		if err != nil {
-			return nil, &usageErr{fmt.Errorf("--slot: %w", err)}
 		}
 		b.Partitions = ps
 	case c.opt.from == "":
