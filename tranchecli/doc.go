@@ -1,0 +1,142 @@
+// Package tranchecli is a command line for operating backfills: a
+// program registers its ledger and its DAGs in a [Program] and hands its
+// arguments to [Program.Main], which lists, watches, cancels, resumes,
+// plans and runs backfills, as Dagu's and dlt's commands do.
+//
+//	func main() {
+//		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+//		defer stop()
+//		p := &tranchecli.Program{Ledger: l, DAGs: map[string]*tranche.DAG{"events": events}}
+//		os.Exit(p.Main(ctx, os.Args[1:]))
+//	}
+//
+// A program without DAGs (the tranche command, with Program.Open naming
+// ledgers by URL) reads and cancels any backfill, and resumes it for the
+// workers that run its DAG.
+//
+// # Subcommands
+//
+//	ls                          the backfills of the ledger, oldest first
+//	status ID                   counts per state, why it is not progressing, and the partitions as a grid
+//	       --partitions         also each partition's latest attempt, newest first (streamed)
+//	       --watch              a line each time the progress changes; exit 0 once it succeeded,
+//	                            1 once it ended otherwise (canceled, or failed with nothing running)
+//	       --interval 1s        how often --watch reads the ledger
+//	       --color auto         auto, always or never: colour the grid
+//	history ID KEY              every attempt at a partition of the backfill
+//	cancel ID [--stop-running]  workers claim nothing more; with --stop-running they also stop what runs
+//	resume ID                   undo a cancel; the backfill runs here when its DAG is registered
+//	plan DAG FLAGS              what a backfill would do, writing nothing
+//	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
+//
+// The flags of plan and run choose the backfill: --from and --to, the
+// bounds of its window as [tranche.ParseBound] reads them (half-open:
+// --to is excluded), or for a DAG partitioned by a cron schedule as
+// [tranche.SlotWindow] reads them (both fires included, a date meaning
+// its whole day); or --slot, repeated, the fire times of chosen slots
+// ([tranche.SlotsAt]); --chunk, partitions per run; --rerun
+// none|failed|all; --on-failure stop|continue; --max-concurrency;
+// --order newest-first|oldest-first. run takes --dry-run (print the plan
+// only) and --yes. A bound with neither an offset nor a zone (the DAG's
+// Partitioning.Location), an unknown policy, a --slot that is not a fire
+// time, --max-concurrency 0, an unknown subcommand or flag: each is bad
+// usage, refused before the ledger is opened, with the library's
+// message, and Main returns 2. Main returns 1 when a subcommand fails
+// (an unknown backfill id among them, named in the message) and 0 when
+// it succeeds. Every read command (ls, status, history, plan) takes
+// --format text|json.
+//
+// # The grid
+//
+// status draws [backfill.Status.Grid] as a calendar: a row per grid row
+// (a day of hours, a month of days, a year of months), labelled by its
+// key, and a cell per partition in its column, or per hour, day, month
+// or year of partitions when there are more than 800, in the state
+// [backfill.Cell.State] gives it. On a terminal (Stdout an *os.File
+// that is a character device) the cells are coloured: succeeded green,
+// failed red, running yellow, canceled magenta, pending grey; $NO_COLOR
+// or --color never draws them in plain text, as without a terminal:
+// # succeeded, X failed, > running, - canceled, . pending. A legend
+// counts the partitions by state. $COLUMNS gives the width (80 by
+// default): a row wider than it goes on over the next lines.
+//
+// # JSON
+//
+// With --format json, each read command writes JSON whose fields keep
+// their names and meanings; fields may be added. Instants of the ledger's
+// clock are RFC 3339 in UTC; partition bounds are RFC 3339 in the
+// partition's zone. docs/json.md in the repository gives an example of
+// each.
+//
+// ls writes an array of backfill objects:
+//
+//	id            string   the backfill's id
+//	dag           string   the identity of its DAG (tranche.DAGIdentity)
+//	window        string   its window, in the window text form
+//	chosen        number   how many chosen partitions it runs; 0 for the whole window
+//	chunk         number   partitions per run
+//	created       string   when it was recorded
+//	canceled      bool     canceled, and not resumed since
+//	stop_running  bool     canceled with its running partitions to stop
+//	canceled_at   string   when it was last canceled; absent if never
+//	resumed_at    string   when it was last resumed; absent if never
+//
+// status writes one status object (and --watch one a line, without
+// "grid", each time the counts change):
+//
+//	backfill      object   the backfill, as ls writes it
+//	window        string   the partitions' span (for chosen ones, oldest to newest)
+//	state         string   succeeded, canceled, running, failed or pending
+//	done          bool     every partition succeeded
+//	total         number   the backfill's partitions
+//	counts        object   partitions by the state of their latest attempt: succeeded, running, failed, canceled, pending (numbers)
+//	blocked       array    strings: why it is not progressing; empty when done or running freely
+//	grid          object   the grid: cell (string, its granularity), row (string), cells (array)
+//	partitions    array    with --partitions only: every partition, newest first
+//
+// A grid cell:
+//
+//	key           string   the key of the cell's span
+//	row           string   the key of its row
+//	column        number   its place in the row, from 0
+//	partitions    number   the backfill's partitions in it
+//	state         string   the state it shows (backfill.Cell.State)
+//	counts        object   its partitions by state, as in the status
+//
+// A partition:
+//
+//	key           string   the partition's key
+//	start         string   its start
+//	end           string   its end, excluded
+//	state         string   the state of its latest attempt; pending if none
+//	latest        object   its latest attempt, as history writes it; null while pending
+//
+// history writes one object:
+//
+//	backfill      string   the backfill's id
+//	dag           string   its DAG's identity
+//	key           string   the partition's key
+//	attempts      array    every attempt at the partition, oldest first
+//
+// An attempt:
+//
+//	number        number   1 for the first attempt
+//	state         string   running, succeeded, failed or canceled
+//	key           string   the key of its partition
+//	start         string   the partition's start
+//	end           string   the partition's end
+//	run_id        string   the run that materialized it
+//	worker        string   who ran it
+//	backfill      string   the backfill it ran in; "" for an ordinary run
+//	started       string   when it started
+//	finished      string   when it finished; absent while running
+//	lease_until   string   while running, when its lease expires
+//	duration_ms   number   how long it ran, in milliseconds; 0 while running
+//	rows          number   rows it wrote
+//	error         string   why it failed; absent when it did not
+//
+// plan writes [backfill.Plan.WriteJSON]'s object: backfill, dag,
+// window, chosen, chunk_size, order, rerun, on_failure, concurrency,
+// revision, counts, estimate_ms, warnings and partitions (key, start,
+// end, action, latest_state, latest_attempt, latest_worker, latest_key).
+package tranchecli

@@ -1,0 +1,175 @@
+package tranchecli
+
+import (
+	"time"
+
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// The JSON forms of what the read commands print; the package doc and
+// docs/json.md describe them field by field, and TestJSONSchema holds
+// the three together.
+
+type backfillJSON struct {
+	ID          string `json:"id"`
+	DAG         string `json:"dag"`
+	Window      string `json:"window"`
+	Chosen      int    `json:"chosen"`
+	Chunk       int    `json:"chunk"`
+	Created     string `json:"created"`
+	Canceled    bool   `json:"canceled"`
+	StopRunning bool   `json:"stop_running"`
+	CanceledAt  string `json:"canceled_at,omitempty"`
+	ResumedAt   string `json:"resumed_at,omitempty"`
+}
+
+type countsJSON struct {
+	Succeeded int `json:"succeeded"`
+	Running   int `json:"running"`
+	Failed    int `json:"failed"`
+	Canceled  int `json:"canceled"`
+	Pending   int `json:"pending"`
+}
+
+type statusJSON struct {
+	Backfill backfillJSON `json:"backfill"`
+	Window   string       `json:"window"`
+	State    string       `json:"state"`
+	Done     bool         `json:"done"`
+	Total    int          `json:"total"`
+	Counts   countsJSON   `json:"counts"`
+	Blocked  []string     `json:"blocked"`
+	Grid     *gridJSON    `json:"grid,omitempty"`
+}
+
+type gridJSON struct {
+	Cell  string     `json:"cell"`
+	Row   string     `json:"row"`
+	Cells []cellJSON `json:"cells"`
+}
+
+type cellJSON struct {
+	Key        string       `json:"key"`
+	Row        string       `json:"row"`
+	Column     int          `json:"column"`
+	Partitions int          `json:"partitions"`
+	State      ledger.State `json:"state"`
+	Counts     countsJSON   `json:"counts"`
+}
+
+type partitionJSON struct {
+	Key    string       `json:"key"`
+	Start  string       `json:"start"`
+	End    string       `json:"end"`
+	State  ledger.State `json:"state"`
+	Latest *attemptJSON `json:"latest"`
+}
+
+type attemptJSON struct {
+	Number     int          `json:"number"`
+	State      ledger.State `json:"state"`
+	Key        string       `json:"key"`
+	Start      string       `json:"start"`
+	End        string       `json:"end"`
+	RunID      string       `json:"run_id"`
+	Worker     string       `json:"worker"`
+	Backfill   string       `json:"backfill"`
+	Started    string       `json:"started"`
+	Finished   string       `json:"finished,omitempty"`
+	LeaseUntil string       `json:"lease_until,omitempty"`
+	DurationMS int64        `json:"duration_ms"`
+	Rows       int64        `json:"rows"`
+	Error      string       `json:"error,omitempty"`
+}
+
+type historyJSON struct {
+	Backfill string        `json:"backfill"`
+	DAG      string        `json:"dag"`
+	Key      string        `json:"key"`
+	Attempts []attemptJSON `json:"attempts"`
+}
+
+// stamp writes an instant of the ledger's clock in UTC, so that output
+// is the same under any TZ; "" for the zero time.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func backfillOf(r ledger.BackfillRecord) backfillJSON {
+	return backfillJSON{
+		ID: r.ID, DAG: r.DAG, Window: r.Window, Chosen: len(r.Partitions), Chunk: max(1, r.Chunk), Created: stamp(r.Created),
+		Canceled: r.Canceled, StopRunning: r.StopRunning, CanceledAt: stamp(r.CanceledAt), ResumedAt: stamp(r.ResumedAt),
+	}
+}
+
+func countsOf(m map[ledger.State]int) countsJSON {
+	return countsJSON{
+		Succeeded: m[ledger.StateSucceeded], Running: m[ledger.StateRunning], Failed: m[ledger.StateFailed],
+		Canceled: m[ledger.StateCanceled], Pending: m[ledger.StatePending],
+	}
+}
+
+func statusOf(s *backfill.Status) statusJSON {
+	total := 0
+	for _, n := range s.Counts {
+		total += n
+	}
+	return statusJSON{
+		Backfill: backfillOf(s.Record), Window: s.Window.String(), State: stateOf(s), Done: s.Done(), Total: total,
+		Counts: countsOf(s.Counts), Blocked: append([]string{}, s.Blocked...),
+	}
+}
+
+func gridOf(g *backfill.Grid) *gridJSON {
+	j := &gridJSON{Cell: g.Cell.String(), Row: g.Row.String(), Cells: make([]cellJSON, len(g.Cells))}
+	for i, c := range g.Cells {
+		j.Cells[i] = cellJSON{Key: c.Span.Key(), Row: c.Row.Key(), Column: c.Column, Partitions: c.Partitions,
+			State: c.State(), Counts: countsOf(c.Counts)}
+	}
+	return j
+}
+
+func partitionOf(ps backfill.PartitionStatus) partitionJSON {
+	j := partitionJSON{Key: ps.Partition.Key(), Start: ps.Partition.Start.Format(time.RFC3339),
+		End: ps.Partition.End.Format(time.RFC3339), State: ps.State}
+	if ps.Latest != nil {
+		a := attemptOf(*ps.Latest)
+		j.Latest = &a
+	}
+	return j
+}
+
+func attemptOf(a ledger.Attempt) attemptJSON {
+	j := attemptJSON{
+		Number: a.Number, State: a.State, Key: a.Key, Start: a.Start.Format(time.RFC3339), End: a.End.Format(time.RFC3339),
+		RunID: a.RunID, Worker: a.Worker, Backfill: a.Backfill, Started: stamp(a.Started), Finished: stamp(a.Finished),
+		DurationMS: a.Duration().Milliseconds(), Rows: a.Rows, Error: a.Err,
+	}
+	if a.State == ledger.StateRunning {
+		j.LeaseUntil = stamp(a.LeaseUntil)
+	}
+	return j
+}
+
+// stateOf is the one word for a backfill's state: succeeded when every
+// partition succeeded; canceled while canceled; running while a
+// partition runs; failed when a partition failed or was canceled and
+// none runs; pending when nothing has run yet, or what ran succeeded
+// and the rest waits for a worker.
+func stateOf(s *backfill.Status) string {
+	switch {
+	case s.Done():
+		return "succeeded"
+	case s.Record.Canceled:
+		return "canceled"
+	case s.Counts[ledger.StateRunning] > 0:
+		return "running"
+	case s.Counts[ledger.StateFailed] > 0 || s.Counts[ledger.StateCanceled] > 0:
+		return "failed"
+	}
+	return "pending"
+}

@@ -1,0 +1,436 @@
+package tranchecli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// LedgerEnv is the environment variable that names the ledger when
+// neither Program.Ledger nor the --ledger flag does.
+const LedgerEnv = "TRANCHE_LEDGER"
+
+// A Program is a command line over a ledger and, optionally, the
+// program's own DAGs: Program.Main runs one of its subcommands. The zero
+// value of each field takes the default its comment gives; fields must
+// not change while Main runs.
+type Program struct {
+	// Name is the program's name in usage and errors; "" means the base
+	// name of os.Args[0].
+	Name string
+
+	// Ledger is the ledger every subcommand reads and writes. When it
+	// is nil, Open opens the one named by the --ledger flag, or else by
+	// $TRANCHE_LEDGER, and the ledger is closed at the end of the
+	// subcommand if it implements io.Closer.
+	Ledger ledger.Ledger
+	Open   func(ctx context.Context, url string) (ledger.Ledger, error)
+
+	// DAGs are the program's DAGs by name, which plan and run take and
+	// resume runs here when a backfill's DAG is among them. Without
+	// them, plan and run refuse, and resume leaves the run to workers.
+	DAGs map[string]*tranche.DAG
+
+	// Runner runs the partitions of run and resume; nil means a zero
+	// Runner.
+	Runner *tranche.Runner
+
+	// Worker names this process in the ledger; "" means host-pid.
+	Worker string
+
+	// Stdin, Stdout and Stderr are the program's streams; nil means
+	// os.Stdin, os.Stdout and os.Stderr. Confirmations are asked, and
+	// the grid is coloured, only when they are terminals.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Exit codes of Program.Main.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// Main runs the subcommand args name (args excludes the program's
+// name, as os.Args[1:]) and returns the process's exit code: 0 when it
+// succeeded, 1 when it failed, and 2 for bad usage (an unknown
+// subcommand or flag, or a flag's value refused), which nothing was
+// written to the ledger for. Errors go to Stderr.
+func (p *Program) Main(ctx context.Context, args []string) int {
+	c := &call{p: p, name: p.Name, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr}
+	if c.name == "" {
+		c.name = filepath.Base(os.Args[0])
+	}
+	if c.stdin == nil {
+		c.stdin = os.Stdin
+	}
+	if c.stdout == nil {
+		c.stdout = os.Stdout
+	}
+	if c.stderr == nil {
+		c.stderr = os.Stderr
+	}
+	if len(args) == 0 {
+		c.usage(c.stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			if cmd := commandNamed(args[1]); cmd != nil {
+				fs := c.flags(cmd)
+				fs.SetOutput(c.stdout)
+				fs.Usage()
+				return exitOK
+			}
+		}
+		c.usage(c.stdout)
+		return exitOK
+	}
+	cmd := commandNamed(args[0])
+	if cmd == nil {
+		fmt.Fprintf(c.stderr, "%s: unknown command %q\n", c.name, args[0])
+		c.usage(c.stderr)
+		return exitUsage
+	}
+	c.cmd = cmd
+	fs := c.flags(cmd)
+	pos, err := parseInterspersed(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage // the flag package printed the error and the usage
+	}
+	if n := len(pos); n < cmd.min || n > cmd.max {
+		return c.usageError(fmt.Errorf("%s takes %s; got %d arguments", cmd.name, cmd.args, n))
+	}
+	c.args = pos
+	defer c.closeLedger()
+	err = cmd.run(ctx, c)
+	var u *usageErr
+	var x exitErr
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &u):
+		return c.usageError(u.err)
+	case errors.As(err, &x):
+		return int(x)
+	}
+	fmt.Fprintf(c.stderr, "%s %s: %v\n", c.name, cmd.name, err)
+	return exitFail
+}
+
+// A command is one subcommand.
+type command struct {
+	name, args, summary string
+	min, max            int                   // how many arguments it takes
+	flags               func(*call, *flag.FlagSet) // its flags beyond --ledger
+	run                 func(context.Context, *call) error
+}
+
+// commands are the subcommands, in the order usage lists them.
+var commands = []*command{
+	{name: "ls", summary: "list the backfills of the ledger", flags: readFlags, run: runLs},
+	{name: "status", args: "ID", min: 1, max: 1, summary: "a backfill's progress, why it is stuck, and its partitions as a grid", flags: statusFlags, run: runStatus},
+	{name: "history", args: "ID KEY", min: 2, max: 2, summary: "every attempt at a partition of a backfill", flags: readFlags, run: runHistory},
+	{name: "cancel", args: "ID", min: 1, max: 1, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
+	{name: "resume", args: "ID", min: 1, max: 1, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
+	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan},
+	{name: "run", args: "DAG", min: 1, max: 1, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun},
+}
+
+func commandNamed(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// A call is one run of Main: the program, the subcommand, its flags and
+// arguments, and the ledger once opened.
+type call struct {
+	p                   *Program
+	name                string
+	stdin               io.Reader
+	stdout, stderr      io.Writer
+	cmd                 *command
+	fs                  *flag.FlagSet
+	args                []string
+	opt                 options
+	ledger              ledger.Ledger
+	closer              io.Closer
+}
+
+// options are every subcommand's flags; each subcommand defines those
+// it takes.
+type options struct {
+	ledgerURL   string
+	format      format
+	color       colorMode
+	watch       bool
+	partitions  bool
+	interval    time.Duration
+	stopRunning bool
+
+	from, to       string
+	slots          []string
+	chunk          int
+	rerun          ledger.RerunPolicy
+	onFailure      backfill.FailurePolicy
+	order          backfill.Order
+	maxConcurrency int
+	dryRun, yes    bool
+}
+
+// flags returns the flag set of cmd, printing its usage on errors.
+func (c *call) flags(cmd *command) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name+" "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	if c.p.Ledger == nil {
+		fs.StringVar(&c.opt.ledgerURL, "ledger", "", "the ledger's `URL` (default $"+LedgerEnv+")")
+	}
+	cmd.flags(c, fs)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "usage: %s %s [flags] %s\n\n%s.\n", c.name, cmd.name, cmd.args, upper(cmd.summary))
+		if cmd.name == "plan" || cmd.name == "run" {
+			fmt.Fprintf(out, "\nDAGs: %s\n", strings.Join(c.dagNames(), ", "))
+		}
+		fmt.Fprintln(out, "\nflags:")
+		fs.PrintDefaults()
+	}
+	c.fs = fs
+	return fs
+}
+
+// usage writes the program's usage: its subcommands.
+func (c *call) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s COMMAND [flags] [arguments]\n\ncommands:\n", c.name)
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-8s %-7s %s\n", cmd.name, cmd.args, cmd.summary)
+	}
+	fmt.Fprintf(w, "\nRun '%s help COMMAND' for a command's flags.\n", c.name)
+}
+
+// usageError reports bad usage of the subcommand and returns exit code 2.
+func (c *call) usageError(err error) int {
+	fmt.Fprintf(c.stderr, "%s %s: %v\n", c.name, c.cmd.name, err)
+	fmt.Fprintf(c.stderr, "usage: %s %s [flags] %s (see '%s help %s')\n", c.name, c.cmd.name, c.cmd.args, c.name, c.cmd.name)
+	return exitUsage
+}
+
+// usageErr is an error of the command line, found before anything was
+// written: Main exits 2.
+type usageErr struct{ err error }
+
+func (e *usageErr) Error() string { return e.err.Error() }
+func (e *usageErr) Unwrap() error { return e.err }
+
+func badUsage(format string, args ...any) error {
+	return &usageErr{fmt.Errorf(format, args...)}
+}
+
+// exitErr ends a subcommand with an exit code, having said why already.
+type exitErr int
+
+func (e exitErr) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// parseInterspersed parses fs from args, letting flags follow the
+// arguments ("status ID --watch"), and returns the arguments. After
+// "--", everything is an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// getLedger returns the program's ledger, opening it the first time.
+func (c *call) getLedger(ctx context.Context) (ledger.Ledger, error) {
+	if c.ledger != nil {
+		return c.ledger, nil
+	}
+	if c.p.Ledger != nil {
+		c.ledger = c.p.Ledger
+		return c.ledger, nil
+	}
+	url := c.opt.ledgerURL
+	if url == "" {
+		url = os.Getenv(LedgerEnv)
+	}
+	if url == "" {
+		return nil, badUsage("no ledger: give --ledger URL or set $%s", LedgerEnv)
+	}
+	if c.p.Open == nil {
+		return nil, errors.New("tranchecli: the Program has neither a Ledger nor an Open function")
+	}
+	l, err := c.p.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	c.ledger = l
+	if cl, ok := l.(io.Closer); ok {
+		c.closer = cl
+	}
+	return l, nil
+}
+
+func (c *call) closeLedger() {
+	if c.closer != nil {
+		if err := c.closer.Close(); err != nil {
+			fmt.Fprintf(c.stderr, "%s: closing the ledger: %v\n", c.name, err)
+		}
+	}
+}
+
+// dagNames returns the names of the registered DAGs, sorted.
+func (c *call) dagNames() []string {
+	names := make([]string, 0, len(c.p.DAGs))
+	for n := range c.p.DAGs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return []string{"(none registered)"}
+	}
+	return names
+}
+
+// isTerminal reports whether f is a terminal (a character device).
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := file.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+func upper(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// format is the --format flag: text or json.
+type format string
+
+const (
+	formatText format = "text"
+	formatJSON format = "json"
+)
+
+func (f format) MarshalText() ([]byte, error) { return []byte(f), nil }
+
+func (f *format) UnmarshalText(text []byte) error {
+	switch s := format(text); s {
+	case formatText, formatJSON:
+		*f = s
+	case "":
+		*f = formatText
+	default:
+		return fmt.Errorf("unknown format %q; want text or json", text)
+	}
+	return nil
+}
+
+// colorMode is the --color flag: auto, always or never.
+type colorMode string
+
+func (m colorMode) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+func (m *colorMode) UnmarshalText(text []byte) error {
+	switch s := colorMode(text); s {
+	case "auto", "always", "never":
+		*m = s
+	case "":
+		*m = "auto"
+	default:
+		return fmt.Errorf("unknown color mode %q; want auto, always or never", text)
+	}
+	return nil
+}
+
+func readFlags(c *call, fs *flag.FlagSet) {
+	c.opt.format = formatText
+	fs.TextVar(&c.opt.format, "format", formatText, "output `format`: text or json")
+}
+
+func statusFlags(c *call, fs *flag.FlagSet) {
+	readFlags(c, fs)
+	c.opt.color = "auto"
+	fs.TextVar(&c.opt.color, "color", colorMode("auto"), "colour the grid: auto (on a terminal, unless $NO_COLOR is set), always or never")
+	fs.BoolVar(&c.opt.watch, "watch", false, "print a line each time the progress changes; exit 0 when the backfill succeeds, 1 when it ends otherwise")
+	fs.BoolVar(&c.opt.partitions, "partitions", false, "list every partition with its latest attempt, newest first")
+	fs.DurationVar(&c.opt.interval, "interval", time.Second, "how often --watch reads the ledger")
+}
+
+func cancelFlags(c *call, fs *flag.FlagSet) {
+	fs.BoolVar(&c.opt.stopRunning, "stop-running", false, "also stop the partitions running now (recorded canceled) instead of letting them finish")
+}
+
+// runPolicyFlags are the flags of how a backfill runs, which resume
+// takes too.
+func runPolicyFlags(c *call, fs *flag.FlagSet) {
+	c.opt.rerun, c.opt.onFailure, c.opt.maxConcurrency = ledger.RerunFailed, backfill.FailStop, 1
+	fs.TextVar(&c.opt.rerun, "rerun", ledger.RerunFailed, "which recorded partitions run again: none, failed or all")
+	fs.TextVar(&c.opt.onFailure, "on-failure", backfill.FailStop, "after a failed partition: stop or continue")
+	fs.IntVar(&c.opt.maxConcurrency, "max-concurrency", 1, "how many partitions (or chunks) run at once")
+}
+
+func resumeFlags(c *call, fs *flag.FlagSet) {
+	runPolicyFlags(c, fs)
+}
+
+func planFlags(c *call, fs *flag.FlagSet) {
+	readFlags(c, fs)
+	backfillFlags(c, fs)
+}
+
+// backfillFlags are the flags that choose a backfill and how it runs.
+func backfillFlags(c *call, fs *flag.FlagSet) {
+	runPolicyFlags(c, fs)
+	fs.StringVar(&c.opt.from, "from", "", "the window's first `bound`, with an offset or zone (2026-01-01T00:00:00Z); for a cron DAG, the first fire, a date meaning its start")
+	fs.StringVar(&c.opt.to, "to", "", "the window's end `bound`, excluded; for a cron DAG, the last fire, included (a date: through its end; empty: now)")
+	fs.Func("slot", "a fire `time` of the DAG's schedule whose slot to run (repeatable), in place of --from and --to", func(s string) error {
+		c.opt.slots = append(c.opt.slots, s)
+		return nil
+	})
+	fs.IntVar(&c.opt.chunk, "chunk", 1, "partitions per run (each asset must allow windows beyond 1)")
+	c.opt.order = backfill.NewestFirst
+	fs.TextVar(&c.opt.order, "order", backfill.NewestFirst, "newest-first or oldest-first")
+}
+
+func runFlags(c *call, fs *flag.FlagSet) {
+	backfillFlags(c, fs)
+	fs.BoolVar(&c.opt.dryRun, "dry-run", false, "print the plan and run nothing")
+	fs.BoolVar(&c.opt.yes, "yes", false, "run without asking (required when standard input is not a terminal)")
+}

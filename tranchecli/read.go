@@ -1,0 +1,351 @@
+package tranchecli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+func runLs(ctx context.Context, c *call) error {
+	l, err := c.getLedger(ctx)
+	if err != nil {
+		return err
+	}
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		return err
+	}
+	if c.opt.format == formatJSON {
+		out := make([]backfillJSON, len(records))
+		for i, r := range records {
+			out[i] = backfillOf(r)
+		}
+		return writeJSON(c.stdout, out)
+	}
+	if len(records) == 0 {
+		fmt.Fprintln(c.stdout, "No backfills.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tDAG\tWINDOW\tCHUNK\tCREATED\tCANCELED")
+	for _, r := range records {
+		j := backfillOf(r)
+		window := j.Window
+		if j.Chosen > 0 {
+			window += fmt.Sprintf(" (%d chosen)", j.Chosen)
+		}
+		canceled := "-"
+		if r.Canceled {
+			canceled = j.CanceledAt
+			if canceled == "" {
+				canceled = "yes"
+			}
+			if r.StopRunning {
+				canceled += " (stop running)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.DAG, window, j.Chunk, j.Created, canceled)
+	}
+	return tw.Flush()
+}
+
+// gridCells is how many cells status asks a grid for: a month of hours,
+// two years of days, or sixty years of months fit a screen.
+const gridCells = 800
+
+func runStatus(ctx context.Context, c *call) error {
+	if c.opt.interval <= 0 {
+		return badUsage("--interval %v: want a positive interval", c.opt.interval)
+	}
+	l, err := c.getLedger(ctx)
+	if err != nil {
+		return err
+	}
+	id := c.args[0]
+	if c.opt.watch {
+		return c.watch(ctx, l, id)
+	}
+	s, err := backfill.StatusOf(ctx, l, id, time.Now())
+	if err != nil {
+		return err
+	}
+	g, err := s.Grid(ctx, gridCells)
+	if err != nil {
+		return err
+	}
+	if c.opt.format == formatJSON {
+		return c.statusJSON(ctx, s, g)
+	}
+	w := bufio.NewWriter(c.stdout)
+	writeStatus(w, s)
+	fmt.Fprintln(w)
+	writeGrid(w, g, s.Counts, c.gridStyle())
+	if c.opt.partitions {
+		fmt.Fprintln(w, "\npartitions, newest first:")
+		if err := writePartitions(ctx, w, s); err != nil {
+			w.Flush()
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+// statusJSON writes the status as one JSON object, streaming its
+// partitions when they are asked for.
+func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.Grid) error {
+	j := statusOf(s)
+	j.Grid = gridOf(g)
+	head, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	if !c.opt.partitions {
+		_, err := fmt.Fprintf(c.stdout, "%s\n", head)
+		return err
+	}
+	w := bufio.NewWriter(c.stdout)
+	fmt.Fprintf(w, "%s,\"partitions\":[", head[:len(head)-1])
+	sep := ""
+	for ps, err := range s.Partitions(ctx) {
+		if err != nil {
+			w.Flush()
+			return err
+		}
+		line, err := json.Marshal(partitionOf(ps))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n%s", sep, line)
+		sep = ","
+	}
+	io.WriteString(w, "]}\n")
+	return w.Flush()
+}
+
+// writeStatus writes the header of a status: the backfill, its counts
+// and why it is not progressing.
+func writeStatus(w io.Writer, s *backfill.Status) {
+	j := statusOf(s)
+	chosen := ""
+	if j.Backfill.Chosen > 0 {
+		chosen = " chosen"
+	}
+	fmt.Fprintf(w, "backfill %s\n", j.Backfill.ID)
+	fmt.Fprintf(w, "  dag         %s\n", j.Backfill.DAG)
+	fmt.Fprintf(w, "  window      %s (%d%s partitions, %d per run)\n", j.Window, j.Total, chosen, j.Backfill.Chunk)
+	fmt.Fprintf(w, "  created     %s\n", j.Backfill.Created)
+	fmt.Fprintf(w, "  state       %s\n", j.State)
+	fmt.Fprintf(w, "  counts      %s\n", countsText(j.Counts))
+	for i, b := range j.Blocked {
+		label := ""
+		if i == 0 {
+			label = "blocked"
+		}
+		fmt.Fprintf(w, "  %-11s %s\n", label, b)
+	}
+}
+
+func countsText(c countsJSON) string {
+	return fmt.Sprintf("%d succeeded, %d running, %d failed, %d canceled, %d pending",
+		c.Succeeded, c.Running, c.Failed, c.Canceled, c.Pending)
+}
+
+// writePartitions lists every partition with its latest attempt, as the
+// ledger streams them: a million partitions are never held at once.
+func writePartitions(ctx context.Context, w io.Writer, s *backfill.Status) error {
+	width := len(s.Window.Newest().Key())
+	for ps, err := range s.Partitions(ctx) {
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("  %-*s  %-9s", width, ps.Partition.Key(), ps.State)
+		if a := ps.Latest; a != nil {
+			line += "  " + attemptText(*a)
+		}
+		if _, err := fmt.Fprintln(w, strings.TrimRight(line, " ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attemptText is one attempt in a line.
+func attemptText(a ledger.Attempt) string {
+	s := fmt.Sprintf("attempt %d by %s, started %s", a.Number, a.Worker, stamp(a.Started))
+	if a.State == ledger.StateRunning {
+		s += ", lease until " + stamp(a.LeaseUntil)
+	} else if !a.Finished.IsZero() {
+		s += fmt.Sprintf(", took %v, %d rows", a.Duration().Round(time.Millisecond), a.Rows)
+	}
+	if a.Err != "" {
+		s += ": " + oneLine(a.Err)
+	}
+	return s
+}
+
+// oneLine folds an error text onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// ended reports whether a backfill that has not succeeded stopped: no
+// partition runs, and it was canceled or a partition failed.
+func ended(s *backfill.Status) bool {
+	return !s.Done() && s.Counts[ledger.StateRunning] == 0 &&
+		(s.Record.Canceled || s.Counts[ledger.StateFailed] > 0 || s.Counts[ledger.StateCanceled] > 0)
+}
+
+// watch prints a line each time the backfill's progress changes, and
+// ends when it succeeded (nil: exit 0) or stopped otherwise (exit 1). A
+// backfill that looks stopped is read again one interval later, so that
+// a worker between a failure and its next claim is not taken for one
+// that gave up.
+func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
+	for s, err := range backfill.Watch(ctx, l, id, c.opt.interval) {
+		if err != nil {
+			return err
+		}
+		c.watchLine(s)
+		if s.Done() {
+			if c.opt.format == formatText {
+				fmt.Fprintf(c.stdout, "Backfill %s succeeded.\n", id)
+			}
+			return nil
+		}
+		if !ended(s) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(c.opt.interval):
+		}
+		again, err := backfill.StatusOf(ctx, l, id, time.Now())
+		if err != nil {
+			return err
+		}
+		if ended(again) && maps.Equal(again.Counts, s.Counts) && again.Record.Canceled == s.Record.Canceled {
+			if c.opt.format == formatText {
+				fmt.Fprintf(c.stdout, "Backfill %s ended %s, not succeeded.\n", id, stateOf(again))
+			} else {
+				c.watchLine(again)
+			}
+			return exitErr(exitFail)
+		}
+	}
+	return fmt.Errorf("watching backfill %s: the watch ended early", id)
+}
+
+func (c *call) watchLine(s *backfill.Status) {
+	j := statusOf(s)
+	if c.opt.format == formatJSON {
+		line, _ := json.Marshal(j) // plain fields: cannot fail
+		fmt.Fprintf(c.stdout, "%s\n", line)
+		return
+	}
+	line := fmt.Sprintf("%s  %s  %d/%d succeeded, %d running, %d failed, %d canceled, %d pending",
+		time.Now().UTC().Format(time.TimeOnly), j.State, j.Counts.Succeeded, j.Total, j.Counts.Running,
+		j.Counts.Failed, j.Counts.Canceled, j.Counts.Pending)
+	if len(j.Blocked) > 0 {
+		line += "; " + j.Blocked[0]
+		if n := len(j.Blocked); n > 1 {
+			line += fmt.Sprintf(" (and %d more)", n-1)
+		}
+	}
+	fmt.Fprintln(c.stdout, line)
+}
+
+func runHistory(ctx context.Context, c *call) error {
+	l, err := c.getLedger(ctx)
+	if err != nil {
+		return err
+	}
+	id, key := c.args[0], c.args[1]
+	record, err := l.Backfill(ctx, id)
+	if err != nil {
+		return err
+	}
+	w, err := tranche.ParseTimePartitionWindow(record.Window)
+	if err != nil {
+		return fmt.Errorf("backfill %s: its recorded window: %w", id, err)
+	}
+	p, err := tranche.ParsePartitionKey(w.Granularity(), key, w.Location())
+	if err != nil {
+		return err
+	}
+	if !w.Contains(p.Start) {
+		return fmt.Errorf("partition %s is not in the window of backfill %s, %s", key, id, w)
+	}
+	if len(record.Partitions) > 0 && !slices.ContainsFunc(record.Partitions, p.Start.Equal) {
+		return fmt.Errorf("partition %s is not one of the %d chosen partitions of backfill %s", key, len(record.Partitions), id)
+	}
+	attempts, err := l.History(ctx, record.DAG, p.Start)
+	if err != nil {
+		return err
+	}
+	if c.opt.format == formatJSON {
+		j := historyJSON{Backfill: id, DAG: record.DAG, Key: p.Key(), Attempts: make([]attemptJSON, len(attempts))}
+		for i, a := range attempts {
+			j.Attempts[i] = attemptOf(a)
+		}
+		return writeJSON(c.stdout, j)
+	}
+	fmt.Fprintf(c.stdout, "partition %s of backfill %s (DAG %s)\n", p.Key(), id, record.DAG)
+	if len(attempts) == 0 {
+		fmt.Fprintln(c.stdout, "  no attempt yet: pending")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tSTATE\tWORKER\tSTARTED\tFINISHED\tTOOK\tROWS\tBACKFILL\tERROR")
+	for _, a := range attempts {
+		j := attemptOf(a)
+		finished, took := j.Finished, a.Duration().Round(time.Millisecond).String()
+		if a.State == ledger.StateRunning {
+			finished, took = "lease until "+j.LeaseUntil, "-"
+		}
+		bf := a.Backfill
+		if bf == "" {
+			bf = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, a.Worker, j.Started, finished, took,
+			strconv.FormatInt(a.Rows, 10), bf, oneLine(a.Err))
+	}
+	return tw.Flush()
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// gridStyle chooses how the grid is drawn: coloured on a terminal
+// unless $NO_COLOR or --color says otherwise, as wide as $COLUMNS.
+func (c *call) gridStyle() gridStyle {
+	st := gridStyle{width: 80}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		st.width = n
+	}
+	switch c.opt.color {
+	case "always":
+		st.color = true
+	case "never":
+	default:
+		st.color = isTerminal(c.stdout) && os.Getenv("NO_COLOR") == ""
+	}
+	return st
+}

@@ -1,0 +1,335 @@
+package tranchecli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// newBackfill builds the backfill the command line names, checking every
+// flag, without a ledger: nothing is opened or written before the
+// command line is known to be good.
+func (c *call) newBackfill() (*backfill.Backfill, error) {
+	name := c.args[0]
+	dag, ok := c.p.DAGs[name]
+	if !ok {
+		return nil, badUsage("unknown DAG %q; this program has %s", name, strings.Join(c.dagNames(), ", "))
+	}
+	g, loc, err := partitioningOf(dag)
+	if err != nil {
+		return nil, badUsage("DAG %q: %w", name, err)
+	}
+	b := &backfill.Backfill{
+		DAG: dag, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: c.opt.chunk, Order: c.opt.order,
+		Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency,
+	}
+	if err := c.checkPolicies(); err != nil {
+		return nil, err
+	}
+	if c.opt.chunk < 1 {
+		return nil, badUsage("--chunk %d: want 1 or more partitions per run", c.opt.chunk)
+	}
+	switch {
+	case len(c.opt.slots) > 0 && (c.opt.from != "" || c.opt.to != ""):
+		return nil, badUsage("--slot and --from/--to both given; name a window or slots, not both")
+	case len(c.opt.slots) > 0:
+		var fires []time.Time
+		var errs []error
+		for _, s := range c.opt.slots {
+			t, err := tranche.ParseBound(s, loc)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--slot %s: %w", s, err))
+				continue
+			}
+			fires = append(fires, t)
+		}
+		if len(errs) > 0 {
+			return nil, &usageErr{errors.Join(errs...)}
+		}
+		ps, err := tranche.SlotsAt(g, fires...)
+		if err != nil {
+			return nil, &usageErr{fmt.Errorf("--slot: %w", err)}
+		}
+		b.Partitions = ps
+	case c.opt.from == "":
+		return nil, badUsage("no window: give --from and --to, or --slot")
+	case g.IsSchedule():
+		now := time.Now().In(time.UTC)
+		if loc != nil {
+			now = now.In(loc)
+		}
+		w, err := tranche.SlotWindow(g, c.opt.from, c.opt.to, now)
+		if err != nil {
+			return nil, &usageErr{fmt.Errorf("--from %s --to %s: %w", c.opt.from, c.opt.to, err)}
+		}
+		b.Window = w
+	case c.opt.to == "":
+		return nil, badUsage("--from %s without --to: give the window's end, excluded", c.opt.from)
+	default:
+		from, err := tranche.ParseBound(c.opt.from, loc)
+		if err != nil {
+			return nil, &usageErr{fmt.Errorf("--from: %w", err)}
+		}
+		to, err := tranche.ParseBound(c.opt.to, loc)
+		if err != nil {
+			return nil, &usageErr{fmt.Errorf("--to: %w", err)}
+		}
+		if b.Window, err = tranche.WindowBetween(g, from, to); err != nil {
+			return nil, &usageErr{fmt.Errorf("--from %s --to %s: %w", c.opt.from, c.opt.to, err)}
+		}
+	}
+	if _, err := b.ID(); err != nil {
+		return nil, &usageErr{err}
+	}
+	return b, nil
+}
+
+// checkPolicies refuses a concurrency below 1: the library reads 0 as 1,
+// but an operator who types 0 means something else.
+func (c *call) checkPolicies() error {
+	if c.opt.maxConcurrency < 1 {
+		return badUsage("--max-concurrency %d: want 1 or more partitions at once", c.opt.maxConcurrency)
+	}
+	return nil
+}
+
+// partitioningOf returns the granularity and location of the DAG's
+// partitioned assets; loc is nil when none sets one.
+func partitioningOf(dag *tranche.DAG) (g tranche.TimeGranularity, loc *time.Location, err error) {
+	var from string
+	for a := range dag.Assets() {
+		pt := a.Partitioning
+		if !pt.Granularity.IsValid() {
+			continue
+		}
+		if g.IsValid() && pt.Granularity != g {
+			return g, nil, fmt.Errorf("its assets %s (%v) and %s (%v) are partitioned differently; a backfill takes one granularity", from, g, a.Name, pt.Granularity)
+		}
+		if from == "" {
+			g, from = pt.Granularity, a.Name
+		}
+		if pt.Location != nil {
+			if loc != nil && loc.String() != pt.Location.String() {
+				return g, nil, fmt.Errorf("its assets are partitioned in zones %s and %s; a backfill takes one", loc, pt.Location)
+			}
+			loc = pt.Location
+		}
+	}
+	if !g.IsValid() {
+		return g, nil, errors.New("no asset is partitioned; a backfill needs partitioned assets")
+	}
+	return g, loc, nil
+}
+
+func runPlan(ctx context.Context, c *call) error {
+	b, err := c.newBackfill()
+	if err != nil {
+		return err
+	}
+	if b.Ledger, err = c.getLedger(ctx); err != nil {
+		return err
+	}
+	plan, err := b.Plan(ctx)
+	if err != nil {
+		return err
+	}
+	if c.opt.format == formatJSON {
+		return plan.WriteJSON(ctx, c.stdout)
+	}
+	return plan.WriteText(ctx, c.stdout)
+}
+
+// confirmLines is how many lines of a plan run prints before it asks:
+// the header and the first partitions. plan prints every one.
+const confirmLines = 40
+
+func runRun(ctx context.Context, c *call) error {
+	b, err := c.newBackfill()
+	if err != nil {
+		return err
+	}
+	ask := !c.opt.yes && !c.opt.dryRun
+	if ask && !isTerminal(c.stdin) {
+		return badUsage("standard input is not a terminal, so the plan cannot be confirmed: give --yes to run it without asking, or --dry-run to see it")
+	}
+	if b.Ledger, err = c.getLedger(ctx); err != nil {
+		return err
+	}
+	plan, err := b.Plan(ctx)
+	if err != nil {
+		return err
+	}
+	if c.opt.dryRun {
+		return plan.WriteText(ctx, c.stdout)
+	}
+	lw := &lineLimiter{w: c.stdout, left: confirmLines}
+	if err := plan.WriteText(ctx, lw); err != nil && !errors.Is(err, errEnough) {
+		return err
+	}
+	if lw.cut {
+		fmt.Fprintf(c.stdout, "  ... (%d partitions in all: '%s plan' lists every one)\n", plan.Counts.Total, c.name)
+	}
+	if plan.Counts.Run == 0 {
+		fmt.Fprintln(c.stdout, "Nothing to run.")
+		return nil
+	}
+	if ask {
+		runs := ""
+		if plan.Counts.Runs != plan.Counts.Run {
+			runs = fmt.Sprintf(" in %d runs", plan.Counts.Runs)
+		}
+		fmt.Fprintf(c.stderr, "Run %d partitions%s? [y/N] ", plan.Counts.Run, runs)
+		answer, err := bufio.NewReader(c.stdin).ReadString('\n')
+		if err != nil && (!errors.Is(err, io.EOF) || answer == "") {
+			fmt.Fprintln(c.stderr)
+		}
+		switch strings.ToLower(strings.TrimSpace(answer)) {
+		case "y", "yes":
+		default:
+			fmt.Fprintln(c.stderr, "Not run: nothing was written to the ledger.")
+			return exitErr(exitFail)
+		}
+	}
+	b.OnEvent = backfill.NewProgressReporter(c.stdout)
+	res, err := b.Execute(ctx, plan)
+	return c.report(res, err)
+}
+
+// report prints a run's result and returns its error.
+func (c *call) report(res *backfill.Result, err error) error {
+	if res != nil {
+		fmt.Fprintln(c.stdout, res)
+		for i, f := range res.Failures {
+			if i == 10 {
+				fmt.Fprintf(c.stdout, "  ... and %d more failures ('%s status %s --partitions' lists them)\n", len(res.Failures)-10, c.name, res.Backfill)
+				break
+			}
+			fmt.Fprintf(c.stdout, "  failed: %s: %v\n", f.Key, f.Err)
+		}
+	}
+	return err
+}
+
+func runResume(ctx context.Context, c *call) error {
+	if err := c.checkPolicies(); err != nil {
+		return err
+	}
+	l, err := c.getLedger(ctx)
+	if err != nil {
+		return err
+	}
+	id := c.args[0]
+	record, err := l.Backfill(ctx, id)
+	if err != nil {
+		return err
+	}
+	b, name, err := c.registered(record)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		if err := l.ResumeBackfill(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "Resumed backfill %s. Its DAG (%s) is not registered in %s: the workers running it take it up.\n", id, record.DAG, c.name)
+		return nil
+	}
+	b.Ledger = l
+	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, record.Window)
+	b.OnEvent = backfill.NewProgressReporter(c.stdout)
+	res, err := b.Resume(ctx)
+	return c.report(res, err)
+}
+
+// registered returns the backfill of the record over the registered DAG
+// it was made of, and the DAG's name, or nil when no registered DAG
+// matches its identity.
+func (c *call) registered(record ledger.BackfillRecord) (*backfill.Backfill, string, error) {
+	w, err := tranche.ParseTimePartitionWindow(record.Window)
+	if err != nil {
+		return nil, "", fmt.Errorf("backfill %s: its recorded window: %w", record.ID, err)
+	}
+	for _, name := range c.dagNames() {
+		dag := c.p.DAGs[name]
+		if dag == nil || tranche.DAGIdentity(dag, w.Granularity(), w.Location()) != record.DAG {
+			continue
+		}
+		b := &backfill.Backfill{
+			DAG: dag, Window: w, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: record.Chunk,
+			Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency,
+		}
+		for _, start := range record.Partitions {
+			b.Partitions = append(b.Partitions, tranche.PartitionOf(w.Granularity(), start.In(w.Location())))
+		}
+		id, err := b.ID()
+		if err != nil {
+			return nil, "", fmt.Errorf("backfill %s of DAG %s: %w", record.ID, name, err)
+		}
+		if id != record.ID {
+			// Another backfill of the same DAG and window (a
+			// different window text for the same span): run it
+			// elsewhere rather than under a new id.
+			continue
+		}
+		return b, name, nil
+	}
+	return nil, "", nil
+}
+
+func runCancel(ctx context.Context, c *call) error {
+	l, err := c.getLedger(ctx)
+	if err != nil {
+		return err
+	}
+	id := c.args[0]
+	if err := l.CancelBackfill(ctx, id, c.opt.stopRunning); err != nil {
+		return err
+	}
+	if c.opt.stopRunning {
+		fmt.Fprintf(c.stdout, "Canceled backfill %s: workers claim nothing more for it and stop its running partitions at their next heartbeat.\n", id)
+	} else {
+		fmt.Fprintf(c.stdout, "Canceled backfill %s: workers claim nothing more for it; its running partitions finish. '%s resume %s' lets it go on.\n", id, c.name, id)
+	}
+	return nil
+}
+
+// errEnough stops a writer that has written enough lines.
+var errEnough = errors.New("enough lines")
+
+// lineLimiter passes on the first left lines written to it, then fails
+// with errEnough, which stops a streaming writer.
+type lineLimiter struct {
+	w    io.Writer
+	left int
+	cut  bool // a line was refused
+}
+
+func (l *lineLimiter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if l.left == 0 {
+			l.cut = true
+			return n, errEnough
+		}
+		line := p
+		if i := strings.IndexByte(string(p), '\n'); i >= 0 {
+			line = p[:i+1]
+			l.left--
+		}
+		m, err := l.w.Write(line)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[len(line):]
+	}
+	return n, nil
+}
