@@ -535,6 +535,10 @@ func (h *handler) partition(w http.ResponseWriter, r *http.Request) {
 			win.Granularity(), instant(start), instant(p.Start))})
 		return
 	}
+	if !win.Contains(p.Start) {
+		h.fail(w, r, &badRequest{fmt.Sprintf("partition %s is not in backfill %s's window %s", p.Key(), id, record.Window)})
+		return
+	}
 	attempts, err := h.l.History(r.Context(), record.DAG, p.Start)
 	if err != nil {
 		h.fail(w, r, err)

@@ -50,6 +50,7 @@ func TestPages(t *testing.T) {
 		{base + "/partition?start=" + start(9), 200, []string{"1 attempts", "lease until"}},
 		{base + "/partition?start=" + start(2), 200, []string{"No attempt yet"}},
 		{base + "/partition?start=2026-01-02T12:00:00Z", 400, []string{"no partition of day starts at 2026-01-02T12:00:00Z"}},
+		{base + "/partition?start=" + start(20), 400, []string{"partition 2026-01-20 is not in backfill"}},
 		{base + "/partition?start=yesterday", 400, []string{"query start=&#34;yesterday&#34;"}},
 		{base + "/partition", 400, []string{"want an RFC 3339 time"}},
 		{base + "/span?from=" + start(8) + "&to=" + start(12), 200, []string{"4 partitions", "2026-01-11", "2026-01-08"}},
