@@ -93,10 +93,8 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	h.token = sha256.Sum256([]byte(h.opts.WriteToken))
 	h.tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 		"path":     url.PathEscape,
-		"instant":  instant,
 		"when":     when,
 		"duration": duration,
-		"percent":  func(n, total int) float64 { return percent(n, total) },
 	}).ParseFS(assets, "assets/*.html"))
 
 	mux := http.NewServeMux()
