@@ -36,7 +36,8 @@
 // its whole day); or --slot, repeated, the fire times of chosen slots
 // ([tranche.SlotsAt]); --chunk, partitions per run; --rerun
 // none|failed|all; --on-failure stop|continue; --max-concurrency;
-// --order newest-first|oldest-first. run takes --dry-run (print the plan
+// --order newest-first|oldest-first; --max-partitions, the most the
+// window may hold (100,000 by default). run takes --dry-run (print the plan
 // only) and --yes. A bound with neither an offset nor a zone (the DAG's
 // Partitioning.Location), an unknown policy, a --slot that is not a fire
 // time, --max-concurrency 0, an unknown subcommand or flag: each is bad
@@ -91,8 +92,14 @@
 //	total         number   the backfill's partitions
 //	counts        object   partitions by the state of their latest attempt: succeeded, running, failed, canceled, pending (numbers)
 //	blocked       array    strings: why it is not progressing; empty when done or running freely
-//	grid          object   the grid: cell (string, its granularity), row (string), cells (array)
+//	grid          object   the grid; absent in --watch lines
 //	partitions    array    with --partitions only: every partition, newest first
+//
+// A grid:
+//
+//	cell          string   the granularity of a cell: the backfill's, or an hour, day, month or year of partitions
+//	row           string   the granularity of a row
+//	cells         array    the cells, oldest first; spans without a partition of the backfill left out
 //
 // A grid cell:
 //

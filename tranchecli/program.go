@@ -137,7 +137,7 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 // A command is one subcommand.
 type command struct {
 	name, args, summary string
-	min, max            int                   // how many arguments it takes
+	min, max            int                        // how many arguments it takes
 	flags               func(*call, *flag.FlagSet) // its flags beyond --ledger
 	run                 func(context.Context, *call) error
 }
@@ -165,16 +165,16 @@ func commandNamed(name string) *command {
 // A call is one run of Main: the program, the subcommand, its flags and
 // arguments, and the ledger once opened.
 type call struct {
-	p                   *Program
-	name                string
-	stdin               io.Reader
-	stdout, stderr      io.Writer
-	cmd                 *command
-	fs                  *flag.FlagSet
-	args                []string
-	opt                 options
-	ledger              ledger.Ledger
-	closer              io.Closer
+	p              *Program
+	name           string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	cmd            *command
+	fs             *flag.FlagSet
+	args           []string
+	opt            options
+	ledger         ledger.Ledger
+	closer         io.Closer
 }
 
 // options are every subcommand's flags; each subcommand defines those
@@ -195,6 +195,7 @@ type options struct {
 	onFailure      backfill.FailurePolicy
 	order          backfill.Order
 	maxConcurrency int
+	maxPartitions  int
 	dryRun, yes    bool
 }
 
@@ -323,14 +324,20 @@ func (c *call) dagNames() []string {
 	return names
 }
 
-// isTerminal reports whether f is a terminal (a character device).
+// isTerminal reports whether f is a terminal: a character device other
+// than the null device, which a job run with </dev/null has for its
+// standard input, and which no one types answers into.
 func isTerminal(f any) bool {
 	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
 	info, err := file.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	if err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(info, null)
 }
 
 func upper(s string) string {
@@ -424,6 +431,7 @@ func backfillFlags(c *call, fs *flag.FlagSet) {
 		c.opt.slots = append(c.opt.slots, s)
 		return nil
 	})
+	fs.IntVar(&c.opt.maxPartitions, "max-partitions", backfill.DefaultMaxPartitions, "the most partitions the window may hold")
 	fs.IntVar(&c.opt.chunk, "chunk", 1, "partitions per run (each asset must allow windows beyond 1)")
 	c.opt.order = backfill.NewestFirst
 	fs.TextVar(&c.opt.order, "order", backfill.NewestFirst, "newest-first or oldest-first")

@@ -12,6 +12,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // newBackfill builds the backfill the command line names, checking every
@@ -29,10 +30,13 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	}
 	b := &backfill.Backfill{
 		DAG: dag, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: c.opt.chunk, Order: c.opt.order,
-		Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency,
+		Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency, MaxPartitions: c.opt.maxPartitions,
 	}
 	if err := c.checkPolicies(); err != nil {
 		return nil, err
+	}
+	if c.opt.maxPartitions < 1 {
+		return nil, badUsage("--max-partitions %d: want 1 or more", c.opt.maxPartitions)
 	}
 	if c.opt.chunk < 1 {
 		return nil, badUsage("--chunk %d: want 1 or more partitions per run", c.opt.chunk)
@@ -86,7 +90,12 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 			return nil, &usageErr{fmt.Errorf("--from %s --to %s: %w", c.opt.from, c.opt.to, err)}
 		}
 	}
-	if _, err := b.ID(); err != nil {
+	// ID checks every field before the ledger is opened; it wants a
+	// ledger but reads nothing from it, so an empty one stands in.
+	b.Ledger = memledger.New(nil)
+	_, err = b.ID()
+	b.Ledger = nil
+	if err != nil {
 		return nil, &usageErr{err}
 	}
 	return b, nil
@@ -231,7 +240,7 @@ func runResume(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	b, name, err := c.registered(record)
+	b, name, err := c.registered(record, l)
 	if err != nil {
 		return err
 	}
@@ -242,7 +251,6 @@ func runResume(ctx context.Context, c *call) error {
 		fmt.Fprintf(c.stdout, "Resumed backfill %s. Its DAG (%s) is not registered in %s: the workers running it take it up.\n", id, record.DAG, c.name)
 		return nil
 	}
-	b.Ledger = l
 	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, record.Window)
 	b.OnEvent = backfill.NewProgressReporter(c.stdout)
 	res, err := b.Resume(ctx)
@@ -252,7 +260,7 @@ func runResume(ctx context.Context, c *call) error {
 // registered returns the backfill of the record over the registered DAG
 // it was made of, and the DAG's name, or nil when no registered DAG
 // matches its identity.
-func (c *call) registered(record ledger.BackfillRecord) (*backfill.Backfill, string, error) {
+func (c *call) registered(record ledger.BackfillRecord, l ledger.Ledger) (*backfill.Backfill, string, error) {
 	w, err := tranche.ParseTimePartitionWindow(record.Window)
 	if err != nil {
 		return nil, "", fmt.Errorf("backfill %s: its recorded window: %w", record.ID, err)
@@ -263,7 +271,7 @@ func (c *call) registered(record ledger.BackfillRecord) (*backfill.Backfill, str
 			continue
 		}
 		b := &backfill.Backfill{
-			DAG: dag, Window: w, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: record.Chunk,
+			DAG: dag, Window: w, Ledger: l, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: record.Chunk,
 			Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency,
 		}
 		for _, start := range record.Partitions {

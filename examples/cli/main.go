@@ -1,0 +1,59 @@
+// Cli is a program of its own with tranche's backfill commands: a daily
+// DAG, "events", registered in a tranchecli.Program over a SQLite ledger
+// (events.db, or the file --ledger or $TRANCHE_LEDGER names).
+//
+//	go run ./examples/cli run events --from 2026-01-01T00:00:00Z --to 2026-01-08T00:00:00Z
+//	go run ./examples/cli ls
+//	go run ./examples/cli status ID [--watch] [--partitions]
+//	go run ./examples/cli history ID 2026-01-03
+//	go run ./examples/cli cancel ID; go run ./examples/cli resume ID
+//
+// EVENTS_FAIL=2026-01-03,2026-01-05 makes those days fail, as a source
+// that is down would.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+	"github.com/tranche-dev/tranche/tranchecli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	if os.Getenv(tranchecli.LedgerEnv) == "" {
+		os.Setenv(tranchecli.LedgerEnv, "events.db") // unless --ledger names another
+	}
+	events, err := tranche.NewDAG(tranche.Asset{Name: "events", Partitioning: tranche.Partitioning{Granularity: tranche.Day},
+		Materializer: tranche.MaterializeFunc(extract)})
+	if err != nil {
+		panic(err)
+	}
+	p := &tranchecli.Program{
+		Open: func(ctx context.Context, path string) (ledger.Ledger, error) { return sqlite.Open(ctx, path, nil) },
+		DAGs: map[string]*tranche.DAG{"events": events},
+	}
+	code := p.Main(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// extract returns a day's events, or fails for the days $EVENTS_FAIL
+// lists.
+func extract(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+	p, err := m.Partition()
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(strings.Split(os.Getenv("EVENTS_FAIL"), ","), p.Key()) {
+		return nil, fmt.Errorf("the source of %s is down", p.Key())
+	}
+	return []tranche.Row{{"day": p.Key(), "events": 100 + p.Start.Day()}}, nil
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "save the terminal output of status into ../../docs/terminal-status.ansi")
+
+// binary is the example built once for every test.
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "tranche-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "events")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		panic("building the example: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is a ledger in a folder of its own, and the environment the
+// example runs in there.
+type env struct {
+	t      *testing.T
+	dir    string
+	ledger string
+	extra  []string
+}
+
+func newEnv(t *testing.T) *env {
+	dir := t.TempDir()
+	return &env{t: t, dir: dir, ledger: filepath.Join(dir, "events.db")}
+}
+
+func (e *env) environ(extra ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "NO_COLOR", "TRANCHE_LEDGER", "COLUMNS", "EVENTS_FAIL":
+		default:
+			out = append(out, kv)
+		}
+	}
+	out = append(out, "TRANCHE_LEDGER="+e.ledger, "COLUMNS=100")
+	return append(append(out, e.extra...), extra...)
+}
+
+// run runs the example without a terminal and returns its exit code,
+// stdout and stderr.
+func (e *env) run(args ...string) (int, string, string) {
+	e.t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir, cmd.Env = e.dir, e.environ()
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errs.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), out.String(), errs.String()
+	}
+	e.t.Fatalf("events %s: %v", strings.Join(args, " "), err)
+	return 0, "", ""
+}
+
+func (e *env) must(want int, args ...string) string {
+	e.t.Helper()
+	code, out, errs := e.run(args...)
+	if code != want {
+		e.t.Fatalf("events %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, want, out, errs)
+	}
+	return out
+}
+
+// session is the example running on a pseudo-terminal.
+type session struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	tty  *os.File
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+// onTerminal starts the example with a pseudo-terminal of 100 columns
+// as its standard input, output and error.
+func (e *env) onTerminal(extra []string, args ...string) *session {
+	e.t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir, cmd.Env = e.dir, e.environ(extra...)
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 100})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s := &session{t: e.t, cmd: cmd, tty: tty, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			s.mu.Lock()
+			s.out.Write(buf[:n])
+			s.mu.Unlock()
+			if err != nil {
+				return // EIO once the child has closed its side
+			}
+		}
+	}()
+	return s
+}
+
+func (s *session) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// expect waits until the terminal shows want.
+func (s *session) expect(want string) {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(s.output(), want) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the terminal never showed %q:\n%s", want, s.output())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// wait waits for the example to exit and returns its exit code and all
+// it wrote.
+func (s *session) wait() (int, string) {
+	s.t.Helper()
+	err := s.cmd.Wait()
+	<-s.done
+	s.tty.Close()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, s.output()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), s.output()
+	}
+	s.t.Fatal(err)
+	return 0, ""
+}
+
+var week = []string{"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}
+
+// backfills returns the ledger's backfills, read with ls --format json.
+func (e *env) backfills() []map[string]any {
+	e.t.Helper()
+	var bs []map[string]any
+	if err := json.Unmarshal([]byte(e.must(0, "ls", "--format", "json")), &bs); err != nil {
+		e.t.Fatal(err)
+	}
+	return bs
+}
+
+func TestConfirmOnTerminal(t *testing.T) {
+	t.Run("yes", func(t *testing.T) {
+		e := newEnv(t)
+		s := e.onTerminal(nil, append([]string{"run", "events"}, week...)...)
+		s.expect("Run 7 partitions? [y/N] ")
+		io.WriteString(s.tty, "y\n")
+		code, out := s.wait()
+		if code != 0 || !strings.Contains(out, "completed: 7/7 done") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		bs := e.backfills()
+		if len(bs) != 1 {
+			t.Fatalf("%d backfills after the run", len(bs))
+		}
+		if out := e.must(0, "status", bs[0]["id"].(string)); !strings.Contains(out, "7 succeeded, 0 running") {
+			t.Errorf("status:\n%s", out)
+		}
+	})
+	t.Run("no", func(t *testing.T) {
+		e := newEnv(t)
+		s := e.onTerminal(nil, append([]string{"run", "events"}, week...)...)
+		s.expect("Run 7 partitions? [y/N] ")
+		io.WriteString(s.tty, "n\n")
+		code, out := s.wait()
+		if code != 1 || !strings.Contains(out, "Not run: nothing was written") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		if bs := e.backfills(); len(bs) != 0 {
+			t.Errorf("answered n, and %d backfills recorded", len(bs))
+		}
+	})
+}
+
+func TestWithoutTerminal(t *testing.T) {
+	e := newEnv(t)
+	code, _, errs := e.run(append([]string{"run", "events"}, week...)...)
+	if code != 2 || !strings.Contains(errs, "give --yes") {
+		t.Fatalf("run without a terminal: exit %d\n%s", code, errs)
+	}
+	if _, err := os.Stat(e.ledger); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused run opened the ledger: %v", err)
+	}
+	out := e.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	if !strings.Contains(out, "7 succeeded here") {
+		t.Errorf("run --yes:\n%s", out)
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("output without a terminal holds escapes:\n%q", out)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"run", "events", "--yes", "--frm", "2026-01-01T00:00:00Z"}, "flag provided but not defined: -frm"},
+		{[]string{"run", "events", "--yes", "--from", "2026-01-01", "--to", "2026-01-08"}, "no UTC offset and no zone was given"},
+		{append([]string{"run", "events", "--yes", "--rerun", "some"}, week...), `invalid value "some" for flag -rerun`},
+		{append([]string{"run", "events", "--yes", "--on-failure", "retry"}, week...), `invalid value "retry" for flag -on-failure`},
+		{append([]string{"run", "events", "--yes", "--max-concurrency", "0"}, week...), "--max-concurrency 0"},
+		{[]string{"run", "events", "--yes", "--slot", "2026-01-05T00:00:00Z"}, "SlotAt takes a cron schedule"},
+		{append([]string{"run", "nosuch", "--yes"}, week...), `unknown DAG "nosuch"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			e := newEnv(t)
+			code, _, errs := e.run(tc.args...)
+			if code != 2 || !strings.Contains(errs, tc.want) || !strings.Contains(errs, "usage: events") {
+				t.Errorf("exit %d, want 2 with %q and the usage:\n%s", code, tc.want, errs)
+			}
+			if _, err := os.Stat(e.ledger); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("bad usage opened the ledger: %v", err)
+			}
+		})
+	}
+}
+
+// failedMonth makes a backfill of 2026-01-01 to 2026-02-15, oldest first,
+// that stops at the failure of 2026-01-09, runs again without rerunning
+// it to stop at 2026-01-25, and leaves the rest pending; it returns the
+// backfill's id.
+func failedMonth(t *testing.T, e *env) string {
+	t.Helper()
+	e.extra = []string{"EVENTS_FAIL=2026-01-09,2026-01-25"}
+	args := []string{"run", "events", "--yes", "--order", "oldest-first", "--from", "2026-01-01T00:00:00Z", "--to", "2026-02-16T00:00:00Z"}
+	e.must(1, args...)
+	e.must(1, append(args, "--rerun", "none")...)
+	e.extra = nil
+	bs := e.backfills()
+	if len(bs) != 1 {
+		t.Fatalf("%d backfills", len(bs))
+	}
+	return bs[0]["id"].(string)
+}
+
+func TestStatusOnTerminal(t *testing.T) {
+	e := newEnv(t)
+	id := failedMonth(t, e)
+	s := e.onTerminal(nil, "status", id)
+	code, out := s.wait()
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	green, red, grey := "\x1b[32m■\x1b[0m", "\x1b[31m■\x1b[0m", "\x1b[90m■\x1b[0m"
+	jan := regexp.MustCompile(`2026-01  ((?:\x1b\[\d+m■\x1b\[0m ?)+)`).FindStringSubmatch(out)
+	if jan == nil {
+		t.Fatalf("no row for 2026-01 on the terminal:\n%q", out)
+	}
+	cells := strings.Split(strings.TrimSpace(jan[1]), " ")
+	if len(cells) != 31 || cells[0] != green || cells[8] != red || cells[9] != green || cells[24] != red || cells[25] != grey {
+		t.Errorf("the cells of 2026-01: %q", cells)
+	}
+	for _, want := range []string{"counts      23 succeeded, 0 running, 2 failed, 0 canceled, 21 pending", green + " succeeded 23", red + " failed 2", grey + " pending 21", "2026-02  " + grey} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the terminal lacks %q:\n%q", want, out)
+		}
+	}
+	if *updateDocs {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "terminal-status.ansi"), []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// NO_COLOR draws the grid in plain text, even on a terminal.
+	s = e.onTerminal([]string{"NO_COLOR=1"}, "status", id)
+	_, out = s.wait()
+	if strings.Contains(out, "\x1b[") || !strings.Contains(out, "2026-01  # # # # # # # # X # # # # # # # # # # # # # # # X . . . . . .") {
+		t.Errorf("status with NO_COLOR:\n%q", out)
+	}
+	// And --color always colours it without one.
+	if out := e.must(0, "status", id, "--color", "always"); !strings.Contains(out, red) {
+		t.Errorf("status --color always without a terminal:\n%q", out)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	e := newEnv(t)
+	e.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	id := e.backfills()[0]["id"].(string)
+	out := e.must(0, "status", id, "--watch")
+	if !strings.Contains(out, "7/7 succeeded") || !strings.Contains(out, "Backfill "+id+" succeeded.") {
+		t.Errorf("watch of a finished backfill:\n%s", out)
+	}
+}
+
+func TestWatchFailed(t *testing.T) {
+	e := newEnv(t)
+	id := failedMonth(t, e)
+	out := e.must(1, "status", id, "--watch", "--interval", "50ms")
+	if !strings.Contains(out, "ended failed, not succeeded") {
+		t.Errorf("watch of a stopped backfill:\n%s", out)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	e := newEnv(t)
+	id := failedMonth(t, e)
+	var status struct {
+		State  string         `json:"state"`
+		Total  int            `json:"total"`
+		Counts map[string]int `json:"counts"`
+		Grid   struct {
+			Cells []struct {
+				Key, State string
+			} `json:"cells"`
+		} `json:"grid"`
+		Partitions []struct {
+			Key, State string
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(e.must(0, "status", id, "--format", "json", "--partitions")), &status); err != nil {
+		t.Fatal(err)
+	}
+	if status.State != "failed" || status.Total != 46 || status.Counts["failed"] != 2 || len(status.Grid.Cells) != 46 || len(status.Partitions) != 46 ||
+		status.Partitions[0].Key != "2026-02-15" || status.Grid.Cells[8].State != "failed" {
+		t.Errorf("status: %+v", status)
+	}
+	var history struct {
+		Attempts []struct {
+			Number int    `json:"number"`
+			State  string `json:"state"`
+			Error  string `json:"error"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(e.must(0, "history", id, "2026-01-09", "--format", "json")), &history); err != nil {
+		t.Fatal(err)
+	}
+	if len(history.Attempts) != 1 || history.Attempts[0].State != "failed" || !strings.Contains(history.Attempts[0].Error, "the source of 2026-01-09 is down") {
+		t.Errorf("history: %+v", history)
+	}
+	var plan struct {
+		Counts struct {
+			Run           int `json:"run"`
+			SkipSucceeded int `json:"skip_succeeded"`
+		} `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(e.must(0, "plan", "events", "--format", "json", "--from", "2026-01-01T00:00:00Z", "--to", "2026-02-16T00:00:00Z")), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Counts.Run != 23 || plan.Counts.SkipSucceeded != 23 {
+		t.Errorf("plan counts: %+v", plan.Counts)
+	}
+}
+
+func TestCancelResume(t *testing.T) {
+	e := newEnv(t)
+	id := failedMonth(t, e)
+	if out := e.must(0, "cancel", id, "--stop-running"); !strings.Contains(out, "Canceled backfill "+id) {
+		t.Errorf("cancel:\n%s", out)
+	}
+	bs := e.backfills()
+	if bs[0]["canceled"] != true || bs[0]["stop_running"] != true {
+		t.Errorf("after cancel --stop-running: %v", bs[0])
+	}
+	if out := e.must(0, "status", id); !strings.Contains(out, "state       canceled") {
+		t.Errorf("status:\n%s", out)
+	}
+	out := e.must(0, "resume", id)
+	if !strings.Contains(out, "Resuming backfill "+id+" of DAG events") || !strings.Contains(out, "23 succeeded here") {
+		t.Errorf("resume:\n%s", out)
+	}
+	if out := e.must(0, "status", id, "--watch"); !strings.Contains(out, "46/46 succeeded") {
+		t.Errorf("status --watch after resume:\n%s", out)
+	}
+}

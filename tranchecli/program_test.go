@@ -1,0 +1,533 @@
+package tranchecli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+	"github.com/tranche-dev/tranche/tranchecli"
+)
+
+// faults is the set of partition keys the test DAG fails.
+type faults struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (f *faults) set(keys ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = map[string]bool{}
+	for _, k := range keys {
+		f.keys[k] = true
+	}
+}
+
+func (f *faults) fails(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.keys[key]
+}
+
+// eventsDAG is a daily DAG of one asset, which fails the partitions f
+// names. Its partitioning names no zone: a window takes its bounds'.
+func eventsDAG(t testing.TB, f *faults) *tranche.DAG {
+	t.Helper()
+	dag, err := tranche.NewDAG(tranche.Asset{
+		Name:         "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Day},
+		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			p, err := m.Partition()
+			if err != nil {
+				return nil, err
+			}
+			if f.fails(p.Key()) {
+				return nil, fmt.Errorf("the source refused %s", p.Key())
+			}
+			return []tranche.Row{{"day": p.Key()}}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dag
+}
+
+// cronDAG is a DAG on a daily schedule firing at 02:00 UTC.
+func cronDAG(t testing.TB) *tranche.DAG {
+	t.Helper()
+	g, err := tranche.ParseCron("CRON_TZ=UTC 0 2 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag, err := tranche.NewDAG(tranche.Asset{
+		Name:         "nightly",
+		Partitioning: tranche.Partitioning{Granularity: g},
+		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			return nil, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dag
+}
+
+// harness is a Program over an in-memory ledger with its output kept.
+type harness struct {
+	t      testing.TB
+	l      *memledger.Ledger
+	faults *faults
+	p      *tranchecli.Program
+	out    bytes.Buffer
+	err    bytes.Buffer
+}
+
+func newHarness(t testing.TB) *harness {
+	h := &harness{t: t, l: memledger.New(nil), faults: &faults{}}
+	h.p = &tranchecli.Program{
+		Name:   "tr",
+		Ledger: h.l,
+		DAGs:   map[string]*tranche.DAG{"events": eventsDAG(t, h.faults), "nightly": cronDAG(t)},
+		Worker: "w1",
+		Stdin:  strings.NewReader(""),
+		Stdout: &h.out,
+		Stderr: &h.err,
+	}
+	return h
+}
+
+// run runs the program and returns its exit code, stdout and stderr.
+func (h *harness) run(args ...string) (int, string, string) {
+	h.t.Helper()
+	h.out.Reset()
+	h.err.Reset()
+	code := h.p.Main(context.Background(), args)
+	return code, h.out.String(), h.err.String()
+}
+
+// must runs the program and fails the test unless it exits with want.
+func (h *harness) must(want int, args ...string) string {
+	h.t.Helper()
+	code, out, errs := h.run(args...)
+	if code != want {
+		h.t.Fatalf("tr %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, want, out, errs)
+	}
+	return out
+}
+
+// only returns the id of the one backfill of the ledger.
+func (h *harness) only() string {
+	h.t.Helper()
+	bs, err := h.l.Backfills(context.Background())
+	if err != nil || len(bs) != 1 {
+		h.t.Fatalf("backfills: %v, %v; want one", bs, err)
+	}
+	return bs[0].ID
+}
+
+func (h *harness) backfills() int {
+	h.t.Helper()
+	bs, err := h.l.Backfills(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return len(bs)
+}
+
+var week = []string{"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}
+
+func TestRunStatusHistory(t *testing.T) {
+	h := newHarness(t)
+	h.faults.set("2026-01-03", "2026-01-05")
+	out := h.must(1, append([]string{"run", "events", "--yes", "--on-failure", "continue"}, week...)...)
+	for _, want := range []string{"window      day 2026-01-01..2026-01-07 UTC (7 partitions)", "2026-01-07  run", "5 succeeded", "failed: 2026-01-05"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run's output lacks %q:\n%s", want, out)
+		}
+	}
+	id := h.only()
+
+	out = h.must(0, "status", id, "--color", "never")
+	for _, want := range []string{
+		"backfill " + id,
+		"  state       failed\n",
+		"  counts      5 succeeded, 0 running, 2 failed, 0 canceled, 0 pending\n",
+		"cells: one per partition; rows: month\n2026-01  # # X # X # #\n",
+		"# succeeded 5   X failed 2   > running 0   - canceled 0   . pending 0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("status without a terminal wrote escape codes:\n%q", out)
+	}
+
+	out = h.must(0, "status", "--partitions", id, "--color", "never")
+	keys := regexp.MustCompile(`(?m)^  (2026-01-0\d)  (\w+)`).FindAllStringSubmatch(out, -1)
+	var got []string
+	for _, k := range keys {
+		got = append(got, k[1]+" "+k[2])
+	}
+	want := "2026-01-07 succeeded,2026-01-06 succeeded,2026-01-05 failed,2026-01-04 succeeded,2026-01-03 failed,2026-01-02 succeeded,2026-01-01 succeeded"
+	if strings.Join(got, ",") != want {
+		t.Errorf("status --partitions lists %v; want %s\n%s", got, want, out)
+	}
+
+	// The failed days run again, and now succeed.
+	h.faults.set()
+	out = h.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	if !strings.Contains(out, "run 2 (2 runs), skip: succeeded 5") {
+		t.Errorf("the second run's plan:\n%s", out)
+	}
+	out = h.must(0, "history", id, "2026-01-05")
+	if !regexp.MustCompile(`(?s)  1 +failed +w1 .*the source refused 2026-01-05.*\n  2 +succeeded +w1 `).MatchString(out) {
+		t.Errorf("history of 2026-01-05:\n%s", out)
+	}
+	out = h.must(0, "history", id, "2026-01-06")
+	if strings.Count(out, "succeeded") != 1 {
+		t.Errorf("history of 2026-01-06 holds one success:\n%s", out)
+	}
+	if out := h.must(0, "ls"); !strings.Contains(out, id) || !strings.Contains(out, "day 2026-01-01..2026-01-07 UTC") {
+		t.Errorf("ls:\n%s", out)
+	}
+}
+
+func TestPlanWritesNothing(t *testing.T) {
+	h := newHarness(t)
+	out := h.must(0, append([]string{"plan", "events"}, week...)...)
+	if !strings.Contains(out, "run 7 (7 runs)") {
+		t.Errorf("plan:\n%s", out)
+	}
+	h.must(0, append([]string{"run", "events", "--dry-run"}, week...)...)
+	if n := h.backfills(); n != 0 {
+		t.Errorf("plan and --dry-run recorded %d backfills", n)
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{}, "usage: tr COMMAND"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"ls", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"status"}, "status takes ID; got 0 arguments"},
+		{[]string{"run", "events", "--yes", "--from", "2026-01-01", "--to", "2026-01-08T00:00:00Z"}, `--from: tranche: bound "2026-01-01"`},
+		{[]string{"run", "events", "--yes", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08"}, `--to: tranche: bound "2026-01-08"`},
+		{[]string{"run", "events", "--yes", "--rerun", "sometimes", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, `invalid value "sometimes" for flag -rerun`},
+		{[]string{"run", "events", "--yes", "--on-failure", "panic", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, `invalid value "panic" for flag -on-failure`},
+		{[]string{"run", "events", "--yes", "--max-concurrency", "0", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "--max-concurrency 0: want 1 or more"},
+		{[]string{"run", "events", "--yes", "--chunk", "0", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "--chunk 0"},
+		{[]string{"run", "events", "--yes", "--from", "2026-01-01T12:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "boundar"},
+		{[]string{"run", "events", "--yes"}, "no window: give --from and --to, or --slot"},
+		{[]string{"plan", "events", "--max-partitions", "5", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "holds 7 partitions, more than the limit of 5"},
+		{[]string{"run", "events", "--yes", "--from", "2026-01-01T00:00:00Z"}, "without --to"},
+		{[]string{"run", "nightly", "--yes", "--slot", "2026-01-05T03:00:00Z"}, "is not a fire time of"},
+		{[]string{"run", "nightly", "--yes", "--slot", "2026-01-05T02:00:00Z", "--from", "2026-01-01"}, "--slot and --from/--to both given"},
+		{[]string{"run", "events", "--yes", "--slot", "2026-01-05T00:00:00Z"}, "SlotAt takes a cron schedule"},
+		{[]string{"run", "nosuch", "--yes"}, `unknown DAG "nosuch"; this program has events, nightly`},
+		{append([]string{"run", "events"}, week...), "standard input is not a terminal"},
+		{[]string{"status", "x", "--interval", "0s"}, "--interval 0s"},
+		{[]string{"status", "x", "--color", "sometimes"}, `invalid value "sometimes" for flag -color`},
+		{[]string{"ls", "--format", "yaml"}, `unknown format "yaml"; want text or json`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			h := newHarness(t)
+			code, _, errs := h.run(tc.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2\n%s", code, errs)
+			}
+			if !strings.Contains(errs, tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, errs)
+			}
+			if !strings.Contains(errs, "usage: tr") {
+				t.Errorf("stderr shows no usage:\n%s", errs)
+			}
+			if n := h.backfills(); n != 0 {
+				t.Errorf("bad usage recorded %d backfills", n)
+			}
+		})
+	}
+}
+
+func TestUnknownBackfill(t *testing.T) {
+	h := newHarness(t)
+	for _, args := range [][]string{{"status", "nosuch"}, {"status", "nosuch", "--watch"}, {"history", "nosuch", "2026-01-01"}, {"cancel", "nosuch"}, {"resume", "nosuch"}} {
+		code, _, errs := h.run(args...)
+		if code != 1 || !strings.Contains(errs, "nosuch") || !strings.Contains(errs, "unknown backfill") {
+			t.Errorf("tr %s: exit %d, stderr %q; want 1 naming the id", strings.Join(args, " "), code, errs)
+		}
+	}
+}
+
+func TestHistoryKeyOutsideBackfill(t *testing.T) {
+	h := newHarness(t)
+	h.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	id := h.only()
+	for key, want := range map[string]string{"2026-02-01": "not in the window", "Jan 1": `"Jan 1"`} {
+		code, _, errs := h.run("history", id, key)
+		if code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("history %s: exit %d, stderr %q; want 1 with %q", key, code, errs, want)
+		}
+	}
+}
+
+func TestSlots(t *testing.T) {
+	h := newHarness(t)
+	h.must(0, "run", "nightly", "--yes", "--slot", "2026-01-05T02:00:00Z", "--slot", "2026-01-09T02:00:00Z")
+	id := h.only()
+	out := h.must(0, "status", id)
+	if !strings.Contains(out, "(2 chosen partitions, 1 per run)") || !strings.Contains(out, "2 succeeded") {
+		t.Errorf("status of chosen slots:\n%s", out)
+	}
+	code, _, errs := h.run("history", id, "2026-01-06T02:00:00Z")
+	if code != 1 || !strings.Contains(errs, "not one of the 2 chosen partitions") {
+		t.Errorf("history of a slot not chosen: exit %d, %s", code, errs)
+	}
+}
+
+func TestCronWindow(t *testing.T) {
+	h := newHarness(t)
+	out := h.must(0, "plan", "nightly", "--from", "2026-01-01", "--to", "2026-01-03")
+	if !strings.Contains(out, "(3 partitions)") {
+		t.Errorf("plan of three days of a nightly schedule:\n%s", out)
+	}
+}
+
+func TestCancelResume(t *testing.T) {
+	h := newHarness(t)
+	h.faults.set("2026-01-07") // newest first: the first partition fails and the backfill stops
+	h.must(1, append([]string{"run", "events", "--yes"}, week...)...)
+	id := h.only()
+	h.must(0, "cancel", id, "--stop-running")
+	r, err := h.l.Backfill(context.Background(), id)
+	if err != nil || !r.Canceled || !r.StopRunning {
+		t.Fatalf("after cancel --stop-running: %+v, %v", r, err)
+	}
+	if out := h.must(0, "status", id); !strings.Contains(out, "state       canceled") {
+		t.Errorf("status of a canceled backfill:\n%s", out)
+	}
+	h.faults.set()
+	out := h.must(0, "resume", id)
+	if !strings.Contains(out, "Resuming backfill "+id+" of DAG events") || !strings.Contains(out, "7 succeeded") {
+		t.Errorf("resume:\n%s", out)
+	}
+	if out := h.must(0, "status", id); !strings.Contains(out, "state       succeeded") {
+		t.Errorf("status after resume:\n%s", out)
+	}
+
+	// A program that does not have the DAG resumes the backfill for
+	// the workers that do.
+	h.must(0, "cancel", id)
+	h.p.DAGs = nil
+	out = h.must(0, "resume", id)
+	if !strings.Contains(out, "is not registered in tr: the workers running it take it up") {
+		t.Errorf("resume without the DAG:\n%s", out)
+	}
+	if r, _ := h.l.Backfill(context.Background(), id); r.Canceled {
+		t.Errorf("resume without the DAG left the backfill canceled")
+	}
+}
+
+func TestWatch(t *testing.T) {
+	t.Run("succeeded", func(t *testing.T) {
+		h := newHarness(t)
+		h.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+		out := h.must(0, "status", h.only(), "--watch", "--interval", "10ms")
+		if !strings.Contains(out, "succeeded  7/7 succeeded") || !strings.Contains(out, "succeeded.") {
+			t.Errorf("watch of a finished backfill:\n%s", out)
+		}
+	})
+	t.Run("failed", func(t *testing.T) {
+		h := newHarness(t)
+		h.faults.set("2026-01-07")
+		h.must(1, append([]string{"run", "events", "--yes"}, week...)...)
+		out := h.must(1, "status", h.only(), "--watch", "--interval", "10ms")
+		if !strings.Contains(out, "ended failed, not succeeded") {
+			t.Errorf("watch of a failed backfill:\n%s", out)
+		}
+	})
+	t.Run("canceled", func(t *testing.T) {
+		h := newHarness(t)
+		h.faults.set("2026-01-07")
+		h.must(1, append([]string{"run", "events", "--yes"}, week...)...)
+		h.must(0, "cancel", h.only())
+		h.must(1, "status", h.only(), "--watch", "--interval", "10ms")
+	})
+	t.Run("running", func(t *testing.T) {
+		// A backfill that runs while it is watched: the watch prints
+		// its progress and ends 0 when it succeeds.
+		h := newHarness(t)
+		release := make(chan struct{})
+		started := make(chan struct{}, 7)
+		dag, err := tranche.NewDAG(tranche.Asset{
+			Name:         "slow",
+			Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
+			Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				started <- struct{}{}
+				<-release
+				return nil, nil
+			}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.p.DAGs = map[string]*tranche.DAG{"slow": dag}
+		done := make(chan int)
+		go func() {
+			var out, errs bytes.Buffer
+			p := *h.p
+			p.Stdout, p.Stderr = &out, &errs
+			done <- p.Main(context.Background(), append([]string{"run", "slow", "--yes"}, week...))
+		}()
+		select {
+		case <-started:
+		case code := <-done:
+			t.Fatalf("run ended before its first partition: exit %d", code)
+		}
+		id := h.only()
+		watchOut := &syncBuffer{}
+		watched := make(chan int)
+		go func() {
+			p := *h.p
+			p.Stdout, p.Stderr = watchOut, watchOut
+			watched <- p.Main(context.Background(), []string{"status", id, "--watch", "--interval", "5ms", "--format", "json"})
+		}()
+		for watchOut.String() == "" {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+		if code := <-done; code != 0 {
+			t.Fatalf("run: exit %d", code)
+		}
+		if code := <-watched; code != 0 {
+			t.Fatalf("watch: exit %d\n%s", code, watchOut.String())
+		}
+		lines := strings.Split(strings.TrimSpace(watchOut.String()), "\n")
+		if len(lines) < 2 || !strings.Contains(lines[0], `"state":"running"`) || !strings.Contains(lines[len(lines)-1], `"done":true`) {
+			t.Errorf("watch lines:\n%s", watchOut.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer that one goroutine writes while another
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestConfirmNeedsTerminal: a reader that is not a terminal is refused
+// even when it would answer y.
+func TestConfirmNeedsTerminal(t *testing.T) {
+	h := newHarness(t)
+	h.p.Stdin = strings.NewReader("y\n")
+	code, _, errs := h.run(append([]string{"run", "events"}, week...)...)
+	if code != 2 || !strings.Contains(errs, "--yes") || h.backfills() != 0 {
+		t.Errorf("exit %d, %d backfills, stderr %s", code, h.backfills(), errs)
+	}
+	// The null device is a character device, but no one answers there.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	h.p.Stdin = null
+	code, _, errs = h.run(append([]string{"run", "events"}, week...)...)
+	if code != 2 || !strings.Contains(errs, "--yes") || h.backfills() != 0 {
+		t.Errorf("stdin %s: exit %d, %d backfills, stderr %s", os.DevNull, code, h.backfills(), errs)
+	}
+}
+
+func TestLedgerFromURL(t *testing.T) {
+	l := memledger.New(nil)
+	var opened []string
+	p := &tranchecli.Program{
+		Name: "tr",
+		Open: func(ctx context.Context, url string) (ledger.Ledger, error) {
+			opened = append(opened, url)
+			if url != "mem:" {
+				return nil, fmt.Errorf("unknown ledger URL %q", url)
+			}
+			return l, nil
+		},
+		Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{},
+	}
+	if code := p.Main(context.Background(), []string{"ls", "--ledger", "mem:"}); code != 0 {
+		t.Errorf("ls --ledger mem: exit %d", code)
+	}
+	t.Setenv(tranchecli.LedgerEnv, "mem:")
+	if code := p.Main(context.Background(), []string{"ls"}); code != 0 {
+		t.Errorf("ls with $%s: exit %d", tranchecli.LedgerEnv, code)
+	}
+	errs := &bytes.Buffer{}
+	p.Stderr = errs
+	if code := p.Main(context.Background(), []string{"ls", "--ledger", "bad:"}); code != 1 || !strings.Contains(errs.String(), `"bad:"`) {
+		t.Errorf("ls --ledger bad: exit %d, %s", code, errs)
+	}
+	t.Setenv(tranchecli.LedgerEnv, "")
+	errs.Reset()
+	if code := p.Main(context.Background(), []string{"ls"}); code != 2 || !strings.Contains(errs.String(), "give --ledger URL or set $TRANCHE_LEDGER") {
+		t.Errorf("ls without a ledger: exit %d, %s", code, errs)
+	}
+	if want := "mem:,mem:,bad:"; strings.Join(opened, ",") != want {
+		t.Errorf("opened %v, want %s", opened, want)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	h := newHarness(t)
+	out := h.must(0, "help")
+	for _, c := range []string{"ls", "status", "history", "cancel", "resume", "plan", "run"} {
+		if !strings.Contains(out, "\n  "+c+" ") {
+			t.Errorf("help lacks %s:\n%s", c, out)
+		}
+	}
+	out = h.must(0, "help", "run")
+	for _, f := range []string{"-from", "-to", "-slot", "-chunk", "-rerun", "-max-concurrency", "-on-failure", "-dry-run", "-yes", "DAGs: events, nightly"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("help run lacks %s:\n%s", f, out)
+		}
+	}
+	if code, _, _ := h.run("run", "-h"); code != 0 {
+		t.Errorf("run -h: exit %d", code)
+	}
+}
+
+// TestRunCanceledContext: a run whose context ends is reported failed.
+func TestRunCanceledContext(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code := h.p.Main(ctx, append([]string{"run", "events", "--yes"}, week...))
+	if code != 1 {
+		t.Errorf("exit %d, want 1\n%s", code, h.err.String())
+	}
+	if !strings.Contains(h.err.String(), "context canceled") {
+		t.Errorf("stderr does not say why:\n%s", h.err.String())
+	}
+}
