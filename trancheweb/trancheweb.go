@@ -32,6 +32,7 @@
 //	GET  /                                   the index of DAGs and their backfills
 //	GET  /backfills/{id}                     a backfill's page
 //	GET  /backfills/{id}/status.json         its status, for polling (below)
+//	GET  /backfills/{id}/live                the part of its page that polling redraws: counts, progress, grid
 //	GET  /backfills/{id}/partition?start=T   the history of the partition starting at T (RFC 3339)
 //	GET  /backfills/{id}/span?from=T&to=U    the backfill's partitions in [T, U), each with its latest attempt
 //	POST /backfills/{id}/cancel              token=…, stop_running=on to stop running partitions too
