@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -64,6 +65,9 @@ type handler struct {
 	token [32]byte // the SHA-256 of Options.WriteToken, compared in constant time
 	tmpl  *template.Template
 	mux   *http.ServeMux
+
+	mu     sync.Mutex
+	polled map[string]polled // the status endpoint's last answers, by backfill id
 }
 
 //go:embed assets
@@ -74,7 +78,7 @@ var assets embed.FS
 // negative MaxCells or Refresh, as http.ServeMux panics on a bad pattern:
 // a program's mistake, not its input's.
 func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
-	h := &handler{l: l}
+	h := &handler{l: l, polled: map[string]polled{}}
 	if opts != nil {
 		h.opts = *opts
 	}
@@ -462,18 +466,62 @@ type statusDoc struct {
 }
 
 func (h *handler) statusJSON(w http.ResponseWriter, r *http.Request) {
-	s, err := h.status(r.Context(), r.PathValue("id"))
+	doc, err := h.statusDocOf(r.Context(), r.PathValue("id"))
+	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
 		status := http.StatusInternalServerError
 		if errors.Is(err, ledger.ErrUnknownBackfill) {
 			status = http.StatusNotFound
-		} else if h.opts.Logger != nil {
+		} else if h.opts.Logger != nil && r.Context().Err() == nil {
 			h.opts.Logger.ErrorContext(r.Context(), "trancheweb: request failed", "path", r.URL.Path, "err", err)
 		}
-		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 		return
+	}
+	json.NewEncoder(w).Encode(doc)
+}
+
+// polled is the status endpoint's last answer for a backfill, and what
+// it was read at.
+type polled struct {
+	doc      statusDoc
+	revision int64 // the DAG's revision before the status was read
+	canceled bool
+	at       time.Time
+}
+
+// Bounds of the status endpoint's cache.
+const (
+	maxPolled = 64               // backfills remembered
+	polledAge = 30 * time.Second // how long an unchanged status is served again, its Blocked texts judged at its time
+)
+
+// statusDocOf returns the status of backfill id. A page polls it every
+// few seconds, and the status of a large backfill takes a while to
+// count, so it is counted again only when the DAG's revision moved (an
+// attempt at one of its partitions was claimed or finished), the
+// backfill was canceled or resumed, or the last count is older than
+// polledAge: otherwise a poll costs two small reads.
+func (h *handler) statusDocOf(ctx context.Context, id string) (statusDoc, error) {
+	rec, err := h.l.Backfill(ctx, id)
+	if err != nil {
+		return statusDoc{}, err
+	}
+	rev, err := h.l.Revision(ctx, rec.DAG)
+	if err != nil {
+		return statusDoc{}, err
+	}
+	now := h.opts.Now()
+	h.mu.Lock()
+	p, ok := h.polled[id]
+	h.mu.Unlock()
+	if ok && p.revision == rev && p.canceled == rec.Canceled && now.Sub(p.at) < polledAge && !now.Before(p.at) {
+		return p.doc, nil
+	}
+	s, err := backfill.StatusOf(ctx, h.l, id, now)
+	if err != nil {
+		return statusDoc{}, err
 	}
 	doc := statusDoc{ID: s.Record.ID, DAG: s.Record.DAG, Window: s.Record.Window, Counts: map[string]int{},
 		Done: s.Done(), Canceled: s.Record.Canceled, Blocked: s.Blocked, Signature: signature(s)}
@@ -484,8 +532,16 @@ func (h *handler) statusJSON(w http.ResponseWriter, r *http.Request) {
 		doc.Counts[string(st)] = n
 		doc.Total += n
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(doc)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.polled[id]; !ok && len(h.polled) >= maxPolled {
+		for k := range h.polled { // any one: a page no longer polled
+			delete(h.polled, k)
+			break
+		}
+	}
+	h.polled[id] = polled{doc: doc, revision: rev, canceled: s.Record.Canceled, at: now}
+	return doc, nil
 }
 
 // parseInstant reads an RFC 3339 time from query field name.

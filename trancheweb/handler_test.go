@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -369,4 +371,74 @@ func TestLargeGrid(t *testing.T) {
 		}
 	}
 	t.Logf("the page of 100,000 partitions: %v, %d bytes, %d cells", took, len(body), len(cells))
+}
+
+// countingLedger counts the reads of latest attempts that a status
+// counts with, hiding any faster interface of the ledger beneath.
+type countingLedger struct {
+	ledger.Ledger
+	latest atomic.Int64
+}
+
+func (c *countingLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
+	c.latest.Add(1)
+	return c.Ledger.Latest(ctx, dag, from, to)
+}
+
+// TestStatusPolling checks that polling an unchanged backfill does not
+// count its partitions again, and that a change, a cancel or the age of
+// the last count does.
+func TestStatusPolling(t *testing.T) {
+	ctx := context.Background()
+	mem := memledger.New(nil)
+	f := newFixture(t, mem)
+	l := &countingLedger{Ledger: mem}
+	now := time.Now()
+	h := NewHandler(l, &Options{Now: func() time.Time { return now }})
+	poll := func() statusDoc {
+		t.Helper()
+		status, body, _ := get(t, h, "/backfills/"+f.ID+"/status.json")
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		var doc statusDoc
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	first := poll()
+	counted := l.latest.Load()
+	if counted == 0 {
+		t.Fatal("the first poll read no attempt")
+	}
+	if again := poll(); l.latest.Load() != counted || again.Signature != first.Signature {
+		t.Errorf("an unchanged backfill was counted again (%d reads, then %d)", counted, l.latest.Load())
+	}
+
+	// A partition finishes behind the page: the next poll sees it.
+	p := day(2)
+	lease, err := mem.Claim(ctx, ledger.ClaimRequest{DAG: f.DAG, Backfill: f.ID, Worker: "w", RunID: "r",
+		Partitions: []tranche.TimePartition{p}, Lease: time.Hour, Policy: ledger.RerunFailed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+		t.Fatal(err)
+	}
+	changed := poll()
+	if changed.Counts["succeeded"] != first.Counts["succeeded"]+1 || changed.Signature == first.Signature {
+		t.Errorf("after a success: %v; want one more succeeded than %v", changed.Counts, first.Counts)
+	}
+	counted = l.latest.Load()
+	poll()
+	if l.latest.Load() != counted {
+		t.Error("counted again without a change")
+	}
+	// The Blocked texts judge leases at a time: an old count is redone.
+	now = now.Add(polledAge)
+	poll()
+	if l.latest.Load() == counted {
+		t.Errorf("a count %v old was served again", polledAge)
+	}
 }
