@@ -2,6 +2,7 @@ package release
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,10 +153,10 @@ func main() {
 // usual proxy, serve the others), runs go get on each library module and
 // builds and runs a program that uses the root and the SQLite ledger,
 // and one that writes a partition with the Parquet destination. It
-// also installs the examples with go install PATH@VERSION, which refuses
-// a module with a replace directive, and builds each nested module of the
-// release on its own (GOWORK=off), against the released root rather than
-// the repository's.
+// also installs the examples and the tranche command with go install
+// PATH@VERSION, which refuses a module with a replace directive, runs the
+// command, and builds each nested module of the release on its own
+// (GOWORK=off), against the released root rather than the repository's.
 func TestConsumer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the SQLite driver in a fresh module cache; skipped with -short")
@@ -275,11 +276,26 @@ func TestConsumer(t *testing.T) {
 	}
 
 	// go install PATH@VERSION builds a module as its own main module, and
-	// refuses one whose go.mod has a replace directive.
+	// refuses one whose go.mod has a replace directive: the examples, and
+	// the tranche command, which the README installs so.
 	for _, m := range mods {
-		if strings.HasPrefix(m.Dir, "examples/") {
+		if strings.HasPrefix(m.Dir, "examples/") || strings.HasPrefix(m.Dir, "cmd/") {
 			run(app, "install", m.Path+"@"+version)
 		}
+	}
+	// The installed command runs: its usage names serve, and it refuses
+	// a ledger file that does not exist rather than create one.
+	tranche := filepath.Join(tmp, "bin", "tranche")
+	if out, err := exec.CommandContext(ctx, tranche, "help").CombinedOutput(); err != nil || !bytes.Contains(out, []byte("serve")) {
+		t.Errorf("tranche help printed %q, %v; want its usage, naming serve", out, err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	out, err = exec.CommandContext(ctx, tranche, "ls", "--ledger", "sqlite:"+missing).CombinedOutput()
+	if code := exitCode(err); code != 1 || !bytes.Contains(out, []byte("no such file")) {
+		t.Errorf("tranche ls of a missing ledger exited %d, printing %q; want 1 and \"no such file\"", code, out)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("tranche ls created %s", missing)
 	}
 
 	// Each nested module on its own, as GOWORK=off builds it in the
@@ -289,6 +305,19 @@ func TestConsumer(t *testing.T) {
 	for _, m := range mods[1:] {
 		run(filepath.Join(snapshot, filepath.FromSlash(m.Dir)), "build", "-mod=mod", "./...")
 	}
+}
+
+// exitCode returns the exit code of a command's error: 0 for nil, -1 when
+// it did not exit.
+func exitCode(err error) int {
+	var x *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &x):
+		return x.ExitCode()
+	}
+	return -1
 }
 
 func write(t *testing.T, name, content string) {

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+	"github.com/tranche-dev/tranche/trancheweb"
+)
+
+// BenchmarkPageMillion serves the page of a backfill of 1,000,000 hourly
+// partitions, each with one finished attempt (a tenth failed), from a
+// SQLite ledger, and its status endpoint: the page must come in under
+// 2 s. Filling the ledger takes a minute or two, outside the timing.
+//
+//	go test -run '^$' -bench PageMillion -benchtime 3x ./cmd/tranche
+func BenchmarkPageMillion(b *testing.B) {
+	const n = 1_000_000
+	l, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	dag, w := proctest.Hourly(b, n)
+	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	proctest.Fill(b, l, id, w, "host-12345")
+	// proctest.Fill records its attempts under this backfill id.
+	if _, err := l.PutBackfill(b.Context(), ledger.BackfillRecord{ID: "0123456789ab", DAG: id, Window: w.String(), Chunk: 1, Created: time.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	h := trancheweb.NewHandler(l, nil)
+	var page, status time.Duration
+	for b.Loop() {
+		for _, path := range []string{"/backfills/0123456789ab", "/backfills/0123456789ab/status.json"} {
+			start := time.Now()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			took := time.Since(start)
+			if rec.Code != 200 {
+				b.Fatalf("%s: status %d: %s", path, rec.Code, rec.Body)
+			}
+			if strings.HasSuffix(path, ".json") {
+				status += took
+				continue
+			}
+			page += took
+			if c := strings.Count(rec.Body.String(), `<a class="cell `); c == 0 || c > trancheweb.DefaultMaxCells {
+				b.Fatalf("%d cells; want 1 to %d", c, trancheweb.DefaultMaxCells)
+			}
+		}
+	}
+	b.ReportMetric(float64(page.Milliseconds())/float64(b.N), "page-ms")
+	b.ReportMetric(float64(status.Milliseconds())/float64(b.N), "status-ms")
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		b.ReportMetric(float64(ru.Maxrss)/1024, "maxrss-MB")
+	}
+}

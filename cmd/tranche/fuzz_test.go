@@ -1,0 +1,33 @@
+package main
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// FuzzLedgerURL checks that no refusal of a PostgreSQL ledger URL, nor
+// its redacted form, holds its password, and that any text given as a
+// ledger URL is refused or taken without panicking (without dialing:
+// only the parsing before a connection runs).
+func FuzzLedgerURL(f *testing.F) {
+	f.Add("bob", "hunter2-secret", "db.example:5432", "warehouse", "sslmode=disable")
+	f.Add("a:b", "p@ss:w/rd?#", "127.0.0.1:notaport", "x", "schema=")
+	f.Add("", "longpassword", "[::1]:5432", "", "password=another")
+	f.Fuzz(func(t *testing.T, user, pass, host, db, query string) {
+		u := url.URL{Scheme: "postgres", User: url.UserPassword(user, pass), Host: host, Path: "/" + db, RawQuery: query}
+		raw := u.String()
+		hidden := func(s string) bool {
+			return len(pass) < 6 || strings.Contains("postgres://xxxxx@/?&="+user+host+db+query+url.QueryEscape(user)+url.PathEscape(db), pass) ||
+				!strings.Contains(s, pass) && !strings.Contains(s, url.QueryEscape(pass)) && !strings.Contains(s, (&url.URL{User: url.UserPassword("", pass)}).String()[3:])
+		}
+		if r := redact(raw); !hidden(r) {
+			t.Fatalf("redact(%q) = %q holds the password %q", raw, r, pass)
+		}
+		if _, _, err := postgresURL(raw); err != nil && !hidden(err.Error()) {
+			t.Fatalf("postgresURL(%q): %v holds the password %q", raw, err, pass)
+		}
+		// Any text as a sqlite: URL: a refusal or a path, never a panic.
+		sqlitePath("sqlite:"+query, query)
+	})
+}

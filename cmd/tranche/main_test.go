@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+)
+
+// secret is the password in the URLs of the tests, which no message may
+// hold.
+const secret = "hunter2-SECRET"
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestOpenLedgerErrors(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	refused := closedPort(t)
+	tests := []struct {
+		url  string
+		want []string
+		is   error
+	}{
+		{"tranche.db", []string{`"tranche.db" is not a URL`, "did you mean sqlite:tranche.db?"}, ErrLedgerURL},
+		{"/var/lib/tranche.db", []string{"is not a URL"}, ErrLedgerURL},
+		{"host=db password=" + secret, []string{"is not a URL", "password=xxxxx"}, ErrLedgerURL},
+		{"postgress://bob:" + secret + "@db/x", []string{`unknown kind of ledger "postgress"`, "bob:xxxxx@db"}, ErrLedgerURL},
+		{"mysql://bob:" + secret + "@db/x", []string{`unknown kind of ledger "mysql"`}, ErrLedgerURL},
+		{"sqlite:", []string{`"sqlite:" has no path`}, ErrLedgerURL},
+		{"sqlite://", []string{`has no path`}, ErrLedgerURL},
+		{"sqlite://db.example/x.db", []string{`names host "db.example"`}, ErrLedgerURL},
+		{"sqlite:x.db?mode=ro", []string{"takes no query"}, ErrLedgerURL},
+		{"sqlite:///x.db?mode=ro", []string{"takes no query"}, ErrLedgerURL},
+		{"sqlite:" + missing, []string{"no such file " + missing, "opens existing ledgers only"}, os.ErrNotExist},
+		{"sqlite://" + missing, []string{"no such file " + missing}, os.ErrNotExist},
+		{"sqlite:" + dir, []string{"is a folder", filepath.Join(dir, "tranche.db")}, nil},
+		{"postgres://bob:" + secret + "@" + refused + "/x", []string{"cannot be reached", "bob:xxxxx@" + refused}, nil},
+		{"postgresql://bob@" + refused + "/x?password=" + secret, []string{"cannot be reached", "password=xxxxx"}, nil},
+		{"postgres://bob:" + secret + "@db:notaport/x", []string{"not a valid URL", "bob:xxxxx@db"}, ErrLedgerURL},
+		{"postgres://bob:" + secret + "@" + refused + "/x?schema=", []string{"an empty schema"}, ErrLedgerURL},
+		{"postgres://bob:" + secret + "@" + refused + "/x?sslmode=bogus", []string{"sslmode"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			l, err := openLedger(ctx, tt.url)
+			if err == nil {
+				l.(io.Closer).Close()
+				t.Fatal("opened; want an error")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, secret) {
+				t.Errorf("the error holds the password: %s", msg)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(msg, s) {
+					t.Errorf("the error lacks %q: %s", s, msg)
+				}
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("the error does not match %v: %s", tt.is, msg)
+			}
+		})
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("opening sqlite:%s created it: %v", missing, err)
+	}
+}
+
+// newLedgerFile makes a SQLite ledger in a new folder holding the
+// fixture's backfill, and returns its path and the fixture.
+func newLedgerFile(t *testing.T) (string, fixture) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return path, newFixture(t, l)
+}
+
+func TestOpenLedgerForms(t *testing.T) {
+	path, f := newLedgerFile(t)
+	t.Chdir(filepath.Dir(path))
+	for _, u := range []string{"sqlite:" + path, "sqlite://" + path, "sqlite://localhost" + path, "sqlite:ledger.db", "sqlite:./ledger.db", "SQLITE:ledger.db"} {
+		l, err := openLedger(t.Context(), u)
+		if err != nil {
+			t.Errorf("%s: %v", u, err)
+			continue
+		}
+		if _, err := l.Backfill(t.Context(), f.ID); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+		l.(io.Closer).Close()
+	}
+}
+
+// TestOpenPostgres opens the ledger of the test server by URL, with the
+// schema parameter, and checks that a wrong password is not echoed.
+func TestOpenPostgres(t *testing.T) {
+	raw := os.Getenv("TRANCHE_POSTGRES_URL")
+	if raw == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TRANCHE_POSTGRES_URL is not set under CI (see ledger/postgres/testserver.sh)")
+		}
+		t.Skip("TRANCHE_POSTGRES_URL is not set: start a server with ledger/postgres/testserver.sh")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("schema", "cmd_tranche_test")
+	u.RawQuery = q.Encode()
+	l, err := openLedger(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Backfills(t.Context()); err != nil {
+		t.Error(err)
+	}
+	l.(io.Closer).Close()
+
+	user := "tranche_wrong_" + fmt.Sprint(time.Now().UnixNano()%1e6)
+	u.User = url.UserPassword(user, secret)
+	_, err = openLedger(t.Context(), u.String())
+	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), user+":xxxxx@") {
+		t.Errorf("a refused role: %v; want an error naming the URL with its password masked", err)
+	}
+}
+
+// syncBuffer is a buffer written by one goroutine and read by another.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeRefuses(t *testing.T) {
+	path, _ := newLedgerFile(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ledgerFlag := "--ledger=sqlite:" + path
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"writes without a token", []string{ledgerFlag, "--allow-writes"}, nil, 2, "--allow-writes needs a token"},
+		{"a short token", []string{ledgerFlag, "--allow-writes"}, map[string]string{TokenEnv: "short"}, 2, "the write token has 5 characters; want 16 or more"},
+		{"an empty token file", []string{ledgerFlag, "--allow-writes", "--token-file", tokenFile}, nil, 2, "is empty"},
+		{"a missing token file", []string{ledgerFlag, "--token-file", filepath.Join(t.TempDir(), "nope")}, nil, 2, "no such file"},
+		{"an argument", []string{ledgerFlag, "extra"}, nil, 2, `takes no arguments; got ["extra"]`},
+		{"an unknown flag", []string{"--bogus"}, nil, 2, "flag provided but not defined: -bogus"},
+		{"a bad name", []string{"--name", "nameless"}, nil, 2, "want IDENTITY=NAME"},
+		{"no ledger", nil, nil, 2, "no ledger: give --ledger URL or set $TRANCHE_LEDGER"},
+		{"zero cells", []string{ledgerFlag, "--max-cells", "0"}, nil, 2, "--max-cells 0"},
+		{"a missing ledger", []string{"--ledger", "sqlite:" + path + ".missing"}, nil, 1, "no such file"},
+		{"a bad address", []string{ledgerFlag, "--addr", "127.0.0.1:notaport"}, nil, 1, "notaport"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("TRANCHE_LEDGER", "")
+			t.Setenv(TokenEnv, "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), append([]string{"serve"}, tt.args...), nil, &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr.String(), tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// startServe runs tranche serve with args until the test ends, and
+// returns the address it serves.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), nil, io.Discard, pw)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		cancel()
+		t.Fatalf("serve exited %d before it served", <-code)
+	}
+	first := lines.Text()
+	go io.Copy(io.Discard, pr) // the request log, if any
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case c := <-code:
+			if c != 0 {
+				t.Errorf("serve exited %d after its context ended; want 0", c)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("serve did not stop within 10s of its context's end")
+		}
+	})
+	addr, _, ok := strings.Cut(strings.TrimPrefix(first, "tranche serve: http://"), "/ ")
+	if !ok || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("serve's first line %q names no loopback address", first)
+	}
+	return "http://" + addr
+}
+
+func TestServe(t *testing.T) {
+	path, f := newLedgerFile(t)
+	const token = "the-operators-token-0123456789"
+	t.Setenv(TokenEnv, token)
+	base := startServe(t, "--ledger", "sqlite:"+path, "--allow-writes", "--name", f.DAG+"=events")
+	res, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), "<h2>events</h2>") || !strings.Contains(string(body), f.ID) {
+		t.Fatalf("index: %d\n%s", res.StatusCode, body)
+	}
+	for _, tt := range []struct {
+		form   url.Values
+		status int
+	}{
+		{url.Values{"token": {"wrong"}}, 403},
+		{url.Values{"token": {token}, "stop_running": {"on"}}, 200}, // followed to the page
+	} {
+		res, err := http.PostForm(base+"/backfills/"+f.ID+"/cancel", tt.form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tt.status {
+			t.Errorf("cancel with %v: %d; want %d", tt.form, res.StatusCode, tt.status)
+		}
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rec, err := l.Backfill(t.Context(), f.ID)
+	if err != nil || !rec.Canceled || !rec.StopRunning {
+		t.Errorf("after the page's cancel: %+v, %v; want canceled, stopping running partitions", rec, err)
+	}
+}
+
+// TestCommands runs the subcommands tranchecli gives the command over a
+// ledger named by $TRANCHE_LEDGER.
+func TestCommands(t *testing.T) {
+	path, f := newLedgerFile(t)
+	t.Setenv("TRANCHE_LEDGER", "sqlite:"+path)
+	tests := []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{[]string{"ls"}, 0, f.ID, ""},
+		{[]string{"ls", "--format", "json"}, 0, `"` + f.ID + `"`, ""},
+		{[]string{"status", f.ID}, 0, "2026-01  . . . - X . . . > X # # # #", ""},
+		{[]string{"history", f.ID, "2026-01-10"}, 0, "second try", ""},
+		{[]string{"status", "nope"}, 1, "", "nope"},
+		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
+		{[]string{"help"}, 0, "serve", ""},
+		{nil, 2, "", "serve"},
+		{[]string{"help", "serve"}, 0, "-allow-writes", ""},
+		{[]string{"ls", "--ledger", "sqlite:" + path + ".missing"}, 1, "", "no such file"},
+		{[]string{"cancel", f.ID}, 0, "", ""},
+		{[]string{"resume", f.ID}, 0, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), tt.args, strings.NewReader(""), &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stdout.String(), tt.out) || !strings.Contains(stderr.String(), tt.err) {
+				t.Errorf("exit %d; want %d\nstdout:\n%s\nstderr:\n%s\nwant %q in stdout, %q in stderr", code, tt.code, stdout.String(), stderr.String(), tt.out, tt.err)
+			}
+		})
+	}
+	if _, err := os.Stat(path + ".missing"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ls created the missing ledger: %v", err)
+	}
+}
