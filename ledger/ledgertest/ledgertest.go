@@ -285,6 +285,7 @@ var ledgerTests = []struct {
 	{"BadFinish", testBadFinish},
 	{"CanceledContext", testCanceledContext},
 	{"HistoryIsACopy", testHistoryIsACopy},
+	{"LatestReader", testLatestReader},
 }
 
 const (
