@@ -185,4 +185,3 @@ func (r rapidTB) SkipNow()                         { r.Fatal("skipped") }
 func (r rapidTB) Error(args ...any)                { r.Errorf("%s", fmt.Sprint(args...)) }
 func (r rapidTB) FailNow()                         { r.Fatal("failed") }
 func (r rapidTB) Fail()                            { r.Errorf("failed") }
-
