@@ -220,6 +220,123 @@ func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, revision int64, now 
 	return jobs
 }
 
+// add counts a job of the plan.
+func (c *PlanCounts) add(u *job) {
+	c.addN(u.action, len(u.partitions))
+	if u.action == ActionRun {
+		c.Runs++
+	}
+}
+
+// addN counts n partitions of action.
+func (c *PlanCounts) addN(action Action, n int) {
+	switch action {
+	case ActionRun:
+		c.Run += n
+	case ActionSkipSucceeded:
+		c.SkipSucceeded += n
+	case ActionSkipRunning:
+		c.SkipRunning += n
+	case ActionSkipRecorded:
+		c.SkipRecorded += n
+	}
+}
+
+// countPlan counts p's partitions by action from lr's counts of their
+// latest attempts, grouped by what the claim rule reads, judging one
+// sample of each group by the rule itself (partitionAction, through
+// ledger.ClaimRequest.Judge). Runs of one partition are its partitions
+// to run; a chunk is one run when its partitions agree on their action,
+// which the counts of its own range say, and only a chunk whose
+// partitions differ is read partition by partition and split as scan
+// splits it. Memory stays flat: chunks are counted a few thousand at a
+// time.
+func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestReader, p *Plan) error {
+	now := b.now()
+	req := ledger.CountRequest{DAG: cfg.dag, Now: now, Revision: p.Revision}
+	if cfg.chunk == 1 {
+		req.Ranges = cfg.ranges()
+		counts, err := lr.CountLatest(ctx, req)
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		attempted := 0
+		for _, c := range counts {
+			p.Counts.addN(partitionAction(c.Sample(req), cfg.rerun, p.Revision, now), c.N)
+			attempted += c.N
+		}
+		p.Counts.addN(partitionAction(nil, cfg.rerun, p.Revision, now), cfg.total-attempted)
+		p.Counts.Runs = p.Counts.Run
+		return nil
+	}
+	// The chunks scan makes, in its order, counted a group at a time.
+	const group = 4096
+	chunks := make([]tranche.TimePartitionWindow, 0, group)
+	flush := func() error {
+		req.Ranges = req.Ranges[:0]
+		for _, cw := range chunks {
+			req.Ranges = append(req.Ranges, ledger.Range{From: cw.Start(), To: cw.End()})
+		}
+		counts, err := lr.CountLatest(ctx, req)
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		const mixed Action = "" // a chunk whose partitions' actions differ
+		actions := make([]Action, len(chunks))
+		attempted := make([]int, len(chunks))
+		for _, c := range counts {
+			a := partitionAction(c.Sample(req), cfg.rerun, p.Revision, now)
+			if attempted[c.Range] > 0 && actions[c.Range] != a {
+				a = mixed
+			}
+			actions[c.Range] = a
+			attempted[c.Range] += c.N
+		}
+		pending := partitionAction(nil, cfg.rerun, p.Revision, now)
+		for i, cw := range chunks {
+			a := actions[i]
+			switch n := cw.Len(); {
+			case attempted[i] == 0:
+				a = pending
+			case attempted[i] < n && a != pending:
+				a = mixed
+			}
+			if a != mixed {
+				p.Counts.addN(a, cw.Len())
+				if a == ActionRun {
+					p.Counts.Runs++
+				}
+				continue
+			}
+			parts := slices.Collect(cw.OldestFirst())
+			latest := make([]*ledger.Attempt, len(parts))
+			if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
+				return err
+			}
+			for _, u := range appendJob(nil, job{window: cw, partitions: parts, latest: latest}, cfg.rerun, p.Revision, now) {
+				p.Counts.add(&u)
+			}
+		}
+		chunks = chunks[:0]
+		return nil
+	}
+	batch := cfg.chunk * max(1, planBatch/cfg.chunk)
+	for bw := range cfg.batches(batch, NewestFirst) {
+		for cw := range bw.Chunks(cfg.chunk) {
+			chunks = append(chunks, cw)
+			if len(chunks) == group {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(chunks) > 0 {
+		return flush()
+	}
+	return nil
+}
+
 // Plan computes what [Backfill.Run] would do now, without running or
 // writing anything: a dry run.
 func (b *Backfill) Plan(ctx context.Context) (*Plan, error) {
@@ -241,21 +358,18 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		Revision: revision, Created: b.now(), backfill: b,
 	}
 	p.Counts.Total = cfg.total
-	for u, err := range b.scan(ctx, cfg, revision, NewestFirst) {
-		if err != nil {
+	if lr, ok := b.Ledger.(ledger.LatestReader); ok && !cfg.window.Granularity().IsSchedule() {
+		// As Status.latestReader: a schedule's partitions match
+		// attempts by their fire, which counts cannot.
+		if err := b.countPlan(ctx, cfg, lr, p); err != nil {
 			return nil, err
 		}
-		n := len(u.partitions)
-		switch u.action {
-		case ActionRun:
-			p.Counts.Run += n
-			p.Counts.Runs++
-		case ActionSkipSucceeded:
-			p.Counts.SkipSucceeded += n
-		case ActionSkipRunning:
-			p.Counts.SkipRunning += n
-		case ActionSkipRecorded:
-			p.Counts.SkipRecorded += n
+	} else {
+		for u, err := range b.scan(ctx, cfg, revision, NewestFirst) {
+			if err != nil {
+				return nil, err
+			}
+			p.Counts.add(u)
 		}
 	}
 	var durations []ledger.Attempt
