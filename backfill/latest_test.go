@@ -43,7 +43,9 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 	}
 	id := tranche.DAGIdentity(dag, tranche.Hour, ny)
 	first := time.Date(2026, 10, 30, 20, 0, 0, 0, ny)
-	hour := func(i int) tranche.TimePartition { return tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour)) }
+	hour := func(i int) tranche.TimePartition {
+		return tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour))
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)

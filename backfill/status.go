@@ -307,7 +307,7 @@ type watcher struct {
 	from, to time.Time // the starts of the attempts that may be the backfill's
 	revision int64     // the DAG's revision when the counts were read
 
-	spans  []ledger.Range          // the backfill's partitions in spans, oldest first
+	spans  []ledger.Range         // the backfill's partitions in spans, oldest first
 	counts []map[ledger.State]int // counts[i] counts the latest attempts in spans[i]
 	last   *Status                // the status last returned
 }
