@@ -21,8 +21,8 @@ type LatestReader interface {
 	// CountLatest counts the latest attempts of the partitions of
 	// req.DAG starting in each of req.Ranges, in groups that agree on
 	// what [ClaimRequest.Judge] reads of an attempt: its state, whether
-	// its lease is live at req.Now, and whether its revision is above
-	// req.Revision. It returns each group with a count once, in no
+	// the lease of a running one is live at req.Now, and whether the
+	// revision of a succeeded one is above req.Revision. It returns each group with a count once, in no
 	// particular order. Partitions never attempted are not counted.
 	CountLatest(ctx context.Context, req CountRequest) ([]LatestCount, error)
 
@@ -68,8 +68,8 @@ type CountRequest struct {
 type LatestCount struct {
 	Range int   // the index of the range in CountRequest.Ranges
 	State State // the attempts' state
-	Live  bool  // CountRequest.Now is before their LeaseUntil
-	Above bool  // their revision is above CountRequest.Revision
+	Live  bool  // running, and CountRequest.Now is before their LeaseUntil
+	Above bool  // succeeded, and their revision is above CountRequest.Revision
 	N     int   // how many
 }
 
@@ -93,7 +93,9 @@ func (c LatestCount) Sample(req CountRequest) *Attempt {
 // the derivation from [Ledger.Latest] that a LatestReader must agree
 // with.
 func CountOf(i int, a Attempt, req CountRequest) LatestCount {
-	return LatestCount{Range: i, State: a.State, Live: req.Now.Before(a.LeaseUntil), Above: a.Revision > req.Revision, N: 1}
+	return LatestCount{Range: i, State: a.State, N: 1,
+		Live:  a.State == StateRunning && req.Now.Before(a.LeaseUntil),
+		Above: a.State == StateSucceeded && a.Revision > req.Revision}
 }
 
 // MergeCounts sums the groups of counts that agree on all but N and

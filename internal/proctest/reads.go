@@ -39,32 +39,38 @@ func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.
 	return dag, w, bid
 }
 
-// A Read is one of the reads the benchmarks time: StatusOf, Grid (of
-// 2,000 cells at most) or Plan of the backfill of ReadsBackfill.
+// A Read is one of the reads the benchmarks time: StatusOf, Status.Grid
+// (of 2,000 cells at most) or Plan of the backfill of ReadsBackfill.
 type Read struct {
 	Name string
-	Run  func(ctx context.Context, l ledger.Ledger, dag *tranche.DAG, w tranche.TimePartitionWindow, id string) error
+	Run  func(ctx context.Context, r *Reading) error
+}
+
+// Reading is what a Read reads: the backfill of ReadsBackfill in l, and
+// its status, which Grid draws, read from l before the Read is timed.
+type Reading struct {
+	L      ledger.Ledger
+	DAG    *tranche.DAG
+	Window tranche.TimePartitionWindow
+	ID     string
+	Status *backfill.Status
 }
 
 // Reads are the reads the benchmarks time, each checking its answer for
 // a ledger filled by Fill.
 var Reads = []Read{
-	{"StatusOf", func(ctx context.Context, l ledger.Ledger, _ *tranche.DAG, w tranche.TimePartitionWindow, id string) error {
-		s, err := backfill.StatusOf(ctx, l, id, time.Now())
+	{"StatusOf", func(ctx context.Context, r *Reading) error {
+		s, err := backfill.StatusOf(ctx, r.L, r.ID, time.Now())
 		if err != nil {
 			return err
 		}
-		if s.Counts[ledger.StateFailed] != w.Len()/10 || len(s.Blocked) != 0 {
-			return fmt.Errorf("status %v, blocked %q; want %d failed", s.Counts, s.Blocked, w.Len()/10)
+		if s.Counts[ledger.StateFailed] != r.Window.Len()/10 || len(s.Blocked) != 0 {
+			return fmt.Errorf("status %v, blocked %q; want %d failed", s.Counts, s.Blocked, r.Window.Len()/10)
 		}
 		return nil
 	}},
-	{"Grid", func(ctx context.Context, l ledger.Ledger, _ *tranche.DAG, w tranche.TimePartitionWindow, id string) error {
-		s, err := backfill.StatusOf(ctx, l, id, time.Now())
-		if err != nil {
-			return err
-		}
-		g, err := s.Grid(ctx, 2000)
+	{"Grid", func(ctx context.Context, r *Reading) error {
+		g, err := r.Status.Grid(ctx, 2000)
 		if err != nil {
 			return err
 		}
@@ -72,21 +78,41 @@ var Reads = []Read{
 		for _, c := range g.Cells {
 			total += c.Partitions
 		}
-		if len(g.Cells) > 2000 || total != w.Len() {
-			return fmt.Errorf("grid of %d cells holding %d partitions; want at most 2000 holding %d", len(g.Cells), total, w.Len())
+		if len(g.Cells) > 2000 || total != r.Window.Len() {
+			return fmt.Errorf("grid of %d cells holding %d partitions; want at most 2000 holding %d", len(g.Cells), total, r.Window.Len())
 		}
 		return nil
 	}},
-	{"Plan", func(ctx context.Context, l ledger.Ledger, dag *tranche.DAG, w tranche.TimePartitionWindow, _ string) error {
-		p, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: l, MaxPartitions: w.Len()}).Plan(ctx)
+	{"Plan", func(ctx context.Context, r *Reading) error {
+		p, err := (&backfill.Backfill{DAG: r.DAG, Window: r.Window, Ledger: r.L, MaxPartitions: r.Window.Len()}).Plan(ctx)
 		if err != nil {
 			return err
 		}
-		if p.Counts.Total != w.Len() || p.Counts.Run != w.Len()/10 {
-			return fmt.Errorf("plan counts %+v; want %d to run", p.Counts, w.Len()/10)
+		if p.Counts.Total != r.Window.Len() || p.Counts.Run != r.Window.Len()/10 {
+			return fmt.Errorf("plan counts %+v; want %d to run", p.Counts, r.Window.Len()/10)
 		}
 		return nil
 	}},
+}
+
+// reading returns the Reading of the backfill of ReadsBackfill in l,
+// filling l first if it is new.
+func reading(t testing.TB, l ledger.Ledger, n int) *Reading {
+	t.Helper()
+	dag, w, id := ReadsBackfill(t, l, n)
+	return &Reading{L: l, DAG: dag, Window: w, ID: id}
+}
+
+// through returns r read through l, with its status from l.
+func (r *Reading) through(t testing.TB, l ledger.Ledger) *Reading {
+	t.Helper()
+	s, err := backfill.StatusOf(context.Background(), l, r.ID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := *r
+	v.L, v.Status = l, s
+	return &v
 }
 
 // BenchReads times each of Reads on l, filled by ReadsBackfill with n
@@ -94,16 +120,17 @@ var Reads = []Read{
 // latest attempt ("every-attempt", through EveryAttempt), in
 // sub-benchmarks of one run, and reports the heap allocated per read.
 func BenchReads(b *testing.B, l ledger.Ledger, n int) {
-	dag, w, id := ReadsBackfill(b, l, n)
-	for _, r := range Reads {
+	r := reading(b, l, n)
+	for _, read := range Reads {
 		for _, path := range []struct {
 			name string
 			l    ledger.Ledger
 		}{{"counted", l}, {"every-attempt", EveryAttempt{l}}} {
-			b.Run(r.Name+"/"+path.name, func(b *testing.B) {
+			b.Run(read.Name+"/"+path.name, func(b *testing.B) {
+				r := r.through(b, path.l)
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := r.Run(b.Context(), path.l, dag, w, id); err != nil {
+					if err := read.Run(b.Context(), r); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -118,20 +145,20 @@ func BenchReads(b *testing.B, l ledger.Ledger, n int) {
 // heap in use, sampled: the measured run at a million partitions, under
 // /usr/bin/time -v for the process's peak RSS.
 func MeasureReads(t *testing.T, l ledger.Ledger, n int, path string) {
-	dag, w, id := ReadsBackfill(t, l, n)
 	if path == "every-attempt" {
 		l = EveryAttempt{l}
 	}
-	for _, r := range Reads {
+	r := reading(t, l, n).through(t, l)
+	for _, read := range Reads {
 		peak, stop := sampleHeap()
 		t0 := time.Now()
-		err := r.Run(t.Context(), l, dag, w, id)
+		err := read.Run(t.Context(), r)
 		took := time.Since(t0)
 		stop()
 		if err != nil {
-			t.Fatalf("%s: %v", r.Name, err)
+			t.Fatalf("%s: %v", read.Name, err)
 		}
-		t.Logf("%s of %d partitions, %s: %v, heap in use at most %d MB", r.Name, n, path, took.Round(time.Millisecond), *peak>>20)
+		t.Logf("%s of %d partitions, %s: %v, heap in use at most %d MB", read.Name, n, path, took.Round(time.Millisecond), *peak>>20)
 	}
 }
 
