@@ -21,6 +21,10 @@ var _ ledger.LatestReader = (*Ledger)(nil)
 // takes at most 500 of them (SQLITE_MAX_COMPOUND_SELECT).
 const rangesPerQuery = 200
 
+// bucketsPerQuery bounds the ranges one statement of CountLatest names
+// through the dialect's BucketOf: two arrays of their bounds.
+const bucketsPerQuery = 10000
+
 // The statements of CountLatest and FindLatest are built for their
 // ranges, one SELECT per range joined by UNION ALL, with every value an
 // integer literal formatted here (the DAG's id, instants, revisions),
@@ -79,6 +83,52 @@ func (c rangeCounts) groups(i int) []ledger.LatestCount {
 	}
 }
 
+// countOfBuckets is countOfRange for the ranges between bounds, through
+// the dialect's BucketOf: one scan of [bounds[0], bounds[len-1]) grouped
+// by bucket, its first column the bucket.
+func (d *Dialect) countOfBuckets(dag int64, bounds []int64, nowMS, rev int64) string {
+	counts := func(sign, start string) string {
+		return `SELECT ` + d.BucketOf(start, bounds) + `, ` + sign + `COUNT(*),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running'),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running' AND a.lease_until_ms > ` + itoa(nowMS) + `),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'succeeded'),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'succeeded' AND a.revision > ` + itoa(rev) + `),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'failed')`
+	}
+	lo, hi := itoa(bounds[0]), itoa(bounds[len(bounds)-1])
+	return counts("", "a.start_s") + `
+		FROM tranche_attempts a
+		WHERE a.dag_id = ` + itoa(dag) + ` AND a.start_s >= ` + lo + ` AND a.start_s < ` + hi + `
+		GROUP BY 1
+		UNION ALL ` + counts("-", "p.start_s") + `
+		FROM tranche_partitions p
+		JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt < p.latest
+		WHERE p.dag_id = ` + itoa(dag) + ` AND p.start_s >= ` + lo + ` AND p.start_s < ` + hi + ` AND p.latest > 1
+		GROUP BY 1`
+}
+
+// bucketsOf returns the bounds of ranges, in order and not overlapping,
+// for BucketOf, and of each bucket (from 1) the range it is, or -1 for a
+// gap between ranges.
+func bucketsOf(ranges []ledger.Range) (bounds []int64, rangeOf []int) {
+	rangeOf = []int{-1} // bucket 0: below the first range
+	for i, r := range ranges {
+		lo, hi := ceilUnix(r.From), ceilUnix(r.To)
+		if hi <= lo {
+			continue
+		}
+		if n := len(bounds); n == 0 || bounds[n-1] != lo {
+			if n > 0 {
+				rangeOf = append(rangeOf, -1) // the gap before lo
+			}
+			bounds = append(bounds, lo)
+		}
+		bounds = append(bounds, hi)
+		rangeOf = append(rangeOf, i)
+	}
+	return bounds, rangeOf
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // readDAGID returns the id of DAG dag, or false when the ledger has none.
@@ -100,13 +150,27 @@ func (l *Ledger) CountLatest(ctx context.Context, req ledger.CountRequest) ([]le
 		if err != nil || !ok {
 			return err
 		}
-		for first := 0; first < len(req.Ranges); first += rangesPerQuery {
+		per := rangesPerQuery
+		if l.dialect.BucketOf != nil {
+			per = bucketsPerQuery
+		}
+		for first := 0; first < len(req.Ranges); first += per {
+			ranges := req.Ranges[first:min(first+per, len(req.Ranges))]
 			var q strings.Builder
-			for i, r := range req.Ranges[first:min(first+rangesPerQuery, len(req.Ranges))] {
-				if i > 0 {
-					q.WriteString(" UNION ALL ")
+			var rangeOf []int // by bucket, with BucketOf
+			if l.dialect.BucketOf != nil {
+				var bounds []int64
+				if bounds, rangeOf = bucketsOf(ranges); len(bounds) == 0 {
+					continue
 				}
-				q.WriteString(countOfRange(first+i, dag, ceilUnix(r.From), ceilUnix(r.To), req.Now.UnixMilli(), req.Revision))
+				q.WriteString(l.dialect.countOfBuckets(dag, bounds, req.Now.UnixMilli(), req.Revision))
+			} else {
+				for i, r := range ranges {
+					if i > 0 {
+						q.WriteString(" UNION ALL ")
+					}
+					q.WriteString(countOfRange(i, dag, ceilUnix(r.From), ceilUnix(r.To), req.Now.UnixMilli(), req.Revision))
+				}
 			}
 			rows, err := l.reader.QueryContext(ctx, q.String())
 			if err != nil {
@@ -119,6 +183,13 @@ func (l *Ledger) CountLatest(ctx context.Context, req ledger.CountRequest) ([]le
 					rows.Close()
 					return err
 				}
+				if rangeOf != nil {
+					if i < 0 || i >= len(rangeOf) || rangeOf[i] < 0 {
+						continue // a gap between ranges
+					}
+					i = rangeOf[i]
+				}
+				i += first
 				s := sums[i]
 				sums[i] = rangeCounts{s.all + c.all, s.running + c.running, s.live + c.live, s.succeeded + c.succeeded, s.above + c.above, s.failed + c.failed}
 			}
