@@ -205,8 +205,9 @@ func (s *Status) explain(ctx context.Context, lr ledger.LatestReader, now time.T
 		}
 		slices.Reverse(running) // newest partition first, as Partitions yields them
 	}
-	var lastFailure *ledger.Attempt
-	if s.Counts[ledger.StatePending] > 0 && s.Counts[ledger.StateFailed]+s.Counts[ledger.StateCanceled] > 0 {
+	held := slices.ContainsFunc(running, func(a *ledger.Attempt) bool { return now.Before(a.LeaseUntil) })
+	var lastFailure *ledger.Attempt // block reports it only when nothing is held
+	if !held && s.Counts[ledger.StatePending] > 0 && s.Counts[ledger.StateFailed]+s.Counts[ledger.StateCanceled] > 0 {
 		for a, err := range lr.FindLatest(ctx, ledger.FindRequest{DAG: s.Record.DAG, Ranges: s.sel.ranges(),
 			States: []ledger.State{ledger.StateFailed, ledger.StateCanceled}, Newest: 1}) {
 			if err != nil {

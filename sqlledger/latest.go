@@ -215,32 +215,73 @@ func (l *Ledger) CountLatest(ctx context.Context, req ledger.CountRequest) ([]le
 
 // findInRange reads the latest attempts of the partitions of DAG dag
 // starting in [lo, hi) whose state is one of states (quoted literals),
-// reading the range's attempts in the primary key's order and seeking
-// the partition of those in the states only.
-func findInRange(dag, lo, hi int64, states string) string {
+// seeking each one's partition to keep the latest. Through the partial
+// indexes tranche_attempts_running and tranche_attempts_failed when the
+// states are theirs, as the status of a backfill asks for them: the
+// condition on the state is then written as the index's.
+func findInRange(dag, lo, hi int64, states []string) string {
+	cond := `a.state IN (` + strings.Join(states, ", ") + `)`
+	switch {
+	case slices.Equal(states, []string{"'running'"}):
+		cond = `a.state = 'running'`
+	case slices.Equal(states, []string{"'failed'", "'canceled'"}):
+		cond = `a.state IN ('failed', 'canceled')`
+	}
 	return `SELECT ` + attemptColumns + `
 		FROM tranche_attempts a
 		JOIN tranche_partitions p ON p.dag_id = a.dag_id AND p.start_s = a.start_s AND p.latest = a.attempt
-		WHERE a.dag_id = ` + itoa(dag) + ` AND a.start_s >= ` + itoa(lo) + ` AND a.start_s < ` + itoa(hi) + `
-			AND a.state IN (` + states + `)`
+		WHERE a.dag_id = ` + itoa(dag) + ` AND ` + cond + ` AND a.start_s >= ` + itoa(lo) + ` AND a.start_s < ` + itoa(hi)
 }
 
 // FindLatest implements [ledger.LatestReader]. It reads the answer
 // before it yields, so that the loop body may call the ledger: it is for
 // few attempts (the running ones, the newest failure), not every one.
+// With Newest, each range is read apart, its finished attempts latest
+// first through tranche_attempts_failed (which PostgreSQL reads
+// backwards for a descending order whose NULLs come first: hence the
+// finished and the unfinished apart), so that the newest failure of a
+// million costs a few rows.
 func (l *Ledger) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
 	return func(yield func(ledger.Attempt, error) bool) {
-		var quoted []string
-		for _, s := range req.States {
-			if slices.Contains(attemptStates, s) { // a state never stored matches nothing
-				quoted = append(quoted, "'"+string(s)+"'")
+		var states []string
+		for _, s := range attemptStates { // in a fixed order; a state never stored matches nothing
+			if slices.Contains(req.States, s) {
+				states = append(states, "'"+string(s)+"'")
 			}
 		}
 		var found []ledger.Attempt
+		run := func(q string) error {
+			rows, err := l.reader.QueryContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				a, err := scanAttempt(rows, req.DAG)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				found = append(found, a)
+			}
+			return errors.Join(rows.Err(), rows.Close())
+		}
 		err := l.read(ctx, "reading the latest attempts of DAG "+req.DAG, func() error {
 			dag, ok, err := l.readDAGID(ctx, req.DAG)
-			if err != nil || !ok || len(quoted) == 0 {
+			if err != nil || !ok || len(states) == 0 {
 				return err
+			}
+			if req.Newest > 0 {
+				limit := fmt.Sprintf(" LIMIT %d", req.Newest)
+				for _, r := range req.Ranges {
+					q := findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states)
+					if err := run(q + ` AND a.finished_ms IS NOT NULL ORDER BY a.finished_ms DESC, a.start_s DESC` + limit); err != nil {
+						return err
+					}
+					if err := run(q + ` AND a.finished_ms IS NULL ORDER BY a.start_s DESC` + limit); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
 			for first := 0; first < len(req.Ranges); first += rangesPerQuery {
 				var q strings.Builder
@@ -248,28 +289,10 @@ func (l *Ledger) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Se
 					if i > 0 {
 						q.WriteString(" UNION ALL ")
 					}
-					q.WriteString(findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), strings.Join(quoted, ", ")))
+					q.WriteString(findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states))
 				}
-				if req.Newest > 0 {
-					// Column 10 is finished_ms, 1 start_s: attempts without
-					// a finish last, as FinishedLater orders them.
-					fmt.Fprintf(&q, " ORDER BY 10 DESC NULLS LAST, 1 DESC LIMIT %d", req.Newest)
-				} else {
-					q.WriteString(" ORDER BY 1")
-				}
-				rows, err := l.reader.QueryContext(ctx, q.String())
-				if err != nil {
-					return err
-				}
-				for rows.Next() {
-					a, err := scanAttempt(rows, req.DAG)
-					if err != nil {
-						rows.Close()
-						return err
-					}
-					found = append(found, a)
-				}
-				if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				q.WriteString(" ORDER BY 1")
+				if err := run(q.String()); err != nil {
 					return err
 				}
 			}
