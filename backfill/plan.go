@@ -246,11 +246,11 @@ func (c *PlanCounts) addN(action Action, n int) {
 // latest attempts, grouped by what the claim rule reads, judging one
 // sample of each group by the rule itself (partitionAction, through
 // ledger.ClaimRequest.Judge). Runs of one partition are its partitions
-// to run; a chunk is one run when its partitions agree on their action,
-// which the counts of its own range say, and only a chunk whose
-// partitions differ is read partition by partition and split as scan
-// splits it. Memory stays flat: chunks are counted a few thousand at a
-// time.
+// to run, from one count of the whole backfill. Chunks are counted a
+// batch of the scan at a time: a batch whose partitions agree is that
+// many whole chunks, and only a batch whose partitions differ is read
+// partition by partition, as the scan reads it, and its chunks split as
+// the scan splits them. Memory stays flat.
 func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestReader, p *Plan) error {
 	now := b.now()
 	req := ledger.CountRequest{DAG: cfg.dag, Now: now, Revision: p.Revision}
@@ -269,70 +269,52 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 		p.Counts.Runs = p.Counts.Run
 		return nil
 	}
-	// The chunks scan makes, in its order, counted a group at a time.
-	const group = 4096
-	chunks := make([]tranche.TimePartitionWindow, 0, group)
-	flush := func() error {
-		req.Ranges = req.Ranges[:0]
-		for _, cw := range chunks {
-			req.Ranges = append(req.Ranges, ledger.Range{From: cw.Start(), To: cw.End()})
-		}
+	// Chunks: a batch of the scan whose partitions all call for one
+	// action, as its counts say, is that many uniform chunks, each one
+	// run or none; a batch whose partitions differ is read partition by
+	// partition and split as scan splits it. One count per batch, not
+	// per chunk: a count per chunk of ten partitions would cost a
+	// statement for every ten.
+	pending := partitionAction(nil, cfg.rerun, p.Revision, now)
+	batch := cfg.chunk * max(1, planBatch/cfg.chunk)
+	for bw := range cfg.batches(batch, NewestFirst) {
+		req.Ranges = []ledger.Range{{From: bw.Start(), To: bw.End()}}
 		counts, err := lr.CountLatest(ctx, req)
 		if err != nil {
 			return fmt.Errorf("tranche: reading ledger: %w", err)
 		}
-		const mixed Action = "" // a chunk whose partitions' actions differ
-		actions := make([]Action, len(chunks))
-		attempted := make([]int, len(chunks))
+		action, attempted, uniform := pending, 0, true
 		for _, c := range counts {
 			a := partitionAction(c.Sample(req), cfg.rerun, p.Revision, now)
-			if attempted[c.Range] > 0 && actions[c.Range] != a {
-				a = mixed
+			if attempted > 0 && a != action {
+				uniform = false
 			}
-			actions[c.Range] = a
-			attempted[c.Range] += c.N
+			action = a
+			attempted += c.N
 		}
-		pending := partitionAction(nil, cfg.rerun, p.Revision, now)
-		for i, cw := range chunks {
-			a := actions[i]
-			switch n := cw.Len(); {
-			case attempted[i] == 0:
-				a = pending
-			case attempted[i] < n && a != pending:
-				a = mixed
+		if attempted > 0 && attempted < bw.Len() && action != pending {
+			uniform = false
+		}
+		if uniform {
+			p.Counts.addN(action, bw.Len())
+			if action == ActionRun {
+				p.Counts.Runs += (bw.Len() + cfg.chunk - 1) / cfg.chunk
 			}
-			if a != mixed {
-				p.Counts.addN(a, cw.Len())
-				if a == ActionRun {
-					p.Counts.Runs++
-				}
-				continue
-			}
-			parts := slices.Collect(cw.OldestFirst())
-			latest := make([]*ledger.Attempt, len(parts))
-			if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
-				return err
-			}
-			for _, u := range appendJob(nil, job{window: cw, partitions: parts, latest: latest}, cfg.rerun, p.Revision, now) {
+			continue
+		}
+		parts := slices.Collect(bw.OldestFirst())
+		latest := make([]*ledger.Attempt, len(parts))
+		if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
+			return err
+		}
+		end := len(parts)
+		for cw := range bw.Chunks(cfg.chunk) {
+			start := end - cw.Len()
+			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end], latest: latest[start:end]}, cfg.rerun, p.Revision, now) {
 				p.Counts.add(&u)
 			}
+			end = start
 		}
-		chunks = chunks[:0]
-		return nil
-	}
-	batch := cfg.chunk * max(1, planBatch/cfg.chunk)
-	for bw := range cfg.batches(batch, NewestFirst) {
-		for cw := range bw.Chunks(cfg.chunk) {
-			chunks = append(chunks, cw)
-			if len(chunks) == group {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if len(chunks) > 0 {
-		return flush()
 	}
 	return nil
 }
