@@ -220,6 +220,105 @@ func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, revision int64, now 
 	return jobs
 }
 
+// add counts a job of the plan.
+func (c *PlanCounts) add(u *job) {
+	c.addN(u.action, len(u.partitions))
+	if u.action == ActionRun {
+		c.Runs++
+	}
+}
+
+// addN counts n partitions of action.
+func (c *PlanCounts) addN(action Action, n int) {
+	switch action {
+	case ActionRun:
+		c.Run += n
+	case ActionSkipSucceeded:
+		c.SkipSucceeded += n
+	case ActionSkipRunning:
+		c.SkipRunning += n
+	case ActionSkipRecorded:
+		c.SkipRecorded += n
+	}
+}
+
+// countPlan counts p's partitions by action from lr's counts of their
+// latest attempts, grouped by what the claim rule reads, judging one
+// sample of each group by the rule itself (partitionAction, through
+// ledger.ClaimRequest.Judge). Runs of one partition are its partitions
+// to run, from one count of the whole backfill. Chunks are counted a
+// batch of the scan at a time: a batch whose partitions agree is that
+// many whole chunks, and only a batch whose partitions differ is read
+// partition by partition, as the scan reads it, and its chunks split as
+// the scan splits them. Memory stays flat.
+func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestReader, p *Plan) error {
+	now := b.now()
+	req := ledger.CountRequest{DAG: cfg.dag, Now: now, Revision: p.Revision}
+	if cfg.chunk == 1 {
+		req.Ranges = cfg.ranges()
+		counts, err := lr.CountLatest(ctx, req)
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		attempted := 0
+		for _, c := range counts {
+			p.Counts.addN(partitionAction(c.Sample(req), cfg.rerun, p.Revision, now), c.N)
+			attempted += c.N
+		}
+		p.Counts.addN(partitionAction(nil, cfg.rerun, p.Revision, now), cfg.total-attempted)
+		p.Counts.Runs = p.Counts.Run
+		return nil
+	}
+	// Chunks: a batch of the scan whose partitions all call for one
+	// action, as its counts say, is that many uniform chunks, each one
+	// run or none; a batch whose partitions differ is read partition by
+	// partition and split as scan splits it. One count per batch, not
+	// per chunk: a count per chunk of ten partitions would cost a
+	// statement for every ten.
+	pending := partitionAction(nil, cfg.rerun, p.Revision, now)
+	batch := cfg.chunk * max(1, planBatch/cfg.chunk)
+	for bw := range cfg.batches(batch, NewestFirst) {
+		req.Ranges = []ledger.Range{{From: bw.Start(), To: bw.End()}}
+		counts, err := lr.CountLatest(ctx, req)
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		action, attempted, uniform := pending, 0, true
+		for _, c := range counts {
+			a := partitionAction(c.Sample(req), cfg.rerun, p.Revision, now)
+			if attempted > 0 && a != action {
+				uniform = false
+			}
+			action = a
+			attempted += c.N
+		}
+		if attempted > 0 && attempted < bw.Len() && action != pending {
+			uniform = false
+		}
+		if uniform {
+			p.Counts.addN(action, bw.Len())
+			if action == ActionRun {
+				p.Counts.Runs += (bw.Len() + cfg.chunk - 1) / cfg.chunk
+			}
+			continue
+		}
+		parts := slices.Collect(bw.OldestFirst())
+		latest := make([]*ledger.Attempt, len(parts))
+		if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
+			return err
+		}
+		end := len(parts)
+		for cw := range bw.Chunks(cfg.chunk) {
+			start := end - cw.Len()
+			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end], latest: latest[start:end]}, cfg.rerun, p.Revision, now) {
+				p.Counts.add(&u)
+			}
+			end = start
+		}
+	}
+	return nil
+}
+
 // Plan computes what [Backfill.Run] would do now, without running or
 // writing anything: a dry run.
 func (b *Backfill) Plan(ctx context.Context) (*Plan, error) {
@@ -241,21 +340,18 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		Revision: revision, Created: b.now(), backfill: b,
 	}
 	p.Counts.Total = cfg.total
-	for u, err := range b.scan(ctx, cfg, revision, NewestFirst) {
-		if err != nil {
+	if lr, ok := b.Ledger.(ledger.LatestReader); ok && !cfg.window.Granularity().IsSchedule() {
+		// As Status.latestReader: a schedule's partitions match
+		// attempts by their fire, which counts cannot.
+		if err := b.countPlan(ctx, cfg, lr, p); err != nil {
 			return nil, err
 		}
-		n := len(u.partitions)
-		switch u.action {
-		case ActionRun:
-			p.Counts.Run += n
-			p.Counts.Runs++
-		case ActionSkipSucceeded:
-			p.Counts.SkipSucceeded += n
-		case ActionSkipRunning:
-			p.Counts.SkipRunning += n
-		case ActionSkipRecorded:
-			p.Counts.SkipRecorded += n
+	} else {
+		for u, err := range b.scan(ctx, cfg, revision, NewestFirst) {
+			if err != nil {
+				return nil, err
+			}
+			p.Counts.add(u)
 		}
 	}
 	var durations []ledger.Attempt

@@ -112,6 +112,11 @@ func (s *Status) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, erro
 
 // StatusOf reads the state of backfill id from l, judging leases against
 // now: counts per state, and why it is not progressing.
+//
+// From a ledger that is a [ledger.LatestReader] (the in-memory and SQL
+// ledgers are), the counts are one aggregate query and the reasons a few
+// small ones, however many partitions the backfill has; from another
+// ledger, StatusOf reads every partition's latest attempt.
 func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*Status, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
@@ -121,7 +126,13 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	var held, expired []string
+	if lr, ok := s.latestReader(); ok {
+		if err := s.count(ctx, lr); err != nil {
+			return nil, err
+		}
+		return s, s.explain(ctx, lr, now)
+	}
+	var running []*ledger.Attempt // newest partition first
 	var lastFailure *ledger.Attempt
 	for ps, err := range s.Partitions(ctx) {
 		if err != nil {
@@ -131,18 +142,98 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 		a := ps.Latest
 		switch {
 		case a == nil:
-		case a.State == ledger.StateRunning && now.Before(a.LeaseUntil):
-			held = append(held, fmt.Sprintf("partition %s held by worker %s until %s", a.Key, a.Worker, a.LeaseUntil.Format(time.RFC3339)))
 		case a.State == ledger.StateRunning:
-			expired = append(expired, fmt.Sprintf("partition %s: the lease of worker %s expired at %s; the next worker to run the backfill takes it over",
-				a.Key, a.Worker, a.LeaseUntil.Format(time.RFC3339)))
+			running = append(running, a)
 		case a.State == ledger.StateFailed || a.State == ledger.StateCanceled:
 			if lastFailure == nil || a.Finished.After(lastFailure.Finished) {
 				lastFailure = a
 			}
 		}
 	}
-	if record.Canceled {
+	s.block(running, lastFailure, now)
+	return s, nil
+}
+
+// latestReader returns the status's ledger as a [ledger.LatestReader] if
+// it is one and its answers stand for those of readLatest over the
+// backfill's partitions. They do not for a cron schedule: its partitions
+// take the attempts of a former schedule's slots, matched by their fire
+// (see matcher), which a count of the attempts starting in a range cannot
+// tell from others, so a schedule's status reads every latest attempt.
+func (s *Status) latestReader() (ledger.LatestReader, bool) {
+	lr, ok := s.ledger.(ledger.LatestReader)
+	return lr, ok && !s.sel.window.Granularity().IsSchedule()
+}
+
+// ranges returns the spans of the selection's windows, oldest first.
+func (sel *selection) ranges() []ledger.Range {
+	var out []ledger.Range
+	for w := range sel.windows(OldestFirst) {
+		out = append(out, ledger.Range{From: w.Start(), To: w.End()})
+	}
+	return out
+}
+
+// count sets s.Counts from lr's counts of the latest attempts of the
+// backfill's partitions, in one query.
+func (s *Status) count(ctx context.Context, lr ledger.LatestReader) error {
+	counts, err := lr.CountLatest(ctx, ledger.CountRequest{DAG: s.Record.DAG, Ranges: s.sel.ranges()})
+	if err != nil {
+		return fmt.Errorf("tranche: reading ledger: %w", err)
+	}
+	attempted := 0
+	for _, c := range counts {
+		s.Counts[c.State] += c.N
+		attempted += c.N
+	}
+	if n := s.sel.total - attempted; n > 0 {
+		s.Counts[ledger.StatePending] = n
+	}
+	return nil
+}
+
+// explain sets s.Blocked from s.Counts and lr's running attempts and
+// newest failure, read with small queries.
+func (s *Status) explain(ctx context.Context, lr ledger.LatestReader, now time.Time) error {
+	var running []*ledger.Attempt
+	if s.Counts[ledger.StateRunning] > 0 {
+		for a, err := range lr.FindLatest(ctx, ledger.FindRequest{DAG: s.Record.DAG, Ranges: s.sel.ranges(), States: []ledger.State{ledger.StateRunning}}) {
+			if err != nil {
+				return fmt.Errorf("tranche: reading ledger: %w", err)
+			}
+			running = append(running, &a)
+		}
+		slices.Reverse(running) // newest partition first, as Partitions yields them
+	}
+	held := slices.ContainsFunc(running, func(a *ledger.Attempt) bool { return now.Before(a.LeaseUntil) })
+	var lastFailure *ledger.Attempt // block reports it only when nothing is held
+	if !held && s.Counts[ledger.StatePending] > 0 && s.Counts[ledger.StateFailed]+s.Counts[ledger.StateCanceled] > 0 {
+		for a, err := range lr.FindLatest(ctx, ledger.FindRequest{DAG: s.Record.DAG, Ranges: s.sel.ranges(),
+			States: []ledger.State{ledger.StateFailed, ledger.StateCanceled}, Newest: 1}) {
+			if err != nil {
+				return fmt.Errorf("tranche: reading ledger: %w", err)
+			}
+			lastFailure = &a
+		}
+	}
+	s.block(running, lastFailure, now)
+	return nil
+}
+
+// block sets s.Blocked from the running latest attempts of the backfill,
+// newest partition first, and the failure that finished last, if any.
+func (s *Status) block(running []*ledger.Attempt, lastFailure *ledger.Attempt, now time.Time) {
+	var held, expired []string
+	for _, a := range running {
+		if now.Before(a.LeaseUntil) {
+			held = append(held, fmt.Sprintf("partition %s held by worker %s until %s", a.Key, a.Worker, a.LeaseUntil.Format(time.RFC3339)))
+		} else {
+			expired = append(expired, fmt.Sprintf("partition %s: the lease of worker %s expired at %s; the next worker to run the backfill takes it over",
+				a.Key, a.Worker, a.LeaseUntil.Format(time.RFC3339)))
+		}
+	}
+	s.Blocked = nil
+	if s.Record.Canceled {
 		s.Blocked = append(s.Blocked, "canceled: workers claim nothing more until it is resumed (Backfill.Resume)")
 	}
 	s.Blocked = append(s.Blocked, held...)
@@ -151,13 +242,21 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 		s.Blocked = append(s.Blocked, fmt.Sprintf("stopped after the failure of partition %s by worker %s: %s",
 			lastFailure.Key, lastFailure.Worker, lastFailure.Err))
 	}
-	return s, nil
 }
 
 // Watch yields the status of backfill id from l once at the start and then
 // each time its counts change, checking every interval, until the backfill
 // is done (every partition succeeded), ctx ends (yielding ctx's cause) or
 // the caller stops. Leases are judged against the time of each check.
+//
+// A check reads the backfill's record and asks [Ledger.RevisionIn]
+// whether an attempt at its partitions changed since the last: two
+// small queries, whatever the backfill's size. Only after a change does
+// it read more: from a [ledger.LatestReader], the partitions that
+// changed ([ledger.LatestReader.ChangedIn]) and the counts of the spans
+// of the backfill that hold them (a backfill is watched in up to 256
+// spans, counted once at the start); from another ledger, the whole
+// status again.
 func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration) iter.Seq2[*Status, error] {
 	return func(yield func(*Status, error) bool) {
 		if every <= 0 {
@@ -166,14 +265,21 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 		}
 		tick := time.NewTicker(every)
 		defer tick.Stop()
+		var w *watcher
 		var last *Status
 		for {
-			s, err := StatusOf(ctx, l, id, time.Now())
+			var s *Status
+			var err error
+			if w == nil {
+				w, s, err = newWatcher(ctx, l, id)
+			} else {
+				s, err = w.check(ctx)
+			}
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			if last == nil || !maps.Equal(s.Counts, last.Counts) || s.Record.Canceled != last.Record.Canceled {
+			if s != nil && (last == nil || !maps.Equal(s.Counts, last.Counts) || s.Record.Canceled != last.Record.Canceled) {
 				if !yield(s, nil) || s.Done() {
 					return
 				}
@@ -187,4 +293,165 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 			}
 		}
 	}
+}
+
+// watchSpans is how many spans Watch keeps the counts of.
+const watchSpans = 256
+
+// A watcher follows a backfill's status through the changes of its
+// partitions.
+type watcher struct {
+	l        ledger.Ledger
+	lr       ledger.LatestReader // nil: the ledger is not one, or the backfill a schedule's
+	id       string
+	base     *Status
+	from, to time.Time // the starts of the attempts that may be the backfill's
+	revision int64     // the DAG's revision when the counts were read
+
+	spans  []ledger.Range         // the backfill's partitions in spans, oldest first
+	counts []map[ledger.State]int // counts[i] counts the latest attempts in spans[i]
+	last   *Status                // the status last returned
+}
+
+// newWatcher reads the backfill's status and returns a watcher of it.
+func newWatcher(ctx context.Context, l ledger.Ledger, id string) (*watcher, *Status, error) {
+	record, err := l.Backfill(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	base, err := statusOf(l, record)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := &watcher{l: l, id: id, base: base}
+	w.from, w.to = base.match.span(base.sel.window.Start(), base.sel.window.End())
+	// The revision before the counts: a change it misses has a later
+	// revision, which the next check sees.
+	if w.revision, err = l.Revision(ctx, record.DAG); err != nil {
+		return nil, nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
+	}
+	lr, ok := base.latestReader()
+	if !ok {
+		s, err := StatusOf(ctx, l, id, time.Now())
+		return w, s, err
+	}
+	w.lr = lr
+	per := max(1, (base.sel.total+watchSpans-1)/watchSpans)
+	for win := range base.sel.windows(OldestFirst) {
+		for cw := range win.Chunks(per) {
+			w.spans = append(w.spans, ledger.Range{From: cw.Start(), To: cw.End()})
+		}
+	}
+	slices.SortFunc(w.spans, func(a, b ledger.Range) int { return a.From.Compare(b.From) }) // Chunks yields newest first
+	w.counts = make([]map[ledger.State]int, len(w.spans))
+	all := make([]int, len(w.spans))
+	for i := range all {
+		all[i] = i
+	}
+	if err := w.recount(ctx, all); err != nil {
+		return nil, nil, err
+	}
+	s, err := w.status(ctx, record)
+	return w, s, err
+}
+
+// recount reads again the counts of the spans whose indexes are given.
+func (w *watcher) recount(ctx context.Context, spans []int) error {
+	req := ledger.CountRequest{DAG: w.base.Record.DAG}
+	for _, i := range spans {
+		req.Ranges = append(req.Ranges, w.spans[i])
+		w.counts[i] = map[ledger.State]int{}
+	}
+	counts, err := w.lr.CountLatest(ctx, req)
+	if err != nil {
+		return fmt.Errorf("tranche: reading ledger: %w", err)
+	}
+	for _, c := range counts {
+		w.counts[spans[c.Range]][c.State] += c.N
+	}
+	return nil
+}
+
+// status returns the backfill's status from the spans' counts, explained
+// as StatusOf explains it, or nil when neither its counts nor its
+// cancellation changed since the status last returned.
+func (w *watcher) status(ctx context.Context, record ledger.BackfillRecord) (*Status, error) {
+	s := *w.base
+	s.Record, s.Counts, s.Blocked = record, map[ledger.State]int{}, nil
+	attempted := 0
+	for _, c := range w.counts {
+		for st, n := range c {
+			if n > 0 {
+				s.Counts[st] += n
+				attempted += n
+			}
+		}
+	}
+	if n := s.sel.total - attempted; n > 0 {
+		s.Counts[ledger.StatePending] = n
+	}
+	if w.last != nil && maps.Equal(s.Counts, w.last.Counts) && s.Record.Canceled == w.last.Record.Canceled {
+		return nil, nil
+	}
+	if err := s.explain(ctx, w.lr, time.Now()); err != nil {
+		return nil, err
+	}
+	w.last = &s
+	return &s, nil
+}
+
+// check returns the backfill's status if it may have changed since the
+// last check, or nil.
+func (w *watcher) check(ctx context.Context) (*Status, error) {
+	record, err := w.l.Backfill(ctx, w.id)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := w.l.RevisionIn(ctx, record.DAG, w.from, w.to, w.revision)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: reading ledger: %w", err)
+	}
+	if changed == 0 {
+		if record.Canceled == w.base.Record.Canceled {
+			return nil, nil
+		}
+		w.base.Record = record
+		if w.lr == nil {
+			return StatusOf(ctx, w.l, w.id, time.Now())
+		}
+		return w.status(ctx, record)
+	}
+	w.base.Record = record
+	if w.lr == nil {
+		if w.revision, err = w.l.Revision(ctx, record.DAG); err != nil {
+			return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
+		}
+		return StatusOf(ctx, w.l, w.id, time.Now())
+	}
+	// The watermark first, then the changes up to it and any after.
+	revision, err := w.l.Revision(ctx, record.DAG)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
+	}
+	starts, err := w.lr.ChangedIn(ctx, record.DAG, w.from, w.to, w.revision)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: reading ledger: %w", err)
+	}
+	var touched []int
+	for _, t := range starts {
+		i, found := slices.BinarySearchFunc(w.spans, t, func(r ledger.Range, t time.Time) int { return r.From.Compare(t) })
+		if !found {
+			i--
+		}
+		if i >= 0 && w.spans[i].Contains(t) && (len(touched) == 0 || touched[len(touched)-1] != i) {
+			touched = append(touched, i)
+		}
+	}
+	if len(touched) > 0 {
+		if err := w.recount(ctx, touched); err != nil {
+			return nil, err
+		}
+	}
+	w.revision = revision
+	return w.status(ctx, record)
 }

@@ -8,6 +8,13 @@
 // [TakeoverReason]), so that each applies them alike and a backfill's
 // plan agrees with the ledger that executes it.
 //
+// A ledger may also be a [LatestReader], an optional interface as
+// io.WriterTo is to an io.Reader: it counts latest attempts where it
+// keeps them, grouped by what [ClaimRequest.Judge] reads, so that a
+// backfill's status, grid and plan cost a query, not a read of every
+// attempt. Package backfill falls back to [Ledger.Latest] for a ledger
+// without it.
+//
 // A ledger author imports this package and its conformance suite,
 // ledger/ledgertest, and nothing that runs assets. The package knows
 // nothing of DAGs or runs: a DAG is named by its identity, a string. The

@@ -118,6 +118,15 @@ type Dialect struct {
 	// owner created. "" runs CREATE TABLE IF NOT EXISTS every time.
 	HasTable string
 
+	// BucketOf, when not nil, returns an SQL expression of the bucket
+	// that the integer expression expr falls in among bounds, ascending
+	// integer literals: 0 below bounds[0], k where bounds[k-1] <= expr <
+	// bounds[k], len(bounds) from the last (PostgreSQL: width_bucket over
+	// an array). The counts of many ranges, a backfill's grid, are then
+	// one scan of their span grouped by bucket; without it, a SELECT per
+	// range (SQLite, which sorts a GROUP BY and would take longer).
+	BucketOf func(expr string, bounds []int64) string
+
 	// Classify tells what a driver error means: one of the Err...
 	// sentinels of this package (or nil when none fits), a hint for the
 	// reader of the error message (or ""), and whether the whole

@@ -18,11 +18,14 @@
 //	                    canceled_ms, resumed_ms, partitions, stop_running
 //	tranche_schema      version, description, applied_ms
 //
-// Two indexes serve reads that must not grow with a DAG's partitions:
-// tranche_attempts_revision (dag_id, revision) answers Revision and
-// RevisionIn, which read the changes after a revision, and the partial
-// tranche_attempts_succeeded (dag_id, revision, start_s) of succeeded
-// attempts answers RecentSuccesses.
+// Four indexes serve reads that must not grow with a DAG's partitions:
+// tranche_attempts_revision (dag_id, revision) answers Revision,
+// RevisionIn and ChangedIn, which read the changes after a revision; the
+// partial tranche_attempts_succeeded (dag_id, revision, start_s) of
+// succeeded attempts answers RecentSuccesses; the partial
+// tranche_attempts_running (dag_id, start_s) and tranche_attempts_failed
+// (dag_id, finished_ms) answer FindLatest of running attempts and of the
+// newest failures, which a backfill's status reads.
 //
 // Partition bounds are Unix seconds; the instants of attempts are Unix
 // milliseconds, so a ledger keeps them to the millisecond.

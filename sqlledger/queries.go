@@ -231,7 +231,7 @@ func (l *Ledger) prepare(ctx context.Context) error {
 	if l.dialect.InsertInWith {
 		writes = append(writes, l.dialect.qClaimFresh())
 	}
-	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts, qRevisionIn, qRecentSuccesses}
+	reads := []string{qDAGID, qRevision, qBackfill, qBackfills, qHistory, qAttempts, qRevisionIn, qRecentSuccesses, qChangedIn}
 	for _, set := range []struct {
 		db    *sql.DB
 		into  map[string]*sql.Stmt

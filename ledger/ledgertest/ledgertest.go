@@ -105,6 +105,9 @@ func (c *Clock) Advance(d time.Duration) {
 //     running leases may still finish, with StopRunning set from its
 //     first call with stopRunning until ResumeBackfill, which lets
 //     claims go on, recording when;
+//   - a ledger that is a [ledger.LatestReader] answers as Latest and
+//     History do, over random histories: CountLatest's groups,
+//     FindLatest's attempts in both orders, ChangedIn's partitions;
 //   - RevisionIn gives the highest revision of the changes in a range of
 //     partitions after a revision, ignoring the other partitions and
 //     DAGs; RecentSuccesses gives a DAG's latest successes, the last to
@@ -285,6 +288,7 @@ var ledgerTests = []struct {
 	{"BadFinish", testBadFinish},
 	{"CanceledContext", testCanceledContext},
 	{"HistoryIsACopy", testHistoryIsACopy},
+	{"LatestReader", testLatestReader},
 }
 
 const (

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -159,4 +160,54 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// readsLedger opens the ledger the benchmarks of reads fill: in the
+// schema TRANCHE_BENCH_SCHEMA names, kept and filled once across runs
+// (-count), or in a fresh one.
+func readsLedger(t testing.TB, schema string) ledger.Ledger {
+	t.Helper()
+	url := serverURL(t)
+	if schema == "" {
+		return openFresh(t, url, nil)
+	}
+	if _, err := admin(t, url).ExecContext(t.Context(), "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {
+		t.Fatal(err)
+	}
+	l, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// BenchmarkReads100k times StatusOf, Grid (StatusOf, then Status.Grid of
+// 2,000 cells at most) and Plan of a backfill of 100,000 hourly
+// partitions against a ledger holding an attempt at each, counted by
+// the ledger and, beside it in the same run, read from every latest
+// attempt (the old path); the SQLite ledger's benchmark of the same
+// name is its twin:
+//
+//	TRANCHE_BENCH_SCHEMA=reads go test -run '^$' -bench Reads100k -benchmem -count 5 ./ledger/postgres
+func BenchmarkReads100k(b *testing.B) {
+	proctest.BenchReads(b, readsLedger(b, os.Getenv("TRANCHE_BENCH_SCHEMA")), 100_000)
+}
+
+// TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
+// of 1,000,000 hourly partitions in the schema TRANCHE_READS_MILLION
+// names (filled first if it is new, which takes minutes), counted by the
+// ledger or, with TRANCHE_READS_PATH=every-attempt, read from every
+// latest attempt; run its binary under /usr/bin/time -v for the peak
+// RSS of this process (the server's is its own).
+func TestReadsMillion(t *testing.T) {
+	schema := os.Getenv("TRANCHE_READS_MILLION")
+	if schema == "" {
+		t.Skip("set TRANCHE_READS_MILLION to a schema to measure reads of a million partitions")
+	}
+	mode := os.Getenv("TRANCHE_READS_PATH")
+	if mode == "" {
+		mode = "counted"
+	}
+	proctest.MeasureReads(t, readsLedger(t, schema), 1_000_000, mode)
 }

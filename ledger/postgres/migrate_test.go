@@ -62,8 +62,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		schema+".tranche_attempts_revision", schema+".tranche_revisions", schema).Scan(&versions, &index, &sequence, &column); err != nil {
 		t.Fatalf("reading the migrated schema: %v", err)
 	}
-	if versions != "1 2 3 4" || !index || !sequence || column {
-		t.Errorf("tranche_schema versions %q, index %v, sequence tranche_revisions %v, tranche_dags.revision %v; want 1 2 3 4, true, true, false",
+	if versions != "1 2 3 4 5" || !index || !sequence || column {
+		t.Errorf("tranche_schema versions %q, index %v, sequence tranche_revisions %v, tranche_dags.revision %v; want 1 2 3 4 5, true, true, false",
 			versions, index, sequence, column)
 	}
 
@@ -165,8 +165,8 @@ func TestMigrateConcurrently(t *testing.T) {
 	wg.Wait()
 	var rows int
 	var versions string
-	if err := db.QueryRow(`SELECT count(*), string_agg(CAST(version AS TEXT), ' ' ORDER BY version) FROM `+schema+`.tranche_schema`).Scan(&rows, &versions); err != nil || rows != 4 || versions != "1 2 3 4" {
-		t.Errorf("tranche_schema holds %d rows (versions %q), %v; want 4, versions 1 2 3 4, each applied once", rows, versions, err)
+	if err := db.QueryRow(`SELECT count(*), string_agg(CAST(version AS TEXT), ' ' ORDER BY version) FROM `+schema+`.tranche_schema`).Scan(&rows, &versions); err != nil || rows != 5 || versions != "1 2 3 4 5" {
+		t.Errorf("tranche_schema holds %d rows (versions %q), %v; want 5, versions 1 2 3 4 5, each applied once", rows, versions, err)
 	}
 }
 
@@ -214,8 +214,8 @@ func TestMigrateFromVersion2(t *testing.T) {
 		schema+".tranche_attempts_succeeded", schema).Scan(&versions, &index, &columns); err != nil {
 		t.Fatalf("reading the migrated schema: %v", err)
 	}
-	if versions != "1 2 3 4" || !index || columns != 3 {
-		t.Errorf("tranche_schema versions %q, index tranche_attempts_succeeded %v, %d new columns of tranche_backfills; want 1 2 3 4, true, 3", versions, index, columns)
+	if versions != "1 2 3 4 5" || !index || columns != 3 {
+		t.Errorf("tranche_schema versions %q, index tranche_attempts_succeeded %v, %d new columns of tranche_backfills; want 1 2 3 4 5, true, 3", versions, index, columns)
 	}
 
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, schematest.V2Backfills()) {
@@ -270,7 +270,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 }
 
 // TestMigrateFromVersion3 opens a ledger written at schema version 3:
-// Open migrates it to version 4, keeping every backfill (with its times
+// Open migrates it to the current version, keeping every backfill (with its times
 // of cancellation and resumption and its chosen partitions, none asked
 // to stop its running partitions), and the ledger cancels with
 // stopRunning and resumes from there.
@@ -305,12 +305,13 @@ func TestMigrateFromVersion3(t *testing.T) {
 	var versions string
 	var columns int
 	if err := db.QueryRow(`SELECT (SELECT string_agg(CAST(version AS TEXT), ' ' ORDER BY version) FROM `+schema+`.tranche_schema),
-		(SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'tranche_backfills' AND column_name = 'stop_running')`,
-		schema).Scan(&versions, &columns); err != nil {
+		(SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'tranche_backfills' AND column_name = 'stop_running')
+		+ (SELECT count(*) FROM pg_indexes WHERE schemaname = $2 AND indexname IN ('tranche_attempts_running', 'tranche_attempts_failed'))`,
+		schema, schema).Scan(&versions, &columns); err != nil {
 		t.Fatalf("reading the migrated schema: %v", err)
 	}
-	if versions != "1 2 3 4" || columns != 1 {
-		t.Errorf("tranche_schema versions %q, %d columns tranche_backfills.stop_running; want 1 2 3 4 and 1", versions, columns)
+	if versions != "1 2 3 4 5" || columns != 3 {
+		t.Errorf("tranche_schema versions %q, %d of tranche_backfills.stop_running and the indexes tranche_attempts_running and _failed; want 1 2 3 4 5 and 3", versions, columns)
 	}
 
 	want := schematest.V3Backfills()

@@ -179,3 +179,58 @@ func TestFileSize(t *testing.T) {
 	t.Logf("%d attempts at %d partitions recorded in %v: file %d bytes (%.1f MB), %.0f bytes per attempt; %d pages of %d bytes",
 		n, n/2, took.Round(time.Second), info.Size(), float64(info.Size())/1e6, float64(info.Size())/n, pages, pageSize)
 }
+
+// readsLedger opens the ledger the benchmarks of reads fill: the file
+// TRANCHE_BENCH_LEDGER names, kept and filled once across runs (-count),
+// or a fresh one.
+func readsLedger(t testing.TB) ledger.Ledger {
+	t.Helper()
+	path := os.Getenv("TRANCHE_BENCH_LEDGER")
+	if path == "" {
+		return openTemp(t, nil)
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// BenchmarkReads100k times StatusOf, Grid (StatusOf, then Status.Grid of
+// 2,000 cells at most) and Plan of a backfill of 100,000 hourly
+// partitions against a ledger holding an attempt at each, counted by
+// the ledger and, beside it in the same run, read from every latest
+// attempt (the old path):
+//
+//	TRANCHE_BENCH_LEDGER=/tmp/reads.db go test -run '^$' -bench Reads100k -benchmem -count 5 ./ledger/sqlite
+func BenchmarkReads100k(b *testing.B) {
+	proctest.BenchReads(b, readsLedger(b), 100_000)
+}
+
+// TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
+// of 1,000,000 hourly partitions in the file TRANCHE_READS_MILLION names
+// (filled first if it is new, which takes minutes), counted by the
+// ledger or, with TRANCHE_READS_PATH=every-attempt, read from every
+// latest attempt; run its binary under /usr/bin/time -v for the peak
+// RSS (BENCHMARKS.md has the commands).
+func TestReadsMillion(t *testing.T) {
+	path := os.Getenv("TRANCHE_READS_MILLION")
+	if path == "" {
+		t.Skip("set TRANCHE_READS_MILLION to a file to measure reads of a million partitions")
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mode := cmpOr(os.Getenv("TRANCHE_READS_PATH"), "counted")
+	proctest.MeasureReads(t, l, 1_000_000, mode)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -49,8 +49,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	defer db.Close()
 	var versions string
-	if err := db.QueryRow(`SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)`).Scan(&versions); err != nil || versions != "1 2 3 4" {
-		t.Errorf("tranche_schema versions %q, %v; want 1 2 3 4", versions, err)
+	if err := db.QueryRow(`SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)`).Scan(&versions); err != nil || versions != "1 2 3 4 5" {
+		t.Errorf("tranche_schema versions %q, %v; want 1 2 3 4 5", versions, err)
 	}
 	var index, column int
 	if err := db.QueryRow(`SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'tranche_attempts_revision'),
@@ -160,8 +160,8 @@ func TestMigrateFromVersion2(t *testing.T) {
 		(SELECT count(*) FROM pragma_table_info('tranche_backfills') WHERE name IN ('canceled_ms', 'resumed_ms', 'partitions'))`).Scan(&versions, &index, &columns); err != nil {
 		t.Fatal(err)
 	}
-	if versions != "1 2 3 4" || index != 1 || columns != 3 {
-		t.Errorf("tranche_schema versions %q, %d indexes tranche_attempts_succeeded, %d new columns of tranche_backfills; want 1 2 3 4, 1 and 3", versions, index, columns)
+	if versions != "1 2 3 4 5" || index != 1 || columns != 3 {
+		t.Errorf("tranche_schema versions %q, %d indexes tranche_attempts_succeeded, %d new columns of tranche_backfills; want 1 2 3 4 5, 1 and 3", versions, index, columns)
 	}
 
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, schematest.V2Backfills()) {
@@ -217,7 +217,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 }
 
 // TestMigrateFromVersion3 opens a ledger written at schema version 3:
-// Open migrates it to version 4, keeping every backfill (with its times
+// Open migrates it to the current version, keeping every backfill (with its times
 // of cancellation and resumption and its chosen partitions, none asked
 // to stop its running partitions), and the ledger cancels with
 // stopRunning and resumes from there.
@@ -248,11 +248,12 @@ func TestMigrateFromVersion3(t *testing.T) {
 	var versions string
 	var columns int
 	if err := db.QueryRow(`SELECT (SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)),
-		(SELECT count(*) FROM pragma_table_info('tranche_backfills') WHERE name = 'stop_running')`).Scan(&versions, &columns); err != nil {
+		(SELECT count(*) FROM pragma_table_info('tranche_backfills') WHERE name = 'stop_running')
+		+ (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('tranche_attempts_running', 'tranche_attempts_failed'))`).Scan(&versions, &columns); err != nil {
 		t.Fatal(err)
 	}
-	if versions != "1 2 3 4" || columns != 1 {
-		t.Errorf("tranche_schema versions %q, %d columns tranche_backfills.stop_running; want 1 2 3 4 and 1", versions, columns)
+	if versions != "1 2 3 4 5" || columns != 3 {
+		t.Errorf("tranche_schema versions %q, %d of tranche_backfills.stop_running and the indexes tranche_attempts_running and _failed; want 1 2 3 4 5 and 3", versions, columns)
 	}
 	checkV3(t, l)
 }

@@ -1,0 +1,308 @@
+package backfill_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+)
+
+// hidden is a ledger without its optional interfaces: StatusOf, Grid and
+// Plan read every latest attempt from it, the old path.
+type hidden struct{ ledger.Ledger }
+
+// The status, grid and plan of a backfill agree whether they are counted
+// by the ledger (ledger.LatestReader) or read from every latest attempt,
+// over random histories of claims, takeovers and finishes in and around
+// the backfill, for whole windows and chosen partitions, chunks, rerun
+// policies and instants: across the end of daylight saving time, so that
+// cells of days hold 23, 24 or 25 hours.
+func TestLatestReaderAgreesWithLatest(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "hits",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: ny, AllowWindow: true},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := tranche.DAGIdentity(dag, tranche.Hour, ny)
+	first := time.Date(2026, 10, 30, 20, 0, 0, 0, ny)
+	hour := func(i int) tranche.TimePartition {
+		return tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour))
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		now := func() time.Time { return clock }
+		lg := memledger.New(now)
+
+		lo := rapid.IntRange(0, 40).Draw(rt, "first hour")
+		n := rapid.IntRange(1, 80).Draw(rt, "hours")
+		b := &backfill.Backfill{DAG: dag, Ledger: lg, Worker: "planner", Now: now,
+			ChunkSize: rapid.IntRange(1, 4).Draw(rt, "chunk"),
+			Rerun:     rapid.SampledFrom([]ledger.RerunPolicy{ledger.RerunNone, ledger.RerunFailed, ledger.RerunAll}).Draw(rt, "rerun")}
+		w, err := tranche.NewTimePartitionWindow(tranche.Hour, hour(lo).Start, hour(lo+n-1).Start)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var starts []time.Time
+		if rapid.Bool().Draw(rt, "chosen") {
+			for i := range n {
+				if rapid.Bool().Draw(rt, "choose") || i == 0 {
+					b.Partitions = append(b.Partitions, hour(lo+i))
+					starts = append(starts, hour(lo+i).Start)
+				}
+			}
+		} else {
+			b.Window = w
+		}
+		bid, err := b.ID()
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if _, err := lg.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Partitions: starts, Chunk: b.ChunkSize}); err != nil {
+			rt.Fatal(err)
+		}
+
+		var leases []*ledger.Lease
+		for range rapid.IntRange(0, 60).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 3).Draw(rt, "op") {
+			case 0, 1:
+				i := rapid.IntRange(0, 130).Draw(rt, "hour")
+				ps := []tranche.TimePartition{hour(i)}
+				if rapid.Bool().Draw(rt, "pair") {
+					ps = append(ps, hour(i+1))
+				}
+				lease, err := lg.Claim(ctx, ledger.ClaimRequest{DAG: id, Backfill: bid, Worker: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "worker"),
+					Partitions: ps, Lease: time.Minute, Policy: ledger.RerunAll, Revision: 1 << 40})
+				if err == nil {
+					leases = append(leases, lease)
+				} else if !errors.Is(err, ledger.ErrNotClaimable) {
+					rt.Fatal(err)
+				}
+			case 2:
+				if len(leases) == 0 {
+					continue
+				}
+				k := rapid.IntRange(0, len(leases)-1).Draw(rt, "lease")
+				out := make([]ledger.Outcome, len(leases[k].Partitions))
+				for i := range out {
+					out[i] = ledger.Outcome{State: rapid.SampledFrom([]ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}).Draw(rt, "state"),
+						Err: fmt.Sprint("boom ", i)}
+				}
+				if err := lg.Finish(ctx, leases[k], out); err != nil && !errors.Is(err, ledger.ErrFenced) {
+					rt.Fatal(err)
+				}
+				leases = slices.Delete(leases, k, k+1)
+			case 3:
+				clock = clock.Add(time.Duration(rapid.IntRange(1, 90).Draw(rt, "seconds")) * time.Second)
+			}
+		}
+		if rapid.Bool().Draw(rt, "canceled") {
+			if err := lg.CancelBackfill(ctx, bid, false); err != nil {
+				rt.Fatal(err)
+			}
+		}
+
+		at := clock.Add(time.Duration(rapid.IntRange(-60, 60).Draw(rt, "now offset")) * time.Second)
+		fast, err := backfill.StatusOf(ctx, lg, bid, at)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		slow, err := backfill.StatusOf(ctx, hidden{lg}, bid, at)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if !maps.Equal(fast.Counts, slow.Counts) || !slices.Equal(fast.Blocked, slow.Blocked) {
+			rt.Fatalf("StatusOf counted: %v %q\nread from every attempt: %v %q", fast.Counts, fast.Blocked, slow.Counts, slow.Blocked)
+		}
+		cells := rapid.IntRange(1, 90).Draw(rt, "cells")
+		fg, err := fast.Grid(ctx, cells)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		sg, err := slow.Grid(ctx, cells)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if fg.Cell != sg.Cell || !slices.EqualFunc(fg.Cells, sg.Cells, func(a, b backfill.Cell) bool {
+			return a.Span.Equal(b.Span) && a.Row.Equal(b.Row) && a.Column == b.Column && a.Partitions == b.Partitions && maps.Equal(a.Counts, b.Counts)
+		}) {
+			rt.Fatalf("Grid(%d) counted:\n%+v\nread from every attempt:\n%+v", cells, fg.Cells, sg.Cells)
+		}
+		fp, err := b.Plan(ctx)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		hb := *b
+		hb.Ledger = hidden{lg}
+		sp, err := hb.Plan(ctx)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if fp.Counts != sp.Counts || fp.Revision != sp.Revision {
+			rt.Fatalf("Plan counted: %+v; read from every attempt: %+v", fp.Counts, sp.Counts)
+		}
+	})
+}
+
+// counting is a ledger that counts the calls made to it, and the ranges
+// of those that take ranges.
+type counting struct {
+	ledger.Ledger
+	lr ledger.LatestReader
+
+	mu     sync.Mutex
+	calls  map[string]int
+	ranges map[string]int
+}
+
+func newCounting(l *memledger.Ledger) *counting {
+	return &counting{Ledger: l, lr: l, calls: map[string]int{}, ranges: map[string]int{}}
+}
+
+func (c *counting) count(name string, ranges int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[name]++
+	c.ranges[name] += ranges
+}
+
+// take returns the counts since the last take and clears them.
+func (c *counting) take() (calls, ranges map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls, ranges = c.calls, c.ranges
+	c.calls, c.ranges = map[string]int{}, map[string]int{}
+	return calls, ranges
+}
+
+func (c *counting) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
+	c.count("Latest", 1)
+	return c.Ledger.Latest(ctx, dag, from, to)
+}
+
+func (c *counting) Backfill(ctx context.Context, id string) (ledger.BackfillRecord, error) {
+	c.count("Backfill", 0)
+	return c.Ledger.Backfill(ctx, id)
+}
+
+func (c *counting) Revision(ctx context.Context, dag string) (int64, error) {
+	c.count("Revision", 0)
+	return c.Ledger.Revision(ctx, dag)
+}
+
+func (c *counting) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
+	c.count("RevisionIn", 1)
+	return c.Ledger.RevisionIn(ctx, dag, from, to, after)
+}
+
+func (c *counting) CountLatest(ctx context.Context, req ledger.CountRequest) ([]ledger.LatestCount, error) {
+	c.count("CountLatest", len(req.Ranges))
+	return c.lr.CountLatest(ctx, req)
+}
+
+func (c *counting) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
+	c.count("FindLatest", len(req.Ranges))
+	return c.lr.FindLatest(ctx, req)
+}
+
+func (c *counting) ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error) {
+	c.count("ChangedIn", 1)
+	return c.lr.ChangedIn(ctx, dag, from, to, after)
+}
+
+// Watch on a running backfill of 100,000 partitions costs the ledger two
+// point reads a check while nothing changes (the record, and RevisionIn
+// over the backfill's range), and after a change reads the partitions
+// that changed and counts again only the spans that hold them: never
+// every latest attempt.
+func TestWatchReadsOnlyChanges(t *testing.T) {
+	const n = 100_000
+	dag, w := proctest.Hourly(t, n)
+	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	mem := memledger.New(nil)
+	l := newCounting(mem)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	bid := backfill.BackfillID(id, w, 1)
+	if _, err := mem.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Half the window done.
+	half, err := tranche.NewTimePartitionWindow(tranche.Hour, w.Start(), w.Start().Add(n/2*time.Hour-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proctest.Fill(t, mem, id, half, "host-1")
+
+	const every = 2 * time.Millisecond
+	statuses := make(chan *backfill.Status)
+	go func() {
+		defer close(statuses)
+		for s, err := range backfill.Watch(ctx, l, bid, every) {
+			if err != nil {
+				return
+			}
+			statuses <- s
+		}
+	}()
+	first := <-statuses
+	if got := first.Counts[ledger.StatePending]; got != n/2 {
+		t.Fatalf("first status: %v; want %d pending", first.Counts, n/2)
+	}
+	calls, ranges := l.take()
+	if calls["Latest"] != 0 || calls["CountLatest"] != 1 {
+		t.Errorf("the first status: calls %v; want one CountLatest, no Latest", calls)
+	}
+
+	// Nothing changes: each check is a Backfill and a RevisionIn.
+	time.Sleep(50 * every)
+	calls, _ = l.take()
+	checks := calls["RevisionIn"]
+	if checks < 5 || calls["Backfill"] > checks+1 || len(calls) > 2 {
+		t.Errorf("while nothing changed: calls %v; want a Backfill and a RevisionIn a check, nothing else", calls)
+	}
+
+	// A worker runs ten partitions of the second half: each change is
+	// read, and one span of 400 partitions counted again.
+	next := tranche.PartitionOf(tranche.Hour, w.Start().Add(n/2*time.Hour))
+	for i := range 10 {
+		p := tranche.PartitionOf(tranche.Hour, next.Start.Add(time.Duration(i)*time.Hour))
+		lease, err := mem.Claim(ctx, ledger.ClaimRequest{DAG: id, Backfill: bid, Worker: "w", Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+			t.Fatal(err)
+		}
+		for s := range statuses {
+			if s.Counts[ledger.StateSucceeded] == n/2-n/20+i+1 {
+				break
+			}
+		}
+	}
+	calls, ranges = l.take()
+	if calls["Latest"] != 0 || calls["ChangedIn"] == 0 || ranges["CountLatest"] > calls["ChangedIn"] {
+		t.Errorf("while a worker ran: calls %v, ranges %v; want no Latest, and a span counted again per change at most", calls, ranges)
+	}
+	cancel()
+	for range statuses {
+	}
+}

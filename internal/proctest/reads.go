@@ -1,0 +1,184 @@
+package proctest
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// EveryAttempt is a ledger without its optional interfaces
+// (ledger.LatestReader): the status, grid and plan of a backfill read
+// every latest attempt from it, as they did before ledgers counted
+// them. The benchmarks measure the old path with it, beside the new.
+type EveryAttempt struct{ ledger.Ledger }
+
+// ReadsBackfill fills l, unless it holds them already, with one attempt
+// at each of n hourly partitions (see Fill), records the backfill of the
+// window, and returns the DAG, the window and the backfill's id: what
+// the benchmarks of StatusOf, Grid and Plan read.
+func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
+	t.Helper()
+	dag, w := Hourly(t, n)
+	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	ctx := context.Background()
+	if rev, err := l.RevisionIn(ctx, id, w.Start(), w.End(), 0); err != nil {
+		t.Fatal(err)
+	} else if rev == 0 {
+		Fill(t, l, id, w, "host-12345")
+	}
+	bid := backfill.BackfillID(id, w, 1)
+	if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return dag, w, bid
+}
+
+// A Read is one of the reads the benchmarks time: StatusOf, Status.Grid
+// (of 2,000 cells at most) or Plan of the backfill of ReadsBackfill.
+type Read struct {
+	Name string
+	Run  func(ctx context.Context, r *Reading) error
+}
+
+// Reading is what a Read reads: the backfill of ReadsBackfill in l, and
+// its status, which Grid draws, read from l before the Read is timed.
+type Reading struct {
+	L      ledger.Ledger
+	DAG    *tranche.DAG
+	Window tranche.TimePartitionWindow
+	ID     string
+	Status *backfill.Status
+}
+
+// Reads are the reads the benchmarks time, each checking its answer for
+// a ledger filled by Fill.
+var Reads = []Read{
+	{"StatusOf", func(ctx context.Context, r *Reading) error {
+		s, err := backfill.StatusOf(ctx, r.L, r.ID, time.Now())
+		if err != nil {
+			return err
+		}
+		if s.Counts[ledger.StateFailed] != r.Window.Len()/10 || len(s.Blocked) != 0 {
+			return fmt.Errorf("status %v, blocked %q; want %d failed", s.Counts, s.Blocked, r.Window.Len()/10)
+		}
+		return nil
+	}},
+	{"Grid", func(ctx context.Context, r *Reading) error {
+		g, err := r.Status.Grid(ctx, 2000)
+		if err != nil {
+			return err
+		}
+		total := 0
+		for _, c := range g.Cells {
+			total += c.Partitions
+		}
+		if len(g.Cells) > 2000 || total != r.Window.Len() {
+			return fmt.Errorf("grid of %d cells holding %d partitions; want at most 2000 holding %d", len(g.Cells), total, r.Window.Len())
+		}
+		return nil
+	}},
+	{"Plan", func(ctx context.Context, r *Reading) error {
+		p, err := (&backfill.Backfill{DAG: r.DAG, Window: r.Window, Ledger: r.L, MaxPartitions: r.Window.Len()}).Plan(ctx)
+		if err != nil {
+			return err
+		}
+		if p.Counts.Total != r.Window.Len() || p.Counts.Run != r.Window.Len()/10 {
+			return fmt.Errorf("plan counts %+v; want %d to run", p.Counts, r.Window.Len()/10)
+		}
+		return nil
+	}},
+}
+
+// reading returns the Reading of the backfill of ReadsBackfill in l,
+// filling l first if it is new.
+func reading(t testing.TB, l ledger.Ledger, n int) *Reading {
+	t.Helper()
+	dag, w, id := ReadsBackfill(t, l, n)
+	return &Reading{L: l, DAG: dag, Window: w, ID: id}
+}
+
+// through returns r read through l, with its status from l.
+func (r *Reading) through(t testing.TB, l ledger.Ledger) *Reading {
+	t.Helper()
+	s, err := backfill.StatusOf(context.Background(), l, r.ID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := *r
+	v.L, v.Status = l, s
+	return &v
+}
+
+// BenchReads times each of Reads on l, filled by ReadsBackfill with n
+// partitions, counted by the ledger ("counted") and read from every
+// latest attempt ("every-attempt", through EveryAttempt), in
+// sub-benchmarks of one run, and reports the heap allocated per read.
+func BenchReads(b *testing.B, l ledger.Ledger, n int) {
+	r := reading(b, l, n)
+	for _, read := range Reads {
+		for _, path := range []struct {
+			name string
+			l    ledger.Ledger
+		}{{"counted", l}, {"every-attempt", EveryAttempt{l}}} {
+			b.Run(read.Name+"/"+path.name, func(b *testing.B) {
+				r := r.through(b, path.l)
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := read.Run(b.Context(), r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// MeasureReads runs each of Reads once on l, filled by ReadsBackfill
+// with n partitions, through the path named ("counted" or
+// "every-attempt"), and logs the time each took and the peak of the
+// heap in use, sampled: the measured run at a million partitions, under
+// /usr/bin/time -v for the process's peak RSS.
+func MeasureReads(t *testing.T, l ledger.Ledger, n int, path string) {
+	if path == "every-attempt" {
+		l = EveryAttempt{l}
+	}
+	r := reading(t, l, n).through(t, l)
+	for _, read := range Reads {
+		peak, stop := sampleHeap()
+		t0 := time.Now()
+		err := read.Run(t.Context(), r)
+		took := time.Since(t0)
+		stop()
+		if err != nil {
+			t.Fatalf("%s: %v", read.Name, err)
+		}
+		t.Logf("%s of %d partitions, %s: %v, heap in use at most %d MB", read.Name, n, path, took.Round(time.Millisecond), *peak>>20)
+	}
+}
+
+// sampleHeap samples the heap in use every 10ms until stop is called,
+// keeping the peak.
+func sampleHeap() (peak *uint64, stop func()) {
+	peak = new(uint64)
+	done, quit := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			*peak = max(*peak, m.HeapInuse)
+			select {
+			case <-quit:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return peak, func() { close(quit); <-done }
+}

@@ -1,0 +1,187 @@
+package ledgertest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// testLatestReader checks a ledger that is a [ledger.LatestReader]
+// against the answers derived from Latest and History, over random
+// histories of claims, takeovers and finishes, each of a DAG of its own:
+// CountLatest's groups, FindLatest's attempts in both orders and
+// ChangedIn's partitions, for random ranges, instants and revisions. A
+// ledger without the interface passes.
+func testLatestReader(s *ledgerSuite) {
+	lr, ok := s.l.(ledger.LatestReader)
+	if !ok {
+		return
+	}
+	history := 0
+	check := func(rt *rapid.T) {
+		history++
+		dag := fmt.Sprintf("%s-latest-%d", suiteDAG, history)
+		const n = 12 // partitions part(0) to part(11)
+		var leases []*ledger.Lease
+		steps := rapid.IntRange(1, 24).Draw(rt, "steps")
+		for range steps {
+			switch rapid.IntRange(0, 3).Draw(rt, "op") {
+			case 0, 1: // a claim of one or two adjacent partitions
+				i := rapid.IntRange(0, n-1).Draw(rt, "partition")
+				ps := parts(i)
+				if i+1 < n && rapid.Bool().Draw(rt, "chunk") {
+					ps = parts(i, i+1)
+				}
+				r := req(rapid.SampledFrom([]string{alpha, beta, gamma}).Draw(rt, "worker"), ps...)
+				r.DAG = dag
+				r.Policy = rapid.SampledFrom([]ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll}).Draw(rt, "policy")
+				r.Revision = 1 << 40 // RerunAll reruns every success
+				lease, err := s.l.Claim(s.ctx, r)
+				switch {
+				case err == nil:
+					leases = append(leases, lease)
+				case !errors.Is(err, ledger.ErrNotClaimable):
+					rt.Fatalf("%s = %v", describeReq(r), err)
+				}
+			case 2: // a finish, fenced if taken over
+				if len(leases) == 0 {
+					continue
+				}
+				k := rapid.IntRange(0, len(leases)-1).Draw(rt, "lease")
+				lease := leases[k]
+				leases = slices.Delete(leases, k, k+1)
+				out := make([]ledger.Outcome, len(lease.Partitions))
+				for i := range out {
+					out[i] = ledger.Outcome{State: rapid.SampledFrom([]ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}).Draw(rt, "outcome")}
+				}
+				if err := s.l.Finish(s.ctx, lease, out); err != nil && !errors.Is(err, ledger.ErrFenced) {
+					rt.Fatalf("Finish(%s) = %v", describeLease(lease), err)
+				}
+			case 3: // time passes: leases expire
+				s.clock.Advance(time.Duration(rapid.IntRange(0, 90).Draw(rt, "seconds")) * time.Second)
+			}
+		}
+		rev, err := s.l.Revision(s.ctx, dag)
+		if err != nil {
+			rt.Fatal(err)
+		}
+
+		// Ranges: cuts between partitions, each pair of adjacent cuts a
+		// range, some left out; the outer ones reach past every
+		// partition.
+		cuts := rapid.SliceOfNDistinct(rapid.IntRange(-1, n+1), 2, 6, rapid.ID[int]).Draw(rt, "cuts")
+		slices.Sort(cuts)
+		at := func(c int) time.Time { return suiteFirst.Add(time.Duration(c) * time.Hour) }
+		var ranges []ledger.Range
+		for k := 1; k < len(cuts); k++ {
+			if k == 1 || rapid.Bool().Draw(rt, "keep") {
+				ranges = append(ranges, ledger.Range{From: at(cuts[k-1]), To: at(cuts[k])})
+			}
+		}
+		latest := make([][]ledger.Attempt, len(ranges)) // by range, from Latest
+		for i, r := range ranges {
+			for a, err := range s.l.Latest(s.ctx, dag, r.From, r.To) {
+				if err != nil {
+					rt.Fatal(err)
+				}
+				latest[i] = append(latest[i], a)
+			}
+		}
+
+		count := ledger.CountRequest{DAG: dag, Ranges: ranges,
+			Now:      s.clock.Now().Add(time.Duration(rapid.IntRange(-90, 90).Draw(rt, "now offset")) * time.Second),
+			Revision: int64(rapid.IntRange(0, int(rev)+1).Draw(rt, "revision"))}
+		var derived []ledger.LatestCount
+		for i := range ranges {
+			for _, a := range latest[i] {
+				derived = append(derived, ledger.CountOf(i, a, count))
+			}
+		}
+		got, err := lr.CountLatest(s.ctx, count)
+		if err != nil {
+			rt.Fatalf("CountLatest = %v", err)
+		}
+		if want := ledger.MergeCounts(derived); !slices.Equal(ledger.MergeCounts(got), want) {
+			rt.Fatalf("CountLatest(%+v) = %+v; want %+v, as Latest reads", count, ledger.MergeCounts(got), want)
+		}
+		for i, c := range got {
+			if c.N < 1 || slices.ContainsFunc(got[i+1:], func(d ledger.LatestCount) bool { d.N = c.N; return d == c }) {
+				rt.Fatalf("CountLatest(%+v) = %+v: group %+v is empty or given twice", count, got, c)
+			}
+		}
+
+		find := ledger.FindRequest{DAG: dag, Ranges: ranges,
+			States: rapid.SliceOfDistinct(rapid.SampledFrom([]ledger.State{ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}), rapid.ID[ledger.State]).Draw(rt, "states"),
+			Newest: rapid.IntRange(0, 3).Draw(rt, "newest")}
+		var want []ledger.Attempt
+		for i := range ranges {
+			for _, a := range latest[i] {
+				if slices.Contains(find.States, a.State) {
+					want = append(want, a)
+				}
+			}
+		}
+		if find.Newest > 0 {
+			slices.SortStableFunc(want, ledger.FinishedLater)
+			want = want[:min(find.Newest, len(want))]
+		}
+		var found []ledger.Attempt
+		for a, err := range lr.FindLatest(s.ctx, find) {
+			if err != nil {
+				rt.Fatalf("FindLatest = %v", err)
+			}
+			found = append(found, a)
+		}
+		if !slices.EqualFunc(found, want, sameAttempt) {
+			rt.Fatalf("FindLatest(%+v) =\n%+v\nwant, as Latest reads:\n%+v", find, found, want)
+		}
+
+		after := int64(rapid.IntRange(0, int(rev)+1).Draw(rt, "after"))
+		from, to := at(cuts[0]), at(cuts[len(cuts)-1])
+		var changed []time.Time
+		for i := range n {
+			p := part(i)
+			if !(ledger.Range{From: from, To: to}).Contains(p.Start) {
+				continue
+			}
+			h, err := s.l.History(s.ctx, dag, p.Start)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if slices.ContainsFunc(h, func(a ledger.Attempt) bool { return a.Revision > after }) {
+				changed = append(changed, p.Start)
+			}
+		}
+		starts, err := lr.ChangedIn(s.ctx, dag, from, to, after)
+		if err != nil {
+			rt.Fatalf("ChangedIn = %v", err)
+		}
+		if !slices.EqualFunc(starts, changed, time.Time.Equal) {
+			rt.Fatalf("ChangedIn(%s, %s, after %d) = %v; want %v, as History reads", from, to, after, starts, changed)
+		}
+	}
+	if t, ok := s.t.(testT); ok {
+		rapid.Check(t.T, check)
+	} else {
+		rapid.Check(rapidTB{s.t}, check)
+	}
+}
+
+// rapidTB is the testingT of TestLedger as the rapid.TB that rapid.Check
+// reports to.
+type rapidTB struct{ testingT }
+
+func (r rapidTB) Name() string                     { return "LatestReader" }
+func (r rapidTB) Logf(format string, args ...any)  {}
+func (r rapidTB) Log(args ...any)                  {}
+func (r rapidTB) Skipf(format string, args ...any) { r.Fatalf("skipped: "+format, args...) }
+func (r rapidTB) Skip(args ...any)                 { r.Fatal(append([]any{"skipped: "}, args...)...) }
+func (r rapidTB) SkipNow()                         { r.Fatal("skipped") }
+func (r rapidTB) Error(args ...any)                { r.Errorf("%s", fmt.Sprint(args...)) }
+func (r rapidTB) FailNow()                         { r.Fatal("failed") }
+func (r rapidTB) Fail()                            { r.Errorf("failed") }

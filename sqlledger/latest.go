@@ -1,0 +1,348 @@
+package sqlledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+var _ ledger.LatestReader = (*Ledger)(nil)
+
+// rangesPerQuery bounds the ranges one statement of CountLatest or
+// FindLatest names: each is a SELECT or two of a UNION ALL, and SQLite
+// takes at most 500 of them (SQLITE_MAX_COMPOUND_SELECT).
+const rangesPerQuery = 200
+
+// bucketsPerQuery bounds the ranges one statement of CountLatest names
+// through the dialect's BucketOf: two arrays of their bounds.
+const bucketsPerQuery = 10000
+
+// The statements of CountLatest and FindLatest are built for their
+// ranges, one SELECT per range joined by UNION ALL, with every value an
+// integer literal formatted here (the DAG's id, instants, revisions),
+// which carries no SQL: a VALUES list of ranges joined to the attempts
+// would be one statement too, but SQLite then reads every attempt of the
+// DAG for each range (ten times slower for 137 ranges of 100,000
+// partitions), while a SELECT per range is a range of the primary key.
+
+// countOfRange counts the latest attempts of the partitions of DAG dag
+// starting in [lo, hi), reported as range i, by what
+// ledger.ClaimRequest.Judge reads: the state, whether a running
+// attempt's lease is live at nowMS (Unix milliseconds rounded down: a
+// lease until L, a whole millisecond, is live at the instants before
+// it) and whether a success's revision is above rev. It returns two rows
+// of counts in the columns of rangeCounts: those of every attempt of the
+// range, read in the primary key's order (a partition has few), and,
+// negated, those of the attempts that are not their partition's latest,
+// which only partitions with more than one attempt have; cheaper than
+// seeking each partition's latest attempt, as qAttempts explains. Filtered
+// counts in one pass, not a GROUP BY, which SQLite sorts (six times
+// slower at a million attempts). The rule itself is Judge's, applied in
+// Go to one sample per group.
+func countOfRange(i int, dag, lo, hi, nowMS, rev int64) string {
+	counts := func(sign string) string {
+		return `SELECT ` + strconv.Itoa(i) + `, ` + sign + `COUNT(*),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running'),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running' AND a.lease_until_ms > ` + itoa(nowMS) + `),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'succeeded'),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'succeeded' AND a.revision > ` + itoa(rev) + `),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'failed')`
+	}
+	return counts("") + `
+		FROM tranche_attempts a
+		WHERE a.dag_id = ` + itoa(dag) + ` AND a.start_s >= ` + itoa(lo) + ` AND a.start_s < ` + itoa(hi) + `
+		UNION ALL ` + counts("-") + `
+		FROM tranche_partitions p
+		JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt < p.latest
+		WHERE p.dag_id = ` + itoa(dag) + ` AND p.start_s >= ` + itoa(lo) + ` AND p.start_s < ` + itoa(hi) + ` AND p.latest > 1`
+}
+
+// rangeCounts are the counts of countOfRange's columns after the range's
+// index: every attempt, running, running under a live lease, succeeded,
+// succeeded above the revision, failed; the rest are canceled, the one
+// state left (the attempts table's CHECK).
+type rangeCounts struct{ all, running, live, succeeded, above, failed int }
+
+// groups returns c as the groups of ledger.LatestReader.CountLatest.
+func (c rangeCounts) groups(i int) []ledger.LatestCount {
+	return []ledger.LatestCount{
+		{Range: i, State: ledger.StateRunning, Live: true, N: c.live},
+		{Range: i, State: ledger.StateRunning, N: c.running - c.live},
+		{Range: i, State: ledger.StateSucceeded, Above: true, N: c.above},
+		{Range: i, State: ledger.StateSucceeded, N: c.succeeded - c.above},
+		{Range: i, State: ledger.StateFailed, N: c.failed},
+		{Range: i, State: ledger.StateCanceled, N: c.all - c.running - c.succeeded - c.failed},
+	}
+}
+
+// countOfBuckets is countOfRange for the ranges between bounds, through
+// the dialect's BucketOf: one scan of [bounds[0], bounds[len-1]) grouped
+// by bucket, its first column the bucket.
+func (d *Dialect) countOfBuckets(dag int64, bounds []int64, nowMS, rev int64) string {
+	counts := func(sign, start string) string {
+		return `SELECT ` + d.BucketOf(start, bounds) + `, ` + sign + `COUNT(*),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running'),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running' AND a.lease_until_ms > ` + itoa(nowMS) + `),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'succeeded'),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'succeeded' AND a.revision > ` + itoa(rev) + `),
+			` + sign + `COUNT(*) FILTER (WHERE a.state = 'failed')`
+	}
+	lo, hi := itoa(bounds[0]), itoa(bounds[len(bounds)-1])
+	return counts("", "a.start_s") + `
+		FROM tranche_attempts a
+		WHERE a.dag_id = ` + itoa(dag) + ` AND a.start_s >= ` + lo + ` AND a.start_s < ` + hi + `
+		GROUP BY 1
+		UNION ALL ` + counts("-", "p.start_s") + `
+		FROM tranche_partitions p
+		JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt < p.latest
+		WHERE p.dag_id = ` + itoa(dag) + ` AND p.start_s >= ` + lo + ` AND p.start_s < ` + hi + ` AND p.latest > 1
+		GROUP BY 1`
+}
+
+// bucketsOf returns the bounds of ranges, in order and not overlapping,
+// for BucketOf, and of each bucket (from 1) the range it is, or -1 for a
+// gap between ranges.
+func bucketsOf(ranges []ledger.Range) (bounds []int64, rangeOf []int) {
+	rangeOf = []int{-1} // bucket 0: below the first range
+	for i, r := range ranges {
+		lo, hi := ceilUnix(r.From), ceilUnix(r.To)
+		if hi <= lo {
+			continue
+		}
+		if n := len(bounds); n == 0 || bounds[n-1] != lo {
+			if n > 0 {
+				rangeOf = append(rangeOf, -1) // the gap before lo
+			}
+			bounds = append(bounds, lo)
+		}
+		bounds = append(bounds, hi)
+		rangeOf = append(rangeOf, i)
+	}
+	return bounds, rangeOf
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// readDAGID returns the id of DAG dag, or false when the ledger has none.
+func (l *Ledger) readDAGID(ctx context.Context, dag string) (int64, bool, error) {
+	var id int64
+	err := l.readRow(ctx, qDAGID, dag).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
+// CountLatest implements [ledger.LatestReader] with one aggregate
+// statement per rangesPerQuery ranges.
+func (l *Ledger) CountLatest(ctx context.Context, req ledger.CountRequest) ([]ledger.LatestCount, error) {
+	sums := map[int]rangeCounts{}
+	err := l.read(ctx, "counting the latest attempts of DAG "+req.DAG, func() error {
+		dag, ok, err := l.readDAGID(ctx, req.DAG)
+		if err != nil || !ok {
+			return err
+		}
+		per := rangesPerQuery
+		if l.dialect.BucketOf != nil {
+			per = bucketsPerQuery
+		}
+		for first := 0; first < len(req.Ranges); first += per {
+			ranges := req.Ranges[first:min(first+per, len(req.Ranges))]
+			var q strings.Builder
+			var rangeOf []int // by bucket, with BucketOf
+			if l.dialect.BucketOf != nil {
+				var bounds []int64
+				if bounds, rangeOf = bucketsOf(ranges); len(bounds) == 0 {
+					continue
+				}
+				q.WriteString(l.dialect.countOfBuckets(dag, bounds, req.Now.UnixMilli(), req.Revision))
+			} else {
+				for i, r := range ranges {
+					if i > 0 {
+						q.WriteString(" UNION ALL ")
+					}
+					q.WriteString(countOfRange(i, dag, ceilUnix(r.From), ceilUnix(r.To), req.Now.UnixMilli(), req.Revision))
+				}
+			}
+			rows, err := l.reader.QueryContext(ctx, q.String())
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var i int
+				var c rangeCounts
+				if err := rows.Scan(&i, &c.all, &c.running, &c.live, &c.succeeded, &c.above, &c.failed); err != nil {
+					rows.Close()
+					return err
+				}
+				if rangeOf != nil {
+					if i < 0 || i >= len(rangeOf) || rangeOf[i] < 0 {
+						continue // a gap between ranges
+					}
+					i = rangeOf[i]
+				}
+				i += first
+				s := sums[i]
+				sums[i] = rangeCounts{s.all + c.all, s.running + c.running, s.live + c.live, s.succeeded + c.succeeded, s.above + c.above, s.failed + c.failed}
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []ledger.LatestCount
+	for i, c := range sums {
+		for _, g := range c.groups(i) {
+			if g.N > 0 {
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+// findInRange reads the latest attempts of the partitions of DAG dag
+// starting in [lo, hi) whose state is one of states (quoted literals),
+// seeking each one's partition to keep the latest. Through the partial
+// indexes tranche_attempts_running and tranche_attempts_failed when the
+// states are theirs, as the status of a backfill asks for them: the
+// condition on the state is then written as the index's.
+func findInRange(dag, lo, hi int64, states []string) string {
+	cond := `a.state IN (` + strings.Join(states, ", ") + `)`
+	switch {
+	case slices.Equal(states, []string{"'running'"}):
+		cond = `a.state = 'running'`
+	case slices.Equal(states, []string{"'failed'", "'canceled'"}):
+		cond = `a.state IN ('failed', 'canceled')`
+	}
+	return `SELECT ` + attemptColumns + `
+		FROM tranche_attempts a
+		JOIN tranche_partitions p ON p.dag_id = a.dag_id AND p.start_s = a.start_s AND p.latest = a.attempt
+		WHERE a.dag_id = ` + itoa(dag) + ` AND ` + cond + ` AND a.start_s >= ` + itoa(lo) + ` AND a.start_s < ` + itoa(hi)
+}
+
+// FindLatest implements [ledger.LatestReader]. It reads the answer
+// before it yields, so that the loop body may call the ledger: it is for
+// few attempts (the running ones, the newest failure), not every one.
+// With Newest, each range is read apart, its finished attempts latest
+// first through tranche_attempts_failed (which PostgreSQL reads
+// backwards for a descending order whose NULLs come first: hence the
+// finished and the unfinished apart), so that the newest failure of a
+// million costs a few rows.
+func (l *Ledger) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
+	return func(yield func(ledger.Attempt, error) bool) {
+		var states []string
+		for _, s := range attemptStates { // in a fixed order; a state never stored matches nothing
+			if slices.Contains(req.States, s) {
+				states = append(states, "'"+string(s)+"'")
+			}
+		}
+		var found []ledger.Attempt
+		run := func(q string) error {
+			rows, err := l.reader.QueryContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				a, err := scanAttempt(rows, req.DAG)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				found = append(found, a)
+			}
+			return errors.Join(rows.Err(), rows.Close())
+		}
+		err := l.read(ctx, "reading the latest attempts of DAG "+req.DAG, func() error {
+			dag, ok, err := l.readDAGID(ctx, req.DAG)
+			if err != nil || !ok || len(states) == 0 {
+				return err
+			}
+			if req.Newest > 0 {
+				limit := fmt.Sprintf(" LIMIT %d", req.Newest)
+				for _, r := range req.Ranges {
+					q := findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states)
+					if err := run(q + ` AND a.finished_ms IS NOT NULL ORDER BY a.finished_ms DESC, a.start_s DESC` + limit); err != nil {
+						return err
+					}
+					if err := run(q + ` AND a.finished_ms IS NULL ORDER BY a.start_s DESC` + limit); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			for first := 0; first < len(req.Ranges); first += rangesPerQuery {
+				var q strings.Builder
+				for i, r := range req.Ranges[first:min(first+rangesPerQuery, len(req.Ranges))] {
+					if i > 0 {
+						q.WriteString(" UNION ALL ")
+					}
+					q.WriteString(findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states))
+				}
+				q.WriteString(" ORDER BY 1")
+				if err := run(q.String()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			yield(ledger.Attempt{}, err)
+			return
+		}
+		if req.Newest > 0 {
+			// Each statement kept its newest; these are the newest of all.
+			slices.SortStableFunc(found, ledger.FinishedLater)
+			found = found[:min(req.Newest, len(found))]
+		}
+		for _, a := range found {
+			if !yield(a, nil) {
+				return
+			}
+		}
+	}
+}
+
+// attemptStates are the states the attempts table holds.
+var attemptStates = []ledger.State{ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}
+
+// qChangedIn reads the starts of the partitions of DAG $1 starting in
+// [$3, $4) with an attempt changed after revision $2, through the index
+// of revisions, as qRevisionIn does.
+const qChangedIn = `SELECT DISTINCT a.start_s FROM tranche_attempts a
+	WHERE a.dag_id = (SELECT id FROM tranche_dags WHERE dag = $1) AND a.revision > $2
+		AND +a.start_s >= $3 AND +a.start_s < $4
+	ORDER BY a.start_s`
+
+// ChangedIn implements [ledger.LatestReader].
+func (l *Ledger) ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error) {
+	var out []time.Time
+	err := l.read(ctx, "reading the changes of DAG "+dag+" from "+from.Format(time.RFC3339)+" to "+to.Format(time.RFC3339), func() error {
+		rows, err := l.readRows(ctx, qChangedIn, dag, after, ceilUnix(from), ceilUnix(to))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s int64
+			if err := rows.Scan(&s); err != nil {
+				return err
+			}
+			out = append(out, time.Unix(s, 0).UTC())
+		}
+		return rows.Err()
+	})
+	return out, err
+}
