@@ -33,16 +33,21 @@ type Dialect struct {
 	Time func(time.Time) any
 
 	// Insert, when not nil, inserts rows into a table in tx, on conn,
-	// faster than a prepared INSERT per row (PostgreSQL: COPY). table
-	// is the table's schema (or "") and name, columns the columns'
-	// names, unquoted, and each row holds their values in order, as
-	// the destination converted them. It may refuse a value that the
-	// table's column cannot hold (DuckDB: a BIGINT for a TINYINT
-	// column) with a [*ValueError] giving Row (the row's index in rows),
-	// Column, Value, Err ([ErrOutOfRange], [ErrMistyped]) and Want; the
+	// faster than a prepared INSERT per row (PostgreSQL: COPY; DuckDB:
+	// its appender). table is the table's schema (or "") and name,
+	// columns the columns' names, unquoted. Insert reads the rows one
+	// at a time with [Rows.Row], which gives each row's values in the
+	// columns' order, checked and converted as it reads them, and
+	// returns the first error Row returns, as it is: the destination
+	// rolls the transaction back, so that a refused value leaves
+	// nothing of the write. It may refuse a value that the table's
+	// column cannot hold (DuckDB: a BIGINT for a TINYINT column) with a
+	// [*ValueError] giving Row (the row's index in rows), Column,
+	// Value, Err ([ErrOutOfRange], [ErrMistyped]) and Want; the
 	// destination fills in its name, the table, the asset and the
-	// partition, and rolls the transaction back.
-	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error
+	// partition. A transaction tried again calls Insert again, with
+	// the same rows.
+	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows *Rows) error
 
 	// RowsPerInsert, when above 1, is how many rows one prepared INSERT
 	// of the default insert (Insert nil) takes at most, in one VALUES

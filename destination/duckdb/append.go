@@ -25,13 +25,15 @@ const qColumns = `SELECT column_name, data_type, current_setting('TimeZone') FRO
 	ORDER BY column_index`
 
 // appendRows is the dialect's Insert: it reads the table's column types
-// in the transaction, checks every value against its column's type, and
-// only then appends the rows with an appender on the transaction's
-// connection. DuckDB's appender writes a value as its column's type
-// without a check of its own (300 into a TINYINT is stored as 44, and a
-// string that is not UTF-8 as it is), so that the check is the only
-// thing between a bad value and the table.
-func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error {
+// in the transaction, then appends the rows with an appender on the
+// transaction's connection, checking each value against its column's
+// type as it appends it. DuckDB's appender writes a value as its column's
+// type without a check of its own (300 into a TINYINT is stored as 44,
+// and a string that is not UTF-8 as it is), so that the check is the only
+// thing between a bad value and the table. A refused value stops the
+// appender, its rows discarded, and the destination rolls the
+// transaction back, which discards those the appender flushed before.
+func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows *sqldest.Rows) error {
 	names, types, zone, err := tableColumns(ctx, tx, table)
 	if err != nil {
 		return err
@@ -47,35 +49,6 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 		}
 		if cols[j].naive && !utcZone(zone) {
 			return fmt.Errorf("table %s, column %q: a %s column (without time zone) needs the connections' zone to be UTC (SET TimeZone = 'UTC'; duckdb.Open sets it), since DuckDB compares it with the partitions' bounds in the connection's zone, %q", qualified(table), c, cols[j].name, zone)
-		}
-	}
-	// Every value first, so that a refused one leaves the appender
-	// unopened. The rows are the write's, which a retry of the
-	// transaction appends again: what the appender needs in their place
-	// (the scaled integer of a DECIMAL) goes into a copy.
-	converts := false
-	for _, c := range cols {
-		converts = converts || c.t == tDecimal
-	}
-	out := rows
-	if converts {
-		out = make([][]any, len(rows))
-	}
-	for i, r := range rows {
-		if converts {
-			out[i] = append([]any(nil), r...)
-		}
-		for j, v := range r {
-			if v == nil {
-				continue
-			}
-			cv, err, want := cols[j].fit(v)
-			if err != nil {
-				return &sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
-			}
-			if cv != nil {
-				out[i][j] = cv
-			}
 		}
 	}
 	whole := len(columns) == len(names)
@@ -96,14 +69,37 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 		if err != nil {
 			return err
 		}
-		vals := make([]driver.Value, len(columns))
-		for i, r := range out {
-			for j, v := range r {
-				vals[j] = v
+		// stop discards what the appender holds, unflushed, and closes
+		// it, returning err.
+		stop := func(err error) error {
+			a.Clear()
+			a.Close()
+			return err
+		}
+		// One slice of values for every row: the appender copies them
+		// into its chunk at once.
+		vals := make([]any, len(columns))
+		args := make([]driver.Value, len(columns))
+		for i := range rows.Len() {
+			if err := rows.Row(i, vals); err != nil {
+				return stop(err)
 			}
-			if err := a.AppendRow(vals...); err != nil {
-				a.Close()
-				return fmt.Errorf("row %d: %w", i, err)
+			for j, v := range vals {
+				if v == nil {
+					args[j] = nil
+					continue
+				}
+				cv, err, want := cols[j].fit(v)
+				if err != nil {
+					return stop(&sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want})
+				}
+				if cv != nil {
+					v = cv
+				}
+				args[j] = v
+			}
+			if err := a.AppendRow(args...); err != nil {
+				return stop(fmt.Errorf("row %d: %w", i, err))
 			}
 		}
 		return a.CloseWithCancel(ctx)
