@@ -49,6 +49,13 @@ type Dialect struct {
 	// the same rows.
 	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows *Rows) error
 
+	// Integers, when set, has [Rows.Row] give an Int column's value as
+	// the row holds it, of any of the Go integer types the kind takes
+	// (checked: a uint or uint64 up to math.MaxInt64), rather than
+	// converted to an int64, which boxes most values anew: for a driver
+	// that takes every Go integer type (DuckDB's appender).
+	Integers bool
+
 	// RowsPerInsert, when above 1, is how many rows one prepared INSERT
 	// of the default insert (Insert nil) takes at most, in one VALUES
 	// list: where statements cost no round trip (SQLite), fewer of them

@@ -418,6 +418,9 @@ func (d *Dialect) value(col *Column, v any) (any, error, string) {
 			return v, nil, ""
 		}
 		if n, ok := asInt(v); ok {
+			if d.Integers {
+				return v, nil, ""
+			}
 			return n, nil, ""
 		}
 	case Float:
