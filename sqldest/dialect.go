@@ -63,9 +63,9 @@ type Dialect struct {
 	// stay within the database's limit of parameters.
 	RowsPerInsert int
 
-	// UTF8 refuses strings that are not valid UTF-8 or hold NUL bytes
-	// before anything is written, as PostgreSQL's text types would
-	// after.
+	// UTF8 refuses strings that are not valid UTF-8 or hold NUL bytes,
+	// with a [*ValueError] naming them, as PostgreSQL's text types
+	// would with an error of their own.
 	UTF8 bool
 
 	// NoPartitionIndex leaves out the index on the partition column

@@ -147,12 +147,13 @@ var (
 	ErrOutOfRange = errors.New("sqldest: value out of the column's range")
 )
 
-// ValueError refuses a batch, before anything is written, for one value
-// of one row: a key that is no column of the table, a value the column's
-// kind does not take, or a missing or nil value where NULL is not
-// allowed; or, from a dialect that checks the table's own column types
-// as it inserts, a value the column cannot hold ([ErrOutOfRange]), in a
-// transaction then rolled back.
+// ValueError refuses a write, which writes nothing, for one value of one
+// row: a key that is no column of the table, a value the column's kind
+// does not take, or a missing or nil value where NULL is not allowed; or,
+// from a dialect that checks the table's own column types as it inserts,
+// a value the column cannot hold ([ErrOutOfRange]). A write committing
+// on its own meets it as it inserts the row, and rolls its transaction
+// back; a write for a ledger's transaction, before it is handed over.
 type ValueError struct {
 	Destination string
 	Table       string // the table, qualified as written

@@ -124,9 +124,9 @@ func openError(name, file string, err error) error {
 // one), the rows go in through DuckDB's appender, on the write's
 // connection and in its transaction, each value checked as it is
 // appended against the column's type as the table declares it (the
-// integers as the rows hold them, which the appender takes), and a write that meets a
-// concurrent one (DuckDB's transactions are optimistic: the second
-// writer of a row fails at once) is tried again.
+// integers as the rows hold them, which the appender takes), and a
+// write that meets a concurrent one (DuckDB's transactions are
+// optimistic: the second writer of a row fails at once) is tried again.
 var Dialect = sqldest.Dialect{
 	Name: "duckdb",
 	Types: [sqldest.Bytes + 1]string{sqldest.Int: "BIGINT", sqldest.Float: "DOUBLE", sqldest.String: "VARCHAR",
