@@ -207,30 +207,33 @@ type write struct {
 	dag       string // the DAG identity the token counts in
 	token     int64
 	start     int64 // the partition's start, Unix seconds; 0 unpartitioned
-	rows      [][]any
+	rows      *Rows
 }
 
-// Write implements [tranche.Destination]. It checks every batch against
-// its asset's tables and converts every value first, refusing the batch
-// with a [*ValueError] before anything is written. Then, for a
-// destination sharing a ledger and batches with a fencing token, it hands
-// the writes to the ledger, which commits them with the partitions'
-// success; otherwise it writes them in one transaction of its own:
-// for each partition and table, the token check (a write older than the
-// partition's last fails with an error matching [tranche.ErrFenced]),
-// the delete of the partition's rows, and the insert of the batch's.
+// Write implements [tranche.Destination]. A value of a row that its
+// table's spec does not take refuses the write with a [*ValueError], and
+// nothing of the write is written. For a destination sharing a ledger
+// and batches with a fencing token, it checks and converts every value
+// at once, then hands the writes to the ledger, which commits them with
+// the partitions' success. Otherwise it writes them in one transaction
+// of its own: for each partition and table, the token check (a write
+// older than the partition's last fails with an error matching
+// [tranche.ErrFenced]), the delete of the partition's rows, and the
+// insert of the batch's, each value checked as it is inserted; a refused
+// one rolls the transaction back.
 func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	writes, err := d.check(batches)
+	deferred := d.ledger != nil && len(batches) > 0 && batches[0].Token != 0
+	writes, err := d.check(batches, deferred)
 	if err != nil {
 		return err
 	}
 	if len(writes) == 0 {
 		return nil
 	}
-	if d.ledger != nil && batches[0].Token != 0 {
+	if deferred {
 		return d.deferWrites(batches, writes)
 	}
 	// Partitions in one order, so that concurrent writers of several
@@ -258,8 +261,11 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) error 
 	})
 }
 
-// check checks and converts every batch for every table of its asset.
-func (d *Destination) check(batches []tranche.Batch) ([]write, error) {
+// check checks every batch against the tables of its asset, and returns
+// a write for each; convert checks and converts the rows too, for writes
+// that run after Write has returned, which would otherwise read them as
+// they insert them.
+func (d *Destination) check(batches []tranche.Batch, convert bool) ([]write, error) {
 	var writes []write
 	fenced := len(batches) > 0 && batches[0].Token != 0
 	for k := range batches {
@@ -284,9 +290,11 @@ func (d *Destination) check(batches []tranche.Batch) ([]write, error) {
 				return nil, fmt.Errorf("tranche: %s: table %s's partition column %q reads the rows' key %q, but asset %q partitions by the key %q",
 					d.name, t.name, t.Partition, partitionKey(t), b.Asset, b.Column)
 			}
-			rows, err := t.rows(d, b)
-			if err != nil {
-				return nil, err
+			rows := newRows(d, t, b)
+			if convert {
+				if err := rows.convert(); err != nil {
+					return nil, err
+				}
 			}
 			w := write{table: t, index: k, partition: b.Partition, key: b.Key(), run: b.RunID, dag: b.DAG, token: b.Token, rows: rows}
 			if t.part >= 0 {
@@ -370,7 +378,7 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 			return err
 		}
 	}
-	if len(w.rows) == 0 {
+	if w.rows.Len() == 0 {
 		return nil
 	}
 	if d.dialect.Insert != nil {
@@ -385,8 +393,8 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 }
 
 // insert inserts rows with prepared INSERTs, the dialect's RowsPerInsert
-// rows a statement.
-func (d *Destination) insert(ctx context.Context, tx *sql.Tx, t *table, rows [][]any) error {
+// rows a statement, checking each row as it goes.
+func (d *Destination) insert(ctx context.Context, tx *sql.Tx, t *table, rows *Rows) error {
 	per := max(1, d.dialect.RowsPerInsert)
 	var stmt *sql.Stmt
 	defer func() {
@@ -394,25 +402,27 @@ func (d *Destination) insert(ctx context.Context, tx *sql.Tx, t *table, rows [][
 			stmt.Close()
 		}
 	}()
-	args := make([]any, 0, per*len(t.cols))
+	n := len(t.cols)
+	args := make([]any, per*n)
 	prepared := 0 // the rows of stmt's VALUES list
-	for lo := 0; lo < len(rows); lo += per {
-		chunk := rows[lo:min(len(rows), lo+per)]
-		if len(chunk) != prepared {
+	for lo := 0; lo < rows.Len(); lo += per {
+		k := min(rows.Len()-lo, per)
+		for i := range k {
+			if err := rows.Row(lo+i, args[i*n:(i+1)*n]); err != nil {
+				return err
+			}
+		}
+		if k != prepared {
 			if stmt != nil {
 				stmt.Close()
 			}
 			var err error
-			if stmt, err = tx.PrepareContext(ctx, t.insertQuery(d.dialect, len(chunk))); err != nil {
+			if stmt, err = tx.PrepareContext(ctx, t.insertQuery(d.dialect, k)); err != nil {
 				return err
 			}
-			prepared = len(chunk)
+			prepared = k
 		}
-		args = args[:0]
-		for _, r := range chunk {
-			args = append(args, r...)
-		}
-		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+		if _, err := stmt.ExecContext(ctx, args[:k*n]...); err != nil {
 			return err
 		}
 	}

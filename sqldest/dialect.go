@@ -33,16 +33,28 @@ type Dialect struct {
 	Time func(time.Time) any
 
 	// Insert, when not nil, inserts rows into a table in tx, on conn,
-	// faster than a prepared INSERT per row (PostgreSQL: COPY). table
-	// is the table's schema (or "") and name, columns the columns'
-	// names, unquoted, and each row holds their values in order, as
-	// the destination converted them. It may refuse a value that the
-	// table's column cannot hold (DuckDB: a BIGINT for a TINYINT
-	// column) with a [*ValueError] giving Row (the row's index in rows),
-	// Column, Value, Err ([ErrOutOfRange], [ErrMistyped]) and Want; the
+	// faster than a prepared INSERT per row (PostgreSQL: COPY; DuckDB:
+	// its appender). table is the table's schema (or "") and name,
+	// columns the columns' names, unquoted. Insert reads the rows one
+	// at a time with [Rows.Row], which gives each row's values in the
+	// columns' order, checked and converted as it reads them, and
+	// returns the first error Row returns, as it is: the destination
+	// rolls the transaction back, so that a refused value leaves
+	// nothing of the write. It may refuse a value that the table's
+	// column cannot hold (DuckDB: a BIGINT for a TINYINT column) with a
+	// [*ValueError] giving Row (the row's index in rows), Column,
+	// Value, Err ([ErrOutOfRange], [ErrMistyped]) and Want; the
 	// destination fills in its name, the table, the asset and the
-	// partition, and rolls the transaction back.
-	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error
+	// partition. A transaction tried again calls Insert again, with
+	// the same rows.
+	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows *Rows) error
+
+	// Integers, when set, has [Rows.Row] give an Int column's value as
+	// the row holds it, of any of the Go integer types the kind takes
+	// (checked: a uint or uint64 up to math.MaxInt64), rather than
+	// converted to an int64, which boxes most values anew: for a driver
+	// that takes every Go integer type (DuckDB's appender).
+	Integers bool
 
 	// RowsPerInsert, when above 1, is how many rows one prepared INSERT
 	// of the default insert (Insert nil) takes at most, in one VALUES
@@ -51,9 +63,9 @@ type Dialect struct {
 	// stay within the database's limit of parameters.
 	RowsPerInsert int
 
-	// UTF8 refuses strings that are not valid UTF-8 or hold NUL bytes
-	// before anything is written, as PostgreSQL's text types would
-	// after.
+	// UTF8 refuses strings that are not valid UTF-8 or hold NUL bytes,
+	// with a [*ValueError] naming them, as PostgreSQL's text types
+	// would with an error of their own.
 	UTF8 bool
 
 	// NoPartitionIndex leaves out the index on the partition column

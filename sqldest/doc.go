@@ -7,22 +7,26 @@ drivers, in github.com/tranche-dev/tranche/ledger/sqlite
 github.com/tranche-dev/tranche/ledger/postgres (postgres.NewDestination,
 postgres.OpenDestination, which inserts with COPY); and DuckDB's, in a
 module of its own, github.com/tranche-dev/tranche/destination/duckdb
-(duckdb.Open, duckdb.New, which appends with DuckDB's appender after
-checking every value against the table's declared types, refusing those
-that do not fit with [ErrOutOfRange]).
+(duckdb.Open, duckdb.New, which appends with DuckDB's appender,
+checking each value against the table's declared types as it appends
+it, refusing those that do not fit with [ErrOutOfRange]).
 
 # Tables
 
 A [Table] maps the keys of an asset's rows to the columns of a table:
 each [Column] has a name, the row key it reads (its name by default), a
 [Kind] of Go values it takes, an SQL type for the table's creation, and
-whether it allows NULL. Every batch is checked, all of it, before
-anything is written: a row key that is no column, a value of the wrong
-kind, and a missing or nil value where NULL is not allowed refuse the
-write with a [*ValueError] that names the destination, the table, the
-asset, the partition, the row, the column and the value, and says what
-would be accepted. A column may take a value of the batch instead of the
-row: its fencing token, run id or delivery id ([Meta]).
+whether it allows NULL. Every value of every batch is checked: a row key
+that is no column, a value of the wrong kind, and a missing or nil value
+where NULL is not allowed refuse the write with a [*ValueError] that
+names the destination, the table, the asset, the partition, the row, the
+column and the value, and says what would be accepted, and nothing of
+the write is written. A write committing on its own checks each row as
+it inserts it ([Rows]), in one pass over the batch, and a refused value
+rolls its transaction back; a write handed to a ledger's transaction is
+checked whole when [Destination.Write] takes it. A column may take a
+value of the batch instead of the row: its fencing token, run id or
+delivery id ([Meta]).
 
 Each write replaces the batch's partition: it deletes the table's rows
 whose partition column lies in the partition's bounds, [Start, End) (or,

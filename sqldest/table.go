@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/tranche-dev/tranche"
 )
 
 // Kind is the kind of Go values a column takes.
@@ -34,7 +32,8 @@ const (
 	// 2006-01-02T15:04:05.000000000Z, which sorts as the instants do and
 	// which SQLite's date functions read.
 	Time
-	// Bytes takes []byte, copied when the batch is checked.
+	// Bytes takes []byte, copied when the write is handed to a ledger's
+	// transaction, which runs after the batch is back with the runner.
 	Bytes
 )
 
@@ -148,12 +147,13 @@ var (
 	ErrOutOfRange = errors.New("sqldest: value out of the column's range")
 )
 
-// ValueError refuses a batch, before anything is written, for one value
-// of one row: a key that is no column of the table, a value the column's
-// kind does not take, or a missing or nil value where NULL is not
-// allowed; or, from a dialect that checks the table's own column types
-// as it inserts, a value the column cannot hold ([ErrOutOfRange]), in a
-// transaction then rolled back.
+// ValueError refuses a write, which writes nothing, for one value of one
+// row: a key that is no column of the table, a value the column's kind
+// does not take, or a missing or nil value where NULL is not allowed; or,
+// from a dialect that checks the table's own column types as it inserts,
+// a value the column cannot hold ([ErrOutOfRange]). A write committing
+// on its own meets it as it inserts the row, and rolls its transaction
+// back; a write for a ledger's transaction, before it is handed over.
 type ValueError struct {
 	Destination string
 	Table       string // the table, qualified as written
@@ -215,6 +215,9 @@ type table struct {
 	fromRows int            // how many columns come from rows
 	part     int            // the partition column's index, or -1
 	keys     string         // the row keys, for errors
+	rowKeys  []string       // each column's key in the rows; "" for a Meta column
+	delivery bool           // whether a column takes the delivery id
+	bytes    bool           // whether a column takes Bytes
 
 	qDelete, qInsert string
 	qInsertHead      string   // INSERT INTO ... VALUES, before the rows
@@ -260,9 +263,11 @@ func compile(t Table) (*table, error) {
 		}
 		names[col.Name] = true
 		c.columnNames = append(c.columnNames, col.Name)
+		c.bytes = c.bytes || col.Kind == Bytes
+		key := ""
 		switch col.Meta {
 		case FromRow:
-			key := col.Key
+			key = col.Key
 			if key == "" {
 				key = col.Name
 			}
@@ -277,12 +282,14 @@ func compile(t Table) (*table, error) {
 				bad("column %q takes the token, an Int; kind %v", col.Name, col.Kind)
 			}
 		case FromRunID, FromDeliveryID:
+			c.delivery = c.delivery || col.Meta == FromDeliveryID
 			if col.Kind != String {
 				bad("column %q takes the run or delivery id, a String; kind %v", col.Name, col.Kind)
 			}
 		default:
 			bad("column %q: meta %d; want FromRow, FromToken, FromRunID or FromDeliveryID", col.Name, col.Meta)
 		}
+		c.rowKeys = append(c.rowKeys, key)
 		if col.Name == t.Partition {
 			c.part = i
 			switch {
@@ -412,6 +419,9 @@ func (d *Dialect) value(col *Column, v any) (any, error, string) {
 			return v, nil, ""
 		}
 		if n, ok := asInt(v); ok {
+			if d.Integers {
+				return v, nil, ""
+			}
 			return n, nil, ""
 		}
 	case Float:
@@ -443,8 +453,8 @@ func (d *Dialect) value(col *Column, v any) (any, error, string) {
 			return d.Time(t), nil, ""
 		}
 	case Bytes:
-		if b, ok := v.([]byte); ok {
-			return append([]byte{}, b...), nil, ""
+		if _, ok := v.([]byte); ok {
+			return v, nil, ""
 		}
 	}
 	return nil, ErrMistyped, col.Kind.accepts()
@@ -487,90 +497,4 @@ func asInt(v any) (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// rows checks a batch's rows against the table and converts them, in
-// column order, refusing the first bad value.
-func (c *table) rows(d *Destination, b *tranche.Batch) ([][]any, error) {
-	out := make([][]any, len(b.Rows))
-	// One array for every row's values: one allocation per batch.
-	all := make([]any, len(b.Rows)*len(c.cols))
-	refuse := func(i int, col string, v any, err error, want string) error {
-		return &ValueError{Destination: d.name, Table: c.name, Asset: b.Asset, Partition: b.Key(), Row: i,
-			Column: col, Value: v, Err: err, Want: want}
-	}
-	var delivery string
-	for i, r := range b.Rows {
-		vals := all[i*len(c.cols) : (i+1)*len(c.cols) : (i+1)*len(c.cols)]
-		seen := 0
-		for j := range c.cols {
-			col := &c.cols[j]
-			switch col.Meta {
-			case FromToken:
-				vals[j] = b.Token
-				continue
-			case FromRunID:
-				vals[j] = b.RunID
-				continue
-			case FromDeliveryID:
-				if delivery == "" {
-					delivery = b.DeliveryID()
-				}
-				vals[j] = delivery
-				continue
-			}
-			key := col.Key
-			if key == "" {
-				key = col.Name
-			}
-			v, ok := r[key]
-			if ok {
-				seen++
-			}
-			if j == c.part {
-				pv, err := c.partitionValue(d, b, v)
-				if err != nil {
-					return nil, refuse(i, col.Name, v, ErrMistyped, err.Error())
-				}
-				vals[j] = pv
-				continue
-			}
-			cv, err, want := d.dialect.value(col, v)
-			if err != nil {
-				return nil, refuse(i, col.Name, v, err, want)
-			}
-			vals[j] = cv
-		}
-		if seen < len(r) {
-			for k, v := range r {
-				if _, ok := c.byKey[k]; !ok {
-					return nil, refuse(i, k, v, ErrUnknownColumn, "the table's columns take the keys "+c.keys)
-				}
-			}
-		}
-		out[i] = vals
-	}
-	return out, nil
-}
-
-// partitionValue converts a row's partition value, which the runner has
-// checked lies in the batch's partition, to the partition column's kind.
-func (c *table) partitionValue(d *Destination, b *tranche.Batch, v any) (any, error) {
-	kind := c.cols[c.part].Kind
-	switch tv := v.(type) {
-	case time.Time:
-		if kind == Time {
-			if d.dialect.Time == nil {
-				return v, nil // as it came: no new box
-			}
-			return d.dialect.Time(tv), nil
-		}
-		return b.Key(), nil
-	case string:
-		if kind == Time {
-			return d.dialect.timeValue(b.Partition.Start), nil
-		}
-		return b.Key(), nil
-	}
-	return nil, fmt.Errorf("a time.Time or a partition key string")
 }

@@ -101,6 +101,19 @@ func TestValueKinds(t *testing.T) {
 				t.Errorf("kind %v, %s: err %v, want %q; want ErrMistyped saying what is accepted", k, name, err, want)
 			}
 		}
+		// A dialect that takes Go integers as they are gets them so,
+		// checked alike.
+		keep := d
+		keep.Integers = true
+		for _, name := range []string{"int", "int8", "uint16", "uint", "uint64", "big-uint64"} {
+			got, err, _ := keep.value(&col, values[name])
+			if k == Int && name != "big-uint64" && (err != nil || got != values[name]) {
+				t.Errorf("Int with Integers, %s: %#v, %v; want it as it came", name, got, err)
+			}
+			if k == Int && name == "big-uint64" && !errors.Is(err, ErrMistyped) {
+				t.Errorf("Int with Integers, %s: %v; want ErrMistyped", name, err)
+			}
+		}
 		if _, err, _ := d.value(&col, nil); !errors.Is(err, ErrNull) {
 			t.Errorf("kind %v: nil in a NOT NULL column: %v", k, err)
 		}

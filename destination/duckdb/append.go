@@ -18,20 +18,24 @@ import (
 	"github.com/tranche-dev/tranche/sqldest"
 )
 
-// qColumns reads the declared types of a table's columns, in the
-// table's order, and the connection's zone.
-const qColumns = `SELECT column_name, data_type, current_setting('TimeZone') FROM duckdb_columns()
-	WHERE database_name = current_database() AND schema_name = COALESCE(NULLIF($1, ''), current_schema()) AND table_name = $2
-	ORDER BY column_index`
+// qColumns reads the names and declared types of a table's columns, in
+// the table's order, and the connection's zone: typeof names a column's
+// type as DuckDB declares it (JSON, ENUM(...), DECIMAL(p,s)), and the
+// empty table joined to one row gives one row of them, at a third of
+// the cost of a query of duckdb_columns(), which reads the whole
+// catalog.
+const qColumns = `SELECT current_setting('TimeZone'), typeof(COLUMNS(t.*)) FROM (SELECT 1) AS one LEFT JOIN (FROM %s LIMIT 0) AS t ON true`
 
 // appendRows is the dialect's Insert: it reads the table's column types
-// in the transaction, checks every value against its column's type, and
-// only then appends the rows with an appender on the transaction's
-// connection. DuckDB's appender writes a value as its column's type
-// without a check of its own (300 into a TINYINT is stored as 44, and a
-// string that is not UTF-8 as it is), so that the check is the only
-// thing between a bad value and the table.
-func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows [][]any) error {
+// in the transaction, then appends the rows with an appender on the
+// transaction's connection, checking each value against its column's
+// type as it appends it. DuckDB's appender writes a value as its column's
+// type without a check of its own (300 into a TINYINT is stored as 44,
+// and a string that is not UTF-8 as it is), so that the check is the only
+// thing between a bad value and the table. A refused value stops the
+// appender, its rows discarded, and the destination rolls the
+// transaction back, which discards those the appender flushed before.
+func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows *sqldest.Rows) error {
 	names, types, zone, err := tableColumns(ctx, tx, table)
 	if err != nil {
 		return err
@@ -47,35 +51,6 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 		}
 		if cols[j].naive && !utcZone(zone) {
 			return fmt.Errorf("table %s, column %q: a %s column (without time zone) needs the connections' zone to be UTC (SET TimeZone = 'UTC'; duckdb.Open sets it), since DuckDB compares it with the partitions' bounds in the connection's zone, %q", qualified(table), c, cols[j].name, zone)
-		}
-	}
-	// Every value first, so that a refused one leaves the appender
-	// unopened. The rows are the write's, which a retry of the
-	// transaction appends again: what the appender needs in their place
-	// (the scaled integer of a DECIMAL) goes into a copy.
-	converts := false
-	for _, c := range cols {
-		converts = converts || c.t == tDecimal
-	}
-	out := rows
-	if converts {
-		out = make([][]any, len(rows))
-	}
-	for i, r := range rows {
-		if converts {
-			out[i] = append([]any(nil), r...)
-		}
-		for j, v := range r {
-			if v == nil {
-				continue
-			}
-			cv, err, want := cols[j].fit(v)
-			if err != nil {
-				return &sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
-			}
-			if cv != nil {
-				out[i][j] = cv
-			}
 		}
 	}
 	whole := len(columns) == len(names)
@@ -96,14 +71,40 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 		if err != nil {
 			return err
 		}
-		vals := make([]driver.Value, len(columns))
-		for i, r := range out {
-			for j, v := range r {
-				vals[j] = v
+		// stop discards what the appender holds, unflushed, and closes
+		// it, returning err.
+		stop := func(err error) error {
+			a.Clear()
+			a.Close()
+			return err
+		}
+		// One slice of values for every row: the appender copies them
+		// into its chunk at once.
+		vals := make([]any, len(columns))
+		args := make([]driver.Value, len(columns))
+		for i := range rows.Len() {
+			if err := rows.Row(i, vals); err != nil {
+				return stop(err)
 			}
-			if err := a.AppendRow(vals...); err != nil {
-				a.Close()
-				return fmt.Errorf("row %d: %w", i, err)
+			for j, v := range vals {
+				if v == nil {
+					args[j] = nil
+					continue
+				}
+				cv, err, want := cols[j].fit(v)
+				if err != nil {
+					if n, ok := integer(v); ok {
+						v = n // as sqldest converts it, named so in errors
+					}
+					return stop(&sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want})
+				}
+				if cv != nil {
+					v = cv
+				}
+				args[j] = v
+			}
+			if err := a.AppendRow(args...); err != nil {
+				return stop(fmt.Errorf("row %d: %w", i, err))
 			}
 		}
 		return a.CloseWithCancel(ctx)
@@ -111,26 +112,40 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 }
 
 func tableColumns(ctx context.Context, tx *sql.Tx, table [2]string) (names, types []string, zone string, err error) {
-	rs, err := tx.QueryContext(ctx, qColumns, table[0], table[1])
+	ident := quote(table[1])
+	if table[0] != "" {
+		ident = quote(table[0]) + "." + ident
+	}
+	rs, err := tx.QueryContext(ctx, fmt.Sprintf(qColumns, ident))
 	if err != nil {
 		return nil, nil, "", err
 	}
 	defer rs.Close()
-	for rs.Next() {
-		var n, t string
-		if err := rs.Scan(&n, &t, &zone); err != nil {
-			return nil, nil, "", err
-		}
-		names, types = append(names, n), append(types, t)
-	}
-	if err := rs.Err(); err != nil {
+	cols, err := rs.Columns()
+	if err != nil {
 		return nil, nil, "", err
 	}
-	if len(names) == 0 {
-		return nil, nil, "", fmt.Errorf("table %s does not exist: create the tables first (Destination.CreateTables, or the statements of Table.DDL)", qualified(table))
+	if !rs.Next() {
+		if err := rs.Err(); err != nil {
+			return nil, nil, "", err
+		}
+		return nil, nil, "", fmt.Errorf("table %s: no row of its column types", qualified(table))
 	}
-	return names, types, zone, nil
+	names = cols[1:]
+	types = make([]string, len(names))
+	dest := make([]any, len(cols))
+	dest[0] = &zone
+	for i := range types {
+		dest[i+1] = &types[i]
+	}
+	if err := rs.Scan(dest...); err != nil {
+		return nil, nil, "", err
+	}
+	return names, types, zone, rs.Close()
 }
+
+// quote quotes an identifier.
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func qualified(table [2]string) string {
 	if table[0] == "" {
@@ -268,39 +283,17 @@ var (
 	maxTimestampNS = time.Unix(0, math.MaxInt64).UTC() // exclusive
 )
 
-// fit checks v, a value as sqldest converted it (int64, float64, string,
-// bool, time.Time or []byte), against the column's type, and returns
-// what the appender takes in its place, nil to take v as it is (boxing
-// none anew); or the error and what would be accepted.
+// fit checks v, a value as sqldest converted it (an integer of a Go
+// integer type, the dialect keeping those as the rows hold them, a
+// float64, string, bool, time.Time or []byte), against the column's
+// type, and returns what the appender takes in its place, nil to take v
+// as it is (boxing none anew); or the error and what would be accepted.
 func (c *column) fit(v any) (any, error, string) {
 	switch v := v.(type) {
 	case int64:
-		switch c.t {
-		case tInteger:
-			if v < c.lo || v > c.hi {
-				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi)
-			}
-			return nil, nil, ""
-		case tHuge:
-			return nil, nil, ""
-		case tUHuge:
-			if v < 0 {
-				return nil, sqldest.ErrOutOfRange, "at least 0, as the column's type in the table, UHUGEINT, holds"
-			}
-			return nil, nil, ""
-		case tDouble, tFloat:
-			limit := int64(1) << 53
-			if c.t == tFloat {
-				limit = 1 << 24
-			}
-			if v > limit || v < -limit {
-				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name)
-			}
-			return nil, nil, ""
-		case tDecimal:
-			return c.decimal(new(big.Int).Mul(big.NewInt(v), c.pow))
-		}
-		return nil, sqldest.ErrMistyped, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL")
+		return c.fitInt(v)
+	case int:
+		return c.fitInt(int64(v))
 	case float64:
 		switch c.t {
 		case tDouble:
@@ -356,7 +349,68 @@ func (c *column) fit(v any) (any, error, string) {
 		}
 		return nil, nil, ""
 	}
+	if n, ok := integer(v); ok {
+		return c.fitInt(n)
+	}
 	return nil, sqldest.ErrMistyped, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name)
+}
+
+// fitInt checks an integer against the column's type.
+func (c *column) fitInt(v int64) (any, error, string) {
+	switch c.t {
+	case tInteger:
+		if v < c.lo || v > c.hi {
+			return nil, sqldest.ErrOutOfRange, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi)
+		}
+		return nil, nil, ""
+	case tHuge:
+		return nil, nil, ""
+	case tUHuge:
+		if v < 0 {
+			return nil, sqldest.ErrOutOfRange, "at least 0, as the column's type in the table, UHUGEINT, holds"
+		}
+		return nil, nil, ""
+	case tDouble, tFloat:
+		limit := int64(1) << 53
+		if c.t == tFloat {
+			limit = 1 << 24
+		}
+		if v > limit || v < -limit {
+			return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name)
+		}
+		return nil, nil, ""
+	case tDecimal:
+		return c.decimal(new(big.Int).Mul(big.NewInt(v), c.pow))
+	}
+	return nil, sqldest.ErrMistyped, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL")
+}
+
+// integer returns the value of v, of any Go integer type but uint and
+// uint64 beyond math.MaxInt64, which sqldest has refused, as an int64.
+func integer(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case int8:
+		return int64(n), true
+	case uint8:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case uint:
+		return int64(n), n <= math.MaxInt64
+	case uint64:
+		return int64(n), n <= math.MaxInt64
+	}
+	return 0, false
 }
 
 // wants says what the column's kind needs of the table's type.

@@ -43,10 +43,10 @@ by the delivery id, [sqldest.FromDeliveryID]).
 
 The default types of the kinds are BIGINT, DOUBLE, VARCHAR, BOOLEAN,
 TIMESTAMPTZ and BLOB. A table created otherwise may declare narrower
-types, which each write reads from the table (duckdb_columns()) and
-checks every value against before the first row is appended, since
-DuckDB's appender stores a value as its column's type without a check
-of its own (300 into a TINYINT would be 44): an Int column takes the
+types, which each write reads from the table (typeof over its columns,
+in the write's transaction) and checks each value against as it appends
+it, since DuckDB's appender stores a value as its column's type without
+a check of its own (300 into a TINYINT would be 44): an Int column takes the
 integer types, signed and unsigned, HUGEINT, DECIMAL(p,s), and DOUBLE and
 FLOAT where they hold it exactly; a Float column DOUBLE, FLOAT and
 DECIMAL (rounded half away from zero to its scale, as DuckDB's casts
@@ -59,8 +59,9 @@ Bytes column BLOB. A value that does not fit its column refuses the
 write with a [*sqldest.ValueError] naming the destination, the table,
 the asset, the partition, the row, the column and the value, matching
 [sqldest.ErrOutOfRange] (or [sqldest.ErrMistyped] for a column whose type
-takes no value of the kind), and the transaction is rolled back: nothing
-is written for the partition.
+takes no value of the kind), and the transaction is rolled back, the
+rows appended before it with the rest: nothing is written for the
+partition.
 
 [Dialect.NoPartitionIndex] leaves out the index on the partition column
 that other databases get: DuckDB's deletes by range are pruned by the

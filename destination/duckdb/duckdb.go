@@ -122,15 +122,17 @@ func openError(name, file string, err error) error {
 // Dialect is the dialect of DuckDB through github.com/duckdb/duckdb-go/v2,
 // for sqldest.New: Time columns are TIMESTAMPTZ (time.Time binds as
 // one), the rows go in through DuckDB's appender, on the write's
-// connection and in its transaction, each value checked first against
-// the column's type as the table declares it, and a write that meets a
-// concurrent one (DuckDB's transactions are optimistic: the second
-// writer of a row fails at once) is tried again.
+// connection and in its transaction, each value checked as it is
+// appended against the column's type as the table declares it (the
+// integers as the rows hold them, which the appender takes), and a
+// write that meets a concurrent one (DuckDB's transactions are
+// optimistic: the second writer of a row fails at once) is tried again.
 var Dialect = sqldest.Dialect{
 	Name: "duckdb",
 	Types: [sqldest.Bytes + 1]string{sqldest.Int: "BIGINT", sqldest.Float: "DOUBLE", sqldest.String: "VARCHAR",
 		sqldest.Bool: "BOOLEAN", sqldest.Time: "TIMESTAMPTZ", sqldest.Bytes: "BLOB"},
 	Insert:           appendRows,
+	Integers:         true,
 	NoPartitionIndex: true,
 	Classify:         classify,
 }

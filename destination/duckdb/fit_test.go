@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/sqldest"
 )
 
@@ -101,23 +102,22 @@ func TestFitAgreesWithDuckDB(t *testing.T) {
 			}
 			return
 		}
-		// Appended, the value reads back as the cast gives it.
+		// Written through a destination, appended, the value reads back
+		// as the cast gives it.
 		name := table(typ)
-		conn, err := db.Conn(ctx)
+		kind := sqldest.Int
+		if sqlType == "DOUBLE" {
+			kind = sqldest.Float
+		}
+		d, err := New(ctx, db, "duckdb test", sqldest.Table{Name: name, Columns: []sqldest.Column{{Name: "v", Kind: kind, Type: typ}}})
 		if err != nil {
 			rt.Fatal(err)
 		}
-		defer conn.Close()
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		defer tx.Rollback()
-		if err := appendRows(ctx, conn, tx, [2]string{"", name}, []string{"v"}, [][]any{{v}}); err != nil {
+		if err := d.Write(ctx, []tranche.Batch{{Asset: name, Rows: []tranche.Row{{"v": v}}}}); err != nil {
 			rt.Fatalf("append %v into %s: %v", v, typ, err)
 		}
 		var stored string
-		if err := tx.QueryRowContext(ctx, "SELECT CAST(v AS VARCHAR) FROM "+name).Scan(&stored); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT CAST(v AS VARCHAR) FROM "+name).Scan(&stored); err != nil {
 			rt.Fatal(err)
 		}
 		if stored != cast.String {

@@ -239,6 +239,37 @@ func testValidation(t *testing.T, e *Env) {
 					}
 				})
 			}
+			// A bad value in the last of many rows, after the earlier
+			// ones have gone to the database (the driver's buffers, the
+			// appender's chunks, the INSERTs already run), and after
+			// another partition of the same write was replaced (the
+			// writes go in the order of their partitions): refused alike,
+			// and nothing of the write lands, tokens included.
+			t.Run("late bad value", func(t *testing.T) {
+				tokens := readTokens(t, e)
+				late := day(1)
+				many := rowsOf(late, 10_000, "many")
+				for i := range many {
+					many[i]["day"] = late.Start.Add(time.Duration(i) * time.Second)
+				}
+				many[len(many)-1]["n"] = "last"
+				err := d.Write(t.Context(), []tranche.Batch{batch(late, many, "late", 0), batch(p, rowsOf(p, 3000, "replaced"), "late", 0)})
+				ve, ok := errors.AsType[*sqldest.ValueError](err)
+				if !ok || !errors.Is(err, sqldest.ErrMistyped) || ve.Row != len(many)-1 || ve.Column != "n" || ve.Partition != late.Key() {
+					t.Fatalf("Write = %v; want a *ValueError for row %d, column n, partition %s", err, len(many)-1, late.Key())
+				}
+				for _, s := range []string{"row 9999", `column "n"`, `string "last"`, `asset "events"`, "partition " + late.Key()} {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not say %q", err, s)
+					}
+				}
+				if diff := cmp.Diff(want, read(t, e, "events")); diff != "" {
+					t.Errorf("a refused write changed the table (-before +after):\n%s", diff)
+				}
+				if diff := cmp.Diff(tokens, readTokens(t, e)); diff != "" {
+					t.Errorf("a refused write changed the tokens (-before +after):\n%s", diff)
+				}
+			})
 			// The null column takes nil and a missing key.
 			r := good()
 			delete(r[0], "worker")
@@ -260,6 +291,29 @@ func testValidation(t *testing.T, e *Env) {
 			}
 		})
 	}
+}
+
+// readTokens reads the token table, a line a partition.
+func readTokens(t *testing.T, e *Env) []string {
+	t.Helper()
+	rows, err := e.DB.QueryContext(t.Context(), "SELECT table_name, start_s, token, run_id FROM "+sqldest.TokenTable+" ORDER BY table_name, start_s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var table, run string
+		var start, token int64
+		if err := rows.Scan(&table, &start, &token, &run); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s %d: token %d of %s", table, start, token, run))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func testReplace(t *testing.T, e *Env) {

@@ -91,8 +91,11 @@ func destDialect(classify func(error) (error, string, bool)) *sqldest.Dialect {
 // copyRows inserts rows with COPY, on the pgx connection under conn, in
 // the transaction open on it: one round trip for the rows (and one for
 // the columns' types, cached by pgx per connection), where a prepared
-// INSERT costs one per row.
-func copyRows(ctx context.Context, conn *sql.Conn, _ *sql.Tx, table [2]string, columns []string, rows [][]any) error {
+// INSERT costs one per row. Each row is checked as COPY reads it; a
+// refused one aborts the COPY (pgx sends CopyFail, and the server's
+// error says only that), so the refusal itself is returned, and the
+// destination rolls the transaction back.
+func copyRows(ctx context.Context, conn *sql.Conn, _ *sql.Tx, table [2]string, columns []string, rows *sqldest.Rows) error {
 	return conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
@@ -102,9 +105,29 @@ func copyRows(ctx context.Context, conn *sql.Conn, _ *sql.Tx, table [2]string, c
 		if table[0] != "" {
 			ident = pgx.Identifier{table[0], table[1]}
 		}
-		n, err := c.Conn().CopyFrom(ctx, ident, columns, pgx.CopyFromRows(rows))
-		if err == nil && n != int64(len(rows)) {
-			err = fmt.Errorf("COPY into %s wrote %d of %d rows", ident.Sanitize(), n, len(rows))
+		// One slice of values for every row: pgx encodes a row before
+		// it asks for the next. pgx reads the rows in a goroutine of its
+		// own, which has ended when CopyFrom returns.
+		vals := make([]any, len(columns))
+		var refused error
+		i := 0
+		src := pgx.CopyFromFunc(func() ([]any, error) {
+			if i == rows.Len() {
+				return nil, nil
+			}
+			if err := rows.Row(i, vals); err != nil {
+				refused = err
+				return nil, err
+			}
+			i++
+			return vals, nil
+		})
+		n, err := c.Conn().CopyFrom(ctx, ident, columns, src)
+		if refused != nil {
+			return refused
+		}
+		if err == nil && n != int64(rows.Len()) {
+			err = fmt.Errorf("COPY into %s wrote %d of %d rows", ident.Sanitize(), n, rows.Len())
 		}
 		return err
 	})

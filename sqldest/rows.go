@@ -1,0 +1,159 @@
+package sqldest
+
+import (
+	"time"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// Rows are the rows of one batch for one table, as a dialect's Insert
+// reads them: one row at a time, each value checked against the table's
+// spec as it is read ([Rows.Row]). A write committing on its own reads
+// the batch once, checking and inserting in one pass, and a refused value
+// rolls back its transaction, so that nothing of the write lands; a
+// write handed to a ledger's transaction has been checked and converted
+// whole when [Destination.Write] took it, since it runs after the batch
+// is back with the runner.
+type Rows struct {
+	t       *table
+	dialect *Dialect
+	dest    string // the destination's name, for errors
+	asset   string
+	key     string // the partition's key; "" unpartitioned
+	start   any    // the partition's start, as the Time partition column takes it
+
+	// The batch's values, boxed once for every row.
+	token, run, delivery any
+
+	rows []tranche.Row // read as Insert goes; nil once converted
+	conv [][]any       // checked and converted at Write
+	n    int
+}
+
+// newRows returns the rows of b for t, to be read as they are inserted.
+func newRows(d *Destination, t *table, b *tranche.Batch) *Rows {
+	r := &Rows{t: t, dialect: d.dialect, dest: d.name, asset: b.Asset, key: b.Key(),
+		token: b.Token, run: b.RunID, rows: b.Rows, n: len(b.Rows)}
+	if t.part >= 0 && t.cols[t.part].Kind == Time {
+		r.start = d.dialect.timeValue(b.Partition.Start)
+	}
+	if t.delivery {
+		r.delivery = b.DeliveryID()
+	}
+	return r
+}
+
+// Len returns how many rows there are.
+func (r *Rows) Len() int { return r.n }
+
+// Row puts the values of row i, 0 <= i < Len(), into vals, one for each
+// of the table's columns in its order (the columns given to Insert),
+// len(vals) of them: a row's value converted for the driver as its
+// column's [Kind] says (an int64, a float64, a string, a bool, a
+// time.Time or what the dialect's Time makes of it, a []byte), the
+// batch's for a [Meta] column, and nil for NULL. It refuses the row with
+// a [*ValueError] naming the destination, the table, the asset, the
+// partition, the row, the column and the value, for the first value the
+// spec does not take: the caller stops there and returns the error, and
+// the destination rolls the transaction back. vals is the caller's,
+// reused from row to row as it likes.
+func (r *Rows) Row(i int, vals []any) error {
+	if r.conv != nil {
+		copy(vals, r.conv[i])
+		return nil
+	}
+	t := r.t
+	row := r.rows[i]
+	seen := 0
+	for j := range t.cols {
+		col := &t.cols[j]
+		switch col.Meta {
+		case FromToken:
+			vals[j] = r.token
+			continue
+		case FromRunID:
+			vals[j] = r.run
+			continue
+		case FromDeliveryID:
+			vals[j] = r.delivery
+			continue
+		}
+		v, ok := row[t.rowKeys[j]]
+		if ok {
+			seen++
+		}
+		if j == t.part {
+			pv, ok := r.partitionValue(v)
+			if !ok {
+				return r.refuse(i, col.Name, v, ErrMistyped, "a time.Time or a partition key string")
+			}
+			vals[j] = pv
+			continue
+		}
+		cv, err, want := r.dialect.value(col, v)
+		if err != nil {
+			return r.refuse(i, col.Name, v, err, want)
+		}
+		vals[j] = cv
+	}
+	if seen < len(row) {
+		for k, v := range row {
+			if _, ok := t.byKey[k]; !ok {
+				return r.refuse(i, k, v, ErrUnknownColumn, "the table's columns take the keys "+t.keys)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Rows) refuse(i int, col string, v any, err error, want string) error {
+	return &ValueError{Destination: r.dest, Table: r.t.name, Asset: r.asset, Partition: r.key, Row: i,
+		Column: col, Value: v, Err: err, Want: want}
+}
+
+// partitionValue converts a row's partition value, which the runner has
+// checked lies in the batch's partition, to the partition column's kind.
+func (r *Rows) partitionValue(v any) (any, bool) {
+	kind := r.t.cols[r.t.part].Kind
+	switch tv := v.(type) {
+	case time.Time:
+		if kind == Time {
+			if r.dialect.Time == nil {
+				return v, true // as it came: no new box
+			}
+			return r.dialect.Time(tv), true
+		}
+		return r.key, true
+	case string:
+		if kind == Time {
+			return r.start, true
+		}
+		return r.key, true
+	}
+	return nil, false
+}
+
+// convert checks and converts every row now, for a write that runs after
+// the batch is back with the runner, copying the bytes of Bytes values.
+func (r *Rows) convert() error {
+	n := len(r.t.cols)
+	conv := make([][]any, r.n)
+	// One array for every row's values: one allocation per batch.
+	all := make([]any, r.n*n)
+	for i := range conv {
+		vals := all[i*n : (i+1)*n : (i+1)*n]
+		if err := r.Row(i, vals); err != nil {
+			return err
+		}
+		if r.t.bytes {
+			for j, v := range vals {
+				if b, ok := v.([]byte); ok {
+					vals[j] = append([]byte{}, b...)
+				}
+			}
+		}
+		conv[i] = vals
+	}
+	r.conv, r.rows = conv, nil
+	return nil
+}
