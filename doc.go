@@ -100,8 +100,9 @@ dependency order, independent ones concurrently up to
 window, and is refused unless every partitioned asset allows windows;
 targets reaching before an asset's first partition are refused with a
 [*PartitionError]; both before any event. A failure cancels the running
-assets ([FailFast], the default), or only the assets downstream of it
-([CollectAll]). A panic fails its asset with a [*PanicError]; an error
+assets ([FailStop], the default), or only the assets downstream of it
+([FailContinue]): [Runner.OnFailure] is the [FailurePolicy] that a
+backfill's OnFailure is too, for its partitions. A panic fails its asset with a [*PanicError]; an error
 wrapped with [Retryable], or a timeout, is retried with exponential
 backoff. The [Result] reports every asset's [AssetResult].
 

@@ -164,7 +164,7 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 	took := map[string]time.Duration{} // a's partitions, from start to success
 	startedAt := map[string]time.Time{}
 	a := &backfill.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
-		Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: backfill.FailContinue,
+		Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: tranche.FailContinue,
 		OnEvent: func(_ context.Context, e tranche.Event) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -313,7 +313,7 @@ func TestBackfillUnclaimed(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: backfill.FailContinue, OnEvent: rec.OnEvent}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: tranche.FailContinue, OnEvent: rec.OnEvent}
 	rep, err := b.Run(t.Context())
 	bfCheckReport(t, rep, 5, 3, 0, 0, 0, 0, 0)
 	if rep.Unclaimed != 2 || len(rep.ClaimFailures) != 2 || !errors.Is(rep.ClaimFailures[0].Err, errDown) {

@@ -159,7 +159,7 @@ func (m *bfMachine) drawFault(rt *rapid.T, cancelable bool) (context.Context, co
 func (m *bfMachine) drawWorker(rt *rapid.T, label string) *backfill.Backfill {
 	b := *m.workers[rapid.IntRange(0, len(m.workers)-1).Draw(rt, label)]
 	b.Order = rapid.SampledFrom([]backfill.Order{backfill.NewestFirst, backfill.OldestFirst}).Draw(rt, label+" order")
-	b.OnFailure = rapid.SampledFrom([]backfill.FailurePolicy{backfill.FailStop, backfill.FailContinue}).Draw(rt, label+" on failure")
+	b.OnFailure = rapid.SampledFrom([]tranche.FailurePolicy{tranche.FailStop, tranche.FailContinue}).Draw(rt, label+" on failure")
 	return &b
 }
 

@@ -302,7 +302,7 @@ func TestBackfill(t *testing.T) {
 	rollup.Partitioning = tranche.Partitioning{Granularity: tranche.Day}
 	dag := tranchetest.NewDAG(t, events, rollup)
 	l := memledger.New(nil)
-	b := &backfill.Backfill{DAG: dag, Window: days(t, 1, 5), Ledger: l, Concurrency: 2, OnFailure: backfill.FailContinue,
+	b := &backfill.Backfill{DAG: dag, Window: days(t, 1, 5), Ledger: l, Concurrency: 2, OnFailure: tranche.FailContinue,
 		Runner: &tranche.Runner{OnEvent: hook}, OnEvent: hook, Worker: "w1"}
 	id, err := b.ID()
 	if err != nil {
@@ -638,7 +638,7 @@ func TestConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
-			r := tranche.Runner{OnEvent: hook, Concurrency: 3, FailureMode: tranche.CollectAll}
+			r := tranche.Runner{OnEvent: hook, Concurrency: 3, OnFailure: tranche.FailContinue}
 			for range each {
 				if _, err := r.Run(t.Context(), dag, nil); err == nil {
 					t.Error("the run did not fail")

@@ -70,7 +70,7 @@ func run() error {
 		Ledger:      memledger.New(nil),
 		Worker:      "example",
 		Concurrency: 4,
-		OnFailure:   backfill.FailContinue, // a failed day does not stop the others
+		OnFailure:   tranche.FailContinue, // a failed day does not stop the others
 		OnEvent:     backfill.NewProgressReporter(os.Stdout),
 	}
 

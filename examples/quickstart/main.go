@@ -85,7 +85,7 @@ func run() error {
 		Ledger:      lg,
 		Worker:      "quickstart",
 		Concurrency: 4,
-		OnFailure:   backfill.FailContinue, // a failed day does not stop the others
+		OnFailure:   tranche.FailContinue, // a failed day does not stop the others
 		OnEvent:     backfill.NewProgressReporter(os.Stdout),
 	}
 	fmt.Printf("Backfilling into %s, recorded in %s\n", *dir, lg.Path())

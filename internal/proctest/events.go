@@ -139,7 +139,7 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l ledger.Ledger) (*backf
 		return nil, err
 	}
 	return &backfill.Backfill{
-		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: backfill.FailContinue,
+		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: tranche.FailContinue,
 		Runner: &tranche.Runner{OnEvent: func(_ context.Context, ev tranche.Event) {
 			if ev.Kind == tranche.KindRunStarted {
 				attempts.Store(ev.RunID, ev.Attempt)

@@ -638,7 +638,7 @@ func testBackfill(t *testing.T, e *Env) {
 				t.Fatal(err)
 			}
 			l := e.ledger()
-			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 3, ChunkSize: c.chunk, OnFailure: backfill.FailContinue}
+			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 3, ChunkSize: c.chunk, OnFailure: tranche.FailContinue}
 			if _, err := b.Run(t.Context()); err == nil {
 				t.Fatal("the first run did not fail")
 			}
