@@ -194,7 +194,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	if err := preflight(dag, &t); err != nil {
 		return nil, err
 	}
-	n := dag.Len()
+	n := len(dag.assets)
 	s := &runState{
 		dag:      dag,
 		id:       runID,
@@ -307,7 +307,7 @@ func (t *target) location() *time.Location {
 	if t.isWindow {
 		return t.window.Location()
 	}
-	return t.partition.Location()
+	return t.partition.Start.Location()
 }
 
 func (t *target) oldest() TimePartition {
@@ -490,7 +490,7 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 // the one-worker case without a context; the first failure is kept in
 // the scheduler and cancels the workers' context with its cause.
 func (s *runState) schedule(ctx context.Context, start time.Time, limit int, policy FailurePolicy) {
-	n := s.dag.Len()
+	n := len(s.dag.assets)
 	if n == 0 {
 		return
 	}

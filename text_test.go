@@ -43,7 +43,7 @@ func TestPropertyPartitionText(t *testing.T) {
 			t.Fatalf("UnmarshalText(%q): %v", text, err)
 		}
 		if !back.Equal(p) || back.Key() != p.Key() || back.Granularity != g {
-			t.Fatalf("UnmarshalText(%q) = %v in %v, want %v in %v", text, back, back.Location(), p, loc)
+			t.Fatalf("UnmarshalText(%q) = %v in %v, want %v in %v", text, back, back.Start.Location(), p, loc)
 		}
 		if again, err := back.MarshalText(); err != nil || string(again) != string(text) {
 			t.Fatalf("MarshalText(UnmarshalText(%q)) = %q, %v", text, again, err)

@@ -1122,7 +1122,7 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	if worker == "" {
 		worker = defaultWorker()
 	}
-	id := tranche.DAGIdentity(dag, p.Granularity, p.Location())
+	id := tranche.DAGIdentity(dag, p.Granularity, p.Start.Location())
 	revision, err := l.Revision(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)

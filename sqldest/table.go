@@ -496,7 +496,7 @@ func (c *table) rows(d *Destination, b *tranche.Batch) ([][]any, error) {
 	// One array for every row's values: one allocation per batch.
 	all := make([]any, len(b.Rows)*len(c.cols))
 	refuse := func(i int, col string, v any, err error, want string) error {
-		return &ValueError{Destination: d.name, Table: c.name, Asset: b.Asset, Partition: b.Key(), Row: i,
+		return &ValueError{Destination: d.name, Table: c.name, Asset: b.Asset, Partition: b.Partition.Key(), Row: i,
 			Column: col, Value: v, Err: err, Want: want}
 	}
 	var delivery string
@@ -565,12 +565,12 @@ func (c *table) partitionValue(d *Destination, b *tranche.Batch, v any) (any, er
 			}
 			return d.dialect.Time(tv), nil
 		}
-		return b.Key(), nil
+		return b.Partition.Key(), nil
 	case string:
 		if kind == Time {
 			return d.dialect.timeValue(b.Partition.Start), nil
 		}
-		return b.Key(), nil
+		return b.Partition.Key(), nil
 	}
 	return nil, fmt.Errorf("a time.Time or a partition key string")
 }

@@ -59,7 +59,7 @@ func run() error {
 	}
 	first := november.Oldest()
 	fmt.Printf("November 2026 in New York (%s): %d days, the first %v long as clocks fall back, keys %s to %s\n\n",
-		november, november.Len(), first.Duration(), first.Key(), november.Newest().Key())
+		november, november.Len(), first.End.Sub(first.Start), first.Key(), november.Newest().Key())
 
 	fault, err := injectedFault(november)
 	if err != nil {

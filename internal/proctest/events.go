@@ -65,7 +65,7 @@ func (d audited) Write(ctx context.Context, batches []tranche.Batch) error {
 		return err
 	}
 	for _, b := range batches {
-		fmt.Fprintf(d.w, "wrote %s %s %d\n", b.Key(), d.worker, b.Token)
+		fmt.Fprintf(d.w, "wrote %s %s %d\n", b.Partition.Key(), d.worker, b.Token)
 	}
 	return nil
 }

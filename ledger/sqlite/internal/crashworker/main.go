@@ -202,10 +202,10 @@ func (g gated) Write(ctx context.Context, batches []tranche.Batch) error {
 		return err
 	}
 	for _, b := range batches {
-		if b.Key() != *gateKey {
+		if b.Partition.Key() != *gateKey {
 			continue
 		}
-		fmt.Fprintf(g.log, "wrote %s %s %d\n", b.Key(), *worker, b.Token)
+		fmt.Fprintf(g.log, "wrote %s %s %d\n", b.Partition.Key(), *worker, b.Token)
 		for {
 			if _, err := os.Stat(*gateFile); err == nil {
 				break
