@@ -94,7 +94,7 @@ type Batch struct {
 	Token int64
 
 	// DAG is the identity of the DAG whose ledger history numbered Token
-	// (see [DAGIdentity]); empty when Token is 0. The tokens of one
+	// (see backfill.DAGIdentity); empty when Token is 0. The tokens of one
 	// partition are comparable only within one DAG identity, since a
 	// ledger numbers the attempts of each DAG apart: when a DAG changes
 	// (an asset added, say) its attempts start again from 1. A fenced

@@ -231,7 +231,7 @@ func TestBatchesCarryTokens(t *testing.T) {
 	}
 
 	lg := memledger.New(nil)
-	identity := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	identity := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	for attempt, rerun := range []ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll} {
 		bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, ChunkSize: 2, Rerun: rerun}
 		if _, err := bf.Run(ctxT); err != nil {

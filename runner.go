@@ -154,7 +154,7 @@ type RunOptions struct {
 	// first (a ledger's attempt numbers), given to each batch of a
 	// partitioned asset (Batch.Token); nil when the run is not fenced.
 	// DAG is the identity of the DAG whose history numbered them
-	// (Batch.DAG).
+	// (Batch.DAG), as backfill.DAGIdentity computes it.
 	//
 	// A fenced run's context is checked right before each destination
 	// write, after the asset's call: a context canceled by then (with a

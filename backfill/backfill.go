@@ -255,7 +255,7 @@ func (b *Backfill) config() (*config, error) {
 	cfg.selection = sel
 	w := sel.window
 	cfg.match = newMatcher(w.Granularity(), w.Location())
-	cfg.dag = tranche.DAGIdentity(b.DAG, w.Granularity(), w.Location())
+	cfg.dag = DAGIdentity(b.DAG, w.Granularity(), w.Location())
 	if sel.chosen() {
 		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
 	} else {
@@ -1122,7 +1122,7 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	if worker == "" {
 		worker = defaultWorker()
 	}
-	id := tranche.DAGIdentity(dag, p.Granularity, p.Start.Location())
+	id := DAGIdentity(dag, p.Granularity, p.Start.Location())
 	revision, err := l.Revision(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)

@@ -291,7 +291,7 @@ const (
 func TestBackfillIdentity(t *testing.T) {
 	p := new(bfProbe)
 	dag := bfDAG(t, p, true)
-	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	jan := bfDays(t, 1, 31)
 	feb, err := tranche.NewTimePartitionWindow(tranche.Day, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 28, 0, 0, 0, 0, time.UTC))
 	if err != nil {
@@ -309,14 +309,14 @@ func TestBackfillIdentity(t *testing.T) {
 		{"BackfillID of February", backfill.BackfillID(dagID, feb, 1), bfFebruaryID},
 		{"RunID of 2026-01-05", backfill.RunID(dagID, bfDay(5).Start, bfDay(5).End), bfJanuary5Run},
 		{"RunID of 2026-01-05 in Berlin", backfill.RunID(dagID, bfDay(5).Start.In(berlin), bfDay(5).End.In(berlin)), bfJanuary5Run},
-		{"DAGIdentity in Berlin", tranche.DAGIdentity(dag, tranche.Day, berlin), bfBerlinDAGID},
+		{"DAGIdentity in Berlin", backfill.DAGIdentity(dag, tranche.Day, berlin), bfBerlinDAGID},
 	}
 	// The same DAG declared in another order is the same DAG.
 	other, err := tranche.NewDAG(slices.Collect(dag.Assets())[1], slices.Collect(dag.Assets())[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks = append(checks, struct{ what, got, want string }{"DAGIdentity of the assets in another order", tranche.DAGIdentity(other, tranche.Day, time.UTC), bfDAGID})
+	checks = append(checks, struct{ what, got, want string }{"DAGIdentity of the assets in another order", backfill.DAGIdentity(other, tranche.Day, time.UTC), bfDAGID})
 
 	// Equal instants in different zones give one id: hours of UTC and of
 	// Berlin fall on the same instants.
@@ -365,7 +365,7 @@ func TestBackfillIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := tranche.DAGIdentity(more, tranche.Day, time.UTC); id == bfDAGID {
+	if id := backfill.DAGIdentity(more, tranche.Day, time.UTC); id == bfDAGID {
 		t.Errorf("DAGIdentity with one more asset = %s, the same", id)
 	}
 }
@@ -473,7 +473,7 @@ func TestBackfillRefusals(t *testing.T) {
 			}
 			var dagID string
 			if b.DAG != nil && b.Window.Len() > 0 {
-				dagID = tranche.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
+				dagID = backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
 			}
 			check := func(what string, err error) {
 				t.Helper()

@@ -309,7 +309,7 @@ func TestBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 2026-01-01 already succeeded; 2026-01-02 is running elsewhere.
-	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	for _, c := range []struct {
 		p      tranche.TimePartition
 		finish bool

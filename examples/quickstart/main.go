@@ -117,7 +117,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		h, err := lg.History(ctx, tranche.DAGIdentity(dag, tranche.Day, ny), p.Start)
+		h, err := lg.History(ctx, backfill.DAGIdentity(dag, tranche.Day, ny), p.Start)
 		if err != nil {
 			return err
 		}

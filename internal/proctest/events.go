@@ -158,7 +158,7 @@ func EventsDAG(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tranche.DAGIdentity(b.DAG, tranche.Day, time.UTC)
+	return backfill.DAGIdentity(b.DAG, tranche.Day, time.UTC)
 }
 
 // Execution is a line of the executions log.

@@ -645,7 +645,7 @@ func testBackfill(t *testing.T, e *Env) {
 			if _, err := b.Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+			dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 			events, audit := read(t, e, "events"), read(t, e, "events_audit")
 			for p := range w.OldestFirst() {
 				h, err := l.History(t.Context(), dagID, p.Start)

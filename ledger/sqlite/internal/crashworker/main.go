@@ -243,7 +243,7 @@ func stale(ctx context.Context, l ledger.Ledger, first time.Time) error {
 	if err != nil {
 		return err
 	}
-	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset))
 	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: *worker,
 		RunID: backfill.RunID(dagID, p.Start, p.End), Partitions: []tranche.TimePartition{p}, Lease: *lease})
