@@ -313,9 +313,6 @@ func (h *nameHeap) Pop() any {
 	return x
 }
 
-// Len returns the number of assets in the DAG.
-func (d *DAG) Len() int { return len(d.assets) }
-
 // Assets returns the DAG's assets in dependency order, each after those it
 // depends on, ties broken by name: the order is the same for the same
 // assets however they were passed to [NewDAG]. Each yielded Asset is a

@@ -76,7 +76,7 @@ type Destination interface {
 type Batch struct {
 	Asset     string
 	Column    string        // the partition column; empty for an unpartitioned asset
-	Partition TimePartition // the zero TimePartition for an unpartitioned asset
+	Partition TimePartition // the zero TimePartition, whose Key is "", for an unpartitioned asset
 	Rows      []Row
 
 	// RunID is the id of the run that wrote the batch. A backfill's
@@ -94,7 +94,7 @@ type Batch struct {
 	Token int64
 
 	// DAG is the identity of the DAG whose ledger history numbered Token
-	// (see [DAGIdentity]); empty when Token is 0. The tokens of one
+	// (see backfill.DAGIdentity); empty when Token is 0. The tokens of one
 	// partition are comparable only within one DAG identity, since a
 	// ledger numbers the attempts of each DAG apart: when a DAG changes
 	// (an asset added, say) its attempts start again from 1. A fenced
@@ -111,16 +111,7 @@ type Batch struct {
 // deduplicates by it.
 func (b Batch) DeliveryID() string {
 	return shortHash(fmt.Sprintf("tranche/delivery/v1\nrun=%s\nasset=%s\npartition=%s\ntoken=%d\n",
-		b.RunID, b.Asset, b.Key(), b.Token), 16)
-}
-
-// Key returns the batch's partition key, or "" for an unpartitioned
-// asset.
-func (b Batch) Key() string {
-	if !b.Partition.Granularity.IsValid() {
-		return ""
-	}
-	return b.Partition.Key()
+		b.RunID, b.Asset, b.Partition.Key(), b.Token), 16)
 }
 
 // MemoryDestination is a [Destination] that keeps rows in memory, by
@@ -157,7 +148,7 @@ func (f fence) admit(b *Batch) (fence, error) {
 	case b.Token == 0:
 		return f, nil
 	case b.DAG == f.DAG && b.Token < f.Token:
-		return f, &StaleWriteError{Asset: b.Asset, Key: b.Key(), Token: b.Token, Latest: f.Token}
+		return f, &StaleWriteError{Asset: b.Asset, Key: b.Partition.Key(), Token: b.Token, Latest: f.Token}
 	}
 	return fence{DAG: b.DAG, Token: b.Token}, nil
 }
@@ -185,7 +176,7 @@ func (d *MemoryDestination) Write(ctx context.Context, batches []Batch) error {
 	for i := range batches {
 		b := &batches[i]
 		var f fence
-		if p := d.assets[b.Asset][b.Key()]; p != nil {
+		if p := d.assets[b.Asset][b.Partition.Key()]; p != nil {
 			f = p.fence
 		}
 		var err error
@@ -199,7 +190,7 @@ func (d *MemoryDestination) Write(ctx context.Context, batches []Batch) error {
 			parts = make(map[string]*memoryPartition)
 			d.assets[b.Asset] = parts
 		}
-		parts[b.Key()] = &memoryPartition{rows: copies[i], fence: fences[i]}
+		parts[b.Partition.Key()] = &memoryPartition{rows: copies[i], fence: fences[i]}
 	}
 	return nil
 }

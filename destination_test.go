@@ -226,12 +226,12 @@ func TestBatchesCarryTokens(t *testing.T) {
 	tranchetest.RequireCompleted(t, res, err)
 	for _, b := range dest.take() {
 		if b.Token != 0 || b.RunID != res.RunID {
-			t.Errorf("Runner.Run batch %s: token %d, run %q; want 0, %q", b.Key(), b.Token, b.RunID, res.RunID)
+			t.Errorf("Runner.Run batch %s: token %d, run %q; want 0, %q", b.Partition.Key(), b.Token, b.RunID, res.RunID)
 		}
 	}
 
 	lg := memledger.New(nil)
-	identity := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	identity := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	for attempt, rerun := range []ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll} {
 		bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, ChunkSize: 2, Rerun: rerun}
 		if _, err := bf.Run(ctxT); err != nil {
@@ -245,12 +245,12 @@ func TestBatchesCarryTokens(t *testing.T) {
 		for _, b := range got {
 			chunk := tranche.PartitionOf(tranche.Day, b.Partition.Start)
 			if b.Token != int64(attempt+1) {
-				t.Errorf("attempt %d: batch %s has token %d", attempt+1, b.Key(), b.Token)
+				t.Errorf("attempt %d: batch %s has token %d", attempt+1, b.Partition.Key(), b.Token)
 			}
 			// Chunks of 2, newest first, over Jan 1..4: Jan 3-4 and Jan 1-2.
 			start := chunk.Start.AddDate(0, 0, -((chunk.Start.YearDay() - 1) % 2))
 			if want := backfill.RunID(identity, start, start.AddDate(0, 0, 2)); b.RunID != want {
-				t.Errorf("attempt %d: batch %s has run %q, want %q", attempt+1, b.Key(), b.RunID, want)
+				t.Errorf("attempt %d: batch %s has run %q, want %q", attempt+1, b.Partition.Key(), b.RunID, want)
 			}
 			ids[b.DeliveryID()] = true
 		}

@@ -66,7 +66,7 @@ and configs: "day 2024-01-01..2024-01-31 America/New_York",
 each marshals to empty text, and empty text unmarshals to it. A zone is
 written by its zone database name, or for a fixed offset without one by the
 offset ("day 2026-01-01..2026-01-31 +01:00", "UTC" for zero); identities
-([DAGIdentity]) name zones the same way. Nothing that names a backfill, a
+(backfill.DAGIdentity) name zones the same way. Nothing that names a backfill, a
 DAG or a window depends on the host's zone: time.Local on a host with
 daylight saving time and without TZ has no portable name, so the text forms
 refuse it ("Local"); load zones by name with [time.LoadLocation].
@@ -100,8 +100,9 @@ dependency order, independent ones concurrently up to
 window, and is refused unless every partitioned asset allows windows;
 targets reaching before an asset's first partition are refused with a
 [*PartitionError]; both before any event. A failure cancels the running
-assets ([FailFast], the default), or only the assets downstream of it
-([CollectAll]). A panic fails its asset with a [*PanicError]; an error
+assets ([FailStop], the default), or only the assets downstream of it
+([FailContinue]): [Runner.OnFailure] is the [FailurePolicy] that a
+backfill's OnFailure is too, for its partitions. A panic fails its asset with a [*PanicError]; an error
 wrapped with [Retryable], or a timeout, is retried with exponential
 backoff. The [Result] reports every asset's [AssetResult].
 
@@ -175,8 +176,9 @@ memory, the modules ledger/sqlite and ledger/postgres in a database), so
 that running it again resumes it and several workers share it. This
 package knows nothing of backfills or ledgers: [RunOptions] is what any
 scheduler, a backfill among them, chooses of a run (its id, attempt and
-the fencing tokens of its writes). [DAGIdentity] is the stable hash a
-ledger keys a DAG's history by.
+the fencing tokens of its writes). backfill.DAGIdentity is the stable
+hash a ledger keys a DAG's history by, which a scheduler passes as
+[RunOptions].DAG.
 
 # Packages
 

@@ -86,9 +86,9 @@ func TestKindNames(t *testing.T) {
 			t.Errorf("Status %q, want %q", status, want)
 		}
 	}
-	for mode, want := range map[tranche.FailureMode]string{tranche.FailFast: "fail-fast", tranche.CollectAll: "collect-all", 7: "FailureMode(7)"} {
-		if mode.String() != want {
-			t.Errorf("FailureMode %q, want %q", mode, want)
+	for policy, want := range map[tranche.FailurePolicy]string{tranche.FailStop: "stop", tranche.FailContinue: "continue"} {
+		if string(policy) != want || fmt.Sprint(policy) != want {
+			t.Errorf("FailurePolicy %q, want %q", policy, want)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func ExamplePartitionOf() {
 	// The day New York springs forward lasts 23 hours.
 	p := tranche.PartitionOf(tranche.Day, at("2024-03-10T12:00:00-04:00", "America/New_York"))
 	fmt.Println(p)
-	fmt.Println(p.Duration())
+	fmt.Println(p.End.Sub(p.Start))
 
 	// The partition follows the location of the instant.
 	fmt.Println(tranche.PartitionOf(tranche.Day, at("2024-03-10T12:00:00-04:00", "Asia/Kathmandu")))
@@ -95,7 +95,7 @@ func ExampleTimePartitionWindow_All() {
 	}
 	// Newest first: an interrupted backfill leaves the recent days done.
 	for p := range w.All() {
-		fmt.Println(p.Key(), p.Duration())
+		fmt.Println(p.Key(), p.End.Sub(p.Start))
 	}
 	// Output:
 	// 2024-03-11 24h0m0s
@@ -191,7 +191,7 @@ func ExampleEvery() {
 		panic(err)
 	}
 	for p := range w.OldestFirst() {
-		fmt.Println(p.Key(), p.Duration())
+		fmt.Println(p.Key(), p.End.Sub(p.Start))
 	}
 	// Output:
 	// 6h

@@ -18,8 +18,12 @@ import (
 // for months, "2006-Q1" for quarters and "2006" for years. The slot of a
 // cron schedule is named by the fire time that ends it, in RFC 3339
 // ("2026-01-05T02:00:00-05:00").
-// [ParsePartitionKey] inverts it.
+// [ParsePartitionKey] inverts it. The zero TimePartition, which a
+// [Batch] of an unpartitioned asset holds, has the key "".
 func (p TimePartition) Key() string {
+	if !p.Granularity.IsValid() {
+		return ""
+	}
 	var buf [32]byte
 	return string(appendKey(buf[:0], p.Granularity, p.Start, p.End))
 }

@@ -27,14 +27,10 @@ func PartitionOf(g TimeGranularity, t time.Time) TimePartition {
 	return TimePartition{Start: at(s, loc), End: at(e, loc), Granularity: g}
 }
 
-// Location returns the partition's location, the one its boundaries and
-// key follow.
-func (p TimePartition) Location() *time.Location { return p.Start.Location() }
-
 // Next returns the partition that starts where p ends.
 func (p TimePartition) Next() TimePartition {
 	p.Granularity.mustBeValid("TimePartition.Next")
-	loc := p.Location()
+	loc := p.Start.Location()
 	c := newCursor(p.Granularity, loc)
 	s := unix(p.End)
 	return TimePartition{Start: at(s, loc), End: at(c.Next(s), loc), Granularity: p.Granularity}
@@ -43,7 +39,7 @@ func (p TimePartition) Next() TimePartition {
 // Prev returns the partition that ends where p starts.
 func (p TimePartition) Prev() TimePartition {
 	p.Granularity.mustBeValid("TimePartition.Prev")
-	loc := p.Location()
+	loc := p.Start.Location()
 	c := newCursor(p.Granularity, loc)
 	e := unix(p.Start)
 	return TimePartition{Start: at(c.Start(e-1), loc), End: at(e, loc), Granularity: p.Granularity}
@@ -53,10 +49,6 @@ func (p TimePartition) Prev() TimePartition {
 func (p TimePartition) Contains(t time.Time) bool {
 	return !t.Before(p.Start) && t.Before(p.End)
 }
-
-// Duration returns the partition's length, which varies across DST
-// transitions and calendar months.
-func (p TimePartition) Duration() time.Duration { return p.End.Sub(p.Start) }
 
 // IsZero reports whether p is the zero TimePartition. No partition
 // computed by this package is zero; none is empty either.
@@ -68,7 +60,7 @@ func (p TimePartition) IsZero() bool {
 // granularity, start and end instants and location.
 func (p TimePartition) Equal(q TimePartition) bool {
 	return p.Granularity == q.Granularity && p.Start.Equal(q.Start) && p.End.Equal(q.End) &&
-		sameZone(p.Location(), q.Location())
+		sameZone(p.Start.Location(), q.Start.Location())
 }
 
 // Compare orders partitions by start, then end: -1 if p starts first, +1
@@ -108,7 +100,7 @@ func (p TimePartition) MarshalText() ([]byte, error) {
 	if q := PartitionOf(p.Granularity, p.Start); !q.Start.Equal(p.Start) || !q.End.Equal(p.End) {
 		return nil, fmt.Errorf("tranche: cannot marshal partition %s: it is not a %v partition; the one holding its start is %s", p, p.Granularity, q)
 	}
-	loc := p.Location()
+	loc := p.Start.Location()
 	if !portableZone(loc) {
 		return nil, fmt.Errorf("tranche: cannot marshal partition %s: its location %q is not a zone database name or a fixed offset; load the zone by name", p, zoneName(loc))
 	}

@@ -43,7 +43,7 @@ type span struct {
 }
 
 func spanOf(p tranche.TimePartition) span {
-	return span{p.Key(), p.Start.Format(time.RFC3339), p.End.Format(time.RFC3339), p.Duration()}
+	return span{p.Key(), p.Start.Format(time.RFC3339), p.End.Format(time.RFC3339), p.End.Sub(p.Start)}
 }
 
 func keysOf(w tranche.TimePartitionWindow) []string {
@@ -229,7 +229,7 @@ func TestPartitionOf(t *testing.T) {
 			if !p.Contains(at) {
 				t.Errorf("PartitionOf(%v, %v) = %v does not contain it", tt.g, at, p)
 			}
-			if got := p.Location().String(); got != tt.zone {
+			if got := p.Start.Location().String(); got != tt.zone {
 				t.Errorf("PartitionOf(%v, %v).Location() = %s, want %s", tt.g, at, got, tt.zone)
 			}
 			back, err := tranche.ParsePartitionKey(tt.g, p.Key(), loadLocation(t, tt.zone))
@@ -356,8 +356,8 @@ func TestPartitionsOfADay(t *testing.T) {
 			if w.Len() != tt.wantLen {
 				t.Errorf("%s has %d %v partitions, want %d", tt.day, w.Len(), tt.g, tt.wantLen)
 			}
-			if got := w.End().Sub(w.Start()); got != tt.wantHours || day.Duration() != tt.wantHours {
-				t.Errorf("%s lasts %v (window) and %v (day), want %v", tt.day, got, day.Duration(), tt.wantHours)
+			if got := w.End().Sub(w.Start()); got != tt.wantHours || day.End.Sub(day.Start) != tt.wantHours {
+				t.Errorf("%s lasts %v (window) and %v (day), want %v", tt.day, got, day.End.Sub(day.Start), tt.wantHours)
 			}
 			n := 0
 			for p := range w.OldestFirst() {
@@ -434,6 +434,11 @@ func TestPartitionCompareEqualString(t *testing.T) {
 	}
 	if !(tranche.TimePartition{}).IsZero() || a.IsZero() {
 		t.Error("IsZero is wrong")
+	}
+	// A batch of an unpartitioned asset holds the zero partition, whose
+	// key is "", as its destination names it.
+	if got := (tranche.TimePartition{}).Key(); got != "" {
+		t.Errorf("zero TimePartition Key = %q, want \"\"", got)
 	}
 }
 

@@ -28,9 +28,11 @@ type Runner struct {
 	// runtime.GOMAXPROCS(0); a negative value means 1.
 	Concurrency int
 
-	// FailureMode says what a failed asset does to the rest of the run.
-	// The zero value is [FailFast].
-	FailureMode FailureMode
+	// OnFailure says what a failed asset does to the rest of the run:
+	// "" and [FailStop] cancel the running assets and start no other,
+	// [FailContinue] lets independent branches finish. Any other value
+	// fails the run before it starts.
+	OnFailure FailurePolicy
 
 	// OnEvent, when not nil, is called with every [Event] of every run.
 	// This is the hook contract of the library, which a backfill's
@@ -51,53 +53,56 @@ type Runner struct {
 	Logger *slog.Logger
 }
 
-// FailureMode says how a run treats a failed asset.
-type FailureMode int
+// FailurePolicy says what a failure does to the rest of the work: to the
+// other assets of a run ([Runner.OnFailure]), or to the other partitions
+// of a backfill (the package backfill's Backfill.OnFailure). Its text
+// forms are "stop" and "continue"; "" means [FailStop].
+type FailurePolicy string
 
 const (
-	// FailFast cancels the context of the running assets at the first
-	// failure and starts no other asset; every asset that did not finish
-	// is reported canceled.
-	FailFast FailureMode = iota
+	// FailStop stops at the first failure. A run cancels the context of
+	// its running assets and starts no other; every asset that did not
+	// finish is reported canceled. A backfill claims nothing more: its
+	// running partitions finish, unreached ones stay pending. The
+	// default.
+	FailStop FailurePolicy = "stop"
 
-	// CollectAll lets independent branches finish: only the assets that
-	// depend, directly or not, on a failed asset are canceled, and the
-	// result lists every outcome.
-	CollectAll
+	// FailContinue lets the rest go on. A run lets independent branches
+	// finish: only the assets that depend, directly or not, on a failed
+	// asset are canceled, and the result lists every outcome. A backfill
+	// runs every partition whatever fails.
+	FailContinue FailurePolicy = "continue"
 )
 
-// String returns "fail-fast" or "collect-all".
-func (m FailureMode) String() string {
-	switch m {
-	case FailFast:
-		return "fail-fast"
-	case CollectAll:
-		return "collect-all"
+// ParseFailurePolicy parses "stop" or "continue"; "" is "stop".
+func ParseFailurePolicy(s string) (FailurePolicy, error) {
+	switch p := FailurePolicy(s); p {
+	case "":
+		return FailStop, nil
+	case FailStop, FailContinue:
+		return p, nil
 	}
-	return fmt.Sprintf("FailureMode(%d)", int(m))
+	return "", fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", s)
 }
 
-// MarshalText implements [encoding.TextMarshaler] with the String form,
-// so that JSON, YAML and flag.TextVar take a mode.
-func (m FailureMode) MarshalText() ([]byte, error) {
-	switch m {
-	case FailFast, CollectAll:
-		return []byte(m.String()), nil
+// MarshalText implements [encoding.TextMarshaler]: "stop" or "continue"
+// ("" stays ""), so that JSON, YAML and flag.TextVar take a policy.
+func (p FailurePolicy) MarshalText() ([]byte, error) {
+	switch p {
+	case "", FailStop, FailContinue:
+		return []byte(p), nil
 	}
-	return nil, fmt.Errorf("tranche: unknown failure mode %d; accepted: fail-fast, collect-all", int(m))
+	return nil, fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", string(p))
 }
 
-// UnmarshalText implements [encoding.TextUnmarshaler]: "fail-fast" ("" too)
-// or "collect-all".
-func (m *FailureMode) UnmarshalText(text []byte) error {
-	switch string(text) {
-	case "", "fail-fast":
-		*m = FailFast
-	case "collect-all":
-		*m = CollectAll
-	default:
-		return fmt.Errorf("tranche: unknown failure mode %q; accepted: fail-fast, collect-all", text)
+// UnmarshalText implements [encoding.TextUnmarshaler] with
+// [ParseFailurePolicy].
+func (p *FailurePolicy) UnmarshalText(text []byte) error {
+	v, err := ParseFailurePolicy(string(text))
+	if err != nil {
+		return err
 	}
+	*p = v
 	return nil
 }
 
@@ -149,7 +154,7 @@ type RunOptions struct {
 	// first (a ledger's attempt numbers), given to each batch of a
 	// partitioned asset (Batch.Token); nil when the run is not fenced.
 	// DAG is the identity of the DAG whose history numbered them
-	// (Batch.DAG).
+	// (Batch.DAG), as backfill.DAGIdentity computes it.
 	//
 	// A fenced run's context is checked right before each destination
 	// write, after the asset's call: a context canceled by then (with a
@@ -178,6 +183,10 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
 	}
+	policy, err := ParseFailurePolicy(string(r.OnFailure))
+	if err != nil {
+		return nil, err
+	}
 	t, err := resolveTarget(tg)
 	if err != nil {
 		return nil, err
@@ -185,7 +194,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	if err := preflight(dag, &t); err != nil {
 		return nil, err
 	}
-	n := dag.Len()
+	n := len(dag.assets)
 	s := &runState{
 		dag:      dag,
 		id:       runID,
@@ -211,7 +220,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	}
 	start := time.Now()
 	s.emit(&Event{Kind: KindRunStarted, Time: start, Attempt: attempt})
-	s.schedule(ctx, start, r.limit(), r.FailureMode)
+	s.schedule(ctx, start, r.limit(), policy)
 	res := s.result(start)
 
 	var runErr error
@@ -298,7 +307,7 @@ func (t *target) location() *time.Location {
 	if t.isWindow {
 		return t.window.Location()
 	}
-	return t.partition.Location()
+	return t.partition.Start.Location()
 }
 
 func (t *target) oldest() TimePartition {
@@ -477,16 +486,16 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 // with no hand-off, and independent assets spread over at most limit
 // goroutines. The group only bounds and waits (SetLimit, Wait): its
 // functions return nil, because the calling goroutine, which errgroup
-// does not run, is a worker too, and because fail-fast must also stop
+// does not run, is a worker too, and because FailStop must also stop
 // the one-worker case without a context; the first failure is kept in
 // the scheduler and cancels the workers' context with its cause.
-func (s *runState) schedule(ctx context.Context, start time.Time, limit int, mode FailureMode) {
-	n := s.dag.Len()
+func (s *runState) schedule(ctx context.Context, start time.Time, limit int, policy FailurePolicy) {
+	n := len(s.dag.assets)
 	if n == 0 {
 		return
 	}
 	c := &s.sched
-	c.s, c.ctx, c.limit, c.failFast = s, ctx, limit, mode == FailFast
+	c.s, c.ctx, c.limit, c.failFast = s, ctx, limit, policy == FailStop
 	if c.failFast && limit > 1 && n > 1 {
 		// Running assets are canceled at the first failure. With one
 		// worker, no other asset runs then, and the failure flag alone

@@ -201,32 +201,32 @@ func failureDAG(t *testing.T) *tranche.DAG {
 	)
 }
 
-func TestRunFailureModes(t *testing.T) {
+func TestRunFailurePolicies(t *testing.T) {
 	for _, tc := range []struct {
-		mode                        tranche.FailureMode
+		policy                      tranche.FailurePolicy
 		completed, failed, canceled []string
 		took                        time.Duration
 		terminal                    map[string]tranche.Kind
 	}{
 		{
-			mode:      tranche.FailFast,
+			policy:    tranche.FailStop,
 			completed: []string{"quick"}, failed: []string{"bad"}, canceled: []string{"slow", "after", "side"},
 			took: time.Second,
 			terminal: map[string]tranche.Kind{"bad": tranche.KindAssetFailed, "slow": tranche.KindAssetCanceled,
 				"after": tranche.KindAssetCanceled, "side": tranche.KindAssetCanceled, "quick": tranche.KindAssetCompleted},
 		},
 		{
-			mode:      tranche.CollectAll,
+			policy:    tranche.FailContinue,
 			completed: []string{"slow", "quick", "side"}, failed: []string{"bad"}, canceled: []string{"after"},
 			took: 10 * time.Second,
 			terminal: map[string]tranche.Kind{"bad": tranche.KindAssetFailed, "slow": tranche.KindAssetCompleted,
 				"after": tranche.KindAssetCanceled, "side": tranche.KindAssetCompleted, "quick": tranche.KindAssetCompleted},
 		},
 	} {
-		t.Run(tc.mode.String(), func(t *testing.T) {
+		t.Run(string(tc.policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := new(tranchetest.Recorder)
-				r := tranche.Runner{Concurrency: 8, FailureMode: tc.mode, OnEvent: rec.OnEvent}
+				r := tranche.Runner{Concurrency: 8, OnFailure: tc.policy, OnEvent: rec.OnEvent}
 				start := time.Now()
 				res, err := r.Run(ctxT, failureDAG(t), nil)
 				if took := time.Since(start); took != tc.took {
@@ -265,13 +265,27 @@ func TestRunFailureModes(t *testing.T) {
 	}
 }
 
-func TestRunCollectAllJoinsFailures(t *testing.T) {
+func TestRunFailContinueJoinsFailures(t *testing.T) {
 	errA, errB := errors.New("a broke"), errors.New("b broke")
 	dag := tranchetest.NewDAG(t, tranchetest.Fail("a", errA), tranchetest.Fail("b", errB), tranchetest.Noop("c"))
-	res, err := (&tranche.Runner{FailureMode: tranche.CollectAll}).Run(ctxT, dag, nil)
+	res, err := (&tranche.Runner{OnFailure: tranche.FailContinue}).Run(ctxT, dag, nil)
 	tranchetest.RequireStatus(t, res, tranche.StatusFailed, "a=failed", "b=failed", "c=completed")
 	if !errors.Is(err, errA) || !errors.Is(err, errB) {
 		t.Errorf("Run error = %v, want both failures", err)
+	}
+}
+
+// An OnFailure the runner does not know fails the run before any asset
+// starts, naming the value and what is accepted.
+func TestRunUnknownFailurePolicy(t *testing.T) {
+	rec := new(tranchetest.Recorder)
+	dag := tranchetest.NewDAG(t, tranchetest.Noop("a"))
+	res, err := (&tranche.Runner{OnFailure: "halt", OnEvent: rec.OnEvent}).Run(ctxT, dag, nil)
+	if err == nil || res != nil || !strings.Contains(err.Error(), `"halt"`) || !strings.Contains(err.Error(), "stop, continue") {
+		t.Errorf("Run with OnFailure halt = %v, %v; want no result and an error naming halt and the accepted values", res, err)
+	}
+	if kinds := rec.Kinds(""); len(kinds) != 0 {
+		t.Errorf("events %v; want none", kinds)
 	}
 }
 
@@ -286,7 +300,7 @@ func TestRunPanicIsAssetFailure(t *testing.T) {
 			panic("plain value")
 		}),
 	)
-	res, err := (&tranche.Runner{FailureMode: tranche.CollectAll}).Run(ctxT, dag, nil)
+	res, err := (&tranche.Runner{OnFailure: tranche.FailContinue}).Run(ctxT, dag, nil)
 	tranchetest.RequireStatus(t, res, tranche.StatusFailed, "p=failed", "q=failed")
 	for _, name := range []string{"p", "q"} {
 		o, _ := res.Asset(name)
@@ -308,8 +322,8 @@ func TestRunPanicIsAssetFailure(t *testing.T) {
 }
 
 func TestRunCanceledContext(t *testing.T) {
-	for _, mode := range []tranche.FailureMode{tranche.FailFast, tranche.CollectAll} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, policy := range []tranche.FailurePolicy{tranche.FailStop, tranche.FailContinue} {
+		t.Run(string(policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cause := errors.New("shutting down")
 				ctx, cancel := context.WithCancelCause(ctxT)
@@ -322,7 +336,7 @@ func TestRunCanceledContext(t *testing.T) {
 					tranchetest.Noop("last", "long", "long2"),
 				)
 				start := time.Now()
-				res, err := (&tranche.Runner{FailureMode: mode, OnEvent: rec.OnEvent}).Run(ctx, dag, nil)
+				res, err := (&tranche.Runner{OnFailure: policy, OnEvent: rec.OnEvent}).Run(ctx, dag, nil)
 				if took := time.Since(start); took != 3*time.Second {
 					t.Errorf("run took %v after cancel at 3s", took)
 				}
@@ -721,7 +735,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 	dag := tranchetest.NewDAG(t, sleeper("a", time.Millisecond), sleeper("b", time.Hour), tranchetest.Fail("c", errBoom), tranchetest.Noop("d", "a"))
 	for range 20 {
 		ctx, cancel := context.WithTimeout(ctxT, 5*time.Millisecond)
-		_, _ = (&tranche.Runner{FailureMode: tranche.CollectAll, Concurrency: 4}).Run(ctx, dag, nil)
+		_, _ = (&tranche.Runner{OnFailure: tranche.FailContinue, Concurrency: 4}).Run(ctx, dag, nil)
 		cancel()
 		_, _ = (&tranche.Runner{}).Run(ctxT, dag, nil)
 	}

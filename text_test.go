@@ -3,6 +3,8 @@ package tranche_test
 import (
 	"encoding/json"
 	"errors"
+	"flag"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -41,7 +43,7 @@ func TestPropertyPartitionText(t *testing.T) {
 			t.Fatalf("UnmarshalText(%q): %v", text, err)
 		}
 		if !back.Equal(p) || back.Key() != p.Key() || back.Granularity != g {
-			t.Fatalf("UnmarshalText(%q) = %v in %v, want %v in %v", text, back, back.Location(), p, loc)
+			t.Fatalf("UnmarshalText(%q) = %v in %v, want %v in %v", text, back, back.Start.Location(), p, loc)
 		}
 		if again, err := back.MarshalText(); err != nil || string(again) != string(text) {
 			t.Fatalf("MarshalText(UnmarshalText(%q)) = %q, %v", text, again, err)
@@ -225,5 +227,49 @@ func TestParseErrorsTyped(t *testing.T) {
 	var inner *tranche.ParseError
 	if outer == nil || outer.Kind != "granularity" || !errors.As(outer.Err, &inner) || inner.Kind != "cron" || inner.Text != "0 25 * * *" {
 		t.Errorf("ParseGranularity(cron(0 25 * * *)) = %v; want the granularity's ParseError wrapping the cron's", err)
+	}
+}
+
+// TestPolicyText checks that FailurePolicy, which both a runner and a
+// backfill are configured by, takes text as slog.Level does: through
+// flag.TextVar and JSON, each accepted form round-tripping, and every
+// other form refused with an error.
+func TestPolicyText(t *testing.T) {
+	for _, s := range []string{"stop", "continue"} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var v tranche.FailurePolicy
+		fs.TextVar(&v, "v", tranche.FailStop, "")
+		if err := fs.Parse([]string{"-v", s}); err != nil {
+			t.Fatalf("flag -v %s: %v", s, err)
+		}
+		if got, err := v.MarshalText(); err != nil || string(got) != s {
+			t.Errorf("flag -v %s: MarshalText = %q, %v; want %q", s, got, err, s)
+		}
+		data, err := json.Marshal(v)
+		if err != nil || string(data) != `"`+s+`"` {
+			t.Errorf("json.Marshal(%s) = %s, %v", s, data, err)
+		}
+		var w tranche.FailurePolicy
+		if err := json.Unmarshal(data, &w); err != nil {
+			t.Errorf("json.Unmarshal(%s): %v", data, err)
+		} else if got, _ := w.MarshalText(); string(got) != s {
+			t.Errorf("json round trip of %s gives %s", s, got)
+		}
+	}
+	const bad = "halt"
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.TextVar(new(tranche.FailurePolicy), "v", tranche.FailStop, "")
+	if err := fs.Parse([]string{"-v", bad}); err == nil {
+		t.Errorf("flag -v %q accepted; want an error", bad)
+	}
+	if err := json.Unmarshal([]byte(`"`+bad+`"`), new(tranche.FailurePolicy)); err == nil {
+		t.Errorf("json.Unmarshal(%q) accepted; want an error", bad)
+	}
+	if _, err := tranche.FailurePolicy(bad).MarshalText(); err == nil {
+		t.Errorf("FailurePolicy(%q).MarshalText() succeeded; want an error", bad)
+	}
+	if p, err := tranche.ParseFailurePolicy(""); err != nil || p != tranche.FailStop {
+		t.Errorf(`ParseFailurePolicy("") = %q, %v; want %q`, p, err, tranche.FailStop)
 	}
 }

@@ -53,7 +53,7 @@ type zoneNames struct {
 	Window       string // its text form (String)
 	Marshaled    string // MarshalText
 	Roundtrip    bool   // UnmarshalText(MarshalText) is the same window
-	DAG          string // DAGIdentity
+	DAG          string // backfill.DAGIdentity
 	Backfill     string // BackfillID
 	PlanDAG      string // the DAG identity of Backfill.Plan
 	PlanBackfill string // the backfill id of Backfill.Plan
@@ -107,7 +107,7 @@ func namesOf(t *testing.T) map[string]zoneNames {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dagID := tranche.DAGIdentity(dag, tranche.Day, w.Location())
+		dagID := backfill.DAGIdentity(dag, tranche.Day, w.Location())
 		plan, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil)}).Plan(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -73,9 +73,9 @@ type Backfill struct {
 	// allow with Partitioning.AllowWindow.
 	ChunkSize int
 
-	Order     Order              // NewestFirst (the zero value) or OldestFirst
-	Rerun     ledger.RerunPolicy // "" means RerunFailed
-	OnFailure FailurePolicy      // "" means FailStop
+	Order     Order                 // NewestFirst (the zero value) or OldestFirst
+	Rerun     ledger.RerunPolicy    // "" means RerunFailed
+	OnFailure tranche.FailurePolicy // "" means tranche.FailStop
 
 	// Lease is how long a claim holds without a heartbeat; 0 means 30s.
 	// Heartbeat is how often a running partition renews it; 0 means a
@@ -174,49 +174,6 @@ func (o *Order) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// FailurePolicy decides what a backfill does after a partition fails.
-type FailurePolicy string
-
-const (
-	// FailStop claims nothing more after a failure: running partitions
-	// finish, unreached ones stay pending. The default.
-	FailStop FailurePolicy = "stop"
-	// FailContinue runs every partition whatever fails.
-	FailContinue FailurePolicy = "continue"
-)
-
-// ParseFailurePolicy parses "stop" or "continue"; "" is "stop".
-func ParseFailurePolicy(s string) (FailurePolicy, error) {
-	switch p := FailurePolicy(s); p {
-	case "":
-		return FailStop, nil
-	case FailStop, FailContinue:
-		return p, nil
-	}
-	return "", fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", s)
-}
-
-// MarshalText implements [encoding.TextMarshaler]: "stop" or "continue"
-// ("" stays "").
-func (p FailurePolicy) MarshalText() ([]byte, error) {
-	switch p {
-	case "", FailStop, FailContinue:
-		return []byte(p), nil
-	}
-	return nil, fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", string(p))
-}
-
-// UnmarshalText implements [encoding.TextUnmarshaler] with
-// [ParseFailurePolicy].
-func (p *FailurePolicy) UnmarshalText(text []byte) error {
-	v, err := ParseFailurePolicy(string(text))
-	if err != nil {
-		return err
-	}
-	*p = v
-	return nil
-}
-
 // Defaults of a Backfill's zero fields.
 const (
 	DefaultLease         = 30 * time.Second
@@ -228,7 +185,7 @@ type config struct {
 	dag, id, worker    string
 	chunk, concurrency int
 	rerun              ledger.RerunPolicy
-	onFailure          FailurePolicy
+	onFailure          tranche.FailurePolicy
 	lease, heartbeat   time.Duration
 	selection                  // what the backfill covers
 	match              matcher // how attempts match its partitions
@@ -251,7 +208,7 @@ func (b *Backfill) config() (*config, error) {
 	if cfg.rerun, err = ledger.ParseRerunPolicy(string(b.Rerun)); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.onFailure, err = ParseFailurePolicy(string(b.OnFailure)); err != nil {
+	if cfg.onFailure, err = tranche.ParseFailurePolicy(string(b.OnFailure)); err != nil {
 		errs = append(errs, err)
 	}
 	if b.Concurrency < 0 {
@@ -298,7 +255,7 @@ func (b *Backfill) config() (*config, error) {
 	cfg.selection = sel
 	w := sel.window
 	cfg.match = newMatcher(w.Granularity(), w.Location())
-	cfg.dag = tranche.DAGIdentity(b.DAG, w.Granularity(), w.Location())
+	cfg.dag = DAGIdentity(b.DAG, w.Granularity(), w.Location())
 	if sel.chosen() {
 		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
 	} else {
@@ -989,7 +946,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 
 // unclaimed records a job whose claim failed for a reason other than its
 // partitions being held: they were neither run nor recorded. Claims stop
-// under FailStop.
+// under tranche.FailStop.
 func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
 	x.count(func(r *Result) {
 		r.Unclaimed += len(u.partitions)
@@ -997,7 +954,7 @@ func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
 			r.ClaimFailures = append(r.ClaimFailures, Failure{Key: p.Key(), Err: err})
 		}
 	})
-	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
+	if x.cfg.onFailure == tranche.FailStop && ctx.Err() == nil {
 		x.halt(fmt.Errorf("stopped after the claim of partition %s failed", u.partitions[len(u.partitions)-1].Key()))
 	}
 	x.emitJob(ctx, KindPartitionUnclaimed, u, err)
@@ -1028,7 +985,7 @@ func outcomeErrors(res *tranche.Result) []error {
 	return errs
 }
 
-// fail records a failed job and stops claims under FailStop.
+// fail records a failed job and stops claims under tranche.FailStop.
 func (x *execution) fail(ctx context.Context, u *job, err error) {
 	x.count(func(r *Result) {
 		r.Failed += len(u.partitions)
@@ -1038,7 +995,7 @@ func (x *execution) fail(ctx context.Context, u *job, err error) {
 	})
 	// Claims stop before the event goes out, so that a hook that sees the
 	// failure sees no partition claimed after it.
-	if x.cfg.onFailure == FailStop && ctx.Err() == nil {
+	if x.cfg.onFailure == tranche.FailStop && ctx.Err() == nil {
 		x.halt(fmt.Errorf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()))
 	}
 	x.emitJob(ctx, KindPartitionFailed, u, err)
@@ -1165,7 +1122,7 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	if worker == "" {
 		worker = defaultWorker()
 	}
-	id := tranche.DAGIdentity(dag, p.Granularity, p.Location())
+	id := DAGIdentity(dag, p.Granularity, p.Start.Location())
 	revision, err := l.Revision(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)

@@ -291,7 +291,7 @@ const (
 func TestBackfillIdentity(t *testing.T) {
 	p := new(bfProbe)
 	dag := bfDAG(t, p, true)
-	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	jan := bfDays(t, 1, 31)
 	feb, err := tranche.NewTimePartitionWindow(tranche.Day, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 28, 0, 0, 0, 0, time.UTC))
 	if err != nil {
@@ -309,14 +309,14 @@ func TestBackfillIdentity(t *testing.T) {
 		{"BackfillID of February", backfill.BackfillID(dagID, feb, 1), bfFebruaryID},
 		{"RunID of 2026-01-05", backfill.RunID(dagID, bfDay(5).Start, bfDay(5).End), bfJanuary5Run},
 		{"RunID of 2026-01-05 in Berlin", backfill.RunID(dagID, bfDay(5).Start.In(berlin), bfDay(5).End.In(berlin)), bfJanuary5Run},
-		{"DAGIdentity in Berlin", tranche.DAGIdentity(dag, tranche.Day, berlin), bfBerlinDAGID},
+		{"DAGIdentity in Berlin", backfill.DAGIdentity(dag, tranche.Day, berlin), bfBerlinDAGID},
 	}
 	// The same DAG declared in another order is the same DAG.
 	other, err := tranche.NewDAG(slices.Collect(dag.Assets())[1], slices.Collect(dag.Assets())[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks = append(checks, struct{ what, got, want string }{"DAGIdentity of the assets in another order", tranche.DAGIdentity(other, tranche.Day, time.UTC), bfDAGID})
+	checks = append(checks, struct{ what, got, want string }{"DAGIdentity of the assets in another order", backfill.DAGIdentity(other, tranche.Day, time.UTC), bfDAGID})
 
 	// Equal instants in different zones give one id: hours of UTC and of
 	// Berlin fall on the same instants.
@@ -365,7 +365,7 @@ func TestBackfillIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := tranche.DAGIdentity(more, tranche.Day, time.UTC); id == bfDAGID {
+	if id := backfill.DAGIdentity(more, tranche.Day, time.UTC); id == bfDAGID {
 		t.Errorf("DAGIdentity with one more asset = %s, the same", id)
 	}
 }
@@ -473,7 +473,7 @@ func TestBackfillRefusals(t *testing.T) {
 			}
 			var dagID string
 			if b.DAG != nil && b.Window.Len() > 0 {
-				dagID = tranche.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
+				dagID = backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
 			}
 			check := func(what string, err error) {
 				t.Helper()
@@ -529,7 +529,7 @@ func TestBackfillResume(t *testing.T) {
 	bfNoLeaks(t)
 	p := &bfProbe{hook: bfFailOn(true, "2026-01-05")}
 	l := memledger.New(nil)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 10), Ledger: l, Worker: "w1", OnFailure: backfill.FailContinue}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 10), Ledger: l, Worker: "w1", OnFailure: tranche.FailContinue}
 
 	rep, err := b.Run(t.Context())
 	if err == nil || err.Error() != "tranche: backfill "+bfJanuaryResumeID+": 1 partitions failed (first 2026-01-05: tranche: asset \"raw\" failed for 2026-01-05: boom on 2026-01-05)" {
@@ -700,7 +700,7 @@ func TestBackfillChunks(t *testing.T) {
 	l := memledger.New(clock.Now)
 	p := &bfProbe{hook: bfFailOn(true, "day 2026-01-05..2026-01-07 UTC")}
 	w := bfDays(t, 1, 10)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, true), Window: w, Ledger: l, ChunkSize: 3, OnFailure: backfill.FailContinue, Worker: "w", Now: clock.Now}
+	b := &backfill.Backfill{DAG: bfDAG(t, p, true), Window: w, Ledger: l, ChunkSize: 3, OnFailure: tranche.FailContinue, Worker: "w", Now: clock.Now}
 	plan, err := b.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -778,14 +778,14 @@ const bfJanuary10Chunk3ID = "f99bb68ac0de" // BackfillID of bfDAG over 2026-01-0
 // why. FailContinue runs them all.
 func TestBackfillFailurePolicies(t *testing.T) {
 	tests := []struct {
-		policy backfill.FailurePolicy
+		policy tranche.FailurePolicy
 		calls  []string
 		report [5]int
 		latest []string
 	}{
 		{"", bfKeys(6, 5), [5]int{1, 1, 0, 0, 4}, []string{"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
-		{backfill.FailStop, bfKeys(6, 5), [5]int{1, 1, 0, 0, 4}, []string{"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
-		{backfill.FailContinue, bfKeys(6, 5, 4, 3, 2, 1), [5]int{5, 1, 0, 0, 0}, []string{
+		{tranche.FailStop, bfKeys(6, 5), [5]int{1, 1, 0, 0, 4}, []string{"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
+		{tranche.FailContinue, bfKeys(6, 5, 4, 3, 2, 1), [5]int{5, 1, 0, 0, 0}, []string{
 			"2026-01-01 1 succeeded", "2026-01-02 1 succeeded", "2026-01-03 1 succeeded", "2026-01-04 1 succeeded",
 			"2026-01-05 1 failed", "2026-01-06 1 succeeded"}},
 	}
@@ -1484,7 +1484,7 @@ func TestBackfillPlanGolden(t *testing.T) {
 		b    backfill.Backfill
 	}{
 		{"backfill_plan", backfill.Backfill{Concurrency: 2}},
-		{"backfill_plan_chunks", backfill.Backfill{ChunkSize: 3, Order: backfill.OldestFirst, Rerun: ledger.RerunNone, OnFailure: backfill.FailContinue}},
+		{"backfill_plan_chunks", backfill.Backfill{ChunkSize: 3, Order: backfill.OldestFirst, Rerun: ledger.RerunNone, OnFailure: tranche.FailContinue}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1673,7 +1673,7 @@ func TestBackfillEvents(t *testing.T) {
 	rec, runs := new(tranchetest.Recorder), new(tranchetest.Recorder)
 	p := &bfProbe{hook: bfFailOn(true, "2026-01-03")}
 	w := bfDays(t, 1, 4)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Now: clock.Now, OnFailure: backfill.FailContinue,
+	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Now: clock.Now, OnFailure: tranche.FailContinue,
 		OnEvent: rec.OnEvent, Runner: &tranche.Runner{OnEvent: runs.OnEvent}}
 	id, _ := b.ID()
 	if _, err := b.Run(t.Context()); err == nil {

@@ -61,7 +61,7 @@ func BenchmarkPlanMillionMinutes(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			l := memledger.New(nil)
 			if tc.every > 0 {
-				dagID := tranche.DAGIdentity(dag, tranche.Minute, time.UTC)
+				dagID := backfill.DAGIdentity(dag, tranche.Minute, time.UTC)
 				i := 0
 				for p := range w.OldestFirst() {
 					if i++; i%tc.every != 0 {

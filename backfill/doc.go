@@ -26,7 +26,7 @@ partition and writes nothing more for it. A run reports apart the
 partitions other workers still hold ([Result].Held, [ErrHeldElsewhere];
 [Backfill.WaitForOthers] waits for them) and those whose claims failed
 ([Result].Unclaimed).
-[BackfillID], [RunID] and [tranche.DAGIdentity] are stable hashes. memledger.New
+[BackfillID], [RunID] and [DAGIdentity] are stable hashes. memledger.New
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]
 shows progress on a terminal.

@@ -59,7 +59,7 @@ func ExampleBackfill_Run() {
 		DAG:       dag,
 		Window:    exampleDays(),
 		Ledger:    memledger.New(nil),
-		OnFailure: backfill.FailContinue, // run the other partitions after a failure
+		OnFailure: tranche.FailContinue, // run the other partitions after a failure
 	}
 	report, err := b.Run(ctx)
 	fmt.Println(report.Succeeded, "succeeded,", report.Failed, "failed")
@@ -86,7 +86,7 @@ func ExampleBackfill_Plan() {
 		return
 	}
 	ctx := context.Background()
-	b := &backfill.Backfill{DAG: dag, Window: exampleDays(), Ledger: memledger.New(nil), OnFailure: backfill.FailContinue}
+	b := &backfill.Backfill{DAG: dag, Window: exampleDays(), Ledger: memledger.New(nil), OnFailure: tranche.FailContinue}
 	if _, err := b.Run(ctx); err == nil {
 		fmt.Println("the first run should have failed a partition")
 	}
@@ -122,7 +122,7 @@ func ExampleStatusOf() {
 	}
 	ctx := context.Background()
 	lg := memledger.New(nil)
-	b := &backfill.Backfill{DAG: dag, Window: exampleDays(), Ledger: lg, Worker: "worker-1", OnFailure: backfill.FailContinue}
+	b := &backfill.Backfill{DAG: dag, Window: exampleDays(), Ledger: lg, Worker: "worker-1", OnFailure: tranche.FailContinue}
 	report, err := b.Run(ctx)
 	if report == nil {
 		fmt.Println(err)

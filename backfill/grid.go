@@ -202,7 +202,7 @@ func (g *Grid) cell(span tranche.TimePartition) Cell {
 // rowOf returns the row span for cells of granularity g drawn one per
 // partition.
 func rowOf(g tranche.TimeGranularity) tranche.TimeGranularity {
-	one := tranche.PartitionOf(g, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)).Duration()
+	one := length(tranche.PartitionOf(g, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)))
 	switch {
 	case one < time.Hour:
 		return tranche.Hour
@@ -219,7 +219,7 @@ func rowOf(g tranche.TimeGranularity) tranche.TimeGranularity {
 // coarser reports whether partitions of u are longer than those of g.
 func coarser(u, g tranche.TimeGranularity) bool {
 	at := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
-	return tranche.PartitionOf(u, at).Duration() > tranche.PartitionOf(g, at).Duration()
+	return length(tranche.PartitionOf(u, at)) > length(tranche.PartitionOf(g, at))
 }
 
 // spans counts the partitions of u that w touches.

@@ -60,7 +60,7 @@ func TestGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	lg := memledger.New(nil)
-	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, Worker: "w", OnFailure: backfill.FailContinue}
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, Worker: "w", OnFailure: tranche.FailContinue}
 	res, err := b.Run(ctx)
 	if res == nil {
 		t.Fatal(err)

@@ -124,7 +124,7 @@ func TestBackfillChosenSlots(t *testing.T) {
 	l := memledger.New(clock.Now)
 	p := new(bfProbe)
 	dag := bfCronDAG(t, p, g, time.UTC)
-	dagID := tranche.DAGIdentity(dag, g, time.UTC)
+	dagID := backfill.DAGIdentity(dag, g, time.UTC)
 	b := &backfill.Backfill{DAG: dag, Partitions: slots, Ledger: l, Worker: "w1", Now: clock.Now}
 
 	// The id: the set's, whatever the order and repetitions, and never the
@@ -369,7 +369,7 @@ func TestBackfillIdentityOfMovedSchedules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tranche.DAGIdentity(bfCronDAG(t, p, g, time.UTC), g, time.UTC)
+		return backfill.DAGIdentity(bfCronDAG(t, p, g, time.UTC), g, time.UTC)
 	}
 	same := [][2]string{
 		{"0 2 * * *", "0 1 * * *"},
@@ -415,7 +415,7 @@ func TestBackfillIdentityOfMovedSchedules(t *testing.T) {
 		{"cron 0 2,14 * * *", id("0 2,14 * * *"), "03d47c434125c6c6"},
 		{"cron */15 * * * *", id("*/15 * * * *"), "1cebb5ba478e25e4"},
 		{"cron 5 0-23 * * *", id("5 0-23 * * *"), "bfec1b803307bb30"},
-		{"hour", tranche.DAGIdentity(hourly, tranche.Hour, time.UTC), "90ca7e2e4187895c"},
+		{"hour", backfill.DAGIdentity(hourly, tranche.Hour, time.UTC), "90ca7e2e4187895c"},
 		{"cron 0 2 * * *", id("0 2 * * *"), "21469026e05c8d0f"},
 	} {
 		if c.got != c.want {
@@ -434,8 +434,8 @@ func TestBackfillMovedDailySchedule(t *testing.T) {
 	old, moved := bfCron(t, "0 2 * * *"), bfCron(t, "0 1 * * *")
 	p := new(bfProbe)
 	oldDAG, newDAG := bfCronDAG(t, p, old, time.UTC), bfCronDAG(t, p, moved, time.UTC)
-	dagID := tranche.DAGIdentity(newDAG, moved, time.UTC)
-	if oldID := tranche.DAGIdentity(oldDAG, old, time.UTC); oldID != dagID {
+	dagID := backfill.DAGIdentity(newDAG, moved, time.UTC)
+	if oldID := backfill.DAGIdentity(oldDAG, old, time.UTC); oldID != dagID {
 		t.Fatalf("DAGIdentity of the old schedule %s, of the new %s; want one", oldID, dagID)
 	}
 	// The old schedule ran the slots fired on 01-02 to 01-06; 01-04
@@ -503,7 +503,7 @@ func TestBackfillMovedHourlySchedule(t *testing.T) {
 	old, moved := bfCron(t, "5 * * * *"), bfCron(t, "35 * * * *")
 	p := new(bfProbe)
 	newDAG := bfCronDAG(t, p, moved, ny)
-	dagID := tranche.DAGIdentity(newDAG, moved, ny)
+	dagID := backfill.DAGIdentity(newDAG, moved, ny)
 	// The old schedule ran every slot that fired on 2026-11-01 in New
 	// York, a day of 25 hours, but the one of the second 01:05 (-05:00).
 	day := bfSlots(t, old, time.Date(2026, 11, 1, 0, 5, 0, 0, ny), time.Date(2026, 11, 1, 23, 5, 0, 0, ny))
@@ -674,7 +674,7 @@ func TestBackfillExecuteReadsOnce(t *testing.T) {
 	l := &countingLedger{Ledger: memledger.New(clock.Now)}
 	dag := bfMinuteDAG(t)
 	b := &backfill.Backfill{DAG: dag, Window: bfMinutes(t, n), Ledger: l, Now: clock.Now, Rerun: ledger.RerunNone}
-	dagID := tranche.DAGIdentity(dag, tranche.Minute, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Minute, time.UTC)
 	// Every partition has a recorded run, so that the plan has nothing to
 	// run and Execute only reads.
 	i := 0
@@ -825,7 +825,7 @@ func TestBackfillMovedScheduleProperty(t *testing.T) {
 		clock := ledgertest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 		l := memledger.New(clock.Now)
 		dag := bfCronDAG(t, new(bfProbe), moved, loc)
-		dagID := tranche.DAGIdentity(dag, moved, loc)
+		dagID := backfill.DAGIdentity(dag, moved, loc)
 		landed := map[string]bool{}
 		for slot := range window(old).OldestFirst() {
 			state := rapid.SampledFrom([]ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StatePending}).Draw(t, "state")
@@ -885,7 +885,7 @@ func TestBackfillMovedHourlyHalfHourShift(t *testing.T) {
 	old, moved := bfCron(t, "1 * * * *"), bfCron(t, "30 * * * *")
 	p := new(bfProbe)
 	dag := bfCronDAG(t, p, moved, lh)
-	dagID := tranche.DAGIdentity(dag, moved, lh)
+	dagID := backfill.DAGIdentity(dag, moved, lh)
 	day := time.Date(2026, 10, 4, 0, 0, 0, 0, lh)
 	window := func(g tranche.TimeGranularity) tranche.TimePartitionWindow {
 		w, err := tranche.NewTimePartitionWindow(g, day, day.Add(22*time.Hour))

@@ -24,7 +24,7 @@ func TestBackfillHookContract(t *testing.T) {
 	defer cancel()
 	b := &backfill.Backfill{
 		DAG: bfDAG(t, &bfProbe{}, false), Window: bfDays(t, 1, 24), Ledger: memledger.New(nil), Concurrency: 8,
-		OnFailure: backfill.FailContinue,
+		OnFailure: tranche.FailContinue,
 		OnEvent: func(hctx context.Context, e tranche.Event) {
 			if inside.Add(1) > 1 {
 				overlaps.Add(1)

@@ -5,10 +5,93 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/cron"
+	"github.com/tranche-dev/tranche/internal/zone"
 )
+
+// Identities name the same work the same way in every process, on every
+// machine and in every release: each is a short hash of a canonical text
+// form, with instants in UTC so that equal instants written in different
+// zones name one thing. The forms are versioned ("v1"): changing one would
+// orphan every ledger, so they are fixed by tests against literal values.
+
+// DAGIdentity returns the identity of a DAG run in a granularity and
+// location: a hash of its assets (names, dependencies, partitioning), the
+// granularity and the zone's name. A ledger keys its history by it, so an
+// ordinary run and a backfill of the same DAG share their history, and
+// every id of a backfill ([BackfillID], [RunID]) starts from it.
+//
+// A zone is named as the window text form names it: by its zone database
+// name, and a fixed offset without one (as time.Parse returns) by the
+// offset, "+01:00", or "UTC" for zero, so that an identity never depends
+// on the host's zone (see [tranche.ParseBound]). time.Local, on a host
+// with daylight saving time and without TZ set, has no portable name: it
+// is named "Local"; load the zone by name instead.
+//
+// A cron schedule that fires once a day, or once an hour, on the days it
+// fires is named by that cadence, its days (the day-of-month, month and
+// day-of-week fields), its CRON_TZ zone and its excluded dates, not by its
+// minute and hour: moving "0 2 * * *" to "0 1 * * *" keeps the DAG's
+// identity, and so its history, which plans match to the new slots by
+// their fire's date or hour (see [Backfill]). Other granularities,
+// schedules of other cadences among them, are named by their text.
+func DAGIdentity(dag *tranche.DAG, g tranche.TimeGranularity, loc *time.Location) string {
+	var b strings.Builder
+	b.WriteString("tranche/dag/v1\n")
+	for a := range dag.Assets() {
+		deps := slices.Clone(a.Deps)
+		slices.Sort(deps)
+		fmt.Fprintf(&b, "asset %q deps=%q", a.Name, deps)
+		if p := a.Partitioning; p.Granularity.IsValid() {
+			fmt.Fprintf(&b, " granularity=%s", identityText(p.Granularity))
+			if p.Location != nil {
+				fmt.Fprintf(&b, " location=%s", zone.Name(p.Location))
+			}
+			if !p.First.IsZero() {
+				fmt.Fprintf(&b, " first=%s", utc(p.First))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "granularity=%s zone=%s\n", identityText(g), zone.Name(loc))
+	return shortHash(b.String(), 16)
+}
+
+// identityText is the text that names g in a DAG identity: its String,
+// or for a daily or hourly schedule, its cadence, days, zone and excluded
+// dates. The root package keeps a schedule's parsed form to itself, so
+// they are read again from g's canonical text form, as newMatcher does:
+// that form parses to the same schedule (the root evaluates schedules
+// from it too).
+func identityText(g tranche.TimeGranularity) string {
+	if !g.IsSchedule() {
+		return g.String()
+	}
+	text := strings.TrimSuffix(strings.TrimPrefix(g.String(), "cron("), ")")
+	expr, except, excepted := strings.Cut(text, "; except ")
+	s, err := cron.Parse(expr, nil)
+	if err != nil {
+		panic("tranche: the canonical text of a cron schedule does not parse: " + err.Error())
+	}
+	cadence, days := s.Cadence()
+	if cadence == cron.Irregular {
+		return g.String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "schedule(%s; days %s", cadence, days)
+	if strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=") {
+		fmt.Fprintf(&b, "; zone %s", s.Location())
+	}
+	if excepted {
+		b.WriteString("; except " + except)
+	}
+	b.WriteByte(')')
+	return b.String()
+}
 
 // BackfillID returns the id of the backfill of the DAG identity dag over
 // window w, run in chunks of chunk partitions (1 for one run per

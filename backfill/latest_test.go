@@ -41,7 +41,7 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := tranche.DAGIdentity(dag, tranche.Hour, ny)
+	id := backfill.DAGIdentity(dag, tranche.Hour, ny)
 	first := time.Date(2026, 10, 30, 20, 0, 0, 0, ny)
 	hour := func(i int) tranche.TimePartition {
 		return tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour))
@@ -236,7 +236,7 @@ func (c *counting) ChangedIn(ctx context.Context, dag string, from, to time.Time
 func TestWatchReadsOnlyChanges(t *testing.T) {
 	const n = 100_000
 	dag, w := proctest.Hourly(t, n)
-	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
 	mem := memledger.New(nil)
 	l := newCounting(mem)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -164,7 +164,7 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 	took := map[string]time.Duration{} // a's partitions, from start to success
 	startedAt := map[string]time.Time{}
 	a := &backfill.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
-		Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: backfill.FailContinue,
+		Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: tranche.FailContinue,
 		OnEvent: func(_ context.Context, e tranche.Event) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -216,12 +216,12 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 	mu.Unlock()
 	log.checkDisjoint(t)
 	for p := range w.All() {
-		h := bfHistory(t, mem, tranche.DAGIdentity(a.DAG, tranche.Day, time.UTC), p)
+		h := bfHistory(t, mem, backfill.DAGIdentity(a.DAG, tranche.Day, time.UTC), p)
 		if len(h) == 0 || !strings.HasPrefix(h[len(h)-1], fmt.Sprintf("%d succeeded", len(h))) {
 			t.Errorf("partition %s: history %q; want it succeeded, last", p.Key(), h)
 		}
 	}
-	if h := bfHistory(t, mem, tranche.DAGIdentity(a.DAG, tranche.Day, time.UTC), bfDay(5)); !slices.Equal(h, []string{"1 failed a", "2 succeeded b"}) {
+	if h := bfHistory(t, mem, backfill.DAGIdentity(a.DAG, tranche.Day, time.UTC), bfDay(5)); !slices.Equal(h, []string{"1 failed a", "2 succeeded b"}) {
 		t.Errorf("history of %s: %q; want a's attempt recorded failed by a, then b's success", hungKey, h)
 	}
 }
@@ -248,7 +248,7 @@ func TestBackfillFencesItself(t *testing.T) {
 	if keys := dest.Keys("raw"); len(keys) != 0 {
 		t.Errorf("the destination holds %v; want nothing written past the lease", keys)
 	}
-	h, err := mem.History(ctx, tranche.DAGIdentity(dag, tranche.Day, time.UTC), bfDay(1).Start)
+	h, err := mem.History(ctx, backfill.DAGIdentity(dag, tranche.Day, time.UTC), bfDay(1).Start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestBackfillUnclaimed(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: backfill.FailContinue, OnEvent: rec.OnEvent}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: tranche.FailContinue, OnEvent: rec.OnEvent}
 	rep, err := b.Run(t.Context())
 	bfCheckReport(t, rep, 5, 3, 0, 0, 0, 0, 0)
 	if rep.Unclaimed != 2 || len(rep.ClaimFailures) != 2 || !errors.Is(rep.ClaimFailures[0].Err, errDown) {
@@ -382,7 +382,7 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+			dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 			p := bfDay(2)
 			lease, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: "other", RunID: backfill.RunID(dagID, p.Start, p.End),
 				Partitions: []tranche.TimePartition{p}, Lease: tc.lease, Policy: ledger.RerunFailed})

@@ -47,7 +47,7 @@ type Plan struct {
 	ChunkSize   int // partitions per run
 	Order       Order
 	Rerun       ledger.RerunPolicy
-	OnFailure   FailurePolicy
+	OnFailure   tranche.FailurePolicy
 	Concurrency int
 	Revision    int64
 	Created     time.Time
@@ -491,19 +491,19 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 
 // planJSON is the JSON form of a plan's header.
 type planJSON struct {
-	Backfill    string             `json:"backfill"`
-	DAG         string             `json:"dag"`
-	Window      string             `json:"window"`
-	Chosen      bool               `json:"chosen,omitempty"`
-	ChunkSize   int                `json:"chunk_size"`
-	Order       string             `json:"order"`
-	Rerun       ledger.RerunPolicy `json:"rerun"`
-	OnFailure   FailurePolicy      `json:"on_failure"`
-	Concurrency int                `json:"concurrency"`
-	Revision    int64              `json:"revision"`
-	Counts      PlanCounts         `json:"counts"`
-	EstimateMS  int64              `json:"estimate_ms,omitempty"`
-	Warnings    []string           `json:"warnings"`
+	Backfill    string                `json:"backfill"`
+	DAG         string                `json:"dag"`
+	Window      string                `json:"window"`
+	Chosen      bool                  `json:"chosen,omitempty"`
+	ChunkSize   int                   `json:"chunk_size"`
+	Order       string                `json:"order"`
+	Rerun       ledger.RerunPolicy    `json:"rerun"`
+	OnFailure   tranche.FailurePolicy `json:"on_failure"`
+	Concurrency int                   `json:"concurrency"`
+	Revision    int64                 `json:"revision"`
+	Counts      PlanCounts            `json:"counts"`
+	EstimateMS  int64                 `json:"estimate_ms,omitempty"`
+	Warnings    []string              `json:"warnings"`
 }
 
 type planItemJSON struct {

@@ -96,7 +96,7 @@ func (b *Backfill) selection(limit int) (selection, []error) {
 		return selection{window: b.Window, total: b.Window.Len()}, nil
 	}
 	var errs []error
-	g, loc := b.Partitions[0].Granularity, b.Partitions[0].Location()
+	g, loc := b.Partitions[0].Granularity, b.Partitions[0].Start.Location()
 	if !b.Window.IsZero() {
 		g, loc = b.Window.Granularity(), b.Window.Location()
 	}
@@ -104,9 +104,9 @@ func (b *Backfill) selection(limit int) (selection, []error) {
 		switch {
 		case !p.Granularity.IsValid() || !p.Start.Before(p.End):
 			errs = append(errs, fmt.Errorf("tranche: backfill: Partitions[%d], %v: not a partition", i, p))
-		case p.Granularity != g || !zone.Same(p.Location(), loc):
+		case p.Granularity != g || !zone.Same(p.Start.Location(), loc):
 			errs = append(errs, fmt.Errorf("tranche: backfill: Partitions[%d], %s, is a partition of %v in %v; want one of %v in %v, as the others",
-				i, p.Key(), p.Granularity, p.Location(), g, loc))
+				i, p.Key(), p.Granularity, p.Start.Location(), g, loc))
 		case !tranche.PartitionOf(g, p.Start).Equal(p):
 			errs = append(errs, fmt.Errorf("tranche: backfill: Partitions[%d], %v, is not a partition of %v; the partition at its start is %v",
 				i, p, g, tranche.PartitionOf(g, p.Start)))
@@ -133,3 +133,7 @@ func sortPartitions(ps []tranche.TimePartition) []tranche.TimePartition {
 	slices.SortFunc(ps, func(a, b tranche.TimePartition) int { return a.Start.Compare(b.Start) })
 	return slices.CompactFunc(ps, func(a, b tranche.TimePartition) bool { return a.Start.Equal(b.Start) })
 }
+
+// length is p's length, which varies across DST transitions and calendar
+// months.
+func length(p tranche.TimePartition) time.Duration { return p.End.Sub(p.Start) }

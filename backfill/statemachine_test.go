@@ -159,7 +159,7 @@ func (m *bfMachine) drawFault(rt *rapid.T, cancelable bool) (context.Context, co
 func (m *bfMachine) drawWorker(rt *rapid.T, label string) *backfill.Backfill {
 	b := *m.workers[rapid.IntRange(0, len(m.workers)-1).Draw(rt, label)]
 	b.Order = rapid.SampledFrom([]backfill.Order{backfill.NewestFirst, backfill.OldestFirst}).Draw(rt, label+" order")
-	b.OnFailure = rapid.SampledFrom([]backfill.FailurePolicy{backfill.FailStop, backfill.FailContinue}).Draw(rt, label+" on failure")
+	b.OnFailure = rapid.SampledFrom([]tranche.FailurePolicy{tranche.FailStop, tranche.FailContinue}).Draw(rt, label+" on failure")
 	return &b
 }
 
@@ -247,7 +247,7 @@ func (m *bfMachine) crash(rt *rapid.T) {
 	key := rapid.SampledFrom(m.keys).Draw(rt, "crash partition")
 	p := m.parts[key]
 	dag := m.workers[0].DAG
-	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	_, err := m.ledger.Claim(context.Background(), ledger.ClaimRequest{
 		DAG: dagID, Backfill: m.id, Worker: fmt.Sprint("crashed", m.crashes), RunID: backfill.RunID(dagID, p.Start, p.End),
 		Partitions: []tranche.TimePartition{p}, Lease: bfMachineLease, Policy: ledger.RerunFailed,
@@ -270,7 +270,7 @@ func (m *bfMachine) expire(rt *rapid.T) {
 // check checks the invariants.
 func (m *bfMachine) check(rt *rapid.T) {
 	ctx := context.Background()
-	dagID := tranche.DAGIdentity(m.workers[0].DAG, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(m.workers[0].DAG, tranche.Day, time.UTC)
 	now := 0
 	counts := map[ledger.State]int{}
 	for _, key := range m.keys {

@@ -7,13 +7,13 @@ import (
 	"io"
 	"testing"
 
-	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// TestPolicyText checks that every policy and enum type a backfill or a
-// runner is configured by takes text as slog.Level does: through
+// TestPolicyText checks that every policy and enum type a backfill is
+// configured by takes text as slog.Level does (the root's TestPolicyText
+// checks tranche.FailurePolicy): through
 // flag.TextVar and JSON, each accepted form round-tripping, and every
 // other form refused with an error.
 func TestPolicyText(t *testing.T) {
@@ -28,9 +28,7 @@ func TestPolicyText(t *testing.T) {
 		bad   string
 	}{
 		{"RerunPolicy", func() textual { return new(ledger.RerunPolicy) }, []string{"none", "failed", "all"}, "ALL"},
-		{"FailurePolicy", func() textual { return new(backfill.FailurePolicy) }, []string{"stop", "continue"}, "halt"},
 		{"Order", func() textual { return new(backfill.Order) }, []string{"newest-first", "oldest-first"}, "oldest first"},
-		{"FailureMode", func() textual { return new(tranche.FailureMode) }, []string{"fail-fast", "collect-all"}, "fail fast"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // backfill run again resumes instead of starting over, and so that several
 // workers sharing one backfill each land a partition exactly once.
 //
-// A ledger keys partitions by the DAG's identity (tranche.DAGIdentity) and
+// A ledger keys partitions by the DAG's identity (backfill.DAGIdentity) and
 // the partition's bounds. History is shared: an ordinary run of a
 // partition recorded through backfill.RunRecorded counts for every later backfill
 // of the same DAG.

@@ -296,7 +296,7 @@ func (d *Destination) check(batches []tranche.Batch, convert bool) ([]write, err
 					return nil, err
 				}
 			}
-			w := write{table: t, index: k, partition: b.Partition, key: b.Key(), run: b.RunID, dag: b.DAG, token: b.Token, rows: rows}
+			w := write{table: t, index: k, partition: b.Partition, key: b.Partition.Key(), run: b.RunID, dag: b.DAG, token: b.Token, rows: rows}
 			if t.part >= 0 {
 				w.start = b.Partition.Start.Unix()
 			}

@@ -32,7 +32,7 @@ type Rows struct {
 
 // newRows returns the rows of b for t, to be read as they are inserted.
 func newRows(d *Destination, t *table, b *tranche.Batch) *Rows {
-	r := &Rows{t: t, dialect: d.dialect, dest: d.name, asset: b.Asset, key: b.Key(),
+	r := &Rows{t: t, dialect: d.dialect, dest: d.name, asset: b.Asset, key: b.Partition.Key(),
 		token: b.Token, run: b.RunID, rows: b.Rows, n: len(b.Rows)}
 	if t.part >= 0 && t.cols[t.part].Kind == Time {
 		r.start = d.dialect.timeValue(b.Partition.Start)

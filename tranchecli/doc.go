@@ -72,7 +72,7 @@
 // ls writes an array of backfill objects:
 //
 //	id            string   the backfill's id
-//	dag           string   the identity of its DAG (tranche.DAGIdentity)
+//	dag           string   the identity of its DAG (backfill.DAGIdentity)
 //	window        string   its window, in the window text form
 //	chosen        number   how many chosen partitions it runs; 0 for the whole window
 //	chunk         number   partitions per run

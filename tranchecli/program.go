@@ -192,7 +192,7 @@ type options struct {
 	slots          []string
 	chunk          int
 	rerun          ledger.RerunPolicy
-	onFailure      backfill.FailurePolicy
+	onFailure      tranche.FailurePolicy
 	order          backfill.Order
 	maxConcurrency int
 	maxPartitions  int
@@ -407,9 +407,9 @@ func cancelFlags(c *call, fs *flag.FlagSet) {
 // runPolicyFlags are the flags of how a backfill runs, which resume
 // takes too.
 func runPolicyFlags(c *call, fs *flag.FlagSet) {
-	c.opt.rerun, c.opt.onFailure, c.opt.maxConcurrency = ledger.RerunFailed, backfill.FailStop, 1
+	c.opt.rerun, c.opt.onFailure, c.opt.maxConcurrency = ledger.RerunFailed, tranche.FailStop, 1
 	fs.TextVar(&c.opt.rerun, "rerun", ledger.RerunFailed, "which recorded partitions run again: none, failed or all")
-	fs.TextVar(&c.opt.onFailure, "on-failure", backfill.FailStop, "after a failed partition: stop or continue")
+	fs.TextVar(&c.opt.onFailure, "on-failure", tranche.FailStop, "after a failed partition: stop or continue")
 	fs.IntVar(&c.opt.maxConcurrency, "max-concurrency", 1, "how many partitions (or chunks) run at once")
 }
 

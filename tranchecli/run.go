@@ -268,7 +268,7 @@ func (c *call) registered(record ledger.BackfillRecord, l ledger.Ledger) (*backf
 	}
 	for _, name := range c.dagNames() {
 		dag := c.p.DAGs[name]
-		if dag == nil || tranche.DAGIdentity(dag, w.Granularity(), w.Location()) != record.DAG {
+		if dag == nil || backfill.DAGIdentity(dag, w.Granularity(), w.Location()) != record.DAG {
 			continue
 		}
 		b := &backfill.Backfill{

@@ -302,14 +302,14 @@ func TestBackfill(t *testing.T) {
 	rollup.Partitioning = tranche.Partitioning{Granularity: tranche.Day}
 	dag := tranchetest.NewDAG(t, events, rollup)
 	l := memledger.New(nil)
-	b := &backfill.Backfill{DAG: dag, Window: days(t, 1, 5), Ledger: l, Concurrency: 2, OnFailure: backfill.FailContinue,
+	b := &backfill.Backfill{DAG: dag, Window: days(t, 1, 5), Ledger: l, Concurrency: 2, OnFailure: tranche.FailContinue,
 		Runner: &tranche.Runner{OnEvent: hook}, OnEvent: hook, Worker: "w1"}
 	id, err := b.ID()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 2026-01-01 already succeeded; 2026-01-02 is running elsewhere.
-	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	for _, c := range []struct {
 		p      tranche.TimePartition
 		finish bool
@@ -638,7 +638,7 @@ func TestConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
-			r := tranche.Runner{OnEvent: hook, Concurrency: 3, FailureMode: tranche.CollectAll}
+			r := tranche.Runner{OnEvent: hook, Concurrency: 3, OnFailure: tranche.FailContinue}
 			for range each {
 				if _, err := r.Run(t.Context(), dag, nil); err == nil {
 					t.Error("the run did not fail")

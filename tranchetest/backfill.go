@@ -70,7 +70,7 @@ func CheckSucceededOnce(ctx context.Context, b *backfill.Backfill) error {
 	if b.DAG == nil || b.Ledger == nil {
 		return errors.New("tranchetest: CheckSucceededOnce: the backfill has no DAG or no Ledger")
 	}
-	dag := tranche.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
+	dag := backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
 	var missing, twice []string
 	nMissing, nTwice := 0, 0
 	for p := range b.Window.OldestFirst() {

@@ -70,7 +70,7 @@ func TestRunBackfill(t *testing.T) {
 	}
 	// The nil clock stands at the window's end: every attempt is stamped
 	// with that instant, on every run.
-	dag := tranche.DAGIdentity(b.DAG, tranche.Day, time.UTC)
+	dag := backfill.DAGIdentity(b.DAG, tranche.Day, time.UTC)
 	for p := range b.Window.All() {
 		h, err := b.Ledger.History(t.Context(), dag, p.Start)
 		if err != nil || len(h) != 1 {
@@ -112,7 +112,7 @@ func TestRunBackfillLeaseOnTheClock(t *testing.T) {
 	}
 	second := tranche.PartitionOf(tranche.Day, jan1.AddDate(0, 0, 1))
 	if _, err := lg.Claim(t.Context(), ledger.ClaimRequest{
-		DAG: tranche.DAGIdentity(b.DAG, tranche.Day, time.UTC), Backfill: id, Worker: "stuck", RunID: "run",
+		DAG: backfill.DAGIdentity(b.DAG, tranche.Day, time.UTC), Backfill: id, Worker: "stuck", RunID: "run",
 		Partitions: []tranche.TimePartition{second}, Lease: time.Minute, Policy: ledger.RerunFailed,
 	}); err != nil {
 		t.Fatal(err)

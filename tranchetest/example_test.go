@@ -81,7 +81,7 @@ func ExampleRunBackfill() {
 	}
 
 	ctx := context.Background()
-	b := &backfill.Backfill{DAG: dag, Window: january, OnFailure: backfill.FailContinue}
+	b := &backfill.Backfill{DAG: dag, Window: january, OnFailure: tranche.FailContinue}
 	report, err := tranchetest.RunBackfill(ctx, nil, b)
 	fmt.Printf("first run: %d succeeded, %d failed: %v\n", report.Succeeded, report.Failed, err != nil)
 	fmt.Println(tranchetest.CheckSucceededOnce(ctx, b))

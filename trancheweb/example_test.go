@@ -31,7 +31,7 @@ func ExampleNewHandler() {
 	id, _ := b.ID()
 
 	srv := httptest.NewServer(trancheweb.NewHandler(l, &trancheweb.Options{
-		Names: map[string]string{tranche.DAGIdentity(dag, tranche.Day, time.UTC): "events"},
+		Names: map[string]string{backfill.DAGIdentity(dag, tranche.Day, time.UTC): "events"},
 	}))
 	defer srv.Close()
 

@@ -26,7 +26,7 @@ import (
 
 // Options configure [NewHandler]. A nil *Options means the defaults.
 type Options struct {
-	// Names maps DAG identities (tranche.DAGIdentity) to the names the
+	// Names maps DAG identities (backfill.DAGIdentity) to the names the
 	// pages show for them; a DAG not in it is shown by its identity.
 	Names map[string]string
 

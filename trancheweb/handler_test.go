@@ -299,7 +299,7 @@ func TestAggregatedGrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, OnFailure: backfill.FailContinue, Concurrency: 4}
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, OnFailure: tranche.FailContinue, Concurrency: 4}
 	if res, err := b.Run(ctx); res == nil || res.Succeeded != 48 || res.Failed != 24 {
 		t.Fatalf("%+v, %v; want 48 succeeded, 24 failed", res, err)
 	}

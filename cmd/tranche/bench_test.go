@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
@@ -30,7 +31,7 @@ func BenchmarkPageMillion(b *testing.B) {
 	}
 	defer l.Close()
 	dag, w := proctest.Hourly(b, n)
-	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
 	proctest.Fill(b, l, id, w, "host-12345")
 	// proctest.Fill records its attempts under this backfill id.
 	if _, err := l.PutBackfill(b.Context(), ledger.BackfillRecord{ID: "0123456789ab", DAG: id, Window: w.String(), Chunk: 1, Created: time.Now()}); err != nil {

@@ -230,14 +230,14 @@ func hourlyBackfill(t *testing.T, l ledger.Ledger) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 4, OnFailure: backfill.FailContinue, Worker: "hourly-1"}
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 4, OnFailure: tranche.FailContinue, Worker: "hourly-1"}
 	if res, err := b.Run(t.Context()); res == nil || res.Failed != 4 {
 		t.Fatalf("the hourly backfill: %+v, %v; want 4 failures", res, err)
 	}
 	if hourlyID, err = b.ID(); err != nil {
 		t.Fatal(err)
 	}
-	return tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	return backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
 }
 
 // screenshot writes the page as it shows now to file, as a PNG.

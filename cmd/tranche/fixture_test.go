@@ -66,7 +66,7 @@ func newFixture(t testing.TB, l ledger.Ledger) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ident := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	ident := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	attempt := func(d int, worker string, out *ledger.Outcome) *ledger.Lease {
 		t.Helper()
 		p := day(d)

@@ -438,7 +438,7 @@ func TestBackfillWithABadValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil), OnFailure: backfill.FailContinue}).Run(t.Context())
+	res, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: memledger.New(nil), OnFailure: tranche.FailContinue}).Run(t.Context())
 	if err == nil || res.Succeeded != 4 || res.Failed != 1 {
 		t.Fatalf("Backfill = %+v, %v; want 4 succeeded and 1 failed", res, err)
 	}

@@ -108,9 +108,9 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 			return err
 		}
 		if b.Asset == "" || b.Column == "" && b.Partition.Granularity.IsValid() {
-			return fmt.Errorf("tranche: files destination: batch for asset %q, partition %q needs an asset name and, for a partition, a column", b.Asset, b.Key())
+			return fmt.Errorf("tranche: files destination: batch for asset %q, partition %q needs an asset name and, for a partition, a column", b.Asset, b.Partition.Key())
 		}
-		s := &staged{b: b, path: d.Path(b.Asset, b.Column, b.Key())}
+		s := &staged{b: b, path: d.Path(b.Asset, b.Column, b.Partition.Key())}
 		s.dir = filepath.Dir(s.path)
 		done = append(done, s)
 		if err := fsdest.MkdirSynced(d.Dir, s.dir); err != nil {
@@ -226,7 +226,7 @@ func encodeRows(w *bufio.Writer, b *tranche.Batch) error {
 	for i, r := range b.Rows {
 		if err := enc.Encode(r); err != nil {
 			where := "unpartitioned"
-			if k := b.Key(); k != "" {
+			if k := b.Partition.Key(); k != "" {
 				where = "partition " + k
 			}
 			return fmt.Errorf("tranche: files destination: asset %q, %s, row %d: %w", b.Asset, where, i, err)

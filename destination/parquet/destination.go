@@ -114,7 +114,7 @@ type staged struct {
 
 // fail wraps a write's error with the batch's asset and partition.
 func (s *staged) fail(err error) error {
-	return fmt.Errorf("tranche: parquet destination: asset %q, %s: %w", s.b.Asset, where(s.b.Key()), err)
+	return fmt.Errorf("tranche: parquet destination: asset %q, %s: %w", s.b.Asset, where(s.b.Partition.Key()), err)
 }
 
 // Write writes every batch, replacing the partitions' files, or none of
@@ -134,12 +134,12 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 	for i := range batches {
 		b := &batches[i]
 		if b.Asset == "" || b.Column == "" && b.Partition.Granularity.IsValid() {
-			return fmt.Errorf("tranche: parquet destination: batch for asset %q, %s needs an asset name and, for a partition, a column", b.Asset, where(b.Key()))
+			return fmt.Errorf("tranche: parquet destination: batch for asset %q, %s needs an asset name and, for a partition, a column", b.Asset, where(b.Partition.Key()))
 		}
-		s := &staged{b: b, path: d.Path(b.Asset, b.Column, b.Key())}
+		s := &staged{b: b, path: d.Path(b.Asset, b.Column, b.Partition.Key())}
 		s.dir = filepath.Dir(s.path)
 		if dirs[s.dir] {
-			return fmt.Errorf("tranche: parquet destination: the write holds asset %q, %s twice", b.Asset, where(b.Key()))
+			return fmt.Errorf("tranche: parquet destination: the write holds asset %q, %s twice", b.Asset, where(b.Partition.Key()))
 		}
 		dirs[s.dir] = true
 		if schema, ok := d.Schemas[b.Asset]; ok {
@@ -154,7 +154,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		}
 		switch {
 		case len(s.l.cols) == 0 && len(b.Rows) > 0:
-			return fmt.Errorf("tranche: parquet destination: asset %q, %s: its %d rows hold no column but the partition column %q, and a Parquet file cannot hold rows without columns: declare the asset's schema or give the rows a column", b.Asset, where(b.Key()), len(b.Rows), b.Column)
+			return fmt.Errorf("tranche: parquet destination: asset %q, %s: its %d rows hold no column but the partition column %q, and a Parquet file cannot hold rows without columns: declare the asset's schema or give the rows a column", b.Asset, where(b.Partition.Key()), len(b.Rows), b.Column)
 		case len(s.l.cols) == 0:
 			s.remove = true // an inferred schema of no rows: no file
 		}
@@ -266,7 +266,7 @@ func (d *Destination) encode(ctx context.Context, s *staged) (string, error) {
 	return fsdest.WriteTemp(s.dir, tempPrefix, tempSuffix, func(f *os.File) error {
 		w := pq.NewWriter(f, l.schema, pq.Compression(&pq.Snappy),
 			pq.KeyValueMetadata(metaAsset, b.Asset),
-			pq.KeyValueMetadata(metaPartition, b.Key()),
+			pq.KeyValueMetadata(metaPartition, b.Partition.Key()),
 			pq.KeyValueMetadata(metaRunID, b.RunID),
 			pq.KeyValueMetadata(metaToken, strconv.FormatInt(b.Token, 10)),
 			pq.KeyValueMetadata(metaDelivery, b.DeliveryID()),

@@ -206,7 +206,7 @@ func TestBackfillDuckDB(t *testing.T) {
 	check(2)
 
 	stale := tranche.Batch{Asset: "orders", Column: "day", Partition: day(6), Token: 1,
-		DAG: tranche.DAGIdentity(b.DAG, tranche.Day, b.Window.Location()), Rows: []tranche.Row{{"day": "2026-01-07", "id": -1, "amount": 0.0, "paid": true, "placed_at": t0}}}
+		DAG: backfill.DAGIdentity(b.DAG, tranche.Day, b.Window.Location()), Rows: []tranche.Row{{"day": "2026-01-07", "id": -1, "amount": 0.0, "paid": true, "placed_at": t0}}}
 	if err := dest.Write(ctx, []tranche.Batch{stale}); !errors.Is(err, tranche.ErrFenced) {
 		t.Fatalf("the first run's write after the second = %v; want ErrFenced", err)
 	}

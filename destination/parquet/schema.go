@@ -295,7 +295,7 @@ func (l *layout) take(b *tranche.Batch, cs *columns, i, j int, v any) error {
 
 // noKind is the error for a value of no kind in an inferred schema.
 func noKind(b *tranche.Batch, i int, k string, v any) error {
-	return &ValueError{Asset: b.Asset, Partition: b.Key(), Row: i, Column: k, Value: v, Err: ErrMistyped,
+	return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: k, Value: v, Err: ErrMistyped,
 		Want: "a value of one of the kinds Parquet columns hold: an integer, a float, a string, a bool, a time.Time or a []byte (or declare the asset's schema)"}
 }
 
@@ -492,7 +492,7 @@ func (cs *columns) rows(l *layout, start int, buf []pq.Value, out []pq.Row) {
 func (l *layout) unknown(b *tranche.Batch, i int) error {
 	for k, v := range b.Rows[i] {
 		if _, ok := l.index[k]; !ok && k != l.skip {
-			return &ValueError{Asset: b.Asset, Partition: b.Key(), Row: i, Column: k, Value: v, Err: ErrUnknownColumn,
+			return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: k, Value: v, Err: ErrUnknownColumn,
 				Want: "the schema's columns are " + l.names()}
 		}
 	}
@@ -509,7 +509,7 @@ func (l *layout) refuse(b *tranche.Batch, i, j int, v any, err error) error {
 	if l.inferred != nil {
 		want += fmt.Sprintf(", the kind %v inferred from row %d (declare the asset's schema to choose another)", c.Kind, l.inferred[j])
 	}
-	return &ValueError{Asset: b.Asset, Partition: b.Key(), Row: i, Column: c.Name, Value: v, Err: err, Want: want}
+	return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: c.Name, Value: v, Err: err, Want: want}
 }
 
 // names lists the layout's columns for errors.

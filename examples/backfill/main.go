@@ -70,7 +70,7 @@ func run() error {
 		Ledger:      memledger.New(nil),
 		Worker:      "example",
 		Concurrency: 4,
-		OnFailure:   backfill.FailContinue, // a failed day does not stop the others
+		OnFailure:   tranche.FailContinue, // a failed day does not stop the others
 		OnEvent:     backfill.NewProgressReporter(os.Stdout),
 	}
 
@@ -187,7 +187,7 @@ func chosenDays(ctx context.Context, dag *tranche.DAG, lg ledger.Ledger) error {
 
 // dagIdentity returns the identity under which the ledger keys the DAG.
 func dagIdentity(b *backfill.Backfill) string {
-	return tranche.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
+	return backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location())
 }
 
 // folder returns the folder given as the first argument, or a temporary

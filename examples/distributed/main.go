@@ -136,7 +136,7 @@ func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 	}
 	return &backfill.Backfill{
 		DAG: dag, Window: year, Ledger: l, Worker: *name, Concurrency: 4,
-		OnFailure: backfill.FailContinue,
+		OnFailure: tranche.FailContinue,
 		// A short lease, so that the partitions of a killed worker are
 		// taken over within seconds; the default is 30s.
 		Lease: 6 * time.Second, Heartbeat: 2 * time.Second,

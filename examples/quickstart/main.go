@@ -59,7 +59,7 @@ func run() error {
 	}
 	first := november.Oldest()
 	fmt.Printf("November 2026 in New York (%s): %d days, the first %v long as clocks fall back, keys %s to %s\n\n",
-		november, november.Len(), first.Duration(), first.Key(), november.Newest().Key())
+		november, november.Len(), first.End.Sub(first.Start), first.Key(), november.Newest().Key())
 
 	fault, err := injectedFault(november)
 	if err != nil {
@@ -85,7 +85,7 @@ func run() error {
 		Ledger:      lg,
 		Worker:      "quickstart",
 		Concurrency: 4,
-		OnFailure:   backfill.FailContinue, // a failed day does not stop the others
+		OnFailure:   tranche.FailContinue, // a failed day does not stop the others
 		OnEvent:     backfill.NewProgressReporter(os.Stdout),
 	}
 	fmt.Printf("Backfilling into %s, recorded in %s\n", *dir, lg.Path())
@@ -117,7 +117,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		h, err := lg.History(ctx, tranche.DAGIdentity(dag, tranche.Day, ny), p.Start)
+		h, err := lg.History(ctx, backfill.DAGIdentity(dag, tranche.Day, ny), p.Start)
 		if err != nil {
 			return err
 		}

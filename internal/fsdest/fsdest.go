@@ -42,7 +42,7 @@ func (f Fence) Admit(b *tranche.Batch) (Fence, error) {
 	case b.Token == 0:
 		return f, nil
 	case b.DAG == f.DAG && b.Token < f.Token:
-		return f, &tranche.StaleWriteError{Asset: b.Asset, Key: b.Key(), Token: b.Token, Latest: f.Token}
+		return f, &tranche.StaleWriteError{Asset: b.Asset, Key: b.Partition.Key(), Token: b.Token, Latest: f.Token}
 	}
 	return Fence{DAG: b.DAG, Token: b.Token}, nil
 }

@@ -65,7 +65,7 @@ func (d audited) Write(ctx context.Context, batches []tranche.Batch) error {
 		return err
 	}
 	for _, b := range batches {
-		fmt.Fprintf(d.w, "wrote %s %s %d\n", b.Key(), d.worker, b.Token)
+		fmt.Fprintf(d.w, "wrote %s %s %d\n", b.Partition.Key(), d.worker, b.Token)
 	}
 	return nil
 }
@@ -139,7 +139,7 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l ledger.Ledger) (*backf
 		return nil, err
 	}
 	return &backfill.Backfill{
-		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: backfill.FailContinue,
+		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: tranche.FailContinue,
 		Runner: &tranche.Runner{OnEvent: func(_ context.Context, ev tranche.Event) {
 			if ev.Kind == tranche.KindRunStarted {
 				attempts.Store(ev.RunID, ev.Attempt)
@@ -158,7 +158,7 @@ func EventsDAG(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tranche.DAGIdentity(b.DAG, tranche.Day, time.UTC)
+	return backfill.DAGIdentity(b.DAG, tranche.Day, time.UTC)
 }
 
 // Execution is a line of the executions log.

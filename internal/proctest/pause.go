@@ -102,7 +102,7 @@ type pausing struct {
 }
 
 func (d pausing) Write(ctx context.Context, batches []tranche.Batch) error {
-	i := slices.IndexFunc(batches, func(b tranche.Batch) bool { return b.Key() == d.p.Key })
+	i := slices.IndexFunc(batches, func(b tranche.Batch) bool { return b.Partition.Key() == d.p.Key })
 	if i < 0 {
 		return d.Destination.Write(ctx, batches)
 	}

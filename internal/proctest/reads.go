@@ -25,7 +25,7 @@ type EveryAttempt struct{ ledger.Ledger }
 func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
 	t.Helper()
 	dag, w := Hourly(t, n)
-	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
 	ctx := context.Background()
 	if rev, err := l.RevisionIn(ctx, id, w.Start(), w.End(), 0); err != nil {
 		t.Fatal(err)

@@ -692,14 +692,14 @@ func testBackfill(t *testing.T, e *Env) {
 				t.Fatal(err)
 			}
 			l := e.ledger()
-			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 3, ChunkSize: c.chunk, OnFailure: backfill.FailContinue}
+			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Concurrency: 3, ChunkSize: c.chunk, OnFailure: tranche.FailContinue}
 			if _, err := b.Run(t.Context()); err == nil {
 				t.Fatal("the first run did not fail")
 			}
 			if _, err := b.Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+			dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 			events, audit := read(t, e, "events"), read(t, e, "events_audit")
 			for p := range w.OldestFirst() {
 				h, err := l.History(t.Context(), dagID, p.Start)

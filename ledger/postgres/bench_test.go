@@ -137,7 +137,7 @@ func BenchmarkPlan100k(b *testing.B) {
 	const n = 100_000
 	l := openFresh(b, serverURL(b), nil)
 	dag, w := proctest.Hourly(b, n)
-	proctest.Fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
+	proctest.Fill(b, l, backfill.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
 	bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: l}
 	runs, c0 := 0, cpuTime()
 	for b.Loop() {

@@ -98,7 +98,7 @@ func BenchmarkPlan100k(b *testing.B) {
 	var took, cpu [2]time.Duration
 	runs := 0
 	for _, l := range ledgers {
-		proctest.Fill(b, l, tranche.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
+		proctest.Fill(b, l, backfill.DAGIdentity(dag, tranche.Hour, time.UTC), w, "host-12345")
 	}
 	for b.Loop() {
 		runs++
@@ -142,7 +142,7 @@ func TestFileSize(t *testing.T) {
 	const n = 1_000_000
 	l := openTemp(t, nil)
 	dag, w := proctest.Hourly(t, n/2) // two attempts per partition: a failure, then a success
-	id := tranche.DAGIdentity(dag, tranche.Hour, time.UTC)
+	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
 	start := time.Now()
 	proctest.Fill(t, l, id, w, "host-12345")
 	ctx := context.Background()

@@ -202,10 +202,10 @@ func (g gated) Write(ctx context.Context, batches []tranche.Batch) error {
 		return err
 	}
 	for _, b := range batches {
-		if b.Key() != *gateKey {
+		if b.Partition.Key() != *gateKey {
 			continue
 		}
-		fmt.Fprintf(g.log, "wrote %s %s %d\n", b.Key(), *worker, b.Token)
+		fmt.Fprintf(g.log, "wrote %s %s %d\n", b.Partition.Key(), *worker, b.Token)
 		for {
 			if _, err := os.Stat(*gateFile); err == nil {
 				break
@@ -243,7 +243,7 @@ func stale(ctx context.Context, l ledger.Ledger, first time.Time) error {
 	if err != nil {
 		return err
 	}
-	dagID := tranche.DAGIdentity(dag, tranche.Day, time.UTC)
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	p := tranche.PartitionOf(tranche.Day, first.AddDate(0, 0, *offset))
 	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: *worker,
 		RunID: backfill.RunID(dagID, p.Start, p.End), Partitions: []tranche.TimePartition{p}, Lease: *lease})
