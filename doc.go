@@ -183,7 +183,7 @@ hash a ledger keys a DAG's history by, which a scheduler passes as
 # Packages
 
 	tranche              partitions, windows, schedules, assets, DAGs, the runner, events, the in-memory destination
-	tranche/backfill     resumable backfills: plans, results, status, the progress reporter
+	tranche/backfill     resumable backfills: plans, results, status and its calendar grid, watching, the progress reporter
 	tranche/destination/files  the JSON-lines destination, one file per partition
 	tranche/eventlog     events written as JSON lines
 	tranche/ledger       the ledger contract: the interface and the claim rules every ledger shares
@@ -191,7 +191,12 @@ hash a ledger keys a DAG's history by, which a scheduler passes as
 	tranche/ledger/memledger   a ledger in memory
 	tranche/sqlledger    the SQL ledger the SQLite and PostgreSQL modules share
 	tranche/sqldest      SQL destinations that commit with the ledger
+	tranche/tranchecli   the command line of a program's backfills: plan, run, status, watch, history, cancel, resume
+	tranche/trancheweb   a ledger's backfills as web pages: counts, progress, the grid, histories
 	tranche/tranchetest  test helpers for programs that use tranche
+
+The module cmd/tranche is the operator's command: tranchecli and
+trancheweb over a ledger named by a URL (sqlite:PATH, postgres://...).
 
 # Testing
 
