@@ -194,14 +194,25 @@ type config struct {
 // config validates the backfill before anything is read or written.
 func (b *Backfill) config() (*config, error) {
 	var errs []error
+	if b.Ledger == nil {
+		errs = append(errs, errors.New("tranche: backfill: no Ledger"))
+	}
+	cfg, err := b.fields()
+	if err != nil || len(errs) > 0 {
+		return nil, errors.Join(append(errs, err)...)
+	}
+	return cfg, nil
+}
+
+// fields validates every field but Ledger, which naming a backfill does
+// not need.
+func (b *Backfill) fields() (*config, error) {
+	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("tranche: backfill: "+format, args...))
 	}
 	if b.DAG == nil {
 		fail("no DAG")
-	}
-	if b.Ledger == nil {
-		fail("no Ledger")
 	}
 	cfg := &config{chunk: max(1, b.ChunkSize), concurrency: max(1, b.Concurrency), worker: b.Worker}
 	var err error
@@ -330,9 +341,11 @@ func (b *Backfill) now() time.Time {
 	return time.Now()
 }
 
-// ID returns the backfill's id, or why the backfill is invalid.
+// ID returns the backfill's id, or why the backfill is invalid. It needs
+// no Ledger, so that a program can check a backfill and name it before it
+// opens one.
 func (b *Backfill) ID() (string, error) {
-	cfg, err := b.config()
+	cfg, err := b.fields()
 	if err != nil {
 		return "", err
 	}

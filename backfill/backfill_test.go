@@ -521,6 +521,16 @@ func TestBackfillRefusals(t *testing.T) {
 	if _, err := b.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "no Ledger") {
 		t.Errorf("Run without a ledger: %v", err)
 	}
+	// Naming a backfill needs no ledger: a program checks and names one
+	// before it opens a ledger, and the name is the one Run records.
+	id, err := b.ID()
+	if err != nil {
+		t.Fatalf("ID without a ledger: %v", err)
+	}
+	b.Ledger = memledger.New(nil)
+	if withLedger, err := b.ID(); err != nil || withLedger != id {
+		t.Errorf("ID with a ledger: %q, %v; want %q as without", withLedger, err, id)
+	}
 }
 
 // A partition that fails is retried by the next run, alone, under its run

@@ -12,7 +12,6 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
-	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
 // newBackfill builds the backfill the command line names, checking every
@@ -91,12 +90,8 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 			return nil, &usageErr{fmt.Errorf("--from %s --to %s: %w", c.opt.from, c.opt.to, err)}
 		}
 	}
-	// ID checks every field before the ledger is opened; it wants a
-	// ledger but reads nothing from it, so an empty one stands in.
-	b.Ledger = memledger.New(nil)
-	_, err = b.ID()
-	b.Ledger = nil
-	if err != nil {
+	// ID checks every field before the ledger is opened.
+	if _, err := b.ID(); err != nil {
 		return nil, &usageErr{err}
 	}
 	return b, nil
