@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -171,6 +172,7 @@ type counting struct {
 	mu     sync.Mutex
 	calls  map[string]int
 	ranges map[string]int
+	times  []time.Time // when each call came, for the last take
 }
 
 func newCounting(l *memledger.Ledger) *counting {
@@ -182,6 +184,18 @@ func (c *counting) count(name string, ranges int) {
 	defer c.mu.Unlock()
 	c.calls[name]++
 	c.ranges[name] += ranges
+	c.times = append(c.times, time.Now())
+}
+
+// gap returns the shortest time between two calls since the last take.
+func (c *counting) gap() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gap := time.Duration(math.MaxInt64)
+	for i := 1; i < len(c.times); i++ {
+		gap = min(gap, c.times[i].Sub(c.times[i-1]))
+	}
+	return gap
 }
 
 // take returns the counts since the last take and clears them.
@@ -189,7 +203,7 @@ func (c *counting) take() (calls, ranges map[string]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	calls, ranges = c.calls, c.ranges
-	c.calls, c.ranges = map[string]int{}, map[string]int{}
+	c.calls, c.ranges, c.times = map[string]int{}, map[string]int{}, c.times[len(c.times)-min(1, len(c.times)):]
 	return calls, ranges
 }
 
@@ -228,8 +242,9 @@ func (c *counting) ChangedIn(ctx context.Context, dag string, from, to time.Time
 	return c.lr.ChangedIn(ctx, dag, from, to, after)
 }
 
-// Watch on a running backfill of 100,000 partitions costs the ledger two
-// point reads a check while nothing changes (the record, and RevisionIn
+// Watch on a running backfill of 100,000 partitions calls the ledger at
+// most once an interval, and costs it two point reads a check while
+// nothing changes (the record, and RevisionIn
 // over the backfill's range), and after a change reads the partitions
 // that changed and counts again only the spans that hold them: never
 // every latest attempt.
@@ -272,8 +287,12 @@ func TestWatchReadsOnlyChanges(t *testing.T) {
 		t.Errorf("the first status: calls %v; want one CountLatest, no Latest", calls)
 	}
 
-	// Nothing changes: each check is a Backfill and a RevisionIn.
+	// Nothing changes: each check is a Backfill and a RevisionIn, each
+	// call at least an interval after the one before.
 	time.Sleep(50 * every)
+	if gap := l.gap(); gap < every {
+		t.Errorf("calls %v apart; want at most one an interval (%v)", gap, every)
+	}
 	calls, _ = l.take()
 	checks := calls["RevisionIn"]
 	if checks < 5 || calls["Backfill"] > checks+1 || len(calls) > 2 {
@@ -297,6 +316,9 @@ func TestWatchReadsOnlyChanges(t *testing.T) {
 				break
 			}
 		}
+	}
+	if gap := l.gap(); gap < every {
+		t.Errorf("while a worker ran: calls %v apart; want at most one an interval (%v)", gap, every)
 	}
 	calls, ranges = l.take()
 	if calls["Latest"] != 0 || calls["ChangedIn"] == 0 || ranges["CountLatest"] > calls["ChangedIn"] {

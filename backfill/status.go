@@ -245,26 +245,24 @@ func (s *Status) block(running []*ledger.Attempt, lastFailure *ledger.Attempt, n
 }
 
 // Watch yields the status of backfill id from l once at the start and then
-// each time its counts change, checking every interval, until the backfill
-// is done (every partition succeeded), ctx ends (yielding ctx's cause) or
-// the caller stops. Leases are judged against the time of each check.
+// each time its counts change, until the backfill is done (every
+// partition succeeded), ctx ends (yielding ctx's cause) or the caller
+// stops. Leases are judged against the time of each check.
 //
-// A check reads the backfill's record and asks [Ledger.RevisionIn]
-// whether an attempt at its partitions changed since the last: two
-// small queries, whatever the backfill's size. Only after a change does
-// it read more: from a [ledger.LatestReader], the partitions that
-// changed ([ledger.LatestReader.ChangedIn]) and the counts of the spans
-// of the backfill that hold them (a backfill is watched in up to 256
-// spans, counted once at the start); from another ledger, the whole
-// status again.
+// Watch calls l at most once an interval, so that watching costs a ledger
+// one small query an interval however many partitions the backfill has:
+// while nothing changes, a check reads the backfill's record and asks
+// whether any of its partitions changed ([ledger.Ledger.RevisionIn]); after a
+// change, it reads the partitions that changed and counts again only the
+// spans that hold them (through [ledger.LatestReader], where l is one), so
+// a status after a change comes a few intervals after it.
 func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration) iter.Seq2[*Status, error] {
 	return func(yield func(*Status, error) bool) {
 		if every <= 0 {
 			yield(nil, fmt.Errorf("tranche: watch every %v; want a positive interval", every))
 			return
 		}
-		tick := time.NewTicker(every)
-		defer tick.Stop()
+		l := pace(l, every)
 		var w *watcher
 		var last *Status
 		for {
@@ -276,6 +274,9 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 				s, err = w.check(ctx)
 			}
 			if err != nil {
+				if ctx.Err() != nil {
+					err = context.Cause(ctx)
+				}
 				yield(nil, err)
 				return
 			}
@@ -285,14 +286,109 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 				}
 				last = s
 			}
-			select {
-			case <-ctx.Done():
-				yield(nil, context.Cause(ctx))
+		}
+	}
+}
+
+// pace returns l with its calls spaced by at least every, keeping the
+// optional ledger.LatestReader of l.
+func pace(l ledger.Ledger, every time.Duration) ledger.Ledger {
+	p := &pacedLedger{Ledger: l, every: every}
+	if lr, ok := l.(ledger.LatestReader); ok {
+		return &pacedReader{pacedLedger: p, lr: lr}
+	}
+	return p
+}
+
+// pacedLedger spaces the calls a watch makes: each waits until an
+// interval has passed since the one before.
+type pacedLedger struct {
+	ledger.Ledger
+	every time.Duration
+	next  time.Time // when the next call may start
+}
+
+func (p *pacedLedger) wait(ctx context.Context) error {
+	if d := time.Until(p.next); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+	p.next = time.Now().Add(p.every)
+	return nil
+}
+
+func (p *pacedLedger) Backfill(ctx context.Context, id string) (ledger.BackfillRecord, error) {
+	if err := p.wait(ctx); err != nil {
+		return ledger.BackfillRecord{}, err
+	}
+	return p.Ledger.Backfill(ctx, id)
+}
+
+func (p *pacedLedger) Revision(ctx context.Context, dag string) (int64, error) {
+	if err := p.wait(ctx); err != nil {
+		return 0, err
+	}
+	return p.Ledger.Revision(ctx, dag)
+}
+
+func (p *pacedLedger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
+	if err := p.wait(ctx); err != nil {
+		return 0, err
+	}
+	return p.Ledger.RevisionIn(ctx, dag, from, to, after)
+}
+
+func (p *pacedLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
+	return func(yield func(ledger.Attempt, error) bool) {
+		if err := p.wait(ctx); err != nil {
+			yield(ledger.Attempt{}, err)
+			return
+		}
+		for a, err := range p.Ledger.Latest(ctx, dag, from, to) {
+			if !yield(a, err) {
 				return
-			case <-tick.C:
 			}
 		}
 	}
+}
+
+// pacedReader is a pacedLedger over a ledger.LatestReader.
+type pacedReader struct {
+	*pacedLedger
+	lr ledger.LatestReader
+}
+
+func (p *pacedReader) CountLatest(ctx context.Context, req ledger.CountRequest) ([]ledger.LatestCount, error) {
+	if err := p.wait(ctx); err != nil {
+		return nil, err
+	}
+	return p.lr.CountLatest(ctx, req)
+}
+
+func (p *pacedReader) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
+	return func(yield func(ledger.Attempt, error) bool) {
+		if err := p.wait(ctx); err != nil {
+			yield(ledger.Attempt{}, err)
+			return
+		}
+		for a, err := range p.lr.FindLatest(ctx, req) {
+			if !yield(a, err) {
+				return
+			}
+		}
+	}
+}
+
+func (p *pacedReader) ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error) {
+	if err := p.wait(ctx); err != nil {
+		return nil, err
+	}
+	return p.lr.ChangedIn(ctx, dag, from, to, after)
 }
 
 // watchSpans is how many spans Watch keeps the counts of.

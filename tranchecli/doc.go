@@ -21,7 +21,7 @@
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
-//	       --interval 1s        how often --watch reads the ledger
+//	       --interval 1s        the least time between two reads of the ledger by --watch
 //	       --color auto         auto, always or never: colour the grid
 //	history ID KEY              every attempt at a partition of the backfill
 //	cancel ID [--stop-running]  workers claim nothing more; with --stop-running they also stop what runs

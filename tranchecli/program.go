@@ -397,7 +397,7 @@ func statusFlags(c *call, fs *flag.FlagSet) {
 	fs.TextVar(&c.opt.color, "color", colorMode("auto"), "colour the grid: auto (on a terminal, unless $NO_COLOR is set), always or never")
 	fs.BoolVar(&c.opt.watch, "watch", false, "print a line each time the progress changes; exit 0 when the backfill succeeds, 1 when it ends otherwise")
 	fs.BoolVar(&c.opt.partitions, "partitions", false, "list every partition with its latest attempt, newest first")
-	fs.DurationVar(&c.opt.interval, "interval", time.Second, "how often --watch reads the ledger")
+	fs.DurationVar(&c.opt.interval, "interval", time.Second, "the least time between two reads of the ledger by --watch")
 }
 
 func cancelFlags(c *call, fs *flag.FlagSet) {
