@@ -116,6 +116,8 @@ type Dialect struct {
 	// create a table even for CREATE TABLE IF NOT EXISTS, and would
 	// refuse a worker without it a ledger whose tables the schema's
 	// owner created. "" runs CREATE TABLE IF NOT EXISTS every time.
+	// [Options.Existing] needs it, to refuse a database without a
+	// ledger without creating one.
 	HasTable string
 
 	// BucketOf, when not nil, returns an SQL expression of the bucket
@@ -184,6 +186,7 @@ var SQLite = Dialect{
 	TableOptions: " WITHOUT ROWID",
 	InProcess:    true,
 	NextRevision: "(SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts WHERE dag_id = $1)",
+	HasTable:     "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1)",
 	Classify:     classifySQLite,
 }
 

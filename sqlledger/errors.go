@@ -20,6 +20,10 @@ var (
 	ErrIO          = errors.New("sqlledger: input/output error")
 )
 
+// ErrNoLedger is matched by the error of [Open] with [Options.Existing]
+// when the database holds no ledger: nothing was created in it.
+var ErrNoLedger = errors.New("sqlledger: no ledger in the database")
+
 // Error is a database failure during a ledger operation. Its message names
 // the ledger (the file, for SQLite), the operation and, when the dialect
 // knows, what went wrong in words. It matches Kind and the driver's error
@@ -50,14 +54,20 @@ func (e *Error) Unwrap() []error {
 
 // SchemaError refuses a database whose ledger schema is newer than this
 // release of tranche knows: a newer release migrated it, and this one
-// could misread it. Nothing was written.
+// could misread it. With [Options.Existing], it also refuses a schema
+// older than this release's (Found < Known), which Open without the
+// option would migrate. Nothing was written.
 type SchemaError struct {
-	Ledger string
-	Found  int // the database's schema version
-	Known  int // the newest version this release knows, [SchemaVersion]
+	Ledger string // the ledger's name, as [Options.Name] gives it
+	Found  int    // the database's schema version
+	Known  int    // the newest version this release knows, [SchemaVersion]
 }
 
 func (e *SchemaError) Error() string {
+	if e.Found < e.Known {
+		return fmt.Sprintf("tranche: %s: its schema is version %d, older than version %d, which this release of tranche reads; upgrade it by opening it once without Options.Existing, as a worker of this release does, or use the release that wrote it",
+			e.Ledger, e.Found, e.Known)
+	}
 	return fmt.Sprintf("tranche: %s: its schema is version %d, newer than version %d, the newest this release of tranche knows; open it with the release that migrated it, or a newer one",
 		e.Ledger, e.Found, e.Known)
 }

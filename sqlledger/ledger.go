@@ -7,7 +7,11 @@
 //
 // [Open] creates the tables, or migrates them forward, in one transaction,
 // and records each migration in tranche_schema; a database migrated by a
-// newer release is refused with a [*SchemaError]. The tables are:
+// newer release is refused with a [*SchemaError]. With
+// [Options.Existing], for tools that read or amend a ledger that workers
+// run on, Open changes no schema: it refuses a database without a ledger
+// ([ErrNoLedger]) and one at an older version (a [*SchemaError]), which
+// the workers' next Open migrates. The tables are:
 //
 //	tranche_dags        id, dag (the DAG identity)
 //	tranche_partitions  dag_id, start_s, latest (the latest attempt's number)
@@ -111,6 +115,17 @@ type Options struct {
 	// [Open] its writes: for SQLite, a pool of read-only connections
 	// beside the one writing connection.
 	Reader *sql.DB
+
+	// Existing makes Open open only a ledger already in the database at
+	// [SchemaVersion], creating and migrating nothing: a database
+	// without the ledger's tables is refused with an error matching
+	// [ErrNoLedger], one at an older version with a [*SchemaError]
+	// (Found < Known), and in both cases nothing is written. Commands
+	// that inspect or amend the ledger of workers set it, so that a
+	// wrong database gains no tables and an old ledger is not migrated
+	// under the workers of the release that wrote it. The dialect must
+	// have HasTable.
+	Existing bool
 }
 
 // Ledger is a [ledger.Ledger] over database/sql. It is safe for
@@ -136,9 +151,9 @@ type Ledger struct {
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
-// Open returns a ledger over db, creating or migrating its schema first.
-// The caller keeps db (and Options.Reader) and closes them after the
-// ledger's Close.
+// Open returns a ledger over db, creating or migrating its schema first
+// (unless [Options.Existing]). The caller keeps db (and Options.Reader)
+// and closes them after the ledger's Close.
 func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if db == nil || opts.Dialect == nil || opts.Name == "" {
 		return nil, errors.New("tranche: sqlledger.Open needs a database, a dialect and a name")
@@ -147,7 +162,14 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if l.reader == nil {
 		l.reader = db
 	}
-	if _, err := l.migrate(ctx); err != nil {
+	if opts.Existing {
+		if opts.Dialect.HasTable == "" {
+			return nil, fmt.Errorf("tranche: %s: Options.Existing needs a dialect with HasTable; dialect %s has none", opts.Name, opts.Dialect.Name)
+		}
+		if err := l.checkSchema(ctx); err != nil {
+			return nil, err
+		}
+	} else if _, err := l.migrate(ctx); err != nil {
 		return nil, err
 	}
 	if err := l.prepare(ctx); err != nil {

@@ -182,3 +182,27 @@ func (l *Ledger) migrate(ctx context.Context) (found int, err error) {
 	})
 	return found, err
 }
+
+// checkSchema refuses, for [Options.Existing], a database without a
+// ledger or with a ledger at another version than [SchemaVersion],
+// reading only.
+func (l *Ledger) checkSchema(ctx context.Context) error {
+	var exists bool
+	if err := l.reader.QueryRowContext(ctx, l.q(l.dialect.HasTable), "tranche_schema").Scan(&exists); err != nil {
+		return l.wrap(ctx, "reading the schema version", err)
+	}
+	if !exists {
+		return fmt.Errorf("tranche: %s: %w: the database has no table tranche_schema; a ledger is created by opening it without Options.Existing, as a worker does", l.name, ErrNoLedger)
+	}
+	var found int
+	if err := l.reader.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM tranche_schema`).Scan(&found); err != nil {
+		return l.wrap(ctx, "reading the schema version", err)
+	}
+	switch {
+	case found == 0:
+		return fmt.Errorf("tranche: %s: %w: the table tranche_schema records no version; a ledger is created by opening it without Options.Existing, as a worker does", l.name, ErrNoLedger)
+	case found != SchemaVersion:
+		return &SchemaError{Ledger: l.name, Found: found, Known: SchemaVersion}
+	}
+	return nil
+}

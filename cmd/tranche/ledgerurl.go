@@ -14,6 +14,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
+	"github.com/tranche-dev/tranche/sqlledger"
 )
 
 // ErrLedgerURL is matched, with errors.Is, by the errors of a ledger URL
@@ -30,8 +31,11 @@ func (e *urlError) Is(target error) bool { return target == ErrLedgerURL }
 const accepted = "want sqlite:PATH (such as sqlite:tranche.db or sqlite:///var/lib/tranche.db) or postgres://user@host:5432/database"
 
 // openLedger opens the ledger raw names: sqlite:PATH of an existing file,
-// or a postgres:// or postgresql:// URL. The ledger it returns is an
-// io.Closer, which tranchecli closes.
+// or a postgres:// or postgresql:// URL. Every subcommand opens it with
+// Options.Existing, even cancel and resume, which write rows: the command
+// never creates a ledger's file, schema or tables, nor migrates an older
+// ledger under the workers of the release that wrote it. The ledger it
+// returns is an io.Closer, which tranchecli closes.
 func openLedger(ctx context.Context, raw string) (ledger.Ledger, error) {
 	scheme, rest, ok := strings.Cut(raw, ":")
 	switch strings.ToLower(scheme) {
@@ -40,9 +44,9 @@ func openLedger(ctx context.Context, raw string) (ledger.Ledger, error) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := sqlite.Open(ctx, path, nil)
+		l, err := sqlite.Open(ctx, path, &sqlite.Options{Existing: true})
 		if err != nil {
-			return nil, fmt.Errorf("ledger %s: %w", raw, err)
+			return nil, fmt.Errorf("ledger %s: %w%s", raw, err, advice(err, "the path"))
 		}
 		return l, nil
 	case "postgres", "postgresql":
@@ -50,11 +54,12 @@ func openLedger(ctx context.Context, raw string) (ledger.Ledger, error) {
 		if err != nil {
 			return nil, err
 		}
+		opts.Existing = true
 		l, err := postgres.Open(ctx, conn, opts)
 		if err != nil {
 			// The ledger's errors name the server, never the password;
 			// redact masks it in whatever the driver quoted.
-			return nil, fmt.Errorf("ledger %s: %s", redact(raw), redact(err.Error()))
+			return nil, &redactedError{fmt.Sprintf("ledger %s: %s%s", redact(raw), redact(err.Error()), advice(err, "the database and the schema= parameter")), err}
 		}
 		return l, nil
 	}
@@ -64,6 +69,31 @@ func openLedger(ctx context.Context, raw string) (ledger.Ledger, error) {
 	}
 	return nil, &urlError{fmt.Sprintf("ledger %q: unknown kind of ledger %q; %s", redact(raw), scheme, accepted)}
 }
+
+// advice says what to do about a ledger the command refused to open
+// because it would have had to create or migrate it; check is what in
+// the URL to check ("the path"). It returns "" for any other failure,
+// whose message says what to do already.
+func advice(err error, check string) string {
+	if errors.Is(err, sqlledger.ErrNoLedger) {
+		return "; the command opens existing ledgers only and creates none: check " + check + ", or create the ledger by running a worker (a program running a backfill) on it"
+	}
+	if se, ok := errors.AsType[*sqlledger.SchemaError](err); ok && se.Found < se.Known {
+		return fmt.Sprintf("; the command migrates no ledger: upgrade it by running a worker built with this release of tranche (schema version %d) on it, or use the tranche command of the release that wrote it", se.Known)
+	}
+	return ""
+}
+
+// redactedError is a failure of the PostgreSQL ledger whose message has
+// its passwords masked; it still matches the ledger's error with
+// errors.Is and errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // sqlitePath returns the file of a sqlite: URL, which must exist: the
 // command reads ledgers and never creates one.
@@ -110,7 +140,7 @@ func postgresURL(raw string) (string, *postgres.Options, error) {
 	}
 	q := u.Query()
 	if !q.Has("schema") {
-		return raw, nil, nil
+		return raw, &postgres.Options{}, nil
 	}
 	opts := &postgres.Options{Schema: q.Get("schema")}
 	if opts.Schema == "" {

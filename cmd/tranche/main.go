@@ -14,11 +14,15 @@
 //
 // The ledger is named by a URL, given by --ledger or $TRANCHE_LEDGER:
 // sqlite:PATH (a relative or absolute path; sqlite:///abs/path too),
-// which must exist (the command never creates a ledger), or
-// postgres://… and postgresql://…, a PostgreSQL URL as pgx reads it, with
-// one parameter of tranche's own, schema=NAME, the schema holding the
-// ledger's tables ([postgres.Options.Schema]). Errors name the URL with
-// its password masked.
+// which must exist, or postgres://… and postgresql://…, a PostgreSQL URL
+// as pgx reads it, with one parameter of tranche's own, schema=NAME, the
+// schema holding the ledger's tables ([postgres.Options.Schema]). Errors
+// name the URL with its password masked. Every subcommand, cancel and
+// resume too, opens the ledger with [sqlite.Options.Existing] or
+// [postgres.Options.Existing]: the command never creates a ledger's file,
+// schema or tables, and never migrates an older ledger; it refuses a
+// database without a ledger, or with one at an older schema version, and
+// says to run a worker on it, which creates or upgrades it.
 //
 // Every subcommand but serve is github.com/tranche-dev/tranche/tranchecli's
 // (see its documentation for their flags and their --format json). The

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche/internal/schematest"
+	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
+	"github.com/tranche-dev/tranche/sqlledger"
 )
 
 // secret is the password in the URLs of the tests, which no message may
@@ -40,6 +44,49 @@ func TestOpenLedgerErrors(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.db")
 	refused := closedPort(t)
+	empty := filepath.Join(dir, "empty.db")
+	if f, err := os.Create(empty); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	v3 := filepath.Join(dir, "v3.db")
+	func() {
+		db, err := sql.Open("sqlite", "file:"+v3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := schematest.WriteV3(t.Context(), db, "INTEGER PRIMARY KEY", " WITHOUT ROWID", nil); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	type test = struct {
+		url  string
+		want []string
+		is   error
+	}
+	var pgNone, pgEmpty string // schemas of the test server: missing, and empty
+	var pgTests []test
+	var pgAdmin *sql.DB
+	if raw := os.Getenv("TRANCHE_POSTGRES_URL"); raw != "" {
+		pgAdmin = openAdmin(t, raw)
+		suffix := fmt.Sprintf("%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+		pgNone, pgEmpty = "cmd_none_"+suffix, "cmd_empty_"+suffix
+		if _, err := pgAdmin.Exec("CREATE SCHEMA " + pgEmpty); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			pgAdmin.Exec("DROP SCHEMA IF EXISTS " + pgEmpty + " CASCADE")
+			pgAdmin.Exec("DROP SCHEMA IF EXISTS " + pgNone + " CASCADE")
+		})
+		pgTests = []test{
+			{withSchema(t, raw, pgNone), []string{"schema " + pgNone + " does not exist", "creates none", "running a worker"}, sqlledger.ErrNoLedger},
+			{withSchema(t, raw, pgEmpty), []string{"no table tranche_schema", "creates none", "running a worker"}, sqlledger.ErrNoLedger},
+		}
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("TRANCHE_POSTGRES_URL is not set under CI (see ledger/postgres/testserver.sh)")
+	}
 	tests := []struct {
 		url  string
 		want []string
@@ -58,12 +105,15 @@ func TestOpenLedgerErrors(t *testing.T) {
 		{"sqlite:" + missing, []string{"no such file " + missing, "opens existing ledgers only"}, os.ErrNotExist},
 		{"sqlite://" + missing, []string{"no such file " + missing}, os.ErrNotExist},
 		{"sqlite:" + dir, []string{"is a folder", filepath.Join(dir, "tranche.db")}, nil},
+		{"sqlite:" + empty, []string{"the file is empty", "creates none", "running a worker"}, sqlledger.ErrNoLedger},
+		{"sqlite:" + v3, []string{"version 3, older than version", "migrates no ledger", "running a worker built with this release"}, nil},
 		{"postgres://bob:" + secret + "@" + refused + "/x", []string{"cannot be reached", "bob:xxxxx@" + refused}, nil},
 		{"postgresql://bob@" + refused + "/x?password=" + secret, []string{"cannot be reached", "password=xxxxx"}, nil},
 		{"postgres://bob:" + secret + "@db:notaport/x", []string{"not a valid URL", "bob:xxxxx@db"}, ErrLedgerURL},
 		{"postgres://bob:" + secret + "@" + refused + "/x?schema=", []string{"an empty schema"}, ErrLedgerURL},
 		{"postgres://bob:" + secret + "@" + refused + "/x?sslmode=bogus", []string{"sslmode"}, nil},
 	}
+	tests = append(tests, pgTests...)
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -90,6 +140,63 @@ func TestOpenLedgerErrors(t *testing.T) {
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("opening sqlite:%s created it: %v", missing, err)
 	}
+	if info, err := os.Stat(empty); err != nil || info.Size() != 0 {
+		t.Errorf("opening sqlite:%s wrote to it: %v, %v", empty, info, err)
+	}
+	if v := sqliteVersions(t, v3); v != "1 2 3" {
+		t.Errorf("opening sqlite:%s migrated it: versions %q; want 1 2 3", v3, v)
+	}
+	if pgAdmin != nil {
+		var schemas, tables int
+		if err := pgAdmin.QueryRow(`SELECT (SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1),
+			(SELECT count(*) FROM information_schema.tables WHERE table_schema IN ($2, $3))`, pgNone, pgNone, pgEmpty).Scan(&schemas, &tables); err != nil {
+			t.Fatal(err)
+		}
+		if schemas != 0 || tables != 0 {
+			t.Errorf("opening schemas %s and %s created %d schemas and %d tables; want none", pgNone, pgEmpty, schemas, tables)
+		}
+	}
+}
+
+// openAdmin opens a connection pool to the test server's database,
+// closed when the test ends.
+func openAdmin(t *testing.T, raw string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// withSchema returns the ledger URL raw with the parameter schema=NAME.
+func withSchema(t *testing.T, raw, schema string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// sqliteVersions returns the versions in tranche_schema of the SQLite
+// file at path, read only.
+func sqliteVersions(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRow(`SELECT group_concat(version, ' ') FROM (SELECT version FROM tranche_schema ORDER BY version)`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // newLedgerFile makes a SQLite ledger in a new folder holding the
@@ -135,6 +242,12 @@ func TestOpenPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A worker creates the ledger; the command only opens it.
+	created, err := postgres.Open(t.Context(), raw, &postgres.Options{Schema: "cmd_tranche_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Close()
 	q := u.Query()
 	q.Set("schema", "cmd_tranche_test")
 	u.RawQuery = q.Encode()

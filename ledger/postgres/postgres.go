@@ -42,7 +42,9 @@
 // schema. [Open] creates or migrates them in one transaction under an
 // advisory lock, so that workers starting at once migrate one after the
 // other; a schema that a newer release of tranche migrated is refused
-// with a [*sqlledger.SchemaError]. The role that opens the ledger first
+// with a [*sqlledger.SchemaError]. With [Options.Existing], Open creates
+// and migrates nothing, and refuses a database without the ledger or
+// with an older one, which the workers' next Open creates or upgrades. The role that opens the ledger first
 // needs the CREATE privilege on the schema; once the tables exist,
 // workers need only SELECT, INSERT and UPDATE on them and USAGE on the
 // sequence tranche_revisions.
@@ -109,6 +111,16 @@ type Options struct {
 	// 0 means [DefaultMaxConns]. Every worker process opens its own, so
 	// the server's max_connections must exceed the sum.
 	MaxConns int
+
+	// Existing makes Open open only an existing ledger at this release's
+	// schema version, creating and migrating nothing: a missing schema,
+	// or one without the ledger's tables, is refused with an error
+	// matching [sqlledger.ErrNoLedger], a ledger at an older version with
+	// a [*sqlledger.SchemaError], and nothing is written. Tools that read
+	// or amend the ledger of workers set it, so that pointing them at the
+	// wrong database creates no tables there; a worker's Open, without
+	// it, creates or upgrades the ledger. [OpenDestination] ignores it.
+	Existing bool
 }
 
 // DefaultMaxConns is the connection limit of Options.MaxConns zero.
@@ -153,7 +165,9 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // nothing: a connection string that does not parse, a server it cannot
 // reach or that refuses it ([ErrConnect]), a role that may not create the
 // tables ([ErrPermission]), and tables a newer release of tranche
-// migrated ([*sqlledger.SchemaError]).
+// migrated ([*sqlledger.SchemaError]). With [Options.Existing] it creates
+// and migrates nothing, and refuses too a schema without the ledger
+// ([sqlledger.ErrNoLedger]) and an older one ([*sqlledger.SchemaError]).
 //
 // Unless the connection string sets them, the ledger's connections name
 // themselves application_name=tranche (in pg_stat_activity), connect
@@ -161,11 +175,12 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // transaction (idle_in_transaction_session_timeout), so that a worker
 // paused mid-transaction cannot hold rows locked for long.
 func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error) {
-	c, err := connect(ctx, "postgres ledger", connString, opts)
+	existing := opts != nil && opts.Existing
+	c, err := connect(ctx, "postgres ledger", connString, opts, existing)
 	if err != nil {
 		return nil, err
 	}
-	l, err := sqlledger.Open(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now})
+	l, err := sqlledger.Open(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now, Existing: existing})
 	if err != nil {
 		return nil, c.fail(ctx, "opening", err)
 	}
@@ -186,7 +201,7 @@ func (c *conn) fail(ctx context.Context, op string, err error) error {
 	if _, ok := errors.AsType[*sqlledger.Error](err); ok || errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 		return err
 	}
-	if _, ok := errors.AsType[*sqlledger.SchemaError](err); ok {
+	if _, ok := errors.AsType[*sqlledger.SchemaError](err); ok || errors.Is(err, sqlledger.ErrNoLedger) {
 		return err
 	}
 	kind, hint, _ := c.dialect.Classify(err)
@@ -194,9 +209,9 @@ func (c *conn) fail(ctx context.Context, op string, err error) error {
 }
 
 // connect checks the options and the connection string, connects, and
-// creates the schema if missing; what names it in errors ("postgres
-// ledger").
-func connect(ctx context.Context, what, connString string, opts *Options) (*conn, error) {
+// creates the schema if missing, or with existing refuses it; what names
+// it in errors ("postgres ledger").
+func connect(ctx context.Context, what, connString string, opts *Options, existing bool) (*conn, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -241,7 +256,17 @@ func connect(ctx context.Context, what, connString string, opts *Options) (*conn
 	if err := db.PingContext(ctx); err != nil {
 		return nil, c.fail(ctx, "connecting", err)
 	}
-	if o.Schema != "" {
+	if o.Schema != "" && existing {
+		var found bool
+		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, o.Schema).Scan(&found); err != nil {
+			return nil, c.fail(ctx, "reading schema "+o.Schema, err)
+		}
+		if !found {
+			c.db.Close()
+			return nil, fmt.Errorf("tranche: %s: %w: schema %s does not exist in database %s; a ledger is created by opening it without Options.Existing, as a worker does; nothing was created",
+				name, sqlledger.ErrNoLedger, o.Schema, cfg.Database)
+		}
+	} else if o.Schema != "" {
 		if err := createSchema(ctx, db, o.Schema); err != nil {
 			return nil, c.fail(ctx, "creating schema "+o.Schema, err)
 		}

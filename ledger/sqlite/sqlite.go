@@ -80,6 +80,16 @@ type Options struct {
 	// Readers is how many read-only connections serve Latest, History
 	// and the other reads. Zero means 4.
 	Readers int
+
+	// Existing makes Open open only an existing ledger at this release's
+	// schema version, creating and migrating nothing: a missing or
+	// empty file, or a database without the ledger's tables, is refused
+	// with an error matching [sqlledger.ErrNoLedger], a ledger at an
+	// older version with a [*sqlledger.SchemaError], and the file is
+	// left as it was. Tools that read or amend the ledger of workers set
+	// it; a worker's Open, without it, creates or upgrades the ledger.
+	// [OpenDestination] ignores it.
+	Existing bool
 }
 
 // DefaultBusyTimeout is the busy timeout of Options.BusyTimeout zero.
@@ -104,12 +114,13 @@ var (
 
 // Open opens the ledger in the SQLite file at path, creating the file if
 // it does not exist (its folder must exist), and creating or migrating the
-// ledger's tables. It refuses, with an error naming the file and writing
+// ledger's tables, unless [Options.Existing]. It refuses, with an error naming the file and writing
 // nothing: a path in a missing folder, a file that is not a SQLite
 // database, a read-only file, and a database whose schema a newer release
 // of tranche migrated ([*sqlledger.SchemaError]).
 func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
-	f, err := openFile(ctx, "sqlite ledger", path, opts)
+	existing := opts != nil && opts.Existing
+	f, err := openFile(ctx, "sqlite ledger", path, opts, existing)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +131,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	}
 	reader.SetMaxOpenConns(f.opts.Readers)
 	reader.SetMaxIdleConns(f.opts.Readers)
-	l, err := sqlledger.Open(ctx, f.writer, sqlledger.Options{Dialect: &f.dialect, Name: f.name, Now: f.opts.Now, Reader: reader})
+	l, err := sqlledger.Open(ctx, f.writer, sqlledger.Options{Dialect: &f.dialect, Name: f.name, Now: f.opts.Now, Reader: reader, Existing: existing})
 	if err != nil {
 		reader.Close()
 		f.writer.Close()
@@ -139,8 +150,9 @@ type file struct {
 }
 
 // openFile checks the options and the file at path and opens its writing
-// connection; what names it in errors ("sqlite ledger").
-func openFile(ctx context.Context, what, path string, opts *Options) (*file, error) {
+// connection; what names it in errors ("sqlite ledger"). With existing,
+// it refuses a file that holds no ledger before it writes anything.
+func openFile(ctx context.Context, what, path string, opts *Options, existing bool) (*file, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -170,7 +182,7 @@ func openFile(ctx context.Context, what, path string, opts *Options) (*file, err
 		return nil, fmt.Errorf("tranche: %s %s: %w", what, path, err)
 	}
 	name := what + " " + abs
-	if err := checkFile(abs, name); err != nil {
+	if err := checkFile(abs, name, existing); err != nil {
 		return nil, err
 	}
 	dialect := sqlledger.SQLite
@@ -193,6 +205,14 @@ func openFile(ctx context.Context, what, path string, opts *Options) (*file, err
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
+	if existing {
+		// Before WAL journaling, which a database in another mode would
+		// keep: a file that is no ledger must be left as it was.
+		if err := checkLedger(ctx, writer, name); err != nil {
+			writer.Close()
+			return nil, err
+		}
+	}
 	if err := turnOnWAL(ctx, writer, o.BusyTimeout); err != nil {
 		writer.Close()
 		kind, hint, _ := dialect.Classify(err)
@@ -236,8 +256,8 @@ func dsn(abs, query string) string {
 var sqliteHeader = []byte("SQLite format 3\x00")
 
 // checkFile refuses, before SQLite touches anything, a path that cannot
-// be a ledger.
-func checkFile(abs, name string) error {
+// be a ledger; with existing, one that holds none yet.
+func checkFile(abs, name string, existing bool) error {
 	dir := filepath.Dir(abs)
 	switch info, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):
@@ -249,6 +269,8 @@ func checkFile(abs, name string) error {
 	}
 	info, err := os.Stat(abs)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && existing:
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: no such file; a ledger is created by opening it without Options.Existing, as a worker does; nothing was created", name)
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // a new ledger
 	case err != nil:
@@ -261,6 +283,8 @@ func checkFile(abs, name string) error {
 	case info.Mode().Perm()&0o200 == 0:
 		return refuse(sqlledger.ErrReadOnly, "tranche: %s: the file is read-only (mode %v); a ledger records every claim, so it must be writable",
 			name, info.Mode().Perm())
+	case info.Size() == 0 && existing:
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the file is empty, so it holds no ledger; a ledger is created by opening it without Options.Existing, as a worker does; nothing was written to it", name)
 	case info.Size() == 0:
 		return nil // an empty file is an empty database
 	}
@@ -273,6 +297,31 @@ func checkFile(abs, name string) error {
 	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
 		return refuse(sqlledger.ErrNotDatabase, "tranche: %s: the file is not a SQLite database (it does not start with SQLite's header); give the path of a ledger, or of a new file; nothing was written to it",
 			name)
+	}
+	return nil
+}
+
+// checkLedger refuses, reading only, a database without a ledger or with
+// one at another schema version than [sqlledger.SchemaVersion], as
+// [sqlledger.Open] with Existing would, but before the database is
+// switched to WAL journaling.
+func checkLedger(ctx context.Context, db *sql.DB, name string) error {
+	var exists bool
+	found := 0
+	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tranche_schema')`).Scan(&exists)
+	if err == nil && exists {
+		err = db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM tranche_schema`).Scan(&found)
+	}
+	switch {
+	case err != nil:
+		kind, hint, _ := sqlledger.SQLite.Classify(err)
+		return &sqlledger.Error{Ledger: name, Op: "reading the schema version", Kind: kind, Hint: hint, Err: err}
+	case !exists:
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the database has no table tranche_schema, so it holds no ledger; a ledger is created by opening it without Options.Existing, as a worker does; nothing was written to it", name)
+	case found == 0:
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the table tranche_schema records no version, so the database holds no ledger; a ledger is created by opening it without Options.Existing, as a worker does; nothing was written to it", name)
+	case found != sqlledger.SchemaVersion:
+		return &sqlledger.SchemaError{Ledger: name, Found: found, Known: sqlledger.SchemaVersion}
 	}
 	return nil
 }
