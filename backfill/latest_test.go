@@ -52,11 +52,20 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 		now := func() time.Time { return clock }
 		lg := memledger.New(now)
 
+		// A window of a few hours, in small chunks; or, one case in
+		// four, one of thousands in chunks that straddle the scan's
+		// batches of 4,096 partitions, with history spread over it.
 		lo := rapid.IntRange(0, 40).Draw(rt, "first hour")
 		n := rapid.IntRange(1, 80).Draw(rt, "hours")
-		b := &backfill.Backfill{DAG: dag, Ledger: lg, Worker: "planner", Now: now,
-			ChunkSize: rapid.IntRange(1, 4).Draw(rt, "chunk"),
-			Rerun:     rapid.SampledFrom([]ledger.RerunPolicy{ledger.RerunNone, ledger.RerunFailed, ledger.RerunAll}).Draw(rt, "rerun")}
+		chunk := rapid.IntRange(1, 4).Draw(rt, "chunk")
+		scale := 1
+		if rapid.IntRange(0, 3).Draw(rt, "wide") == 0 {
+			n = rapid.IntRange(4000, 9000).Draw(rt, "wide hours")
+			chunk = rapid.SampledFrom([]int{2, 3, 7, 10, 1000, 2049, 4095, 4096, 4097, 5000}).Draw(rt, "wide chunk")
+			scale = n / 80
+		}
+		b := &backfill.Backfill{DAG: dag, Ledger: lg, Worker: "planner", Now: now, ChunkSize: chunk, MaxPartitions: n,
+			Rerun: rapid.SampledFrom([]ledger.RerunPolicy{ledger.RerunNone, ledger.RerunFailed, ledger.RerunAll}).Draw(rt, "rerun")}
 		w, err := tranche.NewTimePartitionWindow(tranche.Hour, hour(lo).Start, hour(lo+n-1).Start)
 		if err != nil {
 			rt.Fatal(err)
@@ -84,10 +93,10 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 		for range rapid.IntRange(0, 60).Draw(rt, "steps") {
 			switch rapid.IntRange(0, 3).Draw(rt, "op") {
 			case 0, 1:
-				i := rapid.IntRange(0, 130).Draw(rt, "hour")
+				i := rapid.IntRange(0, 130).Draw(rt, "hour")*scale + rapid.IntRange(0, scale-1).Draw(rt, "hour within")
 				ps := []tranche.TimePartition{hour(i)}
-				if rapid.Bool().Draw(rt, "pair") {
-					ps = append(ps, hour(i+1))
+				for range rapid.IntRange(0, 3).Draw(rt, "more") {
+					ps = append(ps, hour(i+len(ps)))
 				}
 				lease, err := lg.Claim(ctx, ledger.ClaimRequest{DAG: id, Backfill: bid, Worker: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "worker"),
 					Partitions: ps, Lease: time.Minute, Policy: ledger.RerunAll, Revision: 1 << 40})
