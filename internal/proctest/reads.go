@@ -40,7 +40,8 @@ func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.
 }
 
 // A Read is one of the reads the benchmarks time: StatusOf, Status.Grid
-// (of 2,000 cells at most) or Plan of the backfill of ReadsBackfill.
+// (of 2,000 cells at most) or Plan, in runs of one partition or chunks
+// of ten, of the backfill of ReadsBackfill.
 type Read struct {
 	Name string
 	Run  func(ctx context.Context, r *Reading) error
@@ -90,6 +91,18 @@ var Reads = []Read{
 		}
 		if p.Counts.Total != r.Window.Len() || p.Counts.Run != r.Window.Len()/10 {
 			return fmt.Errorf("plan counts %+v; want %d to run", p.Counts, r.Window.Len()/10)
+		}
+		return nil
+	}},
+	{"PlanChunks10", func(ctx context.Context, r *Reading) error {
+		// Fill fails every tenth partition, so each chunk of ten holds
+		// one failed partition among succeeded ones: a run of one.
+		p, err := (&backfill.Backfill{DAG: r.DAG, Window: r.Window, Ledger: r.L, MaxPartitions: r.Window.Len(), ChunkSize: 10}).Plan(ctx)
+		if err != nil {
+			return err
+		}
+		if want := r.Window.Len() / 10; p.Counts.Total != r.Window.Len() || p.Counts.Run != want || p.Counts.Runs != want {
+			return fmt.Errorf("plan in chunks of 10 counts %+v; want %d to run in %d runs", p.Counts, want, want)
 		}
 		return nil
 	}},
