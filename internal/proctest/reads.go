@@ -97,7 +97,11 @@ var Reads = []Read{
 	{"PlanChunks10", func(ctx context.Context, r *Reading) error {
 		// Fill fails every tenth partition, so each chunk of ten holds
 		// one failed partition among succeeded ones: a run of one.
-		p, err := (&backfill.Backfill{DAG: r.DAG, Window: r.Window, Ledger: r.L, MaxPartitions: r.Window.Len(), ChunkSize: 10}).Plan(ctx)
+		dag, err := windowed(r.DAG)
+		if err != nil {
+			return err
+		}
+		p, err := (&backfill.Backfill{DAG: dag, Window: r.Window, Ledger: r.L, MaxPartitions: r.Window.Len(), ChunkSize: 10}).Plan(ctx)
 		if err != nil {
 			return err
 		}
@@ -106,6 +110,25 @@ var Reads = []Read{
 		}
 		return nil
 	}},
+}
+
+// windowed returns dag with every asset's Partitioning.AllowWindow set,
+// as chunks of more than one partition need: the same DAG identity, so
+// the same history in a ledger.
+func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
+	var assets []tranche.Asset
+	for a := range dag.Assets() {
+		a.Partitioning.AllowWindow = true
+		assets = append(assets, a)
+	}
+	w, err := tranche.NewDAG(assets...)
+	if err != nil {
+		return nil, err
+	}
+	if got, want := backfill.DAGIdentity(w, tranche.Hour, time.UTC), backfill.DAGIdentity(dag, tranche.Hour, time.UTC); got != want {
+		return nil, fmt.Errorf("the windowed DAG's identity is %s, not the DAG's %s", got, want)
+	}
+	return w, nil
 }
 
 // reading returns the Reading of the backfill of ReadsBackfill in l,
