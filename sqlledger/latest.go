@@ -89,15 +89,16 @@ func countOfEach(dag int64, bounds [][2]int64, nowMS, rev int64) string {
 			|| ' ' || COUNT(*) FILTER (WHERE a.state = 'succeeded')
 			|| ' ' || COUNT(*) FILTER (WHERE a.state = 'succeeded' AND a.revision > ` + itoa(rev) + `)
 			|| ' ' || COUNT(*) FILTER (WHERE a.state = 'failed')`
-	return `SELECT CAST(r.key AS INTEGER),
+	return `WITH r(i, lo, hi) AS MATERIALIZED (SELECT CAST(key AS INTEGER), value->>0, value->>1 FROM json_each('` + js.String() + `'))
+		SELECT r.i,
 		(SELECT ` + counts + `
 			FROM tranche_attempts a
-			WHERE a.dag_id = ` + itoa(dag) + ` AND a.start_s >= r.value->>0 AND a.start_s < r.value->>1),
+			WHERE a.dag_id = ` + itoa(dag) + ` AND a.start_s >= r.lo AND a.start_s < r.hi),
 		(SELECT ` + counts + `
 			FROM tranche_partitions p
 			JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt < p.latest
-			WHERE p.dag_id = ` + itoa(dag) + ` AND p.start_s >= r.value->>0 AND p.start_s < r.value->>1 AND p.latest > 1)
-		FROM json_each('` + js.String() + `') r`
+			WHERE p.dag_id = ` + itoa(dag) + ` AND p.start_s >= r.lo AND p.start_s < r.hi AND p.latest > 1)
+		FROM r`
 }
 
 // parseCounts reads a text of countOfEach: six counts apart by spaces.
