@@ -340,14 +340,14 @@ const planRanges = 4096
 
 // countMixedRuns adds to p.Counts.Runs the runs of chunks, newest first,
 // whose partitions to run lie among others: it reads their partitions,
-// up to planBatch at once (and a chunk), and splits them as the scan
-// splits them.
+// of adjacent chunks up to planBatch at once (and a chunk), and splits
+// them as the scan splits them.
 func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chunks []tranche.TimePartitionWindow, now time.Time) error {
 	for len(chunks) > 0 {
-		// As many chunks as planBatch partitions hold, oldest first for
-		// readLatest: the span it reads is theirs.
+		// As many adjacent chunks as planBatch partitions hold, oldest
+		// first for readLatest: the span it reads is theirs alone.
 		k, n := 1, chunks[0].Len()
-		for k < len(chunks) && n+chunks[k].Len() <= planBatch {
+		for k < len(chunks) && chunks[k].End().Equal(chunks[k-1].Start()) && n+chunks[k].Len() <= planBatch {
 			n += chunks[k].Len()
 			k++
 		}
