@@ -315,3 +315,62 @@ func TestWatchReadsOnlyChanges(t *testing.T) {
 	for range statuses {
 	}
 }
+
+// A plan in chunks counts each chunk through CountLatest and reads
+// partition by partition only the chunks whose counts leave their runs
+// open: none for a history that fails every tenth partition (each chunk
+// of ten then holds one partition to run), and the one chunk that holds
+// two partitions to run among others.
+func TestChunkedPlanReadsOnlyMixedChunks(t *testing.T) {
+	const n = 20_000
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, AllowWindow: true},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, w := proctest.Hourly(t, n)
+	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
+	mem := memledger.New(nil)
+	proctest.Fill(t, mem, id, w, "host-1")
+	l := newCounting(mem)
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, ChunkSize: 10}
+	ctx := t.Context()
+
+	plan, err := b.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (backfill.PlanCounts{Total: n, Run: n / 10, SkipSucceeded: n - n/10, Runs: n / 10}); plan.Counts != want {
+		t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
+	}
+	if calls, _ := l.take(); calls["Latest"] != 0 || calls["CountLatest"] == 0 {
+		t.Errorf("a plan whose chunks each hold one partition to run: calls %v; want CountLatest, no Latest", calls)
+	}
+
+	// One more failure, in the middle of a chunk: that chunk splits into
+	// two runs, and is the only one read.
+	p := tranche.PartitionOf(tranche.Hour, w.Start().Add(5005*time.Hour))
+	lease, err := mem.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: "w", Partitions: []tranche.TimePartition{p}, Lease: time.Minute, Policy: ledger.RerunAll, Revision: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateFailed, Err: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	l.take()
+	plan, err = b.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: hidden{mem}, ChunkSize: 10}).Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Counts != slow.Counts || plan.Counts.Run != n/10+1 {
+		t.Errorf("plan counts %+v; read from every attempt %+v, with %d to run", plan.Counts, slow.Counts, n/10+1)
+	}
+	if calls, _ := l.take(); calls["Latest"] != 1 {
+		t.Errorf("a plan with one chunk of two runs: calls %v; want one Latest", calls)
+	}
+}
