@@ -53,11 +53,20 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 		now := func() time.Time { return clock }
 		lg := memledger.New(now)
 
+		// A window of a few hours, in small chunks; or, one case in
+		// four, one of thousands in chunks that straddle the scan's
+		// batches of 4,096 partitions, with history spread over it.
 		lo := rapid.IntRange(0, 40).Draw(rt, "first hour")
 		n := rapid.IntRange(1, 80).Draw(rt, "hours")
-		b := &backfill.Backfill{DAG: dag, Ledger: lg, Worker: "planner", Now: now,
-			ChunkSize: rapid.IntRange(1, 4).Draw(rt, "chunk"),
-			Rerun:     rapid.SampledFrom([]ledger.RerunPolicy{ledger.RerunNone, ledger.RerunFailed, ledger.RerunAll}).Draw(rt, "rerun")}
+		chunk := rapid.IntRange(1, 4).Draw(rt, "chunk")
+		scale := 1
+		if rapid.IntRange(0, 3).Draw(rt, "wide") == 0 {
+			n = rapid.IntRange(4000, 9000).Draw(rt, "wide hours")
+			chunk = rapid.SampledFrom([]int{2, 3, 7, 10, 1000, 2049, 4095, 4096, 4097, 5000}).Draw(rt, "wide chunk")
+			scale = n / 80
+		}
+		b := &backfill.Backfill{DAG: dag, Ledger: lg, Worker: "planner", Now: now, ChunkSize: chunk, MaxPartitions: n,
+			Rerun: rapid.SampledFrom([]ledger.RerunPolicy{ledger.RerunNone, ledger.RerunFailed, ledger.RerunAll}).Draw(rt, "rerun")}
 		w, err := tranche.NewTimePartitionWindow(tranche.Hour, hour(lo).Start, hour(lo+n-1).Start)
 		if err != nil {
 			rt.Fatal(err)
@@ -85,10 +94,10 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 		for range rapid.IntRange(0, 60).Draw(rt, "steps") {
 			switch rapid.IntRange(0, 3).Draw(rt, "op") {
 			case 0, 1:
-				i := rapid.IntRange(0, 130).Draw(rt, "hour")
+				i := rapid.IntRange(0, 130).Draw(rt, "hour")*scale + rapid.IntRange(0, scale-1).Draw(rt, "hour within")
 				ps := []tranche.TimePartition{hour(i)}
-				if rapid.Bool().Draw(rt, "pair") {
-					ps = append(ps, hour(i+1))
+				for range rapid.IntRange(0, 3).Draw(rt, "more") {
+					ps = append(ps, hour(i+len(ps)))
 				}
 				lease, err := lg.Claim(ctx, ledger.ClaimRequest{DAG: id, Backfill: bid, Worker: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "worker"),
 					Partitions: ps, Lease: time.Minute, Policy: ledger.RerunAll, Revision: 1 << 40})
@@ -326,5 +335,64 @@ func TestWatchReadsOnlyChanges(t *testing.T) {
 	}
 	cancel()
 	for range statuses {
+	}
+}
+
+// A plan in chunks counts each chunk through CountLatest and reads
+// partition by partition only the chunks whose counts leave their runs
+// open: none for a history that fails every tenth partition (each chunk
+// of ten then holds one partition to run), and the one chunk that holds
+// two partitions to run among others.
+func TestChunkedPlanReadsOnlyMixedChunks(t *testing.T) {
+	const n = 20_000
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
+		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, AllowWindow: true},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, w := proctest.Hourly(t, n)
+	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
+	mem := memledger.New(nil)
+	proctest.Fill(t, mem, id, w, "host-1")
+	l := newCounting(mem)
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, ChunkSize: 10}
+	ctx := t.Context()
+
+	plan, err := b.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (backfill.PlanCounts{Total: n, Run: n / 10, SkipSucceeded: n - n/10, Runs: n / 10}); plan.Counts != want {
+		t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
+	}
+	if calls, _ := l.take(); calls["Latest"] != 0 || calls["CountLatest"] == 0 {
+		t.Errorf("a plan whose chunks each hold one partition to run: calls %v; want CountLatest, no Latest", calls)
+	}
+
+	// One more failure, in the middle of a chunk: that chunk splits into
+	// two runs, and is the only one read.
+	p := tranche.PartitionOf(tranche.Hour, w.Start().Add(5005*time.Hour))
+	lease, err := mem.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: "w", Partitions: []tranche.TimePartition{p}, Lease: time.Minute, Policy: ledger.RerunAll, Revision: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateFailed, Err: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	l.take()
+	plan, err = b.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := (&backfill.Backfill{DAG: dag, Window: w, Ledger: hidden{mem}, ChunkSize: 10}).Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Counts != slow.Counts || plan.Counts.Run != n/10+1 {
+		t.Errorf("plan counts %+v; read from every attempt %+v, with %d to run", plan.Counts, slow.Counts, n/10+1)
+	}
+	if calls, _ := l.take(); calls["Latest"] != 1 {
+		t.Errorf("a plan with one chunk of two runs: calls %v; want one Latest", calls)
 	}
 }

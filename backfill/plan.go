@@ -246,11 +246,10 @@ func (c *PlanCounts) addN(action Action, n int) {
 // latest attempts, grouped by what the claim rule reads, judging one
 // sample of each group by the rule itself (partitionAction, through
 // ledger.ClaimRequest.Judge). Runs of one partition are its partitions
-// to run, from one count of the whole backfill. Chunks are counted a
-// batch of the scan at a time: a batch whose partitions agree is that
-// many whole chunks, and only a batch whose partitions differ is read
-// partition by partition, as the scan reads it, and its chunks split as
-// the scan splits them. Memory stays flat.
+// to run, from one count of the whole backfill. Chunks, as the scan
+// forms them, are the ranges of counts of planRanges chunks each, and
+// only the chunks whose runs their counts leave open are read partition
+// by partition (countMixedRuns). Memory stays flat.
 func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestReader, p *Plan) error {
 	now := b.now()
 	req := ledger.CountRequest{DAG: cfg.dag, Now: now, Revision: p.Revision}
@@ -269,52 +268,110 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 		p.Counts.Runs = p.Counts.Run
 		return nil
 	}
-	// Chunks: a batch of the scan whose partitions all call for one
-	// action, as its counts say, is that many uniform chunks, each one
-	// run or none; a batch whose partitions differ is read partition by
-	// partition and split as scan splits it. One count per batch, not
-	// per chunk: a count per chunk of ten partitions would cost a
-	// statement for every ten.
+	// Chunks: each chunk is a range of the count, so that its partitions'
+	// actions are counted where the scan judges them. The partitions add
+	// up by action whether a chunk stays whole or splits (appendJob
+	// gives each part its partitions' action), so only a chunk's runs
+	// need more: none when no partition is to run, one when all are or
+	// only one is; a chunk with two or more to run among others splits
+	// into as many runs as it has stretches of partitions to run, which
+	// only its partitions say, so those chunks alone are read partition
+	// by partition, as the scan reads them.
 	pending := partitionAction(nil, cfg.rerun, p.Revision, now)
 	batch := cfg.chunk * max(1, planBatch/cfg.chunk)
-	for bw := range cfg.batches(batch, NewestFirst) {
-		req.Ranges = []ledger.Range{{From: bw.Start(), To: bw.End()}}
+	var chunks []tranche.TimePartitionWindow // newest first, as the scan meets them
+	flush := func() error {
+		if len(chunks) == 0 {
+			return nil
+		}
+		// Ranges in order, oldest first: chunk k is range len-1-k.
+		last := len(chunks) - 1
+		req.Ranges = make([]ledger.Range, len(chunks))
+		for k, cw := range chunks {
+			req.Ranges[last-k] = ledger.Range{From: cw.Start(), To: cw.End()}
+		}
 		counts, err := lr.CountLatest(ctx, req)
 		if err != nil {
 			return fmt.Errorf("tranche: reading ledger: %w", err)
 		}
-		action, attempted, uniform := pending, 0, true
+		attempted := make([]int, len(chunks))
+		run := make([]int, len(chunks))
 		for _, c := range counts {
 			a := partitionAction(c.Sample(req), cfg.rerun, p.Revision, now)
-			if attempted > 0 && a != action {
-				uniform = false
+			p.Counts.addN(a, c.N)
+			k := last - c.Range
+			attempted[k] += c.N
+			if a == ActionRun {
+				run[k] += c.N
 			}
-			action = a
-			attempted += c.N
 		}
-		if attempted > 0 && attempted < bw.Len() && action != pending {
-			uniform = false
-		}
-		if uniform {
-			p.Counts.addN(action, bw.Len())
-			if action == ActionRun {
-				p.Counts.Runs += (bw.Len() + cfg.chunk - 1) / cfg.chunk
+		var mixed []tranche.TimePartitionWindow // newest first
+		for k, cw := range chunks {
+			n := cw.Len()
+			p.Counts.addN(pending, n-attempted[k])
+			if pending == ActionRun {
+				run[k] += n - attempted[k]
 			}
-			continue
+			switch {
+			case run[k] == 0:
+			case run[k] == 1 || run[k] == n:
+				p.Counts.Runs++
+			default:
+				mixed = append(mixed, cw)
+			}
 		}
-		parts := slices.Collect(bw.OldestFirst())
-		latest := make([]*ledger.Attempt, len(parts))
+		chunks = chunks[:0]
+		return b.countMixedRuns(ctx, cfg, p, mixed, now)
+	}
+	for bw := range cfg.batches(batch, NewestFirst) {
+		for cw := range bw.Chunks(cfg.chunk) {
+			if chunks = append(chunks, cw); len(chunks) == planRanges {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+// planRanges bounds the chunks one count of a chunked plan names.
+const planRanges = 4096
+
+// countMixedRuns adds to p.Counts.Runs the runs of chunks, newest first,
+// whose partitions to run lie among others: it reads their partitions,
+// of adjacent chunks up to planBatch at once (and a chunk), and splits
+// them as the scan splits them.
+func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chunks []tranche.TimePartitionWindow, now time.Time) error {
+	for len(chunks) > 0 {
+		// As many adjacent chunks as planBatch partitions hold, oldest
+		// first for readLatest: the span it reads is theirs alone.
+		k, n := 1, chunks[0].Len()
+		for k < len(chunks) && chunks[k].End().Equal(chunks[k-1].Start()) && n+chunks[k].Len() <= planBatch {
+			n += chunks[k].Len()
+			k++
+		}
+		parts := make([]tranche.TimePartition, 0, n)
+		for i := k - 1; i >= 0; i-- {
+			for part := range chunks[i].OldestFirst() {
+				parts = append(parts, part)
+			}
+		}
+		latest := make([]*ledger.Attempt, n)
 		if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
 			return err
 		}
-		end := len(parts)
-		for cw := range bw.Chunks(cfg.chunk) {
+		end := n
+		for _, cw := range chunks[:k] {
 			start := end - cw.Len()
-			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end], latest: latest[start:end]}, cfg.rerun, p.Revision, now) {
-				p.Counts.add(&u)
+			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, p.Revision, now) {
+				if u.action == ActionRun {
+					p.Counts.Runs++
+				}
 			}
 			end = start
 		}
+		chunks = chunks[k:]
 	}
 	return nil
 }

@@ -126,7 +126,8 @@ type Dialect struct {
 	// bounds[k], len(bounds) from the last (PostgreSQL: width_bucket over
 	// an array). The counts of many ranges, a backfill's grid, are then
 	// one scan of their span grouped by bucket; without it, a SELECT per
-	// range (SQLite, which sorts a GROUP BY and would take longer).
+	// range, or for more than 200 ranges one statement over SQLite's
+	// json_each (SQLite, which sorts a GROUP BY and would take longer).
 	BucketOf func(expr string, bounds []int64) string
 
 	// Classify tells what a driver error means: one of the Err...

@@ -40,7 +40,8 @@ func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.
 }
 
 // A Read is one of the reads the benchmarks time: StatusOf, Status.Grid
-// (of 2,000 cells at most) or Plan of the backfill of ReadsBackfill.
+// (of 2,000 cells at most) or Plan, in runs of one partition or chunks
+// of ten, of the backfill of ReadsBackfill.
 type Read struct {
 	Name string
 	Run  func(ctx context.Context, r *Reading) error
@@ -93,6 +94,41 @@ var Reads = []Read{
 		}
 		return nil
 	}},
+	{"PlanChunks10", func(ctx context.Context, r *Reading) error {
+		// Fill fails every tenth partition, so each chunk of ten holds
+		// one failed partition among succeeded ones: a run of one.
+		dag, err := windowed(r.DAG)
+		if err != nil {
+			return err
+		}
+		p, err := (&backfill.Backfill{DAG: dag, Window: r.Window, Ledger: r.L, MaxPartitions: r.Window.Len(), ChunkSize: 10}).Plan(ctx)
+		if err != nil {
+			return err
+		}
+		if want := r.Window.Len() / 10; p.Counts.Total != r.Window.Len() || p.Counts.Run != want || p.Counts.Runs != want {
+			return fmt.Errorf("plan in chunks of 10 counts %+v; want %d to run in %d runs", p.Counts, want, want)
+		}
+		return nil
+	}},
+}
+
+// windowed returns dag with every asset's Partitioning.AllowWindow set,
+// as chunks of more than one partition need: the same DAG identity, so
+// the same history in a ledger.
+func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
+	var assets []tranche.Asset
+	for a := range dag.Assets() {
+		a.Partitioning.AllowWindow = true
+		assets = append(assets, a)
+	}
+	w, err := tranche.NewDAG(assets...)
+	if err != nil {
+		return nil, err
+	}
+	if got, want := backfill.DAGIdentity(w, tranche.Hour, time.UTC), backfill.DAGIdentity(dag, tranche.Hour, time.UTC); got != want {
+		return nil, fmt.Errorf("the windowed DAG's identity is %s, not the DAG's %s", got, want)
+	}
+	return w, nil
 }
 
 // reading returns the Reading of the backfill of ReadsBackfill in l,

@@ -83,6 +83,19 @@ func testLatestReader(s *ledgerSuite) {
 				ranges = append(ranges, ledger.Range{From: at(cuts[k-1]), To: at(cuts[k])})
 			}
 		}
+		if rapid.IntRange(0, 3).Draw(rt, "many") == 0 {
+			// Many small ranges, more than one statement of SQL names, as
+			// a chunked plan counts its chunks: each hour in twenty of
+			// three minutes, only the first holding a partition:
+			// 280 ranges.
+			ranges = ranges[:0]
+			for h := -1; h <= n; h++ {
+				for m := range 20 {
+					from := at(h).Add(time.Duration(m) * 3 * time.Minute)
+					ranges = append(ranges, ledger.Range{From: from, To: from.Add(3 * time.Minute)})
+				}
+			}
+		}
 		latest := make([][]ledger.Attempt, len(ranges)) // by range, from Latest
 		for i, r := range ranges {
 			for a, err := range s.l.Latest(s.ctx, dag, r.From, r.To) {
