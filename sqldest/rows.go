@@ -57,7 +57,10 @@ func (r *Rows) Value(j int, v any) (any, error, string) { return r.dialect.value
 
 // Convert has Row use conv[j], where it is not nil, for the values of
 // column j, in place of the spec's check: for every column but the Meta
-// columns and the partition column, whose values Row gives as before.
+// columns, whose values (the batch's) Row gives as before. The partition
+// column's converter gets the value as that column takes it, which the
+// runner has checked lies in the batch's partition: the row's time, or
+// the partition's start or key.
 // It reports whether Row will: false for rows that were checked and
 // converted whole when [Destination.Write] took them, whose values Row
 // gives as converted then, for the caller to check as it likes.
@@ -103,6 +106,7 @@ func (r *Rows) Row(i int, vals []any) error {
 	}
 	t := r.t
 	row := r.rows[i]
+	fns := r.fns
 	seen := 0
 	for j := range t.cols {
 		col := &t.cols[j]
@@ -126,11 +130,14 @@ func (r *Rows) Row(i int, vals []any) error {
 			if !ok {
 				return r.refuse(i, col.Name, v, ErrMistyped, "a time.Time or a partition key string")
 			}
-			vals[j] = pv
-			continue
+			v = pv
+			if fns == nil || fns[j] == nil {
+				vals[j] = pv
+				continue
+			}
 		}
-		if r.fns != nil && r.fns[j] != nil {
-			cv, err, want := r.fns[j](v)
+		if fns != nil && fns[j] != nil {
+			cv, err, want := fns[j](v)
 			if err != nil {
 				return r.refuse(i, col.Name, cv, err, want)
 			}

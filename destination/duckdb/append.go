@@ -55,17 +55,24 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 	}
 	// Each column's values are checked against the spec and the
 	// column's declared type by one converter, chosen here, once per
-	// write; the Meta columns and the partition column, whose values
-	// sqldest gives, are checked against the type as they come.
-	spec, part := rows.Columns(), rows.PartitionColumn()
+	// write; the Meta columns' values, the batch's, are checked against
+	// the type as they come (fitted), as is every value of rows that
+	// were converted when the destination took them.
+	spec := rows.Columns()
 	conv := make([]sqldest.Converter, len(columns))
+	var fitted []int
 	for j := range cols {
-		if spec[j].Meta == 0 && j != part {
+		if spec[j].Meta == sqldest.FromRow {
 			conv[j] = cols[j].converter(rows, j, spec[j].Kind)
+		} else {
+			fitted = append(fitted, j)
 		}
 	}
 	if !rows.Convert(conv) {
-		clear(conv) // converted at Write: every value checked below
+		fitted = fitted[:0]
+		for j := range cols {
+			fitted = append(fitted, j)
+		}
 	}
 	whole := len(columns) == len(names)
 	for j := range columns {
@@ -101,12 +108,11 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 				return stop(err)
 			}
 			for j, v := range vals {
-				if conv[j] != nil {
-					args[j] = v // checked and converted by conv[j]
-					continue
-				}
+				args[j] = v
+			}
+			for _, j := range fitted {
+				v := vals[j]
 				if v == nil {
-					args[j] = nil
 					continue
 				}
 				cv, err, want := cols[j].fit(v)
