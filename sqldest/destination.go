@@ -45,7 +45,8 @@ type Destination struct {
 	tables  []*table
 	byAsset map[string][]*table
 
-	qToken, qStored string
+	qToken, qStored                        string
+	qReadToken, qUpdateToken, qInsertToken string
 }
 
 var _ tranche.Destination = (*Destination)(nil)
@@ -89,6 +90,14 @@ const qToken = `INSERT INTO tranche_tokens (table_name, start_s, token, run_id, 
 
 const qStored = `SELECT token, run_id FROM tranche_tokens WHERE table_name = $1 AND start_s = $2`
 
+// The statements of the token check of a dialect with SelectToken: the
+// partition's row read, then updated or inserted as qToken would.
+const (
+	qReadToken   = `SELECT token, run_id, dag FROM tranche_tokens WHERE table_name = $1 AND start_s = $2`
+	qUpdateToken = `UPDATE tranche_tokens SET token = $1, run_id = $2, dag = $3 WHERE table_name = $4 AND start_s = $5`
+	qInsertToken = `INSERT INTO tranche_tokens (table_name, start_s, token, run_id, dag) VALUES ($1, $2, $3, $4, $5)`
+)
+
 // New returns a destination writing into db's tables. It checks the
 // table specs, all at once, and creates the token table if it does not
 // exist; the tables themselves must exist when the first batch is
@@ -130,6 +139,7 @@ func New(ctx context.Context, db *sql.DB, opts Options, tables ...Table) (*Desti
 		return nil, fmt.Errorf("tranche: %s: %w", d.name, errors.Join(errs...))
 	}
 	d.qToken, d.qStored = d.dialect.rebind(qToken), d.dialect.rebind(qStored)
+	d.qReadToken, d.qUpdateToken, d.qInsertToken = d.dialect.rebind(qReadToken), d.dialect.rebind(qUpdateToken), d.dialect.rebind(qInsertToken)
 	for _, c := range d.tables {
 		c.qInsert, c.qDelete = d.dialect.rebind(c.qInsert), d.dialect.rebind(c.qDelete)
 	}
@@ -352,18 +362,24 @@ func (d *Destination) deferWrites(batches []tranche.Batch, writes []write) error
 // delete of the partition's rows (unless the table appends), the insert.
 func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *write) error {
 	t := w.table
-	var stored int64
-	err := tx.QueryRowContext(ctx, d.qToken, t.name, w.start, w.token, w.run, w.dag).Scan(&stored)
-	if errors.Is(err, sql.ErrNoRows) {
-		var run string
-		if err := tx.QueryRowContext(ctx, d.qStored, t.name, w.start).Scan(&stored, &run); err != nil {
+	if d.dialect.SelectToken {
+		if err := d.selectToken(ctx, tx, w); err != nil {
 			return err
 		}
-		return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token,
-			StoredRunID: run, Stored: stored}
-	}
-	if err != nil {
-		return err
+	} else {
+		var stored int64
+		err := tx.QueryRowContext(ctx, d.qToken, t.name, w.start, w.token, w.run, w.dag).Scan(&stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			var run string
+			if err := tx.QueryRowContext(ctx, d.qStored, t.name, w.start).Scan(&stored, &run); err != nil {
+				return err
+			}
+			return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token,
+				StoredRunID: run, Stored: stored}
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if !t.Append {
 		var args []any
@@ -391,6 +407,46 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 	}
 	return d.insert(ctx, tx, t, w.rows)
 }
+
+// selectToken is the token check of a dialect with SelectToken, by the
+// rules of qToken: the partition's row read, then, unless it refuses
+// the write, updated (token 0 writing back what it read, which still
+// makes a concurrent writer of the row conflict) or inserted.
+func (d *Destination) selectToken(ctx context.Context, tx *sql.Tx, w *write) error {
+	t := w.table
+	var stored int64
+	var run, dag string
+	err := tx.QueryRowContext(ctx, d.qReadToken, t.name, w.start).Scan(&stored, &run, &dag)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := tx.ExecContext(ctx, d.qInsertToken, t.name, w.start, w.token, w.run, w.dag); err != nil {
+			// Most likely a concurrent first write of the partition that
+			// committed its row first: the next try reads it.
+			return &tokenRace{err}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case w.token == 0:
+	case dag != w.dag || stored <= w.token:
+		stored, run, dag = w.token, w.run, w.dag
+	default:
+		return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token,
+			StoredRunID: run, Stored: stored}
+	}
+	_, err = tx.ExecContext(ctx, d.qUpdateToken, stored, run, dag, t.name, w.start)
+	return err
+}
+
+// tokenRace is the failure to insert a partition's first token row,
+// which a concurrent writer inserted since it was read: the transaction
+// is tried again.
+type tokenRace struct{ err error }
+
+func (e *tokenRace) Error() string { return e.err.Error() }
+func (e *tokenRace) Unwrap() error { return e.err }
 
 // insert inserts rows with prepared INSERTs, the dialect's RowsPerInsert
 // rows a statement, checking each row as it goes.
@@ -471,7 +527,11 @@ func (d *Destination) retry(ctx context.Context, op string, f func() error) erro
 		if err == nil {
 			return nil
 		}
-		if _, _, again := d.dialect.classify(err); !again || try == maxTries || ctx.Err() != nil {
+		_, _, again := d.dialect.classify(err)
+		if _, ok := errors.AsType[*tokenRace](err); ok {
+			again = true
+		}
+		if !again || try == maxTries || ctx.Err() != nil {
 			return d.wrap(ctx, op, err)
 		}
 		time.Sleep(time.Duration(try*try) * time.Millisecond)
@@ -527,6 +587,9 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 		return err
 	}
 	kind, hint, _ := d.dialect.classify(err)
+	if _, ok := errors.AsType[*tokenRace](err); ok {
+		kind, hint = sqlledger.ErrLocked, "concurrent first writes of the partition inserted its token row first, and it was tried again until the tries ran out"
+	}
 	if msg := err.Error(); hint == "" && (strings.Contains(msg, "no such table") ||
 		strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
 		hint = "a table is missing: create the tables first (Destination.CreateTables, or the statements of Table.DDL)"

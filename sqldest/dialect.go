@@ -56,6 +56,18 @@ type Dialect struct {
 	// that takes every Go integer type (DuckDB's appender).
 	Integers bool
 
+	// SelectToken, when set, has the token check read the partition's
+	// row of the token table, then update or insert it, two plain
+	// statements, in place of one INSERT ... ON CONFLICT DO UPDATE ...
+	// RETURNING, which costs DuckDB twice as much. It is for a database
+	// whose transactions are optimistic (DuckDB): of two writers that
+	// read the same row, or both find it missing, the second to update
+	// or insert it fails (a conflict, or a duplicate key once the first
+	// has committed), and the destination tries its transaction again,
+	// which then reads the first writer's token. A database that lets
+	// both read and then makes one wait must not set it.
+	SelectToken bool
+
 	// RowsPerInsert, when above 1, is how many rows one prepared INSERT
 	// of the default insert (Insert nil) takes at most, in one VALUES
 	// list: where statements cost no round trip (SQLite), fewer of them

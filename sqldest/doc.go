@@ -24,7 +24,11 @@ column and the value, and says what would be accepted, and nothing of
 the write is written. A write committing on its own checks each row as
 it inserts it ([Rows]), in one pass over the batch, and a refused value
 rolls its transaction back; a write handed to a ledger's transaction is
-checked whole when [Destination.Write] takes it. A column may take a
+checked whole when [Destination.Write] takes it. A dialect that checks
+values against the table's declared types too (DuckDB) replaces the
+spec's check of a column with a [Converter] of its own, chosen once a
+write ([Rows.Convert]), so that each value goes through one switch. A
+column may take a
 value of the batch instead of the row: its fencing token, run id or
 delivery id ([Meta]).
 
@@ -55,7 +59,8 @@ newer attempt's, never overwrites it. A batch without a token (token 0,
 from a run outside a ledger) is not fenced and leaves the stored token
 alone. Writers of one partition take turns on its row of the token
 table, so that concurrent writes never interleave their deletes and
-inserts. The tokens order the attempts of one DAG ([tranche.Batch.DAG]):
+inserts (under DuckDB's optimistic transactions the second writer fails
+instead, and is tried again: [Dialect.SelectToken]). The tokens order the attempts of one DAG ([tranche.Batch.DAG]):
 a DAG whose assets changed has a new identity, whose attempts are
 numbered anew, so the first write under a new identity replaces the
 partition whatever token it carries, as the memory and files

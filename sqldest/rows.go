@@ -28,6 +28,48 @@ type Rows struct {
 	rows []tranche.Row // read as Insert goes; nil once converted
 	conv [][]any       // checked and converted at Write
 	n    int
+	fns  []Converter // the dialect's, in place of the spec's check; see Convert
+}
+
+// A Converter checks and converts a row's value v for one column, as
+// the row holds it, in place of the spec's check ([Rows.Value]): for a
+// dialect that checks values against the column's type as the table
+// declares it, so that each value goes through one switch chosen for its
+// column once per write. It returns the value for the driver; or, for a
+// value it refuses, the value the error names (v, or v as the spec
+// converts it), the error ([ErrNull], [ErrMistyped], [ErrOutOfRange])
+// and what would be accepted. It must refuse what the spec refuses.
+type Converter func(v any) (out any, err error, want string)
+
+// Columns returns the table's columns, in the order of Row's values. The
+// slice is the destination's: do not change it.
+func (r *Rows) Columns() []Column { return r.t.cols }
+
+// PartitionColumn returns the index in [Rows.Columns] of the partition
+// column, or -1 for an unpartitioned table.
+func (r *Rows) PartitionColumn() int { return r.t.part }
+
+// Value checks v, a row's value for column j, against the spec as Row
+// does for a column without a [Converter], and returns it converted for
+// the driver, or the error and what would be accepted: the spec's check,
+// for a Converter to fall back on.
+func (r *Rows) Value(j int, v any) (any, error, string) { return r.dialect.value(&r.t.cols[j], v) }
+
+// Convert has Row use conv[j], where it is not nil, for the values of
+// column j, in place of the spec's check: for every column but the Meta
+// columns, whose values (the batch's) Row gives as before. The partition
+// column's converter gets the value as that column takes it, which the
+// runner has checked lies in the batch's partition: the row's time, or
+// the partition's start or key.
+// It reports whether Row will: false for rows that were checked and
+// converted whole when [Destination.Write] took them, whose values Row
+// gives as converted then, for the caller to check as it likes.
+func (r *Rows) Convert(conv []Converter) bool {
+	if r.conv != nil {
+		return false
+	}
+	r.fns = conv
+	return true
 }
 
 // newRows returns the rows of b for t, to be read as they are inserted.
@@ -64,6 +106,7 @@ func (r *Rows) Row(i int, vals []any) error {
 	}
 	t := r.t
 	row := r.rows[i]
+	fns := r.fns
 	seen := 0
 	for j := range t.cols {
 		col := &t.cols[j]
@@ -87,7 +130,18 @@ func (r *Rows) Row(i int, vals []any) error {
 			if !ok {
 				return r.refuse(i, col.Name, v, ErrMistyped, "a time.Time or a partition key string")
 			}
-			vals[j] = pv
+			v = pv
+			if fns == nil || fns[j] == nil {
+				vals[j] = pv
+				continue
+			}
+		}
+		if fns != nil && fns[j] != nil {
+			cv, err, want := fns[j](v)
+			if err != nil {
+				return r.refuse(i, col.Name, cv, err, want)
+			}
+			vals[j] = cv
 			continue
 		}
 		cv, err, want := r.dialect.value(col, v)

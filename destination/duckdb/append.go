@@ -53,6 +53,27 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 			return fmt.Errorf("table %s, column %q: a %s column (without time zone) needs the connections' zone to be UTC (SET TimeZone = 'UTC'; duckdb.Open sets it), since DuckDB compares it with the partitions' bounds in the connection's zone, %q", qualified(table), c, cols[j].name, zone)
 		}
 	}
+	// Each column's values are checked against the spec and the
+	// column's declared type by one converter, chosen here, once per
+	// write; the Meta columns' values, the batch's, are checked against
+	// the type as they come (fitted), as is every value of rows that
+	// were converted when the destination took them.
+	spec := rows.Columns()
+	conv := make([]sqldest.Converter, len(columns))
+	var fitted []int
+	for j := range cols {
+		if spec[j].Meta == sqldest.FromRow {
+			conv[j] = cols[j].converter(rows, j, spec[j].Kind)
+		} else {
+			fitted = append(fitted, j)
+		}
+	}
+	if !rows.Convert(conv) {
+		fitted = fitted[:0]
+		for j := range cols {
+			fitted = append(fitted, j)
+		}
+	}
 	whole := len(columns) == len(names)
 	for j := range columns {
 		whole = whole && strings.EqualFold(columns[j], names[j])
@@ -87,8 +108,11 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 				return stop(err)
 			}
 			for j, v := range vals {
+				args[j] = v
+			}
+			for _, j := range fitted {
+				v := vals[j]
 				if v == nil {
-					args[j] = nil
 					continue
 				}
 				cv, err, want := cols[j].fit(v)
@@ -353,6 +377,98 @@ func (c *column) fit(v any) (any, error, string) {
 		return c.fitInt(n)
 	}
 	return nil, sqldest.ErrMistyped, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name)
+}
+
+// converter returns the check and conversion of the rows' values for
+// column j of rows, of the given kind, into a column of c's type: the
+// values of the Go type that the kind writes as it is (an int or int64,
+// a float64, a string, a bool, a time.Time, a []byte), when the type
+// takes them as they are, go through one type switch; any other value,
+// and a NULL, goes through the spec's check (rows.Value), then fit.
+func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Kind) sqldest.Converter {
+	slow := func(v any) (any, error, string) {
+		cv, err, want := rows.Value(j, v)
+		if err != nil {
+			return v, err, want
+		}
+		if cv == nil {
+			return nil, nil, ""
+		}
+		out, err, want := c.fit(cv)
+		if err != nil {
+			if n, ok := integer(cv); ok {
+				cv = n // as sqldest converts it, named so in errors
+			}
+			return cv, err, want
+		}
+		if out != nil {
+			return out, nil, ""
+		}
+		return cv, nil, ""
+	}
+	// same reports whether the spec takes v as it is, which the fast
+	// paths below assume of the dialect (UTF8 unset, Time nil).
+	same := func(v any) bool {
+		out, err, _ := rows.Value(j, v)
+		return err == nil && out == v
+	}
+	switch {
+	case kind == sqldest.Int && c.t == tInteger && same(0):
+		lo, hi := c.lo, c.hi
+		return func(v any) (any, error, string) {
+			switch n := v.(type) {
+			case int:
+				if int64(n) >= lo && int64(n) <= hi {
+					return v, nil, ""
+				}
+			case int64:
+				if n >= lo && n <= hi {
+					return v, nil, ""
+				}
+			}
+			return slow(v)
+		}
+	case kind == sqldest.Float && c.t == tDouble:
+		return func(v any) (any, error, string) {
+			if _, ok := v.(float64); ok {
+				return v, nil, ""
+			}
+			return slow(v)
+		}
+	case kind == sqldest.String && c.t == tVarchar && same("\x00"):
+		return func(v any) (any, error, string) {
+			if s, ok := v.(string); ok && utf8.ValidString(s) {
+				return v, nil, ""
+			}
+			return slow(v)
+		}
+	case kind == sqldest.Bool && c.t == tBool:
+		return func(v any) (any, error, string) {
+			if _, ok := v.(bool); ok {
+				return v, nil, ""
+			}
+			return slow(v)
+		}
+	case kind == sqldest.Time && same(minTimestampNS) && (c.t == tTimestamp || c.t == tTimestampMS || c.t == tTimestampS || c.t == tTimestampNS):
+		lo, hi := minTimestamp, maxTimestamp
+		if c.t == tTimestampNS {
+			lo, hi = minTimestampNS, maxTimestampNS
+		}
+		return func(v any) (any, error, string) {
+			if t, ok := v.(time.Time); ok && !t.Before(lo) && t.Before(hi) {
+				return v, nil, ""
+			}
+			return slow(v)
+		}
+	case kind == sqldest.Bytes && c.t == tBlob:
+		return func(v any) (any, error, string) {
+			if _, ok := v.([]byte); ok {
+				return v, nil, ""
+			}
+			return slow(v)
+		}
+	}
+	return slow
 }
 
 // fitInt checks an integer against the column's type.

@@ -29,6 +29,12 @@ partition's rows; and the rows, appended with DuckDB's appender on the
 transaction's connection, which commit or roll back with the rest.
 DuckDB's transactions are optimistic: of two writers of one partition at
 once, the second fails at once rather than waiting, and is tried again.
+The fencing check reads the partition's token row, then updates or
+inserts it ([sqldest.Dialect.SelectToken]), which costs DuckDB half an
+upsert: two first writes of a partition that both find no row both
+insert one, the second to commit fails on the duplicate key, and its try
+again reads the first's token (the older attempt refused, the newer one
+replacing it).
 
 DuckDB holds no ledger of tranche's: its writes commit on their own,
 after the backfill's ledger (SQLite, PostgreSQL, or in memory) has

@@ -132,6 +132,7 @@ var Dialect = sqldest.Dialect{
 	Types: [sqldest.Bytes + 1]string{sqldest.Int: "BIGINT", sqldest.Float: "DOUBLE", sqldest.String: "VARCHAR",
 		sqldest.Bool: "BOOLEAN", sqldest.Time: "TIMESTAMPTZ", sqldest.Bytes: "BLOB"},
 	Insert:           appendRows,
+	SelectToken:      true,
 	Integers:         true,
 	NoPartitionIndex: true,
 	Classify:         classify,
@@ -148,6 +149,10 @@ func classify(err error) (kind error, hint string, retry bool) {
 	switch {
 	case de.Type == duckdb.ErrorTypeTransaction && strings.Contains(msg, "Conflict"):
 		return sqlledger.ErrLocked, "a concurrent transaction wrote the same rows, and it was tried again until the tries ran out", true
+	case de.Type == duckdb.ErrorTypeTransaction && strings.Contains(msg, "Failed to commit") && strings.Contains(msg, "duplicate key"):
+		// Two first writes of a partition both inserted its token row,
+		// and the other committed first: the next try reads its token.
+		return sqlledger.ErrLocked, "a concurrent transaction inserted the same key first, and it was tried again until the tries ran out", true
 	case strings.Contains(msg, "Could not set lock on file"):
 		return sqlledger.ErrLocked, "another process has the DuckDB file open, and DuckDB lets one process at a time open a file for writing: close it there (a duckdb shell, another program), or write through that process", false
 	case strings.Contains(msg, "read-only mode"):
