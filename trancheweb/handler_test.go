@@ -17,6 +17,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/pagetest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
@@ -36,10 +37,10 @@ func get(t *testing.T, h http.Handler, path string, header ...string) (int, stri
 
 func TestPages(t *testing.T) {
 	l := memledger.New(nil)
-	f := newFixture(t, l)
+	f := pagetest.New(t, l)
 	h := NewHandler(l, &Options{Names: map[string]string{f.DAG: "events <daily>"}})
 	base := "/backfills/" + url.PathEscape(f.ID)
-	start := func(d int) string { return url.QueryEscape(instant(day(d).Start)) }
+	start := func(d int) string { return url.QueryEscape(instant(pagetest.Day(d).Start)) }
 	tests := []struct {
 		path   string
 		status int
@@ -87,7 +88,7 @@ var cellRE = regexp.MustCompile(`<a class="cell s-(\w+) c(\d+) js-detail" href="
 
 func TestGridCells(t *testing.T) {
 	l := memledger.New(nil)
-	f := newFixture(t, l)
+	f := pagetest.New(t, l)
 	_, body, _ := get(t, NewHandler(l, nil), "/backfills/"+f.ID)
 	cells := cellRE.FindAllStringSubmatch(body, -1)
 	if len(cells) != len(f.States) {
@@ -119,13 +120,13 @@ func TestGridCells(t *testing.T) {
 // page: the fixture's error texts and worker name hold tags.
 func TestEscaping(t *testing.T) {
 	l := memledger.New(nil)
-	f := newFixture(t, l)
+	f := pagetest.New(t, l)
 	h := NewHandler(l, &Options{WriteToken: "a-token-of-the-operator", Names: map[string]string{f.DAG: `<script>alert(1)</script>`}})
 	base := "/backfills/" + f.ID
 	for _, path := range []string{"/", base, base + "/live",
-		base + "/partition?start=" + url.QueryEscape(instant(day(10).Start)),
-		base + "/partition?start=" + url.QueryEscape(instant(day(5).Start)),
-		base + "/span?from=" + url.QueryEscape(instant(day(1).Start)) + "&to=" + url.QueryEscape(instant(day(15).Start)),
+		base + "/partition?start=" + url.QueryEscape(instant(pagetest.Day(10).Start)),
+		base + "/partition?start=" + url.QueryEscape(instant(pagetest.Day(5).Start)),
+		base + "/span?from=" + url.QueryEscape(instant(pagetest.Day(1).Start)) + "&to=" + url.QueryEscape(instant(pagetest.Day(15).Start)),
 	} {
 		for _, frag := range []string{"0", "1"} {
 			status, body, _ := get(t, h, path, "X-Tranche-Fragment", frag)
@@ -142,7 +143,7 @@ func TestEscaping(t *testing.T) {
 			}
 		}
 	}
-	_, body, _ := get(t, h, base+"/partition?start="+url.QueryEscape(instant(day(5).Start)))
+	_, body, _ := get(t, h, base+"/partition?start="+url.QueryEscape(instant(pagetest.Day(5).Start)))
 	if want := `&lt;b&gt;boom&lt;/b&gt;&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;`; !strings.Contains(body, want) {
 		t.Errorf("the partition page lacks the escaped error text %s:\n%s", want, body)
 	}
@@ -150,7 +151,7 @@ func TestEscaping(t *testing.T) {
 
 func TestStatusJSON(t *testing.T) {
 	l := memledger.New(nil)
-	f := newFixture(t, l)
+	f := pagetest.New(t, l)
 	h := NewHandler(l, nil)
 	status, body, hd := get(t, h, "/backfills/"+f.ID+"/status.json")
 	if status != 200 || hd.Get("Content-Type") != "application/json" {
@@ -217,7 +218,7 @@ func TestWrites(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := memledger.New(nil)
-			f := newFixture(t, l)
+			f := pagetest.New(t, l)
 			h := NewHandler(l, &Options{WriteToken: tt.writeToken})
 			path := "/backfills/" + f.ID + "/" + tt.op
 			var status int
@@ -245,7 +246,7 @@ func TestWrites(t *testing.T) {
 
 	t.Run("resume", func(t *testing.T) {
 		l := memledger.New(nil)
-		f := newFixture(t, l)
+		f := pagetest.New(t, l)
 		if err := l.CancelBackfill(ctx, f.ID, true); err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +265,7 @@ func TestWrites(t *testing.T) {
 
 	t.Run("forms only with writes", func(t *testing.T) {
 		l := memledger.New(nil)
-		f := newFixture(t, l)
+		f := pagetest.New(t, l)
 		for _, tok := range []string{"", token} {
 			_, body, _ := get(t, NewHandler(l, &Options{WriteToken: tok}), "/backfills/"+f.ID)
 			if got := strings.Contains(body, `id="cancel-form"`) && strings.Contains(body, `id="resume-form"`) && strings.Contains(body, `name="stop_running"`); got != (tok != "") {
@@ -391,7 +392,7 @@ func (c *countingLedger) Latest(ctx context.Context, dag string, from, to time.T
 func TestStatusPolling(t *testing.T) {
 	ctx := context.Background()
 	mem := memledger.New(nil)
-	f := newFixture(t, mem)
+	f := pagetest.New(t, mem)
 	l := &countingLedger{Ledger: mem}
 	now := time.Now()
 	h := NewHandler(l, &Options{Now: func() time.Time { return now }})
@@ -417,7 +418,7 @@ func TestStatusPolling(t *testing.T) {
 	}
 
 	// A partition finishes behind the page: the next poll sees it.
-	p := day(2)
+	p := pagetest.Day(2)
 	lease, err := mem.Claim(ctx, ledger.ClaimRequest{DAG: f.DAG, Backfill: f.ID, Worker: "w", RunID: "r",
 		Partitions: []tranche.TimePartition{p}, Lease: time.Hour, Policy: ledger.RerunFailed})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/pagetest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
@@ -145,7 +146,7 @@ func TestPageInChromium(t *testing.T) {
 	text := get(t, ctx, chromedp.Text(css("#detail")))
 	elements := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("b, i, img, em, #detail script").length`))
 	title := get(t, ctx, chromedp.Title())
-	for _, s := range []string{"Partition 2026-01-10", "2 attempts", "second try: " + evil, "worker-2", "worker-<i>1</i>"} {
+	for _, s := range []string{"Partition 2026-01-10", "2 attempts", "second try: " + pagetest.Evil, "worker-2", "worker-<i>1</i>"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("the history lacks %q:\n%s", s, text)
 		}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche/internal/pagetest"
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
@@ -201,7 +202,7 @@ func sqliteVersions(t *testing.T, path string) string {
 
 // newLedgerFile makes a SQLite ledger in a new folder holding the
 // fixture's backfill, and returns its path and the fixture.
-func newLedgerFile(t *testing.T) (string, fixture) {
+func newLedgerFile(t *testing.T) (string, pagetest.Fixture) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	l, err := sqlite.Open(t.Context(), path, nil)
@@ -209,7 +210,7 @@ func newLedgerFile(t *testing.T) (string, fixture) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return path, newFixture(t, l)
+	return path, pagetest.New(t, l)
 }
 
 func TestOpenLedgerForms(t *testing.T) {

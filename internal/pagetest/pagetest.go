@@ -1,4 +1,7 @@
-package main
+// Package pagetest holds the backfill that the status page's tests and
+// the tranche command's browser tests both draw: fourteen days in every
+// state, with error texts holding HTML.
+package pagetest
 
 import (
 	"context"
@@ -11,12 +14,12 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// evil is an error text an asset might return, holding HTML that a page
+// Evil is an error text an asset might return, holding HTML that a page
 // which did not escape it would run.
-const evil = `<b>boom</b><script>document.title="pwned"</script><img src=x onerror="document.title='pwned'">`
+const Evil = `<b>boom</b><script>document.title="pwned"</script><img src=x onerror="document.title='pwned'">`
 
-// fixture is a backfill of 14 days in a ledger, in every state.
-type fixture struct {
+// Fixture is a backfill of 14 days in a ledger, in every state.
+type Fixture struct {
 	ID, DAG string
 	Window  tranche.TimePartitionWindow
 	// States is the state of each day's latest attempt, by key.
@@ -25,20 +28,20 @@ type fixture struct {
 	Running *ledger.Lease
 }
 
-// day returns the partition of January 2026's day d, in UTC.
-func day(d int) tranche.TimePartition {
+// Day returns the partition of January 2026's day d, in UTC.
+func Day(d int) tranche.TimePartition {
 	return tranche.PartitionOf(tranche.Day, time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC))
 }
 
-// newFixture backfills 2026-01-01..2026-01-14 newest first, one at a
+// New backfills 2026-01-01..2026-01-14 newest first, one at a
 // time, stopping at the failure of the 10th (an error text with HTML);
 // then, as other workers: the 10th fails once more, the 9th is left
 // running under an hour's lease, the 5th fails (HTML again) and the 4th
 // is canceled. The 1st to 3rd and 6th to 8th stay pending.
-func newFixture(t testing.TB, l ledger.Ledger) fixture {
+func New(t testing.TB, l ledger.Ledger) Fixture {
 	t.Helper()
 	ctx := context.Background()
-	w, err := tranche.NewTimePartitionWindow(tranche.Day, day(1).Start, day(14).Start)
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, Day(1).Start, Day(14).Start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +52,8 @@ func newFixture(t testing.TB, l ledger.Ledger) fixture {
 			if err != nil {
 				return nil, err
 			}
-			if p.Equal(day(10)) {
-				return nil, errors.New(evil)
+			if p.Equal(Day(10)) {
+				return nil, errors.New(Evil)
 			}
 			return []tranche.Row{{"day": p.Key()}}, nil
 		})})
@@ -69,7 +72,7 @@ func newFixture(t testing.TB, l ledger.Ledger) fixture {
 	ident := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	attempt := func(d int, worker string, out *ledger.Outcome) *ledger.Lease {
 		t.Helper()
-		p := day(d)
+		p := Day(d)
 		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: ident, Backfill: id, Worker: worker, RunID: backfill.RunID(ident, p.Start, p.End),
 			Partitions: []tranche.TimePartition{p}, Lease: time.Hour, Policy: ledger.RerunFailed})
 		if err != nil {
@@ -82,21 +85,21 @@ func newFixture(t testing.TB, l ledger.Ledger) fixture {
 		}
 		return lease
 	}
-	attempt(10, "worker-2", &ledger.Outcome{State: ledger.StateFailed, Err: "second try: " + evil})
+	attempt(10, "worker-2", &ledger.Outcome{State: ledger.StateFailed, Err: "second try: " + Evil})
 	running := attempt(9, "worker-2", nil)
-	attempt(5, "worker-3", &ledger.Outcome{State: ledger.StateFailed, Err: evil})
+	attempt(5, "worker-3", &ledger.Outcome{State: ledger.StateFailed, Err: Evil})
 	attempt(4, "worker-3", &ledger.Outcome{State: ledger.StateCanceled, Err: "context canceled"})
 
 	states := map[string]ledger.State{}
 	for d := 1; d <= 14; d++ {
-		states[day(d).Key()] = ledger.StatePending
+		states[Day(d).Key()] = ledger.StatePending
 	}
 	for d := 11; d <= 14; d++ {
-		states[day(d).Key()] = ledger.StateSucceeded
+		states[Day(d).Key()] = ledger.StateSucceeded
 	}
-	states[day(10).Key()] = ledger.StateFailed
-	states[day(9).Key()] = ledger.StateRunning
-	states[day(5).Key()] = ledger.StateFailed
-	states[day(4).Key()] = ledger.StateCanceled
-	return fixture{ID: id, DAG: ident, Window: w, States: states, Running: running}
+	states[Day(10).Key()] = ledger.StateFailed
+	states[Day(9).Key()] = ledger.StateRunning
+	states[Day(5).Key()] = ledger.StateFailed
+	states[Day(4).Key()] = ledger.StateCanceled
+	return Fixture{ID: id, DAG: ident, Window: w, States: states, Running: running}
 }
