@@ -37,9 +37,9 @@ type Rows struct {
 // declares it, so that each value goes through one switch chosen for its
 // column once per write. It returns the value for the driver; or, for a
 // value it refuses, the value the error names (v, or v as the spec
-// converts it), the error ([ErrNull], [ErrMistyped], [ErrOutOfRange])
-// and what would be accepted. It must refuse what the spec refuses.
-type Converter func(v any) (out any, err error, want string)
+// converts it), what would be accepted and the error ([ErrNull],
+// [ErrMistyped], [ErrOutOfRange]). It must refuse what the spec refuses.
+type Converter func(v any) (out any, want string, err error)
 
 // Columns returns the table's columns, in the order of Row's values. The
 // slice is the destination's: do not change it.
@@ -51,9 +51,9 @@ func (r *Rows) PartitionColumn() int { return r.t.part }
 
 // Value checks v, a row's value for column j, against the spec as Row
 // does for a column without a [Converter], and returns it converted for
-// the driver, or the error and what would be accepted: the spec's check,
+// the driver, or what would be accepted and the error: the spec's check,
 // for a Converter to fall back on.
-func (r *Rows) Value(j int, v any) (any, error, string) { return r.dialect.value(&r.t.cols[j], v) }
+func (r *Rows) Value(j int, v any) (any, string, error) { return r.dialect.value(&r.t.cols[j], v) }
 
 // Convert has Row use conv[j], where it is not nil, for the values of
 // column j, in place of the spec's check: for every column but the Meta
@@ -137,14 +137,14 @@ func (r *Rows) Row(i int, vals []any) error {
 			}
 		}
 		if fns != nil && fns[j] != nil {
-			cv, err, want := fns[j](v)
+			cv, want, err := fns[j](v)
 			if err != nil {
 				return r.refuse(i, col.Name, cv, err, want)
 			}
 			vals[j] = cv
 			continue
 		}
-		cv, err, want := r.dialect.value(col, v)
+		cv, want, err := r.dialect.value(col, v)
 		if err != nil {
 			return r.refuse(i, col.Name, v, err, want)
 		}

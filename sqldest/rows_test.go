@@ -29,17 +29,17 @@ func TestRowsConvert(t *testing.T) {
 
 	var seen []any
 	conv := make([]Converter, 3)
-	conv[0] = func(v any) (any, error, string) { seen = append(seen, v); return "day", nil, "" }
-	conv[1] = func(v any) (any, error, string) {
+	conv[0] = func(v any) (any, string, error) { seen = append(seen, v); return "day", "", nil }
+	conv[1] = func(v any) (any, string, error) {
 		seen = append(seen, v)
 		if v.(int) > 255 {
-			return int64(v.(int)), ErrOutOfRange, "at most 255"
+			return int64(v.(int)), "at most 255", ErrOutOfRange
 		}
-		return v, nil, ""
+		return v, "", nil
 	}
-	conv[2] = func(v any) (any, error, string) {
+	conv[2] = func(v any) (any, string, error) {
 		t.Errorf("the Meta column's converter was called with %v", v)
-		return v, nil, ""
+		return v, "", nil
 	}
 
 	r := newRows(d, c, &batch)

@@ -404,60 +404,60 @@ func (t Table) DDL(d *Dialect) ([]string, error) {
 
 // value checks and converts the value v of column col for the driver.
 // It returns the error's Err and Want when v is refused.
-func (d *Dialect) value(col *Column, v any) (any, error, string) {
+func (d *Dialect) value(col *Column, v any) (any, string, error) {
 	if v == nil {
 		if col.Null {
-			return nil, nil, ""
+			return nil, "", nil
 		}
-		return nil, ErrNull, col.Kind.accepts()
+		return nil, col.Kind.accepts(), ErrNull
 	}
 	// A value already of the written type is returned as it came, not
 	// boxed anew: a batch of a million values allocates none for them.
 	switch col.Kind {
 	case Int:
 		if _, ok := v.(int64); ok {
-			return v, nil, ""
+			return v, "", nil
 		}
 		if n, ok := asInt(v); ok {
 			if d.Integers {
-				return v, nil, ""
+				return v, "", nil
 			}
-			return n, nil, ""
+			return n, "", nil
 		}
 	case Float:
 		switch f := v.(type) {
 		case float64:
-			return v, nil, ""
+			return v, "", nil
 		case float32:
-			return float64(f), nil, ""
+			return float64(f), "", nil
 		}
 		if n, ok := asInt(v); ok && n <= 1<<53 && n >= -(1<<53) {
-			return float64(n), nil, ""
+			return float64(n), "", nil
 		}
 	case String:
 		if s, ok := v.(string); ok {
 			if d.UTF8 && (!utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0) {
-				return nil, ErrMistyped, "valid UTF-8 without NUL bytes, as " + d.Name + "'s text takes"
+				return nil, "valid UTF-8 without NUL bytes, as " + d.Name + "'s text takes", ErrMistyped
 			}
-			return v, nil, ""
+			return v, "", nil
 		}
 	case Bool:
 		if _, ok := v.(bool); ok {
-			return v, nil, ""
+			return v, "", nil
 		}
 	case Time:
 		if t, ok := v.(time.Time); ok {
 			if d.Time == nil {
-				return v, nil, ""
+				return v, "", nil
 			}
-			return d.Time(t), nil, ""
+			return d.Time(t), "", nil
 		}
 	case Bytes:
 		if _, ok := v.([]byte); ok {
-			return v, nil, ""
+			return v, "", nil
 		}
 	}
-	return nil, ErrMistyped, col.Kind.accepts()
+	return nil, col.Kind.accepts(), ErrMistyped
 }
 
 func (d *Dialect) timeValue(t time.Time) any {

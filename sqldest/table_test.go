@@ -89,7 +89,7 @@ func TestValueKinds(t *testing.T) {
 	for k := Int; k <= Bytes; k++ {
 		col := Column{Name: "c", Kind: k}
 		for name, v := range values {
-			_, err, want := d.value(&col, v)
+			_, want, err := d.value(&col, v)
 			ok := false
 			for _, n := range takes[k] {
 				ok = ok || n == name
@@ -106,7 +106,7 @@ func TestValueKinds(t *testing.T) {
 		keep := d
 		keep.Integers = true
 		for _, name := range []string{"int", "int8", "uint16", "uint", "uint64", "big-uint64"} {
-			got, err, _ := keep.value(&col, values[name])
+			got, _, err := keep.value(&col, values[name])
 			if k == Int && name != "big-uint64" && (err != nil || got != values[name]) {
 				t.Errorf("Int with Integers, %s: %#v, %v; want it as it came", name, got, err)
 			}
@@ -114,11 +114,11 @@ func TestValueKinds(t *testing.T) {
 				t.Errorf("Int with Integers, %s: %v; want ErrMistyped", name, err)
 			}
 		}
-		if _, err, _ := d.value(&col, nil); !errors.Is(err, ErrNull) {
+		if _, _, err := d.value(&col, nil); !errors.Is(err, ErrNull) {
 			t.Errorf("kind %v: nil in a NOT NULL column: %v", k, err)
 		}
 		col.Null = true
-		if v, err, _ := d.value(&col, nil); err != nil || v != nil {
+		if v, _, err := d.value(&col, nil); err != nil || v != nil {
 			t.Errorf("kind %v: nil in a NULL column: %v, %v", k, v, err)
 		}
 	}

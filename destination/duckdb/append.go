@@ -115,7 +115,7 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 				if v == nil {
 					continue
 				}
-				cv, err, want := cols[j].fit(v)
+				cv, want, err := cols[j].fit(v)
 				if err != nil {
 					if n, ok := integer(v); ok {
 						v = n // as sqldest converts it, named so in errors
@@ -312,7 +312,7 @@ var (
 // float64, string, bool, time.Time or []byte), against the column's
 // type, and returns what the appender takes in its place, nil to take v
 // as it is (boxing none anew); or the error and what would be accepted.
-func (c *column) fit(v any) (any, error, string) {
+func (c *column) fit(v any) (any, string, error) {
 	switch v := v.(type) {
 	case int64:
 		return c.fitInt(v)
@@ -321,38 +321,38 @@ func (c *column) fit(v any) (any, error, string) {
 	case float64:
 		switch c.t {
 		case tDouble:
-			return nil, nil, ""
+			return nil, "", nil
 		case tFloat:
 			// As DuckDB's cast: refused when the nearest float32 is
 			// infinite and v is not.
 			if f := float32(v); math.IsInf(float64(f), 0) && !math.IsInf(v, 0) {
-				return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most %g in magnitude, as the column's type in the table, FLOAT, holds", math.MaxFloat32)
+				return nil, fmt.Sprintf("at most %g in magnitude, as the column's type in the table, FLOAT, holds", math.MaxFloat32), sqldest.ErrOutOfRange
 			}
-			return nil, nil, ""
+			return nil, "", nil
 		case tDecimal:
 			// As DuckDB's cast of a DOUBLE: v times 10^scale in floating
 			// point, rounded half away from zero, within 10^width.
 			r := math.Round(v * math.Pow10(c.scale))
 			if math.IsNaN(r) || math.Abs(r) >= math.Pow10(c.width) {
-				return nil, sqldest.ErrOutOfRange, c.decimalWant()
+				return nil, c.decimalWant(), sqldest.ErrOutOfRange
 			}
 			n, _ := big.NewFloat(r).Int(nil)
 			return c.decimal(n)
 		}
-		return nil, sqldest.ErrMistyped, c.wants("a Float", "DOUBLE, FLOAT or DECIMAL")
+		return nil, c.wants("a Float", "DOUBLE, FLOAT or DECIMAL"), sqldest.ErrMistyped
 	case string:
 		if c.t != tVarchar {
-			return nil, sqldest.ErrMistyped, c.wants("a String", "VARCHAR")
+			return nil, c.wants("a String", "VARCHAR"), sqldest.ErrMistyped
 		}
 		if !utf8.ValidString(v) {
-			return nil, sqldest.ErrOutOfRange, "valid UTF-8, as the column's type in the table, VARCHAR, holds"
+			return nil, "valid UTF-8, as the column's type in the table, VARCHAR, holds", sqldest.ErrOutOfRange
 		}
-		return nil, nil, ""
+		return nil, "", nil
 	case bool:
 		if c.t != tBool {
-			return nil, sqldest.ErrMistyped, c.wants("a Bool", "BOOLEAN")
+			return nil, c.wants("a Bool", "BOOLEAN"), sqldest.ErrMistyped
 		}
-		return nil, nil, ""
+		return nil, "", nil
 	case time.Time:
 		lo, hi := minTimestamp, maxTimestamp
 		switch c.t {
@@ -360,23 +360,24 @@ func (c *column) fit(v any) (any, error, string) {
 		case tTimestampNS:
 			lo, hi = minTimestampNS, maxTimestampNS
 		default:
-			return nil, sqldest.ErrMistyped, c.wants("a Time", "TIMESTAMPTZ, TIMESTAMP, TIMESTAMP_NS, TIMESTAMP_MS or TIMESTAMP_S")
+			return nil, c.wants("a Time", "TIMESTAMPTZ, TIMESTAMP, TIMESTAMP_NS, TIMESTAMP_MS or TIMESTAMP_S"), sqldest.ErrMistyped
 		}
 		if v.Before(lo) || !v.Before(hi) {
-			return nil, sqldest.ErrOutOfRange, fmt.Sprintf("a time from %s to before %s, as the column's type in the table, %s, holds",
-				lo.Format(time.RFC3339), hi.Format(time.RFC3339Nano), c.name)
+			return nil, fmt.Sprintf("a time from %s to before %s, as the column's type in the table, %s, holds",
+				lo.Format(time.RFC3339), hi.Format(time.RFC3339Nano), c.name), sqldest.ErrOutOfRange
+
 		}
-		return nil, nil, ""
+		return nil, "", nil
 	case []byte:
 		if c.t != tBlob {
-			return nil, sqldest.ErrMistyped, c.wants("a Bytes", "BLOB")
+			return nil, c.wants("a Bytes", "BLOB"), sqldest.ErrMistyped
 		}
-		return nil, nil, ""
+		return nil, "", nil
 	}
 	if n, ok := integer(v); ok {
 		return c.fitInt(n)
 	}
-	return nil, sqldest.ErrMistyped, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name)
+	return nil, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name), sqldest.ErrMistyped
 }
 
 // converter returns the check and conversion of the rows' values for
@@ -386,66 +387,66 @@ func (c *column) fit(v any) (any, error, string) {
 // takes them as they are, go through one type switch; any other value,
 // and a NULL, goes through the spec's check (rows.Value), then fit.
 func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Kind) sqldest.Converter {
-	slow := func(v any) (any, error, string) {
-		cv, err, want := rows.Value(j, v)
+	slow := func(v any) (any, string, error) {
+		cv, want, err := rows.Value(j, v)
 		if err != nil {
-			return v, err, want
+			return v, want, err
 		}
 		if cv == nil {
-			return nil, nil, ""
+			return nil, "", nil
 		}
-		out, err, want := c.fit(cv)
+		out, want, err := c.fit(cv)
 		if err != nil {
 			if n, ok := integer(cv); ok {
 				cv = n // as sqldest converts it, named so in errors
 			}
-			return cv, err, want
+			return cv, want, err
 		}
 		if out != nil {
-			return out, nil, ""
+			return out, "", nil
 		}
-		return cv, nil, ""
+		return cv, "", nil
 	}
 	// same reports whether the spec takes v as it is, which the fast
 	// paths below assume of the dialect (UTF8 unset, Time nil).
 	same := func(v any) bool {
-		out, err, _ := rows.Value(j, v)
+		out, _, err := rows.Value(j, v)
 		return err == nil && out == v
 	}
 	switch {
 	case kind == sqldest.Int && c.t == tInteger && same(0):
 		lo, hi := c.lo, c.hi
-		return func(v any) (any, error, string) {
+		return func(v any) (any, string, error) {
 			switch n := v.(type) {
 			case int:
 				if int64(n) >= lo && int64(n) <= hi {
-					return v, nil, ""
+					return v, "", nil
 				}
 			case int64:
 				if n >= lo && n <= hi {
-					return v, nil, ""
+					return v, "", nil
 				}
 			}
 			return slow(v)
 		}
 	case kind == sqldest.Float && c.t == tDouble:
-		return func(v any) (any, error, string) {
+		return func(v any) (any, string, error) {
 			if _, ok := v.(float64); ok {
-				return v, nil, ""
+				return v, "", nil
 			}
 			return slow(v)
 		}
 	case kind == sqldest.String && c.t == tVarchar && same("\x00"):
-		return func(v any) (any, error, string) {
+		return func(v any) (any, string, error) {
 			if s, ok := v.(string); ok && utf8.ValidString(s) {
-				return v, nil, ""
+				return v, "", nil
 			}
 			return slow(v)
 		}
 	case kind == sqldest.Bool && c.t == tBool:
-		return func(v any) (any, error, string) {
+		return func(v any) (any, string, error) {
 			if _, ok := v.(bool); ok {
-				return v, nil, ""
+				return v, "", nil
 			}
 			return slow(v)
 		}
@@ -454,16 +455,16 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Kind) sqldest
 		if c.t == tTimestampNS {
 			lo, hi = minTimestampNS, maxTimestampNS
 		}
-		return func(v any) (any, error, string) {
+		return func(v any) (any, string, error) {
 			if t, ok := v.(time.Time); ok && !t.Before(lo) && t.Before(hi) {
-				return v, nil, ""
+				return v, "", nil
 			}
 			return slow(v)
 		}
 	case kind == sqldest.Bytes && c.t == tBlob:
-		return func(v any) (any, error, string) {
+		return func(v any) (any, string, error) {
 			if _, ok := v.([]byte); ok {
-				return v, nil, ""
+				return v, "", nil
 			}
 			return slow(v)
 		}
@@ -472,33 +473,33 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Kind) sqldest
 }
 
 // fitInt checks an integer against the column's type.
-func (c *column) fitInt(v int64) (any, error, string) {
+func (c *column) fitInt(v int64) (any, string, error) {
 	switch c.t {
 	case tInteger:
 		if v < c.lo || v > c.hi {
-			return nil, sqldest.ErrOutOfRange, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi)
+			return nil, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi), sqldest.ErrOutOfRange
 		}
-		return nil, nil, ""
+		return nil, "", nil
 	case tHuge:
-		return nil, nil, ""
+		return nil, "", nil
 	case tUHuge:
 		if v < 0 {
-			return nil, sqldest.ErrOutOfRange, "at least 0, as the column's type in the table, UHUGEINT, holds"
+			return nil, "at least 0, as the column's type in the table, UHUGEINT, holds", sqldest.ErrOutOfRange
 		}
-		return nil, nil, ""
+		return nil, "", nil
 	case tDouble, tFloat:
 		limit := int64(1) << 53
 		if c.t == tFloat {
 			limit = 1 << 24
 		}
 		if v > limit || v < -limit {
-			return nil, sqldest.ErrOutOfRange, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name)
+			return nil, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name), sqldest.ErrOutOfRange
 		}
-		return nil, nil, ""
+		return nil, "", nil
 	case tDecimal:
 		return c.decimal(new(big.Int).Mul(big.NewInt(v), c.pow))
 	}
-	return nil, sqldest.ErrMistyped, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL")
+	return nil, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL"), sqldest.ErrMistyped
 }
 
 // integer returns the value of v, of any Go integer type but uint and
@@ -535,11 +536,11 @@ func (c *column) wants(kind, types string) string {
 }
 
 // decimal checks a scaled value against the precision.
-func (c *column) decimal(n *big.Int) (any, error, string) {
+func (c *column) decimal(n *big.Int) (any, string, error) {
 	if new(big.Int).Abs(n).Cmp(c.limit) >= 0 {
-		return nil, sqldest.ErrOutOfRange, c.decimalWant()
+		return nil, c.decimalWant(), sqldest.ErrOutOfRange
 	}
-	return duckdb.Decimal{Width: uint8(c.width), Scale: uint8(c.scale), Value: n}, nil, ""
+	return duckdb.Decimal{Width: uint8(c.width), Scale: uint8(c.scale), Value: n}, "", nil
 }
 
 func (c *column) decimalWant() string {

@@ -88,7 +88,7 @@ func TestFitAgreesWithDuckDB(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		_, ferr, want := c.fit(v)
+		_, want, ferr := c.fit(v)
 		var cast sql.NullString
 		if err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT CAST(TRY_CAST($1::%s AS %s) AS VARCHAR)", sqlType, typ), v).Scan(&cast); err != nil {
 			rt.Fatal(err)
