@@ -3,10 +3,11 @@ package sqldest
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tranche-dev/tranche/internal/integer"
 )
 
 // Kind is the kind of Go values a column takes.
@@ -418,7 +419,7 @@ func (d *Dialect) value(col *Column, v any) (any, string, error) {
 		if _, ok := v.(int64); ok {
 			return v, "", nil
 		}
-		if n, ok := asInt(v); ok {
+		if n, ok := integer.Int64(v); ok {
 			if d.Integers {
 				return v, "", nil
 			}
@@ -431,7 +432,7 @@ func (d *Dialect) value(col *Column, v any) (any, string, error) {
 		case float32:
 			return float64(f), "", nil
 		}
-		if n, ok := asInt(v); ok && n <= 1<<53 && n >= -(1<<53) {
+		if n, ok := integer.Int64(v); ok && n <= 1<<53 && n >= -(1<<53) {
 			return float64(n), "", nil
 		}
 	case String:
@@ -465,36 +466,4 @@ func (d *Dialect) timeValue(t time.Time) any {
 		return t
 	}
 	return d.Time(t)
-}
-
-// asInt converts the Go integer types to int64, refusing uint values
-// above math.MaxInt64.
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int32:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case uint:
-		if uint64(n) <= math.MaxInt64 {
-			return int64(n), true
-		}
-	case uint64:
-		if n <= math.MaxInt64 {
-			return int64(n), true
-		}
-	}
-	return 0, false
 }

@@ -15,6 +15,7 @@ import (
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/tranche-dev/tranche/internal/integer"
 	"github.com/tranche-dev/tranche/sqldest"
 )
 
@@ -117,7 +118,7 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 				}
 				cv, want, err := cols[j].fit(v)
 				if err != nil {
-					if n, ok := integer(v); ok {
+					if n, ok := integer.Int64(v); ok {
 						v = n // as sqldest converts it, named so in errors
 					}
 					return stop(&sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want})
@@ -374,7 +375,7 @@ func (c *column) fit(v any) (any, string, error) {
 		}
 		return nil, "", nil
 	}
-	if n, ok := integer(v); ok {
+	if n, ok := integer.Int64(v); ok {
 		return c.fitInt(n)
 	}
 	return nil, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name), sqldest.ErrMistyped
@@ -397,7 +398,7 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Kind) sqldest
 		}
 		out, want, err := c.fit(cv)
 		if err != nil {
-			if n, ok := integer(cv); ok {
+			if n, ok := integer.Int64(cv); ok {
 				cv = n // as sqldest converts it, named so in errors
 			}
 			return cv, want, err
@@ -500,34 +501,6 @@ func (c *column) fitInt(v int64) (any, string, error) {
 		return c.decimal(new(big.Int).Mul(big.NewInt(v), c.pow))
 	}
 	return nil, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL"), sqldest.ErrMistyped
-}
-
-// integer returns the value of v, of any Go integer type but uint and
-// uint64 beyond math.MaxInt64, which sqldest has refused, as an int64.
-func integer(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int32:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case uint:
-		return int64(n), n <= math.MaxInt64
-	case uint64:
-		return int64(n), n <= math.MaxInt64
-	}
-	return 0, false
 }
 
 // wants says what the column's kind needs of the table's type.

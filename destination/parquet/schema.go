@@ -13,6 +13,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/integer"
 )
 
 // Kind is the kind of Go values a column takes, and the Parquet type it
@@ -529,7 +530,7 @@ func (l *layout) names() string {
 func set(cs *columns, k Kind, j, i int, v any) bool {
 	switch k {
 	case Int:
-		if n, ok := asInt(v); ok {
+		if n, ok := integer.Int64(v); ok {
 			cs.nums[j][i] = uint64(n)
 			return true
 		}
@@ -542,7 +543,7 @@ func set(cs *columns, k Kind, j, i int, v any) bool {
 			cs.nums[j][i] = math.Float64bits(float64(f))
 			return true
 		}
-		if n, ok := asInt(v); ok && -1<<53 <= n && n <= 1<<53 {
+		if n, ok := integer.Int64(v); ok && -1<<53 <= n && n <= 1<<53 {
 			cs.nums[j][i] = math.Float64bits(float64(n))
 			return true
 		}
@@ -572,37 +573,6 @@ func set(cs *columns, k Kind, j, i int, v any) bool {
 		}
 	}
 	return false
-}
-
-// asInt returns v as an int64 when it is an integer that fits.
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int32:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case uint:
-		if uint64(n) <= math.MaxInt64 {
-			return int64(n), true
-		}
-	case uint64:
-		if n <= math.MaxInt64 {
-			return int64(n), true
-		}
-	}
-	return 0, false
 }
 
 // orderedGroup is a Parquet group whose columns are in the schema's
