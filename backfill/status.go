@@ -301,13 +301,15 @@ func pace(l ledger.Ledger, every time.Duration) ledger.Ledger {
 }
 
 // pacedLedger spaces the calls a watch makes: each waits until an
-// interval has passed since the one before.
+// interval has passed since the one before ended, so that a slow read (a
+// count over a million partitions) is never followed at once by another.
 type pacedLedger struct {
 	ledger.Ledger
 	every time.Duration
 	next  time.Time // when the next call may start
 }
 
+// wait returns once the next call may start; the caller defers rest.
 func (p *pacedLedger) wait(ctx context.Context) error {
 	if d := time.Until(p.next); d > 0 {
 		t := time.NewTimer(d)
@@ -318,11 +320,14 @@ func (p *pacedLedger) wait(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-	p.next = time.Now().Add(p.every)
 	return nil
 }
 
+// rest marks the end of a call: the next may start an interval later.
+func (p *pacedLedger) rest() { p.next = time.Now().Add(p.every) }
+
 func (p *pacedLedger) Backfill(ctx context.Context, id string) (ledger.BackfillRecord, error) {
+	defer p.rest()
 	if err := p.wait(ctx); err != nil {
 		return ledger.BackfillRecord{}, err
 	}
@@ -330,6 +335,7 @@ func (p *pacedLedger) Backfill(ctx context.Context, id string) (ledger.BackfillR
 }
 
 func (p *pacedLedger) Revision(ctx context.Context, dag string) (int64, error) {
+	defer p.rest()
 	if err := p.wait(ctx); err != nil {
 		return 0, err
 	}
@@ -337,6 +343,7 @@ func (p *pacedLedger) Revision(ctx context.Context, dag string) (int64, error) {
 }
 
 func (p *pacedLedger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
+	defer p.rest()
 	if err := p.wait(ctx); err != nil {
 		return 0, err
 	}
@@ -345,6 +352,7 @@ func (p *pacedLedger) RevisionIn(ctx context.Context, dag string, from, to time.
 
 func (p *pacedLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
 	return func(yield func(ledger.Attempt, error) bool) {
+		defer p.rest()
 		if err := p.wait(ctx); err != nil {
 			yield(ledger.Attempt{}, err)
 			return
@@ -364,6 +372,7 @@ type pacedReader struct {
 }
 
 func (p *pacedReader) CountLatest(ctx context.Context, req ledger.CountRequest) ([]ledger.LatestCount, error) {
+	defer p.rest()
 	if err := p.wait(ctx); err != nil {
 		return nil, err
 	}
@@ -372,6 +381,7 @@ func (p *pacedReader) CountLatest(ctx context.Context, req ledger.CountRequest) 
 
 func (p *pacedReader) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
 	return func(yield func(ledger.Attempt, error) bool) {
+		defer p.rest()
 		if err := p.wait(ctx); err != nil {
 			yield(ledger.Attempt{}, err)
 			return
@@ -385,6 +395,7 @@ func (p *pacedReader) FindLatest(ctx context.Context, req ledger.FindRequest) it
 }
 
 func (p *pacedReader) ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error) {
+	defer p.rest()
 	if err := p.wait(ctx); err != nil {
 		return nil, err
 	}
