@@ -13,8 +13,8 @@ import (
 )
 
 // Asset declares one data asset of a [DAG]: its name, what it depends on,
-// how it is partitioned, where its rows go, and the [Materializer] that
-// computes them.
+// how it is partitioned, where its rows go, and the function,
+// [Asset.Materialize], that computes them.
 //
 // An Asset is a plain value; [NewDAG] copies it, so changing an Asset after
 // the DAG is built changes nothing.
@@ -46,8 +46,18 @@ type Asset struct {
 	// tries once.
 	Retry Retry
 
-	// Materializer does the asset's work. It must not be nil.
-	Materializer Materializer
+	// Materialize computes the asset's rows for the partition or window
+	// in m. It must not be nil.
+	//
+	// It is called once per attempt, with a context canceled when the
+	// run fails fast, is canceled, or the attempt times out; it should
+	// return promptly then. Returning an error wrapped by [Retryable]
+	// asks for another attempt (see [Asset.Retry]); returning [ErrSkip]
+	// says there is nothing to materialize. A panic is recovered and
+	// fails the asset with a [*PanicError]. A type that holds what the
+	// work needs (a database handle) gives its method: Materialize:
+	// loader.Materialize.
+	Materialize func(ctx context.Context, m *Materialization) ([]Row, error)
 }
 
 // partitioned reports whether the asset is partitioned in time.
@@ -82,28 +92,6 @@ type Partitioning struct {
 	// [*PartitionError]. The zero time means no limit.
 	First time.Time
 }
-
-// Materializer computes an asset's rows for the partition or window in m.
-//
-// Materialize is called once per attempt, with a context canceled when the
-// run fails fast, is canceled, or the attempt times out; it should return
-// promptly then. Returning an error wrapped by [Retryable] asks for
-// another attempt (see [Asset.Retry]); returning [ErrSkip] says there is
-// nothing to materialize. A panic is recovered and fails the asset with a
-// [*PanicError].
-type Materializer interface {
-	Materialize(ctx context.Context, m *Materialization) ([]Row, error)
-}
-
-// MaterializeFunc adapts a function to a [Materializer].
-type MaterializeFunc func(ctx context.Context, m *Materialization) ([]Row, error)
-
-// Materialize calls f(ctx, m).
-func (f MaterializeFunc) Materialize(ctx context.Context, m *Materialization) ([]Row, error) {
-	return f(ctx, m)
-}
-
-var _ Materializer = MaterializeFunc(nil)
 
 // Row is one record an asset produces: column names to values. A
 // partitioned asset's rows carry their partition in
@@ -165,7 +153,7 @@ func isRetryable(err error) bool {
 	return errors.As(err, &r)
 }
 
-// Materialization is what one call of a [Materializer] is asked to do: the
+// Materialization is what one call of [Asset.Materialize] is asked to do: the
 // asset, the run, the partition or window, and the rows of the asset's
 // dependencies. It is valid only during the call.
 type Materialization struct {

@@ -288,14 +288,14 @@ func TestCronBackfill(t *testing.T) {
 	asset := tranche.Asset{
 		Name:         "loads",
 		Partitioning: tranche.Partitioning{Granularity: g},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
 			}
 			ran = append(ran, p.Key())
 			return nil, nil
-		}),
+		},
 	}
 	dag, err := tranche.NewDAG(asset)
 	if err != nil {

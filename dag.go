@@ -22,7 +22,7 @@ type DAG struct {
 
 // NewDAG validates the assets and returns the DAG they form. It refuses,
 // with one error per problem naming the assets involved, all of them
-// joined with errors.Join: an empty name, a nil Materializer, a duplicate
+// joined with errors.Join: an empty name, a nil Materialize, a duplicate
 // name, a dependency on itself, a dependency listed twice or missing from
 // the DAG, cycles (one error for each group of assets that depend on each
 // other, showing one cycle, as in "a -> b -> a"), a partitioned asset
@@ -113,8 +113,8 @@ func assetLabel(i int, a Asset) string {
 // checkAsset returns the problems of one asset on its own, named by label.
 func checkAsset(label string, a Asset) []error {
 	var errs []error
-	if f, isFunc := a.Materializer.(MaterializeFunc); a.Materializer == nil || isFunc && f == nil {
-		errs = append(errs, fmt.Errorf("tranche: asset %s has a nil Materializer", label))
+	if a.Materialize == nil {
+		errs = append(errs, fmt.Errorf("tranche: asset %s has a nil Materialize", label))
 	}
 	p := a.Partitioning
 	if !p.Granularity.IsValid() {

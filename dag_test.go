@@ -32,8 +32,8 @@ func TestNewDAGRefuses(t *testing.T) {
 		want   []string // substrings of the error
 	}{
 		{"empty name", []tranche.Asset{noop("a"), noop("")}, []string{"asset #1 (counting from 0) has an empty name"}},
-		{"nil materializer", []tranche.Asset{{Name: "a"}}, []string{`asset "a" has a nil Materializer`}},
-		{"nil function", []tranche.Asset{{Name: "a", Materializer: tranche.MaterializeFunc(nil)}}, []string{`asset "a" has a nil Materializer`}},
+		{"nil Materialize", []tranche.Asset{{Name: "a"}}, []string{`asset "a" has a nil Materialize`}},
+		{"nil function", []tranche.Asset{{Name: "a", Materialize: nil}}, []string{`asset "a" has a nil Materialize`}},
 		{"duplicate", []tranche.Asset{noop("a"), noop("b"), noop("a")}, []string{`duplicate asset name "a" (assets #0 and #2)`}},
 		{"missing dependency", []tranche.Asset{noop("a", "ghost")}, []string{`asset "a" depends on "ghost", which is not in the DAG`}},
 		{"dependency twice", []tranche.Asset{noop("a"), noop("b", "a", "a")}, []string{`asset "b" lists dependency "a" twice`}},
@@ -49,16 +49,16 @@ func TestNewDAGRefuses(t *testing.T) {
 			[]string{`asset "e" (in America/New_York) depends on asset "d" (in UTC)`}},
 		{"partitioning without granularity", []tranche.Asset{partitioned(noop("a"), tranche.Partitioning{Column: "day"})},
 			[]string{`asset "a" sets Partitioning fields but no Granularity`}},
-		{"destination without column", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Partitioning: daily, Destinations: []tranche.Destination{dest}}},
+		{"destination without column", []tranche.Asset{{Name: "a", Materialize: noop("a").Materialize, Partitioning: daily, Destinations: []tranche.Destination{dest}}},
 			[]string{`partitioned asset "a" has destinations but no Partitioning.Column`}},
-		{"nil destination", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Destinations: []tranche.Destination{nil}}},
+		{"nil destination", []tranche.Asset{{Name: "a", Materialize: noop("a").Materialize, Destinations: []tranche.Destination{nil}}},
 			[]string{`asset "a": destination #0 is nil`}},
-		{"negative timeout", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Timeout: -time.Second}},
+		{"negative timeout", []tranche.Asset{{Name: "a", Materialize: noop("a").Materialize, Timeout: -time.Second}},
 			[]string{`asset "a": negative Timeout -1s`}},
-		{"negative retry", []tranche.Asset{{Name: "a", Materializer: noop("a").Materializer, Retry: tranche.Retry{Attempts: -1}}},
+		{"negative retry", []tranche.Asset{{Name: "a", Materialize: noop("a").Materialize, Retry: tranche.Retry{Attempts: -1}}},
 			[]string{`asset "a": negative Retry setting`}},
 		{"several at once", []tranche.Asset{{Name: "a"}, noop("b", "x"), noop("")},
-			[]string{`asset "a" has a nil Materializer`, `asset "b" depends on "x"`, "empty name"}},
+			[]string{`asset "a" has a nil Materialize`, `asset "b" depends on "x"`, "empty name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dag, err := tranche.NewDAG(tc.assets...)
@@ -157,29 +157,19 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
-func TestMaterializeFunc(t *testing.T) {
-	f := tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) {
-		return []tranche.Row{{"x": 1}}, nil
-	})
-	rows, err := f.Materialize(context.Background(), nil)
-	if err != nil || len(rows) != 1 {
-		t.Errorf("Materialize = %v, %v", rows, err)
-	}
-}
-
 // TestNewDAGReportsEveryProblem: one call names every problem, a
 // duplicate's own problems and every cycle included.
 func TestNewDAGReportsEveryProblem(t *testing.T) {
 	noop := tranchetest.Noop
 	_, err := tranche.NewDAG(
 		noop("a"),
-		tranche.Asset{Name: "a", Deps: []string{"ghost"}}, // a duplicate, with a nil Materializer and a missing dependency
+		tranche.Asset{Name: "a", Deps: []string{"ghost"}}, // a duplicate, with a nil Materialize and a missing dependency
 		noop("self", "self"),
 		noop("u", "ghost", "a", "a"),
 		noop("x", "y"), noop("y", "x"), // one cycle
 		noop("p", "r"), noop("q", "p"), noop("r", "q"), // another
 		noop("below", "p"), // behind a cycle, on none
-		tranche.Asset{Materializer: noop("z").Materializer, Timeout: -time.Second},
+		tranche.Asset{Materialize: noop("z").Materialize, Timeout: -time.Second},
 	)
 	if err == nil {
 		t.Fatal("NewDAG succeeded")
@@ -194,7 +184,7 @@ func TestNewDAGReportsEveryProblem(t *testing.T) {
 	}
 	want := []string{
 		`tranche: duplicate asset name "a" (assets #0 and #1)`,
-		`tranche: asset "a" has a nil Materializer`,
+		`tranche: asset "a" has a nil Materialize`,
 		`tranche: asset #10 (counting from 0) has an empty name`,
 		`tranche: asset #10 (counting from 0): negative Timeout -1s`,
 		`tranche: asset "a" depends on "ghost", which is not in the DAG`,

@@ -77,9 +77,8 @@ An [Asset] is a named piece of data and the work that makes it: its
 [Asset.Deps] (other assets, by name), an optional [Partitioning]
 (granularity, location, the partition column of its rows, whether it takes
 whole windows, its first partition), optional [Destination] values, a
-per-attempt [Asset.Timeout], a [Retry] policy, and a [Materializer]: one
-method, with the [MaterializeFunc] adapter, that returns the asset's rows
-([Row], column names to values). The [Materialization] it receives names
+per-attempt [Asset.Timeout], a [Retry] policy, and [Asset.Materialize]: the
+function that returns the asset's rows ([Row], column names to values). The [Materialization] it receives names
 the partition or window, the run, the attempt, the rows of its
 dependencies ([Materialization.Input]) and a [*slog.Logger] whose records
 become events.

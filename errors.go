@@ -155,7 +155,7 @@ func (e *StaleWriteError) Error() string {
 // Is reports whether target is [ErrFenced].
 func (e *StaleWriteError) Is(target error) bool { return target == ErrFenced }
 
-// ErrSkip is returned by a [Materializer] (possibly wrapped) to say that
+// ErrSkip is returned by an [Asset.Materialize] (possibly wrapped) to say that
 // there is nothing to materialize for this partition or window: nothing is
 // written, the asset is reported skipped, and so are the assets that
 // depend on it. A skip is not a failure.

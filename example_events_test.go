@@ -19,11 +19,11 @@ func ExampleRunner_Run_window() {
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Column: "day", AllowWindow: true},
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			w := m.Window()
 			fmt.Println("called once for", w)
 			return []tranche.Row{{"day": w.Oldest().Key()}, {"day": w.Newest().Key()}, {"day": w.Newest().Key()}}, nil
-		}),
+		},
 	})
 	w, _ := tranche.NewTimePartitionWindow(tranche.Day,
 		time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC))
@@ -41,11 +41,11 @@ func ExampleRunner_Run_window() {
 
 // NewDAG refuses a cycle, showing it.
 func ExampleNewDAG_cycle() {
-	noop := tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })
+	noop := func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }
 	_, err := tranche.NewDAG(
-		tranche.Asset{Name: "a", Deps: []string{"c"}, Materializer: noop},
-		tranche.Asset{Name: "b", Deps: []string{"a"}, Materializer: noop},
-		tranche.Asset{Name: "c", Deps: []string{"b"}, Materializer: noop},
+		tranche.Asset{Name: "a", Deps: []string{"c"}, Materialize: noop},
+		tranche.Asset{Name: "b", Deps: []string{"a"}, Materialize: noop},
+		tranche.Asset{Name: "c", Deps: []string{"b"}, Materialize: noop},
 	)
 	fmt.Println(err)
 	// Output:
@@ -64,10 +64,10 @@ func ExampleSlogHook() {
 	}))
 	dag, _ := tranche.NewDAG(tranche.Asset{
 		Name: "load",
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			m.Logger().Info("connecting", "host", "db1")
 			return nil, errors.New("connection refused")
-		}),
+		},
 	})
 	runner := tranche.Runner{OnEvent: tranche.SlogHook(logger)}
 	_, err := runner.Run(context.Background(), dag, nil)
@@ -88,12 +88,12 @@ func ExampleRetryable() {
 	dag, _ := tranche.NewDAG(tranche.Asset{
 		Name:  "fetch",
 		Retry: tranche.Retry{Attempts: 3, Backoff: time.Millisecond},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) {
 			if calls++; calls < 3 {
 				return nil, tranche.Retryable(errors.New("503 from upstream"))
 			}
 			return nil, nil
-		}),
+		},
 	})
 	res, err := new(tranche.Runner).Run(context.Background(), dag, nil)
 	o, _ := res.Asset("fetch")

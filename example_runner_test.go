@@ -9,8 +9,8 @@ import (
 	"github.com/tranche-dev/tranche"
 )
 
-// signups is an asset with state, written as a type that implements
-// tranche.Materializer: a real one would hold a database handle.
+// signups is an asset with state, written as a type whose Materialize
+// method is the asset's function: a real one would hold a database handle.
 type signups struct {
 	perDay map[string]int // made-up source data
 }
@@ -48,14 +48,14 @@ func ExampleRunner_Run() {
 			Name:         "signups",
 			Partitioning: daily,
 			Destinations: []tranche.Destination{dest},
-			Materializer: signups{perDay: map[string]int{"2026-01-01": 2, "2026-01-03": 5}},
+			Materialize:  signups{perDay: map[string]int{"2026-01-01": 2, "2026-01-03": 5}}.Materialize,
 		},
 		tranche.Asset{
 			Name:         "signup_counts",
 			Deps:         []string{"signups"},
 			Partitioning: daily,
 			Destinations: []tranche.Destination{dest},
-			Materializer: tranche.MaterializeFunc(countSignups),
+			Materialize:  countSignups,
 		},
 	)
 	if err != nil {

@@ -802,7 +802,7 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 	return nil
 }
 
-// materialize calls the asset's Materializer, turning a panic into a
+// materialize calls the asset's Materialize, turning a panic into a
 // *PanicError.
 func materialize(ctx context.Context, a *Asset, m *Materialization) (rows []Row, err error) {
 	defer func() {
@@ -810,7 +810,7 @@ func materialize(ctx context.Context, a *Asset, m *Materialization) (rows []Row,
 			rows, err = nil, &PanicError{Value: v, Stack: debug.Stack(), Where: fmt.Sprintf("asset %q", a.Name)}
 		}
 	}()
-	return a.Materializer.Materialize(ctx, m)
+	return a.Materialize(ctx, m)
 }
 
 // timeoutError is an attempt that ran out of its asset's Timeout.

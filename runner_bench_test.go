@@ -17,13 +17,13 @@ const benchPartitions = 10_000
 func noop(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }
 
 // benchDAG returns n independent no-op daily assets.
-func benchDAG(b *testing.B, n int, fn tranche.MaterializeFunc) *tranche.DAG {
+func benchDAG(b *testing.B, n int, fn func(context.Context, *tranche.Materialization) ([]tranche.Row, error)) *tranche.DAG {
 	assets := make([]tranche.Asset, n)
 	for i := range assets {
 		assets[i] = tranche.Asset{
 			Name:         fmt.Sprintf("asset%03d", i),
 			Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-			Materializer: fn,
+			Materialize:  fn,
 		}
 	}
 	dag, err := tranche.NewDAG(assets...)
@@ -66,7 +66,7 @@ func BenchmarkRunNoop(b *testing.B) {
 func BenchmarkPlainLoop(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("assets=%d", n), func(b *testing.B) {
-			fns := make([]tranche.MaterializeFunc, n)
+			fns := make([]func(context.Context, *tranche.Materialization) ([]tranche.Row, error), n)
 			for i := range fns {
 				fns[i] = noop
 			}
@@ -145,7 +145,7 @@ func BenchmarkRunnerSideBySide(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("noop/assets=%d", n), func(b *testing.B) {
 			dag := benchDAG(b, n, noop)
-			fns := make([]tranche.MaterializeFunc, n)
+			fns := make([]func(context.Context, *tranche.Materialization) ([]tranche.Row, error), n)
 			for i := range fns {
 				fns[i] = noop
 			}

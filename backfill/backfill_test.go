@@ -131,11 +131,11 @@ func bfDAG(t testing.TB, p *bfProbe, allowWindow bool) *tranche.DAG {
 	part := tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day", AllowWindow: allowWindow,
 		First: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}
 	dag, err := tranche.NewDAG(
-		tranche.Asset{Name: "raw", Partitioning: part, Materializer: tranche.MaterializeFunc(p.materialize)},
+		tranche.Asset{Name: "raw", Partitioning: part, Materialize: p.materialize},
 		tranche.Asset{Name: "clean", Deps: []string{"raw"}, Partitioning: part,
-			Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				return m.Input("raw")
-			})},
+			}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +361,7 @@ func TestBackfillIdentity(t *testing.T) {
 	}
 	// A change of assets changes the DAG's identity.
 	more, err := tranche.NewDAG(append(slices.Collect(dag.Assets()), tranche.Asset{Name: "extra", Deps: []string{"clean"},
-		Partitioning: tranche.Partitioning{Granularity: tranche.Day}, Materializer: tranche.MaterializeFunc(p.materialize)})...)
+		Partitioning: tranche.Partitioning{Granularity: tranche.Day}, Materialize: p.materialize})...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,10 +394,10 @@ func TestBackfillRefusals(t *testing.T) {
 	dag := bfDAG(t, p, false)
 	jan := bfDays(t, 1, 31)
 	daily := func(name string, part tranche.Partitioning) tranche.Asset {
-		return tranche.Asset{Name: name, Partitioning: part, Materializer: tranche.MaterializeFunc(p.materialize)}
+		return tranche.Asset{Name: name, Partitioning: part, Materialize: p.materialize}
 	}
 	plain := func(name string) tranche.Asset {
-		return tranche.Asset{Name: name, Materializer: tranche.MaterializeFunc(p.materialize)}
+		return tranche.Asset{Name: name, Materialize: p.materialize}
 	}
 	mustDAG := func(assets ...tranche.Asset) *tranche.DAG {
 		d, err := tranche.NewDAG(assets...)
@@ -1011,12 +1011,12 @@ func TestBackfillContextCanceledLargeWindow(t *testing.T) {
 	defer cancel()
 	var calls atomic.Int64
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "ticks", Partitioning: tranche.Partitioning{Granularity: tranche.Minute},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, _ *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, _ *tranche.Materialization) ([]tranche.Row, error) {
 			if calls.Add(1) == 3 {
 				cancel()
 			}
 			return nil, ctx.Err()
-		})})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func bfMinuteDAG(tb testing.TB) *tranche.DAG {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "ticks",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Minute, Location: time.UTC},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }),
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil },
 	})
 	if err != nil {
 		tb.Fatal(err)

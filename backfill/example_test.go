@@ -31,7 +31,7 @@ func exampleDAG(dest tranche.Destination, fail string) (*tranche.DAG, error) {
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -41,7 +41,7 @@ func exampleDAG(dest tranche.Destination, fail string) (*tranche.DAG, error) {
 				return nil, errors.New("upstream not ready")
 			}
 			return []tranche.Row{{"day": p.Key(), "n": 1}}, nil
-		}),
+		},
 	})
 }
 

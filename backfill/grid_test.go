@@ -44,7 +44,7 @@ func TestGrid(t *testing.T) {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "hits",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: ny},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -54,7 +54,7 @@ func TestGrid(t *testing.T) {
 				return nil, fmt.Errorf("upstream not ready")
 			}
 			return nil, nil
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -120,13 +120,13 @@ func TestWatch(t *testing.T) {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "slow",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			select {
 			case <-release:
 			case <-ctx.Done():
 			}
 			return nil, nil
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

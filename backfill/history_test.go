@@ -42,7 +42,7 @@ func bfCron(t bfT, expr string) tranche.TimeGranularity {
 func bfCronDAG(t bfT, p *bfProbe, g tranche.TimeGranularity, loc *time.Location) *tranche.DAG {
 	t.Helper()
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "load", Partitioning: tranche.Partitioning{Granularity: g, Location: loc, AllowWindow: true},
-		Materializer: tranche.MaterializeFunc(p.materialize)})
+		Materialize: p.materialize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestBackfillIdentityOfMovedSchedules(t *testing.T) {
 	}
 	// Pinned: the identities of these granularities are those of the
 	// releases before the rule, which ledgers hold.
-	hourly, err := tranche.NewDAG(tranche.Asset{Name: "h", Partitioning: tranche.Partitioning{Granularity: tranche.Hour}, Materializer: tranche.MaterializeFunc(p.materialize)})
+	hourly, err := tranche.NewDAG(tranche.Asset{Name: "h", Partitioning: tranche.Partitioning{Granularity: tranche.Hour}, Materialize: p.materialize})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 	}
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "hits",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: ny, AllowWindow: true},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestChunkedPlanReadsOnlyMixedChunks(t *testing.T) {
 	const n = 20_000
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, AllowWindow: true},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func leaseDAG(t *testing.T, dest tranche.Destination, work func(ctx context.Cont
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "raw",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -74,7 +74,7 @@ func leaseDAG(t *testing.T, dest tranche.Destination, work func(ctx context.Cont
 				return nil, err
 			}
 			return []tranche.Row{{"day": p.Key()}}, nil
-		})})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func newBfMachine(rt *rapid.T) *bfMachine {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "raw",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
-		Materializer: tranche.MaterializeFunc(m.materialize),
+		Materialize:  m.materialize,
 	})
 	if err != nil {
 		rt.Fatal(err)

@@ -20,7 +20,7 @@ func exampleProgram() *tranchecli.Program {
 	events, err := tranche.NewDAG(tranche.Asset{
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -29,7 +29,7 @@ func exampleProgram() *tranchecli.Program {
 				return nil, errors.New("the source timed out")
 			}
 			return []tranche.Row{{"day": p.Key()}}, nil
-		}),
+		},
 	})
 	if err != nil {
 		panic(err)

@@ -46,7 +46,7 @@ func eventsDAG(t testing.TB, f *faults) *tranche.DAG {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -55,7 +55,7 @@ func eventsDAG(t testing.TB, f *faults) *tranche.DAG {
 				return nil, fmt.Errorf("the source refused %s", p.Key())
 			}
 			return []tranche.Row{{"day": p.Key()}}, nil
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +73,9 @@ func cronDAG(t testing.TB) *tranche.DAG {
 	dag, err := tranche.NewDAG(tranche.Asset{
 		Name:         "nightly",
 		Partitioning: tranche.Partitioning{Granularity: g},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			return nil, nil
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -376,11 +376,11 @@ func TestWatch(t *testing.T) {
 		dag, err := tranche.NewDAG(tranche.Asset{
 			Name:         "slow",
 			Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
-			Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				started <- struct{}{}
 				<-release
 				return nil, nil
-			}),
+			},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -540,7 +540,7 @@ func TestStatusAggregated(t *testing.T) {
 	hourly, err := tranche.NewDAG(tranche.Asset{
 		Name:         "hourly",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Hour},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -549,7 +549,7 @@ func TestStatusAggregated(t *testing.T) {
 				return nil, errors.New("down for an hour")
 			}
 			return nil, nil
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

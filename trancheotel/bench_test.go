@@ -28,7 +28,7 @@ func benchDAG(b *testing.B, n int) *tranche.DAG {
 		assets[i] = tranche.Asset{
 			Name:         fmt.Sprintf("asset%03d", i),
 			Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-			Materializer: tranche.MaterializeFunc(noop),
+			Materialize:  noop,
 		}
 	}
 	dag, err := tranche.NewDAG(assets...)

@@ -32,18 +32,18 @@ func Example() {
 			Name:         "orders",
 			Partitioning: tranche.Partitioning{Granularity: tranche.Day, Column: "day"},
 			Destinations: []tranche.Destination{dest},
-			Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				p, err := m.Partition()
 				return []tranche.Row{{"day": p.Key(), "total": 120}, {"day": p.Key(), "total": 80}}, err
-			}),
+			},
 		},
 		tranche.Asset{
 			Name:         "revenue",
 			Deps:         []string{"orders"},
 			Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-			Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) {
+			Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) {
 				return nil, errors.New("currency rates missing")
-			}),
+			},
 		},
 	)
 	if err != nil {

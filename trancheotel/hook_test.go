@@ -285,10 +285,10 @@ func TestBackfill(t *testing.T) {
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Column: "day"},
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			return []tranche.Row{{"day": p.Key(), "n": 1}, {"day": p.Key(), "n": 2}}, err
-		}),
+		},
 	}
 	rollup := tranchetest.Func("rollup", func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 		p, err := m.Partition()

@@ -95,11 +95,7 @@ func (r *Recorder) Reset() {
 // calls fn. Set its Partitioning, Destinations, Timeout or Retry on the
 // returned value as needed.
 func Func(name string, fn func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error), deps ...string) tranche.Asset {
-	var mat tranche.Materializer
-	if fn != nil {
-		mat = tranche.MaterializeFunc(fn)
-	}
-	return tranche.Asset{Name: name, Deps: deps, Materializer: mat}
+	return tranche.Asset{Name: name, Deps: deps, Materialize: fn}
 }
 
 // Noop returns an asset that produces no rows.

@@ -118,7 +118,7 @@ func TestRecorderIsConcurrencySafe(t *testing.T) {
 }
 
 func TestFuncNil(t *testing.T) {
-	if a := Func("a", nil); a.Materializer != nil {
-		t.Error("Func with a nil function has a Materializer; NewDAG should refuse it")
+	if a := Func("a", nil); a.Materialize != nil {
+		t.Error("Func with a nil function has a Materialize; NewDAG should refuse it")
 	}
 }

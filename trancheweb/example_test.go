@@ -21,7 +21,7 @@ func ExampleNewHandler() {
 	l := memledger.New(nil)
 	daily := tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"}
 	dag, _ := tranche.NewDAG(tranche.Asset{Name: "events", Partitioning: daily,
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+		Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
 	w, _ := tranche.NewTimePartitionWindow(tranche.Day, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 7, 0, 0, 0, 0, time.UTC))
 	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l}
 	if _, err := b.Run(ctx); err != nil {

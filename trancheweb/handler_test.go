@@ -287,12 +287,12 @@ func TestAggregatedGrid(t *testing.T) {
 	first := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	hourly := tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"}
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "hours", Partitioning: hourly,
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			if p, _ := m.Partition(); p.Start.Day() == 1 {
 				return nil, fmt.Errorf("hour %s: <em>down</em>", p.Key())
 			}
 			return nil, nil
-		})})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

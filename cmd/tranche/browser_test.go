@@ -218,7 +218,7 @@ func hourlyBackfill(t *testing.T, l ledger.Ledger) string {
 	}
 	hourly := tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"}
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "rollup", Partitioning: hourly,
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -227,7 +227,7 @@ func hourlyBackfill(t *testing.T, l ledger.Ledger) string {
 				return nil, fmt.Errorf("hour <em>%02d</em> of the source is missing", p.Start.Hour())
 			}
 			return nil, nil
-		})})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

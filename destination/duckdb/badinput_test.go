@@ -426,14 +426,14 @@ func TestBackfillWithABadValue(t *testing.T) {
 		Name:         "narrow",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{d},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			tiny := 1
 			if p == bad {
 				tiny = 1000
 			}
 			return []tranche.Row{{"day": p.Start, "tiny": tiny}}, err
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

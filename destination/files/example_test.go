@@ -26,13 +26,13 @@ func ExampleDestination() {
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{warehouse},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
 			}
 			return []tranche.Row{{"day": p.Key(), "n": 1}}, nil
-		}),
+		},
 	})
 	if err != nil {
 		fmt.Println(err)

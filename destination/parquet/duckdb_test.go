@@ -118,13 +118,13 @@ func TestBackfillDuckDB(t *testing.T) {
 		Name:         "orders",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
 			}
 			return orders(p), nil
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

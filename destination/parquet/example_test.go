@@ -34,7 +34,7 @@ func backfillLake(ctx context.Context, dir string) (*parquet.Destination, error)
 		Name:         "orders",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{lake},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -53,7 +53,7 @@ func backfillLake(ctx context.Context, dir string) (*parquet.Destination, error)
 				rows = append(rows, r)
 			}
 			return rows, nil
-		}),
+		},
 	})
 	if err != nil {
 		return nil, err

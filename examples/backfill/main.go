@@ -265,9 +265,9 @@ func newDAG(dst tranche.Destination, fault *tranche.TimePartition) (*tranche.DAG
 		return []tranche.Row{{"day": p.Key(), "orders": len(rows), "cents": cents}}, nil
 	}
 	return tranche.NewDAG(
-		tranche.Asset{Name: "orders", Partitioning: daily, Destinations: []tranche.Destination{dst}, Materializer: tranche.MaterializeFunc(orders)},
+		tranche.Asset{Name: "orders", Partitioning: daily, Destinations: []tranche.Destination{dst}, Materialize: orders},
 		tranche.Asset{Name: "daily_totals", Deps: []string{"orders"}, Partitioning: daily, Destinations: []tranche.Destination{dst},
-			Materializer: tranche.MaterializeFunc(totals)},
+			Materialize: totals},
 	)
 }
 

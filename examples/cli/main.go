@@ -32,7 +32,7 @@ func main() {
 		os.Setenv(tranchecli.LedgerEnv, "events.db") // unless --ledger names another
 	}
 	events, err := tranche.NewDAG(tranche.Asset{Name: "events", Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-		Materializer: tranche.MaterializeFunc(extract)})
+		Materialize: extract})
 	if err != nil {
 		panic(err)
 	}

@@ -98,7 +98,7 @@ func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 	warehouse := &files.Destination{Dir: *dest}
 	dag, err := tranche.NewDAG(
 		tranche.Asset{Name: "orders", Partitioning: daily, Destinations: []tranche.Destination{warehouse},
-			Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				p, err := m.Partition()
 				if err != nil {
 					return nil, err
@@ -113,9 +113,9 @@ func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 					rows = append(rows, tranche.Row{"day": p.Key(), "order": fmt.Sprintf("%s-%d", p.Key(), i), "cents": 500 + 125*((p.Start.Day()+i)%7)})
 				}
 				return rows, nil
-			})},
+			}},
 		tranche.Asset{Name: "daily_totals", Partitioning: daily, Destinations: []tranche.Destination{warehouse}, Deps: []string{"orders"},
-			Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				p, err := m.Partition()
 				if err != nil {
 					return nil, err
@@ -129,7 +129,7 @@ func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 					cents += r["cents"].(int)
 				}
 				return []tranche.Row{{"day": p.Key(), "orders": len(orders), "cents": cents}}, nil
-			})},
+			}},
 	)
 	if err != nil {
 		return nil, err

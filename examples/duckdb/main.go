@@ -82,13 +82,13 @@ func run(ctx context.Context, out io.Writer, dir, month string) error {
 		Name:         "trips",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "pickup_day"},
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
 			}
 			return tripsOf(p), nil
-		}),
+		},
 	})
 	if err != nil {
 		return err

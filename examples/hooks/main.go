@@ -59,17 +59,16 @@ func main() {
 	daily := tranche.Partitioning{Granularity: tranche.Day}
 	flaky := 0
 	dag, err := tranche.NewDAG(
-		tranche.Asset{Name: "extract", Partitioning: daily, Retry: tranche.Retry{Attempts: 3, Backoff: time.Millisecond}, Materializer: tranche.MaterializeFunc(
-			func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
-				time.Sleep(2 * time.Millisecond)
-				if flaky++; flaky%4 == 0 {
-					return nil, tranche.Retryable(errors.New("source busy"))
-				}
-				return []tranche.Row{{"n": 1}, {"n": 2}}, nil
-			})},
-		tranche.Asset{Name: "load", Deps: []string{"extract"}, Partitioning: daily, Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		tranche.Asset{Name: "extract", Partitioning: daily, Retry: tranche.Retry{Attempts: 3, Backoff: time.Millisecond}, Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			time.Sleep(2 * time.Millisecond)
+			if flaky++; flaky%4 == 0 {
+				return nil, tranche.Retryable(errors.New("source busy"))
+			}
+			return []tranche.Row{{"n": 1}, {"n": 2}}, nil
+		}},
+		tranche.Asset{Name: "load", Deps: []string{"extract"}, Partitioning: daily, Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			return m.Input("extract")
-		})},
+		}},
 	)
 	if err != nil {
 		log.Fatal(err)

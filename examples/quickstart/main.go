@@ -204,8 +204,8 @@ func newDAG(dst tranche.Destination, ny *time.Location, fault *tranche.TimeParti
 	}
 	return tranche.NewDAG(
 		tranche.Asset{Name: "page_views", Partitioning: daily, Destinations: []tranche.Destination{dst},
-			Materializer: tranche.MaterializeFunc(pageViews)},
+			Materialize: pageViews},
 		tranche.Asset{Name: "daily_stats", Deps: []string{"page_views"}, Partitioning: daily,
-			Destinations: []tranche.Destination{dst}, Materializer: tranche.MaterializeFunc(dailyStats)},
+			Destinations: []tranche.Destination{dst}, Materialize: dailyStats},
 	)
 }

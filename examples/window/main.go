@@ -28,7 +28,7 @@ func main() {
 		Name:         "orders",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Column: "at", AllowWindow: true},
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			calls++
 			w := m.Window() // the whole week: one query instead of seven
 			fmt.Printf("orders called for %s\n", w)
@@ -42,7 +42,7 @@ func main() {
 				}
 			}
 			return rows, nil
-		}),
+		},
 	}
 	dag, err := tranche.NewDAG(orders)
 	if err != nil {
@@ -66,7 +66,7 @@ func main() {
 		Name:         "per_day_export",
 		Deps:         []string{"orders"},
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }),
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil },
 	}
 	dag, err = tranche.NewDAG(orders, perDay)
 	if err != nil {

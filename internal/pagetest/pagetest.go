@@ -47,7 +47,7 @@ func New(t testing.TB, l ledger.Ledger) Fixture {
 	}
 	daily := tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"}
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "events", Partitioning: daily,
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			if err != nil {
 				return nil, err
@@ -56,7 +56,7 @@ func New(t testing.TB, l ledger.Ledger) Fixture {
 				return nil, errors.New(Evil)
 			}
 			return []tranche.Row{{"day": p.Key()}}, nil
-		})})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

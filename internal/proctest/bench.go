@@ -166,7 +166,7 @@ func Hourly(t testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
 	t.Helper()
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: time.UTC, Column: "hour"},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,10 +49,10 @@ func run(ctx context.Context, dir string) error {
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{&files.Destination{Dir: dir}},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			return []tranche.Row{{"day": p.Key(), "n": 1}}, err
-		}),
+		},
 	})
 	if err != nil {
 		return err

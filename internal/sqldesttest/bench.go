@@ -130,10 +130,10 @@ func BenchBackfill(b *testing.B, l ledger.Ledger, shared, separate *sqldest.Dest
 				Name:         "bench",
 				Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 				Destinations: []tranche.Destination{d},
-				Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 					p, err := m.Partition()
 					return BenchRows(p, rows), err
-				}),
+				},
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -640,7 +640,7 @@ func eventsAsset(d tranche.Destination, n int, work func(ctx context.Context, ke
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day", AllowWindow: true},
 		Destinations: []tranche.Destination{d},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			var out []tranche.Row
 			for p := range m.Window().OldestFirst() {
 				if work != nil {
@@ -651,7 +651,7 @@ func eventsAsset(d tranche.Destination, n int, work func(ctx context.Context, ke
 				out = append(out, rowsOf(p, n, m.RunID())...)
 			}
 			return out, nil
-		}),
+		},
 	}
 }
 

@@ -47,13 +47,13 @@ func ExampleNewDestination() {
 	daily := tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"}
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "page_views", Partitioning: daily,
 		Destinations: []tranche.Destination{dest},
-		Materializer: tranche.MaterializeFunc(func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			return []tranche.Row{
 				{"day": p.Start, "page": "/", "views": 120},
 				{"day": p.Start, "page": "/pricing", "views": p.Start.Day()},
 			}, err
-		})})
+		}})
 	if err != nil {
 		log.Fatal(err)
 	}

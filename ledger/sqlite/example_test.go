@@ -35,10 +35,10 @@ func ExampleOpen() {
 		Name:         "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{new(tranche.MemoryDestination)},
-		Materializer: tranche.MaterializeFunc(func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 			p, err := m.Partition()
 			return []tranche.Row{{"day": p.Key()}}, err
-		}),
+		},
 	})
 	if err != nil {
 		fmt.Println(err)

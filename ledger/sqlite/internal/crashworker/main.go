@@ -230,7 +230,7 @@ func stale(ctx context.Context, l ledger.Ledger, first time.Time) error {
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "events",
 		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
 		Destinations: []tranche.Destination{&files.Destination{Dir: *dest}},
-		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
 	if err != nil {
 		return err
 	}
