@@ -170,20 +170,18 @@ func (m *Materialization) Asset() string { return m.run.dag.assets[m.index].Name
 // RunID returns the id of the run.
 func (m *Materialization) RunID() string { return m.run.id }
 
-// Attempt returns the attempt number, 1 for the first call of the asset in
-// this run and more when it is retried.
-func (m *Materialization) Attempt() int { return m.attempt }
-
-// Partition returns the partition being materialized. It returns an error
-// matching [ErrNotPartition], naming the asset, when the run is for a
-// window (use [Materialization.Window]) or the asset is unpartitioned.
+// Partition returns the partition being materialized. It returns an
+// error naming the asset when the run is for a window (use
+// [Materialization.Window]) or the asset is unpartitioned; an asset that
+// returns it fails, which is what an asset made for one partition at a
+// time should do then.
 func (m *Materialization) Partition() (TimePartition, error) {
 	name := m.Asset()
 	switch {
 	case !m.run.dag.assets[m.index].partitioned():
-		return TimePartition{}, fmt.Errorf("tranche: asset %q is unpartitioned: %w", name, ErrNotPartition)
+		return TimePartition{}, fmt.Errorf("tranche: asset %q is unpartitioned: it has no partition", name)
 	case m.run.target.isWindow:
-		return TimePartition{}, fmt.Errorf("tranche: asset %q is materialized for window %s; use Window: %w", name, m.run.target.window, ErrNotPartition)
+		return TimePartition{}, fmt.Errorf("tranche: asset %q is materialized for window %s, not one partition; use Window", name, m.run.target.window)
 	}
 	return m.run.target.partition, nil
 }

@@ -13,8 +13,8 @@ import (
 // WindowBetween returns the window of g covering the half-open span
 // [from, to), as schedulers and chunked backfills pass bounds, in
 // from.Location(). Both bounds must lie on partition boundaries; one that
-// does not is refused with a [*BoundaryError] naming the nearest boundaries
-// on either side. Equal instants in different zones are the same bound.
+// does not is refused with an error naming the nearest boundaries on
+// either side, the start and end of [PartitionOf] at the bound. Equal instants in different zones are the same bound.
 // It fails for an empty or inverted span.
 func WindowBetween(g TimeGranularity, from, to time.Time) (TimePartitionWindow, error) {
 	if !g.IsValid() {
@@ -46,7 +46,8 @@ func (c *cursor) boundary(name string, t time.Time) (int64, error) {
 	if s == unix(t) && t.Nanosecond() == 0 {
 		return s, nil
 	}
-	return 0, &BoundaryError{Bound: name, Value: t, Granularity: c.g, Before: at(s, c.loc), After: at(e, c.loc)}
+	return 0, fmt.Errorf("tranche: %s %s is not a %v boundary in %v; the nearest are %s and %s",
+		name, t.Format(time.RFC3339Nano), c.g, t.Location(), at(s, c.loc).Format(time.RFC3339), at(e, c.loc).Format(time.RFC3339))
 }
 
 var (

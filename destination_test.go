@@ -51,7 +51,7 @@ func TestDestinationSplitsWindows(t *testing.T) {
 	tranchetest.RequireRows(t, dest, "a", "2026-01-02", nil) // written empty
 	tranchetest.RequireRows(t, dest, "a", "2026-01-03", []tranche.Row{rows[1]})
 	tranchetest.RequireRows(t, dest, "a", "2026-01-04", []tranche.Row{rows[3]})
-	o, _ := res.Asset("a")
+	o := assetResult(res, "a")
 	if diff := cmp.Diff(map[string]int{"2026-01-01": 2, "2026-01-02": 0, "2026-01-03": 1, "2026-01-04": 1}, o.RowsByPartition); diff != "" {
 		t.Errorf("RowsByPartition mismatch (-want +got):\n%s", diff)
 	}
@@ -90,7 +90,7 @@ func TestDestinationUnpartitioned(t *testing.T) {
 	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, a), nil)
 	tranchetest.RequireCompleted(t, res, err)
 	tranchetest.RequireRows(t, dest, "dim", "", []tranche.Row{{"k": "v"}})
-	if o, _ := res.Asset("dim"); o.RowsByPartition != nil || o.Rows != 1 {
+	if o := assetResult(res, "dim"); o.RowsByPartition != nil || o.Rows != 1 {
 		t.Errorf("outcome %+v", o)
 	}
 }

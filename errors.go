@@ -27,21 +27,6 @@ func (e *PartitionError) Error() string {
 		e.Asset, e.Oldest.Key(), e.First.Key(), e.First.Start.Format(time.RFC3339))
 }
 
-// BoundaryError reports a window bound that does not lie on a partition
-// boundary, with the nearest boundaries on either side.
-type BoundaryError struct {
-	Bound         string // "from" or "to"
-	Value         time.Time
-	Granularity   TimeGranularity
-	Before, After time.Time // the nearest boundaries at or before and after Value
-}
-
-func (e *BoundaryError) Error() string {
-	return fmt.Sprintf("tranche: %s %s is not a %v boundary in %v; the nearest are %s and %s",
-		e.Bound, e.Value.Format(time.RFC3339Nano), e.Granularity, e.Value.Location(),
-		e.Before.Format(time.RFC3339), e.After.Format(time.RFC3339))
-}
-
 // ParseError reports text that one of the package's parsers refused: a
 // bound ([ParseBound], [SlotWindow]), a partition key
 // ([ParsePartitionKey]), a granularity ([ParseGranularity]), a cron
@@ -160,8 +145,3 @@ func (e *StaleWriteError) Is(target error) bool { return target == ErrFenced }
 // written, the asset is reported skipped, and so are the assets that
 // depend on it. A skip is not a failure.
 var ErrSkip = errors.New("tranche: skip")
-
-// ErrNotPartition is the error [Materialization.Partition] returns when
-// the asset is not being materialized for a single partition: in a window
-// run, or for an unpartitioned asset.
-var ErrNotPartition = errors.New("tranche: not a single-partition run")

@@ -32,7 +32,7 @@ func ExampleRunner_Run_window() {
 		fmt.Println(err)
 		return
 	}
-	o, _ := res.Asset("events")
+	o := res.Assets[0] // one per asset, in the DAG's order
 	fmt.Println(res.Status, o.RowsByPartition)
 	// Output:
 	// called once for day 2026-01-01..2026-01-03 UTC
@@ -96,7 +96,7 @@ func ExampleRetryable() {
 		},
 	})
 	res, err := new(tranche.Runner).Run(context.Background(), dag, nil)
-	o, _ := res.Asset("fetch")
+	o := res.Assets[0]
 	fmt.Println(res.Status, o.Attempts, err)
 	// Output:
 	// completed 3 <nil>

@@ -231,15 +231,17 @@ func ExampleWindowBetween() {
 	}
 	fmt.Println(w, w.Len())
 
-	// A bound off a partition boundary names the nearest ones.
-	_, err = tranche.WindowBetween(tranche.Day, from, at("2024-03-10T12:00:00-04:00", "America/New_York"))
-	var be *tranche.BoundaryError
-	if errors.As(err, &be) {
-		fmt.Println(be.Bound, be.Before, be.After)
-	}
+	// A bound off a partition boundary names the nearest ones, which
+	// PartitionOf gives too.
+	to = at("2024-03-10T12:00:00-04:00", "America/New_York")
+	_, err = tranche.WindowBetween(tranche.Day, from, to)
+	fmt.Println(err)
+	p := tranche.PartitionOf(tranche.Day, to)
+	fmt.Println(p.Start, p.End)
 	// Output:
 	// day 2024-03-01..2024-03-31 America/New_York 31
-	// to 2024-03-10 00:00:00 -0500 EST 2024-03-11 00:00:00 -0400 EDT
+	// tranche: to 2024-03-10T12:00:00-04:00 is not a day boundary in America/New_York; the nearest are 2024-03-10T00:00:00-05:00 and 2024-03-11T00:00:00-04:00
+	// 2024-03-10 00:00:00 -0500 EST 2024-03-11 00:00:00 -0400 EDT
 }
 
 func ExampleParseBound() {

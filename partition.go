@@ -11,7 +11,10 @@ import (
 //
 // Partitions are small values, compared with [TimePartition.Equal] or
 // [TimePartition.Compare] rather than == (as with time.Time, == also
-// compares locations and monotonic readings).
+// compares locations and monotonic readings). The zero TimePartition,
+// whose Granularity is invalid, stands for no partition (the
+// partition of an unpartitioned asset's [Batch]); p == TimePartition{}
+// tests for it, and no partition this package computes is zero.
 type TimePartition struct {
 	Start, End  time.Time // half-open [Start, End), in the partition's location
 	Granularity TimeGranularity
@@ -45,14 +48,10 @@ func (p TimePartition) Prev() TimePartition {
 	return TimePartition{Start: at(c.Start(e-1), loc), End: at(e, loc), Granularity: p.Granularity}
 }
 
-// Contains reports whether t lies in [p.Start, p.End).
-func (p TimePartition) Contains(t time.Time) bool {
-	return !t.Before(p.Start) && t.Before(p.End)
-}
-
-// IsZero reports whether p is the zero TimePartition. No partition
-// computed by this package is zero; none is empty either.
-func (p TimePartition) IsZero() bool {
+// isZero reports whether p is the zero TimePartition, which is what a
+// user tests with p == TimePartition{}. No partition computed by this
+// package is zero; none is empty either.
+func (p TimePartition) isZero() bool {
 	return p.Start.IsZero() && p.End.IsZero() && !p.Granularity.IsValid()
 }
 
@@ -75,7 +74,7 @@ func (p TimePartition) Compare(q TimePartition) int {
 // String returns the key and the half-open bounds, as in
 // "2024-03-10 [2024-03-10T00:00:00-05:00, 2024-03-11T00:00:00-04:00)".
 func (p TimePartition) String() string {
-	if p.IsZero() {
+	if p.isZero() {
 		return "zero partition"
 	}
 	return p.Key() + " [" + p.Start.Format(time.RFC3339) + ", " + p.End.Format(time.RFC3339) + ")"
@@ -91,7 +90,7 @@ func (p TimePartition) String() string {
 // zone has no name that means the same calendar on every host (see
 // [TimePartitionWindow.MarshalText]).
 func (p TimePartition) MarshalText() ([]byte, error) {
-	if p.IsZero() {
+	if p.isZero() {
 		return []byte{}, nil
 	}
 	if !p.Granularity.IsValid() {

@@ -46,17 +46,6 @@ type Result struct {
 	HookErr error
 }
 
-// Asset returns the outcome of the named asset, and whether the run
-// had that asset.
-func (r *Result) Asset(asset string) (AssetResult, bool) {
-	for _, o := range r.Assets {
-		if o.Asset == asset {
-			return o, true
-		}
-	}
-	return AssetResult{}, false
-}
-
 // AssetResult is how one asset ended in a run.
 type AssetResult struct {
 	Asset    string

@@ -74,8 +74,8 @@ const (
 	FailContinue FailurePolicy = "continue"
 )
 
-// ParseFailurePolicy parses "stop" or "continue"; "" is "stop".
-func ParseFailurePolicy(s string) (FailurePolicy, error) {
+// parseFailurePolicy parses "stop" or "continue"; "" is "stop".
+func parseFailurePolicy(s string) (FailurePolicy, error) {
 	switch p := FailurePolicy(s); p {
 	case "":
 		return FailStop, nil
@@ -95,10 +95,11 @@ func (p FailurePolicy) MarshalText() ([]byte, error) {
 	return nil, fmt.Errorf("tranche: unknown failure policy %q; accepted: stop, continue", string(p))
 }
 
-// UnmarshalText implements [encoding.TextUnmarshaler] with
-// [ParseFailurePolicy].
+// UnmarshalText implements [encoding.TextUnmarshaler]: "stop" or
+// "continue", and "" as "stop"; any other text is refused with an error
+// that lists them. As with slog.Level, it is also the parser.
 func (p *FailurePolicy) UnmarshalText(text []byte) error {
-	v, err := ParseFailurePolicy(string(text))
+	v, err := parseFailurePolicy(string(text))
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
 	}
-	policy, err := ParseFailurePolicy(string(r.OnFailure))
+	policy, err := parseFailurePolicy(string(r.OnFailure))
 	if err != nil {
 		return nil, err
 	}

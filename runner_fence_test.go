@@ -21,8 +21,9 @@ func TestRetryGetsItsOwnMaterialization(t *testing.T) {
 	stop := make(chan struct{})
 	var left sync.WaitGroup
 	var logged atomic.Int64 // records the leftover goroutine logged
+	var calls atomic.Int64
 	a := tranchetest.Func("a", func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
-		if m.Attempt() == 1 {
+		if calls.Add(1) == 1 {
 			left.Go(func() {
 				for {
 					select {

@@ -127,8 +127,8 @@ func TestTextFormsJSON(t *testing.T) {
 			if back.Granularity != tt.v.Granularity || !back.Partition.Equal(tt.v.Partition) || !back.Window.Equal(tt.v.Window) {
 				t.Errorf("json.Unmarshal(%s) = %+v, want %+v", b, back, tt.v)
 			}
-			if tt.v.Partition.IsZero() != back.Partition.IsZero() {
-				t.Errorf("json.Unmarshal(%s): partition zero %v, want %v", b, back.Partition.IsZero(), tt.v.Partition.IsZero())
+			if zero := (tranche.TimePartition{}); (tt.v.Partition == zero) != (back.Partition == zero) {
+				t.Errorf("json.Unmarshal(%s): partition zero %v, want %v", b, back.Partition == zero, tt.v.Partition == zero)
 			}
 		})
 	}
@@ -269,7 +269,8 @@ func TestPolicyText(t *testing.T) {
 	if _, err := tranche.FailurePolicy(bad).MarshalText(); err == nil {
 		t.Errorf("FailurePolicy(%q).MarshalText() succeeded; want an error", bad)
 	}
-	if p, err := tranche.ParseFailurePolicy(""); err != nil || p != tranche.FailStop {
-		t.Errorf(`ParseFailurePolicy("") = %q, %v; want %q`, p, err, tranche.FailStop)
+	p := tranche.FailContinue
+	if err := p.UnmarshalText(nil); err != nil || p != tranche.FailStop {
+		t.Errorf(`UnmarshalText("") = %q, %v; want %q`, p, err, tranche.FailStop)
 	}
 }

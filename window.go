@@ -83,9 +83,6 @@ func (w TimePartitionWindow) End() time.Time {
 // rather than by walking the partitions.
 func (w TimePartitionWindow) Len() int { return w.n }
 
-// IsZero reports whether w is the zero (empty) window.
-func (w TimePartitionWindow) IsZero() bool { return w.n == 0 }
-
 // Newest returns the window's newest partition; the zero partition for an
 // empty window.
 func (w TimePartitionWindow) Newest() TimePartition {

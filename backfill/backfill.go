@@ -215,11 +215,10 @@ func (b *Backfill) fields() (*config, error) {
 		fail("no DAG")
 	}
 	cfg := &config{chunk: max(1, b.ChunkSize), concurrency: max(1, b.Concurrency), worker: b.Worker}
-	var err error
-	if cfg.rerun, err = ledger.ParseRerunPolicy(string(b.Rerun)); err != nil {
+	if err := cfg.rerun.UnmarshalText([]byte(b.Rerun)); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.onFailure, err = tranche.ParseFailurePolicy(string(b.OnFailure)); err != nil {
+	if err := cfg.onFailure.UnmarshalText([]byte(b.OnFailure)); err != nil {
 		errs = append(errs, err)
 	}
 	if b.Concurrency < 0 {

@@ -1776,7 +1776,7 @@ func TestBackfillChunkEvents(t *testing.T) {
 	for _, e := range rec.Events() {
 		if e.Kind == backfill.KindPartitionSucceeded {
 			part := "-"
-			if !e.Partition.IsZero() {
+			if e.Partition != (tranche.TimePartition{}) {
 				part = e.Partition.Key()
 			}
 			got = append(got, fmt.Sprintf("%s | %s | %s | %d/%d", e.Target, e.Window, part, e.Progress.Done, e.Progress.Total))

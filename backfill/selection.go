@@ -97,7 +97,7 @@ func (b *Backfill) selection(limit int) (selection, []error) {
 	}
 	var errs []error
 	g, loc := b.Partitions[0].Granularity, b.Partitions[0].Start.Location()
-	if !b.Window.IsZero() {
+	if b.Window.Len() > 0 {
 		g, loc = b.Window.Granularity(), b.Window.Location()
 	}
 	for i, p := range b.Partitions {
@@ -110,7 +110,7 @@ func (b *Backfill) selection(limit int) (selection, []error) {
 		case !tranche.PartitionOf(g, p.Start).Equal(p):
 			errs = append(errs, fmt.Errorf("tranche: backfill: Partitions[%d], %v, is not a partition of %v; the partition at its start is %v",
 				i, p, g, tranche.PartitionOf(g, p.Start)))
-		case !b.Window.IsZero() && !b.Window.Contains(p.Start):
+		case b.Window.Len() > 0 && !b.Window.Contains(p.Start):
 			errs = append(errs, fmt.Errorf("tranche: backfill: Partitions[%d], %s, lies outside window %s", i, p.Key(), b.Window))
 		}
 	}

@@ -154,8 +154,8 @@ const (
 	RerunAll RerunPolicy = "all"
 )
 
-// ParseRerunPolicy parses "none", "failed" or "all"; "" is "failed".
-func ParseRerunPolicy(s string) (RerunPolicy, error) {
+// parseRerunPolicy parses "none", "failed" or "all"; "" is "failed".
+func parseRerunPolicy(s string) (RerunPolicy, error) {
 	switch p := RerunPolicy(s); p {
 	case "":
 		return RerunFailed, nil
@@ -263,10 +263,11 @@ func (p RerunPolicy) MarshalText() ([]byte, error) {
 	return nil, fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all", string(p))
 }
 
-// UnmarshalText implements [encoding.TextUnmarshaler] with
-// [ParseRerunPolicy].
+// UnmarshalText implements [encoding.TextUnmarshaler]: "none", "failed"
+// or "all", and "" as "failed"; any other text is refused with an error
+// that lists them. As with slog.Level, it is also the parser.
 func (p *RerunPolicy) UnmarshalText(text []byte) error {
-	v, err := ParseRerunPolicy(string(text))
+	v, err := parseRerunPolicy(string(text))
 	if err != nil {
 		return err
 	}

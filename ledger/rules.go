@@ -27,7 +27,7 @@ func (req ClaimRequest) Validate() error {
 	case req.Lease <= 0:
 		return fmt.Errorf("tranche: claim with lease %v; it must be positive", req.Lease)
 	}
-	if _, err := ParseRerunPolicy(string(req.Policy)); err != nil {
+	if _, err := parseRerunPolicy(string(req.Policy)); err != nil {
 		return err
 	}
 	for i, p := range req.Partitions {

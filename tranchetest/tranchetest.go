@@ -181,13 +181,13 @@ func requireStatus(t testingT, res *tranche.Result, want tranche.Status, assets 
 			t.Fatalf("RequireStatus: %q is not name=status", spec)
 			return
 		}
-		o, found := res.Asset(name)
+		i := slices.IndexFunc(res.Assets, func(o tranche.AssetResult) bool { return o.Asset == name })
 		switch {
-		case !found:
+		case i < 0:
 			t.Fatalf("run %s has no asset %q", res.RunID, name)
 			return
-		case string(o.Status) != status:
-			t.Fatalf("asset %q %s, want %s%s", name, o.Status, status, outcomes(res))
+		case string(res.Assets[i].Status) != status:
+			t.Fatalf("asset %q %s, want %s%s", name, res.Assets[i].Status, status, outcomes(res))
 			return
 		}
 	}

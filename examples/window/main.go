@@ -54,7 +54,7 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("run %s: %d call(s), %d rows\n", res.Status, calls, res.Rows)
-	o, _ := res.Asset("orders")
+	o := res.Assets[0] // the DAG's one asset; Assets are in the DAG's order
 	for p := range week.OldestFirst() {
 		rows, _ := dest.Rows("orders", p.Key())
 		fmt.Printf("  %s %-9s %d rows (result: %d)\n", p.Key(), p.Start.Weekday(), len(rows), o.RowsByPartition[p.Key()])
