@@ -45,7 +45,7 @@ func TestDAGPage(t *testing.T) {
 		name   string
 		path   string
 		status int
-		want   []string               // in the body
+		want   []string                // in the body
 		cells  map[string]ledger.State // the grid, when not nil
 	}{
 		{"the index links the DAG", "/", 200, []string{`href="` + base + `"`, "sessions &lt;daily&gt;"}, nil},

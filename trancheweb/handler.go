@@ -571,8 +571,8 @@ func parseInstant(r *http.Request, name string) (time.Time, error) {
 // with DAG set of a DAG's.
 type historyData struct {
 	BackfillID, DAG, Name, Key string
-	Start, End            time.Time
-	Attempts              []attemptData
+	Start, End                 time.Time
+	Attempts                   []attemptData
 }
 
 type attemptData struct {
@@ -628,8 +628,8 @@ func fragment(r *http.Request) bool { return r.Header.Get("X-Tranche-Fragment") 
 // backfill's grid, or with DAG set of a DAG's.
 type spanData struct {
 	BackfillID, DAG, Name, Key string
-	From, To              time.Time
-	Partitions            []partitionData
+	From, To                   time.Time
+	Partitions                 []partitionData
 }
 
 type partitionData struct {
