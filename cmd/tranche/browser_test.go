@@ -282,7 +282,7 @@ func TestDAGPageInChromium(t *testing.T) {
 	if n := get(t, ctx, chromedp.Text(css(`#counts tr[data-state="succeeded"] .count`))); n != "5" {
 		t.Errorf("%s succeeded after the redraw; want 5", n)
 	}
-	if st := get(t, ctx, chromedp.Evaluate[string](`document.querySelector("#backfills tr[data-id='` + f.Second + `']").dataset.state`)); st != "failed" {
+	if st := get(t, ctx, chromedp.Evaluate[string](`document.querySelector("#backfills tr[data-id='`+f.Second+`']").dataset.state`)); st != "failed" {
 		t.Errorf("the second backfill is %s after the redraw; want failed", st)
 	}
 
