@@ -324,3 +324,37 @@ func TestDAGStatusJSON(t *testing.T) {
 		t.Errorf("a bad bound: %d %s; want 400 with an error", status, body)
 	}
 }
+
+// TestDAGChosenPartitions widens the DAG's span with a backfill of
+// chosen partitions, which covers the span of its partitions, not its
+// whole recorded window; the days between are missing, and the backfill,
+// which no cell counts alone, is read with its own status.
+func TestDAGChosenPartitions(t *testing.T) {
+	ctx := context.Background()
+	l := memledger.New(nil)
+	f := pagetest.NewDAG(t, l)
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, pagetest.Day(1).Start, pagetest.Day(31).Start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen := ledger.BackfillRecord{ID: "chosen", DAG: f.DAG, Window: w.String(), Chunk: 1, Created: time.Now(),
+		Partitions: []time.Time{pagetest.Day(14).Start, pagetest.Day(16).Start}}
+	if _, err := l.PutBackfill(ctx, chosen); err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := get(t, NewHandler(l, nil), "/dags/"+url.PathEscape(f.DAG))
+	want := map[string]ledger.State{}
+	for d := 1; d <= 16; d++ {
+		want[pagetest.Day(d).Key()] = stateMissing
+	}
+	for k, st := range f.States {
+		want[k] = st
+	}
+	if got := dagCells(body); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("cells %v; want %v", got, want)
+	}
+	if !strings.Contains(body, "day 2026-01-01..2026-01-16 UTC") || !strings.Contains(body, `<tr data-id="chosen" data-state="pending">`) ||
+		!strings.Contains(body, "2 pending") {
+		t.Errorf("the page lacks the span to the 16th or the chosen backfill, pending:\n%s", body)
+	}
+}
