@@ -191,7 +191,7 @@ hash a ledger keys a DAG's history by, which a scheduler passes as
 	tranche/sqlledger    the SQL ledger the SQLite and PostgreSQL modules share
 	tranche/sqldest      SQL destinations that commit with the ledger
 	tranche/tranchecli   the command line of a program's backfills: plan, run, status, watch, history, cancel, resume
-	tranche/trancheweb   a ledger's backfills as web pages: counts, progress, the grid, histories
+	tranche/trancheweb   a ledger's backfills and DAGs as web pages: counts, progress, the grid, histories
 	tranche/tranchetest  test helpers for programs that use tranche
 
 The module cmd/tranche is the operator's command: tranchecli and

@@ -66,8 +66,9 @@ type handler struct {
 	tmpl  *template.Template
 	mux   *http.ServeMux
 
-	mu     sync.Mutex
-	polled map[string]polled // the status endpoint's last answers, by backfill id
+	mu        sync.Mutex
+	polled    map[string]polled    // the status endpoint's last answers, by backfill id
+	dagPolled map[string]dagPolled // the DAG status endpoint's, by DAG and query
 }
 
 //go:embed assets
@@ -78,7 +79,7 @@ var assets embed.FS
 // negative MaxCells or Refresh, as http.ServeMux panics on a bad pattern:
 // a program's mistake, not its input's.
 func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
-	h := &handler{l: l, polled: map[string]polled{}}
+	h := &handler{l: l, polled: map[string]polled{}, dagPolled: map[string]dagPolled{}}
 	if opts != nil {
 		h.opts = *opts
 	}
@@ -112,6 +113,11 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	mux.HandleFunc("GET /backfills/{id}/span", h.span)
 	mux.HandleFunc("POST /backfills/{id}/cancel", h.cancel)
 	mux.HandleFunc("POST /backfills/{id}/resume", h.resume)
+	mux.HandleFunc("GET /dags/{dag}", h.dagPage)
+	mux.HandleFunc("GET /dags/{dag}/status.json", h.dagStatusJSON)
+	mux.HandleFunc("GET /dags/{dag}/live", h.dagLive)
+	mux.HandleFunc("GET /dags/{dag}/partition", h.dagPartition)
+	mux.HandleFunc("GET /dags/{dag}/span", h.dagSpanPage)
 	h.mux = mux
 	return h
 }
@@ -189,13 +195,14 @@ type errorData struct {
 	Message string
 }
 
-// fail answers an error: 404 for an unknown backfill, 400 for a bad
-// query, 500 for the rest, logged.
+// fail answers an error: 404 for an unknown backfill or DAG, 400 for a
+// bad query, 500 for the rest, logged.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	var bad *badRequest
+	var nf *notFound
 	switch {
-	case errors.Is(err, ledger.ErrUnknownBackfill):
+	case errors.Is(err, ledger.ErrUnknownBackfill), errors.As(err, &nf):
 		status = http.StatusNotFound
 	case errors.As(err, &bad):
 		status = http.StatusBadRequest
@@ -387,26 +394,32 @@ func (h *handler) liveOf(ctx context.Context, id string) (liveData, error) {
 		ID: s.Record.ID, DAG: s.Record.DAG, Name: h.name(s.Record.DAG), Record: recordOf(s.Record),
 		Total: total, Succeeded: percent(s.Counts[ledger.StateSucceeded], total),
 		Counts: counts(s.Counts, total), Blocked: s.Blocked, Done: s.Done(), Signature: signature(s),
-		Grid: gridOf(s.Record.ID, s.Window, g),
+		Grid: gridOf("/backfills/"+url.PathEscape(s.Record.ID), s.Window, g, ledger.StatePending),
 	}, nil
 }
 
-// gridOf lays out g for the page: the work is per cell, never per
-// partition.
-func gridOf(id string, w tranche.TimePartitionWindow, g *backfill.Grid) gridData {
+// gridOf lays out g for the page whose partition and span pages are
+// under base, naming partitions never attempted pending: the work is per
+// cell, never per partition.
+func gridOf(base string, w tranche.TimePartitionWindow, g *backfill.Grid, pending ledger.State) gridData {
 	out := gridData{Cell: g.Cell.String(), Row: g.Row.String(), Aggregated: g.Cell != w.Granularity(), Cells: len(g.Cells)}
-	base := "/backfills/" + url.PathEscape(id)
+	name := func(s ledger.State) ledger.State {
+		if s == ledger.StatePending {
+			return pending
+		}
+		return s
+	}
 	for _, cells := range g.Rows() {
 		row := rowData{Key: cells[0].Row.Key()}
 		for _, c := range cells {
-			cd := cellData{Key: c.Span.Key(), State: c.State(), Column: min(c.Column, maxColumns-1), Partitions: c.Partitions}
+			cd := cellData{Key: c.Span.Key(), State: name(c.State()), Column: min(c.Column, maxColumns-1), Partitions: c.Partitions}
 			var b strings.Builder
 			fmt.Fprintf(&b, "%s: %s", cd.Key, cd.State)
 			if c.Partitions > 1 || out.Aggregated {
 				fmt.Fprintf(&b, " (%d partitions:", c.Partitions)
 				for _, s := range stateOrder {
 					if n := c.Counts[s]; n > 0 {
-						fmt.Fprintf(&b, " %d %s", n, s)
+						fmt.Fprintf(&b, " %d %s", n, name(s))
 					}
 				}
 				b.WriteString(")")
@@ -554,11 +567,12 @@ func parseInstant(r *http.Request, name string) (time.Time, error) {
 	return t, nil
 }
 
-// historyData is a partition's page's.
+// historyData is a partition's page's: of a backfill's partition, or
+// with DAG set of a DAG's.
 type historyData struct {
-	BackfillID, Name, Key string
-	Start, End            time.Time
-	Attempts              []attemptData
+	BackfillID, DAG, Name, Key string
+	Start, End                 time.Time
+	Attempts                   []attemptData
 }
 
 type attemptData struct {
@@ -610,11 +624,12 @@ func (h *handler) partition(w http.ResponseWriter, r *http.Request) {
 // beside the grid.
 func fragment(r *http.Request) bool { return r.Header.Get("X-Tranche-Fragment") == "1" }
 
-// spanData is the page of an aggregated cell's partitions.
+// spanData is the page of an aggregated cell's partitions: of a
+// backfill's grid, or with DAG set of a DAG's.
 type spanData struct {
-	BackfillID, Name, Key string
-	From, To              time.Time
-	Partitions            []partitionData
+	BackfillID, DAG, Name, Key string
+	From, To                   time.Time
+	Partitions                 []partitionData
 }
 
 type partitionData struct {

@@ -1,10 +1,14 @@
 // Package trancheweb serves the backfills of a ledger as web pages: an
-// index of DAGs and their backfills and, per backfill, its counts per
-// state, its progress, why it is not progressing, and a calendar grid of
-// its partitions ([backfill.Status.Grid]) whose cells show each
-// partition's history when clicked. A backfill's page polls a small JSON
-// endpoint while the backfill runs and redraws itself when its counts
-// change.
+// index of DAGs and their backfills; per backfill, its counts per state,
+// its progress, why it is not progressing, and a calendar grid of its
+// partitions ([backfill.Status.Grid]) whose cells show each partition's
+// history when clicked; and per DAG, the same grid and counts across all
+// its backfills ([backfill.GridOfWindow]), each partition in the state of
+// its latest attempt whichever backfill or run made it, "missing" where
+// none did, with the list of its backfills and their states. A page polls
+// a small JSON endpoint while its backfill runs (a DAG's, while any of its
+// backfills is neither done nor canceled, or a partition runs) and
+// redraws itself when its counts change.
 //
 //	h := trancheweb.NewHandler(lg, &trancheweb.Options{Names: map[string]string{id: "daily_stats"}})
 //	http.ListenAndServe("127.0.0.1:8080", h)
@@ -37,6 +41,26 @@
 //	GET  /backfills/{id}/span?from=T&to=U    the backfill's partitions in [T, U), each with its latest attempt
 //	POST /backfills/{id}/cancel              token=…, stop_running=on to stop running partitions too
 //	POST /backfills/{id}/resume              token=…
+//	GET  /dags/{dag}?from=T&to=U             a DAG's page: its partitions over the span of its backfills' windows
+//	GET  /dags/{dag}/status.json?from=T&to=U its status, for polling (below)
+//	GET  /dags/{dag}/live?from=T&to=U        the part of its page that polling redraws: counts, progress, grid, backfills
+//	GET  /dags/{dag}/partition?start=T       every attempt at the DAG's partition starting at T (RFC 3339)
+//	GET  /dags/{dag}/span?from=T&to=U        the DAG's partitions in [T, U), each with its latest attempt
+//
+// {dag} is the DAG's identity (backfill.DAGIdentity), path-escaped; an
+// identity with no backfill in the ledger is 404 Not Found. A DAG's page
+// draws the partitions of its granularity from the first partition of
+// its oldest-starting backfill to the last of its latest-ending one
+// (the span of chosen partitions, for a backfill of chosen partitions),
+// and from and to narrow it to the partitions that start in [from, to):
+// RFC 3339, or a date or wall time read in the DAG's zone, as
+// [tranche.ParseBound] reads them (400 Bad Request otherwise). The
+// backfills of a DAG share its granularity and zone, which its identity
+// names; a daily or hourly cron schedule moved to another minute or hour
+// keeps its identity, and the page then draws the newest backfill's
+// schedule, the former slots' attempts matched to it by their fire.
+// Backfills of one identity that differ otherwise are reported as an
+// inconsistent ledger (500).
 //
 // The status endpoint answers a JSON object:
 //
@@ -50,6 +74,18 @@
 //	  "canceled": false,    // canceled and not resumed since
 //	  "blocked": ["…"],     // why it is not progressing (backfill.Status.Blocked)
 //	  "signature": "…"      // changes whenever counts or canceled change
+//	}
+//
+// A DAG's status endpoint answers:
+//
+//	{
+//	  "dag": "…",           // the DAG's identity
+//	  "window": "…",        // the window drawn; "" when from and to leave none
+//	  "total": 14,          // its partitions
+//	  "counts": {"succeeded": 4, "missing": 2, …},  // partitions by the state of their latest attempt
+//	  "backfills": {"…": "running", …},             // the newest 100 backfills' states: succeeded (done), canceled, running, failed, pending
+//	  "running": true,      // a backfill neither done nor canceled, or a partition running: the page polls on
+//	  "signature": "…"      // changes whenever counts or a backfill's state change
 //	}
 //
 // Requests to the partition and span pages with the header

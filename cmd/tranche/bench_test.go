@@ -65,3 +65,69 @@ func BenchmarkPageMillion(b *testing.B) {
 		b.ReportMetric(float64(ru.Maxrss)/1024, "maxrss-MB")
 	}
 }
+
+// BenchmarkDAGPageMillion serves the page of a DAG of 1,000,000 hourly
+// partitions, each with one finished attempt (a tenth failed), from a
+// SQLite ledger: the grid and counts of the DAG across its two
+// backfills, the whole window and its newest 100,000 hours, and its
+// status endpoint. The page must come in under 2 s. The grid's cells
+// give the page's counts and the first backfill's; the second backfill,
+// whose start falls inside a cell, is counted apart. Filling the ledger
+// takes a minute or two, outside the timing.
+//
+//	go test -run '^$' -bench DAGPageMillion -benchtime 3x ./cmd/tranche
+func BenchmarkDAGPageMillion(b *testing.B) {
+	const n = 1_000_000
+	l, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	dag, w := proctest.Hourly(b, n)
+	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
+	proctest.Fill(b, l, id, w, "host-12345")
+	newest, err := tranche.NewTimePartitionWindow(tranche.Hour, w.End().Add(-100_000*time.Hour), w.Newest().Start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// proctest.Fill records its attempts under the first backfill's id.
+	for _, r := range []ledger.BackfillRecord{
+		{ID: "0123456789ab", DAG: id, Window: w.String(), Chunk: 1, Created: time.Now()},
+		{ID: "ba9876543210", DAG: id, Window: newest.String(), Chunk: 1, Created: time.Now()},
+	} {
+		if _, err := l.PutBackfill(b.Context(), r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h := trancheweb.NewHandler(l, nil)
+	var page, status time.Duration
+	for b.Loop() {
+		for _, path := range []string{"/dags/" + id, "/dags/" + id + "/status.json"} {
+			start := time.Now()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			took := time.Since(start)
+			if rec.Code != 200 {
+				b.Fatalf("%s: status %d: %s", path, rec.Code, rec.Body)
+			}
+			if strings.HasSuffix(path, ".json") {
+				status += took
+				continue
+			}
+			page += took
+			body := rec.Body.String()
+			if c := strings.Count(body, `<a class="cell `); c == 0 || c > trancheweb.DefaultMaxCells {
+				b.Fatalf("%d cells; want 1 to %d", c, trancheweb.DefaultMaxCells)
+			}
+			if !strings.Contains(body, "1000000 partitions") || strings.Count(body, `data-state="failed">`+"\n"+`<td><a class="backfill"`) != 2 {
+				b.Fatalf("the page lacks the DAG's million partitions or its two failed backfills:\n%s", body)
+			}
+		}
+	}
+	b.ReportMetric(float64(page.Milliseconds())/float64(b.N), "page-ms")
+	b.ReportMetric(float64(status.Milliseconds())/float64(b.N), "status-ms")
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		b.ReportMetric(float64(ru.Maxrss)/1024, "maxrss-MB")
+	}
+}

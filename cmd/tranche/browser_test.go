@@ -24,7 +24,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
 
-var updateDocs = flag.Bool("update-docs", false, "write the screenshots docs/page.png and docs/terminal.png")
+var updateDocs = flag.Bool("update-docs", false, "write the screenshots docs/page.png, docs/dag-page.png and docs/terminal.png")
 
 // browser starts a headless Chromium for the test: Debian's chromium,
 // or $CHROMIUM. It skips when there is none, unless CI=true.
@@ -73,6 +73,7 @@ var colours = map[ledger.State]string{
 	ledger.StateRunning:   "rgb(9, 105, 218)",
 	ledger.StateCanceled:  "rgb(191, 135, 0)",
 	ledger.StatePending:   "rgb(208, 215, 222)",
+	"missing":             "rgb(255, 255, 255)",
 }
 
 type cellSeen struct {
@@ -201,6 +202,96 @@ func TestPageInChromium(t *testing.T) {
 
 	if *updateDocs {
 		terminalScreenshot(t, ctx, term.Bytes())
+	}
+}
+
+// TestDAGPageInChromium serves a SQLite ledger holding two backfills of
+// one DAG over overlapping windows (pagetest.NewDAG) and reads the DAG's
+// page in a real headless Chromium: each cell's state and colour across
+// both backfills (the later attempt wins; days never attempted are
+// missing), a day's history on a click (every attempt whatever backfill
+// made it, error texts staying text), the backfills listed with their
+// states and links, and the redraw when the running day finishes.
+func TestDAGPageInChromium(t *testing.T) {
+	ctx := browser(t)
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f := pagetest.NewDAG(t, l)
+	base := startServe(t, "--ledger", "sqlite:"+path, "--refresh", "1s", "--name", f.DAG+"=sessions")
+
+	// The index links the DAG's page.
+	do(t, ctx, "the index", chromedp.Navigate(base), chromedp.WaitVisible(css("a.dag")),
+		chromedp.Click(css("a.dag")), chromedp.WaitVisible(css("#dag #grid")))
+	if loc := get(t, ctx, chromedp.Location()); loc != base+"/dags/"+f.DAG {
+		t.Errorf("the index's link led to %s; want the DAG's page", loc)
+	}
+	cells := get(t, ctx, chromedp.Evaluate[[]cellSeen](`Array.from(document.querySelectorAll("#grid a.cell")).map(a => ({Key: a.dataset.key, State: a.dataset.state, Colour: getComputedStyle(a).backgroundColor}))`))
+	if len(cells) != len(f.States) {
+		t.Fatalf("%d cells; want %d: %v", len(cells), len(f.States), cells)
+	}
+	for _, c := range cells {
+		want := f.States[c.Key]
+		if ledger.State(c.State) != want || c.Colour != colours[want] {
+			t.Errorf("cell %s: %s in %s; want %s in %s", c.Key, c.State, c.Colour, want, colours[want])
+		}
+	}
+	type row struct{ ID, State, Href string }
+	rows := get(t, ctx, chromedp.Evaluate[[]row](`Array.from(document.querySelectorAll("#backfills tbody tr")).map(r => ({ID: r.dataset.id, State: r.dataset.state, Href: r.querySelector("a.backfill").href}))`))
+	if len(rows) != 2 {
+		t.Fatalf("%d backfills listed; want 2: %v", len(rows), rows)
+	}
+	for _, r := range rows {
+		if ledger.State(r.State) != f.Backfills[r.ID] || r.Href != base+"/backfills/"+r.ID {
+			t.Errorf("backfill %s listed %s, linking %s; want %s, linking its page", r.ID, r.State, r.Href, f.Backfills[r.ID])
+		}
+	}
+
+	if *updateDocs {
+		screenshot(t, ctx, filepath.Join("..", "..", "docs", "dag-page.png"))
+	}
+
+	// The 6th: the second backfill's failure over the first's success.
+	do(t, ctx, "the 6th's history", chromedp.Click(css(`a.cell[data-key="2026-01-06"]`)),
+		chromedp.WaitVisible(css(`#detail #history[data-key="2026-01-06"]`)))
+	text := get(t, ctx, chromedp.Text(css("#detail")))
+	for _, s := range []string{"Partition 2026-01-06", "2 attempts", "sessions of 2026-01-06: " + pagetest.Evil, f.First, f.Second, "worker-<i>a</i>", "worker-b"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("the history lacks %q:\n%s", s, text)
+		}
+	}
+	newest := get(t, ctx, chromedp.Evaluate[string](`document.querySelector("#detail tr.attempt").dataset.state`))
+	elements := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("b, i, img, em, #detail script").length`))
+	if title := get(t, ctx, chromedp.Title()); elements != 0 || strings.Contains(title, "pwned") || newest != "failed" {
+		t.Errorf("the newest attempt is %s (want failed); the error text made %d elements, and the title is %q", newest, elements, title)
+	}
+	do(t, ctx, "a missing day's history", chromedp.Click(css(`a.cell[data-key="2026-01-08"]`)),
+		chromedp.WaitVisible(css(`#detail #history[data-key="2026-01-08"]`)))
+	if text := get(t, ctx, chromedp.Text(css("#detail"))); !strings.Contains(text, "the partition is missing") {
+		t.Errorf("the missing day's history:\n%s", text)
+	}
+
+	// The page redraws itself when the running day finishes.
+	if err := l.Finish(t.Context(), f.Running, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "the redraw of the finished day", chromedp.WaitVisible(css(`a.cell[data-key="2026-01-10"][data-state="succeeded"]`)))
+	if n := get(t, ctx, chromedp.Text(css(`#counts tr[data-state="succeeded"] .count`))); n != "5" {
+		t.Errorf("%s succeeded after the redraw; want 5", n)
+	}
+	if st := get(t, ctx, chromedp.Evaluate[string](`document.querySelector("#backfills tr[data-id='`+f.Second+`']").dataset.state`)); st != "failed" {
+		t.Errorf("the second backfill is %s after the redraw; want failed", st)
+	}
+
+	// Narrowed by dates typed into the page's form.
+	do(t, ctx, "a narrower span", chromedp.SendKeys(css(`#span-form input[name="from"]`), "2026-01-05"),
+		chromedp.SendKeys(css(`#span-form input[name="to"]`), "2026-01-08"),
+		chromedp.Click(css(`#span-form button`)), chromedp.WaitVisible(css(`#grid[data-cells="3"]`)))
+	if n := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#grid a.cell").length`)); n != 3 {
+		t.Errorf("%d cells from the 5th to the 8th; want 3", n)
 	}
 }
 

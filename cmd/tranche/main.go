@@ -30,7 +30,10 @@
 // that registers its DAGs with tranchecli; resume here marks a backfill
 // resumed for the workers that run it.
 //
-// serve serves the backfills as pages (package trancheweb), on loopback
+// serve serves the backfills as pages (package trancheweb): an index of
+// DAGs and backfills, per backfill its counts, progress, grid and
+// partition histories, and per DAG the grid and counts of its partitions
+// across all its backfills (/dags/IDENTITY). It listens on loopback
 // (127.0.0.1:8080) unless --addr says otherwise. With --allow-writes the
 // pages offer cancel and resume to whoever gives the token, read from
 // $TRANCHE_TOKEN or the file --token-file names; without a token it

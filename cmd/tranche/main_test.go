@@ -376,7 +376,7 @@ func TestServe(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 200 || !strings.Contains(string(body), "<h2>events</h2>") || !strings.Contains(string(body), f.ID) {
+	if res.StatusCode != 200 || !strings.Contains(string(body), `<h2><a class="dag" href="/dags/`+f.DAG+`">events</a></h2>`) || !strings.Contains(string(body), f.ID) {
 		t.Fatalf("index: %d\n%s", res.StatusCode, body)
 	}
 	for _, tt := range []struct {

@@ -50,10 +50,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("token-file", "", "a file holding the write token (surrounding white space is dropped); default $"+TokenEnv)
 	dagNames := names{}
 	fs.Var(dagNames, "name", "IDENTITY=NAME: show the DAG of that identity by NAME (repeatable)")
-	maxCells := fs.Int("max-cells", trancheweb.DefaultMaxCells, "the most cells of a backfill's grid")
-	refresh := fs.Duration("refresh", trancheweb.DefaultRefresh, "how often the page of a running backfill polls its status")
+	maxCells := fs.Int("max-cells", trancheweb.DefaultMaxCells, "the most cells of a backfill's or a DAG's grid")
+	refresh := fs.Duration("refresh", trancheweb.DefaultRefresh, "how often the page of a running backfill, or of a DAG with one, polls its status")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: %s serve [flags]\n\nServes the backfills of the ledger as web pages: an index of DAGs and backfills,\nand per backfill its counts, progress, grid and partition histories.\n\nflags:\n", name)
+		fmt.Fprintf(fs.Output(), "usage: %s serve [flags]\n\nServes the backfills of the ledger as web pages: an index of DAGs and backfills;\nper backfill its counts, progress, grid and partition histories; and per DAG\n(/dags/IDENTITY?from=&to=) the grid and counts of its partitions across all its\nbackfills, each in the state of its latest attempt, missing where none was made.\n\nflags:\n", name)
 		fs.PrintDefaults()
 	}
 	if isHelpArgs(args) {

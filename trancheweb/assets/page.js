@@ -1,10 +1,12 @@
-// The backfill page: a click on a cell, or on a partition of an
+// The backfill and DAG pages: a click on a cell, or on a partition of an
 // aggregated cell, shows its history beside the grid; while the backfill
-// is not done, its status is polled and the counts and grid are redrawn
-// when they change. Everything inserted is HTML the server escaped.
+// is not done (for a DAG, while one of its backfills is neither done nor
+// canceled, or a partition runs), its status is polled and the counts,
+// grid and list are redrawn when they change. Everything inserted is
+// HTML the server escaped.
 "use strict";
 (function () {
-  const root = document.getElementById("backfill");
+  const root = document.getElementById("backfill") || document.getElementById("dag");
   const detail = document.getElementById("detail");
 
   async function show(href) {
@@ -55,7 +57,7 @@
         root.dataset.signature = signature;
       }
     }
-    return !st.done;
+    return root.id === "dag" ? st.running : !st.done;
   }
   function loop() {
     poll().then((more) => { if (more) setTimeout(loop, every); }, () => setTimeout(loop, every));
