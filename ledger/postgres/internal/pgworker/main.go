@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -72,10 +73,13 @@ type summary struct {
 	Runs      int      `json:"runs"`
 	Succeeded int      `json:"succeeded"` // partitions this worker ran that succeeded
 	Failed    int      `json:"failed"`    // partitions this worker ran that failed
-	Fenced    int      `json:"fenced"`    // of those, how many lost to a newer attempt
+	Fenced    int      `json:"fenced"`    // of those, how many matched ErrFenced: lost to a newer attempt, or to a lease that lapsed by the worker's clock
 	Lost      int      `json:"lost"`      // of those, and of run errors, how many lost the server
 	Errors    []string `json:"errors"`    // the first run-level errors
 	Done      bool     `json:"done"`      // every partition succeeded
+	// FencedKeys are the partitions of the Fenced failures, once each:
+	// those this worker knew it no longer held, and stopped.
+	FencedKeys []string `json:"fenced_keys"`
 }
 
 func main() {
@@ -175,6 +179,9 @@ func run() error {
 				switch {
 				case errors.Is(f.Err, tranche.ErrFenced):
 					out.Fenced++
+					if !slices.Contains(out.FencedKeys, f.Key) {
+						out.FencedKeys = append(out.FencedKeys, f.Key)
+					}
 				case lost(f.Err):
 					out.Lost++
 				}
