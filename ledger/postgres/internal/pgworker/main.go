@@ -37,6 +37,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -56,7 +57,7 @@ var (
 	work        = flag.Duration("work", 10*time.Millisecond, "the work per partition")
 	rows        = flag.Int("rows", 3, "rows per partition")
 	loop        = flag.Bool("loop", true, "run the backfill again until every partition succeeded")
-	deadline    = flag.Duration("deadline", 90*time.Second, "give up looping after this long")
+	deadline    = flag.Duration("deadline", 90*time.Second, "give up looping after this long without a partition succeeding")
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "bench: the first partition, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
@@ -168,7 +169,7 @@ func run() error {
 	lost := func(err error) bool {
 		return errors.Is(err, postgres.ErrConnectionLost) || errors.Is(err, postgres.ErrConnect)
 	}
-	start := time.Now()
+	progressed, succeeded := time.Now(), 0
 	for ctx.Err() == nil {
 		r, err := b.Run(ctx)
 		out.Runs++
@@ -204,12 +205,20 @@ func run() error {
 		if !*loop {
 			break
 		}
-		if s, err := backfill.StatusOf(ctx, l, id, time.Now()); err == nil && s.Done() {
-			out.Done = true
-			break
+		if s, err := backfill.StatusOf(ctx, l, id, time.Now()); err == nil {
+			if s.Done() {
+				out.Done = true
+				break
+			}
+			// The deadline counts from the last progress, by any worker:
+			// a loaded machine slows the backfill, which is no reason to
+			// give up while it moves.
+			if n := s.Counts[ledger.StateSucceeded]; n > succeeded {
+				succeeded, progressed = n, time.Now()
+			}
 		}
-		if time.Since(start) > *deadline {
-			out.Errors = append(out.Errors, fmt.Sprintf("gave up after %v", *deadline))
+		if time.Since(progressed) > *deadline {
+			out.Errors = append(out.Errors, fmt.Sprintf("gave up after %v without a partition succeeding", *deadline))
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
