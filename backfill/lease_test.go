@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -140,90 +141,97 @@ func sleepOrDone(ctx context.Context, d time.Duration) error {
 // ever runs on two workers at once. (A heartbeat used to hold a lock
 // that every finishing partition waited on.)
 func TestBackfillHeartbeatHangs(t *testing.T) {
-	bfNoLeaks(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	mem := memledger.New(nil)
-	hungKey := bfDay(5).Key()
-	hung := &faultyLedger{Ledger: mem, hang: func(l *ledger.Lease) bool { return l.Worker == "a" && l.Partitions[0].Key() == hungKey }}
-	dest := new(tranche.MemoryDestination)
-	var log execLog
-	dagFor := func(worker string, hungWork time.Duration) *tranche.DAG {
-		return leaseDAG(t, dest, func(ctx context.Context, key string) error {
-			return log.run(worker, key, func() error {
-				if key == hungKey {
-					return sleepOrDone(ctx, hungWork)
-				}
-				return sleepOrDone(ctx, 300*time.Millisecond)
+	// In a bubble of its own (testing/synctest): timers fire on time, so
+	// that the 100 ms between the worker stopping its partition (lease
+	// less the margin) and the lease's end (when the other may take it
+	// over) is not eaten by a loaded machine starving the timer's
+	// goroutine; the bubble also fails the test on a goroutine left
+	// blocked.
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		mem := memledger.New(nil)
+		hungKey := bfDay(5).Key()
+		hung := &faultyLedger{Ledger: mem, hang: func(l *ledger.Lease) bool { return l.Worker == "a" && l.Partitions[0].Key() == hungKey }}
+		dest := new(tranche.MemoryDestination)
+		var log execLog
+		dagFor := func(worker string, hungWork time.Duration) *tranche.DAG {
+			return leaseDAG(t, dest, func(ctx context.Context, key string) error {
+				return log.run(worker, key, func() error {
+					if key == hungKey {
+						return sleepOrDone(ctx, hungWork)
+					}
+					return sleepOrDone(ctx, 300*time.Millisecond)
+				})
 			})
+		}
+		w := bfDays(t, 1, 8)
+		var mu sync.Mutex
+		var renewFailed []tranche.Event
+		took := map[string]time.Duration{} // a's partitions, from start to success
+		startedAt := map[string]time.Time{}
+		a := &backfill.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
+			Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: tranche.FailContinue,
+			OnEvent: func(_ context.Context, e tranche.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch e.Kind {
+				case backfill.KindLeaseRenewFailed:
+					renewFailed = append(renewFailed, e)
+				case backfill.KindPartitionStarted:
+					startedAt[e.Target] = e.Time
+				case backfill.KindPartitionSucceeded:
+					took[e.Target] = e.Time.Sub(startedAt[e.Target])
+				}
+			}}
+		b := &backfill.Backfill{DAG: dagFor("b", 0), Window: w, Ledger: mem, Worker: "b", Concurrency: 2,
+			Lease: time.Second, Heartbeat: 100 * time.Millisecond, WaitForOthers: true}
+		var ra, rb *backfill.Result
+		var ea, eb error
+		var wg sync.WaitGroup
+		wg.Go(func() { ra, ea = a.Run(ctx) })
+		wg.Go(func() {
+			time.Sleep(150 * time.Millisecond) // a holds its first four partitions
+			rb, eb = b.Run(ctx)
 		})
-	}
-	w := bfDays(t, 1, 8)
-	var mu sync.Mutex
-	var renewFailed []tranche.Event
-	took := map[string]time.Duration{} // a's partitions, from start to success
-	startedAt := map[string]time.Time{}
-	a := &backfill.Backfill{DAG: dagFor("a", 5*time.Second), Window: w, Ledger: hung, Worker: "a", Concurrency: 4,
-		Lease: time.Second, Heartbeat: 100 * time.Millisecond, OnFailure: tranche.FailContinue,
-		OnEvent: func(_ context.Context, e tranche.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch e.Kind {
-			case backfill.KindLeaseRenewFailed:
-				renewFailed = append(renewFailed, e)
-			case backfill.KindPartitionStarted:
-				startedAt[e.Target] = e.Time
-			case backfill.KindPartitionSucceeded:
-				took[e.Target] = e.Time.Sub(startedAt[e.Target])
+		wg.Wait()
+		if ra == nil || rb == nil {
+			t.Fatalf("reports %v, %v: %v, %v", ra, rb, ea, eb)
+		}
+		t.Logf("a: %s: %v\nb: %s: %v", ra, ea, rb, eb)
+		if eb != nil || !rb.Done() {
+			t.Errorf("b waited for a, yet: %v (%s)", eb, rb)
+		}
+		if len(ra.Failures) != 1 || ra.Failures[0].Key != hungKey || !errors.Is(ra.Failures[0].Err, tranche.ErrFenced) ||
+			!strings.Contains(ra.Failures[0].Err.Error(), "lease not renewed") {
+			t.Errorf("a's failures %v; want %s stopped by a, matching ErrFenced", ra.Failures, hungKey)
+		}
+		mu.Lock()
+		for key, d := range took {
+			if d > 2*time.Second {
+				t.Errorf("a's partition %s took %v; want its 300ms of work, not held up by %s's heartbeat", key, d, hungKey)
 			}
-		}}
-	b := &backfill.Backfill{DAG: dagFor("b", 0), Window: w, Ledger: mem, Worker: "b", Concurrency: 2,
-		Lease: time.Second, Heartbeat: 100 * time.Millisecond, WaitForOthers: true}
-	var ra, rb *backfill.Result
-	var ea, eb error
-	var wg sync.WaitGroup
-	wg.Go(func() { ra, ea = a.Run(ctx) })
-	wg.Go(func() {
-		time.Sleep(150 * time.Millisecond) // a holds its first four partitions
-		rb, eb = b.Run(ctx)
+		}
+		if len(renewFailed) == 0 {
+			t.Errorf("no %s event for the hung heartbeats", backfill.KindLeaseRenewFailed)
+		}
+		for _, e := range renewFailed {
+			if e.Target != hungKey || !errors.Is(e.Err, context.DeadlineExceeded) || !strings.Contains(e.Err.Error(), "heartbeat timed out") {
+				t.Errorf("%s event of %s: %v; want %s's heartbeats timed out", e.Kind, e.Target, e.Err, hungKey)
+			}
+		}
+		mu.Unlock()
+		log.checkDisjoint(t)
+		for p := range w.All() {
+			h := bfHistory(t, mem, backfill.DAGIdentity(a.DAG, tranche.Day, time.UTC), p)
+			if len(h) == 0 || !strings.HasPrefix(h[len(h)-1], fmt.Sprintf("%d succeeded", len(h))) {
+				t.Errorf("partition %s: history %q; want it succeeded, last", p.Key(), h)
+			}
+		}
+		if h := bfHistory(t, mem, backfill.DAGIdentity(a.DAG, tranche.Day, time.UTC), bfDay(5)); !slices.Equal(h, []string{"1 failed a", "2 succeeded b"}) {
+			t.Errorf("history of %s: %q; want a's attempt recorded failed by a, then b's success", hungKey, h)
+		}
 	})
-	wg.Wait()
-	if ra == nil || rb == nil {
-		t.Fatalf("reports %v, %v: %v, %v", ra, rb, ea, eb)
-	}
-	t.Logf("a: %s: %v\nb: %s: %v", ra, ea, rb, eb)
-	if eb != nil || !rb.Done() {
-		t.Errorf("b waited for a, yet: %v (%s)", eb, rb)
-	}
-	if len(ra.Failures) != 1 || ra.Failures[0].Key != hungKey || !errors.Is(ra.Failures[0].Err, tranche.ErrFenced) ||
-		!strings.Contains(ra.Failures[0].Err.Error(), "lease not renewed") {
-		t.Errorf("a's failures %v; want %s stopped by a, matching ErrFenced", ra.Failures, hungKey)
-	}
-	mu.Lock()
-	for key, d := range took {
-		if d > 2*time.Second {
-			t.Errorf("a's partition %s took %v; want its 300ms of work, not held up by %s's heartbeat", key, d, hungKey)
-		}
-	}
-	if len(renewFailed) == 0 {
-		t.Errorf("no %s event for the hung heartbeats", backfill.KindLeaseRenewFailed)
-	}
-	for _, e := range renewFailed {
-		if e.Target != hungKey || !errors.Is(e.Err, context.DeadlineExceeded) || !strings.Contains(e.Err.Error(), "heartbeat timed out") {
-			t.Errorf("%s event of %s: %v; want %s's heartbeats timed out", e.Kind, e.Target, e.Err, hungKey)
-		}
-	}
-	mu.Unlock()
-	log.checkDisjoint(t)
-	for p := range w.All() {
-		h := bfHistory(t, mem, backfill.DAGIdentity(a.DAG, tranche.Day, time.UTC), p)
-		if len(h) == 0 || !strings.HasPrefix(h[len(h)-1], fmt.Sprintf("%d succeeded", len(h))) {
-			t.Errorf("partition %s: history %q; want it succeeded, last", p.Key(), h)
-		}
-	}
-	if h := bfHistory(t, mem, backfill.DAGIdentity(a.DAG, tranche.Day, time.UTC), bfDay(5)); !slices.Equal(h, []string{"1 failed a", "2 succeeded b"}) {
-		t.Errorf("history of %s: %q; want a's attempt recorded failed by a, then b's success", hungKey, h)
-	}
 }
 
 // A worker whose lease lapses by its own clock writes nothing, even when

@@ -75,6 +75,10 @@ func (c *cutter) accept() {
 // (pgx sends it as a simple query, "commit").
 func (c *cutter) pipe(client, server net.Conn) {
 	var muted atomic.Bool // the server's replies are no longer relayed
+	// answered is closed once the server, muted, has answered the COMMIT:
+	// the tag of its CommandComplete, COMMIT (or ROLLBACK, had the
+	// transaction failed), NUL-terminated.
+	answered := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -82,12 +86,21 @@ func (c *cutter) pipe(client, server net.Conn) {
 		// does the proxy.
 		defer client.Close()
 		buf := make([]byte, 32<<10)
+		var tail []byte
+		told := false
 		for {
 			n, err := server.Read(buf)
 			if n > 0 && !muted.Load() {
 				if _, werr := client.Write(buf[:n]); werr != nil {
 					return
 				}
+			} else if n > 0 && !told {
+				seen := append(tail, buf[:n]...)
+				if bytes.Contains(seen, []byte("COMMIT\x00")) || bytes.Contains(seen, []byte("ROLLBACK\x00")) {
+					close(answered)
+					told = true
+				}
+				tail = append(tail[:0], seen[max(0, len(seen)-9):]...)
 			}
 			if err != nil {
 				return
@@ -107,7 +120,13 @@ func (c *cutter) pipe(client, server net.Conn) {
 				if mode == cutAfter {
 					muted.Store(true)
 					server.Write(buf[:n])
-					time.Sleep(300 * time.Millisecond) // the server commits meanwhile
+					// Cut once the server has committed, however long a
+					// loaded machine makes that take.
+					select {
+					case <-answered:
+					case <-time.After(time.Minute):
+						c.t.Errorf("the server did not answer the COMMIT in a minute")
+					}
 				}
 				client.Close()
 				server.Close()

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -38,8 +39,11 @@ func zombie(t *testing.T, r *rand.Rand, sink, at string) {
 	}
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	za := a.report(t)
-	if za.Failed != 1 || za.Fenced != 1 {
-		t.Errorf("the zombie's summary %+v; want %s its one failure, fenced", za, key)
+	// Its 300 ms lease may also lapse on a partition before key when a
+	// loaded machine starves it: that one it stops too, fenced, and the
+	// newer worker runs it.
+	if !slices.Contains(za.FencedKeys, key) || za.Failed != za.Fenced {
+		t.Errorf("the zombie's summary %+v; want %s among its failures, each fenced", za, key)
 	}
 	z := proctest.Zombie{Sink: sink, At: at, Key: key, Worker: "zombie", Log: proctest.Writes(t, audit)}
 	if sink == "files" {

@@ -259,8 +259,8 @@ func starts(es []proctest.Execution) map[string]int {
 }
 
 // TestKillMidPartition kills a worker with SIGKILL at a random point and
-// runs the same backfill again once the short lease has expired: every
-// partition lands exactly once.
+// runs the same backfill again, waiting for the short lease to expire:
+// every partition lands exactly once.
 func TestKillMidPartition(t *testing.T) {
 	r := rng(t)
 	for rep := range repeat(5) {
@@ -273,8 +273,11 @@ func TestKillMidPartition(t *testing.T) {
 			a.signal(t, syscall.SIGKILL)
 			a.wait()
 			before := w.executions()
-			time.Sleep(600 * time.Millisecond) // past the lease
-			b := w.start("rerun", args...).report(t)
+			// The rerun waits for the killed worker's leases to expire,
+			// and must run every partition left in one Run: under a
+			// lease that a machine starved of the CPU for a moment does
+			// not outlast, which the killed worker's 500 ms is not.
+			b := w.start("rerun", append(args, "-waitothers", "-lease", "10s", "-heartbeat", "3s")...).report(t)
 			if b.Failed != 0 || b.NotRun != 0 || b.Elsewhere != 0 || b.Err != "" {
 				t.Errorf("rerun report %+v; want every partition succeeded or skipped", b)
 			}

@@ -30,12 +30,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -55,7 +57,7 @@ var (
 	work        = flag.Duration("work", 10*time.Millisecond, "the work per partition")
 	rows        = flag.Int("rows", 3, "rows per partition")
 	loop        = flag.Bool("loop", true, "run the backfill again until every partition succeeded")
-	deadline    = flag.Duration("deadline", 90*time.Second, "give up looping after this long")
+	deadline    = flag.Duration("deadline", 90*time.Second, "give up looping after this long without a partition succeeding")
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "bench: the first partition, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
@@ -72,10 +74,13 @@ type summary struct {
 	Runs      int      `json:"runs"`
 	Succeeded int      `json:"succeeded"` // partitions this worker ran that succeeded
 	Failed    int      `json:"failed"`    // partitions this worker ran that failed
-	Fenced    int      `json:"fenced"`    // of those, how many lost to a newer attempt
+	Fenced    int      `json:"fenced"`    // of those, how many matched ErrFenced: lost to a newer attempt, or to a lease that lapsed by the worker's clock
 	Lost      int      `json:"lost"`      // of those, and of run errors, how many lost the server
 	Errors    []string `json:"errors"`    // the first run-level errors
 	Done      bool     `json:"done"`      // every partition succeeded
+	// FencedKeys are the partitions of the Fenced failures, once each:
+	// those this worker knew it no longer held, and stopped.
+	FencedKeys []string `json:"fenced_keys"`
 }
 
 func main() {
@@ -164,7 +169,7 @@ func run() error {
 	lost := func(err error) bool {
 		return errors.Is(err, postgres.ErrConnectionLost) || errors.Is(err, postgres.ErrConnect)
 	}
-	start := time.Now()
+	progressed, succeeded := time.Now(), 0
 	for ctx.Err() == nil {
 		r, err := b.Run(ctx)
 		out.Runs++
@@ -175,6 +180,9 @@ func run() error {
 				switch {
 				case errors.Is(f.Err, tranche.ErrFenced):
 					out.Fenced++
+					if !slices.Contains(out.FencedKeys, f.Key) {
+						out.FencedKeys = append(out.FencedKeys, f.Key)
+					}
 				case lost(f.Err):
 					out.Lost++
 				}
@@ -197,12 +205,20 @@ func run() error {
 		if !*loop {
 			break
 		}
-		if s, err := backfill.StatusOf(ctx, l, id, time.Now()); err == nil && s.Done() {
-			out.Done = true
-			break
+		if s, err := backfill.StatusOf(ctx, l, id, time.Now()); err == nil {
+			if s.Done() {
+				out.Done = true
+				break
+			}
+			// The deadline counts from the last progress, by any worker:
+			// a loaded machine slows the backfill, which is no reason to
+			// give up while it moves.
+			if n := s.Counts[ledger.StateSucceeded]; n > succeeded {
+				succeeded, progressed = n, time.Now()
+			}
 		}
-		if time.Since(start) > *deadline {
-			out.Errors = append(out.Errors, fmt.Sprintf("gave up after %v", *deadline))
+		if time.Since(progressed) > *deadline {
+			out.Errors = append(out.Errors, fmt.Sprintf("gave up after %v without a partition succeeding", *deadline))
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
