@@ -66,8 +66,14 @@ func (s *Status) Grid(ctx context.Context, maxCells int) (*Grid, error) {
 		return nil, fmt.Errorf("tranche: grid of %d cells; want at least 1", maxCells)
 	}
 	g := newGrid(s.sel.window, s.sel.total, maxCells)
-	if lr, ok := s.latestReader(); ok && g.Cell != s.sel.window.Granularity() {
-		return g, s.countCells(ctx, lr, g)
+	if g.Cell != s.sel.window.Granularity() {
+		lr, ok, err := s.latestReader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return g, s.countCells(ctx, lr, g)
+		}
 	}
 	var cells []Cell
 	for ps, err := range s.Partitions(ctx) {

@@ -115,8 +115,12 @@ func (s *Status) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, erro
 //
 // From a ledger that is a [ledger.LatestReader] (the in-memory and SQL
 // ledgers are), the counts are one aggregate query and the reasons a few
-// small ones, however many partitions the backfill has; from another
-// ledger, StatusOf reads every partition's latest attempt.
+// small ones, however many partitions the backfill has, a cron
+// schedule's slots as any partitions; from another ledger, StatusOf
+// reads every partition's latest attempt, as it does for a daily or
+// hourly schedule whose former schedules left attempts among its slots
+// (see [Backfill]: those are matched by their fire, which counts by
+// start cannot tell; finding none costs one count of a range per slot).
 func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*Status, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
@@ -126,7 +130,11 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	if lr, ok := s.latestReader(); ok {
+	lr, ok, err := s.latestReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
 		if err := s.count(ctx, lr); err != nil {
 			return nil, err
 		}
@@ -155,14 +163,87 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 }
 
 // latestReader returns the status's ledger as a [ledger.LatestReader] if
-// it is one and its answers stand for those of readLatest over the
-// backfill's partitions. They do not for a cron schedule: its partitions
-// take the attempts of a former schedule's slots, matched by their fire
-// (see matcher), which a count of the attempts starting in a range cannot
-// tell from others, so a schedule's status reads every latest attempt.
-func (s *Status) latestReader() (ledger.LatestReader, bool) {
+// it is one and its answers, by start, stand for those of readLatest over
+// the backfill's partitions now (see countable).
+func (s *Status) latestReader(ctx context.Context) (ledger.LatestReader, bool, error) {
 	lr, ok := s.ledger.(ledger.LatestReader)
-	return lr, ok && !s.sel.window.Granularity().IsSchedule()
+	if !ok {
+		return nil, false, nil
+	}
+	ok, err := countable(ctx, lr, s.Record.DAG, s.match, &s.sel)
+	return lr, ok, err
+}
+
+// countable reports whether lr's counts of the latest attempts starting
+// in ranges of sel's partitions stand for readLatest's matching of them
+// by m. They do wherever m matches by start: a DAG identity names the
+// granularity (a schedule by its text), so the DAG's attempts start at
+// sel's partitions or between them, never inside one, and ranges of
+// starts hold the very attempts readLatest finds, whatever the gaps
+// between chosen slots, the excluded dates a slot spans or its length.
+//
+// A daily or hourly schedule's identity is shared by every schedule of
+// its days (see DAGIdentity), whose slots readLatest matches by their
+// fire, from attempts that start inside the slots of sel's. Those exist
+// only once the schedule moved, so countable looks for them: it counts,
+// in one request, the latest attempts starting strictly between the
+// slot starts of the span readLatest reads, m.span of each run of sel,
+// and reports false if there is any, for the caller to read every
+// latest attempt. Its cost is a range per slot of the span, counted by
+// the ledger; nothing per attempt crosses it.
+func countable(ctx context.Context, lr ledger.LatestReader, dag string, m matcher, sel *selection) (bool, error) {
+	if !m.byFire() {
+		return true, nil
+	}
+	gaps := sel.gaps(m)
+	if len(gaps) == 0 {
+		return true, nil
+	}
+	counts, err := lr.CountLatest(ctx, ledger.CountRequest{DAG: dag, Ranges: gaps})
+	if err != nil {
+		return false, fmt.Errorf("tranche: reading ledger: %w", err)
+	}
+	for _, c := range counts {
+		if c.N > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// gaps returns the spans between the slot starts of sel's schedule
+// within the spans readLatest reads for sel's runs under m, in order and
+// not overlapping: where the attempts of another schedule's slots start.
+func (sel *selection) gaps(m matcher) []ledger.Range {
+	var spans []ledger.Range // m.span of each run, merged where they meet
+	for w := range sel.windows(OldestFirst) {
+		from, to := m.span(w.Start(), w.End())
+		if n := len(spans); n > 0 && !from.After(spans[n-1].To) {
+			spans[n-1].To = later(spans[n-1].To, to)
+			continue
+		}
+		spans = append(spans, ledger.Range{From: from, To: to})
+	}
+	g, loc := sel.window.Granularity(), sel.window.Location()
+	var out []ledger.Range
+	for _, r := range spans {
+		for p := tranche.PartitionOf(g, r.From.In(loc)); p.Start.Before(r.To); p = p.Next() {
+			// Starts are whole seconds in a SQL ledger, which rounds a
+			// range's bounds up to seconds: the nanosecond after a slot's
+			// start is then the second after it.
+			if lo, hi := later(p.Start.Add(time.Nanosecond), r.From), earlier(p.End, r.To); lo.Before(hi) {
+				out = append(out, ledger.Range{From: lo, To: hi})
+			}
+		}
+	}
+	return out
+}
+
+// slotStart reports whether t is the start of one of sel's granularity's
+// partitions in its location: false for the start of another schedule's
+// slot, which a watch of a schedule matched by fire cannot count.
+func (sel *selection) slotStart(t time.Time) bool {
+	return tranche.PartitionOf(sel.window.Granularity(), t.In(sel.window.Location())).Start.Equal(t)
 }
 
 // ranges returns the spans of the selection's windows, oldest first.
@@ -409,7 +490,7 @@ const watchSpans = 256
 // partitions.
 type watcher struct {
 	l        ledger.Ledger
-	lr       ledger.LatestReader // nil: the ledger is not one, or the backfill a schedule's
+	lr       ledger.LatestReader // nil: the ledger is not one, or a former schedule's attempts lie among the backfill's slots
 	id       string
 	base     *Status
 	from, to time.Time // the starts of the attempts that may be the backfill's
@@ -437,7 +518,10 @@ func newWatcher(ctx context.Context, l ledger.Ledger, id string) (*watcher, *Sta
 	if w.revision, err = l.Revision(ctx, record.DAG); err != nil {
 		return nil, nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
-	lr, ok := base.latestReader()
+	lr, ok, err := base.latestReader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	if !ok {
 		s, err := StatusOf(ctx, l, id, time.Now())
 		return w, s, err
@@ -543,6 +627,12 @@ func (w *watcher) check(ctx context.Context) (*Status, error) {
 	starts, err := w.lr.ChangedIn(ctx, record.DAG, w.from, w.to, w.revision)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger: %w", err)
+	}
+	if w.base.match.byFire() && slices.ContainsFunc(starts, func(t time.Time) bool { return !w.base.sel.slotStart(t) }) {
+		// A former schedule's slot, matched by its fire: from now on,
+		// as StatusOf, read every latest attempt.
+		w.lr, w.revision = nil, revision
+		return StatusOf(ctx, w.l, w.id, time.Now())
 	}
 	var touched []int
 	for _, t := range starts {
