@@ -25,7 +25,51 @@ type EveryAttempt struct{ ledger.Ledger }
 func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
 	t.Helper()
 	dag, w := Hourly(t, n)
-	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
+	return readsBackfill(t, l, dag, w)
+}
+
+// ScheduleReadsBackfill is ReadsBackfill of n slots of the cron schedule
+// "*/5 * * * *" in UTC from 2010 (see Every5Minutes).
+func ScheduleReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
+	t.Helper()
+	dag, w := Every5Minutes(t, n)
+	return readsBackfill(t, l, dag, w)
+}
+
+// Every5Minutes returns a DAG of one asset partitioned by the cron
+// schedule "*/5 * * * *" in UTC that does nothing, and a window of n of
+// its slots from 2010: what the benchmarks of a schedule's reads read.
+func Every5Minutes(t testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
+	t.Helper()
+	g, err := tranche.ParseCron("*/5 * * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag, err := ScheduledDAG("events", g, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := tranche.NewTimePartitionWindow(g, first, first.Add(time.Duration(n-1)*5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dag, w
+}
+
+// ScheduledDAG returns a DAG of one asset named name, partitioned by g
+// in loc, windows allowed, that does nothing.
+func ScheduledDAG(name string, g tranche.TimeGranularity, loc *time.Location) (*tranche.DAG, error) {
+	return tranche.NewDAG(tranche.Asset{Name: name,
+		Partitioning: tranche.Partitioning{Granularity: g, Location: loc, AllowWindow: true},
+		Materializer: tranche.MaterializeFunc(func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil })})
+}
+
+// readsBackfill fills l with the attempts of ReadsBackfill over w for
+// dag, unless it holds them, and records the backfill of w.
+func readsBackfill(t testing.TB, l ledger.Ledger, dag *tranche.DAG, w tranche.TimePartitionWindow) (*tranche.DAG, tranche.TimePartitionWindow, string) {
+	t.Helper()
+	id := backfill.DAGIdentity(dag, w.Granularity(), time.UTC)
 	ctx := context.Background()
 	if rev, err := l.RevisionIn(ctx, id, w.Start(), w.End(), 0); err != nil {
 		t.Fatal(err)
@@ -97,7 +141,7 @@ var Reads = []Read{
 	{"PlanChunks10", func(ctx context.Context, r *Reading) error {
 		// Fill fails every tenth partition, so each chunk of ten holds
 		// one failed partition among succeeded ones: a run of one.
-		dag, err := windowed(r.DAG)
+		dag, err := windowed(r.DAG, r.Window.Granularity())
 		if err != nil {
 			return err
 		}
@@ -115,7 +159,7 @@ var Reads = []Read{
 // windowed returns dag with every asset's Partitioning.AllowWindow set,
 // as chunks of more than one partition need: the same DAG identity, so
 // the same history in a ledger.
-func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
+func windowed(dag *tranche.DAG, g tranche.TimeGranularity) (*tranche.DAG, error) {
 	var assets []tranche.Asset
 	for a := range dag.Assets() {
 		a.Partitioning.AllowWindow = true
@@ -125,7 +169,7 @@ func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
 	if err != nil {
 		return nil, err
 	}
-	if got, want := backfill.DAGIdentity(w, tranche.Hour, time.UTC), backfill.DAGIdentity(dag, tranche.Hour, time.UTC); got != want {
+	if got, want := backfill.DAGIdentity(w, g, time.UTC), backfill.DAGIdentity(dag, g, time.UTC); got != want {
 		return nil, fmt.Errorf("the windowed DAG's identity is %s, not the DAG's %s", got, want)
 	}
 	return w, nil
@@ -136,6 +180,13 @@ func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
 func reading(t testing.TB, l ledger.Ledger, n int) *Reading {
 	t.Helper()
 	dag, w, id := ReadsBackfill(t, l, n)
+	return &Reading{L: l, DAG: dag, Window: w, ID: id}
+}
+
+// scheduleReading is reading of ScheduleReadsBackfill.
+func scheduleReading(t testing.TB, l ledger.Ledger, n int) *Reading {
+	t.Helper()
+	dag, w, id := ScheduleReadsBackfill(t, l, n)
 	return &Reading{L: l, DAG: dag, Window: w, ID: id}
 }
 
@@ -156,7 +207,16 @@ func (r *Reading) through(t testing.TB, l ledger.Ledger) *Reading {
 // latest attempt ("every-attempt", through EveryAttempt), in
 // sub-benchmarks of one run, and reports the heap allocated per read.
 func BenchReads(b *testing.B, l ledger.Ledger, n int) {
-	r := reading(b, l, n)
+	benchReads(b, l, reading(b, l, n))
+}
+
+// BenchScheduleReads is BenchReads of the backfill of
+// ScheduleReadsBackfill: n slots of "*/5 * * * *".
+func BenchScheduleReads(b *testing.B, l ledger.Ledger, n int) {
+	benchReads(b, l, scheduleReading(b, l, n))
+}
+
+func benchReads(b *testing.B, l ledger.Ledger, r *Reading) {
 	for _, read := range Reads {
 		for _, path := range []struct {
 			name string

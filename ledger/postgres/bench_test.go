@@ -194,6 +194,16 @@ func BenchmarkReads100k(b *testing.B) {
 	proctest.BenchReads(b, readsLedger(b, os.Getenv("TRANCHE_BENCH_SCHEMA")), 100_000)
 }
 
+// BenchmarkScheduleReadsMillion is BenchmarkReads100k of a backfill of
+// 1,000,000 slots of the cron schedule "*/5 * * * *" (nine and a half
+// years from 2010), which the ledger counts as it counts any partitions;
+// the schema TRANCHE_BENCH_SCHEMA names is filled once:
+//
+//	TRANCHE_BENCH_SCHEMA=reads go test -run '^$' -bench 'ScheduleReadsMillion/(StatusOf|Grid)' -benchmem -count 5 ./ledger/postgres
+func BenchmarkScheduleReadsMillion(b *testing.B) {
+	proctest.BenchScheduleReads(b, readsLedger(b, os.Getenv("TRANCHE_BENCH_SCHEMA")), 1_000_000)
+}
+
 // TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
 // of 1,000,000 hourly partitions in the schema TRANCHE_READS_MILLION
 // names (filled first if it is new, which takes minutes), counted by the

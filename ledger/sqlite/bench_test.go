@@ -208,6 +208,17 @@ func BenchmarkReads100k(b *testing.B) {
 	proctest.BenchReads(b, readsLedger(b), 100_000)
 }
 
+// BenchmarkScheduleReadsMillion is BenchmarkReads100k of a backfill of
+// 1,000,000 slots of the cron schedule "*/5 * * * *" (nine and a half
+// years from 2010), which the ledger counts as it counts any partitions;
+// the file TRANCHE_BENCH_LEDGER names is filled once, which takes a
+// minute or two:
+//
+//	TRANCHE_BENCH_LEDGER=/tmp/reads.db go test -run '^$' -bench 'ScheduleReadsMillion/(StatusOf|Grid)' -benchmem -count 5 ./ledger/sqlite
+func BenchmarkScheduleReadsMillion(b *testing.B) {
+	proctest.BenchScheduleReads(b, readsLedger(b), 1_000_000)
+}
+
 // TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
 // of 1,000,000 hourly partitions in the file TRANCHE_READS_MILLION names
 // (filled first if it is new, which takes minutes), counted by the
