@@ -199,3 +199,83 @@ func TestScheduleReadsCounted(t *testing.T) {
 		})
 	}
 }
+
+// Watch counts a daily schedule's backfill through the ledger, reading
+// only what changed, until a former schedule's attempt lands among its
+// slots: from then on it reads every latest attempt, as StatusOf does,
+// and counts the former slot where its fire falls.
+func TestWatchScheduleMoved(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tranche.ParseCron("0 1 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, err := tranche.ParseCron("0 3 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag, err := proctest.ScheduledDAG("slots", g, ny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := backfill.DAGIdentity(dag, g, ny)
+	from := time.Date(2026, 10, 20, 0, 0, 0, 0, ny)
+	slots, former := slotsOf(g, from, 30), slotsOf(moved, from, 30)
+	w, err := tranche.NewTimePartitionWindow(g, slots[0].Start, slots[29].Start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memledger.New(nil)
+	record(t, mem, id, ledger.StateSucceeded, slots[0])
+	bid := backfill.BackfillID(id, w, 1)
+	if _, err := mem.PutBackfill(t.Context(), ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l := newCounting(mem)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	statuses := make(chan *backfill.Status)
+	go func() {
+		defer close(statuses)
+		for s, err := range backfill.Watch(ctx, l, bid, 2*time.Millisecond) {
+			if err != nil {
+				return
+			}
+			statuses <- s
+		}
+	}()
+	succeeded := func(n int) *backfill.Status {
+		t.Helper()
+		for s := range statuses {
+			if s.Counts[ledger.StateSucceeded] == n {
+				return s
+			}
+		}
+		t.Fatalf("the watch ended before %d succeeded", n)
+		return nil
+	}
+	succeeded(1)
+	record(t, mem, id, ledger.StateSucceeded, slots[5])
+	succeeded(2)
+	if calls, _ := l.take(); calls["Latest"] != 0 || calls["CountLatest"] == 0 || calls["ChangedIn"] == 0 {
+		t.Errorf("watching the schedule's own slots: calls %v; want counts and changes, no Latest", calls)
+	}
+	record(t, mem, id, ledger.StateSucceeded, former[10])
+	s := succeeded(3)
+	if calls, _ := l.take(); calls["Latest"] == 0 {
+		t.Errorf("after a former schedule's attempt: calls %v; want Latest", calls)
+	}
+	slow, err := backfill.StatusOf(t.Context(), hidden{mem}, bid, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(s.Counts, slow.Counts) {
+		t.Errorf("watched %v; read from every attempt %v", s.Counts, slow.Counts)
+	}
+	cancel()
+	for range statuses {
+	}
+}
