@@ -278,3 +278,53 @@ func sampleHeap() (peak *uint64, stop func()) {
 	}()
 	return peak, func() { close(quit); <-done }
 }
+
+// MeasureChosenReads runs StatusOf and Status.Grid (of 2,000 cells at
+// most) once each, through each of paths ("counted", "every-attempt"),
+// on backfills of every stride-th slot of the window of
+// ScheduleReadsBackfill's n slots (filling l first if it is new), and
+// logs the time each took: what a backfill of chosen slots costs as the
+// runs of adjacent slots, one range of a count each, multiply.
+func MeasureChosenReads(t *testing.T, l ledger.Ledger, n int, strides []int, paths []string) {
+	dag, w, _ := ScheduleReadsBackfill(t, l, n)
+	id := backfill.DAGIdentity(dag, w.Granularity(), time.UTC)
+	ctx := t.Context()
+	for _, stride := range strides {
+		var ps []tranche.TimePartition
+		var starts []time.Time
+		i := 0
+		for p := range w.OldestFirst() {
+			if i%stride == 0 {
+				ps, starts = append(ps, p), append(starts, p.Start)
+			}
+			i++
+		}
+		bid := backfill.BackfillIDOf(id, ps, 1)
+		if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Partitions: starts, Chunk: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range paths {
+			rl := l
+			if path == "every-attempt" {
+				rl = EveryAttempt{l}
+			}
+			t0 := time.Now()
+			s, err := backfill.StatusOf(ctx, rl, bid, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := time.Since(t0)
+			t0 = time.Now()
+			g, err := s.Grid(ctx, 2000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grid := time.Since(t0)
+			attempted := s.Counts[ledger.StateSucceeded] + s.Counts[ledger.StateFailed]
+			if attempted != len(ps) || len(g.Cells) == 0 {
+				t.Fatalf("every %dth slot, %s: status %v; want %d attempted", stride, path, s.Counts, len(ps))
+			}
+			t.Logf("every %dth of %d slots (%d runs), %s: StatusOf %v, Grid %v", stride, n, len(ps), path, status.Round(time.Millisecond), grid.Round(time.Millisecond))
+		}
+	}
+}

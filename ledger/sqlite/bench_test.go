@@ -219,6 +219,27 @@ func BenchmarkScheduleReadsMillion(b *testing.B) {
 	proctest.BenchScheduleReads(b, readsLedger(b), 1_000_000)
 }
 
+// TestScheduleChosenReads measures StatusOf and Grid of backfills of
+// every 2nd, 10th and 1,000th of the 1,000,000 slots of
+// BenchmarkScheduleReadsMillion in the file TRANCHE_CHOSEN_READS names
+// (filled first if it is new), counted and, but for every 2nd, read
+// from every latest attempt:
+//
+//	TRANCHE_CHOSEN_READS=/tmp/reads.db go test -run 'TestScheduleChosenReads$' -v ./ledger/sqlite
+func TestScheduleChosenReads(t *testing.T) {
+	path := os.Getenv("TRANCHE_CHOSEN_READS")
+	if path == "" {
+		t.Skip("set TRANCHE_CHOSEN_READS to a file to measure reads of chosen slots")
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	proctest.MeasureChosenReads(t, l, 1_000_000, []int{2}, []string{"counted"})
+	proctest.MeasureChosenReads(t, l, 1_000_000, []int{10, 1000}, []string{"counted", "every-attempt"})
+}
+
 // TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
 // of 1,000,000 hourly partitions in the file TRANCHE_READS_MILLION names
 // (filled first if it is new, which takes minutes), counted by the
