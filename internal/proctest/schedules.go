@@ -26,11 +26,11 @@ var readSchedules = []struct{ expr, moved string }{
 	{"15,45 * * * *", ""},
 	{"0 0-23 * * *", ""}, // once per wall hour: 25 on a day the clocks go back, 23 on one they go forward
 	{"0 9-17 * * 1-5", ""},
-	{"30 2 * * *", "0 5 * * *"},   // daily; 02:30 does not exist on the spring day in New York
-	{"0 1 * * *", "30 1 * * *"},   // daily; 01:30 comes twice on the autumn day
+	{"30 2 * * *", "0 5 * * *"},    // daily; 02:30 does not exist on the spring day in New York
+	{"0 1 * * *", "30 1 * * *"},    // daily; 01:30 comes twice on the autumn day
 	{"0 9 * * 1-5", "0 7 * * 1-5"}, // daily on weekdays: Friday's slot spans the weekend
-	{"0 0 1 * *", "0 12 1 * *"},   // daily cadence, monthly days
-	{"5 * * * *", "50 * * * *"},   // hourly
+	{"0 0 1 * *", "0 12 1 * *"},    // daily cadence, monthly days
+	{"5 * * * *", "50 * * * *"},    // hourly
 	{"CRON_TZ=Europe/Berlin 0 3 * * *", "CRON_TZ=Europe/Berlin 0 22 * * *"},
 }
 
