@@ -28,20 +28,12 @@ func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.
 	return readsBackfill(t, l, dag, w)
 }
 
-// ScheduleReadsBackfill is ReadsBackfill of n slots of the cron schedule
-// "*/5 * * * *" in UTC from 2010 (see Every5Minutes).
-func ScheduleReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
+// ScheduleReadsBackfill is ReadsBackfill of n slots from 2010 of the
+// cron schedule expr in UTC, whose slots must all last step ("*/5 * * *
+// *" and 5 minutes, "5 * * * *" and an hour).
+func ScheduleReadsBackfill(t testing.TB, l ledger.Ledger, expr string, step time.Duration, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
 	t.Helper()
-	dag, w := Every5Minutes(t, n)
-	return readsBackfill(t, l, dag, w)
-}
-
-// Every5Minutes returns a DAG of one asset partitioned by the cron
-// schedule "*/5 * * * *" in UTC that does nothing, and a window of n of
-// its slots from 2010: what the benchmarks of a schedule's reads read.
-func Every5Minutes(t testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWindow) {
-	t.Helper()
-	g, err := tranche.ParseCron("*/5 * * * *")
+	g, err := tranche.ParseCron(expr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +41,15 @@ func Every5Minutes(t testing.TB, n int) (*tranche.DAG, tranche.TimePartitionWind
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := tranche.NewTimePartitionWindow(g, first, first.Add(time.Duration(n-1)*5*time.Minute))
+	first := tranche.PartitionOf(g, time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)).Start
+	w, err := tranche.NewTimePartitionWindow(g, first, first.Add(time.Duration(n-1)*step))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dag, w
+	if w.Len() != n {
+		t.Fatalf("%d slots of %s from %s; want %d, each of %v", w.Len(), expr, first, n, step)
+	}
+	return readsBackfill(t, l, dag, w)
 }
 
 // ScheduledDAG returns a DAG of one asset named name, partitioned by g
@@ -184,9 +179,9 @@ func reading(t testing.TB, l ledger.Ledger, n int) *Reading {
 }
 
 // scheduleReading is reading of ScheduleReadsBackfill.
-func scheduleReading(t testing.TB, l ledger.Ledger, n int) *Reading {
+func scheduleReading(t testing.TB, l ledger.Ledger, expr string, step time.Duration, n int) *Reading {
 	t.Helper()
-	dag, w, id := ScheduleReadsBackfill(t, l, n)
+	dag, w, id := ScheduleReadsBackfill(t, l, expr, step, n)
 	return &Reading{L: l, DAG: dag, Window: w, ID: id}
 }
 
@@ -211,9 +206,9 @@ func BenchReads(b *testing.B, l ledger.Ledger, n int) {
 }
 
 // BenchScheduleReads is BenchReads of the backfill of
-// ScheduleReadsBackfill: n slots of "*/5 * * * *".
-func BenchScheduleReads(b *testing.B, l ledger.Ledger, n int) {
-	benchReads(b, l, scheduleReading(b, l, n))
+// ScheduleReadsBackfill: n slots of expr, each lasting step.
+func BenchScheduleReads(b *testing.B, l ledger.Ledger, expr string, step time.Duration, n int) {
+	benchReads(b, l, scheduleReading(b, l, expr, step, n))
 }
 
 func benchReads(b *testing.B, l ledger.Ledger, r *Reading) {
@@ -282,11 +277,11 @@ func sampleHeap() (peak *uint64, stop func()) {
 // MeasureChosenReads runs StatusOf and Status.Grid (of 2,000 cells at
 // most) once each, through each of paths ("counted", "every-attempt"),
 // on backfills of every stride-th slot of the window of
-// ScheduleReadsBackfill's n slots (filling l first if it is new), and
+// ScheduleReadsBackfill's n slots of "*/5 * * * *" (filling l first if it is new), and
 // logs the time each took: what a backfill of chosen slots costs as the
 // runs of adjacent slots, one range of a count each, multiply.
 func MeasureChosenReads(t *testing.T, l ledger.Ledger, n int, strides []int, paths []string) {
-	dag, w, _ := ScheduleReadsBackfill(t, l, n)
+	dag, w, _ := ScheduleReadsBackfill(t, l, "*/5 * * * *", 5*time.Minute, n)
 	id := backfill.DAGIdentity(dag, w.Granularity(), time.UTC)
 	ctx := t.Context()
 	for _, stride := range strides {
