@@ -236,10 +236,21 @@ func benchReads(b *testing.B, l ledger.Ledger, r *Reading) {
 // heap in use, sampled: the measured run at a million partitions, under
 // /usr/bin/time -v for the process's peak RSS.
 func MeasureReads(t *testing.T, l ledger.Ledger, n int, path string) {
+	measureReads(t, l, reading(t, l, n), path)
+}
+
+// MeasureScheduleReads is MeasureReads of the backfill of
+// ScheduleReadsBackfill: n slots of "*/5 * * * *".
+func MeasureScheduleReads(t *testing.T, l ledger.Ledger, n int, path string) {
+	measureReads(t, l, scheduleReading(t, l, "*/5 * * * *", 5*time.Minute, n), path)
+}
+
+func measureReads(t *testing.T, l ledger.Ledger, r *Reading, path string) {
 	if path == "every-attempt" {
 		l = EveryAttempt{l}
 	}
-	r := reading(t, l, n).through(t, l)
+	r = r.through(t, l)
+	n := r.Window.Len()
 	for _, read := range Reads {
 		peak, stop := sampleHeap()
 		t0 := time.Now()

@@ -230,3 +230,20 @@ func TestReadsMillion(t *testing.T) {
 	}
 	proctest.MeasureReads(t, readsLedger(t, schema), 1_000_000, mode)
 }
+
+// TestScheduleReadsMillion is TestReadsMillion of the backfill of
+// BenchmarkScheduleReadsMillion, 1,000,000 slots of "*/5 * * * *", in the
+// schema TRANCHE_READS_MILLION names (filled first if it is new):
+//
+//	TRANCHE_READS_MILLION=cron /usr/bin/time -v /tmp/pg.test -test.run 'TestScheduleReadsMillion$' -test.v
+func TestScheduleReadsMillion(t *testing.T) {
+	schema := os.Getenv("TRANCHE_READS_MILLION")
+	if schema == "" {
+		t.Skip("set TRANCHE_READS_MILLION to a schema to measure reads of a million slots")
+	}
+	mode := os.Getenv("TRANCHE_READS_PATH")
+	if mode == "" {
+		mode = "counted"
+	}
+	proctest.MeasureScheduleReads(t, readsLedger(t, schema), 1_000_000, mode)
+}

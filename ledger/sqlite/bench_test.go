@@ -275,3 +275,21 @@ func cmpOr(s, def string) string {
 	}
 	return s
 }
+
+// TestScheduleReadsMillion is TestReadsMillion of the backfill of
+// BenchmarkScheduleReadsMillion, 1,000,000 slots of "*/5 * * * *", in the
+// file TRANCHE_READS_MILLION names (filled first if it is new):
+//
+//	TRANCHE_READS_MILLION=/tmp/reads.db /usr/bin/time -v /tmp/sqlite.test -test.run 'TestScheduleReadsMillion$' -test.v
+func TestScheduleReadsMillion(t *testing.T) {
+	path := os.Getenv("TRANCHE_READS_MILLION")
+	if path == "" {
+		t.Skip("set TRANCHE_READS_MILLION to a file to measure reads of a million slots")
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	proctest.MeasureScheduleReads(t, l, 1_000_000, cmpOr(os.Getenv("TRANCHE_READS_PATH"), "counted"))
+}
