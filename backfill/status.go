@@ -120,7 +120,8 @@ func (s *Status) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, erro
 // reads every partition's latest attempt, as it does for a daily or
 // hourly schedule whose former schedules left attempts among its slots
 // (see [Backfill]: those are matched by their fire, which counts by
-// start cannot tell; finding none costs one count of a range per slot).
+// start cannot tell; finding none costs a read of the attempted
+// partitions' starts).
 func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*Status, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
@@ -185,37 +186,56 @@ func (s *Status) latestReader(ctx context.Context) (ledger.LatestReader, bool, e
 // A daily or hourly schedule's identity is shared by every schedule of
 // its days (see DAGIdentity), whose slots readLatest matches by their
 // fire, from attempts that start inside the slots of sel's. Those exist
-// only once the schedule moved, so countable looks for them: it counts,
-// in one request, the latest attempts starting strictly between the
-// slot starts of the span readLatest reads, m.span of each run of sel,
-// and reports false if there is any, for the caller to read every
-// latest attempt. Its cost is a range per slot of the span, counted by
-// the ledger; nothing per attempt crosses it.
+// only once the schedule moved, so countable looks for them: it reads
+// the starts of every attempted partition in the span readLatest reads,
+// m.span of each run of sel ([ledger.LatestReader.ChangedIn] after
+// revision 0: revisions are positive), and reports false if one of them
+// is not a slot start, for the caller to read every latest attempt.
+// That costs the ledger a read of the starts alone, five to ten times
+// less than every latest attempt; counting the starts between slot
+// starts instead, a range per slot, cost SQLite more than reading every
+// latest attempt (BENCHMARKS.md).
 func countable(ctx context.Context, lr ledger.LatestReader, dag string, m matcher, sel *selection) (bool, error) {
 	if !m.byFire() {
 		return true, nil
 	}
-	gaps := sel.gaps(m)
-	if len(gaps) == 0 {
-		return true, nil
-	}
-	counts, err := lr.CountLatest(ctx, ledger.CountRequest{DAG: dag, Ranges: gaps})
-	if err != nil {
-		return false, fmt.Errorf("tranche: reading ledger: %w", err)
-	}
-	for _, c := range counts {
-		if c.N > 0 {
-			return false, nil
+	g := sel.window.Granularity()
+	for _, r := range sel.spans(m) {
+		starts, err := lr.ChangedIn(ctx, dag, r.From, r.To, 0)
+		if err != nil {
+			return false, fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		if len(starts) == 0 {
+			continue
+		}
+		// The slots from the one holding the first start to the one
+		// holding the last, walked beside the starts, oldest first.
+		slots, err := tranche.NewTimePartitionWindow(g, starts[0].In(sel.window.Location()), starts[len(starts)-1].In(sel.window.Location()))
+		if err != nil {
+			return false, fmt.Errorf("tranche: the slots of %v from %s to %s: %w", g, starts[0].Format(time.RFC3339), starts[len(starts)-1].Format(time.RFC3339), err)
+		}
+		k := 0
+		for p := range slots.OldestFirst() {
+			if starts[k].Before(p.Start) {
+				return false, nil // inside the slot before p
+			}
+			if starts[k].Equal(p.Start) {
+				if k++; k == len(starts) {
+					break
+				}
+			}
+		}
+		if k < len(starts) {
+			return false, nil // inside the last slot
 		}
 	}
 	return true, nil
 }
 
-// gaps returns the spans between the slot starts of sel's schedule
-// within the spans readLatest reads for sel's runs under m, in order and
-// not overlapping: where the attempts of another schedule's slots start.
-func (sel *selection) gaps(m matcher) []ledger.Range {
-	var spans []ledger.Range // m.span of each run, merged where they meet
+// spans returns the spans readLatest reads for sel's runs under m,
+// m.span of each, merged where they meet, oldest first.
+func (sel *selection) spans(m matcher) []ledger.Range {
+	var spans []ledger.Range
 	for w := range sel.windows(OldestFirst) {
 		from, to := m.span(w.Start(), w.End())
 		if n := len(spans); n > 0 && !from.After(spans[n-1].To) {
@@ -224,19 +244,7 @@ func (sel *selection) gaps(m matcher) []ledger.Range {
 		}
 		spans = append(spans, ledger.Range{From: from, To: to})
 	}
-	g, loc := sel.window.Granularity(), sel.window.Location()
-	var out []ledger.Range
-	for _, r := range spans {
-		for p := tranche.PartitionOf(g, r.From.In(loc)); p.Start.Before(r.To); p = p.Next() {
-			// Starts are whole seconds in a SQL ledger, which rounds a
-			// range's bounds up to seconds: the nanosecond after a slot's
-			// start is then the second after it.
-			if lo, hi := later(p.Start.Add(time.Nanosecond), r.From), earlier(p.End, r.To); lo.Before(hi) {
-				out = append(out, ledger.Range{From: lo, To: hi})
-			}
-		}
-	}
-	return out
+	return spans
 }
 
 // slotStart reports whether t is the start of one of sel's granularity's
