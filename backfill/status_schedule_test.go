@@ -166,12 +166,16 @@ func TestScheduleReadsCounted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cells, err := s.Grid(ctx, tc.n) // a cell per partition
+			if err != nil {
+				t.Fatal(err)
+			}
 			plan, err := b.Plan(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if calls, _ := l.take(); (calls["Latest"] > 0) != tc.read {
-				t.Errorf("StatusOf, Grid and Plan called %v; want Latest called: %v", calls, tc.read)
+				t.Errorf("StatusOf, two grids and Plan called %v; want Latest called: %v", calls, tc.read)
 			}
 			if !maps.Equal(s.Counts, tc.want) {
 				t.Errorf("StatusOf counts %v; want %v", s.Counts, tc.want)
@@ -186,6 +190,13 @@ func TestScheduleReadsCounted(t *testing.T) {
 			}
 			if grid.Cell != sgrid.Cell || !slices.EqualFunc(grid.Cells, sgrid.Cells, proctest.SameCell) {
 				t.Errorf("Grid(3) counted:\n%+v\nread from every attempt:\n%+v", grid.Cells, sgrid.Cells)
+			}
+			scells, err := slow.Grid(ctx, tc.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cells.Cell != g || !slices.EqualFunc(cells.Cells, scells.Cells, proctest.SameCell) {
+				t.Errorf("Grid(%d) found:\n%+v\nread from every attempt:\n%+v", tc.n, cells.Cells, scells.Cells)
 			}
 			hb := *b
 			hb.Ledger = hidden{mem}
