@@ -179,7 +179,7 @@ func (s *Status) latestReader(ctx context.Context) (ledger.LatestReader, bool, e
 // in ranges of sel's partitions stand for readLatest's matching of them
 // by m. They do wherever m matches by start: a DAG identity names the
 // granularity (a schedule by its text), so the DAG's attempts start at
-// sel's partitions or between them, never inside one, and ranges of
+// partitions of sel's granularity, never inside one, and ranges of
 // starts hold the very attempts readLatest finds, whatever the gaps
 // between chosen slots, the excluded dates a slot spans or its length.
 //
@@ -344,7 +344,9 @@ func (s *Status) block(running []*ledger.Attempt, lastFailure *ledger.Attempt, n
 // whether any of its partitions changed ([ledger.Ledger.RevisionIn]); after a
 // change, it reads the partitions that changed and counts again only the
 // spans that hold them (through [ledger.LatestReader], where l is one), so
-// a status after a change comes a few intervals after it.
+// a status after a change comes a few intervals after it. A daily or
+// hourly schedule's watch reads every latest attempt, as StatusOf does,
+// from the change that lands a former schedule's attempt among its slots.
 func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration) iter.Seq2[*Status, error] {
 	return func(yield func(*Status, error) bool) {
 		if every <= 0 {
