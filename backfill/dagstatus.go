@@ -30,15 +30,19 @@ import (
 // DAGIdentity was given); a ledger keys attempts by their start, so a
 // window of another granularity finds only the partitions that happen to
 // start where its own do. As with StatusOf, a [ledger.LatestReader]
-// counts in one aggregate query however many partitions w holds; another
-// ledger, or a cron schedule's window, reads every partition's latest
-// attempt.
+// counts in one aggregate query however many partitions w holds, a cron
+// schedule's slots too unless a daily or hourly schedule moved among
+// them; another ledger reads every partition's latest attempt.
 func StatusOfWindow(ctx context.Context, l ledger.Ledger, dag string, w tranche.TimePartitionWindow) (*Status, error) {
 	s, err := windowStatus(l, dag, w)
 	if err != nil {
 		return nil, err
 	}
-	if lr, ok := s.latestReader(); ok {
+	lr, ok, err := s.latestReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
 		if err := s.count(ctx, lr); err != nil {
 			return nil, err
 		}

@@ -61,13 +61,28 @@ func (g *Grid) Rows() [][]Cell {
 
 // Grid draws the backfill's partitions as they stand in its ledger now,
 // in at most maxCells cells (at least 1).
+//
+// From a ledger that is a [ledger.LatestReader], aggregated cells are
+// counted, a range per cell, and cells of one partition each (up to
+// 4,096 of them) read in one request of their latest attempts, as
+// StatusOf counts (a schedule's slots too, as StatusOf says); otherwise
+// Grid reads every partition's latest attempt.
 func (s *Status) Grid(ctx context.Context, maxCells int) (*Grid, error) {
 	if maxCells < 1 {
 		return nil, fmt.Errorf("tranche: grid of %d cells; want at least 1", maxCells)
 	}
 	g := newGrid(s.sel.window, s.sel.total, maxCells)
-	if lr, ok := s.latestReader(); ok && g.Cell != s.sel.window.Granularity() {
-		return g, s.countCells(ctx, lr, g)
+	if g.Cell != s.sel.window.Granularity() || s.sel.total <= planBatch {
+		lr, ok, err := s.latestReader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case ok && g.Cell != s.sel.window.Granularity():
+			return g, s.countCells(ctx, lr, g)
+		case ok:
+			return g, s.findCells(ctx, lr, g)
+		}
 	}
 	var cells []Cell
 	for ps, err := range s.Partitions(ctx) {
@@ -124,6 +139,41 @@ func (s *Status) countCells(ctx context.Context, lr ledger.LatestReader, g *Grid
 	for i := range g.Cells {
 		if n := g.Cells[i].Partitions - attempted[i]; n > 0 {
 			g.Cells[i].Counts[ledger.StatePending] = n
+		}
+	}
+	return nil
+}
+
+// findCells sets g.Cells, a cell per partition, from lr's latest
+// attempts of the backfill's partitions, in one request of a range per
+// run of adjacent partitions: a grid of chosen partitions far apart
+// (slots named one by one) costs a request, not a read per run. The
+// caller keeps it to at most planBatch partitions, whose attempts
+// FindLatest holds at once.
+func (s *Status) findCells(ctx context.Context, lr ledger.LatestReader, g *Grid) error {
+	var latest []ledger.Attempt // oldest partition first
+	for a, err := range lr.FindLatest(ctx, ledger.FindRequest{DAG: s.Record.DAG, Ranges: s.sel.ranges(),
+		States: []ledger.State{ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}}) {
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		latest = append(latest, a)
+	}
+	g.Cells = make([]Cell, 0, s.sel.total)
+	k := 0
+	for w := range s.sel.windows(OldestFirst) {
+		for p := range w.OldestFirst() {
+			c := g.cell(p)
+			state := ledger.StatePending
+			for k < len(latest) && latest[k].Start.Before(p.Start) {
+				k++ // between partition starts, which readLatest matches to none either
+			}
+			if k < len(latest) && latest[k].Start.Equal(p.Start) {
+				state = latest[k].State
+				k++
+			}
+			c.Partitions, c.Counts[state] = 1, 1
+			g.Cells = append(g.Cells, c)
 		}
 	}
 	return nil

@@ -397,9 +397,16 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		Revision: revision, Created: b.now(), backfill: b,
 	}
 	p.Counts.Total = cfg.total
-	if lr, ok := b.Ledger.(ledger.LatestReader); ok && !cfg.window.Granularity().IsSchedule() {
-		// As Status.latestReader: a schedule's partitions match
-		// attempts by their fire, which counts cannot.
+	lr, ok := b.Ledger.(ledger.LatestReader)
+	if ok {
+		// As Status.latestReader: a schedule's slots matched by fire
+		// are counted only while no former schedule's attempt lies
+		// among them.
+		if ok, err = countable(ctx, lr, cfg.dag, cfg.match, &cfg.selection); err != nil {
+			return nil, err
+		}
+	}
+	if ok {
 		if err := b.countPlan(ctx, cfg, lr, p); err != nil {
 			return nil, err
 		}

@@ -25,7 +25,46 @@ type EveryAttempt struct{ ledger.Ledger }
 func ReadsBackfill(t testing.TB, l ledger.Ledger, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
 	t.Helper()
 	dag, w := Hourly(t, n)
-	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
+	return readsBackfill(t, l, dag, w)
+}
+
+// ScheduleReadsBackfill is ReadsBackfill of n slots from 2010 of the
+// cron schedule expr in UTC, whose slots must all last step ("*/5 * * *
+// *" and 5 minutes, "5 * * * *" and an hour).
+func ScheduleReadsBackfill(t testing.TB, l ledger.Ledger, expr string, step time.Duration, n int) (*tranche.DAG, tranche.TimePartitionWindow, string) {
+	t.Helper()
+	g, err := tranche.ParseCron(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag, err := ScheduledDAG("events", g, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := tranche.PartitionOf(g, time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC)).Start
+	w, err := tranche.NewTimePartitionWindow(g, first, first.Add(time.Duration(n-1)*step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Len() != n {
+		t.Fatalf("%d slots of %s from %s; want %d, each of %v", w.Len(), expr, first, n, step)
+	}
+	return readsBackfill(t, l, dag, w)
+}
+
+// ScheduledDAG returns a DAG of one asset named name, partitioned by g
+// in loc, windows allowed, that does nothing.
+func ScheduledDAG(name string, g tranche.TimeGranularity, loc *time.Location) (*tranche.DAG, error) {
+	return tranche.NewDAG(tranche.Asset{Name: name,
+		Partitioning: tranche.Partitioning{Granularity: g, Location: loc, AllowWindow: true},
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
+}
+
+// readsBackfill fills l with the attempts of ReadsBackfill over w for
+// dag, unless it holds them, and records the backfill of w.
+func readsBackfill(t testing.TB, l ledger.Ledger, dag *tranche.DAG, w tranche.TimePartitionWindow) (*tranche.DAG, tranche.TimePartitionWindow, string) {
+	t.Helper()
+	id := backfill.DAGIdentity(dag, w.Granularity(), time.UTC)
 	ctx := context.Background()
 	if rev, err := l.RevisionIn(ctx, id, w.Start(), w.End(), 0); err != nil {
 		t.Fatal(err)
@@ -97,7 +136,7 @@ var Reads = []Read{
 	{"PlanChunks10", func(ctx context.Context, r *Reading) error {
 		// Fill fails every tenth partition, so each chunk of ten holds
 		// one failed partition among succeeded ones: a run of one.
-		dag, err := windowed(r.DAG)
+		dag, err := windowed(r.DAG, r.Window.Granularity())
 		if err != nil {
 			return err
 		}
@@ -115,7 +154,7 @@ var Reads = []Read{
 // windowed returns dag with every asset's Partitioning.AllowWindow set,
 // as chunks of more than one partition need: the same DAG identity, so
 // the same history in a ledger.
-func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
+func windowed(dag *tranche.DAG, g tranche.TimeGranularity) (*tranche.DAG, error) {
 	var assets []tranche.Asset
 	for a := range dag.Assets() {
 		a.Partitioning.AllowWindow = true
@@ -125,7 +164,7 @@ func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
 	if err != nil {
 		return nil, err
 	}
-	if got, want := backfill.DAGIdentity(w, tranche.Hour, time.UTC), backfill.DAGIdentity(dag, tranche.Hour, time.UTC); got != want {
+	if got, want := backfill.DAGIdentity(w, g, time.UTC), backfill.DAGIdentity(dag, g, time.UTC); got != want {
 		return nil, fmt.Errorf("the windowed DAG's identity is %s, not the DAG's %s", got, want)
 	}
 	return w, nil
@@ -136,6 +175,13 @@ func windowed(dag *tranche.DAG) (*tranche.DAG, error) {
 func reading(t testing.TB, l ledger.Ledger, n int) *Reading {
 	t.Helper()
 	dag, w, id := ReadsBackfill(t, l, n)
+	return &Reading{L: l, DAG: dag, Window: w, ID: id}
+}
+
+// scheduleReading is reading of ScheduleReadsBackfill.
+func scheduleReading(t testing.TB, l ledger.Ledger, expr string, step time.Duration, n int) *Reading {
+	t.Helper()
+	dag, w, id := ScheduleReadsBackfill(t, l, expr, step, n)
 	return &Reading{L: l, DAG: dag, Window: w, ID: id}
 }
 
@@ -156,7 +202,16 @@ func (r *Reading) through(t testing.TB, l ledger.Ledger) *Reading {
 // latest attempt ("every-attempt", through EveryAttempt), in
 // sub-benchmarks of one run, and reports the heap allocated per read.
 func BenchReads(b *testing.B, l ledger.Ledger, n int) {
-	r := reading(b, l, n)
+	benchReads(b, l, reading(b, l, n))
+}
+
+// BenchScheduleReads is BenchReads of the backfill of
+// ScheduleReadsBackfill: n slots of expr, each lasting step.
+func BenchScheduleReads(b *testing.B, l ledger.Ledger, expr string, step time.Duration, n int) {
+	benchReads(b, l, scheduleReading(b, l, expr, step, n))
+}
+
+func benchReads(b *testing.B, l ledger.Ledger, r *Reading) {
 	for _, read := range Reads {
 		for _, path := range []struct {
 			name string
@@ -181,10 +236,21 @@ func BenchReads(b *testing.B, l ledger.Ledger, n int) {
 // heap in use, sampled: the measured run at a million partitions, under
 // /usr/bin/time -v for the process's peak RSS.
 func MeasureReads(t *testing.T, l ledger.Ledger, n int, path string) {
+	measureReads(t, l, reading(t, l, n), path)
+}
+
+// MeasureScheduleReads is MeasureReads of the backfill of
+// ScheduleReadsBackfill: n slots of "*/5 * * * *".
+func MeasureScheduleReads(t *testing.T, l ledger.Ledger, n int, path string) {
+	measureReads(t, l, scheduleReading(t, l, "*/5 * * * *", 5*time.Minute, n), path)
+}
+
+func measureReads(t *testing.T, l ledger.Ledger, r *Reading, path string) {
 	if path == "every-attempt" {
 		l = EveryAttempt{l}
 	}
-	r := reading(t, l, n).through(t, l)
+	r = r.through(t, l)
+	n := r.Window.Len()
 	for _, read := range Reads {
 		peak, stop := sampleHeap()
 		t0 := time.Now()
@@ -217,4 +283,54 @@ func sampleHeap() (peak *uint64, stop func()) {
 		}
 	}()
 	return peak, func() { close(quit); <-done }
+}
+
+// MeasureChosenReads runs StatusOf and Status.Grid (of 2,000 cells at
+// most) once each, through each of paths ("counted", "every-attempt"),
+// on backfills of every stride-th slot of the window of
+// ScheduleReadsBackfill's n slots of "*/5 * * * *" (filling l first if it is new), and
+// logs the time each took: what a backfill of chosen slots costs as the
+// runs of adjacent slots, one range of a count each, multiply.
+func MeasureChosenReads(t *testing.T, l ledger.Ledger, n int, strides []int, paths []string) {
+	dag, w, _ := ScheduleReadsBackfill(t, l, "*/5 * * * *", 5*time.Minute, n)
+	id := backfill.DAGIdentity(dag, w.Granularity(), time.UTC)
+	ctx := t.Context()
+	for _, stride := range strides {
+		var ps []tranche.TimePartition
+		var starts []time.Time
+		i := 0
+		for p := range w.OldestFirst() {
+			if i%stride == 0 {
+				ps, starts = append(ps, p), append(starts, p.Start)
+			}
+			i++
+		}
+		bid := backfill.BackfillIDOf(id, ps, 1)
+		if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Partitions: starts, Chunk: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range paths {
+			rl := l
+			if path == "every-attempt" {
+				rl = EveryAttempt{l}
+			}
+			t0 := time.Now()
+			s, err := backfill.StatusOf(ctx, rl, bid, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := time.Since(t0)
+			t0 = time.Now()
+			g, err := s.Grid(ctx, 2000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grid := time.Since(t0)
+			attempted := s.Counts[ledger.StateSucceeded] + s.Counts[ledger.StateFailed]
+			if attempted != len(ps) || len(g.Cells) == 0 {
+				t.Fatalf("every %dth slot, %s: status %v; want %d attempted", stride, path, s.Counts, len(ps))
+			}
+			t.Logf("every %dth of %d slots (%d runs), %s: StatusOf %v, Grid %v", stride, n, len(ps), path, status.Round(time.Millisecond), grid.Round(time.Millisecond))
+		}
+	}
 }

@@ -194,6 +194,25 @@ func BenchmarkReads100k(b *testing.B) {
 	proctest.BenchReads(b, readsLedger(b, os.Getenv("TRANCHE_BENCH_SCHEMA")), 100_000)
 }
 
+// BenchmarkScheduleReadsMillion is BenchmarkReads100k of a backfill of
+// 1,000,000 slots of the cron schedule "*/5 * * * *" (nine and a half
+// years from 2010), which the ledger counts as it counts any partitions;
+// the schema TRANCHE_BENCH_SCHEMA names is filled once:
+//
+//	TRANCHE_BENCH_SCHEMA=reads go test -run '^$' -bench 'ScheduleReadsMillion/(StatusOf|Grid)' -benchmem -count 5 ./ledger/postgres
+func BenchmarkScheduleReadsMillion(b *testing.B) {
+	proctest.BenchScheduleReads(b, readsLedger(b, os.Getenv("TRANCHE_BENCH_SCHEMA")), "*/5 * * * *", 5*time.Minute, 1_000_000)
+}
+
+// BenchmarkHourlyScheduleReads100k is BenchmarkReads100k of a backfill
+// of 100,000 slots of "5 * * * *", an hourly schedule: its identity is
+// shared by the hourly schedules of other minutes, whose attempts a plan
+// matches by their hour, so that counting first looks for them, a range
+// of the count per slot.
+func BenchmarkHourlyScheduleReads100k(b *testing.B) {
+	proctest.BenchScheduleReads(b, readsLedger(b, os.Getenv("TRANCHE_BENCH_SCHEMA")), "5 * * * *", time.Hour, 100_000)
+}
+
 // TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
 // of 1,000,000 hourly partitions in the schema TRANCHE_READS_MILLION
 // names (filled first if it is new, which takes minutes), counted by the
@@ -210,4 +229,21 @@ func TestReadsMillion(t *testing.T) {
 		mode = "counted"
 	}
 	proctest.MeasureReads(t, readsLedger(t, schema), 1_000_000, mode)
+}
+
+// TestScheduleReadsMillion is TestReadsMillion of the backfill of
+// BenchmarkScheduleReadsMillion, 1,000,000 slots of "*/5 * * * *", in the
+// schema TRANCHE_READS_MILLION names (filled first if it is new):
+//
+//	TRANCHE_READS_MILLION=cron /usr/bin/time -v /tmp/pg.test -test.run 'TestScheduleReadsMillion$' -test.v
+func TestScheduleReadsMillion(t *testing.T) {
+	schema := os.Getenv("TRANCHE_READS_MILLION")
+	if schema == "" {
+		t.Skip("set TRANCHE_READS_MILLION to a schema to measure reads of a million slots")
+	}
+	mode := os.Getenv("TRANCHE_READS_PATH")
+	if mode == "" {
+		mode = "counted"
+	}
+	proctest.MeasureScheduleReads(t, readsLedger(t, schema), 1_000_000, mode)
 }

@@ -208,6 +208,47 @@ func BenchmarkReads100k(b *testing.B) {
 	proctest.BenchReads(b, readsLedger(b), 100_000)
 }
 
+// BenchmarkScheduleReadsMillion is BenchmarkReads100k of a backfill of
+// 1,000,000 slots of the cron schedule "*/5 * * * *" (nine and a half
+// years from 2010), which the ledger counts as it counts any partitions;
+// the file TRANCHE_BENCH_LEDGER names is filled once, which takes a
+// minute or two:
+//
+//	TRANCHE_BENCH_LEDGER=/tmp/reads.db go test -run '^$' -bench 'ScheduleReadsMillion/(StatusOf|Grid)' -benchmem -count 5 ./ledger/sqlite
+func BenchmarkScheduleReadsMillion(b *testing.B) {
+	proctest.BenchScheduleReads(b, readsLedger(b), "*/5 * * * *", 5*time.Minute, 1_000_000)
+}
+
+// BenchmarkHourlyScheduleReads100k is BenchmarkReads100k of a backfill
+// of 100,000 slots of "5 * * * *", an hourly schedule: its identity is
+// shared by the hourly schedules of other minutes, whose attempts a plan
+// matches by their hour, so that counting first looks for them, a range
+// of the count per slot.
+func BenchmarkHourlyScheduleReads100k(b *testing.B) {
+	proctest.BenchScheduleReads(b, readsLedger(b), "5 * * * *", time.Hour, 100_000)
+}
+
+// TestScheduleChosenReads measures StatusOf and Grid of backfills of
+// every 2nd, 10th and 1,000th of the 1,000,000 slots of
+// BenchmarkScheduleReadsMillion in the file TRANCHE_CHOSEN_READS names
+// (filled first if it is new), counted and, but for every 2nd, read
+// from every latest attempt:
+//
+//	TRANCHE_CHOSEN_READS=/tmp/reads.db go test -run 'TestScheduleChosenReads$' -v ./ledger/sqlite
+func TestScheduleChosenReads(t *testing.T) {
+	path := os.Getenv("TRANCHE_CHOSEN_READS")
+	if path == "" {
+		t.Skip("set TRANCHE_CHOSEN_READS to a file to measure reads of chosen slots")
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	proctest.MeasureChosenReads(t, l, 1_000_000, []int{2}, []string{"counted"})
+	proctest.MeasureChosenReads(t, l, 1_000_000, []int{10, 1000}, []string{"counted", "every-attempt"})
+}
+
 // TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
 // of 1,000,000 hourly partitions in the file TRANCHE_READS_MILLION names
 // (filled first if it is new, which takes minutes), counted by the
@@ -233,4 +274,22 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// TestScheduleReadsMillion is TestReadsMillion of the backfill of
+// BenchmarkScheduleReadsMillion, 1,000,000 slots of "*/5 * * * *", in the
+// file TRANCHE_READS_MILLION names (filled first if it is new):
+//
+//	TRANCHE_READS_MILLION=/tmp/reads.db /usr/bin/time -v /tmp/sqlite.test -test.run 'TestScheduleReadsMillion$' -test.v
+func TestScheduleReadsMillion(t *testing.T) {
+	path := os.Getenv("TRANCHE_READS_MILLION")
+	if path == "" {
+		t.Skip("set TRANCHE_READS_MILLION to a file to measure reads of a million slots")
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	proctest.MeasureScheduleReads(t, l, 1_000_000, cmpOr(os.Getenv("TRANCHE_READS_PATH"), "counted"))
 }
