@@ -56,25 +56,15 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 	}
 	// Each column's values are checked against the spec and the
 	// column's declared type by one converter, chosen here, once per
-	// write; the Meta columns' values, the batch's, are checked against
-	// the type as they come (fitted), as is every value of rows that
-	// were converted when the destination took them.
-	spec := rows.Columns()
+	// write; a Meta column's value, the batch's, is checked once for
+	// every row (Convert calls its converter). Rows that were converted
+	// when the destination took them have each value fitted as it
+	// comes.
 	conv := make([]sqldest.Converter, len(columns))
-	var fitted []int
 	for j := range cols {
-		if spec[j].Meta == sqldest.FromRow {
-			conv[j] = cols[j].converter(rows, j, spec[j].Kind)
-		} else {
-			fitted = append(fitted, j)
-		}
+		conv[j] = cols[j].converter(rows, j, rows.Columns()[j].Kind)
 	}
-	if !rows.Convert(conv) {
-		fitted = fitted[:0]
-		for j := range cols {
-			fitted = append(fitted, j)
-		}
-	}
+	fit := !rows.Convert(conv)
 	whole := len(columns) == len(names)
 	for j := range columns {
 		whole = whole && strings.EqualFold(columns[j], names[j])
@@ -111,22 +101,10 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 			for j, v := range vals {
 				args[j] = v
 			}
-			for _, j := range fitted {
-				v := vals[j]
-				if v == nil {
-					continue
+			if fit {
+				if err := fitRow(cols, columns, i, args); err != nil {
+					return stop(err)
 				}
-				cv, want, err := cols[j].fit(v)
-				if err != nil {
-					if n, ok := integer.Int64(v); ok {
-						v = n // as sqldest converts it, named so in errors
-					}
-					return stop(&sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want})
-				}
-				if cv != nil {
-					v = cv
-				}
-				args[j] = v
 			}
 			if err := a.AppendRow(args...); err != nil {
 				return stop(fmt.Errorf("row %d: %w", i, err))
@@ -134,6 +112,28 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 		}
 		return a.CloseWithCancel(ctx)
 	})
+}
+
+// fitRow checks row i's values, as sqldest converted them when the
+// destination took the rows, against the columns' types, replacing in
+// args those the appender takes otherwise.
+func fitRow(cols []column, columns []string, i int, args []driver.Value) error {
+	for j, v := range args {
+		if v == nil {
+			continue
+		}
+		cv, want, err := cols[j].fit(v)
+		if err != nil {
+			if n, ok := integer.Int64(v); ok {
+				v = n // as sqldest converts it, named so in errors
+			}
+			return &sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
+		}
+		if cv != nil {
+			args[j] = cv
+		}
+	}
+	return nil
 }
 
 func tableColumns(ctx context.Context, tx *sql.Tx, table [2]string) (names, types []string, zone string, err error) {
