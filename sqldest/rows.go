@@ -162,9 +162,10 @@ func (r *Rows) Row(i int, vals []any) error {
 		return nil
 	}
 	row := r.rows[i]
+	steps := r.steps // a local, which the stores into vals do not make Go load again
 	seen := 0
-	for k := range r.steps {
-		s := &r.steps[k]
+	for k := range steps {
+		s := &steps[k]
 		v, ok := row[s.key]
 		if ok {
 			seen++
@@ -174,10 +175,6 @@ func (r *Rows) Row(i int, vals []any) error {
 			if !ok {
 				return r.refuse(i, s.col.Name, v, ErrMistyped, "a time.Time or a partition key string")
 			}
-			if s.conv == nil {
-				vals[s.j] = pv
-				continue
-			}
 			v = pv
 		}
 		if s.conv != nil {
@@ -186,6 +183,10 @@ func (r *Rows) Row(i int, vals []any) error {
 				return r.refuse(i, s.col.Name, cv, err, want)
 			}
 			vals[s.j] = cv
+			continue
+		}
+		if s.part {
+			vals[s.j] = v
 			continue
 		}
 		cv, want, err := r.dialect.value(s.col, v)
