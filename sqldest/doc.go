@@ -28,9 +28,9 @@ checked whole when [Destination.Write] takes it. A dialect that checks
 values against the table's declared types too (DuckDB) replaces the
 spec's check of a column with a [Converter] of its own, chosen once a
 write ([Rows.Convert]), so that each value goes through one switch. A
-column may take a
-value of the batch instead of the row: its fencing token, run id or
-delivery id ([Meta]).
+column may take a value of the batch instead of the row: its fencing
+token, run id or delivery id ([Meta]), which such a converter checks
+once for the batch.
 
 Each write replaces the batch's partition: it deletes the table's rows
 whose partition column lies in the partition's bounds, [Start, End) (or,

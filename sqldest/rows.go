@@ -1,6 +1,7 @@
 package sqldest
 
 import (
+	"slices"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -22,13 +23,30 @@ type Rows struct {
 	key     string // the partition's key; "" unpartitioned
 	start   any    // the partition's start, as the Time partition column takes it
 
-	// The batch's values, boxed once for every row.
-	token, run, delivery any
+	rows  []tranche.Row // read as Insert goes; nil once converted
+	conv  [][]any       // checked and converted at Write
+	n     int
+	steps []step  // the columns Row reads from each row: the table's, or with the dialect's converters (Convert)
+	metas []value // the Meta columns' values, as Row gives them
+	batch []value // the Meta columns' values, the batch's as they came
+	// metaErr, when not nil, refuses every row: a Meta column's value
+	// that the column's Converter refused, once for the batch.
+	metaErr *ValueError
+}
 
-	rows []tranche.Row // read as Insert goes; nil once converted
-	conv [][]any       // checked and converted at Write
-	n    int
-	fns  []Converter // the dialect's, in place of the spec's check; see Convert
+// step is how Row reads one of the columns that come from the rows.
+type step struct {
+	j    int    // the column's index in the table
+	key  string // its key in the rows
+	col  *Column
+	part bool      // whether it is the partition column
+	conv Converter // the dialect's; nil for the spec's check
+}
+
+// value is a Meta column's value, the batch's.
+type value struct {
+	j int
+	v any
 }
 
 // A Converter checks and converts a row's value v for one column, as
@@ -56,11 +74,14 @@ func (r *Rows) PartitionColumn() int { return r.t.part }
 func (r *Rows) Value(j int, v any) (any, string, error) { return r.dialect.value(&r.t.cols[j], v) }
 
 // Convert has Row use conv[j], where it is not nil, for the values of
-// column j, in place of the spec's check: for every column but the Meta
-// columns, whose values (the batch's) Row gives as before. The partition
-// column's converter gets the value as that column takes it, which the
-// runner has checked lies in the batch's partition: the row's time, or
-// the partition's start or key.
+// column j, in place of the spec's check. The partition column's
+// converter gets the value as that column takes it, which the runner has
+// checked lies in the batch's partition: the row's time, or the
+// partition's start or key. A Meta column's converter is called once,
+// here, with the batch's value (its token, run or delivery id), since
+// that is every row's: Row gives what it returns, or, for a value it
+// refuses, refuses each row with the error, after the row's own values
+// are checked.
 // It reports whether Row will: false for rows that were checked and
 // converted whole when [Destination.Write] took them, whose values Row
 // gives as converted then, for the caller to check as it likes.
@@ -68,19 +89,55 @@ func (r *Rows) Convert(conv []Converter) bool {
 	if r.conv != nil {
 		return false
 	}
-	r.fns = conv
+	steps := slices.Clone(r.t.steps)
+	for k := range steps {
+		steps[k].conv = conv[steps[k].j]
+	}
+	r.steps = steps
+	metas := slices.Clone(r.batch)
+	r.metaErr = nil
+	for k := range metas {
+		m := &metas[k]
+		if conv[m.j] == nil {
+			continue
+		}
+		cv, want, err := conv[m.j](m.v)
+		if err != nil {
+			r.metaErr = &ValueError{Column: r.t.cols[m.j].Name, Value: cv, Err: err, Want: want}
+			break
+		}
+		m.v = cv
+	}
+	r.metas = metas
 	return true
 }
 
 // newRows returns the rows of b for t, to be read as they are inserted.
 func newRows(d *Destination, t *table, b *tranche.Batch) *Rows {
 	r := &Rows{t: t, dialect: d.dialect, dest: d.name, asset: b.Asset, key: b.Partition.Key(),
-		token: b.Token, run: b.RunID, rows: b.Rows, n: len(b.Rows)}
+		rows: b.Rows, n: len(b.Rows), steps: t.steps}
 	if t.part >= 0 && t.cols[t.part].Kind == Time {
 		r.start = d.dialect.timeValue(b.Partition.Start)
 	}
-	if t.delivery {
-		r.delivery = b.DeliveryID()
+	if len(t.metas) > 0 {
+		// Boxed once for every row.
+		token, run := any(b.Token), any(b.RunID)
+		var delivery any
+		if t.delivery {
+			delivery = b.DeliveryID()
+		}
+		r.metas = make([]value, len(t.metas))
+		for k, j := range t.metas {
+			v := token
+			switch t.cols[j].Meta {
+			case FromRunID:
+				v = run
+			case FromDeliveryID:
+				v = delivery
+			}
+			r.metas[k] = value{j: j, v: v}
+		}
+		r.batch = r.metas
 	}
 	return r
 }
@@ -104,58 +161,54 @@ func (r *Rows) Row(i int, vals []any) error {
 		copy(vals, r.conv[i])
 		return nil
 	}
-	t := r.t
 	row := r.rows[i]
-	fns := r.fns
+	steps := r.steps // a local, which the stores into vals do not make Go load again
 	seen := 0
-	for j := range t.cols {
-		col := &t.cols[j]
-		switch col.Meta {
-		case FromToken:
-			vals[j] = r.token
-			continue
-		case FromRunID:
-			vals[j] = r.run
-			continue
-		case FromDeliveryID:
-			vals[j] = r.delivery
-			continue
-		}
-		v, ok := row[t.rowKeys[j]]
+	for k := range steps {
+		s := &steps[k]
+		v, ok := row[s.key]
 		if ok {
 			seen++
 		}
-		if j == t.part {
+		if s.part {
 			pv, ok := r.partitionValue(v)
 			if !ok {
-				return r.refuse(i, col.Name, v, ErrMistyped, "a time.Time or a partition key string")
+				return r.refuse(i, s.col.Name, v, ErrMistyped, "a time.Time or a partition key string")
 			}
 			v = pv
-			if fns == nil || fns[j] == nil {
-				vals[j] = pv
-				continue
-			}
 		}
-		if fns != nil && fns[j] != nil {
-			cv, want, err := fns[j](v)
+		if s.conv != nil {
+			cv, want, err := s.conv(v)
 			if err != nil {
-				return r.refuse(i, col.Name, cv, err, want)
+				return r.refuse(i, s.col.Name, cv, err, want)
 			}
-			vals[j] = cv
+			vals[s.j] = cv
 			continue
 		}
-		cv, want, err := r.dialect.value(col, v)
-		if err != nil {
-			return r.refuse(i, col.Name, v, err, want)
+		if s.part {
+			vals[s.j] = v
+			continue
 		}
-		vals[j] = cv
+		cv, want, err := r.dialect.value(s.col, v)
+		if err != nil {
+			return r.refuse(i, s.col.Name, v, err, want)
+		}
+		vals[s.j] = cv
 	}
+	for _, m := range r.metas {
+		vals[m.j] = m.v
+	}
+	// Every key of the row was a column's unless fewer were found than
+	// the row holds.
 	if seen < len(row) {
 		for k, v := range row {
-			if _, ok := t.byKey[k]; !ok {
-				return r.refuse(i, k, v, ErrUnknownColumn, "the table's columns take the keys "+t.keys)
+			if _, ok := r.t.byKey[k]; !ok {
+				return r.refuse(i, k, v, ErrUnknownColumn, "the table's columns take the keys "+r.t.keys)
 			}
 		}
+	}
+	if e := r.metaErr; e != nil {
+		return r.refuse(i, e.Column, e.Value, e.Err, e.Want)
 	}
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 
 // TestRowsConvert gives Row a dialect's converters: each row-fed column
 // goes through its converter (the partition column with the value as it
-// takes it), the Meta column does not, a converter's refusal names the
+// takes it), the Meta column's once for the batch, with the batch's
+// value, its result in every row, a converter's refusal names the
 // value it returns with the row and the column, and rows converted
 // whole at Write keep their values and decline the converters.
 func TestRowsConvert(t *testing.T) {
@@ -37,9 +38,13 @@ func TestRowsConvert(t *testing.T) {
 		}
 		return v, "", nil
 	}
+	metaCalls := 0
 	conv[2] = func(v any) (any, string, error) {
-		t.Errorf("the Meta column's converter was called with %v", v)
-		return v, "", nil
+		metaCalls++
+		if v != int64(7) {
+			t.Errorf("the Meta column's converter was called with %T %v; want the batch's token, int64 7", v, v)
+		}
+		return "seven", "", nil
 	}
 
 	r := newRows(d, c, &batch)
@@ -50,7 +55,7 @@ func TestRowsConvert(t *testing.T) {
 	if err := r.Row(0, vals); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]any{"day", 1, int64(7)}, vals); diff != "" {
+	if diff := cmp.Diff([]any{"day", 1, "seven"}, vals); diff != "" {
 		t.Errorf("row 0 (-want +got):\n%s", diff)
 	}
 	err = r.Row(1, vals)
@@ -62,6 +67,24 @@ func TestRowsConvert(t *testing.T) {
 	// a key, and the row's time for a time.
 	if diff := cmp.Diff([]any{p.Start, 1, p.Start, 300}, seen); diff != "" {
 		t.Errorf("the converters' values (-want +got):\n%s", diff)
+	}
+	if metaCalls != 1 {
+		t.Errorf("the Meta column's converter was called %d times for two rows; want once, for the batch", metaCalls)
+	}
+
+	// A Meta value the converter refuses refuses every row, once the
+	// row's own values are checked: row 1 is refused for its n first.
+	conv[2] = func(v any) (any, string, error) { return v, "a token under 5", ErrOutOfRange }
+	r = newRows(d, c, &batch)
+	r.Convert(conv)
+	err = r.Row(0, vals)
+	ve, ok = errors.AsType[*ValueError](err)
+	if !ok || !errors.Is(err, ErrOutOfRange) || ve.Row != 0 || ve.Column != "tok" || ve.Value != int64(7) || ve.Want != "a token under 5" || ve.Partition != p.Key() {
+		t.Errorf("row 0 with a refused token: %v (%+v); want a *ValueError of row 0, column tok, value int64 7, matching ErrOutOfRange", err, ve)
+	}
+	err = r.Row(1, vals)
+	if ve, ok := errors.AsType[*ValueError](err); !ok || ve.Column != "n" || ve.Row != 1 {
+		t.Errorf("row 1 with a refused token and an n out of range: %v; want the n refused first", err)
 	}
 
 	batch.Rows = batch.Rows[:1]

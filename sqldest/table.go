@@ -3,6 +3,7 @@ package sqldest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -217,6 +218,8 @@ type table struct {
 	part     int            // the partition column's index, or -1
 	keys     string         // the row keys, for errors
 	rowKeys  []string       // each column's key in the rows; "" for a Meta column
+	steps    []step         // the columns from the rows, in order, as Row reads them
+	metas    []int          // the indexes of the Meta columns
 	delivery bool           // whether a column takes the delivery id
 	bytes    bool           // whether a column takes Bytes
 
@@ -242,7 +245,7 @@ func compile(t Table) (*table, error) {
 	case len(t.Columns) == 0:
 		bad("no columns")
 	}
-	c := &table{Table: t, name: qualified(t), cols: t.Columns, byKey: map[string]int{}, part: -1}
+	c := &table{Table: t, name: qualified(t), cols: slices.Clone(t.Columns), byKey: map[string]int{}, part: -1}
 	if c.Asset == "" {
 		c.Asset = t.Name
 	}
@@ -291,6 +294,11 @@ func compile(t Table) (*table, error) {
 			bad("column %q: meta %d; want FromRow, FromToken, FromRunID or FromDeliveryID", col.Name, col.Meta)
 		}
 		c.rowKeys = append(c.rowKeys, key)
+		if col.Meta == FromRow {
+			c.steps = append(c.steps, step{j: i, key: key, col: &c.cols[i], part: col.Name == t.Partition})
+		} else {
+			c.metas = append(c.metas, i)
+		}
 		if col.Name == t.Partition {
 			c.part = i
 			switch {

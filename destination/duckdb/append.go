@@ -20,12 +20,16 @@ import (
 )
 
 // qColumns reads the names and declared types of a table's columns, in
-// the table's order, and the connection's zone: typeof names a column's
-// type as DuckDB declares it (JSON, ENUM(...), DECIMAL(p,s)), and the
-// empty table joined to one row gives one row of them, at a third of
-// the cost of a query of duckdb_columns(), which reads the whole
-// catalog.
-const qColumns = `SELECT current_setting('TimeZone'), typeof(COLUMNS(t.*)) FROM (SELECT 1) AS one LEFT JOIN (FROM %s LIMIT 0) AS t ON true`
+// the table's order, from the result of a query that returns no row
+// (the driver names each column's type as DuckDB declares it: DECIMAL(p,s),
+// JSON, ENUM): a third cheaper than typeof over the columns of an empty
+// table joined to one row, and a sixth of a query of duckdb_columns(),
+// which reads the whole catalog.
+const qColumns = `SELECT * FROM %s LIMIT 0`
+
+// qZone reads the connection's zone, for a write into a TIMESTAMP
+// column (without time zone).
+const qZone = `SELECT current_setting('TimeZone')`
 
 // appendRows is the dialect's Insert: it reads the table's column types
 // in the transaction, then appends the rows with an appender on the
@@ -37,11 +41,12 @@ const qColumns = `SELECT current_setting('TimeZone'), typeof(COLUMNS(t.*)) FROM 
 // appender, its rows discarded, and the destination rolls the
 // transaction back, which discards those the appender flushed before.
 func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows *sqldest.Rows) error {
-	names, types, zone, err := tableColumns(ctx, tx, table)
+	names, types, err := tableColumns(ctx, tx, table)
 	if err != nil {
 		return err
 	}
 	cols := make([]column, len(columns))
+	zone := ""
 	for j, c := range columns {
 		k := indexOf(names, c)
 		if k < 0 {
@@ -50,31 +55,29 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 		if cols[j], err = parseType(types[k]); err != nil {
 			return fmt.Errorf("table %s, column %q: %w", qualified(table), c, err)
 		}
-		if cols[j].naive && !utcZone(zone) {
+		if !cols[j].naive {
+			continue
+		}
+		if zone == "" {
+			if err := tx.QueryRowContext(ctx, qZone).Scan(&zone); err != nil {
+				return err
+			}
+		}
+		if !utcZone(zone) {
 			return fmt.Errorf("table %s, column %q: a %s column (without time zone) needs the connections' zone to be UTC (SET TimeZone = 'UTC'; duckdb.Open sets it), since DuckDB compares it with the partitions' bounds in the connection's zone, %q", qualified(table), c, cols[j].name, zone)
 		}
 	}
 	// Each column's values are checked against the spec and the
 	// column's declared type by one converter, chosen here, once per
-	// write; the Meta columns' values, the batch's, are checked against
-	// the type as they come (fitted), as is every value of rows that
-	// were converted when the destination took them.
-	spec := rows.Columns()
+	// write; a Meta column's value, the batch's, is checked once for
+	// every row (Convert calls its converter). Rows that were converted
+	// when the destination took them have each value fitted as it
+	// comes.
 	conv := make([]sqldest.Converter, len(columns))
-	var fitted []int
 	for j := range cols {
-		if spec[j].Meta == sqldest.FromRow {
-			conv[j] = cols[j].converter(rows, j, spec[j].Kind)
-		} else {
-			fitted = append(fitted, j)
-		}
+		conv[j] = cols[j].converter(rows, j, rows.Columns()[j].Kind)
 	}
-	if !rows.Convert(conv) {
-		fitted = fitted[:0]
-		for j := range cols {
-			fitted = append(fitted, j)
-		}
-	}
+	fit := !rows.Convert(conv)
 	whole := len(columns) == len(names)
 	for j := range columns {
 		whole = whole && strings.EqualFold(columns[j], names[j])
@@ -111,22 +114,10 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 			for j, v := range vals {
 				args[j] = v
 			}
-			for _, j := range fitted {
-				v := vals[j]
-				if v == nil {
-					continue
+			if fit {
+				if err := fitRow(cols, columns, i, args); err != nil {
+					return stop(err)
 				}
-				cv, want, err := cols[j].fit(v)
-				if err != nil {
-					if n, ok := integer.Int64(v); ok {
-						v = n // as sqldest converts it, named so in errors
-					}
-					return stop(&sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want})
-				}
-				if cv != nil {
-					v = cv
-				}
-				args[j] = v
 			}
 			if err := a.AppendRow(args...); err != nil {
 				return stop(fmt.Errorf("row %d: %w", i, err))
@@ -136,37 +127,49 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 	})
 }
 
-func tableColumns(ctx context.Context, tx *sql.Tx, table [2]string) (names, types []string, zone string, err error) {
+// fitRow checks row i's values, as sqldest converted them when the
+// destination took the rows, against the columns' types, replacing in
+// args those the appender takes otherwise.
+func fitRow(cols []column, columns []string, i int, args []driver.Value) error {
+	for j, v := range args {
+		if v == nil {
+			continue
+		}
+		cv, want, err := cols[j].fit(v)
+		if err != nil {
+			if n, ok := integer.Int64(v); ok {
+				v = n // as sqldest converts it, named so in errors
+			}
+			return &sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
+		}
+		if cv != nil {
+			args[j] = cv
+		}
+	}
+	return nil
+}
+
+// tableColumns reads the names and declared types of a table's columns.
+func tableColumns(ctx context.Context, tx *sql.Tx, table [2]string) (names, types []string, err error) {
 	ident := quote(table[1])
 	if table[0] != "" {
 		ident = quote(table[0]) + "." + ident
 	}
 	rs, err := tx.QueryContext(ctx, fmt.Sprintf(qColumns, ident))
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	defer rs.Close()
-	cols, err := rs.Columns()
+	cts, err := rs.ColumnTypes()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
-	if !rs.Next() {
-		if err := rs.Err(); err != nil {
-			return nil, nil, "", err
-		}
-		return nil, nil, "", fmt.Errorf("table %s: no row of its column types", qualified(table))
+	names = make([]string, len(cts))
+	types = make([]string, len(cts))
+	for i, ct := range cts {
+		names[i], types[i] = ct.Name(), ct.DatabaseTypeName()
 	}
-	names = cols[1:]
-	types = make([]string, len(names))
-	dest := make([]any, len(cols))
-	dest[0] = &zone
-	for i := range types {
-		dest[i+1] = &types[i]
-	}
-	if err := rs.Scan(dest...); err != nil {
-		return nil, nil, "", err
-	}
-	return names, types, zone, rs.Close()
+	return names, types, rs.Close()
 }
 
 // quote quotes an identifier.
@@ -246,7 +249,8 @@ var decimalType = regexp.MustCompile(`^DECIMAL\((\d+),\s*(\d+)\)$`)
 // supported lists, for errors, the column types the destination writes.
 const supported = "TINYINT, SMALLINT, INTEGER, BIGINT, HUGEINT, their unsigned types, DOUBLE, FLOAT, DECIMAL(p,s), VARCHAR, BOOLEAN, TIMESTAMPTZ, TIMESTAMP, TIMESTAMP_NS, TIMESTAMP_MS, TIMESTAMP_S or BLOB"
 
-// parseType reads a type as duckdb_columns() names it.
+// parseType reads a type as the driver names it (DatabaseTypeName), or
+// as duckdb_columns() does.
 func parseType(s string) (column, error) {
 	c := column{name: s}
 	if r, ok := integers[s]; ok {
@@ -266,8 +270,9 @@ func parseType(s string) (column, error) {
 		c.t = tVarchar
 	case "BOOLEAN":
 		c.t = tBool
-	case "TIMESTAMP WITH TIME ZONE":
-		c.t = tTimestamp
+	case "TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE":
+		// The driver's name, and typeof's; errors give the latter.
+		c.t, c.name = tTimestamp, "TIMESTAMP WITH TIME ZONE"
 	case "TIMESTAMP":
 		c.t, c.naive = tTimestamp, true
 	case "TIMESTAMP_MS":
@@ -456,9 +461,16 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Kind) sqldest
 		if c.t == tTimestampNS {
 			lo, hi = minTimestampNS, maxTimestampNS
 		}
+		// In whole seconds, which t.Unix reads without a call: lo is a
+		// whole second, and a time before hi's second is before hi; the
+		// times of hi's second go the slow way, which compares them
+		// exactly.
+		loS, hiS := lo.Unix(), hi.Unix()
 		return func(v any) (any, string, error) {
-			if t, ok := v.(time.Time); ok && !t.Before(lo) && t.Before(hi) {
-				return v, "", nil
+			if t, ok := v.(time.Time); ok {
+				if s := t.Unix(); s >= loS && s < hiS {
+					return v, "", nil
+				}
 			}
 			return slow(v)
 		}

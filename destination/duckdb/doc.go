@@ -49,10 +49,13 @@ by the delivery id, [sqldest.FromDeliveryID]).
 
 The default types of the kinds are BIGINT, DOUBLE, VARCHAR, BOOLEAN,
 TIMESTAMPTZ and BLOB. A table created otherwise may declare narrower
-types, which each write reads from the table (typeof over its columns,
-in the write's transaction) and checks each value against as it appends
-it, since DuckDB's appender stores a value as its column's type without
-a check of its own (300 into a TINYINT would be 44): an Int column takes the
+types, which each write reads from the table (the types of the
+columns of a query of it that returns no row, in the write's
+transaction, so that a table altered between writes is checked as it
+is now) and checks each value against as it appends it (a Meta
+column's value, the batch's, once for the batch), since DuckDB's
+appender stores a value as its column's type without a check of its
+own (300 into a TINYINT would be 44): an Int column takes the
 integer types, signed and unsigned, HUGEINT, DECIMAL(p,s), and DOUBLE and
 FLOAT where they hold it exactly; a Float column DOUBLE, FLOAT and
 DECIMAL (rounded half away from zero to its scale, as DuckDB's casts
