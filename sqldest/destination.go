@@ -418,12 +418,12 @@ func (d *Destination) selectToken(ctx context.Context, tx *sql.Tx, w *write) err
 	var run, dag string
 	err := tx.QueryRowContext(ctx, d.qReadToken, t.name, w.start).Scan(&stored, &run, &dag)
 	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := tx.ExecContext(ctx, d.qInsertToken, t.name, w.start, w.token, w.run, w.dag); err != nil {
-			// Most likely a concurrent first write of the partition that
-			// committed its row first: the next try reads it.
-			return &tokenRace{err}
-		}
-		return nil
+		// A concurrent first write of the partition that committed its
+		// row first fails the insert, or the commit, with a duplicate
+		// key, which the dialect calls a conflict to try again: the next
+		// try reads the row. Any other failure is the write's.
+		_, err := tx.ExecContext(ctx, d.qInsertToken, t.name, w.start, w.token, w.run, w.dag)
+		return err
 	}
 	if err != nil {
 		return err
@@ -439,14 +439,6 @@ func (d *Destination) selectToken(ctx context.Context, tx *sql.Tx, w *write) err
 	_, err = tx.ExecContext(ctx, d.qUpdateToken, stored, run, dag, t.name, w.start)
 	return err
 }
-
-// tokenRace is the failure to insert a partition's first token row,
-// which a concurrent writer inserted since it was read: the transaction
-// is tried again.
-type tokenRace struct{ err error }
-
-func (e *tokenRace) Error() string { return e.err.Error() }
-func (e *tokenRace) Unwrap() error { return e.err }
 
 // insert inserts rows with prepared INSERTs, the dialect's RowsPerInsert
 // rows a statement, checking each row as it goes.
@@ -528,9 +520,6 @@ func (d *Destination) retry(ctx context.Context, op string, f func() error) erro
 			return nil
 		}
 		_, _, again := d.dialect.classify(err)
-		if _, ok := errors.AsType[*tokenRace](err); ok {
-			again = true
-		}
 		if !again || try == maxTries || ctx.Err() != nil {
 			return d.wrap(ctx, op, err)
 		}
@@ -587,9 +576,6 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 		return err
 	}
 	kind, hint, _ := d.dialect.classify(err)
-	if _, ok := errors.AsType[*tokenRace](err); ok {
-		kind, hint = sqlledger.ErrLocked, "concurrent first writes of the partition inserted its token row first, and it was tried again until the tries ran out"
-	}
 	if msg := err.Error(); hint == "" && (strings.Contains(msg, "no such table") ||
 		strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
 		hint = "a table is missing: create the tables first (Destination.CreateTables, or the statements of Table.DDL)"

@@ -153,6 +153,10 @@ func classify(err error) (kind error, hint string, retry bool) {
 		// Two first writes of a partition both inserted its token row,
 		// and the other committed first: the next try reads its token.
 		return sqlledger.ErrLocked, "a concurrent transaction inserted the same key first, and it was tried again until the tries ran out", true
+	case de.Type == duckdb.ErrorTypeConstraint && strings.Contains(msg, "Duplicate key"):
+		// The same, seen at the insert of the token row: the other
+		// first write committed before this one inserted.
+		return sqlledger.ErrLocked, "a concurrent first write of the partition inserted its token row first, and it was tried again until the tries ran out", true
 	case strings.Contains(msg, "Could not set lock on file"):
 		return sqlledger.ErrLocked, "another process has the DuckDB file open, and DuckDB lets one process at a time open a file for writing: close it there (a duckdb shell, another program), or write through that process", false
 	case strings.Contains(msg, "read-only mode"):

@@ -3,6 +3,7 @@ package duckdb_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -78,4 +79,32 @@ func TestConcurrentFirstWrites(t *testing.T) {
 		}
 	}
 	t.Logf("the older attempt was refused in %d of %d partitions, and replaced in the others", fenced, partitions)
+}
+
+// TestTokenInsertFailsOnce: an insert of a first token row that fails
+// for another reason than a concurrent first write (a run id that is
+// not UTF-8, which DuckDB cannot bind) is the write's error at once,
+// not tried again eight times and blamed on a concurrent write.
+func TestTokenInsertFailsOnce(t *testing.T) {
+	d, err := duckdb.Open(t.Context(), filepath.Join(t.TempDir(), "bad-run.duckdb"), events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.CreateTables(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p := dayOf(0)
+	err = d.Write(t.Context(), []tranche.Batch{{Asset: "events", Column: "day", Partition: p,
+		Rows: []tranche.Row{{"day": p.Start, "n": 1}}, RunID: "run-\xff", Token: 1, DAG: "dag"}})
+	if err == nil {
+		t.Fatal("a run id that is not UTF-8 was written; want the driver's refusal")
+	}
+	if strings.Contains(err.Error(), "tried again") || strings.Contains(err.Error(), "concurrent") {
+		t.Errorf("error %q blames a concurrent write; want the driver's own refusal", err)
+	}
+	var rows int
+	if err := d.DB().QueryRowContext(t.Context(), "SELECT count(*) FROM events").Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("events holds %d rows (%v); want none", rows, err)
+	}
 }
