@@ -77,11 +77,12 @@ An [Asset] is a named piece of data and the work that makes it: its
 [Asset.Deps] (other assets, by name), an optional [Partitioning]
 (granularity, location, the partition column of its rows, whether it takes
 whole windows, its first partition), optional [Destination] values, a
-per-attempt [Asset.Timeout], a [Retry] policy, and [Asset.Materialize]: the
-function that returns the asset's rows ([Row], column names to values). The [Materialization] it receives names
-the partition or window, the run, the attempt, the rows of its
-dependencies ([Materialization.Input]) and a [*slog.Logger] whose records
-become events.
+per-attempt [Asset.Timeout], a [Retry] policy, and [Asset.Materialize]:
+the function that returns the asset's rows ([Row], column names to
+values). The [Materialization] it receives names the partition or
+window, the run, the rows of its dependencies ([Materialization.Input])
+and a [*slog.Logger] whose records become events, tagged with the
+attempt.
 
 [NewDAG] validates assets before anything runs and reports every problem
 at once: unique, non-empty names, dependencies that exist and are not the
