@@ -517,18 +517,9 @@ func (h *handler) dagPartition(w http.ResponseWriter, r *http.Request) {
 // aggregated cell's.
 func (h *handler) dagSpanPage(w http.ResponseWriter, r *http.Request) {
 	dag := r.PathValue("dag")
-	from, err := parseInstant(r, "from")
+	from, to, err := parseSpan(r)
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	to, err := parseInstant(r, "to")
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if !from.Before(to) {
-		h.fail(w, r, &badRequest{fmt.Sprintf("span from %s to %s is empty; want from before to", instant(from), instant(to))})
 		return
 	}
 	d, err := h.dagSpanOf(r.Context(), dag)

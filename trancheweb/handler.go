@@ -639,23 +639,29 @@ type partitionData struct {
 	Href   string
 }
 
+// parseSpan reads the span a span page lists from its from and to
+// parameters: instants, from before to.
+func parseSpan(r *http.Request) (from, to time.Time, err error) {
+	if from, err = parseInstant(r, "from"); err != nil {
+		return from, to, err
+	}
+	if to, err = parseInstant(r, "to"); err != nil {
+		return from, to, err
+	}
+	if !from.Before(to) {
+		return from, to, &badRequest{fmt.Sprintf("span from %s to %s is empty; want from before to", instant(from), instant(to))}
+	}
+	return from, to, nil
+}
+
 // maxSpan bounds the partitions the span page lists: a day of minutes.
 const maxSpan = 1440 * 31
 
 func (h *handler) span(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	from, err := parseInstant(r, "from")
+	from, to, err := parseSpan(r)
 	if err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	to, err := parseInstant(r, "to")
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if !from.Before(to) {
-		h.fail(w, r, &badRequest{fmt.Sprintf("span from %s to %s is empty; want from before to", instant(from), instant(to))})
 		return
 	}
 	sl := &spanLedger{Ledger: h.l, from: from, to: to}
