@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -131,44 +130,7 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 		}
 
 		at := clock.Add(time.Duration(rapid.IntRange(-60, 60).Draw(rt, "now offset")) * time.Second)
-		fast, err := backfill.StatusOf(ctx, lg, bid, at)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		slow, err := backfill.StatusOf(ctx, hidden{lg}, bid, at)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if !maps.Equal(fast.Counts, slow.Counts) || !slices.Equal(fast.Blocked, slow.Blocked) {
-			rt.Fatalf("StatusOf counted: %v %q\nread from every attempt: %v %q", fast.Counts, fast.Blocked, slow.Counts, slow.Blocked)
-		}
-		cells := rapid.IntRange(1, 90).Draw(rt, "cells")
-		fg, err := fast.Grid(ctx, cells)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		sg, err := slow.Grid(ctx, cells)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if fg.Cell != sg.Cell || !slices.EqualFunc(fg.Cells, sg.Cells, func(a, b backfill.Cell) bool {
-			return a.Span.Equal(b.Span) && a.Row.Equal(b.Row) && a.Column == b.Column && a.Partitions == b.Partitions && maps.Equal(a.Counts, b.Counts)
-		}) {
-			rt.Fatalf("Grid(%d) counted:\n%+v\nread from every attempt:\n%+v", cells, fg.Cells, sg.Cells)
-		}
-		fp, err := b.Plan(ctx)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		hb := *b
-		hb.Ledger = hidden{lg}
-		sp, err := hb.Plan(ctx)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if fp.Counts != sp.Counts || fp.Revision != sp.Revision {
-			rt.Fatalf("Plan counted: %+v; read from every attempt: %+v", fp.Counts, sp.Counts)
-		}
+		proctest.RequireReadsAgree(rt, ctx, b, bid, at, rapid.IntRange(1, 90).Draw(rt, "cells"))
 	})
 }
 

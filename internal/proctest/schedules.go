@@ -181,43 +181,56 @@ func CheckScheduleReads(t *testing.T, l ledger.Ledger, clock *time.Time) {
 		}
 
 		at := clock.Add(time.Duration(rapid.IntRange(-60, 60).Draw(rt, "now offset")) * time.Second)
-		fast, err := backfill.StatusOf(ctx, l, bid, at)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		slow, err := backfill.StatusOf(ctx, EveryAttempt{l}, bid, at)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if !maps.Equal(fast.Counts, slow.Counts) || !slices.Equal(fast.Blocked, slow.Blocked) {
-			rt.Fatalf("StatusOf counted: %v %q\nread from every attempt: %v %q", fast.Counts, fast.Blocked, slow.Counts, slow.Blocked)
-		}
-		cells := rapid.IntRange(1, 90).Draw(rt, "cells")
-		fg, err := fast.Grid(ctx, cells)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		sg, err := slow.Grid(ctx, cells)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if fg.Cell != sg.Cell || !slices.EqualFunc(fg.Cells, sg.Cells, SameCell) {
-			rt.Fatalf("Grid(%d) counted:\n%+v\nread from every attempt:\n%+v", cells, fg.Cells, sg.Cells)
-		}
-		fp, err := b.Plan(ctx)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		hb := *b
-		hb.Ledger = EveryAttempt{l}
-		sp, err := hb.Plan(ctx)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if fp.Counts != sp.Counts || fp.Revision != sp.Revision {
-			rt.Fatalf("Plan counted: %+v; read from every attempt: %+v", fp.Counts, sp.Counts)
-		}
+		RequireReadsAgree(rt, ctx, b, bid, at, rapid.IntRange(1, 90).Draw(rt, "cells"))
 	})
+}
+
+// RequireReadsAgree fails t unless the status of the backfill bid at
+// at, its grid in at most cells cells and b's plan are the same counted
+// through b.Ledger's [ledger.LatestReader] as read from every attempt
+// (EveryAttempt): the property that every counted path of package
+// backfill must keep.
+func RequireReadsAgree(t interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}, ctx context.Context, b *backfill.Backfill, bid string, at time.Time, cells int) {
+	t.Helper()
+	fast, err := backfill.StatusOf(ctx, b.Ledger, bid, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := backfill.StatusOf(ctx, EveryAttempt{b.Ledger}, bid, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(fast.Counts, slow.Counts) || !slices.Equal(fast.Blocked, slow.Blocked) {
+		t.Fatalf("StatusOf counted: %v %q\nread from every attempt: %v %q", fast.Counts, fast.Blocked, slow.Counts, slow.Blocked)
+	}
+	fg, err := fast.Grid(ctx, cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := slow.Grid(ctx, cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fg.Cell != sg.Cell || !slices.EqualFunc(fg.Cells, sg.Cells, SameCell) {
+		t.Fatalf("Grid(%d) counted:\n%+v\nread from every attempt:\n%+v", cells, fg.Cells, sg.Cells)
+	}
+	fp, err := b.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := *b
+	hb.Ledger = EveryAttempt{b.Ledger}
+	sp, err := hb.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp.Counts != sp.Counts || fp.Revision != sp.Revision {
+		t.Fatalf("Plan counted: %+v; read from every attempt: %+v", fp.Counts, sp.Counts)
+	}
 }
 
 // SameCell reports whether two cells of grids are the same.
