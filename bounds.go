@@ -70,22 +70,33 @@ var (
 //     "2026-01-01 06:00:00"), read in loc.
 //
 // It refuses a bound without an offset and without a zone, a wall time
-// that loc skips or repeats, and an instant outside the years 0001 to 9999
-// in UTC, which RFC 3339 cannot write back. Every refusal is a
+// that loc skips or repeats, and an instant outside the years 0001 to 9999,
+// in UTC or in its own zone, which RFC 3339 cannot write back. Every refusal is a
 // [*ParseError] of Kind "bound" whose Reason says what was wrong: a month
 // or day out of range, a relative word such as "yesterday", a missing
 // zone.
 func ParseBound(s string, loc *time.Location) (time.Time, error) {
 	t, reason := parseBound(s, loc)
 	if reason == "" {
-		if y := t.UTC().Year(); y < 1 || y > 9999 {
-			reason = fmt.Sprintf("it lies in year %d in UTC; bounds lie in the years 0001 to 9999 of UTC, which RFC 3339 can write", y)
-		}
+		reason = outsideRFC3339(t)
 	}
 	if reason != "" {
 		return time.Time{}, &ParseError{Kind: "bound", Text: s, Reason: reason}
 	}
 	return t, nil
+}
+
+// outsideRFC3339 says why RFC 3339 cannot write t, or returns "". Both
+// years count: a bound is written in its own zone, and compared in UTC.
+func outsideRFC3339(t time.Time) string {
+	const want = "bounds lie in the years 0001 to 9999, in UTC and in their zone, which RFC 3339 can write"
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return fmt.Sprintf("it lies in year %d in UTC; %s", y, want)
+	}
+	if y := t.Year(); y < 1 || y > 9999 {
+		return fmt.Sprintf("it lies in year %d in %s; %s", y, t.Location(), want)
+	}
+	return ""
 }
 
 // parseBound is ParseBound without the range check; it returns the reason

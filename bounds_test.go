@@ -257,13 +257,16 @@ func TestParseBoundErrors(t *testing.T) {
 		{"no zero padding in the day", "2024-03-1", "UTC", "day 1 is not two digits; write months and days with two digits, as in 2024-03-01", nil},
 		{"a slash before the time", "2024-03-01/10:00", "UTC", `"/" follows the date; write T or a space before the time`, nil},
 
-		// RFC 3339 writes the years 0001 to 9999 of UTC only.
+		// RFC 3339 writes the years 0001 to 9999 only, in UTC and in the
+		// bound's own zone.
 		{"before year 1 in UTC", "0000-01-01T0:00+01:00", "",
-			"it lies in year -1 in UTC; bounds lie in the years 0001 to 9999 of UTC, which RFC 3339 can write", nil},
+			"it lies in year -1 in UTC; bounds lie in the years 0001 to 9999, in UTC and in their zone, which RFC 3339 can write", nil},
 		{"year 1 at an offset east", "0001-01-01T00:00:00+01:00", "", "", []string{"it lies in year 0 in UTC"}},
 		{"year 1 in Tokyo", "0001-01-01", "Asia/Tokyo", "", []string{"it lies in year 0 in UTC"}},
 		{"after year 9999 in UTC", "9999-12-31T23:00:00-05:00", "", "", []string{"it lies in year 10000 in UTC"}},
 		{"after year 9999 in New York", "9999-12-31T22:00", "America/New_York", "", []string{"it lies in year 10000 in UTC"}},
+		{"after year 9999 in Berlin, not in UTC", "9999-12-31T22:00-01:00", "Europe/Berlin", "", []string{"it lies in year 10000 in Europe/Berlin"}},
+		{"before year 1 in New York, not in UTC", "0001-01-01T01:00:00Z", "America/New_York", "", []string{"it lies in year 0 in America/New_York"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,11 +297,20 @@ func TestParseBoundErrors(t *testing.T) {
 	}
 }
 
-// TestParseBoundRange: the first and last instants RFC 3339 can write are
-// bounds.
+// TestParseBoundRange: the first and last instants RFC 3339 can write, in
+// UTC and in the bound's zone, are bounds.
 func TestParseBoundRange(t *testing.T) {
-	for _, s := range []string{"0001-01-01T00:00:00Z", "0001-01-01T00:00:00-01:00", "9999-12-31T23:59:59.999999999Z", "9999-12-31T23:59:59+01:00"} {
-		got, err := tranche.ParseBound(s, nil)
+	berlin := loadLocation(t, "Europe/Berlin")
+	for _, tt := range []struct {
+		s   string
+		loc *time.Location
+	}{
+		{"0001-01-01T00:00:00Z", nil}, {"0001-01-01T00:00:00-01:00", nil},
+		{"9999-12-31T23:59:59.999999999Z", nil}, {"9999-12-31T23:59:59+01:00", nil},
+		{"9999-12-31T21:59:59-01:00", berlin}, {"9999-12-31T23:59:59", berlin},
+	} {
+		s := tt.s
+		got, err := tranche.ParseBound(s, tt.loc)
 		if err != nil {
 			t.Errorf("ParseBound(%q): %v", s, err)
 			continue
