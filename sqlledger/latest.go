@@ -137,10 +137,11 @@ func (c rangeCounts) groups(i int) []ledger.LatestCount {
 
 // countOfBuckets is countOfRange for the ranges between bounds, through
 // the dialect's BucketOf: one scan of [bounds[0], bounds[len-1]) grouped
-// by bucket, its first column the bucket.
+// by bucket, its first column the bucket. The statement's one parameter
+// is bounds.
 func (d *Dialect) countOfBuckets(dag int64, bounds []int64, nowMS, rev int64) string {
 	counts := func(sign, start string) string {
-		return `SELECT ` + d.BucketOf(start, bounds) + `, ` + sign + `COUNT(*),
+		return `SELECT ` + d.BucketOf(start, "$1") + `, ` + sign + `COUNT(*),
 			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running'),
 			` + sign + `COUNT(*) FILTER (WHERE a.state = 'running' AND a.lease_until_ms > ` + itoa(nowMS) + `),
 			` + sign + `COUNT(*) FILTER (WHERE a.state = 'succeeded'),
@@ -211,6 +212,7 @@ func (l *Ledger) CountLatest(ctx context.Context, req ledger.CountRequest) ([]le
 		for first := 0; first < len(req.Ranges); first += per {
 			ranges := req.Ranges[first:min(first+per, len(req.Ranges))]
 			var q strings.Builder
+			var args []any
 			var rangeOf []int // by bucket, with BucketOf
 			if l.dialect.BucketOf != nil {
 				var bounds []int64
@@ -218,6 +220,7 @@ func (l *Ledger) CountLatest(ctx context.Context, req ledger.CountRequest) ([]le
 					continue
 				}
 				q.WriteString(l.dialect.countOfBuckets(dag, bounds, req.Now.UnixMilli(), req.Revision))
+				args = append(args, bounds)
 			} else {
 				for i, r := range ranges {
 					if i > 0 {
@@ -226,7 +229,7 @@ func (l *Ledger) CountLatest(ctx context.Context, req ledger.CountRequest) ([]le
 					q.WriteString(countOfRange(i, dag, ceilUnix(r.From), ceilUnix(r.To), req.Now.UnixMilli(), req.Revision))
 				}
 			}
-			rows, err := l.reader.QueryContext(ctx, q.String())
+			rows, err := l.reader.QueryContext(ctx, q.String(), args...)
 			if err != nil {
 				return err
 			}

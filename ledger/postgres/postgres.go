@@ -81,7 +81,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -348,17 +347,8 @@ func createSchema(ctx context.Context, db *sql.DB, schema string) error {
 
 // widthBucket is the PostgreSQL dialect's BucketOf: width_bucket over an
 // array of the bounds, which it searches by bisection.
-func widthBucket(expr string, bounds []int64) string {
-	var b strings.Builder
-	b.WriteString("width_bucket(" + expr + ", CAST(ARRAY[")
-	for i, n := range bounds {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString(strconv.FormatInt(n, 10))
-	}
-	b.WriteString("] AS BIGINT[]))")
-	return b.String()
+func widthBucket(expr, bounds string) string {
+	return "width_bucket(" + expr + ", CAST(" + bounds + " AS BIGINT[]))"
 }
 
 // dialectFor returns the PostgreSQL dialect, its hints naming the role
