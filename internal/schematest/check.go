@@ -210,7 +210,6 @@ func latest(t testing.TB, l ledger.Ledger, dag string) []ledger.Attempt {
 // the old counter's, and claims for a new DAG. It returns the migrated
 // database, for the ledger's own assertions.
 func CheckMigrateFromVersion1(t *testing.T, s Subject) Database {
-	t.Helper()
 	db := s.write(t, 1)
 	l := open(t, db, Options{})
 	ctx := t.Context()
@@ -300,7 +299,6 @@ func CheckMigrateFromVersion1(t *testing.T, s Subject) Database {
 // for it, at revisions after version 2's. It returns the migrated
 // database, for the ledger's own assertions.
 func CheckMigrateFromVersion2(t *testing.T, s Subject) Database {
-	t.Helper()
 	db := s.write(t, 2)
 	l := open(t, db, Options{Now: func() time.Time { return clock }})
 	ctx := t.Context()
@@ -374,7 +372,6 @@ func CheckMigrateFromVersion2(t *testing.T, s Subject) Database {
 // there. It returns the migrated database, for the ledger's own
 // assertions.
 func CheckMigrateFromVersion3(t *testing.T, s Subject) Database {
-	t.Helper()
 	db := s.write(t, 3)
 	l := open(t, db, Options{Now: func() time.Time { return clock }})
 	ctx := t.Context()
@@ -418,7 +415,6 @@ func CheckMigrateFromVersion3(t *testing.T, s Subject) Database {
 // succeeds and reads the DAG's revision, and each migration is applied
 // once.
 func CheckMigrateConcurrently(t *testing.T, s Subject, n int) {
-	t.Helper()
 	db := s.write(t, 1)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -452,7 +448,6 @@ func CheckMigrateConcurrently(t *testing.T, s Subject, n int) {
 // database is left as it was: its Catalog, and its Snapshot if it has
 // one.
 func CheckExistingRefuses(t *testing.T, s Subject) {
-	t.Helper()
 	tests := []struct {
 		name  string
 		write func(t testing.TB) Database
@@ -526,7 +521,6 @@ func (s Subject) exec(t testing.TB, stmt string) Database {
 // tranche_backfills.stop_running; a worker's Open then migrates it, and
 // an Open with Existing after reads its backfills and cancels one.
 func CheckExistingVersion3(t *testing.T, s Subject) {
-	t.Helper()
 	db := s.write(t, 3)
 	ctx := t.Context()
 	l, err := db.Open(t, Options{Existing: true})
