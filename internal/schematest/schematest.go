@@ -1,7 +1,10 @@
 // Package schematest holds the ledger's released schemas and a ledger
 // written at each, as fixtures for the migration tests of the SQLite and
-// PostgreSQL ledgers. A fixture is the past: it never changes with
-// sqlledger/schema.go.
+// PostgreSQL ledgers, and the checks those tests share: a ledger's test
+// describes its databases in a [Subject] and passes it to
+// [CheckMigrateFromVersion1] and the other Check functions, keeping to
+// itself only what is its dialect's own. A fixture is the past: it never
+// changes with sqlledger/schema.go.
 package schematest
 
 import (
