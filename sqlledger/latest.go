@@ -332,14 +332,25 @@ func findInRange(dag, lo, hi int64, states []string) string {
 		WHERE a.dag_id = ` + itoa(dag) + ` AND ` + cond + ` AND a.start_s >= ` + itoa(lo) + ` AND a.start_s < ` + itoa(hi)
 }
 
+// findApart bounds the ranges FindLatest reads apart, each its own span
+// of the primary key. Beyond it, FindLatest reads once the span from the
+// first range to the last, through the partial index of its states, and
+// keeps the attempts that lie in a range: the running attempts and the
+// newest failure of a backfill of chosen slots, a range per run of
+// adjacent ones by the thousand, then cost one statement, where reading
+// the ranges apart cost two statements a range for the newest failure.
+// The span read costs the attempts of the states asked for between the
+// ranges too, which the few ranges below findApart do not.
+const findApart = 16
+
 // FindLatest implements [ledger.LatestReader]. It reads the answer
 // before it yields, so that the loop body may call the ledger: it is for
 // few attempts (the running ones, the newest failure), not every one.
-// With Newest, each range is read apart, its finished attempts latest
-// first through tranche_attempts_failed (which PostgreSQL reads
-// backwards for a descending order whose NULLs come first: hence the
-// finished and the unfinished apart), so that the newest failure of a
-// million costs a few rows.
+// With Newest, finished attempts are read latest first through
+// tranche_attempts_failed (which PostgreSQL reads backwards for a
+// descending order whose NULLs come first: hence the finished and the
+// unfinished apart), so that the newest failure of a million costs a few
+// rows.
 func (l *Ledger) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
 	return func(yield func(ledger.Attempt, error) bool) {
 		var states []string
@@ -349,60 +360,111 @@ func (l *Ledger) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Se
 			}
 		}
 		var found []ledger.Attempt
-		run := func(q string) error {
+		// run appends to found the attempts q reads that keep admits
+		// (all when keep is nil), until found holds limit (0: no limit),
+		// and returns how many rows it read and the last of them.
+		run := func(q string, keep func(ledger.Attempt) bool, limit int) (n int, last ledger.Attempt, err error) {
 			rows, err := l.reader.QueryContext(ctx, q)
 			if err != nil {
-				return err
+				return 0, last, err
 			}
 			for rows.Next() {
-				a, err := scanAttempt(rows, req.DAG)
-				if err != nil {
+				if last, err = scanAttempt(rows, req.DAG); err != nil {
 					rows.Close()
-					return err
+					return n, last, err
 				}
-				found = append(found, a)
+				n++
+				if keep == nil || keep(last) {
+					if found = append(found, last); len(found) == limit {
+						break
+					}
+				}
 			}
-			return errors.Join(rows.Err(), rows.Close())
+			return n, last, errors.Join(rows.Err(), rows.Close())
+		}
+		// newest appends to found the req.Newest attempts of q that keep
+		// admits, in ledger.FinishedLater's order: the finished ones
+		// latest first, then the unfinished ones. It reads the order in
+		// pages, each after the last row of the one before and four times
+		// its length, so that a keep that admits few of q's rows costs
+		// the rows up to the ones it admits, not all of q's: a statement
+		// without a LIMIT is sorted whole, and PostgreSQL's driver reads
+		// every row of it even when the caller stops early.
+		newest := func(q string, keep func(ledger.Attempt) bool) error {
+			want := len(found) + req.Newest
+			for _, finished := range []bool{true, false} {
+				after := ""
+				for page := req.Newest; len(found) < want; page *= 4 {
+					order := ` AND a.finished_ms IS NULL` + after + ` ORDER BY a.start_s DESC`
+					if finished {
+						order = ` AND a.finished_ms IS NOT NULL` + after + ` ORDER BY a.finished_ms DESC, a.start_s DESC`
+					}
+					n, last, err := run(q+order+` LIMIT `+strconv.Itoa(page), keep, want)
+					if err != nil {
+						return err
+					}
+					if n < page {
+						break // the end of the order
+					}
+					s := itoa(last.Start.Unix())
+					after = ` AND a.start_s < ` + s
+					if finished {
+						f := itoa(last.Finished.UnixMilli())
+						after = ` AND a.finished_ms <= ` + f + ` AND (a.finished_ms < ` + f + ` OR a.start_s < ` + s + `)`
+					}
+				}
+			}
+			return nil
 		}
 		err := l.read(ctx, "reading the latest attempts of DAG "+req.DAG, func() error {
 			dag, ok, err := l.readDAGID(ctx, req.DAG)
-			if err != nil || !ok || len(states) == 0 {
+			if err != nil || !ok || len(states) == 0 || len(req.Ranges) == 0 {
+				return err
+			}
+			if len(req.Ranges) > findApart {
+				ranges := req.Ranges
+				inRanges := func(a ledger.Attempt) bool {
+					k, _ := slices.BinarySearchFunc(ranges, a.Start, func(r ledger.Range, t time.Time) int {
+						if !r.To.After(t) {
+							return -1
+						}
+						return 1
+					})
+					return k < len(ranges) && ranges[k].Contains(a.Start)
+				}
+				q := findInRange(dag, ceilUnix(ranges[0].From), ceilUnix(ranges[len(ranges)-1].To), states)
+				if req.Newest > 0 {
+					return newest(q, inRanges)
+				}
+				_, _, err := run(q+` ORDER BY 1`, inRanges, 0)
 				return err
 			}
 			if req.Newest > 0 {
-				limit := fmt.Sprintf(" LIMIT %d", req.Newest)
+				// Each range keeps its newest; sorted below, these give
+				// the newest of all.
 				for _, r := range req.Ranges {
-					q := findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states)
-					if err := run(q + ` AND a.finished_ms IS NOT NULL ORDER BY a.finished_ms DESC, a.start_s DESC` + limit); err != nil {
-						return err
-					}
-					if err := run(q + ` AND a.finished_ms IS NULL ORDER BY a.start_s DESC` + limit); err != nil {
+					if err := newest(findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states), nil); err != nil {
 						return err
 					}
 				}
 				return nil
 			}
-			for first := 0; first < len(req.Ranges); first += rangesPerQuery {
-				var q strings.Builder
-				for i, r := range req.Ranges[first:min(first+rangesPerQuery, len(req.Ranges))] {
-					if i > 0 {
-						q.WriteString(" UNION ALL ")
-					}
-					q.WriteString(findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states))
+			var q strings.Builder
+			for i, r := range req.Ranges {
+				if i > 0 {
+					q.WriteString(" UNION ALL ")
 				}
-				q.WriteString(" ORDER BY 1")
-				if err := run(q.String()); err != nil {
-					return err
-				}
+				q.WriteString(findInRange(dag, ceilUnix(r.From), ceilUnix(r.To), states))
 			}
-			return nil
+			q.WriteString(" ORDER BY 1")
+			_, _, err = run(q.String(), nil, 0)
+			return err
 		})
 		if err != nil {
 			yield(ledger.Attempt{}, err)
 			return
 		}
 		if req.Newest > 0 {
-			// Each statement kept its newest; these are the newest of all.
 			slices.SortStableFunc(found, ledger.FinishedLater)
 			found = found[:min(req.Newest, len(found))]
 		}

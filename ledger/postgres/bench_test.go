@@ -213,6 +213,21 @@ func BenchmarkHourlyScheduleReads100k(b *testing.B) {
 	proctest.BenchScheduleReads(b, readsLedger(b, os.Getenv("TRANCHE_BENCH_SCHEMA")), "5 * * * *", time.Hour, 100_000)
 }
 
+// TestScheduleChosenReads measures StatusOf, Grid and the newest failure
+// of backfills of every 10th and 1,000th of the 1,000,000 slots of
+// BenchmarkScheduleReadsMillion, counted, in the schema
+// TRANCHE_CHOSEN_READS names (filled first if it is new), as the SQLite
+// ledger's test of the same name does:
+//
+//	TRANCHE_CHOSEN_READS=cron go test -run 'TestScheduleChosenReads$' -v ./ledger/postgres
+func TestScheduleChosenReads(t *testing.T) {
+	schema := os.Getenv("TRANCHE_CHOSEN_READS")
+	if schema == "" {
+		t.Skip("set TRANCHE_CHOSEN_READS to a schema to measure reads of chosen slots")
+	}
+	proctest.MeasureChosenReads(t, readsLedger(t, schema), 1_000_000, []int{10, 1000}, []string{"counted"})
+}
+
 // TestReadsMillion runs StatusOf, Grid and Plan once each on a backfill
 // of 1,000,000 hourly partitions in the schema TRANCHE_READS_MILLION
 // names (filled first if it is new, which takes minutes), counted by the
