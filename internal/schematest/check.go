@@ -3,6 +3,7 @@ package schematest
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -104,6 +105,29 @@ func (c Catalog) HasColumn(table, column string) bool {
 
 // HasIndex reports whether the database has the index named name.
 func (c Catalog) HasIndex(name string) bool { return slices.Contains(c.Indexes, name) }
+
+// Column returns the one column of query's rows over db, for a
+// Database's Catalog.
+func Column[T any](t testing.TB, db *sql.DB, query string, args ...any) []T {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query, args...)
+	if err != nil {
+		t.Fatalf("reading the catalog: %v\n%s", err, query)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
 // FileSnapshot returns the SHA-256 of each file in dir by its name, as a
 // SQLite Database's Snapshot.

@@ -52,7 +52,7 @@ func newSchema(t testing.TB, url string) schematest.Database {
 		},
 		Catalog: func(t testing.TB) schematest.Catalog { return catalog(t, db, schema) },
 		Snapshot: func(t testing.TB) any {
-			return column[string](t, db, `SELECT CAST(c.relkind AS TEXT) || ' ' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			return schematest.Column[string](t, db, `SELECT CAST(c.relkind AS TEXT) || ' ' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 				WHERE n.nspname = $1 ORDER BY c.relname`, schema)
 		},
 	}
@@ -65,41 +65,19 @@ func catalog(t testing.TB, db *sql.DB, schema string) schematest.Catalog {
 	t.Helper()
 	c := schematest.Catalog{
 		Columns: map[string][]string{},
-		Indexes: column[string](t, db, `SELECT ci.relname FROM pg_index x JOIN pg_class ci ON ci.oid = x.indexrelid JOIN pg_namespace n ON n.oid = ci.relnamespace
+		Indexes: schematest.Column[string](t, db, `SELECT ci.relname FROM pg_index x JOIN pg_class ci ON ci.oid = x.indexrelid JOIN pg_namespace n ON n.oid = ci.relnamespace
 			WHERE n.nspname = $1 AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = x.indexrelid) ORDER BY ci.relname`, schema),
-		Sequences: column[string](t, db, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		Sequences: schematest.Column[string](t, db, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relkind = 'S' ORDER BY c.relname`, schema),
 	}
-	for _, table := range column[string](t, db, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, schema) {
-		c.Columns[table] = column[string](t, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2
+	for _, table := range schematest.Column[string](t, db, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, schema) {
+		c.Columns[table] = schematest.Column[string](t, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2
 			ORDER BY ordinal_position`, schema, table)
 	}
 	if _, ok := c.Columns["tranche_schema"]; ok {
-		c.Versions = column[int](t, db, `SELECT version FROM `+schema+`.tranche_schema ORDER BY version`)
+		c.Versions = schematest.Column[int](t, db, `SELECT version FROM `+schema+`.tranche_schema ORDER BY version`)
 	}
 	return c
-}
-
-// column returns the one column of query's rows.
-func column[T any](t testing.TB, db *sql.DB, query string, args ...any) []T {
-	t.Helper()
-	rows, err := db.QueryContext(t.Context(), query, args...)
-	if err != nil {
-		t.Fatalf("reading the catalog: %v\n%s", err, query)
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestMigrateFromVersion1 checks schematest.CheckMigrateFromVersion1,

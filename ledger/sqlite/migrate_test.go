@@ -66,37 +66,15 @@ func catalog(t testing.TB, path string) schematest.Catalog {
 	defer db.Close()
 	c := schematest.Catalog{
 		Columns: map[string][]string{},
-		Indexes: column[string](t, db, `SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name`),
+		Indexes: schematest.Column[string](t, db, `SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name`),
 	}
-	for _, table := range column[string](t, db, `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`) {
-		c.Columns[table] = column[string](t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
+	for _, table := range schematest.Column[string](t, db, `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`) {
+		c.Columns[table] = schematest.Column[string](t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
 	}
 	if _, ok := c.Columns["tranche_schema"]; ok {
-		c.Versions = column[int](t, db, `SELECT version FROM tranche_schema ORDER BY version`)
+		c.Versions = schematest.Column[int](t, db, `SELECT version FROM tranche_schema ORDER BY version`)
 	}
 	return c
-}
-
-// column returns the one column of query's rows.
-func column[T any](t testing.TB, db *sql.DB, query string, args ...any) []T {
-	t.Helper()
-	rows, err := db.QueryContext(t.Context(), query, args...)
-	if err != nil {
-		t.Fatalf("reading the catalog: %v\n%s", err, query)
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestMigrateFromVersion1 checks schematest.CheckMigrateFromVersion1:
