@@ -1040,7 +1040,7 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) 
 	case report.Failed > 0:
 		kind = KindFailed
 		first := report.Failures[0]
-		err = fmt.Errorf("tranche: backfill %s: %d partitions failed (first %s: %w)", report.Backfill, report.Failed, first.Key, first.Err)
+		err = fmt.Errorf("tranche: backfill %s: %s failed (first %s: %w)", report.Backfill, partitions(report.Failed), first.Key, first.Err)
 	case report.Unclaimed > 0:
 		kind = KindFailed
 		first := report.ClaimFailures[0]

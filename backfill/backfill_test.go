@@ -542,7 +542,7 @@ func TestBackfillResume(t *testing.T) {
 	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 10), Ledger: l, Worker: "w1", OnFailure: tranche.FailContinue}
 
 	rep, err := b.Run(t.Context())
-	if err == nil || err.Error() != "tranche: backfill "+bfJanuaryResumeID+": 1 partitions failed (first 2026-01-05: tranche: asset \"raw\" failed for 2026-01-05: boom on 2026-01-05)" {
+	if err == nil || err.Error() != "tranche: backfill "+bfJanuaryResumeID+": 1 partition failed (first 2026-01-05: tranche: asset \"raw\" failed for 2026-01-05: boom on 2026-01-05)" {
 		t.Errorf("first run: %v", err)
 	}
 	bfCheckReport(t, rep, 10, 9, 1, 0, 0, 0, 0)
@@ -807,7 +807,7 @@ func TestBackfillFailurePolicies(t *testing.T) {
 			w := bfDays(t, 1, 6)
 			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", OnFailure: tt.policy}
 			rep, err := b.Run(t.Context())
-			if err == nil || !strings.Contains(err.Error(), "1 partitions failed (first 2026-01-05") {
+			if err == nil || !strings.Contains(err.Error(), "1 partition failed (first 2026-01-05") {
 				t.Errorf("Run: %v", err)
 			}
 			bfCheckReport(t, rep, 6, tt.report[0], tt.report[1], tt.report[2], tt.report[3], 0, tt.report[4])
@@ -1259,7 +1259,7 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 	if want := (backfill.PlanCounts{Total: 5, Run: 4, SkipRunning: 1, Runs: 4}); plan.Counts != want {
 		t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
 	}
-	if want := "1 partitions are running elsewhere under live leases; this run skips them"; !slices.Contains(plan.Warnings, want) {
+	if want := "1 partition is running elsewhere under a live lease; this run skips it"; !slices.Contains(plan.Warnings, want) {
 		t.Errorf("plan warnings %q; want %q", plan.Warnings, want)
 	}
 	for item, err := range plan.Items(t.Context()) {

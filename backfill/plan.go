@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -446,11 +447,12 @@ func (b *Backfill) warnings(p *Plan, history bool) []string {
 	if p.Counts.Run == 0 {
 		w = append(w, "nothing to run: the backfill is not recorded in the ledger")
 	}
-	if p.Counts.SkipRunning > 0 {
-		w = append(w, fmt.Sprintf("%d partitions are running elsewhere under live leases; this run skips them", p.Counts.SkipRunning))
+	if n := p.Counts.SkipRunning; n > 0 {
+		w = append(w, fmt.Sprintf("%s %s running elsewhere under %s; this run skips %s",
+			partitions(n), plural(n, "is", "are"), plural(n, "a live lease", "live leases"), plural(n, "it", "them")))
 	}
-	if p.Counts.SkipRecorded > 0 {
-		w = append(w, fmt.Sprintf("%d partitions failed before and rerun policy none leaves them failed", p.Counts.SkipRecorded))
+	if n := p.Counts.SkipRecorded; n > 0 {
+		w = append(w, fmt.Sprintf("%s failed before and rerun policy none leaves %s failed", partitions(n), plural(n, "it", "them")))
 	}
 	if p.Rerun == ledger.RerunAll && p.Counts.Run > 0 {
 		w = append(w, "rerun policy all runs succeeded partitions again")
@@ -620,4 +622,15 @@ func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
 	}
 	_, err = io.WriteString(w, "]}\n")
 	return err
+}
+
+// partitions writes n partitions in words: "1 partition", "3 partitions".
+func partitions(n int) string { return strconv.Itoa(n) + plural(n, " partition", " partitions") }
+
+// plural returns one when n is 1 and many otherwise.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

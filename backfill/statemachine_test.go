@@ -242,12 +242,18 @@ func (m *bfMachine) race(rt *rapid.T) {
 	}
 }
 
-// crash has a worker claim a partition directly and die holding it.
+// crash has a worker record the backfill and claim a partition, as Run
+// does, and die holding it.
 func (m *bfMachine) crash(rt *rapid.T) {
 	key := rapid.SampledFrom(m.keys).Draw(rt, "crash partition")
 	p := m.parts[key]
 	dag := m.workers[0].DAG
 	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	// Recorded first, as a worker records a backfill before its first
+	// claim: a ledger holds no attempt of a backfill it has no record of.
+	if _, err := m.ledger.PutBackfill(context.Background(), ledger.BackfillRecord{ID: m.id, DAG: dagID, Window: m.window.String(), Chunk: 1}); err != nil {
+		rt.Fatalf("crash record of %s: %v", m.id, err)
+	}
 	_, err := m.ledger.Claim(context.Background(), ledger.ClaimRequest{
 		DAG: dagID, Backfill: m.id, Worker: fmt.Sprint("crashed", m.crashes), RunID: backfill.RunID(dagID, p.Start, p.End),
 		Partitions: []tranche.TimePartition{p}, Lease: bfMachineLease, Policy: ledger.RerunFailed,
