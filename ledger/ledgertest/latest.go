@@ -132,8 +132,15 @@ func testLatestReader(s *ledgerSuite) {
 			}
 		}
 
+		// The states a backfill's status asks for (running; failed and
+		// canceled, with Newest), which a ledger may read through an
+		// index of their own, as often as any others.
 		find := ledger.FindRequest{DAG: dag, Ranges: ranges,
-			States: rapid.SliceOfDistinct(rapid.SampledFrom([]ledger.State{ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}), rapid.ID[ledger.State]).Draw(rt, "states"),
+			States: rapid.OneOf(
+				rapid.Just([]ledger.State{ledger.StateRunning}),
+				rapid.Just([]ledger.State{ledger.StateFailed, ledger.StateCanceled}),
+				rapid.SliceOfDistinct(rapid.SampledFrom([]ledger.State{ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}), rapid.ID[ledger.State]),
+			).Draw(rt, "states"),
 			Newest: rapid.IntRange(0, 3).Draw(rt, "newest")}
 		var want []ledger.Attempt
 		for i := range ranges {
