@@ -262,8 +262,8 @@ func TestBatchesCarryTokens(t *testing.T) {
 
 func TestDeliveryID(t *testing.T) {
 	b := tranche.Batch{Asset: "a", Partition: tranche.PartitionOf(tranche.Day, jan1), RunID: "r", Token: 3}
-	if b.DeliveryID() != b.DeliveryID() {
-		t.Fatal("DeliveryID is not stable")
+	if first, again := b.DeliveryID(), b.DeliveryID(); first != again {
+		t.Fatalf("DeliveryID is not stable: %q, then %q", first, again)
 	}
 	for name, other := range map[string]tranche.Batch{
 		"token": {Asset: "a", Partition: b.Partition, RunID: "r", Token: 4},

@@ -28,12 +28,7 @@ import (
 // The zone helpers, with their rules, live in internal/zone, which the
 // backfill package shares.
 func offsetZone(off int) *time.Location            { return zone.OffsetZone(off) }
-func offsetName(off int) string                    { return zone.OffsetName(off) }
-func parseOffsetName(s string) (int, bool)         { return zone.ParseOffsetName(s) }
 func zoneName(loc *time.Location) string           { return zone.Name(loc) }
-func fixedOffset(loc *time.Location) (int, bool)   { return zone.FixedOffset(loc) }
 func sameZone(a, b *time.Location) bool            { return zone.Same(a, b) }
 func loadZone(name string) (*time.Location, error) { return zone.Load(name) }
 func portableZone(loc *time.Location) bool         { return zone.Portable(loc) }
-
-var errHostZone = zone.ErrHostZone

@@ -66,7 +66,7 @@ func Example() {
 			line := strings.Repeat("  ", depth) + s.Name
 			for _, kv := range s.Attributes {
 				if kv.Key == "tranche.partition.key" || kv.Key == "tranche.rows" {
-					line += fmt.Sprintf(" %s=%s", kv.Key, kv.Value.Emit())
+					line += fmt.Sprintf(" %s=%s", kv.Key, kv.Value.String())
 				}
 			}
 			fmt.Println(line, s.Status.Code)

@@ -112,7 +112,7 @@ func tree(t *testing.T, tel *telemetry) string {
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -122,7 +122,7 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
@@ -154,7 +154,7 @@ func eventsOf(s sdktrace.ReadOnlySpan) []string {
 			if kv.Key == "exception.stacktrace" {
 				continue
 			}
-			line += " " + string(kv.Key) + "=" + kv.Value.Emit()
+			line += " " + string(kv.Key) + "=" + kv.Value.String()
 		}
 		out = append(out, line)
 	}

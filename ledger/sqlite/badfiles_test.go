@@ -236,7 +236,7 @@ func TestLockedLongerThanBusyTimeout(t *testing.T) {
 	if took < 250*time.Millisecond || took > 5*time.Second {
 		t.Errorf("Claim gave up after %v; want about the busy timeout, 300ms", took)
 	}
-	lease, err := l.Claim(t.Context(), claimReq("w1", day(1)))
+	_, err = l.Claim(t.Context(), claimReq("w1", day(1)))
 	wantFileError(t, err, path, sqlledger.ErrLocked)
 	_, err = sqlite.Open(t.Context(), path, opts)
 	wantFileError(t, err, path, sqlledger.ErrLocked, "migrating the schema")
@@ -249,7 +249,8 @@ func TestLockedLongerThanBusyTimeout(t *testing.T) {
 	if got := state(t, l); got != before {
 		t.Errorf("state after the lock was released:\n%s\nwant:\n%s", got, before)
 	}
-	if lease, err = l.Claim(t.Context(), claimReq("w3", day(3))); err != nil {
+	lease, err := l.Claim(t.Context(), claimReq("w3", day(3)))
+	if err != nil {
 		t.Fatalf("Claim after the lock was released = %v", err)
 	}
 	if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
