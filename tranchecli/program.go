@@ -14,6 +14,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/cliargs"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -82,7 +83,7 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 	if c.stderr == nil {
 		c.stderr = os.Stderr
 	}
-	if len(args) == 0 {
+	if args = cliargs.LedgerFirst(args); len(args) == 0 {
 		c.usage(c.stderr)
 		return exitUsage
 	}
@@ -107,12 +108,18 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 	}
 	c.cmd = cmd
 	fs := c.flags(cmd)
+	// A refused flag is reported as any bad usage is, in two lines, as the
+	// go command does, not with every flag's default after it; -h prints
+	// them all, on standard output.
+	fs.SetOutput(io.Discard)
 	pos, err := parseInterspersed(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(c.stdout)
+		fs.Usage()
 		return exitOK
 	}
 	if err != nil {
-		return exitUsage // the flag package printed the error and the usage
+		return c.usageError(err)
 	}
 	if n := len(pos); n < cmd.min || n > cmd.max {
 		return c.usageError(fmt.Errorf("%s takes %s; got %d arguments", cmd.name, cmd.args, n))

@@ -237,7 +237,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"run", "events", "--yes", "--from", "2026-01-01T00:00:00Z"}, "without --to"},
 		{[]string{"run", "nightly", "--yes", "--slot", "2026-01-05T03:00:00Z"}, "is not a fire time of"},
 		{[]string{"run", "nightly", "--yes", "--slot", "2026-01-05T02:00:00Z", "--from", "2026-01-01"}, "--slot and --from/--to both given"},
-		{[]string{"run", "events", "--yes", "--slot", "2026-01-05T00:00:00Z"}, "SlotAt takes a cron schedule"},
+		{[]string{"run", "events", "--yes", "--slot", "2026-01-05T00:00:00Z"}, `--slot names fire times of a cron schedule, and DAG "events" is partitioned by day; give --from and --to`},
 		{[]string{"run", "nosuch", "--yes"}, `unknown DAG "nosuch"; this program has events, nightly`},
 		{append([]string{"run", "events"}, week...), "standard input is not a terminal"},
 		{[]string{"status", "x", "--interval", "0s"}, "--interval 0s"},
@@ -255,6 +255,11 @@ func TestBadUsage(t *testing.T) {
 			}
 			if !strings.Contains(errs, "usage: tr") {
 				t.Errorf("stderr shows no usage:\n%s", errs)
+			}
+			// The error and a line of usage, as for any bad usage, not
+			// every flag's default (help COMMAND lists those).
+			if strings.Contains(errs, "\nflags:") {
+				t.Errorf("stderr lists every flag:\n%s", errs)
 			}
 			if n := h.backfills(); n != 0 {
 				t.Errorf("bad usage recorded %d backfills", n)
@@ -514,8 +519,9 @@ func TestHelp(t *testing.T) {
 			t.Errorf("help run lacks %s:\n%s", f, out)
 		}
 	}
-	if code, _, _ := h.run("run", "-h"); code != 0 {
-		t.Errorf("run -h: exit %d", code)
+	// -h prints the whole usage, as help does, on standard output.
+	if code, out, errs := h.run("run", "-h"); code != 0 || !strings.Contains(out, "-max-concurrency") || errs != "" {
+		t.Errorf("run -h: exit %d, stdout:\n%s\nstderr:\n%s\nwant exit 0 and the flags on stdout", code, out, errs)
 	}
 }
 

@@ -43,6 +43,8 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	switch {
 	case len(c.opt.slots) > 0 && (c.opt.from != "" || c.opt.to != ""):
 		return nil, badUsage("--slot and --from/--to both given; name a window or slots, not both")
+	case len(c.opt.slots) > 0 && !g.IsSchedule():
+		return nil, badUsage("--slot names fire times of a cron schedule, and DAG %q is partitioned by %v; give --from and --to", name, g)
 	case len(c.opt.slots) > 0:
 		var ps []tranche.TimePartition
 		var errs []error

@@ -48,6 +48,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tranche-dev/tranche/internal/cliargs"
 	"github.com/tranche-dev/tranche/tranchecli"
 )
 
@@ -67,6 +68,9 @@ const serveUsage = "  serve    [flags] serve the backfills as web pages (see 'tr
 // run runs the command with args (os.Args[1:]) and returns its exit
 // code: 0 for success, 1 for a failure, 2 for bad usage.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if moved := cliargs.LedgerFirst(args); len(moved) > 0 && moved[0] == "serve" {
+		args = moved // "tranche --ledger URL serve", as tranchecli reads its commands
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		return serve(ctx, args[1:], stdout, stderr)
 	}

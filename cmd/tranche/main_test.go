@@ -408,6 +408,10 @@ func TestCommands(t *testing.T) {
 		{nil, 2, "", "serve"},
 		{[]string{"help", "serve"}, 0, "-allow-writes", ""},
 		{[]string{"ls", "--ledger", "sqlite:" + path + ".missing"}, 1, "", "no such file"},
+		// --ledger before the subcommand, as a global flag.
+		{[]string{"--ledger", "sqlite:" + path + ".missing", "ls"}, 1, "", "no such file"},
+		{[]string{"--ledger=sqlite:" + path, "status", f.ID}, 0, "2026-01  . . . - X . . . > X # # # #", ""},
+		{[]string{"--ledger", "sqlite:" + path + ".missing", "serve", "--addr", "127.0.0.1:0"}, 1, "", "no such file"},
 		{[]string{"cancel", f.ID}, 0, "", ""},
 		{[]string{"resume", f.ID}, 0, "", ""},
 	}

@@ -244,7 +244,7 @@ func TestBadFlags(t *testing.T) {
 		{append([]string{"run", "events", "--yes", "--rerun", "some"}, week...), `invalid value "some" for flag -rerun`},
 		{append([]string{"run", "events", "--yes", "--on-failure", "retry"}, week...), `invalid value "retry" for flag -on-failure`},
 		{append([]string{"run", "events", "--yes", "--max-concurrency", "0"}, week...), "--max-concurrency 0"},
-		{[]string{"run", "events", "--yes", "--slot", "2026-01-05T00:00:00Z"}, "SlotAt takes a cron schedule"},
+		{[]string{"run", "events", "--yes", "--slot", "2026-01-05T00:00:00Z"}, `--slot names fire times of a cron schedule, and DAG "events" is partitioned by day`},
 		{append([]string{"run", "nosuch", "--yes"}, week...), `unknown DAG "nosuch"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
