@@ -3,6 +3,8 @@ package cliargs
 import (
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestLedgerFirst(t *testing.T) {
@@ -24,4 +26,26 @@ func TestLedgerFirst(t *testing.T) {
 			t.Errorf("LedgerFirst(%q) = %q; want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// TestLedgerFirstKeepsArguments: LedgerFirst only moves arguments, and
+// what a subcommand parses after the move holds every --ledger flag in
+// the order given.
+func TestLedgerFirstKeepsArguments(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		args := rapid.SliceOf(rapid.SampledFrom([]string{"--ledger", "-ledger", "--ledger=x", "sqlite:a.db", "ls", "serve", "--format", "json", "ID"})).Draw(t, "args")
+		got := LedgerFirst(slices.Clone(args))
+		if got == nil {
+			return
+		}
+		a, b := slices.Clone(args), slices.Clone(got)
+		slices.Sort(a)
+		slices.Sort(b)
+		if !slices.Equal(a, b) {
+			t.Fatalf("LedgerFirst(%q) = %q: not the same arguments", args, got)
+		}
+		if len(args) > 0 && got[0] != args[0] && (args[0] != "--ledger" && args[0] != "-ledger" && args[0] != "--ledger=x") {
+			t.Fatalf("LedgerFirst(%q) = %q moved an argument that is no --ledger flag", args, got)
+		}
+	})
 }
