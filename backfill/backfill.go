@@ -1044,17 +1044,17 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) 
 	case report.Unclaimed > 0:
 		kind = KindFailed
 		first := report.ClaimFailures[0]
-		err = fmt.Errorf("tranche: backfill %s: %d partitions not claimed, neither run nor recorded (first %s: %w)",
-			report.Backfill, report.Unclaimed, first.Key, first.Err)
+		err = fmt.Errorf("tranche: backfill %s: %s not claimed, neither run nor recorded (first %s: %w)",
+			report.Backfill, partitions(report.Unclaimed), first.Key, first.Err)
 	case x.stopped != nil:
 		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Held > 0:
 		kind = KindUnfinished
-		err = fmt.Errorf("tranche: backfill %s: not done: %d partitions held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
-			report.Backfill, report.Held, ErrHeldElsewhere)
+		err = fmt.Errorf("tranche: backfill %s: not done: %s held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
+			report.Backfill, partitions(report.Held), ErrHeldElsewhere)
 	}
 	if err != nil && report.Held > 0 && kind != KindUnfinished {
-		err = fmt.Errorf("%w; and %d partitions are held by other workers: %w", err, report.Held, ErrHeldElsewhere)
+		err = fmt.Errorf("%w; and %s %s held by other workers: %w", err, partitions(report.Held), plural(report.Held, "is", "are"), ErrHeldElsewhere)
 	}
 	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err

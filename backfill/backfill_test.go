@@ -1271,7 +1271,7 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 		}
 	}
 	rep, err := b.Run(t.Context())
-	if !errors.Is(err, backfill.ErrHeldElsewhere) || !strings.Contains(err.Error(), "not done: 1 partitions held by other workers") {
+	if !errors.Is(err, backfill.ErrHeldElsewhere) || !strings.Contains(err.Error(), "not done: 1 partition held by other workers") {
 		t.Errorf("Run with a partition held elsewhere: %v; want ErrHeldElsewhere", err)
 	}
 	bfCheckReport(t, rep, 5, 4, 0, 0, 0, 1, 0)

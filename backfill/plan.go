@@ -525,8 +525,8 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 	fmt.Fprintf(&b, "backfill %s\n  window      %s (%d%s partitions)\n  dag         %s\n", p.Backfill, p.Window, p.Counts.Total, chosen, p.DAG)
 	fmt.Fprintf(&b, "  order       %s, %d at a time, %d per run\n  rerun       %s\n  on failure  %s\n  revision    %d\n",
 		p.Order, p.Concurrency, p.ChunkSize, p.Rerun, p.OnFailure, p.Revision)
-	fmt.Fprintf(&b, "  counts      run %d (%d runs), skip: succeeded %d, skip: running elsewhere %d, skip: recorded %d\n",
-		p.Counts.Run, p.Counts.Runs, p.Counts.SkipSucceeded, p.Counts.SkipRunning, p.Counts.SkipRecorded)
+	fmt.Fprintf(&b, "  counts      run %d (%d %s), skip: succeeded %d, skip: running elsewhere %d, skip: recorded %d\n",
+		p.Counts.Run, p.Counts.Runs, plural(p.Counts.Runs, "run", "runs"), p.Counts.SkipSucceeded, p.Counts.SkipRunning, p.Counts.SkipRecorded)
 	if p.Estimate > 0 {
 		fmt.Fprintf(&b, "  estimate    %v\n", p.Estimate.Round(time.Millisecond))
 	}

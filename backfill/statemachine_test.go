@@ -251,6 +251,9 @@ func (m *bfMachine) crash(rt *rapid.T) {
 	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 	// Recorded first, as a worker records a backfill before its first
 	// claim: a ledger holds no attempt of a backfill it has no record of.
+	// The record is the one Run writes, from what m.id is made of (the
+	// DAG, the whole window, one partition a run); the first written is
+	// kept, and a record unlike Run's would show in check's status.
 	if _, err := m.ledger.PutBackfill(context.Background(), ledger.BackfillRecord{ID: m.id, DAG: dagID, Window: m.window.String(), Chunk: 1}); err != nil {
 		rt.Fatalf("crash record of %s: %v", m.id, err)
 	}

@@ -121,9 +121,10 @@ type Dialect struct {
 	HasTable string
 
 	// BucketOf, when not nil, returns an SQL expression of the bucket
-	// that the integer expression expr falls in among bounds, the
-	// statement's parameter (such as "$1") holding ascending integers as
-	// an []int64: 0 below bounds[0], k where bounds[k-1] <= expr <
+	// that the integer expression expr falls in among bounds, the name
+	// of the statement's one parameter, "$1" (so the dialect's driver
+	// must take $1 placeholders), bound to the ascending integers as an
+	// []int64 (which the driver must take as an argument, as pgx does): 0 below bounds[0], k where bounds[k-1] <= expr <
 	// bounds[k], len(bounds) from the last (PostgreSQL: width_bucket over
 	// an array). The counts of many ranges, a backfill's grid, are then
 	// one scan of their span grouped by bucket; without it, a SELECT per

@@ -22,13 +22,14 @@ var _ ledger.LatestReader = (*Ledger)(nil)
 const rangesPerQuery = 200
 
 // bucketsPerQuery bounds the ranges one statement of CountLatest names
-// through the dialect's BucketOf: two arrays of their bounds.
+// through the dialect's BucketOf: their bounds, the statement's one
+// parameter.
 const bucketsPerQuery = 10000
 
 // The statements of CountLatest and FindLatest are built for their
-// ranges, one SELECT per range joined by UNION ALL, with every value an
-// integer literal formatted here (the DAG's id, instants, revisions),
-// which carries no SQL: a VALUES list of ranges joined to the attempts
+// ranges, one SELECT per range joined by UNION ALL, with every value but
+// BucketOf's bounds an integer literal formatted here (the DAG's id,
+// instants, revisions), which carries no SQL: a VALUES list of ranges joined to the attempts
 // would be one statement too, but SQLite then reads every attempt of the
 // DAG for each range (ten times slower for 137 ranges of 100,000
 // partitions), while a SELECT per range is a range of the primary key.
@@ -356,12 +357,15 @@ func partialIndex(states []string) string {
 // FindLatest reads once, through that index, the span from the first
 // range to the last, and keeps the attempts that lie in a range: the
 // running attempts and the newest failure of a backfill of chosen slots,
-// a range per run of adjacent ones by the thousand, then cost one
-// statement, where reading the ranges apart cost two statements a range
-// for the newest failure (3 min 25 s for 100,000 ranges on PostgreSQL,
-// 4 ms since). The span read costs the attempts of those states between
-// the ranges too, which are few; any other states (a grid's every latest
-// attempt) are read a range at a time, rangesPerQuery ranges a
+// a range per run of adjacent ones by the thousand, then cost a statement,
+// or a few pages of one for the newest, where reading the ranges apart
+// cost two statements a range for the newest failure (3 min 25 s for
+// 100,000 ranges on PostgreSQL, 4 ms since). The span read costs the
+// attempts of those states between the ranges too: few while the DAG's
+// failures and running attempts are, but all of them for the newest
+// failure of a backfill whose ranges hold none when another backfill of
+// the DAG failed often between them. Any other states (a grid's every
+// latest attempt) are read a range at a time, rangesPerQuery ranges a
 // statement, since the span would hold every attempt between the
 // ranges.
 const findApart = 16

@@ -122,7 +122,11 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 		return c.usageError(err)
 	}
 	if n := len(pos); n < cmd.min || n > cmd.max {
-		return c.usageError(fmt.Errorf("%s takes %s; got %d arguments", cmd.name, cmd.args, n))
+		takes := cmd.args
+		if takes == "" {
+			takes = "no arguments"
+		}
+		return c.usageError(fmt.Errorf("%s takes %s; got %d", cmd.name, takes, n))
 	}
 	c.args = pos
 	defer c.closeLedger()
@@ -216,7 +220,7 @@ func (c *call) flags(cmd *command) *flag.FlagSet {
 	cmd.flags(c, fs)
 	fs.Usage = func() {
 		out := fs.Output()
-		fmt.Fprintf(out, "usage: %s %s [flags] %s\n\n%s.\n", c.name, cmd.name, cmd.args, upper(cmd.summary))
+		fmt.Fprintf(out, "usage: %s %s [flags]%s\n\n%s.\n", c.name, cmd.name, spaced(cmd.args), upper(cmd.summary))
 		if cmd.name == "plan" || cmd.name == "run" {
 			fmt.Fprintf(out, "\nDAGs: %s\n", strings.Join(c.dagNames(), ", "))
 		}
@@ -239,8 +243,17 @@ func (c *call) usage(w io.Writer) {
 // usageError reports bad usage of the subcommand and returns exit code 2.
 func (c *call) usageError(err error) int {
 	fmt.Fprintf(c.stderr, "%s %s: %v\n", c.name, c.cmd.name, err)
-	fmt.Fprintf(c.stderr, "usage: %s %s [flags] %s (see '%s help %s')\n", c.name, c.cmd.name, c.cmd.args, c.name, c.cmd.name)
+	fmt.Fprintf(c.stderr, "usage: %s %s [flags]%s (see '%s help %s')\n", c.name, c.cmd.name, spaced(c.cmd.args), c.name, c.cmd.name)
 	return exitUsage
+}
+
+// spaced returns args after a space, or "" for a command without
+// arguments.
+func spaced(args string) string {
+	if args == "" {
+		return ""
+	}
+	return " " + args
 }
 
 // usageErr is an error of the command line, found before anything was

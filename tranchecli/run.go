@@ -189,11 +189,11 @@ func runRun(ctx context.Context, c *call) error {
 		return nil
 	}
 	if ask {
-		runs := ""
+		what := counted(plan.Counts.Run, "partition")
 		if plan.Counts.Runs != plan.Counts.Run {
-			runs = fmt.Sprintf(" in %d runs", plan.Counts.Runs)
+			what += " in " + counted(plan.Counts.Runs, "run")
 		}
-		fmt.Fprintf(c.stderr, "Run %d partitions%s? [y/N] ", plan.Counts.Run, runs)
+		fmt.Fprintf(c.stderr, "Run %s? [y/N] ", what)
 		answer, err := bufio.NewReader(c.stdin).ReadString('\n')
 		if err != nil && (!errors.Is(err, io.EOF) || answer == "") {
 			fmt.Fprintln(c.stderr)
@@ -338,4 +338,12 @@ func (l *lineLimiter) Write(p []byte) (int, error) {
 		p = p[len(line):]
 	}
 	return n, nil
+}
+
+// counted writes n of noun: "1 partition", "3 partitions".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

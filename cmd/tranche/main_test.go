@@ -412,6 +412,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"--ledger", "sqlite:" + path + ".missing", "ls"}, 1, "", "no such file"},
 		{[]string{"--ledger=sqlite:" + path, "status", f.ID}, 0, "2026-01  . . . - X . . . > X # # # #", ""},
 		{[]string{"--ledger", "sqlite:" + path + ".missing", "serve", "--addr", "127.0.0.1:0"}, 1, "", "no such file"},
+		{[]string{"serve", "--bogus"}, 2, "", "tranche serve: flag provided but not defined: -bogus\nusage: tranche serve [flags] (see 'tranche help serve')\n"},
 		{[]string{"cancel", f.ID}, 0, "", ""},
 		{[]string{"resume", f.ID}, 0, "", ""},
 	}

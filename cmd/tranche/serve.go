@@ -61,13 +61,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 0
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "%s serve: %s\n", name, fmt.Sprintf(format, a...))
 		fmt.Fprintf(stderr, "usage: %s serve [flags] (see '%s help serve')\n", name, name)
 		return 2
+	}
+	// A refused flag in two lines, as tranchecli's commands report one.
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return usageErr("%v", err)
 	}
 	switch {
 	case fs.NArg() > 0:

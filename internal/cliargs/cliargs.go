@@ -6,7 +6,8 @@ import "strings"
 
 // LedgerFirst moves a --ledger flag given before the subcommand
 // ("tranche --ledger URL ls", as operators write a global flag) to after
-// it, where every subcommand takes it, and returns nil when no
+// it, where the subcommand's flags are read (a program whose ledger is
+// fixed then refuses it as an unknown flag), and returns nil when no
 // subcommand follows the flag. Other arguments are returned as they are.
 func LedgerFirst(args []string) []string {
 	var flags []string

@@ -194,6 +194,47 @@ func testLatestReader(s *ledgerSuite) {
 	} else {
 		rapid.Check(rapidTB{s.t}, check)
 	}
+	testNewestTies(s, lr)
+}
+
+// testNewestTies checks FindLatest's Newest where failures finished at
+// the same instant, over more ranges than a ledger may read apart: the
+// tie is broken by the later partition first, whether or not a range
+// holds it, so that a ledger reading the span of the ranges in pages
+// must resume a page after the last row it read, not after its instant.
+func testNewestTies(s *ledgerSuite, lr ledger.LatestReader) {
+	dag := suiteDAG + "-newest-ties"
+	for i := range 4 { // part(0) to part(3) fail at one instant
+		r := req(alpha, part(i))
+		r.DAG = dag
+		lease, err := s.l.Claim(s.ctx, r)
+		if err != nil {
+			s.t.Fatalf("%s = %v", describeReq(r), err)
+		}
+		if err := s.l.Finish(s.ctx, lease, []ledger.Outcome{{State: ledger.StateFailed, Err: "down"}}); err != nil {
+			s.t.Fatalf("Finish(%s) = %v", describeLease(lease), err)
+		}
+	}
+	// The ranges of part(0) and part(2), then 30 empty ones after
+	// every partition.
+	ranges := []ledger.Range{{From: part(0).Start, To: part(0).End}, {From: part(2).Start, To: part(2).End}}
+	for k := range 30 {
+		from := part(20).Start.Add(time.Duration(k) * time.Minute)
+		ranges = append(ranges, ledger.Range{From: from, To: from.Add(time.Minute)})
+	}
+	for newest, want := range map[int][]int{1: {2}, 2: {2, 0}, 3: {2, 0}} {
+		var got []int
+		for a, err := range lr.FindLatest(s.ctx, ledger.FindRequest{DAG: dag, Ranges: ranges,
+			States: []ledger.State{ledger.StateFailed, ledger.StateCanceled}, Newest: newest}) {
+			if err != nil {
+				s.t.Fatalf("FindLatest(newest %d) = %v", newest, err)
+			}
+			got = append(got, int(a.Start.Sub(part(0).Start)/time.Hour))
+		}
+		if !slices.Equal(got, want) {
+			s.t.Errorf("FindLatest of the %d newest failures, finished at one instant, among part(0) and part(2) = partitions %v; want %v (the later partition first)", newest, got, want)
+		}
+	}
 }
 
 // rapidTB is the testingT of TestLedger as the rapid.TB that rapid.Check
