@@ -483,7 +483,11 @@ func TestTerminateConnections(t *testing.T) {
 				select {
 				case <-victim.done:
 				default:
-					time.Sleep(time.Duration(50+r.IntN(100)) * time.Millisecond)
+					// Often: a victim's statement or transaction lasts a
+					// millisecond or two of each 20 ms partition, so on a
+					// quiet machine a look every 100 ms found none in a
+					// whole run (CI, once: 0 in 1.4 s).
+					time.Sleep(time.Duration(10+r.IntN(30)) * time.Millisecond)
 					var n int
 					err := db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 						WHERE application_name = 'pgworker-victim' AND state IN ('active', 'idle in transaction')`).Scan(&n)
