@@ -38,21 +38,8 @@ func StatusOfWindow(ctx context.Context, l ledger.Ledger, dag string, w tranche.
 	if err != nil {
 		return nil, err
 	}
-	lr, ok, err := s.latestReader(ctx)
-	if err != nil {
+	if _, err := s.tally(ctx, nil); err != nil {
 		return nil, err
-	}
-	if ok {
-		if err := s.count(ctx, lr); err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	for ps, err := range s.Partitions(ctx) {
-		if err != nil {
-			return nil, err
-		}
-		s.Counts[ps.State]++
 	}
 	return s, nil
 }

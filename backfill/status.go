@@ -131,25 +131,10 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	lr, ok, err := s.latestReader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		if err := s.count(ctx, lr); err != nil {
-			return nil, err
-		}
-		return s, s.explain(ctx, lr, now)
-	}
 	var running []*ledger.Attempt // newest partition first
 	var lastFailure *ledger.Attempt
-	for ps, err := range s.Partitions(ctx) {
-		if err != nil {
-			return nil, err
-		}
-		s.Counts[ps.State]++
-		a := ps.Latest
-		switch {
+	lr, err := s.tally(ctx, func(ps PartitionStatus) {
+		switch a := ps.Latest; {
 		case a == nil:
 		case a.State == ledger.StateRunning:
 			running = append(running, a)
@@ -158,9 +143,39 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 				lastFailure = a
 			}
 		}
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case lr != nil:
+		return s, s.explain(ctx, lr, now)
 	}
 	s.block(running, lastFailure, now)
 	return s, nil
+}
+
+// tally sets s.Counts: through lr's counts where s's ledger is a
+// [ledger.LatestReader] whose counts stand for s's partitions (see
+// latestReader), returning it; otherwise from every partition's latest
+// attempt, passed to each when it is not nil, returning nil.
+func (s *Status) tally(ctx context.Context, each func(PartitionStatus)) (ledger.LatestReader, error) {
+	lr, ok, err := s.latestReader(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		return lr, s.count(ctx, lr)
+	}
+	for ps, err := range s.Partitions(ctx) {
+		if err != nil {
+			return nil, err
+		}
+		s.Counts[ps.State]++
+		if each != nil {
+			each(ps)
+		}
+	}
+	return nil, nil
 }
 
 // latestReader returns the status's ledger as a [ledger.LatestReader] if

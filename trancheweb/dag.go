@@ -2,8 +2,6 @@ package trancheweb
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -408,24 +406,7 @@ type dagPolled struct {
 
 func (h *handler) dagStatusJSON(w http.ResponseWriter, r *http.Request) {
 	doc, err := h.dagStatusDocOf(r.Context(), r, r.PathValue("dag"))
-	w.Header().Set("Content-Type", "application/json")
-	if err != nil {
-		status := http.StatusInternalServerError
-		var nf *notFound
-		var bad *badRequest
-		switch {
-		case errors.As(err, &nf):
-			status = http.StatusNotFound
-		case errors.As(err, &bad):
-			status = http.StatusBadRequest
-		case h.opts.Logger != nil && r.Context().Err() == nil:
-			h.opts.Logger.ErrorContext(r.Context(), "trancheweb: request failed", "path", r.URL.Path, "err", err)
-		}
-		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
-		return
-	}
-	json.NewEncoder(w).Encode(doc)
+	h.writeJSON(w, r, doc, err)
 }
 
 // dagStatusDocOf returns the status of dag over the request's span. As

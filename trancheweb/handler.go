@@ -198,22 +198,50 @@ type errorData struct {
 // fail answers an error: 404 for an unknown backfill or DAG, 400 for a
 // bad query, 500 for the rest, logged.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := http.StatusInternalServerError
+	status := errorStatus(err)
+	if status == http.StatusInternalServerError {
+		if r.Context().Err() != nil {
+			return // the client left
+		}
+		h.logFailure(r, err)
+	}
+	h.refuse(w, r, status, err.Error())
+}
+
+// errorStatus is the HTTP status of a request that failed with err: 404
+// for an unknown backfill or DAG, 400 for a wrong query, 500 otherwise.
+func errorStatus(err error) int {
 	var bad *badRequest
 	var nf *notFound
 	switch {
 	case errors.Is(err, ledger.ErrUnknownBackfill), errors.As(err, &nf):
-		status = http.StatusNotFound
+		return http.StatusNotFound
 	case errors.As(err, &bad):
-		status = http.StatusBadRequest
-	case r.Context().Err() != nil:
-		return // the client left
-	default:
-		if h.opts.Logger != nil {
-			h.opts.Logger.ErrorContext(r.Context(), "trancheweb: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
+		return http.StatusBadRequest
 	}
-	h.refuse(w, r, status, err.Error())
+	return http.StatusInternalServerError
+}
+
+// logFailure logs a request that failed on the server's side.
+func (h *handler) logFailure(r *http.Request, err error) {
+	if h.opts.Logger != nil {
+		h.opts.Logger.ErrorContext(r.Context(), "trancheweb: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+}
+
+// writeJSON answers v as JSON, or, when err is not nil, err's status
+// (errorStatus) and {"error": err's text}.
+func (h *handler) writeJSON(w http.ResponseWriter, r *http.Request, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		status := errorStatus(err)
+		if status == http.StatusInternalServerError && r.Context().Err() == nil {
+			h.logFailure(r, err)
+		}
+		w.WriteHeader(status)
+		v = map[string]string{"error": err.Error()}
+	}
+	json.NewEncoder(w).Encode(v)
 }
 
 // refuse answers status with message on the error page.
@@ -480,19 +508,7 @@ type statusDoc struct {
 
 func (h *handler) statusJSON(w http.ResponseWriter, r *http.Request) {
 	doc, err := h.statusDocOf(r.Context(), r.PathValue("id"))
-	w.Header().Set("Content-Type", "application/json")
-	if err != nil {
-		status := http.StatusInternalServerError
-		if errors.Is(err, ledger.ErrUnknownBackfill) {
-			status = http.StatusNotFound
-		} else if h.opts.Logger != nil && r.Context().Err() == nil {
-			h.opts.Logger.ErrorContext(r.Context(), "trancheweb: request failed", "path", r.URL.Path, "err", err)
-		}
-		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
-		return
-	}
-	json.NewEncoder(w).Encode(doc)
+	h.writeJSON(w, r, doc, err)
 }
 
 // polled is the status endpoint's last answer for a backfill, and what
