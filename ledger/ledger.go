@@ -32,10 +32,46 @@ type Ledger interface {
 	// under a lease of req.Lease. It fails with an error matching
 	// [ErrNotClaimable] when any partition is held under a live lease
 	// by another attempt or its history does not call for a run under
-	// req.Policy, or when req.Backfill was canceled. A partition whose
+	// req.Policy, or when req.Backfill was canceled (then also matching
+	// [ErrBackfillCanceled]). A partition whose
 	// holder's lease has expired is taken over: the stale attempt is
 	// recorded failed and the new one starts.
 	Claim(ctx context.Context, req ClaimRequest) (*Lease, error)
+
+	// ClaimNext hands the next jobs of a backfill to one of the workers
+	// that share it, so that they never race for a partition. req.Jobs
+	// are the jobs the worker would run next, in the backfill's order;
+	// ClaimNext examines them in that order and claims, each under a
+	// lease of its own as [Ledger.Claim] would, the first req.Want that
+	// are claimable, in one atomic step.
+	//
+	// The ledger keeps a cursor for each DAG, backfill and order: the
+	// start of the last job it examined for any worker ([Job.Start]),
+	// and the revision at which it moved. When the cursor moved after
+	// req.Revision (another worker was handed jobs after this worker's
+	// plan was made), the jobs at or before it in the order are passed
+	// over without being read: they were examined for that worker. The
+	// others are judged as Claim judges a partition; those another
+	// transaction is claiming at that moment are passed over too, and
+	// never waited for. The cursor then moves to the last job examined.
+	//
+	// It returns one [Grant] for each job examined, in order: the first
+	// len(grants) of req.Jobs; a job left unexamined (Want was reached)
+	// can be given again. A job not granted, passed over or refused,
+	// has an error matching [ErrNotClaimable]. A canceled backfill fails
+	// the call, claiming nothing, with an error matching both
+	// [ErrBackfillCanceled] and ErrNotClaimable ([CanceledError]).
+	ClaimNext(ctx context.Context, req NextRequest) ([]Grant, error)
+
+	// Release withdraws the attempts of a lease whose partitions never
+	// started running (a worker claimed ahead of what it ran, then
+	// stopped): each partition's history is as if the lease had never
+	// been claimed, so that no rerun policy counts it as a run. Release
+	// moves the DAG's revision, but, as a lease that expires,
+	// it is not a change [Ledger.RevisionIn] reports. It fails with
+	// [ErrFenced], withdrawing nothing, when any partition has been
+	// taken over or finished.
+	Release(ctx context.Context, lease *Lease) error
 
 	// Heartbeat extends the lease by d from now. It fails with
 	// [ErrFenced] when the lease no longer holds the latest attempt of
@@ -117,9 +153,10 @@ type Ledger interface {
 // lease has lapsed by its own clock (see [Backfill].Lease), and by a
 // fenced destination's refusal of a stale write ([StaleWriteError]).
 var (
-	ErrNotClaimable    = errors.New("tranche: partition not claimable")
-	ErrFenced          = tranche.ErrFenced
-	ErrUnknownBackfill = errors.New("tranche: unknown backfill")
+	ErrNotClaimable     = errors.New("tranche: partition not claimable")
+	ErrFenced           = tranche.ErrFenced
+	ErrUnknownBackfill  = errors.New("tranche: unknown backfill")
+	ErrBackfillCanceled = errors.New("tranche: backfill canceled")
 )
 
 // State is the state of a partition attempt. New states may be added.
@@ -177,6 +214,58 @@ type ClaimRequest struct {
 	// Revision bounds RerunAll: a partition that succeeded at a later
 	// revision, after the plan was made, is not run again.
 	Revision int64
+}
+
+// NextRequest asks [Ledger.ClaimNext] for the next jobs of a backfill.
+type NextRequest struct {
+	DAG      string // the DAG's identity
+	Backfill string // the backfill's id; never ""
+	Worker   string // who claims
+	// Jobs are the candidates, in the backfill's order: starts
+	// ascending, or descending when Descending is set. They name each
+	// partition once.
+	Jobs       []Job
+	Descending bool // newest first: the order a cursor of its own follows
+	// Want is how many jobs to claim; the call examines jobs until it
+	// has claimed Want, or examined them all. It must be positive.
+	Want   int
+	Lease  time.Duration // as ClaimRequest.Lease
+	Policy RerunPolicy   // as ClaimRequest.Policy
+	// Revision is the revision of the worker's plan: it bounds RerunAll,
+	// as ClaimRequest.Revision does, and tells whether the cursor moved
+	// after the plan was made.
+	Revision int64
+}
+
+// Job is one claim of [Ledger.ClaimNext]: a partition, or a chunk of
+// adjacent partitions claimed all or none, and the run that will
+// materialize it.
+type Job struct {
+	RunID      string
+	Partitions []TimePartition // oldest first
+}
+
+// TimePartition is tranche.TimePartition, named here so that a ledger's
+// requests read without the import.
+type TimePartition = tranche.TimePartition
+
+// Start returns the start of the job's oldest partition, which a cursor
+// records.
+func (j Job) Start() time.Time { return j.Partitions[0].Start }
+
+// Grant is what [Ledger.ClaimNext] did with one job: the Lease that
+// claims it, or the error, matching [ErrNotClaimable], that says why
+// not.
+type Grant struct {
+	Lease *Lease
+	Err   error
+}
+
+// Claim returns the ClaimRequest that claims job j of req, as
+// [Ledger.Claim] takes it.
+func (req NextRequest) Claim(j Job) ClaimRequest {
+	return ClaimRequest{DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: j.RunID,
+		Partitions: j.Partitions, Lease: req.Lease, Policy: req.Policy, Revision: req.Revision}
 }
 
 // Lease is a held claim: the attempts a worker started and must heartbeat

@@ -152,3 +152,63 @@ func (l *Lease) CheckOutcomes(outcomes []Outcome) error {
 	}
 	return nil
 }
+
+// Validate checks a request of [Ledger.ClaimNext] as [ClaimRequest.Validate]
+// checks a claim, each job as the partitions of one claim: a backfill, a
+// positive Want, at least one job, each with partitions, and jobs in the
+// request's order, none starting twice.
+func (req NextRequest) Validate() error {
+	switch {
+	case req.Backfill == "":
+		return fmt.Errorf("tranche: ClaimNext without a backfill")
+	case req.Want < 1:
+		return fmt.Errorf("tranche: ClaimNext of %d jobs; want 1 or more", req.Want)
+	case len(req.Jobs) == 0:
+		return fmt.Errorf("tranche: ClaimNext of no jobs")
+	}
+	for i, j := range req.Jobs {
+		if err := req.Claim(j).Validate(); err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
+		}
+		if i > 0 && !req.Before(req.Jobs[i-1].Start(), j.Start()) {
+			order := "oldest first"
+			if req.Descending {
+				order = "newest first"
+			}
+			return fmt.Errorf("tranche: ClaimNext: job %d (%s) does not follow job %d (%s) %s", i, j.Partitions[0].Key(), i-1,
+				req.Jobs[i-1].Partitions[0].Key(), order)
+		}
+	}
+	return nil
+}
+
+// Before reports whether a job starting at a comes before one starting
+// at b in the request's order: the rule by which a cursor at a passes
+// over a job at b when !req.Before(a, b).
+func (req NextRequest) Before(a, b time.Time) bool {
+	if req.Descending {
+		return a.After(b)
+	}
+	return a.Before(b)
+}
+
+// CanceledError is the error of a claim of canceled backfill id: it
+// matches both [ErrNotClaimable] and [ErrBackfillCanceled].
+func CanceledError(id string) error { return canceledError(id) }
+
+type canceledError string
+
+func (e canceledError) Error() string {
+	return fmt.Sprintf("%v: backfill %s was canceled", ErrNotClaimable, string(e))
+}
+
+func (e canceledError) Is(target error) bool {
+	return target == ErrNotClaimable || target == ErrBackfillCanceled
+}
+
+// PassedError is the error of a job that [Ledger.ClaimNext] passed over:
+// the cursor had moved past it for another worker, or another
+// transaction was claiming it.
+func PassedError(j Job) error {
+	return fmt.Errorf("%w: %s was handed to another worker", ErrNotClaimable, j.Partitions[0].Key())
+}

@@ -447,7 +447,7 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		}
 		now, rev := st.now, st.rev
 		if st.canceled {
-			return fmt.Errorf("%w: backfill %s was canceled", ledger.ErrNotClaimable, req.Backfill)
+			return ledger.CanceledError(req.Backfill)
 		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {

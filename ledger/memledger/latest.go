@@ -98,7 +98,7 @@ func (l *Ledger) ChangedIn(ctx context.Context, dag string, from, to time.Time, 
 		if c.rev <= after {
 			break
 		}
-		if c.start >= lo && c.start < hi {
+		if c.start >= lo && c.start < hi && d.recorded(c) {
 			starts = append(starts, c.start)
 		}
 	}

@@ -25,6 +25,21 @@ type Ledger struct {
 	dags      map[string]*memoryDAG
 	backfills map[string]ledger.BackfillRecord
 	order     []string // backfill ids, oldest first
+	cursors   map[cursorKey]cursor
+}
+
+// cursorKey names the cursor of ClaimNext: one per DAG, backfill and
+// order.
+type cursorKey struct {
+	dag, backfill string
+	descending    bool
+}
+
+// cursor is the start of the last job ClaimNext examined, and the
+// revision at which it moved there.
+type cursor struct {
+	start    time.Time
+	revision int64
 }
 
 type memoryDAG struct {
@@ -72,6 +87,17 @@ func (lg *changeLog) backward(yield func(memoryChange) bool) {
 	}
 }
 
+// recorded reports whether an attempt still records change c: not when
+// Release withdrew the attempt c made, as a SQL ledger deletes its row.
+func (d *memoryDAG) recorded(c memoryChange) bool {
+	for _, a := range d.history[c.start] {
+		if a.Revision == c.rev {
+			return true
+		}
+	}
+	return false
+}
+
 // sortedStarts returns the partition starts in order, sorting them once
 // after claims added new ones.
 func (d *memoryDAG) sortedStarts() []int64 {
@@ -88,7 +114,7 @@ func New(now func() time.Time) *Ledger {
 	if now == nil {
 		now = time.Now
 	}
-	return &Ledger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]ledger.BackfillRecord{}}
+	return &Ledger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]ledger.BackfillRecord{}, cursors: map[cursorKey]cursor{}}
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
@@ -113,9 +139,54 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b, ok := l.backfills[req.Backfill]; ok && b.Canceled {
-		return nil, fmt.Errorf("%w: backfill %s was canceled", ledger.ErrNotClaimable, req.Backfill)
+		return nil, ledger.CanceledError(req.Backfill)
 	}
+	return l.claim(req, l.now())
+}
+
+// ClaimNext implements [ledger.Ledger]. Claims take turns on the
+// ledger's lock, so no job is ever being claimed by another call.
+func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledger.Grant, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.backfills[req.Backfill]; ok && b.Canceled {
+		return nil, ledger.CanceledError(req.Backfill)
+	}
+	key := cursorKey{req.DAG, req.Backfill, req.Descending}
+	at, moved := l.cursors[key]
+	moved = moved && at.revision > req.Revision
 	now := l.now()
+	var grants []ledger.Grant
+	claimed := 0
+	for _, j := range req.Jobs {
+		if claimed == req.Want {
+			break
+		}
+		g := ledger.Grant{}
+		if moved && !req.Before(at.start, j.Start()) {
+			g.Err = ledger.PassedError(j)
+		} else {
+			g.Lease, g.Err = l.claim(req.Claim(j), now)
+		}
+		if g.Lease != nil {
+			claimed++
+		}
+		grants = append(grants, g)
+	}
+	d := l.dag(req.DAG)
+	d.revision++ // the cursor's move
+	l.cursors[key] = cursor{start: req.Jobs[len(grants)-1].Start(), revision: d.revision}
+	return grants, nil
+}
+
+// claim judges and claims, under l.mu, the partitions of req at now.
+func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time) (*ledger.Lease, error) {
 	d := l.dag(req.DAG)
 	latest := make([]*ledger.Attempt, len(req.Partitions))
 	for i, p := range req.Partitions {
@@ -221,6 +292,32 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 	return nil
 }
 
+// Release implements [ledger.Ledger].
+func (l *Ledger) Release(ctx context.Context, lease *ledger.Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.leased(lease); err != nil {
+		return err
+	}
+	d := l.dags[lease.DAG]
+	d.revision++
+	for _, p := range lease.Partitions {
+		key := p.Start.UnixNano()
+		h := d.history[key]
+		if len(h) > 1 {
+			d.history[key] = h[:len(h)-1]
+			continue
+		}
+		delete(d.history, key)
+		i, _ := slices.BinarySearch(d.sortedStarts(), key)
+		d.starts = slices.Delete(d.starts, i, i+1)
+	}
+	return nil
+}
+
 // Latest implements [ledger.Ledger]. It copies attempts out in small batches, so
 // that ranging over a large ledger holds the lock briefly and memory stays
 // flat.
@@ -301,7 +398,7 @@ func (l *Ledger) RevisionIn(ctx context.Context, dag string, from, to time.Time,
 		if c.rev <= after {
 			break
 		}
-		if c.start >= lo && c.start < hi {
+		if c.start >= lo && c.start < hi && d.recorded(c) {
 			return c.rev, nil
 		}
 	}
