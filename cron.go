@@ -138,13 +138,36 @@ func (g TimeGranularity) IsSchedule() bool { return g.unit == unitCron }
 
 // SlotAt returns the slot of schedule g that fire closes: the partition
 // [previous fire, fire). A time that is not a fire time is refused with
-// the nearest fire times before and after it. The slot is in
-// fire.Location().
+// the nearest fire times before and after it.
+//
+// The slot is named by fire's instant, not by the offset that spells it:
+// a schedule with CRON_TZ has its slots in that zone, so
+// 2026-10-03T02:00:00+09:00, 2026-10-02T17:00:00Z and
+// 2026-10-02T12:00:00-05:00 all name the slot of
+// "CRON_TZ=Asia/Tokyo 0 2 * * *" in Asia/Tokyo, the one [SlotWindow]
+// returns for that fire. The zone is part of a DAG's identity, so a
+// backfill of the slot and a backfill of a range holding it then share
+// their history. A schedule without CRON_TZ follows the location of the
+// times it is used with (see [ParseCron]): it is evaluated in
+// fire.Location(), and its slot is there, as SlotWindow's are in now's
+// location; give the fire in that location (fire.In(now.Location())) for
+// the two to agree.
 func SlotAt(g TimeGranularity, fire time.Time) (TimePartition, error) {
 	if !g.IsSchedule() {
 		return TimePartition{}, fmt.Errorf("tranche: SlotAt takes a cron schedule, not %v", g)
 	}
-	c := newCursor(g, fire.Location())
+	loc := fire.Location()
+	if g.cron.zone != nil {
+		loc = g.cron.zone
+	}
+	return slotIn(g, fire, loc)
+}
+
+// slotIn is SlotAt with the slot in loc, whatever the schedule's zone:
+// a partition key is parsed in the location its caller names, which may
+// not be a schedule's CRON_TZ.
+func slotIn(g TimeGranularity, fire time.Time, loc *time.Location) (TimePartition, error) {
+	c := newCursor(g, loc)
 	u := unix(fire)
 	if prev := c.Start(u); prev != u || fire.Nanosecond() != 0 {
 		return TimePartition{}, fmt.Errorf("tranche: %s is not a fire time of %v; the nearest are %s and %s",

@@ -236,6 +236,51 @@ func TestSlotAt(t *testing.T) {
 	}
 }
 
+// TestSlotAtInTheSchedulesZone: a fire time of a CRON_TZ schedule names
+// the schedule's slot in the schedule's zone, whatever offset spelled the
+// instant, so that a backfill of that slot and a backfill of a range
+// holding it (SlotWindow) record one DAG identity.
+func TestSlotAtInTheSchedulesZone(t *testing.T) {
+	g := mustCron(t, "CRON_TZ=Asia/Tokyo 0 2 * * *")
+	dag, err := tranche.NewDAG(tranche.Asset{
+		Name:         "loads",
+		Partitioning: tranche.Partitioning{Granularity: g},
+		Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC)
+	w, err := tranche.SlotWindow(g, "2026-10-03", "2026-10-03", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Len() != 1 {
+		t.Fatalf("SlotWindow of 2026-10-03 = %v; want one slot", w)
+	}
+	want := w.Newest()
+	wantDAG := backfill.DAGIdentity(dag, g, w.Location())
+	for _, fire := range []string{"2026-10-03T02:00:00+09:00", "2026-10-02T17:00:00Z", "2026-10-02T12:00:00-05:00"} {
+		t.Run(fire, func(t *testing.T) {
+			at, err := time.Parse(time.RFC3339, fire)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := tranche.SlotAt(g, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.Equal(want) || p.Key() != want.Key() || p.Start.Location().String() != "Asia/Tokyo" {
+				t.Errorf("SlotAt = %v (key %s, in %v); want SlotWindow's %v (key %s, in %v)",
+					p, p.Key(), p.Start.Location(), want, want.Key(), want.Start.Location())
+			}
+			if got := backfill.DAGIdentity(dag, g, p.Start.Location()); got != wantDAG {
+				t.Errorf("DAG identity at the slot's zone %v = %s; SlotWindow's (%v) = %s", p.Start.Location(), got, w.Location(), wantDAG)
+			}
+		})
+	}
+}
+
 func TestSlotWindow(t *testing.T) {
 	ny := loadLocation(t, "America/New_York")
 	g := mustCron(t, "0 2 * * *")

@@ -154,8 +154,10 @@ slot: the next slot covers them.
 [SlotWindow] reads backfill bounds as people type them, a date as the end
 meaning through the end of that day, and leaves the fires of the current
 minute to the live schedule; [SlotAt] names one slot by its fire time,
-and a backfill of chosen slots (backfill.Backfill.Partitions) takes
-several, in any order.
+in the schedule's CRON_TZ zone whatever offset spells it, so that it is
+the slot SlotWindow holds, under the same DAG identity; and a backfill
+of chosen slots (backfill.Backfill.Partitions) takes several, in any
+order.
 
 A moved schedule keeps its history. A schedule that fires once a day on
 the days it fires ("0 2 * * 1-5"), or once in every hour of them

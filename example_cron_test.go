@@ -28,3 +28,29 @@ func ExampleParseCron() {
 	// 2026-12-28T02:00:00-05:00 loads [Thu Dec 24 02:00, Mon Dec 28 02:00)
 	// 2026-12-29T02:00:00-05:00 loads [Mon Dec 28 02:00, Tue Dec 29 02:00)
 }
+
+// A fire time names its slot by its instant: whatever offset spells it,
+// the slot of a CRON_TZ schedule is in the schedule's zone, the slot
+// SlotWindow holds, so a backfill of it and one of a range share one DAG
+// identity.
+func ExampleSlotAt() {
+	g, err := tranche.ParseCron("CRON_TZ=Asia/Tokyo 0 2 * * *")
+	if err != nil {
+		panic(err)
+	}
+	for _, s := range []string{"2026-10-03T02:00:00+09:00", "2026-10-02T17:00:00Z", "2026-10-02T12:00:00-05:00"} {
+		fire, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			panic(err)
+		}
+		p, err := tranche.SlotAt(g, fire)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s: %s in %v\n", s, p.Key(), p.Start.Location())
+	}
+	// Output:
+	// 2026-10-03T02:00:00+09:00: 2026-10-03T02:00:00+09:00 in Asia/Tokyo
+	// 2026-10-02T17:00:00Z: 2026-10-03T02:00:00+09:00 in Asia/Tokyo
+	// 2026-10-02T12:00:00-05:00: 2026-10-03T02:00:00+09:00 in Asia/Tokyo
+}

@@ -201,7 +201,7 @@ func parseSlotKey(c *cursor, key string) (TimePartition, error) {
 		}
 		return TimePartition{}, keyError(key, reason+"; want a fire time in RFC 3339, as in 2026-01-05T02:00:00Z", c.g)
 	}
-	p, err := SlotAt(c.g, fire.In(c.loc))
+	p, err := slotIn(c.g, fire.In(c.loc), c.loc)
 	if err != nil {
 		return TimePartition{}, &ParseError{Kind: "partition key", Text: key, Reason: reasonOf(err), Err: err}
 	}

@@ -1,6 +1,7 @@
 package tranche_test
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -417,4 +418,81 @@ func fmtCount(n int) string {
 		return "-" + fmtCount(-n)
 	}
 	return string(rune('0'+n/100)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10)) + " "
+}
+
+// slotSchedules are the schedules of TestPropertySlotAtMatchesSlotWindow,
+// with their CRON_TZ zones: zoned ones in DST zones (30-minute DST on Lord
+// Howe), fixed hours and wildcard hours, and unzoned ones, which follow the
+// location they are used in.
+var slotSchedules = []struct{ expr, zone string }{
+	{"CRON_TZ=America/New_York 0 2 * * *", "America/New_York"},
+	{"CRON_TZ=America/New_York 30 1 * * 1-5", "America/New_York"},
+	{"CRON_TZ=Australia/Lord_Howe 30 1,13 * * *", "Australia/Lord_Howe"},
+	{"CRON_TZ=Australia/Lord_Howe 0 * * * *", "Australia/Lord_Howe"},
+	{"CRON_TZ=Europe/Berlin 0 */6 * * *", "Europe/Berlin"},
+	{"CRON_TZ=Europe/Berlin 0 2 * * *", "Europe/Berlin"},
+	{"CRON_TZ=Asia/Tokyo 0 9 * * MON-FRI", "Asia/Tokyo"},
+	{"0 2 * * *", ""},
+	{"*/15 * * * *", ""},
+}
+
+// TestPropertySlotAtMatchesSlotWindow: the slot SlotAt names by a fire
+// time, spelled in any offset, is the slot SlotWindow returns for that
+// fire: same bounds, location and key, so that a backfill of the slot and
+// one of a range holding it share one DAG identity. A schedule without
+// CRON_TZ follows the fire's location as SlotWindow follows now's, so its
+// fire is given in now's location.
+func TestPropertySlotAtMatchesSlotWindow(t *testing.T) {
+	schedules := make([]tranche.TimeGranularity, len(slotSchedules))
+	zones := make([]*time.Location, len(slotSchedules)) // nil: unzoned
+	for i, s := range slotSchedules {
+		g, err := tranche.ParseCron(s.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schedules[i] = g
+		if s.zone != "" {
+			zones[i] = loadLocation(t, s.zone)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		i := rapid.IntRange(0, len(schedules)-1).Draw(t, "schedule")
+		g := schedules[i]
+		loc := drawZone(t) // now's location
+		// Near the schedule zone's own offset changes, where its fires
+		// move, or near now's for an unzoned schedule.
+		near := loc
+		if zones[i] != nil {
+			near = zones[i]
+		}
+		fire := tranche.PartitionOf(g, drawInstant(t, near, "instant").In(loc)).End
+		now := fire.Add(time.Duration(rapid.Int64Range(60, 400*86400).Draw(t, "later")) * time.Second)
+		// An offset of whole minutes, as RFC 3339 writes them, from -12:00
+		// to +14:00.
+		off := rapid.IntRange(-12*60, 14*60).Draw(t, "offset minutes") * 60
+		text := fire.In(time.FixedZone("", off)).Format(time.RFC3339)
+		w, err := tranche.SlotWindow(g, text, text, now)
+		if err != nil {
+			t.Fatalf("SlotWindow(%v, %s, %s, %v): %v", g, text, text, now, err)
+		}
+		if w.Len() != 1 {
+			t.Fatalf("SlotWindow(%v, %s, %s) = %v; want one slot", g, text, text, w)
+		}
+		spelled, err := time.Parse(time.RFC3339, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if zones[i] == nil {
+			spelled = spelled.In(loc)
+		}
+		p, err := tranche.SlotAt(g, spelled)
+		if err != nil {
+			t.Fatalf("SlotAt(%v, %s): %v", g, text, err)
+		}
+		want := w.Newest()
+		samePartition(t, fmt.Sprintf("SlotAt(%v, %s)", g, text), want, p)
+		if p.Key() != want.Key() || p.Start.Location().String() != want.Start.Location().String() {
+			t.Fatalf("SlotAt(%v, %s) = key %s in %v; SlotWindow's is %s in %v", g, text, p.Key(), p.Start.Location(), want.Key(), want.Start.Location())
+		}
+	})
 }

@@ -34,7 +34,10 @@
 // --to is excluded), or for a DAG partitioned by a cron schedule as
 // [tranche.SlotWindow] reads them (both fires included, a date meaning
 // its whole day); or --slot, repeated, the fire times of chosen slots
-// (each read as [tranche.SlotAt] reads a fire time); --chunk, partitions per run; --rerun
+// (each read as [tranche.SlotAt] reads a fire time, in the schedule's
+// CRON_TZ zone, else the DAG's Partitioning.Location or UTC, as --from
+// and --to are, whatever offset spells it: a slot run alone and a range
+// holding it share one DAG identity); --chunk, partitions per run; --rerun
 // none|failed|all; --on-failure stop|continue; --max-concurrency;
 // --order newest-first|oldest-first; --max-partitions, the most the
 // window may hold (100,000 by default). run takes --dry-run (print the plan

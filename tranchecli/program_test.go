@@ -3,6 +3,7 @@ package tranchecli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -302,6 +303,73 @@ func TestSlots(t *testing.T) {
 	code, _, errs := h.run("history", id, "2026-01-06T02:00:00Z")
 	if code != 1 || !strings.Contains(errs, "not one of the 2 chosen partitions") {
 		t.Errorf("history of a slot not chosen: exit %d, %s", code, errs)
+	}
+}
+
+// TestSlotAndRangeShareTheDAG: a slot run with --slot, whatever offset
+// spells its fire time, is recorded under the DAG identity a range
+// (--from, --to) of the same schedule is, so the range does not run it
+// again: for a CRON_TZ schedule in the schedule's zone, and for one
+// without in the DAG's location, else UTC, as the range reads it.
+func TestSlotAndRangeShareTheDAG(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, expr string
+		loc        *time.Location // the assets' Partitioning.Location
+		slot, day  string
+		key        string // the slot's key
+	}{
+		{"CRON_TZ in its own offset", "CRON_TZ=Asia/Tokyo 0 2 * * *", nil, "2026-10-03T02:00:00+09:00", "2026-10-03", "2026-10-03T02:00:00+09:00"},
+		{"CRON_TZ in UTC", "CRON_TZ=Asia/Tokyo 0 2 * * *", nil, "2026-10-02T17:00:00Z", "2026-10-03", "2026-10-03T02:00:00+09:00"},
+		{"CRON_TZ in another offset", "CRON_TZ=Asia/Tokyo 0 2 * * *", nil, "2026-10-02T12:00:00-05:00", "2026-10-03", "2026-10-03T02:00:00+09:00"},
+		{"no CRON_TZ, no location", "0 2 * * *", nil, "2026-10-03T11:00:00+09:00", "2026-10-03", "2026-10-03T02:00:00Z"},
+		{"no CRON_TZ, the DAG's location", "0 2 * * *", tokyo, "2026-10-02T17:00:00Z", "2026-10-03", "2026-10-03T02:00:00+09:00"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := tranche.ParseCron(tc.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dag, err := tranche.NewDAG(tranche.Asset{
+				Name:         "loads",
+				Partitioning: tranche.Partitioning{Granularity: g, Location: tc.loc},
+				Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := newHarness(t)
+			h.p.DAGs["loads"] = dag
+			h.must(0, "run", "loads", "--yes", "--slot", tc.slot)
+			out := h.must(0, "run", "loads", "--yes", "--from", tc.day, "--to", tc.day)
+			for _, want := range []string{"run 0 (0 runs), skip: succeeded 1", "  " + tc.key + "  skip: succeeded"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the range after the slot: output lacks %q:\n%s", want, out)
+				}
+			}
+			var ls []struct{ ID, DAG string }
+			if err := json.Unmarshal([]byte(h.must(0, "ls", "--format", "json")), &ls); err != nil {
+				t.Fatal(err)
+			}
+			// The two may be one backfill: a window of one slot and that
+			// slot chosen can share an id.
+			if len(ls) == 0 {
+				t.Fatal("ls lists no backfill")
+			}
+			for _, b := range ls {
+				if b.DAG == "" || b.DAG != ls[0].DAG {
+					t.Fatalf("ls: %+v; want backfills of one DAG identity", ls)
+				}
+			}
+			for _, b := range ls {
+				if out := h.must(0, "status", b.ID); !strings.Contains(out, "  dag         "+ls[0].DAG+"\n") {
+					t.Errorf("status %s does not name the DAG %s:\n%s", b.ID, ls[0].DAG, out)
+				}
+			}
+		})
 	}
 }
 

@@ -40,6 +40,15 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	if c.opt.chunk < 1 {
 		return nil, badUsage("--chunk %d: want 1 or more partitions per run", c.opt.chunk)
 	}
+	// A schedule without CRON_TZ follows the location of the times it is
+	// given: the DAG's, else UTC, for --slot (SlotAt's fire) and for
+	// --from/--to (SlotWindow's now) alike, never the offset an operator
+	// typed, so that both record one DAG identity. A CRON_TZ schedule's
+	// slots are in its zone either way.
+	slotLoc := time.UTC
+	if loc != nil {
+		slotLoc = loc
+	}
 	switch {
 	case len(c.opt.slots) > 0 && (c.opt.from != "" || c.opt.to != ""):
 		return nil, badUsage("--slot and --from/--to both given; name a window or slots, not both")
@@ -54,7 +63,7 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 				errs = append(errs, fmt.Errorf("--slot %s: %w", s, err))
 				continue
 			}
-			p, err := tranche.SlotAt(g, t)
+			p, err := tranche.SlotAt(g, t.In(slotLoc))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("--slot %s: %w", s, err))
 				continue
@@ -68,11 +77,7 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	case c.opt.from == "":
 		return nil, badUsage("no window: give --from and --to, or --slot")
 	case g.IsSchedule():
-		now := time.Now().In(time.UTC)
-		if loc != nil {
-			now = now.In(loc)
-		}
-		w, err := tranche.SlotWindow(g, c.opt.from, c.opt.to, now)
+		w, err := tranche.SlotWindow(g, c.opt.from, c.opt.to, time.Now().In(slotLoc))
 		if err != nil {
 			return nil, &usageErr{fmt.Errorf("--from %s --to %s: %w", c.opt.from, c.opt.to, err)}
 		}
