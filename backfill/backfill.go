@@ -15,7 +15,6 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
-	"golang.org/x/sync/errgroup"
 )
 
 // Backfill materializes a DAG over every partition of a window, recording
@@ -34,6 +33,17 @@ import (
 // ([Backfill.Resume]): it plans again every partition that has not
 // succeeded. Fields must not change once a method has been called. A
 // zero field takes the default its comment gives.
+//
+// Workers sharing a backfill never race for a partition: each asks the
+// ledger for its next jobs ([ledger.Ledger.ClaimNext]), which hands each
+// to one worker in the backfill's order, in batches. A worker whose
+// partitions take milliseconds claims a few ahead of its free slots
+// (about 20 ms of work), so that a batch costs one claim; those claimed
+// ahead show running, and once a failure stops the backfill, or a
+// cancellation is seen (at the next claim, or at the next heartbeat),
+// those not started are released, left pending as if never claimed.
+// Partitions start in the order of claims, so that under FailStop a
+// failure stops only the partitions after it.
 //
 // A DAG whose schedule moved keeps its history: when a cron schedule that
 // fires once a day, or once an hour, moves within its days ("0 2 * * *" to
@@ -365,7 +375,7 @@ func (e *StalePlanError) Error() string {
 
 // ErrBackfillCanceled is returned when a backfill was canceled in its
 // ledger (see [Ledger.CancelBackfill]).
-var ErrBackfillCanceled = errors.New("tranche: backfill canceled")
+var ErrBackfillCanceled = ledger.ErrBackfillCanceled
 
 // ErrHeldElsewhere is matched by the error of a backfill run that ended
 // while other workers still held some of its partitions, or had failed
@@ -536,6 +546,7 @@ type execution struct {
 
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
+	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
 	report  Result
 	stopped error   // why claims stopped, for the report's error
 	held    []int64 // the starts (Unix ns) of the partitions Result.Held counts
@@ -565,9 +576,18 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	// canceled with its running partitions to stop: the operator who
 	// cancels so (CancelBackfill with stopRunning) cannot reach the
 	// workers' configuration. StopOnCancel stops them at any cancellation.
+	// A cancellation also stops the partitions claimed ahead and not
+	// started, which the ledger's refusal of the next claim would not
+	// reach.
 	canceled := func(ctx context.Context) error {
-		if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled && (b.StopOnCancel || record.StopRunning) {
-			return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+		record, err := b.Ledger.Backfill(ctx, cfg.id)
+		if err != nil || !record.Canceled {
+			return nil
+		}
+		err = fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+		x.halt(err, -1)
+		if b.StopOnCancel || record.StopRunning {
+			return err
 		}
 		return nil
 	}
@@ -578,7 +598,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	x.report = Result{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
 	x.emit(ctx, tranche.Event{Kind: KindStarted})
 
-	pool := x.newPool(ctx)
+	d := x.newDispatcher(ctx)
 	var scanErr error
 	seen := 0 // partitions the scan reached
 	for u, err := range b.scan(ctx, cfg, plan.Revision, b.Order) {
@@ -588,7 +608,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 		}
 		if u.action == ActionRun && !recorded && ctx.Err() == nil && !x.stop.Load() {
 			if err := b.record(ctx, cfg); errors.Is(err, ErrBackfillCanceled) {
-				x.halt(err)
+				x.halt(err, -1)
 			} else if err != nil {
 				scanErr = err
 				break
@@ -602,7 +622,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 				x.count(func(r *Result) { r.NotRun += len(u.partitions) })
 				continue
 			}
-			pool.run(u)
+			d.add(u)
 		case ActionSkipRunning:
 			x.holdElsewhere(u)
 			x.emitJob(ctx, KindPartitionHeld, u, nil)
@@ -612,9 +632,13 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 		}
 	}
 	if scanErr == nil {
-		x.settleHeld(ctx, pool)
+		d.flush()
+		x.settleHeld(ctx, d)
+	} else {
+		d.notRun(d.queue)
+		d.queue = nil
 	}
-	pool.close()
+	d.pool.wait()
 	x.keeper.close()
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
@@ -638,42 +662,6 @@ func (b *Backfill) record(ctx context.Context, cfg *config) error {
 	return nil
 }
 
-// pool runs jobs on at most cfg.concurrency goroutines through an
-// errgroup.Group with SetLimit: Go blocks at the limit, which throttles
-// the scan. Jobs record their outcomes in the execution (a failed
-// partition does not stop the others: OnFailure decides), so their
-// functions return nil and the group is a bounded WaitGroup here. With a
-// concurrency of 1 a job runs on the calling goroutine, which errgroup
-// cannot do: no goroutine per partition for a sequential backfill.
-type pool struct {
-	x   *execution
-	ctx context.Context
-	g   errgroup.Group
-}
-
-func (x *execution) newPool(ctx context.Context) *pool {
-	p := &pool{x: x, ctx: ctx}
-	p.g.SetLimit(x.cfg.concurrency)
-	return p
-}
-
-func (p *pool) run(u *job) {
-	if p.x.cfg.concurrency == 1 {
-		p.x.runJob(p.ctx, u) // no handoff: one job at a time
-		return
-	}
-	p.g.Go(func() error {
-		p.x.runJob(p.ctx, u)
-		return nil
-	})
-}
-
-// wait waits for the jobs given so far; more may be given after.
-func (p *pool) wait() { _ = p.g.Wait() }
-
-// close waits for every job.
-func (p *pool) close() { p.wait() }
-
 // holdElsewhere counts a job's partitions held by other workers, to be
 // settled once the run has run what it could.
 func (x *execution) holdElsewhere(u *job) {
@@ -691,10 +679,11 @@ func (x *execution) holdElsewhere(u *job) {
 // the rerun policy is none), run here; under WaitForOthers it waits for
 // the rest, until each is settled or ctx ends. What is left counts as
 // Held.
-func (x *execution) settleHeld(ctx context.Context, p *pool) {
+func (x *execution) settleHeld(ctx context.Context, d *dispatcher) {
 	takeOver := true
+	backoff := 10 * time.Millisecond
 	for {
-		p.wait()
+		d.pool.wait()
 		x.mu.Lock()
 		held := x.held
 		x.held = nil
@@ -719,15 +708,19 @@ func (x *execution) settleHeld(ctx context.Context, p *pool) {
 			return // a last count, after the runs of the last round
 		}
 		for _, part := range run {
-			p.run(&job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun})
+			u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun}
+			d.pool.run(func() { x.claimJob(ctx, d, u) })
 		}
 		switch {
 		case !x.b.WaitForOthers:
 			takeOver = false // count what the runs of this round left
 		case len(run) == 0:
 			// Wait for a lease to expire, or for the holders to
-			// finish, looking again every heartbeat interval.
-			sleepCtx(ctx, max(wait, 10*time.Millisecond))
+			// finish, looking again soon at first, then less often, up
+			// to every heartbeat interval: partitions of a millisecond
+			// end within one, of an hour are looked at a few times.
+			sleepCtx(ctx, min(wait, backoff))
+			backoff = min(2*backoff, x.cfg.heartbeat)
 		}
 	}
 }
@@ -835,52 +828,67 @@ func (x *execution) count(f func(*Result)) {
 	x.mu.Unlock()
 }
 
-// runJob claims, runs and records one partition or chunk.
-func (x *execution) runJob(ctx context.Context, u *job) {
-	b, cfg, n := x.b, x.cfg, len(u.partitions)
-	// The job may have waited for a free slot while another failed or
-	// the context ended: then it stays pending.
+// claimJob claims one partition or chunk alone, and runs and records
+// it: a partition settled after the scan, which the cursor of
+// ClaimNext has passed.
+func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
+	cfg := x.cfg
 	if ctx.Err() != nil || x.stop.Load() {
-		x.count(func(r *Result) { r.NotRun += n })
+		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
 		return
 	}
-	if record, err := b.Ledger.Backfill(ctx, cfg.id); err == nil && record.Canceled {
-		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id))
-		x.count(func(r *Result) { r.NotRun += n })
-		return
-	}
-	runID := x.runID(u)
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
-	lease, err := b.Ledger.Claim(ctx, ledger.ClaimRequest{
-		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: runID, Partitions: u.partitions,
+	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
+		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
 	})
 	switch {
+	case errors.Is(err, ledger.ErrBackfillCanceled):
+		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
+		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+		return
 	case errors.Is(err, ledger.ErrNotClaimable):
 		x.holdElsewhere(u)
 		x.emitJob(ctx, KindPartitionHeld, u, err)
 		return
 	case err != nil:
 		if ctx.Err() != nil {
-			x.count(func(r *Result) { r.NotRun += n })
+			x.count(func(r *Result) { r.NotRun += len(u.partitions) })
 			return
 		}
-		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err))
+		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 		return
 	}
+	u.seq, u.claimed = d.nextSeq(), claimed
+	kept, runCtx := x.keeper.keep(lease, claimed, x.renewFailed(ctx, u))
 	x.emitJob(ctx, KindPartitionClaimed, u, nil)
+	x.runClaimed(ctx, u, lease, kept, runCtx)
+}
 
-	var renewFailed func(error, time.Duration)
-	if b.OnEvent != nil {
-		renewFailed = func(err error, took time.Duration) {
-			kind := KindLeaseRenewFailed
-			if err == nil {
-				kind = KindLeaseRenewSlow
-			}
-			x.emitJob(ctx, kind, u, err, func(e *tranche.Event) { e.Duration = took })
-		}
+// runClaimed runs and records a claimed partition or chunk, unless the
+// backfill stopped before it in the order of claims or its context
+// ended: then its claim is released and it stays pending.
+func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease, kept *keptLease, runCtx context.Context) {
+	b, cfg, n := x.b, x.cfg, len(u.partitions)
+	if ctx.Err() != nil || x.stoppedBefore(u) {
+		x.release(u, kept)
+		return
 	}
-	kept, runCtx := x.keeper.keep(lease, claimed, renewFailed)
+	if x.keeper.now()-u.claimed > cfg.heartbeat {
+		// Claimed ahead, and the jobs before it ran longer than the
+		// lookahead foresaw: rather than hold it from workers that may
+		// be free, give it back, and settle it with the partitions held
+		// elsewhere.
+		kept.release()
+		if err := b.Ledger.Release(x.finishCtx, lease); err == nil {
+			x.holdElsewhere(u)
+			return
+		}
+		// Not released (the ledger failed, or the lease lapsed): run it
+		// under the lease it holds, which the run checks as usual.
+		kept, runCtx = x.keeper.keep(lease, x.keeper.now(), x.renewFailed(ctx, u))
+	}
+	runID := x.runID(u)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
 	var target tranche.Target
 	if n == 1 {
@@ -889,7 +897,9 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		target = u.window
 	}
 	kept.opts.RunID, kept.opts.Attempt, kept.opts.Backfill = runID, lease.Attempts[0], cfg.id
+	began := b.now()
 	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.opts)
+	ran := b.now().Sub(began)
 	// A success is recorded only while the lease holds by this worker's
 	// clock: past it, another worker may have taken the partition over.
 	held, byLedger := kept.state()
@@ -907,7 +917,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 		failure = lost
 	case errors.Is(cause, ErrBackfillCanceled):
 		failure = fmt.Errorf("canceled: %w", cause)
-		x.halt(cause)
+		x.halt(cause, -1)
 	case errors.Is(cause, ledger.ErrFenced):
 		failure = cause
 	case runErr == nil && res.Status == tranche.StatusCompleted && held != nil:
@@ -915,7 +925,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	case runErr == nil && res.Status == tranche.StatusCompleted:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
-			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded}
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
 			if len(rows) > 0 {
 				outcomes[i].Rows = int64(rows[p.Key()])
 			}
@@ -929,7 +939,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 	}
 	if failure != nil {
 		for i := range outcomes {
-			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error()}
+			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error(), Ran: ran}
 		}
 	}
 	if lost == nil {
@@ -959,7 +969,7 @@ func (x *execution) runJob(ctx context.Context, u *job) {
 // unclaimed records a job whose claim failed for a reason other than its
 // partitions being held: they were neither run nor recorded. Claims stop
 // under tranche.FailStop.
-func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
+func (x *execution) unclaimed(ctx context.Context, u *job, err error, seq int) {
 	x.count(func(r *Result) {
 		r.Unclaimed += len(u.partitions)
 		for _, p := range u.partitions {
@@ -967,7 +977,7 @@ func (x *execution) unclaimed(ctx context.Context, u *job, err error) {
 		}
 	})
 	if x.cfg.onFailure == tranche.FailStop && ctx.Err() == nil {
-		x.halt(fmt.Errorf("stopped after the claim of partition %s failed", u.partitions[len(u.partitions)-1].Key()))
+		x.halt(fmt.Errorf("stopped after the claim of partition %s failed", u.partitions[len(u.partitions)-1].Key()), seq)
 	}
 	x.emitJob(ctx, KindPartitionUnclaimed, u, err)
 }
@@ -1008,16 +1018,21 @@ func (x *execution) fail(ctx context.Context, u *job, err error) {
 	// Claims stop before the event goes out, so that a hook that sees the
 	// failure sees no partition claimed after it.
 	if x.cfg.onFailure == tranche.FailStop && ctx.Err() == nil {
-		x.halt(fmt.Errorf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()))
+		x.halt(fmt.Errorf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()), u.seq)
 	}
 	x.emitJob(ctx, KindPartitionFailed, u, err)
 }
 
-func (x *execution) halt(why error) {
+// halt stops claims, for why, after the job numbered seq in the order
+// of claims: the jobs claimed before it still run, those after it do
+// not. A seq of -1 stops every job not started yet.
+func (x *execution) halt(why error, seq int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if x.stop.CompareAndSwap(false, true) {
-		x.mu.Lock()
-		x.stopped = why
-		x.mu.Unlock()
+		x.stopped, x.stopSeq = why, seq
+	} else {
+		x.stopSeq = min(x.stopSeq, seq)
 	}
 }
 

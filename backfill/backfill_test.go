@@ -1052,12 +1052,18 @@ func TestBackfillStopCountsSkipped(t *testing.T) {
 
 // A backfill canceled in the ledger while it runs claims nothing more and
 // returns ErrBackfillCanceled; the next run claims nothing at all.
+// bfSlowerThanLookahead is a partition's work long enough that a
+// worker claims no partition ahead of its run: the claim of the next is
+// seen to follow what the run before it did to the ledger.
+const bfSlowerThanLookahead = 30 * time.Millisecond
+
 func TestBackfillCancel(t *testing.T) {
 	bfNoLeaks(t)
 	clock := ledgertest.NewClock(bfT0)
 	l := memledger.New(clock.Now)
 	var b *backfill.Backfill
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
+		time.Sleep(bfSlowerThanLookahead) // no partition is claimed ahead of its run
 		if target == "2026-01-04" {
 			id, _ := b.ID()
 			if err := l.CancelBackfill(ctx, id, false); err != nil {

@@ -257,6 +257,7 @@ func TestBackfillResumeCanceled(t *testing.T) {
 	var b *backfill.Backfill
 	var canceledAt time.Time
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
+		time.Sleep(bfSlowerThanLookahead) // no partition is claimed ahead of its run
 		if target == "2026-01-04" && canceledAt.IsZero() {
 			id, _ := b.ID()
 			canceledAt = clock.Now()

@@ -50,6 +50,24 @@ func (l *faultyLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (*led
 	return l.Ledger.Claim(ctx, req)
 }
 
+// ClaimNext fails as a real ledger's call fails, claiming nothing, when
+// claimErr fails the first job it would examine; a job that claimErr
+// fails later ends the call before it, to fail the next call.
+func (l *faultyLedger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledger.Grant, error) {
+	if l.claimErr != nil {
+		for i, j := range req.Jobs {
+			if err := l.claimErr(req.Claim(j)); err != nil {
+				if i == 0 {
+					return nil, err
+				}
+				req.Jobs = req.Jobs[:i]
+				break
+			}
+		}
+	}
+	return l.Ledger.ClaimNext(ctx, req)
+}
+
 func (l *faultyLedger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	if l.finishErr != nil {
 		if err := l.finishErr(lease); err != nil {

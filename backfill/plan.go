@@ -98,6 +98,9 @@ type job struct {
 	latest     []*ledger.Attempt
 	action     Action
 	runID      string // set when first needed, by one goroutine at a time
+	seq        int    // its number in the order of claims, once claimed
+	// claimed is when its claim was sent, on the lease keeper's clock.
+	claimed time.Duration
 }
 
 // planBatch is how many partitions a scan reads from the ledger at once.

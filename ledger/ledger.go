@@ -293,6 +293,12 @@ type Outcome struct {
 	State State // succeeded, failed or canceled
 	Err   string
 	Rows  int64
+	// Ran, when positive, is how long the partition's run took by the
+	// worker's clock: the ledger records the attempt's Started as its
+	// Finished less Ran (never before the claim), so that an attempt
+	// claimed ahead of its run reports how long it ran, not how long it
+	// waited.
+	Ran time.Duration
 }
 
 // Attempt is one recorded attempt at a partition.

@@ -283,6 +283,9 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 	for i, a := range attempts {
 		a.State, a.Err, a.Rows = outcomes[i].State, outcomes[i].Err, outcomes[i].Rows
 		a.Finished, a.Revision = now, d.revision
+		if ran := outcomes[i].Ran; ran > 0 && now.Add(-ran).After(a.Started) {
+			a.Started = now.Add(-ran)
+		}
 		c := memoryChange{rev: d.revision, start: a.Start.UnixNano()}
 		d.changes.add(c)
 		if a.State == ledger.StateSucceeded {

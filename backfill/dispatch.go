@@ -1,0 +1,252 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// A dispatcher hands the jobs that a scan calls to run to the pool, in
+// the backfill's order, claimed in batches through [ledger.Ledger.ClaimNext]:
+// the ledger's cursor gives each job to one of the workers sharing the
+// backfill, so that workers never race for a partition, and a batch
+// costs one transaction however many jobs it claims.
+//
+// Claims run ahead of the pool by a lookahead that covers about
+// claimAhead of work, so that a fast partition does not wait for its
+// claim; the leases of jobs claimed ahead are kept alive while they
+// wait. Each claimed job takes the next number in the order of claims
+// (job.seq): a job starts only if no job before it in that order
+// stopped the backfill, and a job claimed ahead that will not run is
+// released, so that a failure under FailStop stops only the jobs after
+// it, and a run that stops leaves no partition claimed that never ran.
+type dispatcher struct {
+	x    *execution
+	ctx  context.Context
+	pool *pool
+
+	queue []*job // jobs to run that no claim has examined yet, in order
+
+	mu  sync.Mutex
+	seq int // the next claimed job's number
+	// avg is the moving average of how long a job runs, which sizes
+	// the lookahead; zero until one has run.
+	avg time.Duration
+}
+
+// nextSeq numbers a claimed job.
+func (d *dispatcher) nextSeq() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seq++
+	return d.seq - 1
+}
+
+// Bounds of a dispatcher's batches.
+const (
+	// claimAhead is how much work, by the average job, a worker claims
+	// beyond its free slots: enough that a batch of fast partitions
+	// costs one claim, little enough that a partition claimed ahead
+	// waits no longer than a moment, where an operator would see it
+	// running.
+	claimAhead = 20 * time.Millisecond
+	// maxLookahead bounds the jobs claimed ahead, so that a worker that
+	// dies leaves few leases to expire.
+	maxLookahead = 64
+	// queueBatch is how many jobs the dispatcher gathers before it
+	// claims: enough that a call reaches past the jobs the cursor passes
+	// over when many workers share the backfill.
+	queueBatch = 1024
+)
+
+func (x *execution) newDispatcher(ctx context.Context) *dispatcher {
+	return &dispatcher{x: x, ctx: ctx, pool: newPool(x.cfg.concurrency)}
+}
+
+// add queues a job to run, claiming once enough are queued.
+func (d *dispatcher) add(u *job) {
+	d.queue = append(d.queue, u)
+	if len(d.queue) >= queueBatch {
+		d.claim(queueBatch / 2)
+	}
+}
+
+// flush claims and starts every queued job.
+func (d *dispatcher) flush() { d.claim(0) }
+
+// claim claims and starts queued jobs while more than keep are queued,
+// keeping the rest for when the scan has given more.
+func (d *dispatcher) claim(keep int) {
+	x := d.x
+	for len(d.queue) > keep {
+		if d.ctx.Err() != nil || x.stop.Load() {
+			d.notRun(d.queue)
+			d.queue = nil
+			return
+		}
+		jobs := make([]ledger.Job, len(d.queue))
+		for i, u := range d.queue {
+			jobs[i] = ledger.Job{RunID: x.runID(u), Partitions: u.partitions}
+		}
+		claimed := x.keeper.now()
+		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
+			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: jobs, Descending: x.b.Order == NewestFirst,
+			Want: d.want(), Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision,
+		})
+		switch {
+		case errors.Is(err, ledger.ErrBackfillCanceled):
+			x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)
+			continue
+		case err != nil && d.ctx.Err() != nil:
+			continue
+		case err != nil:
+			// Nothing was claimed: the first job counts the failure,
+			// and the others are tried again unless it stops claims.
+			u := d.queue[0]
+			d.queue = d.queue[1:]
+			x.unclaimed(d.ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
+			continue
+		}
+		for i, g := range grants {
+			u := d.queue[i]
+			if g.Lease == nil {
+				x.holdElsewhere(u)
+				x.emitJob(d.ctx, KindPartitionHeld, u, g.Err)
+				continue
+			}
+			u.seq = d.nextSeq()
+			d.start(u, g.Lease, claimed)
+		}
+		d.queue = d.queue[len(grants):]
+	}
+}
+
+// want is how many jobs to claim: the pool's free slots, and as many
+// more as the slots run in claimAhead by the average job. Jobs slower
+// than that are claimed only as slots free up, so that a partition of
+// minutes is never held waiting; before any job has run, only the free
+// slots are claimed.
+func (d *dispatcher) want() int {
+	d.mu.Lock()
+	avg := d.avg
+	d.mu.Unlock()
+	ahead := 0
+	if avg > 0 {
+		ahead = int(min(int64(d.x.cfg.concurrency)*int64(claimAhead/avg), maxLookahead))
+	}
+	return max(d.pool.free(), 1) + ahead
+}
+
+// start keeps the lease of a claimed job and hands the job to the pool,
+// waiting for a free slot.
+func (d *dispatcher) start(u *job, lease *ledger.Lease, claimed time.Duration) {
+	x := d.x
+	u.claimed = claimed
+	kept, runCtx := x.keeper.keep(lease, claimed, x.renewFailed(d.ctx, u))
+	x.emitJob(d.ctx, KindPartitionClaimed, u, nil)
+	if x.stoppedBefore(u) {
+		x.release(u, kept)
+		return
+	}
+	d.pool.run(func() {
+		began := time.Now()
+		x.runClaimed(d.ctx, u, lease, kept, runCtx)
+		d.ran(time.Since(began))
+	})
+}
+
+// renewFailed returns what reports a renewal of u's lease that failed or
+// was slow, nil when there is no hook to report to.
+func (x *execution) renewFailed(ctx context.Context, u *job) func(error, time.Duration) {
+	if x.b.OnEvent == nil {
+		return nil
+	}
+	return func(err error, took time.Duration) {
+		kind := KindLeaseRenewFailed
+		if err == nil {
+			kind = KindLeaseRenewSlow
+		}
+		x.emitJob(ctx, kind, u, err, func(e *tranche.Event) { e.Duration = took })
+	}
+}
+
+// ran adds a job's duration to the average.
+func (d *dispatcher) ran(took time.Duration) {
+	d.mu.Lock()
+	if d.avg == 0 {
+		d.avg = took
+	} else {
+		d.avg += (took - d.avg) / 8
+	}
+	d.avg = max(d.avg, time.Microsecond)
+	d.mu.Unlock()
+}
+
+// notRun counts jobs left pending.
+func (d *dispatcher) notRun(jobs []*job) {
+	n := 0
+	for _, u := range jobs {
+		n += len(u.partitions)
+	}
+	d.x.count(func(r *Result) { r.NotRun += n })
+}
+
+// stoppedBefore reports whether claims stopped before job u in the order
+// of claims, so that u, claimed but not started, must not run.
+func (x *execution) stoppedBefore(u *job) bool {
+	if !x.stop.Load() {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return u.seq > x.stopSeq
+}
+
+// release withdraws the claim of a job that will not run, which stays
+// pending. A release that fails leaves the partition to be taken over
+// once its lease expires, as a worker that died would.
+func (x *execution) release(u *job, kept *keptLease) {
+	kept.release()
+	// Fenced: taken over, as it may be once the lease lapsed.
+	_ = x.b.Ledger.Release(x.finishCtx, kept.lease)
+	x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+}
+
+// pool runs jobs on at most n goroutines, starting them in the order it
+// is given them. With n 1 a job runs on the calling goroutine: no
+// goroutine per partition for a sequential backfill.
+type pool struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newPool(n int) *pool { return &pool{slots: make(chan struct{}, n)} }
+
+// run runs f once a slot is free, waiting for one.
+func (p *pool) run(f func()) {
+	if cap(p.slots) == 1 {
+		f()
+		return
+	}
+	p.slots <- struct{}{}
+	p.wg.Go(func() {
+		defer func() { <-p.slots }()
+		f()
+	})
+}
+
+// free returns how many slots are free.
+func (p *pool) free() int {
+	if cap(p.slots) == 1 {
+		return 1
+	}
+	return cap(p.slots) - len(p.slots)
+}
+
+// wait waits for the jobs given so far; more may be given after.
+func (p *pool) wait() { p.wg.Wait() }
