@@ -68,7 +68,8 @@ type Ledger interface {
 	// stopped): each partition's history is as if the lease had never
 	// been claimed, so that no rerun policy counts it as a run. Release
 	// moves the DAG's revision, but, as a lease that expires,
-	// it is not a change [Ledger.RevisionIn] reports. It fails with
+	// it is not a change [Ledger.RevisionIn] reports. An attempt that the
+	// lease took over stays failed, as the takeover recorded it. It fails with
 	// [ErrFenced], withdrawing nothing, when any partition has been
 	// taken over or finished.
 	Release(ctx context.Context, lease *Lease) error
@@ -222,8 +223,8 @@ type NextRequest struct {
 	Backfill string // the backfill's id; never ""
 	Worker   string // who claims
 	// Jobs are the candidates, in the backfill's order: starts
-	// ascending, or descending when Descending is set. They name each
-	// partition once.
+	// ascending, or descending when Descending is set. No two share a
+	// partition.
 	Jobs       []Job
 	Descending bool // newest first: the order a cursor of its own follows
 	// Want is how many jobs to claim; the call examines jobs until it

@@ -156,7 +156,7 @@ func (l *Lease) CheckOutcomes(outcomes []Outcome) error {
 // Validate checks a request of [Ledger.ClaimNext] as [ClaimRequest.Validate]
 // checks a claim, each job as the partitions of one claim: a backfill, a
 // positive Want, at least one job, each with partitions, and jobs in the
-// request's order, none starting twice.
+// request's order, no two sharing a partition.
 func (req NextRequest) Validate() error {
 	switch {
 	case req.Backfill == "":
@@ -170,7 +170,7 @@ func (req NextRequest) Validate() error {
 		if err := req.Claim(j).Validate(); err != nil {
 			return fmt.Errorf("job %d: %w", i, err)
 		}
-		if i > 0 && !req.Before(req.Jobs[i-1].Start(), j.Start()) {
+		if i > 0 && !req.follows(req.Jobs[i-1], j) {
 			order := "oldest first"
 			if req.Descending {
 				order = "newest first"
@@ -180,6 +180,16 @@ func (req NextRequest) Validate() error {
 		}
 	}
 	return nil
+}
+
+// follows reports whether job j comes after job prev in the request's
+// order, sharing no partition with it.
+func (req NextRequest) follows(prev, j Job) bool {
+	first, last := prev, j
+	if req.Descending {
+		first, last = j, prev
+	}
+	return !last.Start().Before(first.Partitions[len(first.Partitions)-1].End)
 }
 
 // Before reports whether a job starting at a comes before one starting
