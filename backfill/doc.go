@@ -1,12 +1,14 @@
 /*
 Package backfill runs a [tranche.DAG] over the partitions of a window,
-resumably: a [Backfill] claims each partition in a [ledger.Ledger] under a
-heartbeated lease before it runs it (through [tranche.Runner.RunWith], with
-the lease's fencing tokens) and records how it ended.
+resumably: a [Backfill] claims partitions in a [ledger.Ledger] in its
+order, in batches ([ledger.Ledger.ClaimNext]), each under a heartbeated
+lease, starts them in the order of claims (through
+[tranche.Runner.RunWith], with the lease's fencing tokens) and records how
+each ended.
 
 A [Backfill] materializes a DAG over every partition of a window, claiming
-each partition in a [ledger.Ledger] under a heartbeated lease before it runs and
-recording how it ended, so that running the same backfill again resumes
+its partitions in a [ledger.Ledger] under heartbeated leases and recording
+how each ended, so that running the same backfill again resumes
 it, and several workers share one backfill with every partition landing
 once in the ledger. [Backfill.Plan] is a dry run; [Backfill.Run] plans
 and executes; [Backfill.Execute] refuses a plan whose partitions' history
@@ -16,7 +18,9 @@ it is stuck, if it is. A backfill of chosen partitions
 backfill with nothing to run is not recorded. [ledger.Ledger.CancelBackfill]
 stops a backfill's claims everywhere (and, with stopRunning, its running
 partitions at their next heartbeat) and [Backfill.Resume] lets them go
-on, running what has not succeeded. Plans estimate their duration from
+on, running what has not succeeded. Under [tranche.FailStop] a failure
+stops the partitions after it in the backfill's order, whatever the
+concurrency: those before it still run. Plans estimate their duration from
 the DAG's recent successes ([ledger.Ledger.RecentSuccesses]), wherever they lie.
 
 Each running partition renews its lease on its own, so that a hung ledger

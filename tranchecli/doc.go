@@ -38,7 +38,9 @@
 // CRON_TZ zone, else the DAG's Partitioning.Location or UTC, as --from
 // and --to are, whatever offset spells it: a slot run alone and a range
 // holding it share one DAG identity); --chunk, partitions per run; --rerun
-// none|failed|all; --on-failure stop|continue; --max-concurrency;
+// none|failed|all; --on-failure stop|continue (stop, the default, runs
+// none of the partitions after a failure in the run's order; those before
+// it finish); --max-concurrency;
 // --order newest-first|oldest-first; --max-partitions, the most the
 // window may hold (100,000 by default). run takes --dry-run (print the plan
 // only) and --yes. A bound with neither an offset nor a zone (the DAG's

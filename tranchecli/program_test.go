@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -643,5 +645,137 @@ func TestStatusAggregated(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// watchedOutput is a program's standard output that tells when a line
+// holding want has been written.
+type watchedOutput struct {
+	syncBuffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watchedOutput) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if strings.Contains(w.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+// TestRunFailStopKeepsOrder is issue 18, part 2, as an operator meets
+// it: run --max-concurrency 2 over an hourly schedule whose second slot
+// in the run's order fails at once, under the default --on-failure stop.
+// The failure stops the slots after it, and only those: the first slot,
+// still running when the second failed, succeeds. When each slot was
+// claimed in its own goroutine, the second's claim could come first, and
+// its failure stopped claims before the first slot was claimed, which
+// then never ran.
+func TestRunFailStopKeepsOrder(t *testing.T) {
+	g, err := tranche.ParseCron("CRON_TZ=UTC 0 * * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := func(hour int) string {
+		p, err := tranche.SlotAt(g, time.Date(2026, 1, 5, hour, 0, 0, 0, time.UTC))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Key()
+	}
+	window := []string{"--from", "2026-01-05T00:00:00Z", "--to", "2026-01-05T05:00:00Z"} // 6 slots, both fires included
+	for _, tc := range []struct {
+		order         string
+		flags         []string
+		first, second int   // hours of the first two slots in the run's order
+		after         []int // the hours the failure stops
+	}{
+		{"newest first", nil, 5, 4, []int{3, 2, 1, 0}}, // the default
+		{"oldest first", []string{"--order", "oldest-first"}, 0, 1, []int{2, 3, 4, 5}},
+	} {
+		first, second := slot(tc.first), slot(tc.second)
+		t.Run(tc.order, func(t *testing.T) {
+			for try := range 10 {
+				out := &watchedOutput{want: " " + second + " failed (", seen: make(chan struct{})}
+				var mu sync.Mutex
+				var ran []string
+				dag, err := tranche.NewDAG(tranche.Asset{
+					Name:         "hourly",
+					Partitioning: tranche.Partitioning{Granularity: g},
+					Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+						p, err := m.Partition()
+						if err != nil {
+							return nil, err
+						}
+						mu.Lock()
+						ran = append(ran, p.Key())
+						mu.Unlock()
+						switch p.Key() {
+						case first:
+							// The program prints a slot's failure once the
+							// failure is recorded and claims have stopped
+							// (its progress line comes from the backfill's
+							// OnEvent, after both): waiting for that line
+							// makes the second slot's failure overtake the
+							// first slot, every try.
+							select {
+							case <-out.seen:
+							case <-time.After(5 * time.Second):
+								return nil, errors.New("the second slot's failure was not printed")
+							}
+						case second:
+							return nil, errors.New("the source is down")
+						}
+						return []tranche.Row{{"slot": p.Key()}}, nil
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := newHarness(t)
+				h.p.DAGs = map[string]*tranche.DAG{"hourly": dag}
+				h.p.Stdout = out
+				args := append(append([]string{"run", "hourly", "--yes", "--max-concurrency", "2"}, tc.flags...), window...)
+				code := h.p.Main(context.Background(), args)
+				h.p.Stdout = &h.out
+				if code != 1 {
+					t.Fatalf("try %d: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", try, code, out.String(), h.err.String())
+				}
+				for _, want := range []string{"(6 partitions)", "1 succeeded here, 1 failed here, 0 skipped, 0 done elsewhere, 4 not run", "failed: " + second + ": "} {
+					if !strings.Contains(out.String(), want) {
+						t.Errorf("try %d: run's output lacks %q:\n%s", try, want, out.String())
+					}
+				}
+				if want := "1 partition failed (first " + second + ": "; !strings.Contains(h.err.String(), want) {
+					t.Errorf("try %d: stderr lacks %q:\n%s", try, want, h.err.String())
+				}
+				mu.Lock()
+				slices.Sort(ran)
+				if want := []string{min(first, second), max(first, second)}; !slices.Equal(ran, want) {
+					t.Errorf("try %d: materialized %v; want %v only", try, ran, want)
+				}
+				mu.Unlock()
+
+				var status struct {
+					Partitions []struct{ Key, State string }
+				}
+				if err := json.Unmarshal([]byte(h.must(0, "status", h.only(), "--partitions", "--format", "json")), &status); err != nil {
+					t.Fatal(err)
+				}
+				want := map[string]string{first: "succeeded", second: "failed"}
+				for _, hour := range tc.after {
+					want[slot(hour)] = "pending"
+				}
+				got := map[string]string{}
+				for _, p := range status.Partitions {
+					got[p.Key] = p.State
+				}
+				if !maps.Equal(got, want) {
+					t.Fatalf("try %d: status --partitions: %v; want %v", try, got, want)
+				}
+			}
+		})
 	}
 }
