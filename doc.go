@@ -172,7 +172,7 @@ are not planned again. Every other granularity keeps the identity it had.
 
 Backfills live in the package backfill, on top of this one: a
 backfill.Backfill runs a DAG over every partition of a window through
-[Runner.RunWith], claiming each partition in a ledger (the package ledger
+[Runner.RunWith], claiming its partitions in a ledger (the package ledger
 is the contract every ledger implements; ledger/memledger keeps one in
 memory, the modules ledger/sqlite and ledger/postgres in a database), so
 that running it again resumes it and several workers share it. This
