@@ -77,6 +77,13 @@ type Backfill struct {
 	// 0 means 1.
 	Concurrency int
 
+	// Budget, when not nil, is a concurrency budget this backfill shares
+	// with others and with live schedulers in the process: each
+	// partition (or chunk) also takes a place in it to run, behind the
+	// live slots waiting (see [Budget]), so that a slot that closes
+	// during the backfill starts before its next partition.
+	Budget *Budget
+
 	// ChunkSize is how many partitions one run covers: 0 or 1 runs
 	// each partition alone; N runs windows of N partitions (newest
 	// first, see [TimePartitionWindow.Chunks]), which every asset must
@@ -887,6 +894,13 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		// Not released (the ledger failed, or the lease lapsed): run it
 		// under the lease it holds, which the run checks as usual.
 		kept, runCtx = x.keeper.keep(lease, x.keeper.now(), x.renewFailed(ctx, u))
+	}
+	if b.Budget != nil {
+		if err := b.Budget.Acquire(ctx); err != nil {
+			x.release(u, kept)
+			return
+		}
+		defer b.Budget.Release()
 	}
 	runID := x.runID(u)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
