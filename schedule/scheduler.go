@@ -380,9 +380,19 @@ func partitioning(dag *tranche.DAG, loc *time.Location) (g tranche.TimeGranulari
 // due returns when slot p runs: Delay after it closes.
 func (c *config) due(p tranche.TimePartition) time.Time { return p.End.Add(c.delay) }
 
-// newestDue returns the newest slot due at now.
+// newestDue returns the newest slot due at now: the one before the
+// first slot whose due time is after now. It judges by due itself, so
+// that the loop, which sleeps until the due time of the next slot, never
+// wakes to find it not due.
 func (c *config) newestDue(now time.Time) tranche.TimePartition {
-	return tranche.PartitionOf(c.g, now.Add(-c.delay).In(c.loc)).Prev()
+	q := tranche.PartitionOf(c.g, now.Add(-c.delay).In(c.loc)) // the open slot, if the clock agrees
+	for !c.due(q).After(now) {
+		q = q.Next()
+	}
+	for p := q.Prev(); c.due(p).After(now); p = p.Prev() {
+		q = p
+	}
+	return q.Prev()
 }
 
 // catchUpFrom returns the oldest slot a catch-up at now runs, walking
