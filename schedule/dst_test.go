@@ -62,14 +62,14 @@ func TestDST(t *testing.T) {
 				"2024-11-03T01:00-04:00": "2024-11-03T01:00:00-05:00", // 01:00 twice
 				"2024-11-03T01:00-05:00": "2024-11-03T02:00:00-05:00",
 			}},
-		{name: "Lord Howe fall hours", g: tranche.Hour, zone: "Australia/Lord_Howe", from: "2024-04-06T23:30:00+11:00", run: 26 * time.Hour,
+		{name: "Lord Howe fall hours", g: tranche.Hour, zone: "Australia/Lord_Howe", from: "2024-04-06T23:30:00+11:00", run: 26*time.Hour + 15*time.Minute,
 			day: "2024-04-07", count: 24,
 			want: map[string]string{
 				"2024-04-07T00:00+11:00": "2024-04-07T01:00:00+11:00",
 				"2024-04-07T01:00+11:00": "2024-04-07T02:00:00+10:30", // 90 minutes
 				"2024-04-07T02:00+10:30": "2024-04-07T03:00:00+10:30",
 			}},
-		{name: "Lord Howe spring hours", g: tranche.Hour, zone: "Australia/Lord_Howe", from: "2024-10-05T23:30:00+10:30", run: 25 * time.Hour,
+		{name: "Lord Howe spring hours", g: tranche.Hour, zone: "Australia/Lord_Howe", from: "2024-10-05T23:30:00+10:30", run: 25*time.Hour + 15*time.Minute,
 			day: "2024-10-06", count: 24,
 			want: map[string]string{
 				"2024-10-06T01:00+10:30": "2024-10-06T02:30:00+11:00", // the clock skips 02:00 to 02:30
