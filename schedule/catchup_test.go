@@ -80,6 +80,20 @@ func TestCatchUp(t *testing.T) {
 					if st := s.Status(); st.Missed != len(reported) || st.Succeeded != len(caught) {
 						t.Errorf("Status: %d missed and %d succeeded; want %d and %d", st.Missed, st.Succeeded, len(reported), len(caught))
 					}
+					// The ledger records the missed slots canceled, saying
+					// why, so that the next start reports none of them again.
+					h := history(t, s.Ledger, w.dag, tranche.Hour, time.UTC, base.Add(-time.Hour), restart)
+					for _, key := range reported {
+						if h[key] != "[canceled]" {
+							t.Errorf("history of missed slot %s: %s, want one canceled attempt", key, h[key])
+						}
+					}
+					var again events
+					s.OnEvent = again.hook
+					runFor(t, s, 10*time.Minute)
+					if got := again.of(schedule.KindMissed); len(got) != 0 || s.Status().Missed != 0 {
+						t.Errorf("a restart reported %v missed again", got)
+					}
 					// Each slot ran once.
 					keys := w.keys()
 					if len(slices.Compact(slices.Clone(keys))) != len(keys) {

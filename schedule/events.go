@@ -31,11 +31,14 @@ const (
 
 	// KindMissed reports a slot that came due while no scheduler ran,
 	// older than the catch-up window, with no attempt in the ledger: it
-	// is not run (a backfill runs it).
+	// is not run, and is recorded canceled, its error saying it was
+	// missed, so that no later start reports it again and a backfill
+	// (rerun policy failed, its default) runs it.
 	KindMissed tranche.Kind = "slot.missed"
 
 	// KindSkipped reports a slot that came due while an earlier one still
-	// ran, under [OverlapSkip]: it is not run.
+	// ran, under [OverlapSkip]: it is not run, and is recorded canceled,
+	// its error saying it was skipped.
 	KindSkipped tranche.Kind = "slot.skipped"
 
 	// KindLedgerError reports a call to the ledger that failed (Err):

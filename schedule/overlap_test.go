@@ -58,6 +58,12 @@ func TestOverlap(t *testing.T) {
 				if st := s.Status(); st.Skipped != len(tc.skipped) {
 					t.Errorf("Status.Skipped = %d, want %d", st.Skipped, len(tc.skipped))
 				}
+				h := history(t, s.Ledger, w.dag, tranche.Hour, time.UTC, base.Add(-time.Hour), base.Add(6*time.Hour))
+				for _, k := range tc.skipped {
+					if key := strings.Fields(k)[0]; h[key] != "[canceled]" {
+						t.Errorf("history of skipped slot %s: %s, want one canceled attempt", key, h[key])
+					}
+				}
 				for _, e := range ev.list() {
 					if e.Kind == schedule.KindSucceeded && schedule.TriggerOf(e) != schedule.TriggerLive {
 						t.Errorf("%s %s: trigger %q, want live: it came due while the scheduler waited", e.Kind, e.Target, schedule.TriggerOf(e))

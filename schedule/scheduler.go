@@ -55,9 +55,12 @@ import (
 // starts, or wakes to find more than the slot it waited for due, the
 // missed slots within the catch-up window run, oldest first, triggered
 // [TriggerCatchUp]; older missed slots without an attempt are not run:
-// each is a [KindMissed] event and counts in [Status].Missed, for a
-// backfill to run. The window is the newest MaxCatchUp missed slots, and,
-// when CatchUpWindow is set, those that came due within it.
+// each is a [KindMissed] event, counts in [Status].Missed, and is
+// recorded in the ledger canceled, its error saying it was missed, so
+// that it shows in a backfill's status and grid, no later start reports
+// it again, and a backfill under its default rerun policy runs it. The
+// window is the newest MaxCatchUp missed slots, and, when CatchUpWindow
+// is set, only those of them that came due within it.
 //
 // On its very first run, when the ledger holds no ordinary run of the
 // DAG (one with no backfill, as this scheduler's and
@@ -676,16 +679,28 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		var missed []tranche.TimePartition // a run of adjacent slots with no attempt
+		flush := func() error {
+			err := r.recordMissed(ctx, missed)
+			missed = missed[:0]
+			return err
+		}
 		for i, a := range att {
-			switch {
-			case a == nil:
-				r.count(func(st *Status) { st.Missed++ })
-				r.emit(KindMissed, &slot{p: parts[i]}, nil)
-			case a.State == ledger.StateRunning:
+			if a == nil {
+				missed = append(missed, parts[i])
+				continue
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+			if a.State == ledger.StateRunning {
 				// Left running by a worker that may be gone: its lease
 				// says.
 				r.add(parts[i], TriggerCatchUp)
 			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		r.next = parts[len(parts)-1].Next()
 	}
@@ -697,8 +712,6 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		}
 		due = append(due, &slot{p: p, trigger: trigger, check: true})
 	}
-	r.next = newest.Next()
-	r.lastLook = now
 	if cfg.overlap == OverlapSkip && len(due) > 0 {
 		busy, err := r.busy(ctx, due[len(due)-1].p)
 		if err != nil {
@@ -709,13 +722,83 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 			keep = len(due)
 		}
 		for _, sl := range due[:keep] {
-			r.count(func(st *Status) { st.Skipped++ })
-			r.emit(KindSkipped, sl, nil)
+			recorded, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped)
+			if err != nil {
+				return err
+			}
+			if recorded {
+				r.count(func(st *Status) { st.Skipped++ })
+				r.emit(KindSkipped, sl, nil)
+			}
 		}
 		due = due[keep:]
 	}
 	r.pending = append(r.pending, due...)
+	r.next, r.lastLook = newest.Next(), now
 	return nil
+}
+
+// Why a slot that did not run is recorded canceled.
+const (
+	whyMissed  = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
+	whySkipped = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
+)
+
+// recordMissed records adjacent slots with no attempt missed and reports
+// each: claimed in one call, or, when another worker took some of them
+// meanwhile, one by one.
+func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	recorded, err := r.record(ctx, ps, whyMissed)
+	switch {
+	case err != nil:
+		return err
+	case !recorded && len(ps) > 1:
+		for _, p := range ps {
+			if err := r.recordMissed(ctx, []tranche.TimePartition{p}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case !recorded:
+		return nil // another worker recorded or holds it
+	}
+	for _, p := range ps {
+		r.count(func(st *Status) { st.Missed++ })
+		r.emit(KindMissed, &slot{p: p}, nil)
+	}
+	return nil
+}
+
+// record records slots that this scheduler does not run as canceled, with
+// why: so that no later start of any scheduler reports them again, a
+// backfill's status shows them, and a backfill under its default rerun
+// policy (failed) runs them. It reports false when the ledger refused
+// the claim: another worker recorded a slot, or holds it.
+func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string) (bool, error) {
+	cfg := r.cfg
+	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
+		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone})
+	switch {
+	case errors.Is(err, ledger.ErrNotClaimable):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
+	}
+	outcomes := make([]ledger.Outcome, len(ps))
+	for i := range outcomes {
+		outcomes[i] = ledger.Outcome{State: ledger.StateCanceled, Err: why}
+	}
+	finishCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if err := r.s.Ledger.Finish(finishCtx, lease, outcomes); err != nil {
+		// The attempts stay running until the lease expires; then a
+		// scheduler takes them over as slots left running.
+		return false, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
+	}
+	return true, nil
 }
 
 // busy reports, for OverlapSkip, whether a slot before p runs here or
