@@ -200,7 +200,9 @@ func joinWorkspace(t *testing.T, goCmd, work, dir, module string) {
 	var ws struct {
 		Go      string
 		Use     []struct{ DiskPath string }
-		Replace []struct{ Old, New struct{ Path, Version string } }
+		Replace []struct {
+			Old, New struct{ Path, Version string }
+		}
 	}
 	if err := json.Unmarshal(out, &ws); err != nil {
 		t.Fatal(err)
