@@ -399,3 +399,36 @@ func TestInvalid(t *testing.T) {
 		})
 	})
 }
+
+// TestAssetsFirst: the slots before the DAG's first partition (the
+// latest of its assets' Partitioning.First) are not scheduled, missed or
+// reported: the first slot run is the first the assets take.
+func TestAssetsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+		clock := offsetClock(now)
+		var ran []string
+		dag, err := tranche.NewDAG(
+			tranche.Asset{Name: "a", Partitioning: tranche.Partitioning{Granularity: tranche.Day, First: now.AddDate(0, 0, -30)},
+				Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }},
+			tranche.Asset{Name: "b", Deps: []string{"a"}, Partitioning: tranche.Partitioning{Granularity: tranche.Day, First: now.Add(36 * time.Hour)},
+				Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+					p, err := m.Partition()
+					ran = append(ran, p.Key())
+					return nil, err
+				}},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev events
+		s := &schedule.Scheduler{DAG: dag, Ledger: memledger.New(nil), Now: clock, OnEvent: ev.hook}
+		runFor(t, s, 4*24*time.Hour)
+		if diff := cmp.Diff([]string{"2026-05-05", "2026-05-06", "2026-05-07"}, ran); diff != "" {
+			t.Errorf("runs (-want +got):\n%s", diff)
+		}
+		if got := append(ev.of(schedule.KindFailed), ev.of(schedule.KindMissed)...); len(got) != 0 {
+			t.Errorf("failed or missed: %v", got)
+		}
+	})
+}
