@@ -427,8 +427,8 @@ type slot struct {
 	announced bool // KindHeld was emitted
 }
 
-// run is the state of one Run. The loop goroutine owns the fields above
-// mu's; runs report to it on done.
+// run is the state of one Run. The loop goroutine owns every field but
+// hookMu; the goroutines of the slots' runs report to it on done.
 type run struct {
 	s   *Scheduler
 	cfg *config
@@ -440,7 +440,7 @@ type run struct {
 	inflight int
 	started  bool      // the ledger was read and next set
 	retryAt  time.Time // after a ledger error, when to try again (system clock)
-	done     chan *slot
+	done     chan struct{} // a run ended
 	wg       sync.WaitGroup
 
 	hookMu sync.Mutex // serializes OnEvent
@@ -470,7 +470,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.running = false
 		s.mu.Unlock()
 	}()
-	r := &run{s: s, cfg: cfg, ctx: ctx, done: make(chan *slot)}
+	r := &run{s: s, cfg: cfg, ctx: ctx, done: make(chan struct{})}
 	r.loop()
 	return nil
 }
@@ -1028,7 +1028,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 	r.emit(kind, sl, func(e *tranche.Event) {
 		e.Err, e.Duration, e.Attempt, e.Rows = why, took, lease.Attempts[0], rows
 	})
-	r.done <- sl
+	r.done <- struct{}{}
 }
 
 // finishTimeout bounds the call that records a slot's outcome, which
