@@ -438,8 +438,8 @@ type run struct {
 	lastLook time.Time             // the scheduler's clock when it last looked for due slots
 	pending  []*slot               // due slots to run, oldest first
 	inflight int
-	started  bool      // the ledger was read and next set
-	retryAt  time.Time // after a ledger error, when to try again (system clock)
+	started  bool          // the ledger was read and next set
+	retryAt  time.Time     // after a ledger error, when to try again (system clock)
 	done     chan struct{} // a run ended
 	wg       sync.WaitGroup
 
