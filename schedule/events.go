@@ -1,0 +1,78 @@
+package schedule
+
+import (
+	"log/slog"
+
+	"github.com/tranche-dev/tranche"
+)
+
+// Scheduler and slot events. A scheduler emits them, and the events of
+// every run it makes, to its OnEvent hook. Slot events carry the slot in
+// [tranche.Event.Partition] and its key in Target; those of a slot that
+// runs, and every event of its run, carry its [Trigger] as the attribute
+// [TriggerKey].
+const (
+	KindStarted tranche.Kind = "schedule.started" // Run began; Target is the first slot it waits for
+	KindStopped tranche.Kind = "schedule.stopped" // Run ended: its context ended and its runs are over
+
+	KindClaimed   tranche.Kind = "slot.claimed"   // this scheduler holds the slot's lease; its run starts
+	KindSucceeded tranche.Kind = "slot.succeeded" // its run completed and is recorded
+	KindFailed    tranche.Kind = "slot.failed"    // its run failed and is recorded failed (Err says why); no scheduler runs it again
+
+	// KindInterrupted reports a run stopped before it ended: Run's
+	// context ended, or the lease was lost (Err says which). Nothing is
+	// recorded: the attempt is left to its lease, after which any
+	// scheduler on the ledger takes the slot over and runs it again, as
+	// after a crash.
+	KindInterrupted tranche.Kind = "slot.interrupted"
+
+	KindHeld      tranche.Kind = "slot.held"      // another worker (a replica, a backfill) runs the slot; it is watched until that ends
+	KindElsewhere tranche.Kind = "slot.elsewhere" // the slot has a finished attempt by another worker, or is one a moved schedule covered: not run here
+
+	// KindMissed reports a slot that came due while no scheduler ran,
+	// older than the catch-up window, with no attempt in the ledger: it
+	// is not run, and is recorded canceled, its error saying it was
+	// missed, so that no later start reports it again and a backfill
+	// (rerun policy failed, its default) runs it.
+	KindMissed tranche.Kind = "slot.missed"
+
+	// KindSkipped reports a slot that came due while an earlier one still
+	// ran, under [OverlapSkip]: it is not run, and is recorded canceled,
+	// its error saying it was skipped.
+	KindSkipped tranche.Kind = "slot.skipped"
+
+	// KindLedgerError reports a call to the ledger that failed (Err):
+	// reading the history, or claiming a slot. The scheduler tries again
+	// a heartbeat interval later.
+	KindLedgerError tranche.Kind = "schedule.ledger_error"
+)
+
+// Trigger says why a slot runs: [TriggerLive] or [TriggerCatchUp].
+type Trigger string
+
+const (
+	// TriggerLive: the slot came due while the scheduler was waiting for
+	// it.
+	TriggerLive Trigger = "live"
+	// TriggerCatchUp: the slot came due while no scheduler ran it (before
+	// Run began, or while the machine slept or its clock jumped), or it
+	// is taken over from a worker whose lease expired.
+	TriggerCatchUp Trigger = "catch-up"
+)
+
+// TriggerKey is the key of the attribute ([tranche.Event.Attrs]) that
+// carries a slot's [Trigger] on its events and on every event of its run.
+const TriggerKey = "trigger"
+
+// TriggerOf returns the trigger an event carries, or "" for an event
+// without one.
+func TriggerOf(e tranche.Event) Trigger {
+	for i := len(e.Attrs) - 1; i >= 0; i-- {
+		if a := e.Attrs[i]; a.Key == TriggerKey && a.Value.Kind() == slog.KindString {
+			return Trigger(a.Value.String())
+		}
+	}
+	return ""
+}
+
+func (t Trigger) attr() slog.Attr { return slog.String(TriggerKey, string(t)) }

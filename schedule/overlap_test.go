@@ -1,0 +1,192 @@
+package schedule_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+	"github.com/tranche-dev/tranche/schedule"
+)
+
+// TestOverlap runs an hourly DAG whose first slot takes two hours and a
+// half, under each overlap policy: the slots that close meanwhile wait
+// and run in order, are skipped, or run beside it.
+func TestOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		overlap schedule.Overlap
+		calls   []string // "KEY at HH:MM"
+		skipped []string
+	}{
+		{overlap: "", calls: []string{"00:00 at 01:00", "01:00 at 03:30", "02:00 at 03:40", "03:00 at 04:00", "04:00 at 05:00"}},
+		{overlap: schedule.OverlapQueue, calls: []string{"00:00 at 01:00", "01:00 at 03:30", "02:00 at 03:40", "03:00 at 04:00", "04:00 at 05:00"}},
+		{overlap: schedule.OverlapSkip, calls: []string{"00:00 at 01:00", "03:00 at 04:00", "04:00 at 05:00"},
+			skipped: []string{"2026-01-10T01:00Z live", "2026-01-10T02:00Z live"}},
+		{overlap: schedule.OverlapConcurrent, calls: []string{"00:00 at 01:00", "01:00 at 02:00", "02:00 at 03:00", "03:00 at 04:00", "04:00 at 05:00"}},
+	} {
+		t.Run(string(tc.overlap), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
+				clock := offsetClock(base)
+				w := newWork(t, tranche.Hour, time.UTC, clock)
+				w.take = func(key string) time.Duration {
+					if key == "2026-01-10T00:00Z" {
+						return 150 * time.Minute
+					}
+					return 10 * time.Minute
+				}
+				var ev events
+				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(nil), Overlap: tc.overlap, Now: clock, OnEvent: ev.hook}
+				runFor(t, s, 5*time.Hour) // to 05:30
+				var got []string
+				for _, c := range w.callList() {
+					got = append(got, c.key[11:16]+" at "+c.at.Format("15:04"))
+				}
+				if diff := cmp.Diff(tc.calls, got); diff != "" {
+					t.Errorf("runs (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.skipped, ev.of(schedule.KindSkipped)); diff != "" {
+					t.Errorf("skipped (-want +got):\n%s", diff)
+				}
+				if st := s.Status(); st.Skipped != len(tc.skipped) {
+					t.Errorf("Status.Skipped = %d, want %d", st.Skipped, len(tc.skipped))
+				}
+				h := history(t, s.Ledger, w.dag, tranche.Hour, time.UTC, base.Add(-time.Hour), base.Add(6*time.Hour))
+				for _, k := range tc.skipped {
+					if key := strings.Fields(k)[0]; h[key] != "[canceled]" {
+						t.Errorf("history of skipped slot %s: %s, want one canceled attempt", key, h[key])
+					}
+				}
+				for _, e := range ev.list() {
+					if e.Kind == schedule.KindSucceeded && schedule.TriggerOf(e) != schedule.TriggerLive {
+						t.Errorf("%s %s: trigger %q, want live: it came due while the scheduler waited", e.Kind, e.Target, schedule.TriggerOf(e))
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestOverlapSkipAfterDowntime: under OverlapSkip, of the slots a
+// catch-up would run, only the newest runs.
+func TestOverlapSkipAfterDowntime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
+		clock := offsetClock(base)
+		w := newWork(t, tranche.Hour, time.UTC, clock)
+		var ev events
+		s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(nil), Overlap: schedule.OverlapSkip, Now: clock, OnEvent: ev.hook}
+		runFor(t, s, time.Hour) // 00:00 runs at 01:00
+		time.Sleep(4 * time.Hour)
+		runFor(t, s, 10*time.Minute) // at 05:30: 01:00 to 04:00 closed meanwhile
+		want := []string{"2026-01-10T00:00Z live", "2026-01-10T04:00Z catch-up"}
+		if diff := cmp.Diff(want, ev.of(schedule.KindSucceeded)); diff != "" {
+			t.Errorf("succeeded (-want +got):\n%s", diff)
+		}
+		skipped := []string{"2026-01-10T01:00Z catch-up", "2026-01-10T02:00Z catch-up", "2026-01-10T03:00Z catch-up"}
+		if diff := cmp.Diff(skipped, ev.of(schedule.KindSkipped)); diff != "" {
+			t.Errorf("skipped (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestOverlapWithAnotherWorker: the earlier slot may run elsewhere, here
+// under a backfill's lease: a queued slot waits for it, a skipped one is
+// not run, a concurrent one runs beside it.
+func TestOverlapWithAnotherWorker(t *testing.T) {
+	for _, tc := range []struct {
+		overlap schedule.Overlap
+		calls   []string // the backfill's run, then the scheduler's
+		skipped []string
+	}{
+		{schedule.OverlapQueue, []string{"00:00 at 00:50", "01:00 at 02:55", "02:00 at 03:00"}, nil},
+		{schedule.OverlapSkip, []string{"00:00 at 00:50", "02:00 at 03:00"}, []string{"2026-01-10T01:00Z live"}},
+		{schedule.OverlapConcurrent, []string{"00:00 at 00:50", "01:00 at 02:00", "02:00 at 03:00"}, nil},
+	} {
+		t.Run(string(tc.overlap), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
+				clock := offsetClock(base)
+				l := memledger.New(nil)
+				w := newWork(t, tranche.Hour, time.UTC, clock)
+				w.take = func(key string) time.Duration {
+					if key == "2026-01-10T00:00Z" {
+						return 125 * time.Minute
+					}
+					return time.Minute
+				}
+				var ev events
+				s := &schedule.Scheduler{DAG: w.dag, Ledger: l, Overlap: tc.overlap, Now: clock, OnEvent: ev.hook}
+				stop := start(t, s)
+				// A backfill runs 00:00 from 00:50 to 02:55.
+				time.Sleep(20 * time.Minute)
+				bf := &backfill.Backfill{DAG: w.dag, Ledger: l, Partitions: []tranche.TimePartition{tranche.PartitionOf(tranche.Hour, base)}}
+				done := make(chan error, 1)
+				go func() { _, err := bf.Run(context.Background()); done <- err }()
+				time.Sleep(160 * time.Minute) // to 03:30
+				stop()
+				if err := <-done; err != nil {
+					t.Fatalf("backfill: %v", err)
+				}
+				var got []string
+				for _, c := range w.callList() {
+					got = append(got, c.key[11:16]+" at "+c.at.Format("15:04"))
+				}
+				if diff := cmp.Diff(tc.calls, got); diff != "" {
+					t.Errorf("runs (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.skipped, ev.of(schedule.KindSkipped)); diff != "" {
+					t.Errorf("skipped (-want +got):\n%s", diff)
+				}
+				for _, k := range []tranche.Kind{schedule.KindHeld, schedule.KindElsewhere} {
+					if diff := cmp.Diff([]string{"2026-01-10T00:00Z live"}, ev.of(k)); diff != "" {
+						t.Errorf("%s (-want +got):\n%s", k, diff)
+					}
+				}
+			})
+		})
+	}
+}
+
+var errBoom = errors.New("boom")
+
+// TestFailedSlotStaysFailed: a slot whose run fails is recorded failed
+// and not run again by any scheduler; the next slots run on.
+func TestFailedSlotStaysFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
+		clock := offsetClock(base)
+		l := memledger.New(nil)
+		w := newWork(t, tranche.Hour, time.UTC, clock)
+		w.fail = func(key string) error {
+			if key == "2026-01-10T01:00Z" {
+				return errBoom
+			}
+			return nil
+		}
+		var ev events
+		s := &schedule.Scheduler{DAG: w.dag, Ledger: l, Now: clock, OnEvent: ev.hook}
+		runFor(t, s, 3*time.Hour)
+		runFor(t, s, time.Hour) // a restart: the failed slot is in the catch-up window
+		if diff := cmp.Diff([]string{"2026-01-10T01:00Z live"}, ev.of(schedule.KindFailed)); diff != "" {
+			t.Errorf("failed (-want +got):\n%s", diff)
+		}
+		if got := strings.Join(w.keys(), " "); got != "2026-01-10T00:00Z 2026-01-10T01:00Z 2026-01-10T02:00Z 2026-01-10T03:00Z" {
+			t.Errorf("runs %s", got)
+		}
+		h := history(t, l, w.dag, tranche.Hour, time.UTC, base.Add(-time.Hour), base.Add(5*time.Hour))
+		if h["2026-01-10T01:00Z"] != "[failed]" {
+			t.Errorf("history of 01:00: %s, want one failed attempt", h["2026-01-10T01:00Z"])
+		}
+		if st := s.Status(); st.LastState != ledger.StateSucceeded || st.Last.Key() != "2026-01-10T03:00Z" || st.Failed != 0 {
+			t.Errorf("Status after the restart: last %s %s, %d failed; want 2026-01-10T03:00Z succeeded, none failed", st.Last.Key(), st.LastState, st.Failed)
+		}
+	})
+}

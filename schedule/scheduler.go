@@ -1,0 +1,1127 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/zone"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// Scheduler keeps a DAG current: each slot of the DAG's granularity (a
+// partition, or a cron schedule's slot) runs once it has closed, plus
+// Delay, recorded in a ledger as a backfill records its partitions, so
+// that backfills of the same DAG skip what it landed and it skips what
+// they landed. [Scheduler.Run] runs it until its context ends.
+//
+// A slot closes at its End: a day at the next local midnight of its zone
+// (or the first instant of the next day, where midnight is skipped), an
+// hour at the next local hour, a cron slot at its fire. Slots are the
+// library's partitions, computed by [tranche.PartitionOf], so that DST
+// days, skipped and repeated wall times, holidays excluded from a
+// schedule and moved schedules behave as in backfills; a slot runs Delay
+// after its End, Delay being elapsed time ([time.Time.Add]).
+//
+// # Exactly once
+//
+// Any number of schedulers may run the same DAG on one ledger, in one
+// process or many: each claims a due slot under a lease, with the rerun
+// policy [ledger.RerunNone], and the ledger decides. A slot whose latest
+// attempt succeeded, failed or was canceled is not run again, by any
+// scheduler; one held under a live lease (by another replica, or by a
+// backfill) is watched, and taken over once its lease expires, as after a
+// crash. The run is fenced by the lease's tokens, as a backfill's
+// partition is. A failed slot stays failed: a backfill (rerun policy
+// failed) runs it again. When Run's context ends, or the lease is lost,
+// a running slot's run is canceled and its attempt left to its lease
+// rather than recorded failed, so that the next claim after the lease
+// (by another replica, or this one restarted) runs it again.
+//
+// # Catch-up
+//
+// Slots that came due while no scheduler ran (the process was down, the
+// machine slept, the wall clock jumped) are missed. When the scheduler
+// starts, or wakes to find more than the slot it waited for due, the
+// missed slots within the catch-up window run, oldest first, triggered
+// [TriggerCatchUp]; older missed slots without an attempt are not run:
+// each is a [KindMissed] event, counts in [Status].Missed, and is
+// recorded in the ledger canceled, its error saying it was missed, so
+// that it shows in a backfill's status and grid, no later start reports
+// it again, and a backfill under its default rerun policy runs it. The
+// window is the newest MaxCatchUp missed slots, and, when CatchUpWindow
+// is set, only those of them that came due within it.
+//
+// On its very first run, when the ledger holds no ordinary run of the
+// DAG (one with no backfill, as this scheduler's and
+// [backfill.RunRecorded]'s are), the scheduler starts from now: it waits
+// for the next slot to close and catches nothing up. The past is a
+// backfill's, whose window says how far back to go. Later, it resumes
+// after the newest ordinary run it finds in the ledger.
+//
+// Fields must not change once Run has been called. A zero field takes the
+// default its comment gives: a Scheduler with only DAG and Ledger set
+// runs the DAG's granularity in its assets' zone.
+type Scheduler struct {
+	DAG    *tranche.DAG  // the assets to materialize; each must be partitioned, all alike
+	Ledger ledger.Ledger // where attempts are recorded
+
+	// Location is the zone of the slots when neither an asset's
+	// Partitioning nor the schedule's CRON_TZ names one; nil means UTC.
+	// When they do, it must be nil or the same.
+	Location *time.Location
+
+	// Delay is how long after a slot closes it runs: "the day, two hours
+	// after it ends" is a Day granularity with Delay 2h. It is elapsed
+	// time after the close. 0 means at the close.
+	Delay time.Duration
+
+	// MaxCatchUp is how many missed slots, the newest, a catch-up runs;
+	// 0 means DefaultMaxCatchUp, a negative value none (only slots that
+	// come due while the scheduler waits for them run). CatchUpWindow,
+	// when positive, also bounds a catch-up by time: a missed slot runs
+	// only if it came due within CatchUpWindow before now.
+	//
+	// The default is a count, as Dagster's max_catchup_runs (5) is, and
+	// not a duration, as Temporal's catch-up window (a year, by default)
+	// is: a duration allows 500,000 times more runs of a minutely
+	// schedule than of a monthly one, where a count bounds the work
+	// after an outage alike for every granularity. Airflow's catchup is
+	// all or nothing: every interval since start_date, or only the
+	// latest. Five runs the missed slots of a restart, a deploy or a
+	// night's outage of an hourly DAG, and reports the rest of a long
+	// outage instead of running it all at once.
+	MaxCatchUp    int
+	CatchUpWindow time.Duration
+
+	// Overlap says what a slot that comes due while an earlier one still
+	// runs does: wait for it ([OverlapQueue], "" too), not run
+	// ([OverlapSkip]) or run beside it ([OverlapConcurrent]). An earlier
+	// slot runs here, or under another worker's live lease.
+	Overlap Overlap
+
+	// Runner runs each slot; nil means a zero Runner. Its OnEvent hook
+	// sees the events of every run, without their trigger.
+	Runner *tranche.Runner
+
+	// Worker names this scheduler in the ledger; "" means host-pid.
+	Worker string
+
+	// Lease is how long a claim holds without a heartbeat; 0 means
+	// backfill.DefaultLease (30s). Heartbeat is how often a running slot
+	// renews it, and how often a slot another worker holds is looked at;
+	// 0 means a third of Lease. A lease must be longer than the
+	// heartbeat. Renewals follow backfill's rules (see
+	// [backfill.Backfill].Lease): a run whose lease is lost, or lapses by
+	// this process's clock, is stopped and writes nothing more.
+	Lease, Heartbeat time.Duration
+
+	// OnEvent receives the scheduler's events (the kinds of this package,
+	// and [backfill.KindLeaseRenewFailed] and [backfill.KindLeaseRenewSlow])
+	// and every event of every run it makes, each of a slot carrying the
+	// slot's [Trigger] (see [TriggerOf]); nil means none. The contract is
+	// the runner's (see [tranche.Runner.OnEvent]): one event at a time,
+	// in order within a slot, with a context that carries Run's values but
+	// is never canceled; a panic is recovered and kept in
+	// [Status].HookErr.
+	OnEvent func(context.Context, tranche.Event)
+
+	// Now and After are the scheduler's clock: what time it is, and a
+	// channel that receives once d has passed on that clock. Nil means
+	// time.Now and time.After. A process under an accelerated clock
+	// (a demonstration, a test) gives both; a clock that runs at the
+	// system's pace, offset or not, needs only Now. Leases are judged
+	// by the ledger's clock, not by this one.
+	//
+	// The scheduler sleeps on After until the next slot is due, but never
+	// longer than a minute of this clock at a time: a timer counts the
+	// monotonic clock, which stops while the machine is suspended and
+	// ignores a step of the wall clock, so waking every minute is how the
+	// scheduler notices either. A wake with nothing due costs a reading
+	// of the clock and no call to the ledger.
+	Now   func() time.Time
+	After func(d time.Duration) <-chan time.Time
+
+	mu      sync.Mutex
+	running bool
+	status  Status
+}
+
+// DefaultMaxCatchUp is the catch-up of MaxCatchUp zero: how many missed
+// slots, the newest, run after downtime.
+const DefaultMaxCatchUp = 5
+
+// maxSleep is the longest the scheduler sleeps without reading its clock.
+const maxSleep = time.Minute
+
+// Overlap says what a slot that comes due while an earlier slot runs
+// does. Its text forms are "queue", "skip" and "concurrent"; "" means
+// [OverlapQueue].
+type Overlap string
+
+const (
+	// OverlapQueue runs slots one at a time, oldest first: a slot that
+	// comes due while another runs waits for it. The default.
+	OverlapQueue Overlap = "queue"
+	// OverlapSkip never queues: a slot that comes due while another
+	// runs or waits to run is not run ([KindSkipped]); of the slots that
+	// come due at once, after downtime, only the newest runs.
+	OverlapSkip Overlap = "skip"
+	// OverlapConcurrent runs every slot as soon as it is due, beside
+	// those still running.
+	OverlapConcurrent Overlap = "concurrent"
+)
+
+// UnmarshalText implements [encoding.TextUnmarshaler]: "queue" ("" too),
+// "skip" or "concurrent"; any other text is refused with an error that
+// lists them.
+func (o *Overlap) UnmarshalText(text []byte) error {
+	switch v := Overlap(text); v {
+	case "":
+		*o = OverlapQueue
+	case OverlapQueue, OverlapSkip, OverlapConcurrent:
+		*o = v
+	default:
+		return fmt.Errorf("tranche: unknown overlap policy %q; accepted: queue, skip, concurrent", text)
+	}
+	return nil
+}
+
+// Status is what a scheduler has done since its Run began.
+type Status struct {
+	DAG    string // the DAG's identity (backfill.DAGIdentity)
+	Worker string // the scheduler's name in the ledger
+
+	// Last is the newest slot this scheduler started, when its run
+	// started by the scheduler's clock, and how it is: running,
+	// succeeded, failed, or canceled when its run was interrupted
+	// (LastErr says why, and the ledger keeps the attempt running until
+	// its lease expires). Zero before the first.
+	Last      tranche.TimePartition
+	LastStart time.Time
+	LastState ledger.State
+	LastErr   error
+
+	// Next is the next slot to come due, and NextDue when: its End plus
+	// Delay. Zero until the scheduler has read the ledger.
+	Next    tranche.TimePartition
+	NextDue time.Time
+
+	Running []tranche.TimePartition // slots running here, oldest first
+	Waiting []tranche.TimePartition // slots due and not run yet: queued, or held by another worker
+
+	Succeeded   int // slots run here that succeeded
+	Failed      int // slots run here that failed
+	Interrupted int // runs here stopped before they ended, not recorded
+	Elsewhere   int // due slots found finished by another worker
+	Missed      int // missed slots older than the catch-up window, reported and not run
+	Skipped     int // slots not run under OverlapSkip
+
+	// HookErr is the last panic of OnEvent, a [*tranche.PanicError]; nil
+	// when none panicked. A panicking hook changes nothing else.
+	HookErr error
+}
+
+// Status returns what the scheduler has done since its last Run began.
+// It is safe to call while Run runs.
+func (s *Scheduler) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.status
+	st.Running = slices.Clone(st.Running)
+	st.Waiting = slices.Clone(st.Waiting)
+	return st
+}
+
+// config is a Scheduler's validated settings, with defaults applied.
+type config struct {
+	g                tranche.TimeGranularity
+	loc              *time.Location
+	dag, worker      string
+	delay            time.Duration
+	maxCatchUp       int // negative: none
+	window           time.Duration
+	overlap          Overlap
+	lease, heartbeat time.Duration
+	first            time.Time // the start of the oldest slot every asset takes; zero when none is bounded
+	match            matcher
+	now              func() time.Time
+	after            func(time.Duration) <-chan time.Time
+}
+
+func (s *Scheduler) config() (*config, error) {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("tranche: scheduler: "+format, args...))
+	}
+	if s.DAG == nil {
+		fail("no DAG")
+	}
+	if s.Ledger == nil {
+		fail("no Ledger")
+	}
+	cfg := &config{worker: s.Worker, delay: s.Delay, window: s.CatchUpWindow, lease: s.Lease, heartbeat: s.Heartbeat,
+		now: s.Now, after: s.After, maxCatchUp: s.MaxCatchUp}
+	if err := cfg.overlap.UnmarshalText([]byte(s.Overlap)); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Delay < 0 {
+		fail("delay %v: want 0 or more", s.Delay)
+	}
+	if s.CatchUpWindow < 0 {
+		fail("catch-up window %v: want 0 (no bound by time) or more", s.CatchUpWindow)
+	}
+	if cfg.maxCatchUp == 0 {
+		cfg.maxCatchUp = DefaultMaxCatchUp
+	}
+	if cfg.lease == 0 {
+		cfg.lease = backfill.DefaultLease
+	}
+	if cfg.heartbeat == 0 {
+		cfg.heartbeat = cfg.lease / 3
+	}
+	if cfg.lease < 0 || cfg.heartbeat <= 0 || cfg.lease <= cfg.heartbeat {
+		fail("lease %v and heartbeat %v: the lease must be positive and longer than the heartbeat", cfg.lease, cfg.heartbeat)
+	}
+	if s.DAG != nil {
+		g, loc, first, err := partitioning(s.DAG, s.Location)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			cfg.g, cfg.loc = g, loc
+			if !first.IsZero() {
+				cfg.first = tranche.PartitionOf(g, first.In(loc)).Start
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	cfg.dag = backfill.DAGIdentity(s.DAG, cfg.g, cfg.loc)
+	cfg.match = newMatcher(cfg.g, cfg.loc)
+	if cfg.worker == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "worker"
+		}
+		cfg.worker = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	if cfg.after == nil {
+		cfg.after = time.After
+	}
+	return cfg, nil
+}
+
+// partitioning returns the granularity and zone of the DAG's slots, as a
+// backfill of it takes them (tranchecli reads them alike), and the latest
+// of its assets' First instants.
+func partitioning(dag *tranche.DAG, loc *time.Location) (g tranche.TimeGranularity, _ *time.Location, first time.Time, _ error) {
+	fail := func(format string, args ...any) (tranche.TimeGranularity, *time.Location, time.Time, error) {
+		return g, nil, first, fmt.Errorf("tranche: scheduler: "+format, args...)
+	}
+	var from string
+	var unpartitioned []string
+	for a := range dag.Assets() {
+		p := a.Partitioning
+		if !p.Granularity.IsValid() {
+			unpartitioned = append(unpartitioned, fmt.Sprintf("%q", a.Name))
+			continue
+		}
+		if g.IsValid() && p.Granularity != g {
+			return fail("assets %q (%v) and %q (%v) are partitioned differently; a scheduler runs one granularity", from, g, a.Name, p.Granularity)
+		}
+		if !g.IsValid() {
+			g, from = p.Granularity, a.Name
+		}
+		if p.Location != nil {
+			if loc != nil && !zone.Same(loc, p.Location) {
+				return fail("asset %q follows %v, and the slots %v; give one zone", a.Name, p.Location, loc)
+			}
+			loc = p.Location
+		}
+		if p.First.After(first) {
+			first = p.First
+		}
+	}
+	switch {
+	case len(unpartitioned) > 0:
+		slices.Sort(unpartitioned)
+		return fail("unpartitioned assets %s would be re-extracted whole by every slot; give them a Partitioning or run them apart", strings.Join(unpartitioned, ", "))
+	case !g.IsValid():
+		return fail("no asset is partitioned; a scheduler runs partitions")
+	}
+	if z := cronZone(g); z != nil {
+		if loc != nil && !zone.Same(loc, z) {
+			return fail("schedule %v fires in %v, and the slots follow %v; give one zone", g, z, loc)
+		}
+		loc = z
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	if !zone.Portable(loc) {
+		// The ledger names the DAG by its zone, which must name the
+		// same calendar on every host that shares it.
+		return fail("the slots are in the host's zone (time.Local), which has no name another host can load; load the zone by name (time.LoadLocation) or set TZ")
+	}
+	return g, loc, first, nil
+}
+
+// due returns when slot p runs: Delay after it closes.
+func (c *config) due(p tranche.TimePartition) time.Time { return p.End.Add(c.delay) }
+
+// newestDue returns the newest slot due at now: the one before the
+// first slot whose due time is after now. It judges by due itself, so
+// that the loop, which sleeps until the due time of the next slot, never
+// wakes to find it not due.
+func (c *config) newestDue(now time.Time) tranche.TimePartition {
+	q := tranche.PartitionOf(c.g, now.Add(-c.delay).In(c.loc)) // the open slot, if the clock agrees
+	for !c.due(q).After(now) {
+		q = q.Next()
+	}
+	for p := q.Prev(); c.due(p).After(now); p = p.Prev() {
+		q = p
+	}
+	return q.Prev()
+}
+
+// catchUpFrom returns the oldest slot a catch-up at now runs, walking
+// back from newest, the newest missed slot: at most maxCatchUp slots,
+// none starting before floor or the DAG's first slot, none due before the
+// window; newest.Next() when none.
+func (c *config) catchUpFrom(newest tranche.TimePartition, now, floor time.Time) tranche.TimePartition {
+	oldest := newest.Next()
+	p := newest
+	for range max(c.maxCatchUp, 0) {
+		if p.Start.Before(floor) || p.Start.Before(c.first) || (c.window > 0 && c.due(p).Before(now.Add(-c.window))) {
+			break
+		}
+		oldest, p = p, p.Prev()
+	}
+	return oldest
+}
+
+// slot is a due slot this scheduler means to run, while it waits.
+type slot struct {
+	p       tranche.TimePartition
+	trigger Trigger
+	// check: read the slot's history before claiming it.
+	check bool
+	// heldUntil: another worker holds the slot; look again then (by the
+	// system's clock, as leases are). Zero when not held.
+	heldUntil time.Time
+	refused   bool // the ledger refused a claim that its history allowed
+	announced bool // KindHeld was emitted
+}
+
+// run is the state of one Run. The loop goroutine owns every field but
+// hookMu; the goroutines of the slots' runs report to it on done.
+type run struct {
+	s   *Scheduler
+	cfg *config
+	ctx context.Context
+
+	next     tranche.TimePartition // the oldest slot not looked at yet
+	lastLook time.Time             // the scheduler's clock when it last looked for due slots
+	pending  []*slot               // due slots to run, oldest first
+	inflight int
+	started  bool          // the ledger was read and next set
+	retryAt  time.Time     // after a ledger error, when to try again (system clock)
+	done     chan struct{} // a run ended
+	wg       sync.WaitGroup
+
+	hookMu sync.Mutex // serializes OnEvent
+}
+
+// Run runs the scheduler until ctx ends, and then returns nil once the
+// slots it runs are over: recorded, or, when ctx ended their runs, left
+// to their leases. It returns an error at once, running nothing, when
+// the Scheduler is invalid or already running. Ledger failures do not end
+// it: each is a [KindLedgerError] event, and the call is tried again a
+// heartbeat interval later.
+func (s *Scheduler) Run(ctx context.Context) error {
+	cfg, err := s.config()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return errors.New("tranche: scheduler: Run called while the scheduler runs")
+	}
+	s.running = true
+	s.status = Status{DAG: cfg.dag, Worker: cfg.worker}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+	r := &run{s: s, cfg: cfg, ctx: ctx, done: make(chan struct{})}
+	r.loop()
+	return nil
+}
+
+func (r *run) loop() {
+	ctx := r.ctx
+	for {
+		if r.retryAt.IsZero() || !time.Now().Before(r.retryAt) {
+			r.retryAt = time.Time{}
+			if err := r.step(ctx); err != nil && ctx.Err() == nil {
+				r.retryAt = time.Now().Add(r.cfg.heartbeat)
+				r.emit(KindLedgerError, nil, func(e *tranche.Event) { e.Err = err })
+			}
+			r.publish()
+		}
+		wait, realWait := r.waits()
+		var timer *time.Timer
+		var realC <-chan time.Time
+		if realWait >= 0 {
+			timer = time.NewTimer(realWait)
+			realC = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-r.done:
+			r.inflight--
+		case <-r.cfg.after(wait):
+		case <-realC:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			r.stop()
+			return
+		}
+	}
+}
+
+// waits returns how long to sleep on the scheduler's clock (until the
+// next slot is due, at most maxSleep) and on the system's (until a held
+// slot is looked at again, or a failed call is tried again; negative for
+// no such wait).
+func (r *run) waits() (time.Duration, time.Duration) {
+	wait := maxSleep
+	if r.started && r.retryAt.IsZero() {
+		wait = min(max(r.cfg.due(r.next).Sub(r.cfg.now()), 0), maxSleep)
+	}
+	realWait := time.Duration(-1)
+	at := func(t time.Time) {
+		if d := max(time.Until(t), 0); realWait < 0 || d < realWait {
+			realWait = d
+		}
+	}
+	if !r.retryAt.IsZero() {
+		at(r.retryAt)
+		return wait, realWait
+	}
+	for _, sl := range r.pending {
+		switch {
+		case sl.check:
+			at(time.Time{}) // refused by the ledger: look at it at once
+		case !sl.heldUntil.IsZero():
+			at(sl.heldUntil)
+		}
+	}
+	return wait, realWait
+}
+
+// stop waits for the runs in flight, which ctx's end cancels, and
+// reports the end of Run.
+func (r *run) stop() {
+	for r.inflight > 0 {
+		<-r.done
+		r.inflight--
+	}
+	r.wg.Wait()
+	r.publish()
+	r.emit(KindStopped, nil, func(e *tranche.Event) { e.Err = context.Cause(r.ctx) })
+}
+
+// step looks at the clock and the ledger, and starts what is due.
+func (r *run) step(ctx context.Context) error {
+	now := r.cfg.now()
+	if !r.started {
+		if err := r.begin(ctx, now); err != nil {
+			return err
+		}
+		r.started = true
+		first := r.next
+		r.emit(KindStarted, nil, func(e *tranche.Event) { e.Partition, e.Target = first, first.Key() })
+	}
+	if err := r.advance(ctx, now); err != nil {
+		return err
+	}
+	if err := r.refresh(ctx); err != nil {
+		return err
+	}
+	return r.dispatch(ctx)
+}
+
+// begin finds where the scheduler resumes: after the newest ordinary run
+// of the DAG in the ledger, or, when there is none, at the next slot to
+// come due.
+func (r *run) begin(ctx context.Context, now time.Time) error {
+	cfg := r.cfg
+	newest := cfg.newestDue(now)
+	h, err := r.horizon(ctx, now)
+	if err != nil {
+		return err
+	}
+	r.lastLook = now // what is due now came due while no scheduler ran
+	if h == nil {
+		r.next = newest.Next()
+	} else {
+		r.next = tranche.PartitionOf(cfg.g, h.Start.In(cfg.loc))
+		if h.State.Terminal() && r.next.Start.Equal(h.Start) && r.next.End.Equal(h.End) {
+			// The newest run is over: resume after it. (A slot of a
+			// moved schedule that merely overlaps it is looked at.)
+			r.next = r.next.Next()
+		}
+		// The catch-up window may reach before the newest run: slots
+		// there that a scheduler left running (its process stopped or
+		// died, and others with it) are taken over once their leases
+		// expire. Slots there without an attempt were reported missed,
+		// or skipped, when they came due.
+		if oldest := cfg.catchUpFrom(newest, now, time.Time{}); oldest.Start.Before(r.next.Start) {
+			var parts []tranche.TimePartition
+			for p := oldest; p.Start.Before(r.next.Start); p = p.Next() {
+				parts = append(parts, p)
+			}
+			att, err := latest(ctx, r.s.Ledger, cfg.dag, cfg.match, parts)
+			if err != nil {
+				return err
+			}
+			for i, a := range att {
+				if a != nil && a.State == ledger.StateRunning {
+					r.add(parts[i], TriggerCatchUp)
+				}
+			}
+		}
+	}
+	if r.next.Start.Before(cfg.first) {
+		r.next = tranche.PartitionOf(cfg.g, cfg.first.In(cfg.loc))
+	}
+	return nil
+}
+
+// minLedgerStart is the oldest partition start a ledger keys.
+var minLedgerStart = time.Unix(0, math.MinInt64)
+
+// horizon returns the newest ordinary attempt (no backfill) of the DAG
+// at a slot starting before now, or nil when there is none: the
+// scheduler's own history. It reads the ledger backwards over spans that
+// grow fourfold, so that a recent run is found at once, and an empty
+// ledger answers in a dozen reads.
+func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, error) {
+	hi, span := now, time.Hour
+	for {
+		lo := hi.Add(-span)
+		if lo.Before(minLedgerStart) || lo.After(hi) {
+			lo = minLedgerStart
+		}
+		var best *ledger.Attempt
+		for a, err := range r.s.Ledger.Latest(ctx, r.cfg.dag, lo, hi) {
+			if err != nil {
+				return nil, fmt.Errorf("tranche: reading ledger: %w", err)
+			}
+			if a.Backfill == "" && (best == nil || a.End.After(best.End)) {
+				best = &a
+			}
+		}
+		if best != nil || !lo.After(minLedgerStart) {
+			return best, nil
+		}
+		hi, span = lo, min(span*4, 100*365*24*time.Hour)
+	}
+}
+
+// missedBatch is how many missed slots are read from the ledger at once.
+const missedBatch = 4096
+
+// advance takes the slots that came due since the scheduler last looked:
+// the slot it waited for is live, older ones missed; missed slots in the
+// catch-up window join the pending slots, older ones without an attempt
+// are reported missed.
+func (r *run) advance(ctx context.Context, now time.Time) error {
+	cfg := r.cfg
+	newest := cfg.newestDue(now)
+	if newest.Start.Before(r.next.Start) {
+		r.lastLook = now
+		return nil
+	}
+	live := cfg.due(newest).After(r.lastLook)
+	newestMissed := newest
+	if live {
+		newestMissed = newest.Prev()
+	}
+	oldest := cfg.catchUpFrom(newestMissed, now, r.next.Start)
+	for r.next.Start.Before(oldest.Start) {
+		parts := make([]tranche.TimePartition, 0, min(missedBatch, 64))
+		for p := r.next; p.Start.Before(oldest.Start) && len(parts) < missedBatch; p = p.Next() {
+			parts = append(parts, p)
+		}
+		att, err := latest(ctx, r.s.Ledger, cfg.dag, cfg.match, parts)
+		if err != nil {
+			return err
+		}
+		var missed []tranche.TimePartition // a run of adjacent slots with no attempt
+		flush := func() error {
+			err := r.recordMissed(ctx, missed)
+			missed = missed[:0]
+			return err
+		}
+		for i, a := range att {
+			if a == nil {
+				missed = append(missed, parts[i])
+				continue
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+			if a.State == ledger.StateRunning {
+				// Left running by a worker that may be gone: its lease
+				// says.
+				r.add(parts[i], TriggerCatchUp)
+			}
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		r.next = parts[len(parts)-1].Next()
+	}
+	var due []*slot
+	for p := r.next; !p.Start.After(newest.Start); p = p.Next() {
+		trigger := TriggerCatchUp
+		if live && p.Start.Equal(newest.Start) {
+			trigger = TriggerLive
+		}
+		due = append(due, &slot{p: p, trigger: trigger, check: true})
+	}
+	if cfg.overlap == OverlapSkip && len(due) > 0 {
+		busy, err := r.busy(ctx, due[len(due)-1].p)
+		if err != nil {
+			return err
+		}
+		keep := len(due) - 1
+		if busy {
+			keep = len(due)
+		}
+		for _, sl := range due[:keep] {
+			recorded, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped)
+			if err != nil {
+				return err
+			}
+			if recorded {
+				r.count(func(st *Status) { st.Skipped++ })
+				r.emit(KindSkipped, sl, nil)
+			}
+		}
+		due = due[keep:]
+	}
+	r.pending = append(r.pending, due...)
+	r.next, r.lastLook = newest.Next(), now
+	return nil
+}
+
+// Why a slot that did not run is recorded canceled.
+const (
+	whyMissed  = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
+	whySkipped = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
+)
+
+// recordMissed records adjacent slots with no attempt missed and reports
+// each: claimed in one call, or, when another worker took some of them
+// meanwhile, one by one.
+func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	recorded, err := r.record(ctx, ps, whyMissed)
+	switch {
+	case err != nil:
+		return err
+	case !recorded && len(ps) > 1:
+		for _, p := range ps {
+			if err := r.recordMissed(ctx, []tranche.TimePartition{p}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case !recorded:
+		return nil // another worker recorded or holds it
+	}
+	for _, p := range ps {
+		r.count(func(st *Status) { st.Missed++ })
+		r.emit(KindMissed, &slot{p: p}, nil)
+	}
+	return nil
+}
+
+// record records slots that this scheduler does not run as canceled, with
+// why: so that no later start of any scheduler reports them again, a
+// backfill's status shows them, and a backfill under its default rerun
+// policy (failed) runs them. It reports false when the ledger refused
+// the claim: another worker recorded a slot, or holds it.
+func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string) (bool, error) {
+	cfg := r.cfg
+	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
+		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone})
+	switch {
+	case errors.Is(err, ledger.ErrNotClaimable):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
+	}
+	outcomes := make([]ledger.Outcome, len(ps))
+	for i := range outcomes {
+		outcomes[i] = ledger.Outcome{State: ledger.StateCanceled, Err: why}
+	}
+	finishCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if err := r.s.Ledger.Finish(finishCtx, lease, outcomes); err != nil {
+		// The attempts stay running until the lease expires; then a
+		// scheduler takes them over as slots left running.
+		return false, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
+	}
+	return true, nil
+}
+
+// busy reports, for OverlapSkip, whether a slot before p runs here or
+// elsewhere, or waits to run here.
+func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
+	if r.inflight > 0 || len(r.pending) > 0 {
+		return true, nil
+	}
+	prev := p.Prev()
+	now := time.Now()
+	for a, err := range r.s.Ledger.Latest(ctx, r.cfg.dag, prev.Start, p.Start) {
+		if err != nil {
+			return false, fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		if a.State == ledger.StateRunning && now.Before(a.LeaseUntil) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// add makes slot p pending.
+func (r *run) add(p tranche.TimePartition, trigger Trigger) {
+	r.pending = append(r.pending, &slot{p: p, trigger: trigger, check: true})
+}
+
+// refresh reads the history of the pending slots that are new, or held
+// elsewhere and due a look: a slot recorded since is dropped, one held
+// under a live lease waits, the others may be claimed.
+func (r *run) refresh(ctx context.Context) error {
+	now := time.Now()
+	var look []*slot
+	for _, sl := range r.pending {
+		if sl.check || (!sl.heldUntil.IsZero() && !now.Before(sl.heldUntil)) {
+			look = append(look, sl)
+		}
+	}
+	if len(look) == 0 {
+		return nil
+	}
+	parts := make([]tranche.TimePartition, len(look))
+	for i, sl := range look {
+		parts[i] = sl.p
+	}
+	att, err := latest(ctx, r.s.Ledger, r.cfg.dag, r.cfg.match, parts)
+	if err != nil {
+		return err
+	}
+	now = time.Now()
+	gone := map[*slot]bool{}
+	for i, sl := range look {
+		a := att[i]
+		sl.check = false
+		switch {
+		case a != nil && a.State.Terminal():
+			gone[sl] = true
+			r.count(func(st *Status) { st.Elsewhere++ })
+			r.emit(KindElsewhere, sl, func(e *tranche.Event) {
+				e.Attempt = a.Number
+				e.Attrs = append(e.Attrs, slog.String("state", string(a.State)), slog.String("worker", a.Worker))
+			})
+		case a != nil && a.State == ledger.StateRunning && now.Before(a.LeaseUntil):
+			r.hold(sl, a.LeaseUntil, now, a)
+		case sl.refused:
+			// The ledger refused a claim its history allows (a read
+			// behind the write): look again later.
+			r.hold(sl, now.Add(r.cfg.heartbeat), now, nil)
+		default:
+			sl.heldUntil = time.Time{}
+		}
+		sl.refused = false
+	}
+	if len(gone) > 0 {
+		r.pending = slices.DeleteFunc(r.pending, func(sl *slot) bool { return gone[sl] })
+	}
+	return nil
+}
+
+// hold marks sl held by another worker until, looked at again at the
+// latest a heartbeat interval from now.
+func (r *run) hold(sl *slot, until, now time.Time, a *ledger.Attempt) {
+	sl.heldUntil = minTime(until, now.Add(r.cfg.heartbeat))
+	if !sl.announced {
+		sl.announced = true
+		r.emit(KindHeld, sl, func(e *tranche.Event) {
+			if a != nil {
+				e.Attempt = a.Number
+				e.Attrs = append(e.Attrs, slog.String("worker", a.Worker))
+			}
+		})
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// dispatch claims and starts the pending slots the overlap policy lets
+// run: the oldest, when nothing runs here, or every one that is not held.
+func (r *run) dispatch(ctx context.Context) error {
+	for i := 0; i < len(r.pending); {
+		sl := r.pending[i]
+		concurrent := r.cfg.overlap == OverlapConcurrent
+		switch {
+		case !concurrent && (r.inflight > 0 || i > 0):
+			return nil
+		case !sl.heldUntil.IsZero():
+			i++
+			continue
+		}
+		started, err := r.claim(ctx, sl)
+		if err != nil {
+			return err
+		}
+		if started {
+			r.pending = slices.Delete(r.pending, i, i+1)
+		} else {
+			i++
+		}
+	}
+	return nil
+}
+
+// claim claims sl and starts its run, reporting whether it did. A slot
+// the ledger refuses is looked at again at once.
+func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
+	cfg := r.cfg
+	sent := time.Now()
+	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
+		RunID: backfill.RunID(cfg.dag, sl.p.Start, sl.p.End), Partitions: []tranche.TimePartition{sl.p},
+		Lease: cfg.lease, Policy: ledger.RerunNone})
+	switch {
+	case errors.Is(err, ledger.ErrNotClaimable):
+		sl.check, sl.refused = true, true
+		return false, nil
+	case err != nil && ctx.Err() != nil:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("tranche: claiming slot %s: %w", sl.p.Key(), err)
+	}
+	if sl.announced {
+		// Held by another worker until its lease expired: a takeover.
+		sl.trigger = TriggerCatchUp
+	}
+	r.inflight++
+	started := cfg.now()
+	r.count(func(st *Status) {
+		st.Last, st.LastStart, st.LastState, st.LastErr = sl.p, started, ledger.StateRunning, nil
+		st.Running = append(st.Running, sl.p)
+		slices.SortFunc(st.Running, tranche.TimePartition.Compare)
+	})
+	r.emit(KindClaimed, sl, func(e *tranche.Event) { e.Attempt = lease.Attempts[0] })
+	r.wg.Add(1)
+	go r.execute(sl, lease, sent)
+	return true, nil
+}
+
+// execute runs a claimed slot and records how it ended.
+func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
+	defer r.wg.Done()
+	cfg := r.cfg
+	failed := func(err error, took time.Duration) {
+		kind := backfill.KindLeaseRenewFailed
+		if err == nil {
+			kind = backfill.KindLeaseRenewSlow
+		}
+		r.emit(kind, sl, func(e *tranche.Event) { e.Err, e.Duration = err, took })
+	}
+	k, runCtx := keep(r.ctx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
+	opts := tranche.RunOptions{RunID: lease.RunID, Attempt: lease.Attempts[0], Tokens: lease.Tokens(), DAG: cfg.dag}
+	began := time.Now()
+	res, runErr := r.runner(sl).RunWith(runCtx, r.s.DAG, sl.p, &opts)
+	lost := k.release()
+	took := time.Since(began)
+	completed := runErr == nil && res.Status == tranche.StatusCompleted
+
+	var kind tranche.Kind
+	var why error
+	rows := 0
+	switch {
+	case lost != nil:
+		kind, why = KindInterrupted, lost
+	case r.ctx.Err() != nil && !completed:
+		kind, why = KindInterrupted, fmt.Errorf("canceled: %w", context.Cause(r.ctx))
+	default:
+		outcome := ledger.Outcome{State: ledger.StateSucceeded}
+		kind = KindSucceeded
+		if completed {
+			for _, o := range res.Assets {
+				rows += o.RowsByPartition[sl.p.Key()]
+			}
+			outcome.Rows = int64(rows)
+		} else {
+			why = runErr
+			if why == nil {
+				why = fmt.Errorf("run %s %s: %w", lease.RunID, res.Status, errors.Join(assetErrors(res)...))
+			}
+			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error()}
+		}
+		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
+		err := r.s.Ledger.Finish(finishCtx, lease, []ledger.Outcome{outcome})
+		cancel()
+		if err != nil {
+			kind, why = KindInterrupted, fmt.Errorf("tranche: recording slot %s: %w; the attempt is left to its lease", sl.p.Key(), err)
+		}
+	}
+	r.count(func(st *Status) {
+		state := ledger.StateCanceled
+		switch kind {
+		case KindSucceeded:
+			st.Succeeded++
+			state = ledger.StateSucceeded
+		case KindFailed:
+			st.Failed++
+			state = ledger.StateFailed
+		default:
+			st.Interrupted++
+		}
+		if st.Last.Equal(sl.p) {
+			st.LastState, st.LastErr = state, why
+		}
+		st.Running = slices.DeleteFunc(st.Running, sl.p.Equal)
+	})
+	r.emit(kind, sl, func(e *tranche.Event) {
+		e.Err, e.Duration, e.Attempt, e.Rows = why, took, lease.Attempts[0], rows
+	})
+	r.done <- struct{}{}
+}
+
+// finishTimeout bounds the call that records a slot's outcome, which
+// outlives Run's context.
+const finishTimeout = 30 * time.Second
+
+func assetErrors(res *tranche.Result) []error {
+	var errs []error
+	for _, o := range res.Assets {
+		if o.Err != nil && o.Status == tranche.StatusFailed {
+			errs = append(errs, o.Err)
+		}
+	}
+	return errs
+}
+
+// runner returns the runner of sl's run: the Scheduler's, whose events
+// also reach OnEvent with the slot's trigger.
+func (r *run) runner(sl *slot) *tranche.Runner {
+	var rr tranche.Runner
+	if r.s.Runner != nil {
+		rr = *r.s.Runner
+	}
+	if r.s.OnEvent == nil {
+		return &rr
+	}
+	own, attr := rr.OnEvent, sl.trigger.attr()
+	rr.OnEvent = func(ctx context.Context, e tranche.Event) {
+		tagged := e
+		tagged.Attrs = append(slices.Clip(e.Attrs), attr)
+		r.deliver(ctx, tagged)
+		if own != nil {
+			own(ctx, e)
+		}
+	}
+	return &rr
+}
+
+// count updates the status under its lock.
+func (r *run) count(f func(*Status)) {
+	r.s.mu.Lock()
+	f(&r.s.status)
+	r.s.mu.Unlock()
+}
+
+// publish copies what the loop owns into the status.
+func (r *run) publish() {
+	waiting := make([]tranche.TimePartition, len(r.pending))
+	for i, sl := range r.pending {
+		waiting[i] = sl.p
+	}
+	r.count(func(st *Status) {
+		st.Waiting = waiting
+		if r.started {
+			st.Next, st.NextDue = r.next, r.cfg.due(r.next)
+		}
+	})
+}
+
+// emit delivers an event of slot sl (nil for none) to OnEvent.
+func (r *run) emit(kind tranche.Kind, sl *slot, more func(*tranche.Event)) {
+	if r.s.OnEvent == nil {
+		return
+	}
+	e := tranche.Event{Kind: kind, Time: time.Now()}
+	if sl != nil {
+		e.Partition, e.Target = sl.p, sl.p.Key()
+		e.RunID = backfill.RunID(r.cfg.dag, sl.p.Start, sl.p.End)
+		if sl.trigger != "" {
+			e.Attrs = []slog.Attr{sl.trigger.attr()}
+		}
+	}
+	if more != nil {
+		more(&e)
+	}
+	r.deliver(r.ctx, e)
+}
+
+// deliver calls the hook, one event at a time, recovering a panic so that
+// a broken hook cannot stop the scheduler; Status.HookErr keeps it.
+func (r *run) deliver(ctx context.Context, e tranche.Event) {
+	r.hookMu.Lock()
+	defer r.hookMu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "scheduler event hook on " + string(e.Kind)}
+			if pe, ok := v.(*tranche.PanicError); ok {
+				// tranche.Hooks raised it again: keep the stack of the
+				// hook that panicked.
+				err.Value, err.Stack, err.Where = pe.Value, pe.Stack, err.Where+", "+pe.Where
+			}
+			r.count(func(st *Status) { st.HookErr = err })
+		}
+	}()
+	r.s.OnEvent(context.WithoutCancel(ctx), e)
+}

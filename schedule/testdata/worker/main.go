@@ -1,0 +1,198 @@
+// Worker runs schedulers of an hourly DAG on a SQLite ledger, for the
+// process tests of package schedule (process_test.go), which build it in
+// a module of their own: the root module does not require the SQLite
+// driver. Its clock starts at -base at the real instant -epoch and runs
+// -rate times the system's pace, so that processes started apart share
+// it; it stops when that clock reads -until. With -report it prints the
+// history of every slot from -base to -until instead, one JSON object a
+// line.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger/sqlite"
+	"github.com/tranche-dev/tranche/schedule"
+)
+
+var (
+	db        = flag.String("db", "", "the SQLite ledger")
+	worker    = flag.String("worker", "w", "the worker's name; replicas add -N")
+	replicas  = flag.Int("replicas", 1, "schedulers in this process, each with its own connections")
+	zone      = flag.String("zone", "America/New_York", "the slots' zone")
+	base      = flag.String("base", "", "what the clock reads at -epoch (RFC 3339)")
+	until     = flag.String("until", "", "stop when the clock reads this (RFC 3339)")
+	epoch     = flag.Int64("epoch", 0, "the real instant the clock reads -base, Unix nanoseconds")
+	rate      = flag.Int64("rate", 3600, "how many times faster than the system's the clock runs")
+	lease     = flag.Duration("lease", time.Second, "the lease (real time)")
+	heartbeat = flag.Duration("heartbeat", 300*time.Millisecond, "the heartbeat (real time)")
+	take      = flag.Duration("take", 20*time.Millisecond, "how long a slot's run takes (real time)")
+	slow      = flag.String("slow", "", "a slot key whose run takes -slowtake")
+	slowTake  = flag.Duration("slowtake", 2*time.Second, "how long the -slow slot's run takes (real time)")
+	audit     = flag.String("audit", "", "append a line per run's start and end here")
+	report    = flag.Bool("report", false, "print the slots' histories and exit")
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	loc, err := time.LoadLocation(*zone)
+	if err != nil {
+		return err
+	}
+	from, err := time.Parse(time.RFC3339, *base)
+	if err != nil {
+		return err
+	}
+	to, err := time.Parse(time.RFC3339, *until)
+	if err != nil {
+		return err
+	}
+	t0 := time.Unix(0, *epoch)
+	now := func() time.Time { return from.Add(time.Since(t0) * time.Duration(*rate)).In(loc) }
+	after := func(d time.Duration) <-chan time.Time { return time.After(d / time.Duration(*rate)) }
+
+	var logMu sync.Mutex
+	var logFile *os.File
+	if *audit != "" {
+		if logFile, err = os.OpenFile(*audit, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
+			return err
+		}
+		defer logFile.Close()
+	}
+	note := func(what, key, who string) {
+		if logFile == nil {
+			return
+		}
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(logFile, "%s %s %s %d\n", what, key, who, os.Getpid())
+	}
+	dag := func(who string) (*tranche.DAG, error) {
+		return tranche.NewDAG(tranche.Asset{
+			Name:         "events",
+			Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: loc},
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				p, err := m.Partition()
+				if err != nil {
+					return nil, err
+				}
+				note("start", p.Key(), who)
+				d := *take
+				if p.Key() == *slow {
+					d = *slowTake
+				}
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				note("end", p.Key(), who)
+				return nil, nil
+			},
+		})
+	}
+
+	ctx := context.Background()
+	if *report {
+		return printReport(ctx, dag, loc, from, to)
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for now().Before(to) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		stop()
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, *replicas)
+	for i := range *replicas {
+		who := *worker
+		if *replicas > 1 {
+			who = fmt.Sprintf("%s-%d", *worker, i)
+		}
+		l, err := sqlite.Open(ctx, *db, nil)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		d, err := dag(who)
+		if err != nil {
+			return err
+		}
+		s := &schedule.Scheduler{DAG: d, Ledger: l, Worker: who, Lease: *lease, Heartbeat: *heartbeat, Now: now, After: after,
+			OnEvent: func(_ context.Context, e tranche.Event) {
+				if e.Kind == schedule.KindLedgerError {
+					fmt.Fprintf(os.Stderr, "%s: %v\n", who, e.Err)
+				}
+			}}
+		wg.Go(func() { errs <- s.Run(ctx) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slotReport is one slot's history, as the report prints it.
+type slotReport struct {
+	Key      string          `json:"key"`
+	Attempts []attemptReport `json:"attempts"`
+}
+
+type attemptReport struct {
+	Worker string `json:"worker"`
+	State  string `json:"state"`
+	Err    string `json:"err,omitempty"`
+}
+
+func printReport(ctx context.Context, dag func(string) (*tranche.DAG, error), loc *time.Location, from, to time.Time) error {
+	l, err := sqlite.Open(ctx, *db, &sqlite.Options{Existing: true})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	d, err := dag("report")
+	if err != nil {
+		return err
+	}
+	id := backfill.DAGIdentity(d, tranche.Hour, loc)
+	enc := json.NewEncoder(os.Stdout)
+	for a, err := range l.Latest(ctx, id, from.Add(-time.Hour), to) {
+		if err != nil {
+			return err
+		}
+		h, err := l.History(ctx, id, a.Start)
+		if err != nil {
+			return err
+		}
+		r := slotReport{Key: a.Key}
+		for _, at := range h {
+			r.Attempts = append(r.Attempts, attemptReport{Worker: at.Worker, State: string(at.State), Err: strings.TrimSpace(at.Err)})
+		}
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
