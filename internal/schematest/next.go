@@ -312,7 +312,11 @@ func CheckNextReports(t testing.TB, l ledger.Ledger, plan NextPlan, reports []Ne
 	if rev, err := l.Revision(ctx, plan.DAG); err != nil || rev <= plan.Revision {
 		t.Errorf("Revision = %d, %v; want above the plan's, %d", rev, err, plan.Revision)
 	}
-	t.Logf("%d workers, %d jobs, %d ClaimNext calls, %d leases released", len(reports), len(jobs), calls, released)
+	var each []int
+	for _, r := range reports {
+		each = append(each, len(r.Claims))
+	}
+	t.Logf("%d workers, %d jobs, %d ClaimNext calls, %d leases released; leases of each worker %v", len(reports), len(jobs), calls, released, each)
 }
 
 // NewNextPlan records a backfill of hours hourly partitions of DAG dag in

@@ -14,4 +14,6 @@ func DestinationDialect() *sqldest.Dialect { return destDialect(nil) }
 // DialectFor is the ledger's dialect for cfg and schema, for tests that
 // open a sqlledger.Ledger over a pool of their own (one that counts its
 // statements).
-func DialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect { return dialectFor(cfg, schema) }
+func DialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
+	return dialectFor(cfg, schema)
+}

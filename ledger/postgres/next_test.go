@@ -16,6 +16,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
@@ -338,4 +339,12 @@ func TestClaimNextStatements(t *testing.T) {
 	if partitions.Load() != int64(len(all)) || per1 > 2 {
 		t.Errorf("%d partitions, %.2f statements a partition; want %d, at most 2", partitions.Load(), per1, len(all))
 	}
+}
+
+// TestClaimNextSameAsMemoryLedger checks
+// schematest.CheckNextSameAsMemory on one schema: ClaimNext, Release and
+// the rest answer as the in-memory ledger does.
+func TestClaimNextSameAsMemoryLedger(t *testing.T) {
+	clock := ledgertest.NewClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
+	schematest.CheckNextSameAsMemory(t, openFresh(t, serverURL(t), &postgres.Options{Now: clock.Now}), clock)
 }
