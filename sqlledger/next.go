@@ -24,8 +24,12 @@ import (
 // the dialect's ClaimLock, and a row it skips is a job another
 // transaction is claiming, passed over. A round is two statements, one
 // when every partition was fresh; the attempts of every job claimed are
-// one more, and the move of the cursor one. A claim of 16 fresh jobs is
-// then six statements with BEGIN and COMMIT, whatever their chunks.
+// one more, and the move of the cursor one: a claim of 16 fresh jobs is
+// six statements with BEGIN and COMMIT, whatever their chunks. Where the
+// dialect runs an INSERT inside WITH (PostgreSQL), a round's one
+// statement also starts the attempts of its jobs of fresh partitions and
+// moves the cursor past them: four statements, three of them while the
+// workers wait for the cursor.
 //
 // A job is claimed all or none: the rows inserted for a job refused
 // (another of its partitions was held) are deleted before the commit,
@@ -61,11 +65,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 		if st.canceled {
 			return ledger.CanceledError(req.Backfill)
 		}
-		if grants, err = l.claimNext(ctx, tx, dagID, req, cur, st); err != nil {
-			return err
-		}
-		last := req.Jobs[len(grants)-1].Start().Unix()
-		_, err = l.exec(ctx, tx, qMoveCursor, last, st.rev, dagID, req.Backfill, boolInt(req.Descending))
+		grants, err = l.claimNext(ctx, tx, dagID, req, cur, st)
 		return err
 	})
 	if err != nil {
@@ -142,37 +142,41 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 		}
 	}
 	var (
-		leases  []*ledger.Lease
-		seen    []int64 // the partitions claimed that had a row: their latest advances
-		refused []int64 // the rows inserted for jobs refused, deleted
+		leases  []*ledger.Lease // claimed
+		start   []*ledger.Lease // claimed, their attempts not yet inserted
+		seen    []int64         // the partitions claimed that had a row: their latest advances
+		refused []int64         // the rows inserted for jobs refused, deleted
+		moved   = -1            // the job the cursor was moved to in tx, if any
 	)
 	for i < len(req.Jobs) && len(leases) < req.Want {
 		round := req.Jobs[i:min(len(req.Jobs), i+req.Want-len(leases))]
-		i += len(round)
-		var starts []int64
-		for _, j := range round {
-			for _, p := range j.Partitions {
-				starts = append(starts, p.Start.Unix())
-			}
-		}
-		fresh, _, err := l.insertFresh(ctx, tx, dagID, req.Backfill, starts, false)
+		fresh, started, err := l.insertRound(ctx, tx, dagID, req, round, st)
 		if err != nil {
 			return nil, err
 		}
+		if started != nil {
+			moved = i + len(round) - 1
+		}
+		i += len(round)
 		var old []int64
-		for _, s := range starts {
-			if !fresh[s] {
-				old = append(old, s)
+		for _, j := range round {
+			for _, p := range j.Partitions {
+				if s := p.Start.Unix(); !fresh[s] {
+					old = append(old, s)
+				}
 			}
 		}
 		latest, err := l.readLatest(ctx, tx, dagID, old, l.dialect.ClaimLock)
 		if err != nil {
 			return nil, err
 		}
-		for _, j := range round {
+		for k, j := range round {
 			lease, err := l.claimJob(ctx, tx, dagID, req, j, fresh, latest, st)
 			if err != nil && !errors.Is(err, ledger.ErrNotClaimable) {
 				return nil, err
+			}
+			if started != nil && started[k] && lease == nil {
+				return nil, fmt.Errorf("job %s of fresh partitions, whose attempts started, refused: %w", j.Partitions[0].Key(), err)
 			}
 			grants = append(grants, ledger.Grant{Lease: lease, Err: err})
 			for _, p := range j.Partitions {
@@ -185,6 +189,9 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 			}
 			if lease != nil {
 				leases = append(leases, lease)
+				if started == nil || !started[k] {
+					start = append(start, lease)
+				}
 			}
 		}
 	}
@@ -197,13 +204,74 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 			return nil, err
 		}
 	}
-	if err := l.insertAttempts(ctx, tx, dagID, st, leases); err != nil {
+	if err := l.insertAttempts(ctx, tx, dagID, st, start); err != nil {
 		return nil, err
 	}
 	if err := l.advanceLatest(ctx, tx, dagID, seen); err != nil {
 		return nil, err
 	}
+	if moved != len(grants)-1 {
+		last := req.Jobs[len(grants)-1].Start().Unix()
+		if _, err := l.exec(ctx, tx, qMoveCursor, last, st.rev, dagID, req.Backfill, boolInt(req.Descending)); err != nil {
+			return nil, err
+		}
+	}
 	return grants, nil
+}
+
+// insertRound gives the partitions of the jobs of a round that have no
+// row one, at their first attempt, and returns their starts. Where the
+// dialect runs an INSERT inside WITH, and the round names no more than
+// batchRows partitions, it is one statement that also starts the attempts
+// of the jobs all of whose partitions were fresh, at st (started[k] for
+// round[k]), and moves the cursor to the round's last job: the common
+// case of a backfill, whose claim is then that statement. Otherwise
+// started is nil, and the caller starts every attempt.
+func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, round []ledger.Job, st txStart) (fresh map[int64]bool, started []bool, err error) {
+	n := 0
+	for _, j := range round {
+		n += len(j.Partitions)
+	}
+	if !l.dialect.InsertInWith || n > batchRows {
+		var starts []int64
+		for _, j := range round {
+			for _, p := range j.Partitions {
+				starts = append(starts, p.Start.Unix())
+			}
+		}
+		fresh, _, err = l.insertFresh(ctx, tx, dagID, req.Backfill, starts, false)
+		return fresh, nil, err
+	}
+	args := make([]any, 0, 5*n+12)
+	for k, j := range round {
+		for _, p := range j.Partitions {
+			args = append(args, p.Start.Unix(), p.End.Unix(), p.Key(), j.RunID, k)
+		}
+	}
+	until := st.now.Add(req.Lease).Truncate(time.Millisecond)
+	args = append(args, dagID, dagID, req.Backfill, req.Worker, st.now.UnixMilli(), until.UnixMilli(), st.rev,
+		round[len(round)-1].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending))
+	rows, err := l.query(ctx, tx, qClaimRound(n), args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	fresh = make(map[int64]bool, n)
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, nil, err
+		}
+		fresh[s] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	started = make([]bool, len(round))
+	for k, j := range round {
+		started[k] = !slices.ContainsFunc(j.Partitions, func(p ledger.TimePartition) bool { return !fresh[p.Start.Unix()] })
+	}
+	return fresh, started, rows.Close()
 }
 
 // claimJob judges job j of req as Claim judges its partitions, and takes

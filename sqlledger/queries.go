@@ -200,6 +200,49 @@ func (d *Dialect) qLockCursor() string {
 		RETURNING start_s, revision, ` + d.Now + `, ` + d.nextRevision(5) + `, (SELECT canceled FROM tranche_backfills WHERE id = $6)`
 }
 
+// qClaimRound claims the jobs of a round of ClaimNext whose partitions
+// are all fresh, in one statement, for dialects with InsertInWith: it
+// gives those of n partitions ((start, end, key, run, job) from $1: the
+// job is the partition's job's index in the round) that have no row
+// one, at their first attempt, in DAG $5n+1, and returns their starts;
+// it starts the attempts of the jobs all of whose partitions it gave a
+// row (DAG $5n+2, backfill $5n+3, worker $5n+4, started at $5n+5, lease
+// until $5n+6, revision $5n+7); and it moves the cursor of DAG $5n+10,
+// backfill $5n+11 and order $5n+12 to start $5n+8 at revision $5n+9.
+func qClaimRound(n int) string {
+	var v strings.Builder
+	for i := range n {
+		if i > 0 {
+			v.WriteString(", ")
+		}
+		p := 1 + 5*i
+		fmt.Fprintf(&v, "(CAST($%d AS BIGINT), CAST($%d AS BIGINT), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS INTEGER))", p, p+1, p+2, p+3, p+4)
+	}
+	k := func(i int) string { return "$" + strconv.Itoa(5*n+i) }
+	return `WITH v (start_s, end_s, partition_key, run_id, job) AS (VALUES ` + v.String() + `),
+		p AS (
+			INSERT INTO tranche_partitions (dag_id, start_s, latest)
+			SELECT CAST(` + k(1) + ` AS BIGINT), v.start_s, 1 FROM v
+			ON CONFLICT (dag_id, start_s) DO NOTHING
+			RETURNING start_s
+		),
+		whole AS (
+			SELECT v.job FROM v LEFT JOIN p ON p.start_s = v.start_s GROUP BY v.job HAVING COUNT(p.start_s) = COUNT(*)
+		),
+		a AS (
+			INSERT INTO tranche_attempts
+				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
+			SELECT CAST(` + k(2) + ` AS BIGINT), v.start_s, 1, v.end_s, v.partition_key, CAST(` + k(3) + ` AS TEXT), v.run_id, CAST(` + k(4) + ` AS TEXT),
+				CAST(` + k(5) + ` AS BIGINT), CAST(` + k(6) + ` AS BIGINT), '', 0, CAST(` + k(7) + ` AS BIGINT), 'running'
+			FROM v JOIN whole ON whole.job = v.job
+		),
+		c AS (
+			UPDATE tranche_cursors SET start_s = ` + k(8) + `, revision = ` + k(9) + `
+			WHERE dag_id = ` + k(10) + ` AND backfill = ` + k(11) + ` AND descending = ` + k(12) + `
+		)
+		SELECT start_s FROM p`
+}
+
 // qMoveCursor moves the cursor of DAG $3, backfill $4 and order $5 to
 // start $1 at revision $2.
 const qMoveCursor = `UPDATE tranche_cursors SET start_s = $1, revision = $2 WHERE dag_id = $3 AND backfill = $4 AND descending = $5`
