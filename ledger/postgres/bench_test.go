@@ -136,8 +136,9 @@ func BenchmarkThroughputInProcess(b *testing.B) {
 // workers sharing one backfill of n times b.N hourly partitions, as the
 // workers of a backfill do, all their plans made at once: through
 // ClaimNext ("next"), each asking for the next 16 jobs among the next
-// 16 times n+1 of its plan (what the cursor passed it over for the
-// others, and some), finishing each lease as it comes; and, for the
+// 32 times n+1 of its plan (twice what the cursor may have passed it
+// over for the others since its last call, and some), finishing each
+// lease as it comes; and, for the
 // issue ClaimNext answers, through Claim ("claim-shared"), each walking
 // every partition in the same order and claiming each, the losers
 // refused.
@@ -161,7 +162,7 @@ func BenchmarkThroughputClaimNext(b *testing.B) {
 					b.Fatal(err)
 				}
 				const want = 16
-				window := want * (n + 1)
+				window := 2 * want * (n + 1)
 				var done atomic.Int64
 				finish := func(lease *ledger.Lease) error {
 					done.Add(1)

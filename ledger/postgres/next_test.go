@@ -233,9 +233,10 @@ func finishAll(t testing.TB, l ledger.Ledger, grants []ledger.Grant) int {
 
 // TestClaimNextStatements counts, through a pgx tracer on the ledger's
 // connections, the statements of ClaimNext of 16 fresh jobs (BEGIN and
-// COMMIT included): the lock of the cursor, the partitions' rows, the
-// attempts and the cursor's move, six whatever the jobs' sizes and
-// however many jobs behind the cursor it passed over; then of 16 workers
+// COMMIT included): the lock of the cursor, and one statement for the
+// partitions' rows, their attempts and the cursor's move, four whatever
+// the jobs' sizes and however many jobs behind the cursor it passed
+// over; then of 16 workers
 // as goroutines, each with its connection, sharing a backfill through
 // ClaimNext of 16 jobs at a time and finishing each partition: at most 2
 // statements a partition in all.
@@ -289,9 +290,9 @@ func TestClaimNextStatements(t *testing.T) {
 	}
 	finishAll(t, l, grants)
 	req.Jobs = jobs(16, 16, 1)
-	claim("16 fresh jobs of one partition", req, 6)
+	claim("16 fresh jobs of one partition", req, 4)
 	req.Jobs = jobs(32, 16, 3)
-	claim("16 fresh jobs of three partitions", req, 6)
+	claim("16 fresh jobs of three partitions", req, 4)
 
 	// Another worker is handed 16 jobs after the plan of this one.
 	plan, err := l.Revision(ctx, dag)
@@ -306,7 +307,7 @@ func TestClaimNextStatements(t *testing.T) {
 	finishAll(t, l, grants)
 	stale := req
 	stale.Jobs, stale.Revision = jobs(80, 32, 3), plan
-	claim("16 jobs passed over and 16 fresh ones", stale, 6)
+	claim("16 jobs passed over and 16 fresh ones", stale, 4)
 
 	// 16 workers, each its connection, sharing one backfill.
 	const workers, per = 16, 64
