@@ -13,13 +13,16 @@
 // ([ErrNoLedger]) and one at an older version (a [*SchemaError]), which
 // the workers' next Open migrates. The tables are:
 //
-//	tranche_dags        id, dag (the DAG identity)
+//	tranche_dags        id, dag (the DAG identity), released (the revision of
+//	                    its last Release)
 //	tranche_partitions  dag_id, start_s, latest (the latest attempt's number)
 //	tranche_attempts    dag_id, start_s, attempt, end_s, partition_key, backfill,
 //	                    run_id, worker, state, started_ms, finished_ms,
 //	                    lease_until_ms, error, row_count, revision
 //	tranche_backfills   id, seq, dag, time_window, chunk, created_ms, canceled,
 //	                    canceled_ms, resumed_ms, partitions, stop_running
+//	tranche_cursors     dag_id, backfill, descending, start_s, revision (where
+//	                    ClaimNext last handed jobs of a backfill, in an order)
 //	tranche_schema      version, description, applied_ms
 //
 // Four indexes serve reads that must not grow with a DAG's partitions:
@@ -40,10 +43,14 @@
 // partitions never claimed a row at their first attempt, reads the latest
 // attempt of the others (locking their rows where the dialect says how),
 // judges them by the ledger's clock, and records every new attempt or
-// none. A heartbeat or a finish changes a partition only where the
+// none. [Ledger.ClaimNext] does the same for the next jobs of a
+// backfill, each all or none, after locking the backfill's cursor, on
+// which the backfill's workers take turns until they commit. A
+// heartbeat or a finish changes a partition only where the
 // lease's worker still runs the lease's attempt, a condition written into
 // the WHERE clause of its UPDATE, so a worker that lost its lease changes
-// nothing; a takeover, in turn, fails only an attempt still running. Leases are judged by the database's clock, read once
+// nothing, and so does a release, which deletes the attempts it
+// withdraws; a takeover, in turn, fails only an attempt still running. Leases are judged by the database's clock, read once
 // per transaction, unless [Options.Now] gives another.
 //
 // # Dialects
@@ -74,10 +81,14 @@
 //
 // # Revisions
 //
-// A DAG's revision is the highest revision of its attempts; every claim
-// and finish records a new one, from the dialect's NextRevision. No
-// counter row is shared by a DAG's writers: on PostgreSQL such a row
-// makes them take turns, each holding it until its commit is on disk.
+// A DAG's revision is the highest revision of its attempts, of its
+// cursors' moves and of its last release (which deletes attempts, perhaps
+// the one of the highest revision: tranche_dags.released keeps the
+// revision from falling); every claim, finish, move of a cursor and
+// release records a new one, from the dialect's NextRevision. No counter
+// row is shared by a DAG's writers: on PostgreSQL such a row makes them
+// take turns, each holding it until its commit is on disk (releases,
+// which are rare, alone take turns on the DAG's row).
 package sqlledger
 
 import (
@@ -1023,8 +1034,8 @@ func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]le
 }
 
 // Revision implements [ledger.Ledger]: the highest revision of the
-// DAG's attempts, once the dialect's RevisionBarrier has waited for the
-// transactions that hold a lower one.
+// DAG's attempts, its cursors and its last release, once the dialect's
+// RevisionBarrier has waited for the transactions that hold a lower one.
 func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 	op := "reading the revision of DAG " + dag
 	var rev int64
