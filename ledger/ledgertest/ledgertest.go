@@ -314,6 +314,8 @@ var ledgerTests = []struct {
 	{"ClaimNextRerunAfterPass", testClaimNextRerunAfterPass},
 	{"ClaimNextChunks", testClaimNextChunks},
 	{"ClaimNextCanceledBackfill", testClaimNextCanceledBackfill},
+	{"ClaimNextConcurrent", testClaimNextConcurrent},
+	{"ClaimNextShared", testClaimNextShared},
 	{"BadClaimNext", testBadClaimNext},
 	{"NextCanceledContext", testNextCanceledContext},
 	{"Release", testRelease},

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
@@ -917,4 +921,187 @@ func testReleaseTakeover(s *ledgerSuite) {
 			formatAttempts(h), formatAttempts(beforeTakeover), formatAttempts(afterTakeover[:1]))
 	}
 	s.wantAttempts(s.claim(req(gamma, p)), 2)
+}
+
+// nextCall is one ClaimNext call of workers sharing jobs: when it
+// started and returned, on a count the workers share, and the positions
+// in the request's jobs of those it was granted.
+type nextCall struct {
+	worker     string
+	start, end int64
+	granted    []int
+}
+
+// shareJobs has one goroutine for each of wants call ClaimNext with the
+// jobs and plan revision of base, wanting wants[w] jobs at a time and
+// finishing those granted, until a call grants none. It returns every
+// call and what broke the rules of grantProblems.
+func (s *ledgerSuite) shareJobs(base ledger.NextRequest, wants []int) ([]nextCall, []error) {
+	var (
+		mu    sync.Mutex
+		calls []nextCall
+		errs  []error
+		count atomic.Int64
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	contend(len(wants), func(w int) {
+		r := base
+		r.Worker, r.Want = fmt.Sprintf("worker-%d", w), wants[w]
+		for range len(r.Jobs) + 1 { // a call that grants nothing ends the loop
+			now := s.clock.Now()
+			start := count.Add(1)
+			grants, err := s.l.ClaimNext(s.ctx, r)
+			end := count.Add(1)
+			if err != nil {
+				fail(fmt.Errorf("%s = %v", describeNext(r), err))
+				return
+			}
+			if err := grantProblems(r, grants, now); err != nil {
+				fail(fmt.Errorf("%s:\n%s%w", describeNext(r), describeGrants(r, grants), err))
+				return
+			}
+			c := nextCall{worker: r.Worker, start: start, end: end}
+			for i, g := range grants {
+				if g.Lease == nil {
+					continue
+				}
+				c.granted = append(c.granted, i)
+				outcomes := make([]ledger.Outcome, len(g.Lease.Partitions))
+				for k := range outcomes {
+					outcomes[k] = succeeded
+				}
+				if err := s.l.Finish(s.ctx, g.Lease, outcomes); err != nil {
+					fail(fmt.Errorf("Finish(%s) = %v", describeLease(g.Lease), err))
+				}
+			}
+			mu.Lock()
+			calls = append(calls, c)
+			mu.Unlock()
+			if len(c.granted) == 0 {
+				return
+			}
+		}
+		fail(fmt.Errorf("%s: more calls than jobs, each granting some", r.Worker))
+	})
+	return calls, errs
+}
+
+// shareProblems checks what workers sharing jobs must find once they are
+// done: every job granted exactly once, its partitions holding the one
+// attempt of the worker it was granted to, and no gap in the order. A gap
+// is a job left unclaimed before a claimed one once some calls had
+// returned; concurrency allows one only while the call that claims it is
+// still running, not when it started after those returned.
+func (s *ledgerSuite) shareProblems(base ledger.NextRequest, calls []nextCall) []error {
+	var errs []error
+	owner := make([]int, len(base.Jobs))
+	for i := range owner {
+		owner[i] = -1
+	}
+	for c, call := range calls {
+		for _, i := range call.granted {
+			if owner[i] >= 0 {
+				errs = append(errs, fmt.Errorf("job %s granted to %s and to %s; want once", describeJob(base.Jobs[i]), calls[owner[i]].worker, call.worker))
+				continue
+			}
+			owner[i] = c
+		}
+	}
+	for i, j := range base.Jobs {
+		if owner[i] < 0 {
+			errs = append(errs, fmt.Errorf("job %s never granted, though every worker was done", describeJob(j)))
+			continue
+		}
+		for _, p := range j.Partitions {
+			h, err := s.l.History(s.ctx, base.DAG, p.Start)
+			if err != nil {
+				return append(errs, fmt.Errorf("History(%s) = %v", p.Key(), err))
+			}
+			if len(h) != 1 || h[0].Number != 1 || h[0].State != ledger.StateSucceeded || h[0].Worker != calls[owner[i]].worker {
+				errs = append(errs, fmt.Errorf("History of %s:\n%swant one success, by %s", p.Key(), formatAttempts(h), calls[owner[i]].worker))
+			}
+		}
+	}
+	byEnd := make([]int, len(calls))
+	for c := range byEnd {
+		byEnd[c] = c
+	}
+	slices.SortFunc(byEnd, func(a, b int) int { return int(calls[a].end - calls[b].end) })
+	granted := make([]bool, len(base.Jobs))
+	last := -1 // the position of the last job granted by the calls returned
+	for k, c := range byEnd {
+		for _, i := range calls[c].granted {
+			granted[i] = true
+			last = max(last, i)
+		}
+		for i := range last {
+			if d := owner[i]; !granted[i] && d >= 0 && calls[d].start > calls[c].end {
+				errs = append(errs, fmt.Errorf("once %d calls had returned, the last %s's, job %s was granted and job %s not: "+
+					"it was granted to %s by a call that started after them, a gap in the order",
+					k+1, calls[c].worker, describeJob(base.Jobs[last]), describeJob(base.Jobs[i]), calls[d].worker))
+				return errs
+			}
+		}
+	}
+	return errs
+}
+
+// testClaimNextConcurrent has eight workers share one backfill's jobs,
+// asking with the same jobs and plan until none is left.
+func testClaimNextConcurrent(s *ledgerSuite) {
+	base := nextReq("", span(0, 64), 1, s.revision())
+	calls, errs := s.shareJobs(base, []int{1, 2, 3, 1, 2, 3, 1, 4})
+	errs = append(errs, s.shareProblems(base, calls)...)
+	for _, err := range errs {
+		s.t.Errorf("workers sharing 64 jobs: %v", err)
+	}
+}
+
+// testClaimNextShared is the property of testClaimNextConcurrent over
+// random jobs (chunks, gaps between them, either order), workers and
+// Want, each run in a DAG of its own.
+func testClaimNextShared(s *ledgerSuite) {
+	round := 0
+	check := func(rt *rapid.T) {
+		round++
+		n := rapid.IntRange(1, 20).Draw(rt, "partitions")
+		var js []ledger.Job
+		for i := 0; i < n; {
+			if rapid.IntRange(0, 3).Draw(rt, "gap") == 0 {
+				i++
+				continue
+			}
+			size := rapid.IntRange(1, min(3, n-i)).Draw(rt, "chunk")
+			is := make([]int, size)
+			for k := range is {
+				is[k] = i + k
+			}
+			js = append(js, job(is...))
+			i += size
+		}
+		if len(js) == 0 {
+			js = span(0, 1)
+		}
+		base := nextReq("", js, 1, 0)
+		base.DAG = fmt.Sprintf("%s-shared-%d", suiteDAG, round)
+		if rapid.Bool().Draw(rt, "newest first") {
+			base = descending(base)
+			base.Jobs = reversed(js)
+		}
+		wants := rapid.SliceOfN(rapid.IntRange(1, 4), 2, 6).Draw(rt, "wants")
+		calls, errs := s.shareJobs(base, wants)
+		errs = append(errs, s.shareProblems(base, calls)...)
+		if len(errs) > 0 {
+			rt.Fatalf("%d workers sharing %s:\n%v", len(wants), describeNext(base), errors.Join(errs...))
+		}
+	}
+	if t, ok := s.t.(testT); ok {
+		rapid.Check(t.T, check)
+	} else {
+		rapid.Check(rapidTB{s.t, "ClaimNextShared"}, check)
+	}
 }
