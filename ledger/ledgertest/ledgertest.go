@@ -316,6 +316,7 @@ var ledgerTests = []struct {
 	{"ClaimNextCanceledBackfill", testClaimNextCanceledBackfill},
 	{"ClaimNextConcurrent", testClaimNextConcurrent},
 	{"ClaimNextShared", testClaimNextShared},
+	{"ClaimNextModel", testClaimNextModel},
 	{"BadClaimNext", testBadClaimNext},
 	{"NextCanceledContext", testNextCanceledContext},
 	{"Release", testRelease},

@@ -1053,7 +1053,7 @@ func (s *ledgerSuite) shareProblems(base ledger.NextRequest, calls []nextCall) [
 // testClaimNextConcurrent has eight workers share one backfill's jobs,
 // asking with the same jobs and plan until none is left.
 func testClaimNextConcurrent(s *ledgerSuite) {
-	base := nextReq("", span(0, 64), 1, s.revision())
+	base := nextReq("worker-N", span(0, 64), 1, s.revision())
 	calls, errs := s.shareJobs(base, []int{1, 2, 3, 1, 2, 3, 1, 4})
 	errs = append(errs, s.shareProblems(base, calls)...)
 	for _, err := range errs {
@@ -1086,7 +1086,7 @@ func testClaimNextShared(s *ledgerSuite) {
 		if len(js) == 0 {
 			js = span(0, 1)
 		}
-		base := nextReq("", js, 1, 0)
+		base := nextReq("worker-N", js, 1, 0)
 		base.DAG = fmt.Sprintf("%s-shared-%d", suiteDAG, round)
 		if rapid.Bool().Draw(rt, "newest first") {
 			base = descending(base)
@@ -1096,12 +1096,266 @@ func testClaimNextShared(s *ledgerSuite) {
 		calls, errs := s.shareJobs(base, wants)
 		errs = append(errs, s.shareProblems(base, calls)...)
 		if len(errs) > 0 {
-			rt.Fatalf("%d workers sharing %s:\n%v", len(wants), describeNext(base), errors.Join(errs...))
+			rt.Fatalf("workers wanting %v at a time sharing %s:\n%v", wants, describeNext(base), errors.Join(errs...))
 		}
 	}
 	if t, ok := s.t.(testT); ok {
 		rapid.Check(t.T, check)
 	} else {
 		rapid.Check(rapidTB{s.t, "ClaimNextShared"}, check)
+	}
+}
+
+// modelLease is a lease of testClaimNextModel with what the ledger held
+// before and right after its claim, so that its Release can be judged.
+type modelLease struct {
+	lease     *ledger.Lease
+	before    [][]ledger.Attempt // History of each partition before the claim
+	after     [][]ledger.Attempt // and right after it
+	revision  int64              // Revision before the claim
+	takeovers bool               // the claim took a partition over
+}
+
+// testClaimNextModel drives a DAG through random claims, ClaimNext calls
+// in both orders, finishes, releases and clock steps, and predicts every
+// answer: ClaimNext's grants from a model of the two cursors and the
+// claim rules applied to History (ClaimRequest.Judge), Finish and
+// Release from whether the lease still holds its attempts
+// (Lease.CheckHeld), and the history a Release leaves.
+func testClaimNextModel(s *ledgerSuite) {
+	round := 0
+	check := func(rt *rapid.T) {
+		round++
+		dag := fmt.Sprintf("%s-model-%d", suiteDAG, round)
+		const n = 8 // partitions part(0) to part(7)
+		histories := func(ps []tranche.TimePartition) [][]ledger.Attempt {
+			out := make([][]ledger.Attempt, len(ps))
+			for i, p := range ps {
+				h, err := s.l.History(s.ctx, dag, p.Start)
+				if err != nil {
+					rt.Fatalf("History(%s) = %v", p.Key(), err)
+				}
+				out[i] = h
+			}
+			return out
+		}
+		latestOf := func(h []ledger.Attempt) *ledger.Attempt {
+			if len(h) == 0 {
+				return nil
+			}
+			return &h[len(h)-1]
+		}
+		revision := func() int64 {
+			r, err := s.l.Revision(s.ctx, dag)
+			if err != nil {
+				rt.Fatalf("Revision = %v", err)
+			}
+			return r
+		}
+		holds := func(l *ledger.Lease) bool {
+			for i, h := range histories(l.Partitions) {
+				if l.CheckHeld(i, latestOf(h)) != nil {
+					return false
+				}
+			}
+			return true
+		}
+		type cursor struct {
+			moved    bool
+			start    time.Time
+			revision int64
+		}
+		cursors := map[bool]*cursor{false: {}, true: {}} // by Descending
+		var held []modelLease
+		plans := []int64{0}
+		claimed := func(l *ledger.Lease, before [][]ledger.Attempt, rev int64) {
+			ml := modelLease{lease: l, before: before, after: histories(l.Partitions), revision: rev}
+			for _, h := range before {
+				ml.takeovers = ml.takeovers || (len(h) > 0 && h[len(h)-1].State == ledger.StateRunning)
+			}
+			held = append(held, ml)
+		}
+		workers := []string{alpha, beta, gamma}
+		policies := []ledger.RerunPolicy{ledger.RerunNone, ledger.RerunFailed, ledger.RerunAll}
+
+		for range rapid.IntRange(1, 30).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 6).Draw(rt, "op") {
+			case 0, 1, 2: // ClaimNext
+				var js []ledger.Job
+				for i := 0; i < n; {
+					if rapid.Bool().Draw(rt, "skip") {
+						i++
+						continue
+					}
+					size := rapid.IntRange(1, min(2, n-i)).Draw(rt, "chunk")
+					is := []int{i}
+					if size == 2 {
+						is = append(is, i+1)
+					}
+					js = append(js, job(is...))
+					i += size
+				}
+				if len(js) == 0 {
+					js = []ledger.Job{job(rapid.IntRange(0, n-1).Draw(rt, "only job"))}
+				}
+				r := nextReq(rapid.SampledFrom(workers).Draw(rt, "worker"), js, rapid.IntRange(1, 3).Draw(rt, "want"),
+					rapid.SampledFrom(plans).Draw(rt, "plan"))
+				r.DAG = dag
+				r.Policy = rapid.SampledFrom(policies).Draw(rt, "policy")
+				if rapid.Bool().Draw(rt, "newest first") {
+					r = descending(r)
+					r.Jobs = reversed(js)
+				}
+				now, rev := s.clock.Now(), revision()
+				cur := *cursors[r.Descending]
+				passing := cur.moved && cur.revision > r.Revision
+				var want []byte
+				var befores [][][]ledger.Attempt
+				leased := 0
+				for _, j := range r.Jobs {
+					if leased == r.Want {
+						break
+					}
+					hs := histories(j.Partitions)
+					befores = append(befores, hs)
+					code := byte('L')
+					if passing && !r.Before(cur.start, j.Start()) {
+						code = 'P'
+					} else {
+						c := r.Claim(j)
+						for _, h := range hs {
+							if c.Judge(latestOf(h), now) != ledger.VerdictClaim {
+								code = 'R'
+							}
+						}
+					}
+					if code == 'L' {
+						leased++
+					}
+					want = append(want, code)
+				}
+				grants, err := s.l.ClaimNext(s.ctx, r)
+				if err != nil {
+					rt.Fatalf("%s = %v", describeNext(r), err)
+				}
+				if err := grantProblems(r, grants, now); err != nil {
+					rt.Fatalf("%s:\n%s%v", describeNext(r), describeGrants(r, grants), err)
+				}
+				if got := grantCodes(r, grants); got != string(want) {
+					rt.Fatalf("%s = %s:\n%swant %s (L a lease, P passed over, R refused by the claim rules), the cursor %+v",
+						describeNext(r), got, describeGrants(r, grants), want, cur)
+				}
+				for i, g := range grants {
+					if g.Lease == nil {
+						if d := diffAttempts(slices.Concat(befores[i]...), slices.Concat(histories(r.Jobs[i].Partitions)...)); d != "" {
+							rt.Fatalf("%s changed job %s, which it did not grant:\n%s", describeNext(r), describeJob(r.Jobs[i]), d)
+						}
+						continue
+					}
+					for k, h := range befores[i] {
+						if w := len(h) + 1; g.Lease.Attempts[k] != w {
+							rt.Fatalf("%s: %s; want attempt %d at %s", describeNext(r), describeLease(g.Lease), w, g.Lease.Partitions[k].Key())
+						}
+					}
+					claimed(g.Lease, befores[i], rev)
+				}
+				after := revision()
+				if leased > 0 && after <= rev {
+					rt.Fatalf("%s granted %d jobs and Revision went from %d to %d; want it to grow", describeNext(r), leased, rev, after)
+				}
+				*cursors[r.Descending] = cursor{moved: true, start: r.Jobs[len(grants)-1].Start(), revision: after}
+			case 3: // Claim of one or two partitions, as an ordinary run or another worker might
+				i := rapid.IntRange(0, n-1).Draw(rt, "partition")
+				ps := parts(i)
+				if i+1 < n && rapid.Bool().Draw(rt, "chunk") {
+					ps = parts(i, i+1)
+				}
+				r := req(rapid.SampledFrom(workers).Draw(rt, "worker"), ps...)
+				r.DAG = dag
+				r.Policy = rapid.SampledFrom(policies).Draw(rt, "policy")
+				r.Revision = revision()
+				before, rev := histories(ps), r.Revision
+				lease, err := s.l.Claim(s.ctx, r)
+				switch {
+				case err == nil:
+					claimed(lease, before, rev)
+				case !errors.Is(err, ledger.ErrNotClaimable):
+					rt.Fatalf("%s = %v", describeReq(r), err)
+				}
+			case 4: // Finish
+				if len(held) == 0 {
+					continue
+				}
+				k := rapid.IntRange(0, len(held)-1).Draw(rt, "lease")
+				l := held[k].lease
+				held = slices.Delete(held, k, k+1)
+				outcomes := make([]ledger.Outcome, len(l.Partitions))
+				for i := range outcomes {
+					outcomes[i] = ledger.Outcome{State: rapid.SampledFrom([]ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}).Draw(rt, "outcome")}
+				}
+				holding := holds(l)
+				switch err := s.l.Finish(s.ctx, l, outcomes); {
+				case holding && err != nil:
+					rt.Fatalf("Finish(%s) = %v; want nil, the lease holds", describeLease(l), err)
+				case !holding && !errors.Is(err, ledger.ErrFenced):
+					rt.Fatalf("Finish(%s) = %v; want an error matching ErrFenced", describeLease(l), err)
+				}
+			case 5: // Release
+				if len(held) == 0 {
+					continue
+				}
+				k := rapid.IntRange(0, len(held)-1).Draw(rt, "lease")
+				ml := held[k]
+				held = slices.Delete(held, k, k+1)
+				holding, before, rev := holds(ml.lease), histories(ml.lease.Partitions), revision()
+				err := s.l.Release(s.ctx, ml.lease)
+				now := histories(ml.lease.Partitions)
+				switch {
+				case !holding:
+					if !errors.Is(err, ledger.ErrFenced) {
+						rt.Fatalf("Release(%s) = %v; want an error matching ErrFenced", describeLease(ml.lease), err)
+					}
+					if d := diffAttempts(slices.Concat(before...), slices.Concat(now...)); d != "" {
+						rt.Fatalf("fenced Release(%s) changed the history:\n%s", describeLease(ml.lease), d)
+					}
+					continue
+				case err != nil:
+					rt.Fatalf("Release(%s) = %v; want nil, the lease holds", describeLease(ml.lease), err)
+				}
+				for i, h := range now {
+					pre, post := ml.before[i], ml.after[i]
+					ok := len(h) == len(pre) && slices.EqualFunc(h, pre, sameAttempt)
+					if !ok && ml.takeovers && len(h) == len(pre) && len(h) > 0 {
+						// The attempt taken over may stay as the takeover
+						// left it.
+						last := len(h) - 1
+						ok = slices.EqualFunc(h[:last], pre[:last], sameAttempt) && sameAttempt(h[last], post[last])
+					}
+					if !ok {
+						rt.Fatalf("History of %s after Release(%s):\n%swant it as before the claim:\n%s",
+							ml.lease.Partitions[i].Key(), describeLease(ml.lease), formatAttempts(h), formatAttempts(pre))
+					}
+				}
+				if after := revision(); after <= rev {
+					rt.Fatalf("Revision %d after Release(%s); want more than %d", after, describeLease(ml.lease), rev)
+				}
+				if !ml.takeovers {
+					for _, p := range ml.lease.Partitions {
+						if got, err := s.l.RevisionIn(s.ctx, dag, p.Start, p.End, ml.revision); err != nil || got != 0 {
+							rt.Fatalf("RevisionIn(%s, after %d) = %d, %v after Release(%s); want 0: nothing changed it but the released claim",
+								p.Key(), ml.revision, got, err, describeLease(ml.lease))
+						}
+					}
+				}
+			case 6: // time passes: leases expire
+				s.clock.Advance(time.Duration(rapid.IntRange(0, 90).Draw(rt, "seconds")) * time.Second)
+			}
+			plans = append(plans, revision())
+		}
+	}
+	if t, ok := s.t.(testT); ok {
+		rapid.Check(t.T, check)
+	} else {
+		rapid.Check(rapidTB{s.t, "ClaimNextModel"}, check)
 	}
 }
