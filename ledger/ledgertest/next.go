@@ -858,6 +858,9 @@ func testReleaseFenced(s *ledgerSuite) {
 	s.clock.Advance(suiteLease)
 	cur := s.claim(req(beta, part(0)))
 	s.releaseFenced(old) // taken over
+	twice := *cur
+	twice.Partitions, twice.Attempts = parts(0, 0), []int{2, 2}
+	s.releaseFenced(&twice) // one partition twice: the lease holds no second attempt there
 
 	done := s.claim(req(alpha, part(1)))
 	s.finish(done, ledger.StateFailed)
@@ -876,6 +879,7 @@ func testReleaseFenced(s *ledgerSuite) {
 	s.releaseFenced(forge(func(l *ledger.Lease) { l.Partitions[0] = part(7) }))                            // a partition never claimed
 	s.releaseFenced(forge(func(l *ledger.Lease) { l.DAG = "tranchetest-unknown-dag" }))                    // another DAG
 	s.releaseFenced(forge(func(l *ledger.Lease) { l.Partitions = parts(2, 0); l.Attempts = []int{1, 2} })) // one of two is beta's
+	s.releaseFenced(forge(func(l *ledger.Lease) { l.Partitions = parts(2, 2); l.Attempts = []int{1, 1} })) // one partition twice
 	s.release(lease)                                                                                       // the real lease still holds
 	s.releaseFenced(lease)                                                                                 // released already
 
