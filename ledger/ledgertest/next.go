@@ -1026,7 +1026,7 @@ func (s *ledgerSuite) shareProblems(base ledger.NextRequest, calls []nextCall) [
 				return append(errs, fmt.Errorf("History(%s) = %v", p.Key(), err))
 			}
 			if len(h) != 1 || h[0].Number != 1 || h[0].State != ledger.StateSucceeded || h[0].Worker != calls[owner[i]].worker {
-				errs = append(errs, fmt.Errorf("History of %s:\n%swant one success, by %s", p.Key(), formatAttempts(h), calls[owner[i]].worker))
+				errs = append(errs, fmt.Errorf("partition %s: History\n%swant one success, by %s", p.Key(), formatAttempts(h), calls[owner[i]].worker))
 			}
 		}
 	}
