@@ -114,7 +114,7 @@ func RunNextWorker(ctx context.Context, l ledger.Ledger, plan NextPlan, w NextWo
 			outcomes[k] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1}
 		}
 		if err := l.Finish(ctx, lease, outcomes); err != nil {
-			return fmt.Errorf("Finish of %s: %w", lease.Partitions[0].Key(), err)
+			return fmt.Errorf("finishing %s: %w", lease.Partitions[0].Key(), err)
 		}
 		return nil
 	}
@@ -126,7 +126,7 @@ func RunNextWorker(ctx context.Context, l ledger.Ledger, plan NextPlan, w NextWo
 		grants, err := l.ClaimNext(ctx, req)
 		rep.Calls++
 		if err != nil {
-			return nil, nil, fmt.Errorf("ClaimNext of %d jobs from %s: %w", len(jobs), jobs[0].Partitions[0].Key(), err)
+			return nil, nil, fmt.Errorf("asking for the next of %d jobs from %s: %w", len(jobs), jobs[0].Partitions[0].Key(), err)
 		}
 		rep.checkGrants(req, grants)
 		var leases []*ledger.Lease
@@ -148,7 +148,7 @@ func RunNextWorker(ctx context.Context, l ledger.Ledger, plan NextPlan, w NextWo
 			c := NextClaim{Start: lease.Partitions[0].Start, Attempts: lease.Attempts}
 			if w.Release && len(leases) > 1 && i == len(leases)-1 {
 				if err := l.Release(ctx, lease); err != nil {
-					return nil, nil, fmt.Errorf("Release of %s: %w", lease.Partitions[0].Key(), err)
+					return nil, nil, fmt.Errorf("releasing %s: %w", lease.Partitions[0].Key(), err)
 				}
 				if _, err := revision(); err != nil {
 					return nil, nil, err
@@ -179,27 +179,33 @@ func RunNextWorker(ctx context.Context, l ledger.Ledger, plan NextPlan, w NextWo
 			return rep, fmt.Errorf("%d jobs neither claimed nor succeeded after %d rounds", len(left), tries)
 		}
 		if tries > 0 {
-			time.Sleep(time.Millisecond) // for their holders to finish or release them
+			time.Sleep(5 * time.Millisecond) // for their holders to finish or release them
 		}
 		if _, err := revision(); err != nil {
 			return rep, err
 		}
 		var again []ledger.Job
 		for _, j := range left {
+			// Read first, claim only what no one runs: claims take turns
+			// with the workers still being handed jobs.
+			h, err := l.History(ctx, plan.DAG, j.Start())
+			if err != nil {
+				return rep, err
+			}
+			if n := len(h); n > 0 && h[n-1].State != ledger.StateFailed {
+				if h[n-1].State == ledger.StateRunning {
+					again = append(again, j)
+				}
+				continue // running, or succeeded
+			}
 			lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: plan.DAG, Backfill: plan.Backfill, Worker: w.Name, RunID: j.RunID,
 				Partitions: j.Partitions, Lease: time.Minute, Policy: ledger.RerunFailed})
 			if errors.Is(err, ledger.ErrNotClaimable) {
-				h, err := l.History(ctx, plan.DAG, j.Start())
-				if err != nil {
-					return rep, err
-				}
-				if len(h) == 0 || h[len(h)-1].State != ledger.StateSucceeded {
-					again = append(again, j)
-				}
+				again = append(again, j) // claimed since the read: look again
 				continue
 			}
 			if err != nil {
-				return rep, fmt.Errorf("Claim of %s: %w", j.Partitions[0].Key(), err)
+				return rep, fmt.Errorf("claiming %s: %w", j.Partitions[0].Key(), err)
 			}
 			if err := finish(lease); err != nil {
 				return rep, err

@@ -5,6 +5,13 @@
 // [CheckMigrateFromVersion1] and the other Check functions, keeping to
 // itself only what is its dialect's own. A fixture is the past: it never
 // changes with sqlledger/schema.go.
+//
+// It also holds the checks of ClaimNext and Release that the two SQL
+// ledgers share beyond ledgertest's: workers handed a backfill's jobs
+// through the cursor as goroutines ([CheckClaimNextConcurrent]) and as
+// processes ([StartNextWorkers]), Release over a database of a Subject
+// ([CheckRelease]), and the in-memory ledger's answers
+// ([CheckNextSameAsMemory]).
 package schematest
 
 import (

@@ -65,7 +65,7 @@ func TestClaimNextProcesses(t *testing.T) {
 	for _, descending := range []bool{false, true} {
 		for _, release := range []bool{false, true} {
 			t.Run(fmt.Sprintf("descending=%v/release=%v", descending, release), func(t *testing.T) {
-				plan := schematest.NewNextPlan(t, l, fmt.Sprintf("dag-processes-%v-%v", descending, release), 1000, descending)
+				plan := schematest.NewNextPlan(t, l, fmt.Sprintf("dag-processes-%v-%v", descending, release), 600, descending)
 				reports := schematest.StartNextWorkers(t, plan, 6, release, nextLedgerEnv+"="+path)
 				schematest.CheckNextReports(t, l, plan, reports)
 			})
