@@ -48,9 +48,10 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 	}
 	op := fmt.Sprintf("claiming the next jobs of backfill %s from partition %s", req.Backfill, req.Jobs[0].Partitions[0].Key())
 	var grants []ledger.Grant
+	var passed int
 	var newDAG int64
 	err := l.write(ctx, op, func(tx *sql.Tx) error {
-		grants, newDAG = nil, 0
+		grants, passed, newDAG = nil, 0, 0
 		dagID, created, err := l.ensureDAG(ctx, tx, req.DAG)
 		if err != nil {
 			return err
@@ -65,11 +66,17 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 		if st.canceled {
 			return ledger.CanceledError(req.Backfill)
 		}
-		grants, err = l.claimNext(ctx, tx, dagID, req, cur, st)
+		passed, grants, err = l.claimNext(ctx, tx, dagID, req, cur, st)
 		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The errors of the jobs passed over are written once the cursor is
+	// free: formatting them while holding it made the workers wait.
+	grants = append(make([]ledger.Grant, passed, passed+len(grants)), grants...)
+	for i := range passed {
+		grants[i].Err = ledger.PassedError(req.Jobs[i])
 	}
 	if newDAG != 0 {
 		l.dags.Store(req.DAG, newDAG)
@@ -130,17 +137,21 @@ func (l *Ledger) lockCursor(ctx context.Context, tx *sql.Tx, dagID int64, req le
 
 // claimNext examines the jobs of req in tx, whose cursor was at cur, at
 // st, and claims those it may until it has claimed req.Want; it returns
-// a grant for each job it examined.
-func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, cur cursorAt, st txStart) ([]ledger.Grant, error) {
+// how many jobs it passed over because the cursor had passed them, the
+// first of req.Jobs, and a grant for each job it examined after them.
+func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, cur cursorAt, st txStart) (int, []ledger.Grant, error) {
 	var grants []ledger.Grant
-	i := 0
+	passed := 0
 	if cur.revision > req.Revision {
 		// The jobs are in the cursor's order: those it passed are first.
-		for i < len(req.Jobs) && !req.Before(cur.start, req.Jobs[i].Start()) {
-			grants = append(grants, ledger.Grant{Err: ledger.PassedError(req.Jobs[i])})
-			i++
-		}
+		passed, _ = slices.BinarySearchFunc(req.Jobs, cur.start, func(j ledger.Job, at time.Time) int {
+			if req.Before(at, j.Start()) {
+				return 1
+			}
+			return -1
+		})
 	}
+	i := passed
 	var (
 		leases  []*ledger.Lease // claimed
 		start   []*ledger.Lease // claimed, their attempts not yet inserted
@@ -152,7 +163,7 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 		round := req.Jobs[i:min(len(req.Jobs), i+req.Want-len(leases))]
 		fresh, started, err := l.insertRound(ctx, tx, dagID, req, round, st)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		if started != nil {
 			moved = i + len(round) - 1
@@ -168,15 +179,15 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 		}
 		latest, err := l.readLatest(ctx, tx, dagID, old, l.dialect.ClaimLock)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		for k, j := range round {
 			lease, err := l.claimJob(ctx, tx, dagID, req, j, fresh, latest, st)
 			if err != nil && !errors.Is(err, ledger.ErrNotClaimable) {
-				return nil, err
+				return 0, nil, err
 			}
 			if started != nil && started[k] && lease == nil {
-				return nil, fmt.Errorf("job %s of fresh partitions, whose attempts started, refused: %w", j.Partitions[0].Key(), err)
+				return 0, nil, fmt.Errorf("job %s of fresh partitions, whose attempts started, refused: %w", j.Partitions[0].Key(), err)
 			}
 			grants = append(grants, ledger.Grant{Lease: lease, Err: err})
 			for _, p := range j.Partitions {
@@ -201,22 +212,21 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 			args = append(args, s)
 		}
 		if _, err := l.exec(ctx, tx, qDeletePartitions(len(batch)), args...); err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 	}
 	if err := l.insertAttempts(ctx, tx, dagID, st, start); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if err := l.advanceLatest(ctx, tx, dagID, seen); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	if moved != len(grants)-1 {
-		last := req.Jobs[len(grants)-1].Start().Unix()
-		if _, err := l.exec(ctx, tx, qMoveCursor, last, st.rev, dagID, req.Backfill, boolInt(req.Descending)); err != nil {
-			return nil, err
+	if last := passed + len(grants) - 1; moved != last {
+		if _, err := l.exec(ctx, tx, qMoveCursor, req.Jobs[last].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending)); err != nil {
+			return 0, nil, err
 		}
 	}
-	return grants, nil
+	return passed, grants, nil
 }
 
 // insertRound gives the partitions of the jobs of a round that have no
