@@ -65,9 +65,12 @@ type Dialect struct {
 	// A revision must exceed every one committed before, and no
 	// transaction may commit one at or below what [Ledger.Revision] has
 	// returned. SQLite, whose writes take turns, counts on from the
-	// DAG's highest:
+	// DAG's revision, the greatest of its attempts', its last
+	// release's and its cursors' (see the package documentation):
 	//
-	//	(SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts WHERE dag_id = $1)
+	//	(SELECT MAX(COALESCE((SELECT MAX(revision) FROM tranche_attempts WHERE dag_id = d.id), 0), d.released,
+	//		COALESCE((SELECT MAX(revision) FROM tranche_cursors WHERE dag_id = d.id), 0)) + 1
+	//		FROM tranche_dags d WHERE d.id = $1)
 	//
 	// PostgreSQL takes a number from a sequence, so that writers of one
 	// DAG need not take turns on a counter, under a shared advisory lock
@@ -191,10 +194,16 @@ var SQLite = Dialect{
 	IDColumn:     "INTEGER PRIMARY KEY",
 	TableOptions: " WITHOUT ROWID",
 	InProcess:    true,
-	NextRevision: "(SELECT COALESCE(MAX(revision), 0) + 1 FROM tranche_attempts WHERE dag_id = $1)",
+	NextRevision: sqliteNextRevision,
 	HasTable:     "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1)",
 	Classify:     classifySQLite,
 }
+
+// sqliteNextRevision is SQLite's NextRevision: one above the DAG's
+// revision, through the index of revisions and the keys of the cursors.
+const sqliteNextRevision = `(SELECT MAX(COALESCE((SELECT MAX(revision) FROM tranche_attempts WHERE dag_id = d.id), 0), d.released,
+		COALESCE((SELECT MAX(revision) FROM tranche_cursors WHERE dag_id = d.id), 0)) + 1
+	FROM tranche_dags d WHERE d.id = $1)`
 
 // SQLite's primary result codes that a ledger explains.
 const (

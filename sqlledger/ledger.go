@@ -13,13 +13,16 @@
 // ([ErrNoLedger]) and one at an older version (a [*SchemaError]), which
 // the workers' next Open migrates. The tables are:
 //
-//	tranche_dags        id, dag (the DAG identity)
+//	tranche_dags        id, dag (the DAG identity), released (the revision of
+//	                    its last Release)
 //	tranche_partitions  dag_id, start_s, latest (the latest attempt's number)
 //	tranche_attempts    dag_id, start_s, attempt, end_s, partition_key, backfill,
 //	                    run_id, worker, state, started_ms, finished_ms,
 //	                    lease_until_ms, error, row_count, revision
 //	tranche_backfills   id, seq, dag, time_window, chunk, created_ms, canceled,
 //	                    canceled_ms, resumed_ms, partitions, stop_running
+//	tranche_cursors     dag_id, backfill, descending, start_s, revision (where
+//	                    ClaimNext last handed jobs of a backfill, in an order)
 //	tranche_schema      version, description, applied_ms
 //
 // Four indexes serve reads that must not grow with a DAG's partitions:
@@ -40,10 +43,14 @@
 // partitions never claimed a row at their first attempt, reads the latest
 // attempt of the others (locking their rows where the dialect says how),
 // judges them by the ledger's clock, and records every new attempt or
-// none. A heartbeat or a finish changes a partition only where the
+// none. [Ledger.ClaimNext] does the same for the next jobs of a
+// backfill, each all or none, after locking the backfill's cursor, on
+// which the backfill's workers take turns until they commit. A
+// heartbeat or a finish changes a partition only where the
 // lease's worker still runs the lease's attempt, a condition written into
 // the WHERE clause of its UPDATE, so a worker that lost its lease changes
-// nothing; a takeover, in turn, fails only an attempt still running. Leases are judged by the database's clock, read once
+// nothing, and so does a release, which deletes the attempts it
+// withdraws; a takeover, in turn, fails only an attempt still running. Leases are judged by the database's clock, read once
 // per transaction, unless [Options.Now] gives another.
 //
 // # Dialects
@@ -74,10 +81,14 @@
 //
 // # Revisions
 //
-// A DAG's revision is the highest revision of its attempts; every claim
-// and finish records a new one, from the dialect's NextRevision. No
-// counter row is shared by a DAG's writers: on PostgreSQL such a row
-// makes them take turns, each holding it until its commit is on disk.
+// A DAG's revision is the highest revision of its attempts, of its
+// cursors' moves and of its last release (which deletes attempts, perhaps
+// the one of the highest revision: tranche_dags.released keeps the
+// revision from falling); every claim, finish, move of a cursor and
+// release records a new one, from the dialect's NextRevision. No counter
+// row is shared by a DAG's writers: on PostgreSQL such a row makes them
+// take turns, each holding it until its commit is on disk (releases,
+// which are rare, alone take turns on the DAG's row).
 package sqlledger
 
 import (
@@ -436,7 +447,7 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if created {
 			newDAG = dagID
 		}
-		fresh, st, err := l.insertFresh(ctx, tx, dagID, req.Backfill, starts)
+		fresh, st, err := l.insertFresh(ctx, tx, dagID, req.Backfill, starts, true)
 		if err != nil {
 			return err
 		}
@@ -445,7 +456,7 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 				return err
 			}
 		}
-		now, rev := st.now, st.rev
+		now := st.now
 		if st.canceled {
 			return ledger.CanceledError(req.Backfill)
 		}
@@ -459,76 +470,26 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err != nil {
 			return err
 		}
-		for i, p := range req.Partitions {
-			if fresh[starts[i]] {
-				if err := req.Admits(nil, p, now); err != nil {
-					return err
-				}
-				continue
-			}
-			r := latest[starts[i]]
-			if r == nil {
-				return fmt.Errorf("%w: %s is being claimed by another worker", ledger.ErrNotClaimable, p.Key())
-			}
-			var a *ledger.Attempt
-			if r.latest > 0 {
-				a = &r.attempt
-			}
-			if err := req.Admits(a, p, now); err != nil {
-				return err
-			}
+		attempts, takeovers, err := judge(req, fresh, latest, now, func(p tranche.TimePartition) error {
+			return fmt.Errorf("%w: %s is being claimed by another worker", ledger.ErrNotClaimable, p.Key())
+		})
+		if err != nil {
+			return err
 		}
 		lease = &ledger.Lease{
 			DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
-			Partitions: slices.Clone(req.Partitions), Attempts: make([]int, n),
+			Partitions: slices.Clone(req.Partitions), Attempts: attempts,
 			Until: now.Add(req.Lease).Truncate(time.Millisecond),
 		}
-		for i, p := range req.Partitions {
-			r := latest[starts[i]]
-			if r == nil { // fresh
-				lease.Attempts[i] = 1
-				continue
-			}
-			lease.Attempts[i] = r.latest + 1
-			if r.latest > 0 && r.attempt.State == ledger.StateRunning { // taken over after its lease expired
-				res, err := l.exec(ctx, tx, qTakeover, now.UnixMilli(), rev, ledger.TakeoverReason(r.attempt.LeaseUntil, req.Worker), dagID, starts[i], r.latest)
-				if err != nil {
-					return err
-				}
-				// A finish does not lock the partition's row: one that
-				// committed since the read leaves nothing to take over.
-				if n, err := res.RowsAffected(); err != nil || n != 1 {
-					if err == nil {
-						err = fmt.Errorf("%w: %s finished while being claimed", ledger.ErrNotClaimable, p.Key())
-					}
-					return err
-				}
-			}
-		}
-		const width = 13
-		for lo := 0; lo < n; lo += batchRows {
-			hi := min(n, lo+batchRows)
-			args := make([]any, 0, (hi-lo)*width)
-			for i := lo; i < hi; i++ {
-				p := req.Partitions[i]
-				args = append(args, dagID, starts[i], lease.Attempts[i], p.End.Unix(), p.Key(), req.Backfill, req.RunID, req.Worker,
-					now.UnixMilli(), lease.Until.UnixMilli(), "", 0, rev)
-			}
-			if _, err := l.exec(ctx, tx, qInsertAttempts(hi-lo), args...); err != nil {
+		for _, i := range takeovers {
+			if err := l.takeOver(ctx, tx, dagID, req.Partitions[i], latest[starts[i]], req.Worker, st); err != nil {
 				return err
 			}
 		}
-		for batch := range slices.Chunk(seen, batchRows) {
-			args := make([]any, 0, len(batch)+1)
-			args = append(args, dagID)
-			for _, s := range batch {
-				args = append(args, s)
-			}
-			if _, err := l.exec(ctx, tx, qAdvanceLatest(len(batch)), args...); err != nil {
-				return err
-			}
+		if err := l.insertAttempts(ctx, tx, dagID, st, []*ledger.Lease{lease}); err != nil {
+			return err
 		}
-		return nil
+		return l.advanceLatest(ctx, tx, dagID, seen)
 	})
 	if err != nil {
 		return nil, err
@@ -538,6 +499,44 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 	}
 	l.held(lease)
 	return lease, nil
+}
+
+// judge applies the claim rules to the partitions of req, at now, in a
+// transaction that found those of fresh without a row and gave them one,
+// and read the latest attempts of the others (readLatest). It returns the
+// attempt a claim starts at each partition and the indexes of those it
+// takes over, running attempts whose lease expired, or the error of the
+// first partition it may not claim: claiming's for one that another
+// transaction is claiming (its row was not read).
+func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*latestRow, now time.Time,
+	claiming func(tranche.TimePartition) error) (attempts, takeovers []int, err error) {
+	attempts = make([]int, len(req.Partitions))
+	for i, p := range req.Partitions {
+		s := p.Start.Unix()
+		if fresh[s] {
+			if err := req.Admits(nil, p, now); err != nil {
+				return nil, nil, err
+			}
+			attempts[i] = 1
+			continue
+		}
+		r := latest[s]
+		if r == nil {
+			return nil, nil, claiming(p)
+		}
+		var a *ledger.Attempt
+		if r.latest > 0 {
+			a = &r.attempt
+		}
+		if err := req.Admits(a, p, now); err != nil {
+			return nil, nil, err
+		}
+		attempts[i] = r.latest + 1
+		if a != nil && a.State == ledger.StateRunning {
+			takeovers = append(takeovers, i)
+		}
+	}
+	return attempts, takeovers, nil
 }
 
 // claimFresh claims one partition never claimed before in one statement,
@@ -577,8 +576,9 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 
 // insertFresh gives the partitions starting at starts that have no row
 // one, at their first attempt, and returns their starts and, if there were
-// any, the transaction's start.
-func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, backfill string, starts []int64) (map[int64]bool, txStart, error) {
+// any and withStart, the transaction's start (without, the statement
+// reads no clock and takes no revision: the caller has them).
+func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, backfill string, starts []int64, withStart bool) (map[int64]bool, txStart, error) {
 	fresh := make(map[int64]bool, len(starts))
 	var st txStart
 	for batch := range slices.Chunk(starts, batchRows) {
@@ -586,14 +586,22 @@ func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, backf
 		for _, s := range batch {
 			args = append(args, dagID, s)
 		}
-		rows, err := l.query(ctx, tx, l.dialect.qInsertFresh(len(batch)), append(args, dagID, backfill)...)
+		if withStart {
+			args = append(args, dagID, backfill)
+		}
+		rows, err := l.query(ctx, tx, l.dialect.qInsertFresh(len(batch), withStart), args...)
 		if err != nil {
 			return nil, st, err
 		}
 		for rows.Next() {
 			var s int64
 			var row txStart
-			if err := row.scan(rows, &s); err != nil {
+			if withStart {
+				err = row.scan(rows, &s)
+			} else {
+				err = rows.Scan(&s)
+			}
+			if err != nil {
 				rows.Close()
 				return nil, st, err
 			}
@@ -609,10 +617,73 @@ func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, backf
 			return nil, st, err
 		}
 	}
-	if l.clock != nil {
+	if l.clock != nil && withStart {
 		st.now = time.UnixMilli(l.clock().UnixMilli()).UTC()
 	}
 	return fresh, st, nil
+}
+
+// takeOver fails, at st, the running attempt r of partition p, whose
+// lease expired, for worker, who claims p next. It fails with an error
+// matching [ledger.ErrNotClaimable] when the attempt finished since it
+// was read: a finish does not lock the partition's row.
+func (l *Ledger) takeOver(ctx context.Context, tx *sql.Tx, dagID int64, p tranche.TimePartition, r *latestRow, worker string, st txStart) error {
+	res, err := l.exec(ctx, tx, qTakeover, st.now.UnixMilli(), st.rev, ledger.TakeoverReason(r.attempt.LeaseUntil, worker), dagID, p.Start.Unix(), r.latest)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		if err == nil {
+			err = fmt.Errorf("%w: %s finished while being claimed", ledger.ErrNotClaimable, p.Key())
+		}
+		return err
+	}
+	return nil
+}
+
+// insertAttempts starts, at st, the attempts that leases hold, batchRows
+// to a statement.
+func (l *Ledger) insertAttempts(ctx context.Context, tx *sql.Tx, dagID int64, st txStart, leases []*ledger.Lease) error {
+	const width = 13 // the columns of an attempt
+	args := make([]any, 0, width*min(batchRows, len(leases)))
+	rows := 0
+	flush := func() error {
+		if rows == 0 {
+			return nil
+		}
+		_, err := l.exec(ctx, tx, qInsertAttempts(rows), args...)
+		args, rows = args[:0], 0
+		return err
+	}
+	for _, lease := range leases {
+		for i, p := range lease.Partitions {
+			if rows == batchRows {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			args = append(args, dagID, p.Start.Unix(), lease.Attempts[i], p.End.Unix(), p.Key(), lease.Backfill, lease.RunID, lease.Worker,
+				st.now.UnixMilli(), lease.Until.UnixMilli(), "", 0, st.rev)
+			rows++
+		}
+	}
+	return flush()
+}
+
+// advanceLatest moves the partitions starting at starts, which have rows,
+// to their next attempt.
+func (l *Ledger) advanceLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts []int64) error {
+	for batch := range slices.Chunk(starts, batchRows) {
+		args := make([]any, 0, len(batch)+1)
+		args = append(args, dagID)
+		for _, s := range batch {
+			args = append(args, s)
+		}
+		if _, err := l.exec(ctx, tx, qAdvanceLatest(len(batch)), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // describe names partitions in an operation's description.
@@ -963,8 +1034,8 @@ func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]le
 }
 
 // Revision implements [ledger.Ledger]: the highest revision of the
-// DAG's attempts, once the dialect's RevisionBarrier has waited for the
-// transactions that hold a lower one.
+// DAG's attempts, its cursors and its last release, once the dialect's
+// RevisionBarrier has waited for the transactions that hold a lower one.
 func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 	op := "reading the revision of DAG " + dag
 	var rev int64
@@ -978,7 +1049,7 @@ func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 			if err != nil {
 				return err
 			}
-			return l.readRow(ctx, qRevision, id).Scan(&rev)
+			return l.readRow(ctx, qRevision, id, id, id).Scan(&rev)
 		})
 		return rev, err
 	}
@@ -993,7 +1064,7 @@ func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 		if _, err := l.exec(ctx, tx, l.dialect.RevisionBarrier, id); err != nil {
 			return err
 		}
-		return l.queryRow(ctx, tx, qRevision, id).Scan(&rev)
+		return l.queryRow(ctx, tx, qRevision, id, id, id).Scan(&rev)
 	})
 	return rev, err
 }

@@ -2,46 +2,407 @@ package sqlledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// ClaimNext implements [ledger.Ledger].
+// ClaimNext implements [ledger.Ledger], in one transaction. It locks the
+// cursor of the request's DAG, backfill and order first, creating it if
+// it is new, with the statement that reads the clock, takes the
+// transaction's revision and tells whether the backfill was canceled, so
+// that the workers of a backfill take turns from there to their commit
+// and each is handed jobs the others were not. It then passes over the
+// jobs at or before a cursor that moved after req.Revision, reading
+// nothing of them, and claims the others in rounds of as many jobs as it
+// still wants: their partitions never claimed get a row without being
+// read, as Claim gives them; those with a row are read and locked with
+// the dialect's ClaimLock, and a row it skips is a job another
+// transaction is claiming, passed over. A round is two statements, one
+// when every partition was fresh; the attempts of every job claimed are
+// one more, and the move of the cursor one: a claim of 16 fresh jobs is
+// six statements with BEGIN and COMMIT, whatever their chunks. Where the
+// dialect runs an INSERT inside WITH (PostgreSQL), a round's one
+// statement also starts the attempts of its jobs of fresh partitions and
+// moves the cursor past them: four statements, three of them while the
+// workers wait for the cursor.
 //
-// INTERIM (replaced by the cursor's transaction): it claims the jobs one
-// at a time through Claim.
+// A job is claimed all or none: the rows inserted for a job refused
+// (another of its partitions was held) are deleted before the commit,
+// and the takeovers of a job of several expired partitions run under a
+// savepoint, rolled back when one of them had finished meanwhile. A
+// fresh partition that a concurrent transaction is inserting too is
+// waited for, as Claim waits for it: the database decides only at that
+// transaction's end whether the row exists, and ClaimNext then finds it
+// held (workers of one cursor never meet there: they take turns).
 func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledger.Grant, error) {
-	if err := req.Validate(); err != nil {
+	if err := validateNext(req); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	op := fmt.Sprintf("claiming the next jobs of backfill %s from partition %s", req.Backfill, req.Jobs[0].Partitions[0].Key())
 	var grants []ledger.Grant
-	claimed := 0
-	for _, j := range req.Jobs {
-		if claimed == req.Want {
-			break
+	var passed int
+	var newDAG int64
+	err := l.write(ctx, op, func(tx *sql.Tx) error {
+		grants, passed, newDAG = nil, 0, 0
+		dagID, created, err := l.ensureDAG(ctx, tx, req.DAG)
+		if err != nil {
+			return err
 		}
-		lease, err := l.Claim(ctx, req.Claim(j))
-		switch {
-		case err == nil:
-			claimed++
-		case !errors.Is(err, ledger.ErrNotClaimable) || errors.Is(err, ledger.ErrBackfillCanceled):
-			for _, g := range grants {
-				if g.Lease != nil {
-					err = errors.Join(err, l.Release(context.WithoutCancel(ctx), g.Lease))
-				}
-			}
-			return nil, err
+		if created {
+			newDAG = dagID
 		}
-		grants = append(grants, ledger.Grant{Lease: lease, Err: err})
+		cur, st, err := l.lockCursor(ctx, tx, dagID, req)
+		if err != nil {
+			return err
+		}
+		if st.canceled {
+			return ledger.CanceledError(req.Backfill)
+		}
+		passed, grants, err = l.claimNext(ctx, tx, dagID, req, cur, st)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The errors of the jobs passed over are written once the cursor is
+	// free: formatting them while holding it made the workers wait.
+	grants = append(make([]ledger.Grant, passed, passed+len(grants)), grants...)
+	for i := range passed {
+		grants[i].Err = ledger.PassedError(req.Jobs[i])
+	}
+	if newDAG != 0 {
+		l.dags.Store(req.DAG, newDAG)
+	}
+	for _, g := range grants {
+		if g.Lease != nil {
+			l.held(g.Lease)
+		}
 	}
 	return grants, nil
 }
 
-// Release implements [ledger.Ledger].
-//
-// INTERIM: it does not keep the DAG's revision from falling.
+// validateNext checks a request of ClaimNext: tranche's rules, bounds to
+// the second, as the tables keep them, and each partition named by one
+// job only, which the transaction counts on.
+func validateNext(req ledger.NextRequest) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	seen := make(map[int64]int, len(req.Jobs))
+	for i, j := range req.Jobs {
+		for _, p := range j.Partitions {
+			if p.Start.Nanosecond() != 0 || p.End.Nanosecond() != 0 {
+				return fmt.Errorf("tranche: job %d: claim of partition %v: a SQL ledger keeps partition bounds to the second", i, p)
+			}
+			if k, ok := seen[p.Start.Unix()]; ok && k != i {
+				return fmt.Errorf("tranche: ClaimNext: partition %s is in job %d and in job %d", p.Key(), k, i)
+			}
+			seen[p.Start.Unix()] = i
+		}
+	}
+	return nil
+}
+
+// cursorAt is where a cursor was when a transaction locked it.
+type cursorAt struct {
+	start    time.Time
+	revision int64 // 0: never moved
+}
+
+// lockCursor locks, in tx, the cursor of req, creating it if it is new,
+// and returns where it is and the transaction's start.
+func (l *Ledger) lockCursor(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest) (cursorAt, txStart, error) {
+	var cur cursorAt
+	var st txStart
+	var start int64
+	row := l.queryRow(ctx, tx, l.dialect.qLockCursor(), dagID, req.Backfill, boolInt(req.Descending), req.Jobs[0].Start().Unix(),
+		dagID, req.Backfill)
+	if err := st.scan(row, &start, &cur.revision); err != nil {
+		return cur, st, err
+	}
+	cur.start = time.Unix(start, 0).UTC()
+	if l.clock != nil {
+		st.now = time.UnixMilli(l.clock().UnixMilli()).UTC()
+	}
+	return cur, st, nil
+}
+
+// claimNext examines the jobs of req in tx, whose cursor was at cur, at
+// st, and claims those it may until it has claimed req.Want; it returns
+// how many jobs it passed over because the cursor had passed them, the
+// first of req.Jobs, and a grant for each job it examined after them.
+func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, cur cursorAt, st txStart) (int, []ledger.Grant, error) {
+	var grants []ledger.Grant
+	passed := 0
+	if cur.revision > req.Revision {
+		// The jobs are in the cursor's order: those it passed are first.
+		passed, _ = slices.BinarySearchFunc(req.Jobs, cur.start, func(j ledger.Job, at time.Time) int {
+			if req.Before(at, j.Start()) {
+				return 1
+			}
+			return -1
+		})
+	}
+	i := passed
+	var (
+		leases  []*ledger.Lease // claimed
+		start   []*ledger.Lease // claimed, their attempts not yet inserted
+		seen    []int64         // the partitions claimed that had a row: their latest advances
+		refused []int64         // the rows inserted for jobs refused, deleted
+		moved   = -1            // the job the cursor was moved to in tx, if any
+	)
+	for i < len(req.Jobs) && len(leases) < req.Want {
+		round := req.Jobs[i:min(len(req.Jobs), i+req.Want-len(leases))]
+		fresh, started, err := l.insertRound(ctx, tx, dagID, req, round, st)
+		if err != nil {
+			return 0, nil, err
+		}
+		if started != nil {
+			moved = i + len(round) - 1
+		}
+		i += len(round)
+		var old []int64
+		for _, j := range round {
+			for _, p := range j.Partitions {
+				if s := p.Start.Unix(); !fresh[s] {
+					old = append(old, s)
+				}
+			}
+		}
+		latest, err := l.readLatest(ctx, tx, dagID, old, l.dialect.ClaimLock)
+		if err != nil {
+			return 0, nil, err
+		}
+		for k, j := range round {
+			lease, err := l.claimJob(ctx, tx, dagID, req, j, fresh, latest, st)
+			if err != nil && !errors.Is(err, ledger.ErrNotClaimable) {
+				return 0, nil, err
+			}
+			if started != nil && started[k] && lease == nil {
+				return 0, nil, fmt.Errorf("job %s of fresh partitions, whose attempts started, refused: %w", j.Partitions[0].Key(), err)
+			}
+			grants = append(grants, ledger.Grant{Lease: lease, Err: err})
+			for _, p := range j.Partitions {
+				switch s := p.Start.Unix(); {
+				case fresh[s] && lease == nil:
+					refused = append(refused, s)
+				case !fresh[s] && lease != nil:
+					seen = append(seen, s)
+				}
+			}
+			if lease != nil {
+				leases = append(leases, lease)
+				if started == nil || !started[k] {
+					start = append(start, lease)
+				}
+			}
+		}
+	}
+	for batch := range slices.Chunk(refused, batchRows) {
+		args := append(make([]any, 0, len(batch)+2), dagID, 1)
+		for _, s := range batch {
+			args = append(args, s)
+		}
+		if _, err := l.exec(ctx, tx, qDeletePartitions(len(batch)), args...); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := l.insertAttempts(ctx, tx, dagID, st, start); err != nil {
+		return 0, nil, err
+	}
+	if err := l.advanceLatest(ctx, tx, dagID, seen); err != nil {
+		return 0, nil, err
+	}
+	if last := passed + len(grants) - 1; moved != last {
+		if _, err := l.exec(ctx, tx, qMoveCursor, req.Jobs[last].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending)); err != nil {
+			return 0, nil, err
+		}
+	}
+	return passed, grants, nil
+}
+
+// insertRound gives the partitions of the jobs of a round that have no
+// row one, at their first attempt, and returns their starts. Where the
+// dialect runs an INSERT inside WITH, and the round names no more than
+// batchRows partitions, it is one statement that also starts the attempts
+// of the jobs all of whose partitions were fresh, at st (started[k] for
+// round[k]), and moves the cursor to the round's last job: the common
+// case of a backfill, whose claim is then that statement. Otherwise
+// started is nil, and the caller starts every attempt.
+func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, round []ledger.Job, st txStart) (fresh map[int64]bool, started []bool, err error) {
+	n := 0
+	for _, j := range round {
+		n += len(j.Partitions)
+	}
+	if !l.dialect.InsertInWith || n > batchRows {
+		var starts []int64
+		for _, j := range round {
+			for _, p := range j.Partitions {
+				starts = append(starts, p.Start.Unix())
+			}
+		}
+		fresh, _, err = l.insertFresh(ctx, tx, dagID, req.Backfill, starts, false)
+		return fresh, nil, err
+	}
+	args := make([]any, 0, 5*n+12)
+	for k, j := range round {
+		for _, p := range j.Partitions {
+			args = append(args, p.Start.Unix(), p.End.Unix(), p.Key(), j.RunID, k)
+		}
+	}
+	until := st.now.Add(req.Lease).Truncate(time.Millisecond)
+	args = append(args, dagID, dagID, req.Backfill, req.Worker, st.now.UnixMilli(), until.UnixMilli(), st.rev,
+		round[len(round)-1].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending))
+	rows, err := l.query(ctx, tx, qClaimRound(n), args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	fresh = make(map[int64]bool, n)
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, nil, err
+		}
+		fresh[s] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	started = make([]bool, len(round))
+	for k, j := range round {
+		started[k] = !slices.ContainsFunc(j.Partitions, func(p ledger.TimePartition) bool { return !fresh[p.Start.Unix()] })
+	}
+	return fresh, started, rows.Close()
+}
+
+// claimJob judges job j of req as Claim judges its partitions, and takes
+// over those whose lease expired; it returns the lease that claims j, or
+// the error, matching [ledger.ErrNotClaimable], that says why not. The
+// caller inserts the lease's attempts.
+func (l *Ledger) claimJob(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, j ledger.Job,
+	fresh map[int64]bool, latest map[int64]*latestRow, st txStart) (*ledger.Lease, error) {
+	c := req.Claim(j)
+	attempts, takeovers, err := judge(c, fresh, latest, st.now, func(ledger.TimePartition) error { return ledger.PassedError(j) })
+	if err != nil {
+		return nil, err
+	}
+	// A takeover that finds its attempt finished refuses the job; those
+	// of the job before it are undone.
+	savepoint := len(takeovers) > 1
+	if savepoint {
+		if _, err := l.exec(ctx, tx, "SAVEPOINT tranche_job"); err != nil {
+			return nil, err
+		}
+	}
+	for _, i := range takeovers {
+		p := j.Partitions[i]
+		if err := l.takeOver(ctx, tx, dagID, p, latest[p.Start.Unix()], req.Worker, st); err != nil {
+			if savepoint && errors.Is(err, ledger.ErrNotClaimable) {
+				if _, rerr := l.exec(ctx, tx, "ROLLBACK TO SAVEPOINT tranche_job"); rerr != nil {
+					return nil, rerr
+				}
+			}
+			return nil, err
+		}
+	}
+	if savepoint {
+		if _, err := l.exec(ctx, tx, "RELEASE SAVEPOINT tranche_job"); err != nil {
+			return nil, err
+		}
+	}
+	return &ledger.Lease{
+		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: j.RunID,
+		Partitions: slices.Clone(j.Partitions), Attempts: attempts,
+		Until: st.now.Add(req.Lease).Truncate(time.Millisecond),
+	}, nil
+}
+
+// Release implements [ledger.Ledger], in one transaction: it moves each
+// partition's latest attempt back to the one before the lease's (locking
+// the partitions' rows first, as a claim does), deletes the lease's
+// attempts where its worker still runs them (the fence, in the WHERE
+// clause, as Finish's), deletes the rows of partitions left without an
+// attempt, and records the release's revision on the DAG, so that the
+// DAG's revision does not fall when the attempt deleted held the
+// highest. When the fence holds for fewer than all the partitions,
+// nothing is changed, and a read of the partitions tells why.
 func (l *Ledger) Release(ctx context.Context, lease *ledger.Lease) error {
-	return fmt.Errorf("tranche: %s: Release is not implemented yet", l.name)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(lease.Attempts) != len(lease.Partitions) || len(lease.Partitions) == 0 {
+		return fmt.Errorf("%w: a lease of %d partitions with %d attempts", ledger.ErrFenced, len(lease.Partitions), len(lease.Attempts))
+	}
+	op := "releasing " + describe(lease.Partitions)
+	dagID, err := l.dagID(ctx, nil, lease.DAG)
+	if err != nil {
+		return l.wrap(ctx, op, err)
+	}
+	if dagID == 0 {
+		l.forget(lease)
+		return fmt.Errorf("%w: unknown DAG %s", ledger.ErrFenced, lease.DAG)
+	}
+	var fenced error
+	err = l.write(ctx, op, func(tx *sql.Tx) error {
+		fenced = nil
+		st, err := l.start(ctx, tx, dagID, "")
+		if err != nil {
+			return err
+		}
+		var firsts []int64 // the partitions left without an attempt
+		for lo := 0; lo < len(lease.Partitions); lo += batchRows {
+			hi := min(len(lease.Partitions), lo+batchRows)
+			rewind := []any{dagID}
+			withdraw := []any{dagID, lease.Worker}
+			for i := lo; i < hi; i++ {
+				s := lease.Partitions[i].Start.Unix()
+				rewind = append(rewind, s, lease.Attempts[i])
+				withdraw = append(withdraw, s, lease.Attempts[i])
+				if lease.Attempts[i] == 1 {
+					firsts = append(firsts, s)
+				}
+			}
+			for _, stmt := range []struct {
+				query string
+				args  []any
+			}{{qRewindLatest(hi - lo), rewind}, {qWithdraw(hi - lo), withdraw}} {
+				res, err := l.exec(ctx, tx, stmt.query, stmt.args...)
+				if err != nil {
+					return err
+				}
+				if fenced = changed(res, nil, hi-lo, lease); fenced != nil {
+					return fenced
+				}
+			}
+		}
+		for batch := range slices.Chunk(firsts, batchRows) {
+			args := append(make([]any, 0, len(batch)+2), dagID, 0)
+			for _, s := range batch {
+				args = append(args, s)
+			}
+			if _, err := l.exec(ctx, tx, qDeletePartitions(len(batch)), args...); err != nil {
+				return err
+			}
+		}
+		_, err = l.exec(ctx, tx, qReleased, st.rev, dagID, st.rev)
+		return err
+	})
+	if fenced != nil && errors.Is(err, ledger.ErrFenced) {
+		err = l.whyFenced(ctx, op, lease, fenced)
+	}
+	if err == nil || errors.Is(err, ledger.ErrFenced) {
+		// Withdrawn, or taken over or finished: its deferred work can
+		// never commit.
+		l.forget(lease)
+	}
+	return err
 }

@@ -17,7 +17,14 @@ import (
 const (
 	qDAGID     = `SELECT id FROM tranche_dags WHERE dag = $1`
 	qInsertDAG = `INSERT INTO tranche_dags (dag) VALUES ($1) ON CONFLICT (dag) DO NOTHING`
-	qRevision  = `SELECT COALESCE(MAX(revision), 0) FROM tranche_attempts WHERE dag_id = $1`
+	// qRevision reads the revision of DAG $1 (the id given three
+	// times): the greatest of its attempts' revisions, its last
+	// release's and its cursors' (see the package documentation).
+	qRevision = `SELECT MAX(r) FROM (
+			SELECT COALESCE(MAX(revision), 0) AS r FROM tranche_attempts WHERE dag_id = $1
+			UNION ALL SELECT released FROM tranche_dags WHERE id = $2
+			UNION ALL SELECT COALESCE(MAX(revision), 0) FROM tranche_cursors WHERE dag_id = $3
+		) AS revs`
 	qBackfill  = `SELECT ` + backfillColumns + ` FROM tranche_backfills WHERE id = $1`
 	qBackfills = `SELECT ` + backfillColumns + ` FROM tranche_backfills ORDER BY seq, id`
 
@@ -165,16 +172,107 @@ func (d *Dialect) qClaimFresh() string {
 
 // qInsertFresh gives those of n partitions (dag_id, start_s pairs from
 // $1) that have no row yet one, at their first attempt, and returns, for
-// each, its start and what qStart reads (the clock, a new revision of DAG
-// $2n+1, whether backfill $2n+2 was canceled), saving a claim of fresh
-// partitions that statement. A concurrent claim of one of them waits for
-// this transaction, and then finds the partition claimed.
-func (d *Dialect) qInsertFresh(n int) string {
-	return `INSERT INTO tranche_partitions (dag_id, start_s, latest) VALUES ` +
+// each, its start and, with start, what qStart reads (the clock, a new
+// revision of DAG $2n+1, whether backfill $2n+2 was canceled), saving a
+// claim of fresh partitions that statement. A concurrent claim of one of
+// them waits for this transaction, and then finds the partition claimed.
+func (d *Dialect) qInsertFresh(n int, start bool) string {
+	q := `INSERT INTO tranche_partitions (dag_id, start_s, latest) VALUES ` +
 		strings.ReplaceAll(tuples(1, n, 2), ")", ", 1)") + ` ON CONFLICT (dag_id, start_s) DO NOTHING
-		RETURNING start_s, ` + d.Now + `, ` + d.nextRevision(2*n+1) +
+		RETURNING start_s`
+	if !start {
+		return q
+	}
+	return q + `, ` + d.Now + `, ` + d.nextRevision(2*n+1) +
 		`, (SELECT canceled FROM tranche_backfills WHERE id = $` + strconv.Itoa(2*n+2) + `)`
 }
+
+// qLockCursor locks the cursor of DAG $1, backfill $2 and order $3 (1:
+// descending), creating it at $4 and revision 0, never moved, if it is
+// new, and returns where it is and what qStart reads: the clock, a new
+// revision of DAG $5, whether backfill $6 was canceled. Workers of one
+// backfill take turns on its row, from this statement to their commit.
+// (The update changes nothing but locks the row; RETURNING reads it as
+// it was.)
+func (d *Dialect) qLockCursor() string {
+	return `INSERT INTO tranche_cursors (dag_id, backfill, descending, start_s, revision) VALUES ($1, $2, $3, $4, 0)
+		ON CONFLICT (dag_id, backfill, descending) DO UPDATE SET revision = tranche_cursors.revision
+		RETURNING start_s, revision, ` + d.Now + `, ` + d.nextRevision(5) + `, (SELECT canceled FROM tranche_backfills WHERE id = $6)`
+}
+
+// qClaimRound claims the jobs of a round of ClaimNext whose partitions
+// are all fresh, in one statement, for dialects with InsertInWith: it
+// gives those of n partitions ((start, end, key, run, job) from $1: the
+// job is the partition's job's index in the round) that have no row
+// one, at their first attempt, in DAG $5n+1, and returns their starts;
+// it starts the attempts of the jobs all of whose partitions it gave a
+// row (DAG $5n+2, backfill $5n+3, worker $5n+4, started at $5n+5, lease
+// until $5n+6, revision $5n+7); and it moves the cursor of DAG $5n+10,
+// backfill $5n+11 and order $5n+12 to start $5n+8 at revision $5n+9.
+func qClaimRound(n int) string {
+	var v strings.Builder
+	for i := range n {
+		if i > 0 {
+			v.WriteString(", ")
+		}
+		p := 1 + 5*i
+		fmt.Fprintf(&v, "(CAST($%d AS BIGINT), CAST($%d AS BIGINT), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS INTEGER))", p, p+1, p+2, p+3, p+4)
+	}
+	k := func(i int) string { return "$" + strconv.Itoa(5*n+i) }
+	return `WITH v (start_s, end_s, partition_key, run_id, job) AS (VALUES ` + v.String() + `),
+		p AS (
+			INSERT INTO tranche_partitions (dag_id, start_s, latest)
+			SELECT CAST(` + k(1) + ` AS BIGINT), v.start_s, 1 FROM v
+			ON CONFLICT (dag_id, start_s) DO NOTHING
+			RETURNING start_s
+		),
+		whole AS (
+			SELECT v.job FROM v LEFT JOIN p ON p.start_s = v.start_s GROUP BY v.job HAVING COUNT(p.start_s) = COUNT(*)
+		),
+		a AS (
+			INSERT INTO tranche_attempts
+				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
+			SELECT CAST(` + k(2) + ` AS BIGINT), v.start_s, 1, v.end_s, v.partition_key, CAST(` + k(3) + ` AS TEXT), v.run_id, CAST(` + k(4) + ` AS TEXT),
+				CAST(` + k(5) + ` AS BIGINT), CAST(` + k(6) + ` AS BIGINT), '', 0, CAST(` + k(7) + ` AS BIGINT), 'running'
+			FROM v JOIN whole ON whole.job = v.job
+		),
+		c AS (
+			UPDATE tranche_cursors SET start_s = ` + k(8) + `, revision = ` + k(9) + `
+			WHERE dag_id = ` + k(10) + ` AND backfill = ` + k(11) + ` AND descending = ` + k(12) + `
+		)
+		SELECT start_s FROM p`
+}
+
+// qMoveCursor moves the cursor of DAG $3, backfill $4 and order $5 to
+// start $1 at revision $2.
+const qMoveCursor = `UPDATE tranche_cursors SET start_s = $1, revision = $2 WHERE dag_id = $3 AND backfill = $4 AND descending = $5`
+
+// qDeletePartitions deletes the rows of n partitions of DAG $1 (starts
+// from $3) whose latest attempt is $2: the rows a claim inserted for a
+// job it then refused (latest 1, no attempt yet), or those a release
+// left without an attempt (latest 0).
+func qDeletePartitions(n int) string {
+	return `DELETE FROM tranche_partitions WHERE dag_id = $1 AND latest = $2 AND start_s IN (` + params(3, n) + `)`
+}
+
+// qRewindLatest moves n partitions of DAG $1 ((start_s, latest) pairs
+// from $2) back to the attempt before their latest, where their latest
+// is the one named: the first statement of a release, which locks the
+// partitions' rows before their attempts, in the order of a claim.
+func qRewindLatest(n int) string {
+	return `UPDATE tranche_partitions SET latest = latest - 1 WHERE dag_id = $1 AND (start_s, latest) IN (VALUES ` + pairs(2, n) + `)`
+}
+
+// qWithdraw deletes n attempts ((start_s, attempt) pairs from $3) of DAG
+// $1 that worker $2 still runs: the fence of a release.
+func qWithdraw(n int) string {
+	return `DELETE FROM tranche_attempts WHERE dag_id = $1 AND worker = $2 AND state = 'running' AND (start_s, attempt) IN (VALUES ` +
+		pairs(3, n) + `)`
+}
+
+// qReleased records revision $1 as the last release of DAG $2, unless a
+// later release recorded a higher one ($3 is $1 again).
+const qReleased = `UPDATE tranche_dags SET released = $1 WHERE id = $2 AND released < $3`
 
 // qReadLatest reads the latest attempt of n partitions of DAG $1 (starts
 // from $2), locking their rows with lock, the dialect's ClaimLock or
@@ -227,7 +325,8 @@ func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
 	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill,
 		l.dialect.qCancelBackfill(), l.dialect.qResumeBackfill(), qInsertBackfill,
-		qTakeover, qFinishEach, l.dialect.qInsertFresh(1), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1)}
+		qTakeover, qFinishEach, l.dialect.qInsertFresh(1, true), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1),
+		l.dialect.qLockCursor(), qMoveCursor, qReleased, qRewindLatest(1), qWithdraw(1), qDeletePartitions(1)}
 	if l.dialect.InsertInWith {
 		writes = append(writes, l.dialect.qClaimFresh())
 	}

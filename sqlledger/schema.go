@@ -118,6 +118,29 @@ var migrations = []migration{{
 		`CREATE INDEX tranche_attempts_running ON tranche_attempts (dag_id, start_s) WHERE state = 'running'`,
 		`CREATE INDEX tranche_attempts_failed ON tranche_attempts (dag_id, finished_ms) WHERE state IN ('failed', 'canceled')`,
 	},
+}, {
+	version:     6,
+	description: "cursors of the next jobs of backfills, revisions of releases",
+	statements: []string{
+		// One row per DAG, backfill and order (descending 1: newest
+		// first) that ClaimNext handed jobs of: the start of the last
+		// job it examined, in Unix seconds, and the revision at which it
+		// moved there. Workers of a backfill take turns on it, so that
+		// each is handed jobs the others were not.
+		`CREATE TABLE tranche_cursors (
+			dag_id     BIGINT NOT NULL REFERENCES tranche_dags (id),
+			backfill   TEXT NOT NULL,
+			descending INTEGER NOT NULL,
+			start_s    BIGINT NOT NULL,
+			revision   BIGINT NOT NULL,
+			PRIMARY KEY (dag_id, backfill, descending)
+		){{table_options}}`,
+		// The revision of the DAG's last Release (0: none), which deletes
+		// the attempts it withdraws, perhaps the one that held the DAG's
+		// highest revision: the DAG's revision is the greatest of its
+		// attempts', its cursors' and this, so that it never falls.
+		`ALTER TABLE tranche_dags ADD COLUMN released BIGINT NOT NULL DEFAULT 0`,
+	},
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A

@@ -163,8 +163,8 @@ func allVersions() []int {
 // records: after every time in the fixtures.
 var clock = time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 
-// write makes a fresh database holding the ledger of version 1, 2 or 3
-// that WriteV1, WriteV2 or WriteV3 records.
+// write makes a fresh database holding the ledger of version 1, 2, 3 or
+// 5 that WriteV1, WriteV2, WriteV3 or WriteV5 records.
 func (s Subject) write(t testing.TB, version int) Database {
 	t.Helper()
 	db := s.New(t)
@@ -176,8 +176,10 @@ func (s Subject) write(t testing.TB, version int) Database {
 			return WriteV2(t.Context(), tx, s.IDColumn, s.TableOptions, s.RevisionSchema)
 		case 3:
 			return WriteV3(t.Context(), tx, s.IDColumn, s.TableOptions, s.RevisionSchema)
+		case 5:
+			return WriteV5(t.Context(), tx, s.IDColumn, s.TableOptions, s.RevisionSchema)
 		}
-		return fmt.Errorf("schematest: no fixture of version %d; there are 1, 2 and 3", version)
+		return fmt.Errorf("schematest: no fixture of version %d; there are 1, 2, 3 and 5", version)
 	})
 	if err != nil {
 		t.Fatalf("writing the version-%d ledger: %v", version, err)
@@ -465,8 +467,8 @@ func CheckMigrateConcurrently(t *testing.T, s Subject, n int) {
 
 // CheckExistingRefuses opens with Options.Existing, in subtests, databases
 // that hold no ledger at this release's version: one of another
-// program's table, one whose tranche_schema records no version, and a
-// ledger at version 3. Each is refused with an error that matches
+// program's table, one whose tranche_schema records no version, and
+// ledgers at versions 3 and 5, the release before this one's. Each is refused with an error that matches
 // sqlledger.ErrNoLedger or is a *sqlledger.SchemaError, names the
 // database and says to open it without Options.Existing, and the
 // database is left as it was: its Catalog, and its Snapshot if it has
@@ -487,6 +489,8 @@ func CheckExistingRefuses(t *testing.T, s Subject) {
 		}, is: sqlledger.ErrNoLedger, want: []string{"records no version"}},
 		{name: "version 3", write: func(t testing.TB) Database { return s.write(t, 3) },
 			found: 3, want: []string{"version 3, older than version"}},
+		{name: "version 5", write: func(t testing.TB) Database { return s.write(t, 5) },
+			found: 5, want: []string{"version 5, older than version"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -580,4 +584,120 @@ func CheckExistingVersion3(t *testing.T, s Subject) {
 	if err := l.CancelBackfill(ctx, V3Chosen, false); err != nil {
 		t.Errorf("CancelBackfill through a ledger opened with Existing = %v", err)
 	}
+}
+
+// CheckMigrateFromVersion5 opens a ledger written at schema version 5,
+// the release before ClaimNext: Open migrates it to this release's
+// version, adding tranche_cursors and tranche_dags.released, and keeps
+// every attempt, every backfill and the DAG's revision. ClaimNext then
+// hands a worker the next jobs of a backfill over that history (the
+// failed day again, the dead worker's day taken over, a fresh day; the
+// succeeded day refused), a second worker whose plan is older than that
+// is passed over them, and Release of the second worker's lease, whose
+// attempt holds the DAG's highest revision, withdraws it without the
+// revision falling. It returns the migrated database, for the ledger's
+// own assertions.
+func CheckMigrateFromVersion5(t *testing.T, s Subject) Database {
+	db := s.write(t, 5)
+	l := open(t, db, Options{Now: func() time.Time { return clock }})
+	ctx := t.Context()
+
+	c := db.Catalog(t)
+	cursors := []string{"dag_id", "backfill", "descending", "start_s", "revision"}
+	if !slices.Equal(c.Versions, allVersions()) || !slices.Equal(c.Columns["tranche_cursors"], cursors) || !c.HasColumn("tranche_dags", "released") {
+		t.Errorf("tranche_schema versions %v, columns of tranche_cursors %v, column tranche_dags.released %v; want %v, %v, true",
+			c.Versions, c.Columns["tranche_cursors"], c.HasColumn("tranche_dags", "released"), allVersions(), cursors)
+	}
+	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V5Backfills()) {
+		t.Errorf("Backfills after the migration = %+v, %v; want %+v", bs, err, V5Backfills())
+	}
+	if got := latest(t, l, V2DAG); !reflect.DeepEqual(got, V2Attempts()) {
+		t.Errorf("Latest after the migration:\n%+v\nwant:\n%+v", got, V2Attempts())
+	}
+	revision := func() int64 {
+		t.Helper()
+		rev, err := l.Revision(ctx, V2DAG)
+		if err != nil {
+			t.Fatalf("Revision = %v", err)
+		}
+		return rev
+	}
+	if rev := revision(); rev != V2Revision {
+		t.Fatalf("Revision after the migration = %d; want %d", rev, V2Revision)
+	}
+
+	jobs := func(days ...int) []ledger.Job {
+		var out []ledger.Job
+		for _, d := range days {
+			out = append(out, ledger.Job{RunID: fmt.Sprintf("run-v6-%d", d), Partitions: []tranche.TimePartition{V1Day(d)}})
+		}
+		return out
+	}
+	req := ledger.NextRequest{DAG: V2DAG, Backfill: V2Open, Worker: "w3", Jobs: jobs(1, 2, 3, 4), Want: 3,
+		Lease: time.Minute, Policy: ledger.RerunFailed, Revision: V2Revision}
+	grants, err := l.ClaimNext(ctx, req)
+	if err != nil {
+		t.Fatalf("ClaimNext over the migrated history = %v", err)
+	}
+	var got []string
+	for i, g := range grants {
+		got = append(got, grantString(req.Jobs[i], g))
+	}
+	want := []string{"attempt [2]", "refused", "attempt [2]", "attempt [1]"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ClaimNext of days 1 to 4 over the migrated history: %v (%v); want %v: the failed day again, the succeeded day refused, the expired day taken over, the fresh day",
+			got, grants, want)
+	}
+	claimed := revision()
+	s.revisionAfter(t, "ClaimNext", claimed, V2Revision)
+	h, err := l.History(ctx, V2DAG, V1Day(3).Start)
+	if err != nil || len(h) != 2 || h[0].State != ledger.StateFailed || h[0].Revision != claimed || h[1].Worker != "w3" || h[1].State != ledger.StateRunning {
+		t.Errorf("History of the day taken over = %+v, %v; want attempt 1 failed at revision %d and attempt 2 of w3 running", h, err, claimed)
+	}
+
+	// A worker whose plan was made before the cursor moved is passed
+	// over the jobs it was handed for w3, unread, and gets the next.
+	req.Worker, req.Jobs, req.Want = "w4", jobs(1, 2, 3, 4, 5), 1
+	grants, err = l.ClaimNext(ctx, req)
+	if err != nil {
+		t.Fatalf("ClaimNext of an older plan = %v", err)
+	}
+	got = got[:0]
+	for i, g := range grants {
+		got = append(got, grantString(req.Jobs[i], g))
+	}
+	if want := []string{"passed", "passed", "passed", "passed", "attempt [1]"}; !slices.Equal(got, want) {
+		t.Fatalf("ClaimNext of an older plan: %v; want %v", got, want)
+	}
+	moved := revision()
+	s.revisionAfter(t, "the second ClaimNext", moved, claimed)
+
+	// Its attempt holds the DAG's highest revision: the release deletes
+	// it, and the DAG's revision goes on above it.
+	if err := l.Release(ctx, grants[4].Lease); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if h, err := l.History(ctx, V2DAG, V1Day(5).Start); err != nil || len(h) != 0 {
+		t.Errorf("History of the released day = %+v, %v; want none", h, err)
+	}
+	released := revision()
+	s.revisionAfter(t, "Release", released, moved)
+	if rev, err := l.RevisionIn(ctx, V2DAG, V1Day(5).Start, V1Day(6).Start, V2Revision); err != nil || rev != 0 {
+		t.Errorf("RevisionIn of the released day = %d, %v; want 0: a release is no change of its partitions", rev, err)
+	}
+	return db
+}
+
+// grantString says what ClaimNext did with job j: "attempt [n ...]",
+// "passed" (ledger.PassedError), or "refused".
+func grantString(j ledger.Job, g ledger.Grant) string {
+	switch {
+	case g.Lease != nil:
+		return fmt.Sprintf("attempt %v", g.Lease.Attempts)
+	case g.Err != nil && g.Err.Error() == ledger.PassedError(j).Error():
+		return "passed"
+	case errors.Is(g.Err, ledger.ErrNotClaimable):
+		return "refused"
+	}
+	return fmt.Sprintf("error %v", g.Err)
 }

@@ -5,6 +5,13 @@
 // [CheckMigrateFromVersion1] and the other Check functions, keeping to
 // itself only what is its dialect's own. A fixture is the past: it never
 // changes with sqlledger/schema.go.
+//
+// It also holds the checks of ClaimNext and Release that the two SQL
+// ledgers share beyond ledgertest's: workers handed a backfill's jobs
+// through the cursor as goroutines ([CheckClaimNextConcurrent]) and as
+// processes ([StartNextWorkers]), Release over a database of a Subject
+// ([CheckRelease]), and the in-memory ledger's answers
+// ([CheckNextSameAsMemory]).
 package schematest
 
 import (
@@ -304,6 +311,40 @@ func WriteV3(ctx context.Context, db DB, idColumn, tableOptions string, revision
 			strings.Join(partitions, " ")); err != nil {
 			return fmt.Errorf("inserting backfill %s: %w", b.ID, err)
 		}
+	}
+	return nil
+}
+
+// The schema of versions 4 and 5, as released: version 3's, then these.
+var v4v5 = []string{
+	`ALTER TABLE tranche_backfills ADD COLUMN stop_running INTEGER NOT NULL DEFAULT 0`,
+	`INSERT INTO tranche_schema (version, description, applied_ms) VALUES (4, 'backfills canceled with their running partitions to stop', 0)`,
+	`CREATE INDEX tranche_attempts_running ON tranche_attempts (dag_id, start_s) WHERE state = 'running'`,
+	`CREATE INDEX tranche_attempts_failed ON tranche_attempts (dag_id, finished_ms) WHERE state IN ('failed', 'canceled')`,
+	`INSERT INTO tranche_schema (version, description, applied_ms) VALUES (5, 'indexes of running and failed attempts, for a backfill''s status', 0)`,
+}
+
+// V5Backfills are the backfills of the version-5 ledger, oldest first:
+// V3Backfills, V3Canceled asked to stop its running partitions.
+func V5Backfills() []ledger.BackfillRecord {
+	bs := V3Backfills()
+	bs[2].StopRunning = true
+	return bs
+}
+
+// WriteV5 creates the schema of version 5 in db, with a dialect's pieces
+// as WriteV2 takes them, and records V2Attempts and V5Backfills in it.
+func WriteV5(ctx context.Context, db DB, idColumn, tableOptions string, revisionSchema []string) error {
+	if err := WriteV3(ctx, db, idColumn, tableOptions, revisionSchema); err != nil {
+		return err
+	}
+	for _, stmt := range v4v5 {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("creating the version-5 schema: %w\n%s", err, stmt)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE tranche_backfills SET stop_running = 1 WHERE id = $1`, V3Canceled); err != nil {
+		return fmt.Errorf("asking backfill %s to stop its running partitions: %w", V3Canceled, err)
 	}
 	return nil
 }

@@ -192,7 +192,7 @@ func testLatestReader(s *ledgerSuite) {
 	if t, ok := s.t.(testT); ok {
 		rapid.Check(t.T, check)
 	} else {
-		rapid.Check(rapidTB{s.t}, check)
+		rapid.Check(rapidTB{s.t, "LatestReader"}, check)
 	}
 	testNewestTies(s, lr)
 }
@@ -238,10 +238,13 @@ func testNewestTies(s *ledgerSuite, lr ledger.LatestReader) {
 }
 
 // rapidTB is the testingT of TestLedger as the rapid.TB that rapid.Check
-// reports to.
-type rapidTB struct{ testingT }
+// reports to, named after its check.
+type rapidTB struct {
+	testingT
+	name string
+}
 
-func (r rapidTB) Name() string                     { return "LatestReader" }
+func (r rapidTB) Name() string                     { return r.name }
 func (r rapidTB) Logf(format string, args ...any)  {}
 func (r rapidTB) Log(args ...any)                  {}
 func (r rapidTB) Skipf(format string, args ...any) { r.Fatalf("skipped: "+format, args...) }

@@ -118,7 +118,22 @@ func (c *Clock) Advance(d time.Duration) {
 //     that is not terminal) are refused without writing anything, with
 //     errors matching neither ErrNotClaimable nor ErrFenced;
 //   - a canceled context fails every method with an error matching
-//     context.Canceled, and writes nothing.
+//     context.Canceled, and writes nothing;
+//   - ClaimNext grants, in order, the first Want claimable jobs, each
+//     under a lease of its own, judging each job as Claim judges its
+//     partitions (rerun policies, RerunAll's bound, takeovers, chunks
+//     all or none), and passes over, unclaimed, the jobs at or before
+//     the cursor of its DAG, backfill and order when the cursor moved
+//     after the request's plan revision, but not when it moved before;
+//     it refuses malformed requests (no backfill, Want below 1, no jobs,
+//     jobs out of order, a partition twice) and fails for a canceled
+//     backfill with an error matching both ErrBackfillCanceled and
+//     ErrNotClaimable, claiming nothing;
+//   - Release withdraws a lease's attempts so that History, Latest,
+//     RevisionIn and ChangedIn read as before the claim and the next
+//     claim takes the same numbers, while Revision still moves forward;
+//     it fails with ErrFenced, withdrawing nothing, for a lease taken
+//     over, finished, released or not the worker's, all or none.
 func Run(t *testing.T, newLedger func(t *testing.T, clock *Clock) ledger.Ledger) {
 	t.Helper()
 	for _, test := range ledgerTests {
@@ -289,6 +304,27 @@ var ledgerTests = []struct {
 	{"CanceledContext", testCanceledContext},
 	{"HistoryIsACopy", testHistoryIsACopy},
 	{"LatestReader", testLatestReader},
+	{"ClaimNextFresh", testClaimNextFresh},
+	{"ClaimNextWantMore", testClaimNextWantMore},
+	{"ClaimNextPolicies", testClaimNextPolicies},
+	{"ClaimNextTakeover", testClaimNextTakeover},
+	{"ClaimNextCursor", testClaimNextCursor},
+	{"ClaimNextCursorAfterRefusals", testClaimNextCursorAfterRefusals},
+	{"ClaimNextCursors", testClaimNextCursors},
+	{"ClaimNextRerunAfterPass", testClaimNextRerunAfterPass},
+	{"ClaimNextChunks", testClaimNextChunks},
+	{"ClaimNextCanceledBackfill", testClaimNextCanceledBackfill},
+	{"ClaimNextConcurrent", testClaimNextConcurrent},
+	{"ClaimNextShared", testClaimNextShared},
+	{"ClaimNextModel", testClaimNextModel},
+	{"BadClaimNext", testBadClaimNext},
+	{"NextCanceledContext", testNextCanceledContext},
+	{"Release", testRelease},
+	{"ReleaseRevision", testReleaseRevision},
+	{"ReleaseRevisionIn", testReleaseRevisionIn},
+	{"ReleaseFenced", testReleaseFenced},
+	{"ReleaseChunk", testReleaseChunk},
+	{"ReleaseTakeover", testReleaseTakeover},
 }
 
 const (

@@ -302,8 +302,19 @@ func (l *Ledger) Release(ctx context.Context, lease *ledger.Lease) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.leased(lease); err != nil {
+	attempts, err := l.leased(lease)
+	if err != nil {
 		return err
+	}
+	// A lease naming a partition twice would withdraw its attempt and
+	// the one before it, or, at a partition of one attempt, another
+	// partition's start: no claim holds one attempt twice.
+	seen := make(map[*ledger.Attempt]bool, len(attempts))
+	for i, a := range attempts {
+		if seen[a] {
+			return fmt.Errorf("%w: %s named twice in the lease of worker %s", ledger.ErrFenced, lease.Partitions[i].Key(), lease.Worker)
+		}
+		seen[a] = true
 	}
 	d := l.dags[lease.DAG]
 	d.revision++

@@ -164,7 +164,7 @@ func TestWithoutPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner.Close()
-	for _, grant := range []string{"SELECT, INSERT, UPDATE ON ALL TABLES", "USAGE ON ALL SEQUENCES"} {
+	for _, grant := range []string{"SELECT, INSERT, UPDATE, DELETE ON ALL TABLES", "USAGE ON ALL SEQUENCES"} {
 		if _, err := db.ExecContext(t.Context(), "GRANT "+grant+" IN SCHEMA "+schema+" TO "+name); err != nil {
 			t.Fatal(err)
 		}
@@ -181,6 +181,15 @@ func TestWithoutPermission(t *testing.T) {
 	if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 		t.Fatal(err)
 	}
+	next := ledger.NextRequest{DAG: "dag-bad-input", Backfill: "bf", Worker: "w", Want: 1, Lease: time.Minute,
+		Jobs: []ledger.Job{{RunID: "r", Partitions: []tranche.TimePartition{day(2)}}}}
+	grants, err := l.ClaimNext(t.Context(), next)
+	if err != nil || grants[0].Lease == nil {
+		t.Fatalf("ClaimNext as a role that may use the tables = %v, %v", grants, err)
+	}
+	if err := l.Release(t.Context(), grants[0].Lease); err != nil {
+		t.Fatalf("Release as a role that may use the tables = %v", err)
+	}
 
 	// A privilege taken back fails the call, naming it, and writes
 	// nothing.
@@ -188,7 +197,7 @@ func TestWithoutPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = l.Claim(t.Context(), claimReq("w", day(1)))
-	wantError(t, err, postgres.ErrPermission, "claiming partition "+day(1).Key(), "SELECT, INSERT and UPDATE")
+	wantError(t, err, postgres.ErrPermission, "claiming partition "+day(1).Key(), "SELECT, INSERT, UPDATE and DELETE")
 	if h, err := l.History(t.Context(), "dag-bad-input", day(1).Start); err != nil || len(h) != 0 {
 		t.Errorf("History after a refused claim = %v, %v; want nothing", h, err)
 	}

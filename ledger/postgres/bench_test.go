@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -127,6 +129,93 @@ func BenchmarkThroughputInProcess(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "partitions/s")
 		})
+	}
+}
+
+// BenchmarkThroughputClaimNext is BenchmarkThroughputInProcess's
+// workers sharing one backfill of n times b.N hourly partitions, as the
+// workers of a backfill do, all their plans made at once: through
+// ClaimNext ("next"), each asking for the next 16 jobs among the next
+// 32 times n+1 of its plan (twice what the cursor may have passed it
+// over for the others since its last call, and some), finishing each
+// lease as it comes; and, for the
+// issue ClaimNext answers, through Claim ("claim-shared"), each walking
+// every partition in the same order and claiming each, the losers
+// refused.
+func BenchmarkThroughputClaimNext(b *testing.B) {
+	url := serverURL(b)
+	for _, mode := range []string{"next", "claim-shared"} {
+		for _, n := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", mode, n), func(b *testing.B) {
+				l := openFresh(b, url, &postgres.Options{MaxConns: n})
+				ctx := b.Context()
+				first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+				jobs := make([]ledger.Job, n*b.N)
+				for i := range jobs {
+					jobs[i] = ledger.Job{RunID: "bench", Partitions: []tranche.TimePartition{tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour))}}
+				}
+				if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: "bench", DAG: "bench-dag", Window: "1900"}); err != nil {
+					b.Fatal(err)
+				}
+				plan, err := l.Revision(ctx, "bench-dag")
+				if err != nil {
+					b.Fatal(err)
+				}
+				const want = 16
+				window := 2 * want * (n + 1)
+				var done atomic.Int64
+				finish := func(lease *ledger.Lease) error {
+					done.Add(1)
+					return l.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 1}})
+				}
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for w := range n {
+					worker := fmt.Sprint("bench-", w)
+					wg.Go(func() {
+						if mode == "claim-shared" {
+							for _, j := range jobs {
+								lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: worker, RunID: j.RunID,
+									Partitions: j.Partitions, Lease: time.Minute, Revision: plan})
+								if errors.Is(err, ledger.ErrNotClaimable) {
+									continue
+								}
+								if err == nil {
+									err = finish(lease)
+								}
+								if err != nil {
+									b.Error(err)
+									return
+								}
+							}
+							return
+						}
+						for pos := 0; pos < len(jobs); {
+							grants, err := l.ClaimNext(ctx, ledger.NextRequest{DAG: "bench-dag", Backfill: "bench", Worker: worker,
+								Jobs: jobs[pos:min(len(jobs), pos+window)], Want: want, Lease: time.Minute, Revision: plan})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							for _, g := range grants {
+								if g.Lease != nil {
+									if err := finish(g.Lease); err != nil {
+										b.Error(err)
+										return
+									}
+								}
+							}
+							pos += len(grants)
+						}
+					})
+				}
+				wg.Wait()
+				if got := done.Load(); got != int64(len(jobs)) && !b.Failed() {
+					b.Fatalf("%d partitions finished; want %d", got, len(jobs))
+				}
+				b.ReportMetric(float64(len(jobs))/b.Elapsed().Seconds(), "partitions/s")
+			})
+		}
 	}
 }
 

@@ -1,7 +1,19 @@
 package postgres
 
-import "github.com/tranche-dev/tranche/sqldest"
+import (
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tranche-dev/tranche/sqldest"
+	"github.com/tranche-dev/tranche/sqlledger"
+)
 
 // DestinationDialect is the destinations' dialect, for benchmarks that
 // build a destination on a pool of their choice.
 func DestinationDialect() *sqldest.Dialect { return destDialect(nil) }
+
+// DialectFor is the ledger's dialect for cfg and schema, for tests that
+// open a sqlledger.Ledger over a pool of their own (one that counts its
+// statements).
+func DialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
+	return dialectFor(cfg, schema)
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
@@ -37,6 +38,9 @@ import (
 var worker = proctest.Binary{Pkg: "./internal/pgworker"}
 
 func TestMain(m *testing.M) {
+	if os.Getenv(schematest.NextWorkerEnv) != "" {
+		os.Exit(runNextProcess()) // a worker of TestClaimNextProcesses
+	}
 	code := m.Run()
 	worker.Remove()
 	os.Exit(code)

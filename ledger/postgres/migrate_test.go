@@ -107,3 +107,10 @@ func TestMigrateFromVersion2(t *testing.T) {
 func TestMigrateFromVersion3(t *testing.T) {
 	schematest.CheckMigrateFromVersion3(t, subjectOf(serverURL(t)))
 }
+
+// TestMigrateFromVersion5 checks schematest.CheckMigrateFromVersion5:
+// the cursors' table and the revision of releases, with ClaimNext and
+// Release over the migrated history at revisions from the sequence.
+func TestMigrateFromVersion5(t *testing.T) {
+	schematest.CheckMigrateFromVersion5(t, subjectOf(serverURL(t)))
+}

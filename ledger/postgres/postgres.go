@@ -33,7 +33,10 @@
 // alone. A claim of one partition never claimed before is one statement,
 // and so is a finish of one partition: 16 worker processes record about
 // 1,300 partitions a second on 2 cores that also run the server (see
-// BENCHMARKS.md).
+// BENCHMARKS.md). The workers of one backfill that ask for their next
+// jobs through [sqlledger.Ledger.ClaimNext] take turns on the backfill's
+// cursor instead of racing for the same partitions: a claim of 16 fresh
+// jobs is four statements, BEGIN and COMMIT among them.
 //
 // # Schema
 //
@@ -46,8 +49,11 @@
 // and migrates nothing, and refuses a database without the ledger or
 // with an older one, which the workers' next Open creates or upgrades. The role that opens the ledger first
 // needs the CREATE privilege on the schema; once the tables exist,
-// workers need only SELECT, INSERT and UPDATE on them and USAGE on the
-// sequence tranche_revisions.
+// workers need only SELECT, INSERT, UPDATE and DELETE on them (a release
+// deletes the attempts it withdraws) and USAGE on the sequence
+// tranche_revisions. A migration that adds a table (version 6 adds
+// tranche_cursors) needs the workers' privileges granted on it too,
+// unless the schema's default privileges give them.
 //
 // # Destinations
 //
@@ -449,10 +455,10 @@ func permissionHint(msg, role, where, database string) string {
 		return fmt.Sprintf("role %s may not create %s in database %s: create the schema for it (CREATE SCHEMA ... AUTHORIZATION %s), or grant it CREATE on the database; nothing was written",
 			role, where, database, role)
 	case strings.Contains(msg, "for schema"):
-		return fmt.Sprintf("role %s may not create the ledger's tables in %s of database %s: grant it CREATE on the schema, or have the schema's owner open the ledger once to create them (workers then need only SELECT, INSERT and UPDATE on the tranche_ tables and USAGE on the sequence tranche_revisions); nothing was written",
+		return fmt.Sprintf("role %s may not create the ledger's tables in %s of database %s: grant it CREATE on the schema, or have the schema's owner open the ledger once to create them (workers then need only SELECT, INSERT, UPDATE and DELETE on the tranche_ tables and USAGE on the sequence tranche_revisions); nothing was written",
 			role, where, database)
 	}
-	return fmt.Sprintf("role %s lacks a privilege on the ledger's tables in %s of database %s: workers need SELECT, INSERT and UPDATE on the tranche_ tables and USAGE on the sequence tranche_revisions; nothing was written",
+	return fmt.Sprintf("role %s lacks a privilege on the ledger's tables in %s of database %s: workers need SELECT, INSERT, UPDATE and DELETE on the tranche_ tables and USAGE on the sequence tranche_revisions; nothing was written",
 		role, where, database)
 }
 

@@ -92,3 +92,8 @@ func TestMigrateFromVersion3(t *testing.T) { schematest.CheckMigrateFromVersion3
 // processes sharing a file start together, and SQLite's Opens meet in its
 // write lock and busy timeout.
 func TestMigrateConcurrently(t *testing.T) { schematest.CheckMigrateConcurrently(t, subject, 8) }
+
+// TestMigrateFromVersion5 checks schematest.CheckMigrateFromVersion5:
+// the cursors' table and the revision of releases, with ClaimNext and
+// Release over the migrated history at revisions one after the other.
+func TestMigrateFromVersion5(t *testing.T) { schematest.CheckMigrateFromVersion5(t, subject) }
