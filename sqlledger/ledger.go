@@ -858,13 +858,13 @@ func (l *Ledger) finishPlain(ctx context.Context, op string, dagID int64, lease 
 
 // finishArgs are the arguments of qFinish for the outcomes of lease.
 func (l *Ledger) finishArgs(dagID int64, lease *ledger.Lease, outcomes []ledger.Outcome) []any {
-	args := make([]any, 0, 5*len(outcomes)+4)
-	args = append(args, nil, dagID) // nil: the database's clock
+	args := make([]any, 0, 6*len(outcomes)+4)
+	args = append(args, dagID, nil) // nil: the database's clock
 	if l.clock != nil {
-		args[0] = l.clock().UnixMilli()
+		args[1] = l.clock().UnixMilli()
 	}
 	for i, o := range outcomes {
-		args = append(args, lease.Partitions[i].Start.Unix(), lease.Attempts[i], string(o.State), o.Err, o.Rows)
+		args = append(args, lease.Partitions[i].Start.Unix(), lease.Attempts[i], string(o.State), o.Err, o.Rows, o.Ran.Milliseconds())
 	}
 	return append(args, dagID, lease.Worker)
 }
@@ -881,7 +881,11 @@ func (l *Ledger) finishAll(ctx context.Context, tx *sql.Tx, dagID int64, lease *
 		return err
 	}
 	for i, o := range outcomes {
-		res, err := l.exec(ctx, tx, qFinishEach, string(o.State), o.Err, o.Rows, st.now.UnixMilli(), st.rev, dagID, lease.Worker,
+		var began int64 // 0: the attempt's start stays
+		if o.Ran > 0 {
+			began = st.now.Add(-o.Ran).UnixMilli()
+		}
+		res, err := l.exec(ctx, tx, qFinishEach, string(o.State), o.Err, o.Rows, st.now.UnixMilli(), st.rev, began, dagID, lease.Worker,
 			lease.Partitions[i].Start.Unix(), lease.Attempts[i])
 		if err := changed(res, err, 1, lease); err != nil {
 			return err

@@ -64,9 +64,15 @@ const (
 	// qFinishEach records one outcome where the lease still holds, at
 	// revision $5: a finish of many partitions, one at a time, where
 	// statements cost no round trip (Dialect.InProcess).
+	//
+	// $6 is when the run began, in milliseconds by the clock of $4 (0
+	// keeps the attempt's start), a FROM item so that it is read twice
+	// (see laterStart).
 	qFinishEach = `UPDATE tranche_attempts
-		SET state = $1, error = $2, row_count = $3, finished_ms = $4, revision = $5
-		WHERE dag_id = $6 AND worker = $7 AND state = 'running' AND start_s = $8 AND attempt = $9`
+		SET state = $1, error = $2, row_count = $3, finished_ms = $4, revision = $5,
+			started_ms = CASE WHEN b.began > started_ms THEN b.began ELSE started_ms END
+		FROM (SELECT CAST($6 AS BIGINT) AS began) AS b
+		WHERE dag_id = $7 AND worker = $8 AND state = 'running' AND start_s = $9 AND attempt = $10`
 
 	qHistory = `SELECT ` + attemptColumns + `
 		FROM tranche_dags d JOIN tranche_attempts a ON a.dag_id = d.id
@@ -123,29 +129,42 @@ func (d *Dialect) qStart() string {
 }
 
 // qFinish records the outcomes of n partitions where the lease still
-// holds: the lease's worker (the fence, $3n+3) still runs the lease's
-// attempt at each. Each outcome is five values from $3: the partition's
-// start, the attempt, the state, the error and the rows. The clock is
-// $1's or, when NULL, the database's; the revision is a new one of DAG $2
-// (a subquery of no row's, evaluated once), and the DAG is $5n+3.
+// holds: the lease's worker (the fence, $6n+4) still runs the lease's
+// attempt at each. Each outcome is six values from $3: the partition's
+// start, the attempt, the state, the error, the rows and how long its run
+// took in milliseconds (Outcome.Ran; 0 keeps the attempt's start). The
+// revision is a new one of DAG $1 (a subquery of no row's, evaluated
+// once); the clock is $2's or, when NULL, the database's, read once; and
+// the DAG is $6n+3.
 func (d *Dialect) qFinish(n int) string {
 	var v strings.Builder
 	for i := range n {
 		if i > 0 {
 			v.WriteString(", ")
 		}
-		p := 3 + 5*i
-		fmt.Fprintf(&v, "(CAST($%d AS BIGINT), CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BIGINT))",
-			p, p+1, p+2, p+3, p+4)
+		p := 3 + 6*i
+		fmt.Fprintf(&v, "(CAST($%d AS BIGINT), CAST($%d AS INTEGER), CAST($%d AS TEXT), CAST($%d AS TEXT), CAST($%d AS BIGINT), CAST($%d AS BIGINT))",
+			p, p+1, p+2, p+3, p+4, p+5)
 	}
 	// VALUES names its columns column1, column2, ... in SQLite and
-	// PostgreSQL alike.
+	// PostgreSQL alike; the clock is a FROM item, so that the finish
+	// and the start it moves read one instant.
 	return `UPDATE tranche_attempts
 		SET state = v.column3, error = v.column4, row_count = v.column5,
-			finished_ms = COALESCE(CAST($1 AS BIGINT), ` + d.Now + `), revision = ` + d.nextRevision(2) + `
-		FROM (VALUES ` + v.String() + `) AS v
-		WHERE tranche_attempts.dag_id = $` + strconv.Itoa(3+5*n) + ` AND tranche_attempts.worker = $` + strconv.Itoa(4+5*n) + `
+			finished_ms = c.now_ms, revision = ` + d.nextRevision(1) + `,
+			started_ms = ` + laterStart("c.now_ms - v.column6", "v.column6") + `
+		FROM (SELECT COALESCE(CAST($2 AS BIGINT), ` + d.Now + `) AS now_ms) AS c, (VALUES ` + v.String() + `) AS v
+		WHERE tranche_attempts.dag_id = $` + strconv.Itoa(3+6*n) + ` AND tranche_attempts.worker = $` + strconv.Itoa(4+6*n) + `
 			AND tranche_attempts.state = 'running' AND tranche_attempts.start_s = v.column1 AND tranche_attempts.attempt = v.column2`
+}
+
+// laterStart is the SQL of an attempt's start once its run is known to
+// have begun at began, an expression of columns, when its run's length
+// ran is positive: the later of the two, so that an attempt claimed
+// ahead of its run reports how long it ran, and one whose worker's clock
+// ran fast never starts before its claim.
+func laterStart(began, ran string) string {
+	return `CASE WHEN ` + ran + ` > 0 AND ` + began + ` > started_ms THEN ` + began + ` ELSE started_ms END`
 }
 
 // qClaimFresh claims partition $2 of DAG $1, at its first attempt, if it

@@ -280,6 +280,7 @@ var ledgerTests = []struct {
 	{"FinishAfterOwnLeaseExpired", testFinishAfterOwnLeaseExpired},
 	{"Heartbeat", testHeartbeat},
 	{"Outcomes", testOutcomes},
+	{"OutcomeRan", testOutcomeRan},
 	{"RerunPolicies", testRerunPolicies},
 	{"RerunAllRevisionBound", testRerunAllRevisionBound},
 	{"ChunkAllOrNothing", testChunkAllOrNothing},
@@ -898,6 +899,36 @@ func testHeartbeat(s *ledgerSuite) {
 	lease2 := s.claim(req(beta, p))
 	if fmt.Sprint(lease2.Attempts) != "[2]" {
 		s.t.Errorf("takeover %s; want attempt 2", describeLease(lease2))
+	}
+}
+
+// testOutcomeRan: an outcome's Ran moves the attempt's start to its
+// finish less Ran, never before the claim; no Ran keeps the claim's
+// instant. A Finish of several partitions, and of one (a statement of
+// its own in the SQL ledgers), are checked.
+func testOutcomeRan(s *ledgerSuite) {
+	ps := parts(10, 11, 12)
+	claimed := s.clock.Now()
+	lease := s.claim(req(alpha, ps...))
+	s.clock.Advance(time.Minute)
+	finished := s.clock.Now()
+	s.finish(lease,
+		ledger.Outcome{State: ledger.StateSucceeded, Ran: 20 * time.Second}, // claimed ahead of its run
+		ledger.Outcome{State: ledger.StateFailed, Err: "boom"},              // no Ran: from its claim
+		ledger.Outcome{State: ledger.StateSucceeded, Ran: time.Hour})        // longer than held: from its claim
+	want := []time.Time{finished.Add(-20 * time.Second), claimed, claimed}
+	for i, p := range ps {
+		a := s.only(s.history(p), "History")
+		if !a.Started.Equal(want[i]) || !a.Finished.Equal(finished) {
+			s.t.Errorf("attempt %s; want started %v, finished %v", formatAttempt(a), want[i], finished)
+		}
+	}
+	one := parts(13)
+	lease = s.claim(req(alpha, one...))
+	s.clock.Advance(time.Minute)
+	s.finish(lease, ledger.Outcome{State: ledger.StateSucceeded, Ran: 5 * time.Second})
+	if a := s.only(s.history(one[0]), "History"); a.Duration() != 5*time.Second {
+		s.t.Errorf("attempt %s; want a duration of 5s, its Ran", formatAttempt(a))
 	}
 }
 
