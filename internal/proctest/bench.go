@@ -93,52 +93,9 @@ func (b Bench) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.Wr
 // the last worker's end.
 func RunBench(b *testing.B, cmds []*exec.Cmd) {
 	b.Helper()
-	b.StopTimer()
-	b.ResetTimer()
-	type worker struct {
-		cmd    *exec.Cmd
-		start  io.WriteCloser
-		out    *bufio.Reader
-		stderr strings.Builder
-	}
-	workers := make([]*worker, len(cmds))
-	defer func() {
-		for _, w := range workers {
-			if w != nil && w.cmd.ProcessState == nil {
-				w.cmd.Process.Kill()
-				w.cmd.Wait()
-			}
-		}
-	}()
-	for i, c := range cmds {
-		w := &worker{cmd: c}
-		var err error
-		if w.start, err = c.StdinPipe(); err != nil {
-			b.Fatal(err)
-		}
-		stdout, err := c.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		w.out = bufio.NewReader(stdout)
-		c.Stderr = &w.stderr
-		if err := c.Start(); err != nil {
-			b.Fatal(err)
-		}
-		workers[i] = w
-	}
-	for _, w := range workers {
-		if line, err := w.out.ReadString('\n'); strings.TrimSpace(line) != Ready {
-			w.cmd.Wait()
-			b.Fatalf("%s: %q, %v; want %q\n%s", w.cmd, line, err, Ready, &w.stderr)
-		}
-	}
-	b.StartTimer()
-	for _, w := range workers {
-		if _, err := io.WriteString(w.start, "go\n"); err != nil {
-			b.Fatal(err)
-		}
-	}
+	workers := startWorkers(b, cmds)
+	defer stopWorkers(workers)
+	release(b, workers)
 	results := make([]BenchResult, len(workers))
 	for i, w := range workers {
 		err := json.NewDecoder(w.out).Decode(&results[i])
@@ -158,6 +115,72 @@ func RunBench(b *testing.B, cmds []*exec.Cmd) {
 	b.ReportMetric(medians[len(medians)/2], "median-µs")
 	b.ReportMetric(p99s[len(p99s)/2], "p99-µs")
 	b.ReportMetric(float64(ops)/b.Elapsed().Seconds(), "partitions/s")
+}
+
+// worker is a worker process of a benchmark.
+type worker struct {
+	cmd    *exec.Cmd
+	start  io.WriteCloser
+	out    *bufio.Reader
+	stderr strings.Builder
+}
+
+// startWorkers starts cmds with the benchmark's timer stopped and reset,
+// and waits until each has printed Ready.
+func startWorkers(b *testing.B, cmds []*exec.Cmd) []*worker {
+	b.Helper()
+	b.StopTimer()
+	b.ResetTimer()
+	workers := make([]*worker, 0, len(cmds))
+	for _, c := range cmds {
+		w := &worker{cmd: c}
+		var err error
+		if w.start, err = c.StdinPipe(); err != nil {
+			stopWorkers(workers)
+			b.Fatal(err)
+		}
+		stdout, err := c.StdoutPipe()
+		if err != nil {
+			stopWorkers(workers)
+			b.Fatal(err)
+		}
+		w.out = bufio.NewReader(stdout)
+		c.Stderr = &w.stderr
+		if err := c.Start(); err != nil {
+			stopWorkers(workers)
+			b.Fatal(err)
+		}
+		workers = append(workers, w)
+	}
+	for _, w := range workers {
+		if line, err := w.out.ReadString('\n'); strings.TrimSpace(line) != Ready {
+			w.cmd.Wait()
+			stopWorkers(workers)
+			b.Fatalf("%s: %q, %v; want %q\n%s", w.cmd, line, err, Ready, &w.stderr)
+		}
+	}
+	return workers
+}
+
+// release starts the timer and lets the workers go.
+func release(b *testing.B, workers []*worker) {
+	b.Helper()
+	b.StartTimer()
+	for _, w := range workers {
+		if _, err := io.WriteString(w.start, "go\n"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// stopWorkers kills the workers still running.
+func stopWorkers(workers []*worker) {
+	for _, w := range workers {
+		if w.cmd.Process != nil && w.cmd.ProcessState == nil {
+			w.cmd.Process.Kill()
+			w.cmd.Wait()
+		}
+	}
 }
 
 // Hourly returns a DAG of one hourly asset that does nothing, and a window

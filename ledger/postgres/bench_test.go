@@ -1,11 +1,16 @@
 package postgres_test
 
 import (
+	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +30,16 @@ import (
 // same workers; run them against a test server with
 //
 //	eval "$(ledger/postgres/testserver.sh start)"
-//	go test -run '^$' -bench . -benchtime 400x -count 5 github.com/tranche-dev/tranche/ledger/postgres
+//	go test -run '^$' -bench SharedBackfill -benchtime 300x -count 3 github.com/tranche-dev/tranche/ledger/postgres
+//	go test -run '^$' -bench Throughput -benchtime 400x -count 5 github.com/tranche-dev/tranche/ledger/postgres
+//
+// and the statements a partition of BenchmarkSharedBackfill with the
+// server logging every statement (which slows it: take the throughput
+// from a run without):
+//
+//	psql "$TRANCHE_POSTGRES_URL" -c "ALTER SYSTEM SET log_statement = 'all'" \
+//	  -c "ALTER SYSTEM SET log_line_prefix = '%m [%p] %a '" -c 'SELECT pg_reload_conf()'
+//	go test -run '^$' -bench 'SharedBackfill/work=none' -benchtime 300x github.com/tranche-dev/tranche/ledger/postgres
 //
 // BENCHMARKS.md holds the medians and the scaling curve.
 
@@ -93,6 +107,153 @@ func BenchmarkThroughput(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkSharedBackfill runs one backfill of hourly partitions of one
+// asset, doing nothing (10 × b.N partitions) or sleeping 10 ms (b.N per
+// unit of concurrency), in N pgworker processes
+// (-mode shared: backfill.Backfill.Run with WaitForOthers, again until
+// StatusOf says done, as the README's replicas do) of Concurrency 1, and
+// beside them in one process of Concurrency N, for N of 1 to 16
+// (proctest.SharedCases), each with the ledger's default pool (4
+// connections), on a new schema: the throughput a user gets from scaling
+// a backfill out, timed from when every process has its ledger open to
+// the last partition's finish (proctest.RunShared), every partition
+// checked to have succeeded once. When the server logs every statement
+// (log_statement = 'all', and %a in log_line_prefix) into
+// TRANCHE_STATEMENT_LOG, or $TRANCHE_POSTGRES_DIR/server.log, it also
+// reports the statements the workers' sessions logged per partition
+// (BEGIN and COMMIT count; the statements of opening the ledger, before
+// the release, do not); -v prints why it does not.
+func BenchmarkSharedBackfill(b *testing.B) {
+	url := serverURL(b)
+	bin := pgworker(b)
+	stmts := statementLog(b, url)
+	for _, c := range proctest.SharedCases() {
+		b.Run(c.Name, func(b *testing.B) {
+			schema := freshSchema(b, url)
+			l, err := postgres.Open(b.Context(), url, &postgres.Options{Schema: schema}) // the tables, before the workers race
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { l.Close() })
+			// The workers' sessions alone carry this name, in the log
+			// (no name is another's prefix).
+			tag := fmt.Sprintf("trbench_%d_%d_workers", os.Getpid(), schemaSeq.Add(1))
+			wurl := withParams(b, url, "application_name", tag)
+			n := c.Partitions(b.N)
+			cmds := make([]*exec.Cmd, c.Procs)
+			for i := range cmds {
+				cmds[i] = exec.Command(bin, append([]string{"-url", wurl, "-schema", schema}, c.Args(i, n)...)...)
+			}
+			var from int64
+			proctest.RunShared(b, proctest.SharedRun{Cmds: cmds, Partitions: n,
+				Ledger: func() (ledger.Ledger, func()) { return l, func() {} },
+				OnRelease: func() {
+					if stmts != nil {
+						from = stmts.size(b)
+					}
+				}})
+			if stmts != nil {
+				count, kinds := stmts.count(b, from, tag)
+				b.ReportMetric(float64(count)/float64(n), "statements/partition")
+				b.Logf("%d partitions, %d statements: %s", n, count, kinds)
+			}
+		})
+	}
+}
+
+// stmtLog is the server's log, when it logs every statement with the
+// session's application name.
+type stmtLog struct{ path string }
+
+// statementLog returns the server's log of every statement, or nil, with
+// the reason logged, when the server does not keep one this benchmark
+// can read.
+func statementLog(b *testing.B, url string) *stmtLog {
+	b.Helper()
+	path := os.Getenv("TRANCHE_STATEMENT_LOG")
+	if dir := os.Getenv("TRANCHE_POSTGRES_DIR"); path == "" && dir != "" {
+		path = filepath.Join(dir, "server.log")
+	}
+	var logStatement, prefix string
+	db := admin(b, url)
+	err := db.QueryRowContext(b.Context(), "SELECT current_setting('log_statement'), current_setting('log_line_prefix')").Scan(&logStatement, &prefix)
+	why := ""
+	switch {
+	case err != nil:
+		why = err.Error()
+	case path == "":
+		why = "neither TRANCHE_STATEMENT_LOG nor TRANCHE_POSTGRES_DIR names the server's log"
+	case logStatement != "all" || !strings.Contains(prefix, "%a"):
+		why = fmt.Sprintf("the server has log_statement = %q and log_line_prefix = %q; want 'all' and a prefix with %%a", logStatement, prefix)
+	}
+	if why == "" {
+		if _, err := os.Stat(path); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		b.Logf("statements/partition not measured: %s", why)
+		return nil
+	}
+	return &stmtLog{path}
+}
+
+// size returns the log's size: where the statements of a run start.
+func (s *stmtLog) size(b *testing.B) int64 {
+	info, err := os.Stat(s.path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return info.Size()
+}
+
+// count counts the statements sessions named tag logged after offset
+// from, and returns them with the most frequent kinds (their first
+// words) summarized.
+func (s *stmtLog) count(b *testing.B, from int64, tag string) (int, string) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		b.Fatal(err)
+	}
+	kinds := map[string]int{}
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, tag) {
+			continue
+		}
+		// Simple queries log "statement: SQL", the extended protocol's
+		// executions "execute NAME: SQL"; parameters follow in DETAIL
+		// lines, which are not statements.
+		var text string
+		if _, after, ok := strings.Cut(line, "LOG:  statement: "); ok {
+			text = after
+		} else if _, after, ok := strings.Cut(line, "LOG:  execute "); ok {
+			_, text, _ = strings.Cut(after, ": ")
+		} else {
+			continue
+		}
+		n++
+		words := strings.Fields(text)
+		kinds[strings.Join(words[:min(len(words), 4)], " ")]++
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	top := slices.SortedFunc(maps.Keys(kinds), func(x, y string) int { return cmp.Or(kinds[y]-kinds[x], strings.Compare(x, y)) })
+	var sum []string
+	for _, k := range top[:min(len(top), 8)] {
+		sum = append(sum, fmt.Sprintf("%d× %q", kinds[k], k))
+	}
+	return n, strings.Join(sum, ", ")
 }
 
 // BenchmarkThroughputInProcess is BenchmarkThroughput's postgres case

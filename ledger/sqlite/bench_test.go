@@ -25,6 +25,7 @@ import (
 //
 //	go test -run '^$' -bench 'ClaimFinish' -benchtime 2000x -count 5 ./ledger/sqlite
 //	go test -run '^$' -bench 'Plan100k' -benchtime 5x -count 5 ./ledger/sqlite
+//	go test -run '^$' -bench 'SharedBackfill' -benchtime 300x -count 3 ./ledger/sqlite
 //
 // and the file size of a million attempts with
 //
@@ -54,6 +55,41 @@ func BenchmarkClaimFinishProcesses(b *testing.B) {
 					"-ops", strconv.Itoa(b.N), "-offset", strconv.Itoa(i*b.N), "-from", "1900-01-01")
 			}
 			proctest.RunBench(b, cmds)
+		})
+	}
+}
+
+// BenchmarkSharedBackfill is the PostgreSQL ledger's benchmark of the
+// same name on one new SQLite file: one backfill of hourly partitions,
+// doing nothing (10 × b.N partitions) or sleeping 10 ms (b.N per unit of
+// concurrency), in N crashworker processes
+// (-mode shared) of Concurrency 1, and beside them in one process of
+// Concurrency N, for N of 1 to 16 (proctest.SharedCases), timed from
+// when every process has its ledger open to the last partition's finish
+// (proctest.RunShared), every partition checked to have succeeded once.
+func BenchmarkSharedBackfill(b *testing.B) {
+	bin := crashworker(b)
+	for _, c := range proctest.SharedCases() {
+		b.Run(c.Name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "ledger.db")
+			l, err := sqlite.Open(b.Context(), path, nil) // created before the processes race to
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Close()
+			n := c.Partitions(b.N)
+			cmds := make([]*exec.Cmd, c.Procs)
+			for i := range cmds {
+				cmds[i] = exec.Command(bin, append([]string{"-ledger", path}, c.Args(i, n)...)...)
+			}
+			proctest.RunShared(b, proctest.SharedRun{Cmds: cmds, Partitions: n,
+				Ledger: func() (ledger.Ledger, func()) {
+					l, err := sqlite.Open(b.Context(), path, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return l, func() { l.Close() }
+				}})
 		})
 	}
 }

@@ -20,6 +20,10 @@
 // In bench mode it claims and finishes hourly partitions, -chunk at a
 // time, and prints the latencies: proctest.Bench, the loop of the SQLite
 // ledger's crashworker too, so that the benchmarks compare like with like.
+// In shared mode it is one replica of a backfill of -partitions hourly
+// partitions that many processes share (proctest.Shared, crashworker's
+// shared mode too), sleeping -work in each, with -concurrency, -lease and
+// -heartbeat, run again until every partition has succeeded.
 package main
 
 import (
@@ -45,7 +49,7 @@ var (
 	url         = flag.String("url", "", "the ledger's connection string")
 	schema      = flag.String("schema", "", "the ledger's schema")
 	maxConns    = flag.Int("maxconns", 0, "the ledger's connection limit")
-	mode        = flag.String("mode", "backfill", "backfill or bench")
+	mode        = flag.String("mode", "backfill", "backfill, bench or shared")
 	worker      = flag.String("worker", "", "the worker's name")
 	dest        = flag.String("dest", "", "the files destination's folder")
 	logPath     = flag.String("log", "", "the executions log, appended to")
@@ -61,6 +65,7 @@ var (
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "bench: the first partition, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
+	partitions  = flag.Int("partitions", 1000, "shared: hourly partitions in the backfill")
 	ignoreCtx   = flag.Bool("ignorectx", false, "work through a canceled context")
 	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
@@ -111,8 +116,12 @@ func run() error {
 		return err
 	}
 	defer l.Close()
-	if *mode == "bench" {
+	switch *mode {
+	case "bench":
 		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk}.Run(ctx, l, os.Stdin, os.Stdout)
+	case "shared":
+		return proctest.Shared{Worker: *worker, Partitions: *partitions, Concurrency: *concurrency, Work: *work,
+			Lease: *lease, Heartbeat: *heartbeat, Deadline: *deadline}.Run(ctx, l, os.Stdin, os.Stdout)
 	}
 	w, err := tranche.NewTimePartitionWindow(tranche.Day, first, first.AddDate(0, 0, *days-1))
 	if err != nil {

@@ -18,7 +18,10 @@
 // at each point and resume it (SIGCONT); -audit logs every write its
 // destination took. In bench mode it claims and finishes hourly
 // partitions, -chunk at a time, and prints the latencies (see
-// proctest.Bench).
+// proctest.Bench). In shared mode it is one replica of a backfill of
+// -partitions hourly partitions that many processes share, sleeping -work
+// in each, run again until every partition has succeeded
+// (proctest.Shared, pgworker's shared mode too).
 package main
 
 import (
@@ -42,7 +45,7 @@ import (
 
 var (
 	ledgerPath  = flag.String("ledger", "", "the ledger's SQLite file")
-	mode        = flag.String("mode", "backfill", "backfill or bench")
+	mode        = flag.String("mode", "backfill", "backfill, bench, stale or shared")
 	worker      = flag.String("worker", "", "the worker's name")
 	dest        = flag.String("dest", "", "the files destination's folder")
 	logPath     = flag.String("log", "", "the executions log, appended to")
@@ -60,6 +63,7 @@ var (
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "stale: the partition, in days after -from; bench: the first, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
+	partitions  = flag.Int("partitions", 1000, "shared: hourly partitions in the backfill")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's file, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 	waitOthers  = flag.Bool("waitothers", false, "wait for the partitions other workers hold (Backfill.WaitForOthers)")
 	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
@@ -117,6 +121,9 @@ func run() error {
 		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk}.Run(ctx, l, os.Stdin, os.Stdout)
 	case "stale":
 		return stale(ctx, l, first)
+	case "shared":
+		return proctest.Shared{Worker: *worker, Partitions: *partitions, Concurrency: *concurrency, Work: *work,
+			Lease: *lease, Heartbeat: *heartbeat}.Run(ctx, l, os.Stdin, os.Stdout)
 	}
 	logFile, err := proctest.OpenLog(*logPath)
 	if err != nil {
