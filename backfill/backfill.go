@@ -38,7 +38,7 @@ import (
 // ledger for its next jobs ([ledger.Ledger.ClaimNext]), which hands each
 // to one worker in the backfill's order, in batches. A worker whose
 // partitions take milliseconds claims a few ahead of its free slots
-// (about 20 ms of work), so that a batch costs one claim; those claimed
+// (about 50 ms of work), so that a batch costs one claim; those claimed
 // ahead show running, and once a failure stops the backfill, or a
 // cancellation is seen (at the next claim, or at the next heartbeat),
 // those not started are released, left pending as if never claimed.

@@ -54,7 +54,7 @@ const (
 	// costs one claim, little enough that a partition claimed ahead
 	// waits no longer than a moment, where an operator would see it
 	// running.
-	claimAhead = 20 * time.Millisecond
+	claimAhead = 50 * time.Millisecond
 	// maxLookahead bounds the jobs claimed ahead, so that a worker that
 	// dies leaves few leases to expire.
 	maxLookahead = 64
