@@ -883,17 +883,15 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	}
 	if x.keeper.now()-u.claimed > cfg.heartbeat {
 		// Claimed ahead, and the jobs before it ran longer than the
-		// lookahead foresaw: rather than hold it from workers that may
-		// be free, give it back, and settle it with the partitions held
-		// elsewhere.
+		// lookahead foresaw, or the worker stalled: rather than hold it
+		// from workers that may be free, give it back, and settle it
+		// with the partitions held elsewhere. A release that fails
+		// (taken over meanwhile, or the ledger unreachable) leaves it to
+		// the newer attempt, or to its lease.
 		kept.release()
-		if err := b.Ledger.Release(x.finishCtx, lease); err == nil {
-			x.holdElsewhere(u)
-			return
-		}
-		// Not released (the ledger failed, or the lease lapsed): run it
-		// under the lease it holds, which the run checks as usual.
-		kept, runCtx = x.keeper.keep(lease, x.keeper.now(), x.renewFailed(ctx, u))
+		_ = b.Ledger.Release(x.finishCtx, lease)
+		x.holdElsewhere(u)
+		return
 	}
 	if b.Budget != nil {
 		if err := b.Budget.Acquire(ctx); err != nil {
