@@ -1,9 +1,13 @@
 package backfill_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
@@ -145,4 +149,121 @@ func TestBackfillStaleOwnSlots(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Execute refuses a plan exactly when a new plan of the same backfill
+// finds, at one of its partitions, a latest attempt changed since: for
+// daily and hourly schedules moved to other times of their days (or
+// minutes of their hours), in zones with DST and half-hour shifts, over
+// windows and chosen slots, with attempts of either schedule before and
+// after the plan, on ledgers with a LatestReader and without.
+func TestBackfillStaleProperty(t *testing.T) {
+	var zones []*time.Location
+	for _, name := range []string{"UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"} {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zones = append(zones, loc)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		loc := rapid.SampledFrom(zones).Draw(t, "zone")
+		hourly := rapid.Bool().Draw(t, "hourly")
+		at := func() tranche.TimeGranularity {
+			minute := rapid.IntRange(0, 59).Draw(t, "minute")
+			if hourly {
+				return bfCron(t, fmt.Sprintf("%d * * * *", minute))
+			}
+			return bfCron(t, fmt.Sprintf("%d %d * * *", minute, rapid.IntRange(0, 23).Draw(t, "hour")))
+		}
+		g := at()
+		others := []tranche.TimeGranularity{g, at(), at()}
+		unit := 24 * time.Hour
+		if hourly {
+			unit = time.Hour
+		}
+		// Around the DST changes of 2026 in the zones above.
+		first := time.Date(2026, rapid.SampledFrom([]time.Month{time.March, time.April, time.October}).Draw(t, "month"),
+			rapid.IntRange(1, 28).Draw(t, "day"), rapid.IntRange(0, 23).Draw(t, "clock hour"), 0, 0, 0, loc)
+		n := rapid.IntRange(1, 8).Draw(t, "slots")
+		slotNear := func(sched tranche.TimeGranularity, name string) tranche.TimePartition {
+			off := rapid.IntRange(-4*4, (n+4)*4).Draw(t, name)
+			return tranche.PartitionOf(sched, first.Add(time.Duration(off)*unit/4))
+		}
+		w, err := tranche.NewTimePartitionWindow(g, first, first.Add(time.Duration(n-1)*unit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := ledgertest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+		mem := memledger.New(clock.Now)
+		var l ledger.Ledger = mem
+		if rapid.Bool().Draw(t, "plain") {
+			l = plainLedger{mem}
+		}
+		dag := bfCronDAG(t, new(bfProbe), g, loc)
+		id := backfill.DAGIdentity(dag, g, loc)
+		record := func(name string) {
+			s := slotNear(rapid.SampledFrom(others).Draw(t, name+" schedule"), name+" slot")
+			rev, err := l.Revision(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			le, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: id, Worker: "w", Partitions: []tranche.TimePartition{s},
+				Lease: time.Hour, Policy: ledger.RerunAll, Revision: rev})
+			if errors.Is(err, ledger.ErrNotClaimable) {
+				return // held by an attempt drawn before
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rapid.Bool().Draw(t, name+" finished") {
+				if err := l.Finish(context.Background(), le, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for range rapid.IntRange(0, 4).Draw(t, "before") {
+			record("before")
+		}
+		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Now: clock.Now}
+		if rapid.Bool().Draw(t, "chosen") {
+			var ps []tranche.TimePartition
+			for p := range w.OldestFirst() {
+				if rapid.Bool().Draw(t, "choose") {
+					ps = append(ps, p)
+				}
+			}
+			if len(ps) > 0 {
+				b.Partitions = ps
+			}
+		}
+		plan, err := b.Plan(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range rapid.IntRange(0, 3).Draw(t, "after") {
+			record("after")
+		}
+		fresh, err := b.Plan(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var changed []string
+		for item, err := range fresh.Items(context.Background()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if item.Latest != nil && item.Latest.Revision > plan.Revision {
+				changed = append(changed, item.Partition.Key())
+			}
+		}
+		_, err = b.Execute(context.Background(), plan)
+		var stale *backfill.StalePlanError
+		if got := errors.As(err, &stale); got != (len(changed) > 0) {
+			t.Fatalf("Execute: %v; the new plan's partitions changed since: %v", err, changed)
+		}
+		if err != nil && stale == nil && !errors.Is(err, backfill.ErrHeldElsewhere) {
+			t.Fatal(err)
+		}
+	})
 }
