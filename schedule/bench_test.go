@@ -93,7 +93,9 @@ type idleSide struct {
 func BenchmarkIdle100(b *testing.B) {
 	dags := idleDAGs(b)
 	sides := []idleSide{
-		{"none", func(context.Context, *testing.B, []*tranche.DAG, func() time.Time, *atomic.Int64) func() { return func() {} }},
+		{"none", func(context.Context, *testing.B, []*tranche.DAG, func() time.Time, *atomic.Int64) func() {
+			return func() {}
+		}},
 		{"scheduler", startSchedulers},
 		{"ticker-1m", startTickers(time.Minute)},
 		{"ticker-1s", startTickers(time.Second)},
