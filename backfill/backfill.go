@@ -433,21 +433,34 @@ func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Result, error) {
 	return b.execute(ctx, cfg, plan)
 }
 
-// changedSince reports whether an attempt that may match a partition of
-// the backfill changed after revision rev: one query for a window, or for
-// chosen partitions whose span has none, and one per run of adjacent
-// partitions otherwise.
+// changedSince reports whether an attempt that matches a partition of the
+// backfill changed after revision rev (changedIn): changes to the
+// neighbouring partitions that a schedule's reads look at do not count.
+// On a ledger.LatestReader the changed partitions are read once, for the
+// whole span; on another ledger each question is a call of RevisionIn, a
+// few for a window, and a few per run of adjacent chosen partitions when
+// the span changed.
 func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bool, error) {
-	changed := func(w tranche.TimePartitionWindow) (bool, error) {
-		from, to := cfg.match.span(w.Start(), w.End())
+	changed := func(from, to time.Time) (bool, error) {
 		top, err := b.Ledger.RevisionIn(ctx, cfg.dag, from, to, rev)
 		return top != 0, err
 	}
-	if ok, err := changed(cfg.window); err != nil || !ok || !cfg.chosen() {
+	if lr, ok := b.Ledger.(ledger.LatestReader); ok && cfg.match.byFire() {
+		from, to := cfg.match.span(cfg.window.Start(), cfg.window.End())
+		starts, err := lr.ChangedIn(ctx, cfg.dag, from, to, rev)
+		if err != nil {
+			return false, err
+		}
+		changed = func(from, to time.Time) (bool, error) {
+			i, _ := slices.BinarySearchFunc(starts, from, time.Time.Compare)
+			return i < len(starts) && starts[i].Before(to), nil
+		}
+	}
+	if ok, err := changedIn(ctx, b.Ledger, cfg.dag, cfg.match, cfg.window, rev, changed); err != nil || !ok || !cfg.chosen() {
 		return ok, err
 	}
 	for w := range cfg.windows(OldestFirst) {
-		if ok, err := changed(w); err != nil || ok {
+		if ok, err := changedIn(ctx, b.Ledger, cfg.dag, cfg.match, w, rev, changed); err != nil || ok {
 			return ok, err
 		}
 	}
