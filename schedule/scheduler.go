@@ -195,6 +195,16 @@ const (
 	OverlapConcurrent Overlap = "concurrent"
 )
 
+// MarshalText implements [encoding.TextMarshaler]: the policy's text
+// form, "queue" for "". With UnmarshalText, it lets an Overlap be a flag
+// ([flag.TextVar]) or a field of a configuration file.
+func (o Overlap) MarshalText() ([]byte, error) {
+	if o == "" {
+		o = OverlapQueue
+	}
+	return []byte(o), nil
+}
+
 // UnmarshalText implements [encoding.TextUnmarshaler]: "queue" ("" too),
 // "skip" or "concurrent"; any other text is refused with an error that
 // lists them.
