@@ -216,3 +216,30 @@ func TestFailedSlotStaysFailed(t *testing.T) {
 		}
 	})
 }
+
+// TestOverlapText: every policy's text form reads back as itself, ""
+// being queue, and an unknown one is refused with the accepted ones.
+func TestOverlapText(t *testing.T) {
+	for _, tc := range []struct {
+		o    schedule.Overlap
+		text string
+	}{
+		{"", "queue"},
+		{schedule.OverlapQueue, "queue"},
+		{schedule.OverlapSkip, "skip"},
+		{schedule.OverlapConcurrent, "concurrent"},
+	} {
+		text, err := tc.o.MarshalText()
+		if err != nil || string(text) != tc.text {
+			t.Errorf("Overlap(%q).MarshalText() = %q, %v; want %q", tc.o, text, err, tc.text)
+		}
+		var back schedule.Overlap
+		if err := back.UnmarshalText(text); err != nil || string(back) != tc.text {
+			t.Errorf("UnmarshalText(%q) = %q, %v; want %q", text, back, err, tc.text)
+		}
+	}
+	var o schedule.Overlap
+	if err := o.UnmarshalText([]byte("sometimes")); err == nil || !strings.Contains(err.Error(), "accepted: queue, skip, concurrent") {
+		t.Errorf("UnmarshalText(sometimes): %v; want the accepted policies", err)
+	}
+}
