@@ -19,7 +19,9 @@ due slot is claimed under a lease, and the ledger lets one claim win, so
 each slot runs once; a scheduler that dies mid-slot loses it to another
 when its lease expires. Backfills of the same DAG share the history: a
 slot a backfill holds or ran is not run again, and a backfill skips what
-the scheduler landed.
+the scheduler landed. In one process, a [backfill.Budget] that a
+scheduler and backfills share ([Scheduler].Budget) bounds their runs and
+puts the live slots first.
 
 After downtime the missed slots within a catch-up window run, oldest
 first, and older missed slots are reported ([KindMissed],

@@ -15,7 +15,7 @@ const (
 	KindStarted tranche.Kind = "schedule.started" // Run began; Target is the first slot it waits for
 	KindStopped tranche.Kind = "schedule.stopped" // Run ended: its context ended and its runs are over
 
-	KindClaimed   tranche.Kind = "slot.claimed"   // this scheduler holds the slot's lease; its run starts
+	KindClaimed   tranche.Kind = "slot.claimed"   // this scheduler holds the slot's lease; its run starts (with a Budget, once it has a place)
 	KindSucceeded tranche.Kind = "slot.succeeded" // its run completed and is recorded
 	KindFailed    tranche.Kind = "slot.failed"    // its run failed and is recorded failed (Err says why); no scheduler runs it again
 
@@ -23,7 +23,9 @@ const (
 	// context ended, or the lease was lost (Err says which). Nothing is
 	// recorded: the attempt is left to its lease, after which any
 	// scheduler on the ledger takes the slot over and runs it again, as
-	// after a crash.
+	// after a crash. A slot whose context ended while it waited for a
+	// place in the Budget never ran: its claim is withdrawn
+	// ([ledger.Ledger.Release]), and the slot is claimable at once.
 	KindInterrupted tranche.Kind = "slot.interrupted"
 
 	KindHeld      tranche.Kind = "slot.held"      // another worker (a replica, a backfill) runs the slot; it is watched until that ends

@@ -97,27 +97,35 @@ func TestOverlapSkipAfterDowntime(t *testing.T) {
 	})
 }
 
-// TestOverlapWithAnotherWorker: the earlier slot may run elsewhere, here
-// under a backfill's lease: a queued slot waits for it, a skipped one is
-// not run, a concurrent one runs beside it.
+// TestOverlapWithAnotherWorker: the earlier slot may run elsewhere. Under
+// another scheduler's lease (a replica's), it is the earlier live run: a
+// queued slot waits for it, a skipped one is not run, a concurrent one
+// runs beside it. Under a backfill's lease it is not: the later slot runs
+// when it is due, whatever the policy, and the held slot is left to the
+// backfill.
 func TestOverlapWithAnotherWorker(t *testing.T) {
 	for _, tc := range []struct {
+		holder  string // who runs 00:00 from 00:50 to 02:55: "replica" or "backfill"
 		overlap schedule.Overlap
-		calls   []string // the backfill's run, then the scheduler's
+		calls   []string // the scheduler's runs
 		skipped []string
 	}{
-		{schedule.OverlapQueue, []string{"00:00 at 00:50", "01:00 at 02:55", "02:00 at 03:00"}, nil},
-		{schedule.OverlapSkip, []string{"00:00 at 00:50", "02:00 at 03:00"}, []string{"2026-01-10T01:00Z live"}},
-		{schedule.OverlapConcurrent, []string{"00:00 at 00:50", "01:00 at 02:00", "02:00 at 03:00"}, nil},
+		{"replica", schedule.OverlapQueue, []string{"01:00 at 02:55", "02:00 at 03:00"}, nil},
+		{"replica", schedule.OverlapSkip, []string{"02:00 at 03:00"}, []string{"2026-01-10T01:00Z live"}},
+		{"replica", schedule.OverlapConcurrent, []string{"01:00 at 02:00", "02:00 at 03:00"}, nil},
+		{"backfill", schedule.OverlapQueue, []string{"01:00 at 02:00", "02:00 at 03:00"}, nil},
+		{"backfill", schedule.OverlapSkip, []string{"01:00 at 02:00", "02:00 at 03:00"}, nil},
+		{"backfill", schedule.OverlapConcurrent, []string{"01:00 at 02:00", "02:00 at 03:00"}, nil},
 	} {
-		t.Run(string(tc.overlap), func(t *testing.T) {
+		t.Run(tc.holder+"/"+string(tc.overlap), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
 				clock := offsetClock(base)
 				l := memledger.New(nil)
 				w := newWork(t, tranche.Hour, time.UTC, clock)
+				first := tranche.PartitionOf(tranche.Hour, base)
 				w.take = func(key string) time.Duration {
-					if key == "2026-01-10T00:00Z" {
+					if key == first.Key() {
 						return 125 * time.Minute
 					}
 					return time.Minute
@@ -125,19 +133,34 @@ func TestOverlapWithAnotherWorker(t *testing.T) {
 				var ev events
 				s := &schedule.Scheduler{DAG: w.dag, Ledger: l, Overlap: tc.overlap, Now: clock, OnEvent: ev.hook}
 				stop := start(t, s)
-				// A backfill runs 00:00 from 00:50 to 02:55.
-				time.Sleep(20 * time.Minute)
-				bf := &backfill.Backfill{DAG: w.dag, Ledger: l, Partitions: []tranche.TimePartition{tranche.PartitionOf(tranche.Hour, base)}}
+				time.Sleep(20 * time.Minute) // to 00:50
 				done := make(chan error, 1)
-				go func() { _, err := bf.Run(context.Background()); done <- err }()
+				switch tc.holder {
+				case "backfill":
+					bf := &backfill.Backfill{DAG: w.dag, Ledger: l, Partitions: []tranche.TimePartition{first}}
+					go func() { _, err := bf.Run(context.Background()); done <- err }()
+				default:
+					id := backfill.DAGIdentity(w.dag, tranche.Hour, time.UTC)
+					lease, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: id, Worker: "replica", RunID: backfill.RunID(id, first.Start, first.End),
+						Partitions: []tranche.TimePartition{first}, Lease: 3 * time.Hour, Policy: ledger.RerunNone})
+					if err != nil {
+						t.Fatal(err)
+					}
+					go func() {
+						time.Sleep(125 * time.Minute)
+						done <- l.Finish(context.Background(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}})
+					}()
+				}
 				time.Sleep(160 * time.Minute) // to 03:30
 				stop()
 				if err := <-done; err != nil {
-					t.Fatalf("backfill: %v", err)
+					t.Fatalf("%s: %v", tc.holder, err)
 				}
 				var got []string
 				for _, c := range w.callList() {
-					got = append(got, c.key[11:16]+" at "+c.at.Format("15:04"))
+					if c.key != first.Key() {
+						got = append(got, c.key[11:16]+" at "+c.at.Format("15:04"))
+					}
 				}
 				if diff := cmp.Diff(tc.calls, got); diff != "" {
 					t.Errorf("runs (-want +got):\n%s", diff)
@@ -149,6 +172,9 @@ func TestOverlapWithAnotherWorker(t *testing.T) {
 					if diff := cmp.Diff([]string{"2026-01-10T00:00Z live"}, ev.of(k)); diff != "" {
 						t.Errorf("%s (-want +got):\n%s", k, diff)
 					}
+				}
+				if st := s.Status(); st.Last.Key() != "2026-01-10T02:00Z" {
+					t.Errorf("Status.Last = %s; want 2026-01-10T02:00Z, the scheduler's own newest run", st.Last.Key())
 				}
 			})
 		})
@@ -189,4 +215,31 @@ func TestFailedSlotStaysFailed(t *testing.T) {
 			t.Errorf("Status after the restart: last %s %s, %d failed; want 2026-01-10T03:00Z succeeded, none failed", st.Last.Key(), st.LastState, st.Failed)
 		}
 	})
+}
+
+// TestOverlapText: every policy's text form reads back as itself, ""
+// being queue, and an unknown one is refused with the accepted ones.
+func TestOverlapText(t *testing.T) {
+	for _, tc := range []struct {
+		o    schedule.Overlap
+		text string
+	}{
+		{"", "queue"},
+		{schedule.OverlapQueue, "queue"},
+		{schedule.OverlapSkip, "skip"},
+		{schedule.OverlapConcurrent, "concurrent"},
+	} {
+		text, err := tc.o.MarshalText()
+		if err != nil || string(text) != tc.text {
+			t.Errorf("Overlap(%q).MarshalText() = %q, %v; want %q", tc.o, text, err, tc.text)
+		}
+		var back schedule.Overlap
+		if err := back.UnmarshalText(text); err != nil || string(back) != tc.text {
+			t.Errorf("UnmarshalText(%q) = %q, %v; want %q", text, back, err, tc.text)
+		}
+	}
+	var o schedule.Overlap
+	if err := o.UnmarshalText([]byte("sometimes")); err == nil || !strings.Contains(err.Error(), "accepted: queue, skip, concurrent") {
+		t.Errorf("UnmarshalText(sometimes): %v; want the accepted policies", err)
+	}
 }

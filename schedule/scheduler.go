@@ -107,8 +107,21 @@ type Scheduler struct {
 	// Overlap says what a slot that comes due while an earlier one still
 	// runs does: wait for it ([OverlapQueue], "" too), not run
 	// ([OverlapSkip]) or run beside it ([OverlapConcurrent]). An earlier
-	// slot runs here, or under another worker's live lease.
+	// slot runs here, or under another scheduler's live lease; one a
+	// backfill runs does not count, since a backfill is not the live
+	// run the policy orders, and a backfill of a year beside the
+	// scheduler would otherwise hold every live slot back.
 	Overlap Overlap
+
+	// Budget, when not nil, is a concurrency budget the scheduler shares
+	// with the backfills and other schedulers of its process: each slot,
+	// once claimed, waits for a place with [backfill.Budget.AcquireFirst],
+	// ahead of every backfill partition waiting, runs, and gives the
+	// place back. A slot that closes during a backfill sharing the budget
+	// then starts before the backfill's next partition, waiting only for
+	// the runs already going when the budget is full. Nil means no
+	// bound: a slot runs whatever else runs.
+	Budget *backfill.Budget
 
 	// Runner runs each slot; nil means a zero Runner. Its OnEvent hook
 	// sees the events of every run, without their trigger.
@@ -181,6 +194,16 @@ const (
 	// those still running.
 	OverlapConcurrent Overlap = "concurrent"
 )
+
+// MarshalText implements [encoding.TextMarshaler]: the policy's text
+// form, "queue" for "". With UnmarshalText, it lets an Overlap be a flag
+// ([flag.TextVar]) or a field of a configuration file.
+func (o Overlap) MarshalText() ([]byte, error) {
+	if o == "" {
+		o = OverlapQueue
+	}
+	return []byte(o), nil
+}
 
 // UnmarshalText implements [encoding.TextUnmarshaler]: "queue" ("" too),
 // "skip" or "concurrent"; any other text is refused with an error that
@@ -425,6 +448,9 @@ type slot struct {
 	heldUntil time.Time
 	refused   bool // the ledger refused a claim that its history allowed
 	announced bool // KindHeld was emitted
+	// byBackfill: the holder is a backfill, whose run is no earlier live
+	// run for the overlap policy.
+	byBackfill bool
 }
 
 // run is the state of one Run. The loop goroutine owns every field but
@@ -802,9 +828,10 @@ func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string
 }
 
 // busy reports, for OverlapSkip, whether a slot before p runs here or
-// elsewhere, or waits to run here.
+// under another scheduler's lease, or waits to run here. A backfill's
+// run does not count.
 func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
-	if r.inflight > 0 || len(r.pending) > 0 {
+	if r.inflight > 0 || slices.ContainsFunc(r.pending, func(sl *slot) bool { return !sl.byBackfill }) {
 		return true, nil
 	}
 	prev := p.Prev()
@@ -813,7 +840,7 @@ func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("tranche: reading ledger: %w", err)
 		}
-		if a.State == ledger.StateRunning && now.Before(a.LeaseUntil) {
+		if a.State == ledger.StateRunning && a.Backfill == "" && now.Before(a.LeaseUntil) {
 			return true, nil
 		}
 	}
@@ -867,7 +894,7 @@ func (r *run) refresh(ctx context.Context) error {
 			// behind the write): look again later.
 			r.hold(sl, now.Add(r.cfg.heartbeat), now, nil)
 		default:
-			sl.heldUntil = time.Time{}
+			sl.heldUntil, sl.byBackfill = time.Time{}, false
 		}
 		sl.refused = false
 	}
@@ -881,6 +908,7 @@ func (r *run) refresh(ctx context.Context) error {
 // latest a heartbeat interval from now.
 func (r *run) hold(sl *slot, until, now time.Time, a *ledger.Attempt) {
 	sl.heldUntil = minTime(until, now.Add(r.cfg.heartbeat))
+	sl.byBackfill = a != nil && a.Backfill != ""
 	if !sl.announced {
 		sl.announced = true
 		r.emit(KindHeld, sl, func(e *tranche.Event) {
@@ -900,25 +928,31 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // dispatch claims and starts the pending slots the overlap policy lets
-// run: the oldest, when nothing runs here, or every one that is not held.
+// run: every one that is not held, or, unless slots run concurrently,
+// the oldest, once nothing runs here. A slot a backfill holds is passed
+// over: its run is not an earlier live run that later slots wait for.
 func (r *run) dispatch(ctx context.Context) error {
+	concurrent := r.cfg.overlap == OverlapConcurrent
 	for i := 0; i < len(r.pending); {
 		sl := r.pending[i]
-		concurrent := r.cfg.overlap == OverlapConcurrent
 		switch {
-		case !concurrent && (r.inflight > 0 || i > 0):
+		case !concurrent && r.inflight > 0:
 			return nil
+		case !sl.heldUntil.IsZero() && !concurrent && !sl.byBackfill:
+			return nil // the earlier slot runs under another scheduler's lease
 		case !sl.heldUntil.IsZero():
 			i++
 			continue
 		}
 		started, err := r.claim(ctx, sl)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
-		}
-		if started {
+		case started:
 			r.pending = slices.Delete(r.pending, i, i+1)
-		} else {
+		case !concurrent:
+			return nil // refused: looked at again at once
+		default:
 			i++
 		}
 	}
@@ -972,11 +1006,22 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 	}
 	k, runCtx := keep(r.ctx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
 	opts := tranche.RunOptions{RunID: lease.RunID, Attempt: lease.Attempts[0], Tokens: lease.Tokens(), DAG: cfg.dag}
-	began := time.Now()
-	res, runErr := r.runner(sl).RunWith(runCtx, r.s.DAG, sl.p, &opts)
+	var res *tranche.Result
+	var runErr error
+	var took time.Duration
+	waitErr := r.place(runCtx, sl)
+	if waitErr == nil {
+		began := time.Now()
+		res, runErr = r.runner(sl).RunWith(runCtx, r.s.DAG, sl.p, &opts)
+		took = time.Since(began)
+		if r.s.Budget != nil {
+			// Given back before the outcome is recorded, so that the
+			// backfill's next partition does not wait on the ledger.
+			r.s.Budget.Release()
+		}
+	}
 	lost := k.release()
-	took := time.Since(began)
-	completed := runErr == nil && res.Status == tranche.StatusCompleted
+	completed := waitErr == nil && runErr == nil && res.Status == tranche.StatusCompleted
 
 	var kind tranche.Kind
 	var why error
@@ -984,10 +1029,21 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 	switch {
 	case lost != nil:
 		kind, why = KindInterrupted, lost
+	case waitErr != nil:
+		// Stopped before its run began: the claim is withdrawn, so that
+		// the slot is claimable at once rather than after the lease.
+		kind, why = KindInterrupted, fmt.Errorf("canceled while waiting for a place in the budget: %w", context.Cause(r.ctx))
+		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
+		if err := r.s.Ledger.Release(finishCtx, lease); err != nil {
+			why = fmt.Errorf("%w; the attempt is left to its lease (releasing it: %v)", why, err)
+		}
+		cancel()
 	case r.ctx.Err() != nil && !completed:
 		kind, why = KindInterrupted, fmt.Errorf("canceled: %w", context.Cause(r.ctx))
 	default:
-		outcome := ledger.Outcome{State: ledger.StateSucceeded}
+		// Ran makes the attempt's Started the run's start, after any wait
+		// for a place in the budget.
+		outcome := ledger.Outcome{State: ledger.StateSucceeded, Ran: took}
 		kind = KindSucceeded
 		if completed {
 			for _, o := range res.Assets {
@@ -999,7 +1055,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 			if why == nil {
 				why = fmt.Errorf("run %s %s: %w", lease.RunID, res.Status, errors.Join(assetErrors(res)...))
 			}
-			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error()}
+			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error(), Ran: took}
 		}
 		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
 		err := r.s.Ledger.Finish(finishCtx, lease, []ledger.Outcome{outcome})
@@ -1029,6 +1085,24 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		e.Err, e.Duration, e.Attempt, e.Rows = why, took, lease.Attempts[0], rows
 	})
 	r.done <- struct{}{}
+}
+
+// place waits for a place in the Budget, when there is one, ahead of
+// every backfill partition waiting, and marks the slot's run started.
+func (r *run) place(ctx context.Context, sl *slot) error {
+	if r.s.Budget == nil {
+		return nil
+	}
+	if err := r.s.Budget.AcquireFirst(ctx); err != nil {
+		return err
+	}
+	started := r.cfg.now()
+	r.count(func(st *Status) {
+		if st.Last.Equal(sl.p) {
+			st.LastStart = started
+		}
+	})
+	return nil
 }
 
 // finishTimeout bounds the call that records a slot's outcome, which

@@ -1,7 +1,8 @@
 // Package tranchecli is a command line for operating backfills: a
 // program registers its ledger and its DAGs in a [Program] and hands its
 // arguments to [Program.Main], which lists, watches, cancels, resumes,
-// plans and runs backfills, as Dagu's and dlt's commands do.
+// plans and runs backfills, as Dagu's and dlt's commands do, and keeps
+// the DAGs current.
 //
 //	func main() {
 //		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -28,6 +29,7 @@
 //	resume ID                   undo a cancel; the backfill runs here when its DAG is registered
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
+//	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
 //
 // The flags of plan and run choose the backfill: --from and --to, the
 // bounds of its window as [tranche.ParseBound] reads them (half-open:
@@ -51,6 +53,28 @@
 // (an unknown backfill id among them, named in the message) and 0 when
 // it succeeds. Every read command (ls, status, history, plan) takes
 // --format text|json.
+//
+// # Scheduling
+//
+// schedule runs a [schedule.Scheduler] for each DAG it names, or for
+// every registered DAG when it names none, on the program's ledger and
+// with its Runner, until SIGINT, SIGTERM or the end of Main's context,
+// and then exits 0: a slot still running is canceled and its attempt
+// left to its lease, for the next scheduler on the ledger to take over.
+// Its flags: --delay, how long after a slot closes it runs;
+// --max-catch-up, how many missed slots, the newest, run after downtime
+// (5; 0 for none, the older ones being reported missed, for run to
+// backfill); --catch-up-window, a bound by time on those;
+// --overlap queue|skip|concurrent; --lease, renewed every third of it;
+// --worker, the name in the ledger (Program.Worker by default). A
+// negative duration or count, an unknown policy or DAG is bad usage. It
+// prints a line as each scheduler starts (its settings and first slot)
+// and stops (its counts), and one as each slot starts and ends, or is
+// missed, skipped, held by another worker or found done by one. Any
+// number of such processes share a ledger, each slot running once;
+// backfills, run by run in processes of their own, share the history:
+// each skips what the other landed, and a slot a backfill holds is left
+// to it.
 //
 // # The grid
 //

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/cliargs"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/schedule"
 )
 
 // LedgerEnv is the environment variable that names the ledger when
@@ -38,13 +40,14 @@ type Program struct {
 	Ledger ledger.Ledger
 	Open   func(ctx context.Context, url string) (ledger.Ledger, error)
 
-	// DAGs are the program's DAGs by name, which plan and run take and
-	// resume runs here when a backfill's DAG is among them. Without
-	// them, plan and run refuse, and resume leaves the run to workers.
+	// DAGs are the program's DAGs by name, which plan, run and schedule
+	// take and resume runs here when a backfill's DAG is among them.
+	// Without them, plan, run and schedule refuse, and resume leaves the
+	// run to workers.
 	DAGs map[string]*tranche.DAG
 
-	// Runner runs the partitions of run and resume; nil means a zero
-	// Runner.
+	// Runner runs the partitions of run and resume, and the slots of
+	// schedule; nil means a zero Runner.
 	Runner *tranche.Runner
 
 	// Worker names this process in the ledger; "" means host-pid.
@@ -55,6 +58,12 @@ type Program struct {
 	// the grid is coloured, only when they are terminals.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+
+	// now and after are the clock of schedule's schedulers (see
+	// schedule.Scheduler's Now and After), nil for the system's: tests
+	// run it under an accelerated one.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 }
 
 // Exit codes of Program.Main.
@@ -148,6 +157,7 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 // A command is one subcommand.
 type command struct {
 	name, args, summary string
+	help                string                     // what help says beyond the summary; "" for nothing
 	min, max            int                        // how many arguments it takes
 	flags               func(*call, *flag.FlagSet) // its flags beyond --ledger
 	run                 func(context.Context, *call) error
@@ -162,6 +172,8 @@ var commands = []*command{
 	{name: "resume", args: "ID", min: 1, max: 1, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
 	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan},
 	{name: "run", args: "DAG", min: 1, max: 1, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun},
+	{name: "schedule", args: "[DAG...]", max: math.MaxInt, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
+		flags: scheduleFlags, run: runSchedule},
 }
 
 func commandNamed(name string) *command {
@@ -208,6 +220,11 @@ type options struct {
 	maxConcurrency int
 	maxPartitions  int
 	dryRun, yes    bool
+
+	delay, catchUpWindow, lease time.Duration
+	maxCatchUp                  int
+	overlap                     schedule.Overlap
+	worker                      string
 }
 
 // flags returns the flag set of cmd, printing its usage on errors.
@@ -221,7 +238,10 @@ func (c *call) flags(cmd *command) *flag.FlagSet {
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "usage: %s %s [flags]%s\n\n%s.\n", c.name, cmd.name, spaced(cmd.args), upper(cmd.summary))
-		if cmd.name == "plan" || cmd.name == "run" {
+		if cmd.help != "" {
+			fmt.Fprintf(out, "\n%s\n", cmd.help)
+		}
+		if cmd.name == "plan" || cmd.name == "run" || cmd.name == "schedule" {
 			fmt.Fprintf(out, "\nDAGs: %s\n", strings.Join(c.dagNames(), ", "))
 		}
 		fmt.Fprintln(out, "\nflags:")
@@ -235,7 +255,7 @@ func (c *call) flags(cmd *command) *flag.FlagSet {
 func (c *call) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s COMMAND [flags] [arguments]\n\ncommands:\n", c.name)
 	for _, cmd := range commands {
-		fmt.Fprintf(w, "  %-8s %-7s %s\n", cmd.name, cmd.args, cmd.summary)
+		fmt.Fprintf(w, "  %-8s %-8s %s\n", cmd.name, cmd.args, cmd.summary)
 	}
 	fmt.Fprintf(w, "\nRun '%s help COMMAND' for a command's flags.\n", c.name)
 }

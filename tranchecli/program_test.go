@@ -579,7 +579,7 @@ func TestLedgerFromURL(t *testing.T) {
 func TestHelp(t *testing.T) {
 	h := newHarness(t)
 	out := h.must(0, "help")
-	for _, c := range []string{"ls", "status", "history", "cancel", "resume", "plan", "run"} {
+	for _, c := range []string{"ls", "status", "history", "cancel", "resume", "plan", "run", "schedule"} {
 		if !strings.Contains(out, "\n  "+c+" ") {
 			t.Errorf("help lacks %s:\n%s", c, out)
 		}
@@ -588,6 +588,12 @@ func TestHelp(t *testing.T) {
 	for _, f := range []string{"-from", "-to", "-slot", "-chunk", "-rerun", "-max-concurrency", "-on-failure", "-dry-run", "-yes", "DAGs: events, nightly"} {
 		if !strings.Contains(out, f) {
 			t.Errorf("help run lacks %s:\n%s", f, out)
+		}
+	}
+	out = h.must(0, "help", "schedule")
+	for _, f := range []string{"usage: tr schedule [flags] [DAG...]", "-delay", "-max-catch-up", "-catch-up-window", "-overlap policy", "-lease", "-worker name", "SIGTERM", "DAGs: events, nightly"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("help schedule lacks %s:\n%s", f, out)
 		}
 	}
 	// -h prints the whole usage, as help does, on standard output.

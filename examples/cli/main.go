@@ -1,12 +1,14 @@
-// Cli is a program of its own with tranche's backfill commands: a daily
-// DAG, "events", registered in a tranchecli.Program over a SQLite ledger
-// (events.db, or the file --ledger or $TRANCHE_LEDGER names).
+// Cli is a program of its own with tranche's backfill commands and its
+// scheduler: a daily DAG, "events", registered in a tranchecli.Program
+// over a SQLite ledger (events.db, or the file --ledger or
+// $TRANCHE_LEDGER names).
 //
 //	go run ./examples/cli run events --from 2026-01-01T00:00:00Z --to 2026-01-08T00:00:00Z
 //	go run ./examples/cli ls
 //	go run ./examples/cli status ID [--watch] [--partitions]
 //	go run ./examples/cli history ID 2026-01-03
 //	go run ./examples/cli cancel ID; go run ./examples/cli resume ID
+//	go run ./examples/cli schedule [--delay 2h]   # each day once it ends, until SIGINT or SIGTERM
 //
 // EVENTS_FAIL=2026-01-03,2026-01-05 makes those days fail, as a source
 // that is down would.
