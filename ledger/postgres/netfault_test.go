@@ -232,9 +232,39 @@ func staleWrites(entries []runLogEntry, worker string, hs map[string][]ledger.At
 func TestNetCut(t *testing.T) {
 	for _, sink := range []string{"files", "sql"} {
 		for rep := range repeat(1) {
-			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { netCut(t, sink, false) })
+			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { netCut(t, cutCase{sink: sink}) })
 		}
 	}
+}
+
+// TestNetCutInTransaction is TestNetCut of the files destination, the
+// cut catching the worker inside a claim's transaction, holding the
+// backfill's cursor, which the others wait for until the server ends
+// the session idle in its transaction (idle_in_transaction_session_timeout,
+// 15 s by the ledger's default): they stall that long, no longer.
+func TestNetCutInTransaction(t *testing.T) { netCut(t, cutCase{sink: "files", inTx: true}) }
+
+// TestNetCutInTransactionNamed is TestNetCutInTransaction, checking
+// besides that the cut worker's claim that the server ended names the
+// lost connection. It fails: see the skip.
+func TestNetCutInTransactionNamed(t *testing.T) {
+	if os.Getenv("FAULT_BUGS") == "" {
+		t.Skip("ledger/postgres bug found by the network fault tests (issue 24): a session the server ends for its idle_in_transaction_session_timeout, " +
+			"which the ledger sets so that a worker cut off inside a transaction holds no lock for long, fails the worker's call with " +
+			"\"FATAL: terminating connection due to idle-in-transaction timeout (SQLSTATE 25P03)\", which classify does not name ErrConnectionLost; FAULT_BUGS=1 runs it")
+	}
+	netCut(t, cutCase{sink: "files", inTx: true, strictNamed: true})
+}
+
+// cutCase is a scenario of netCut: the sink; whether the cut catches the
+// worker inside a transaction that holds a lock the others wait for;
+// whether to fail on the writes of the bug of TestNetCutStaleRun, and on
+// claims failing after the heal with an error that names no lost
+// connection (TestNetCutInTransactionNamed).
+type cutCase struct {
+	sink                     string
+	inTx                     bool
+	strictStale, strictNamed bool
 }
 
 // TestNetCutStaleRun is TestNetCut, checking besides that the cut worker
@@ -246,10 +276,11 @@ func TestNetCutStaleRun(t *testing.T) {
 			"whose Release then fails (fenced: taken over), is run anyway under its lease re-kept from now by the worker's clock " +
 			"(runClaimed: x.keeper.keep(lease, x.keeper.now(), ...)), so that it writes after its lease expired; FAULT_BUGS=1 runs it")
 	}
-	netCut(t, "files", true)
+	netCut(t, cutCase{sink: "files", strictStale: true})
 }
 
-func netCut(t *testing.T, sink string, strict bool) {
+func netCut(t *testing.T, c cutCase) {
+	sink, strict, inTx := c.sink, c.strictStale, c.inTx
 	const days = 1200
 	const lease = time.Second
 	const concurrency = 4
@@ -292,6 +323,30 @@ func netCut(t *testing.T, sink string, strict bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cut.proxy.Cut(netfault.Both, 0)
+	if inTx {
+		// Cut until the cut catches it inside a transaction holding a
+		// lock the others wait for: the backfill's cursor, inside a
+		// claim. The cut holds its next statement, or the reply it
+		// waits for before it sends it.
+		for tries := 0; ; tries++ {
+			time.Sleep(50 * time.Millisecond)
+			var n int
+			if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity a WHERE a.application_name LIKE 'pgworker-w%' AND EXISTS
+				(SELECT 1 FROM pg_stat_activity c WHERE c.application_name = 'pgworker-cut' AND c.pid = ANY(pg_blocking_pids(a.pid)))`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 && len(running("cut")) > 0 {
+				t.Logf("the cut caught the worker holding a lock %d sessions of the others wait for, after %d tries", n, tries+1)
+				break
+			}
+			if tries == 500 {
+				t.Fatal("500 cuts caught the worker holding no lock the others wait for")
+			}
+			cut.proxy.Heal()
+			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+			cut.proxy.Cut(netfault.Both, 0)
+		}
+	}
 	cutAt := time.Now()
 	// What the worker had sent before the cut is served meanwhile: then
 	// its partitions running in the ledger are those it holds.
@@ -378,6 +433,14 @@ func netCut(t *testing.T, sink string, strict bool) {
 			if strings.Contains(e.Err, "recording") {
 				refusedFinishes++
 			}
+		case e.Ev == "failure" && e.Claim && e.At.After(healAt) || e.Ev == "run" && e.Err != "" && e.End.After(healAt):
+			t.Logf("the cut worker after the heal: %s %s: %q (lost %v, fenced %v)", e.Ev, e.Key, e.Err, e.Lost, e.Fenced)
+			if c.strictNamed && e.Ev == "failure" && !e.Lost {
+				t.Errorf("the cut worker's claim of %s failed after the heal with %q; want the lost connection named", e.Key, e.Err)
+			}
+			if e.Ev == "run" {
+				lateRuns++
+			}
 		case e.Ev == "run" && e.End.After(healAt):
 			lateRuns++
 			if e.Err != "" && e.Failed == 0 && e.Unclaimed == 0 && e.Held == 0 {
@@ -386,9 +449,26 @@ func netCut(t *testing.T, sink string, strict bool) {
 		}
 	}
 	late := cut.proxy.Stats().Late
-	if renewals == 0 || late.Up == lateBefore.Up || lateFailures == 0 || lateRuns == 0 || !cs.Done {
-		t.Errorf("during the cut %d lease renewals failed, %d bytes of requests were delivered late; after it, %d failures of partitions held, %d runs ended; done %v; want each",
-			renewals, late.Up-lateBefore.Up, lateFailures, lateRuns, cs.Done)
+	if late.Total() == lateBefore.Total() || lateFailures == 0 || lateRuns == 0 || !cs.Done {
+		t.Errorf("after the cut, %d bytes it held were delivered late, %d partitions it held failed, %d runs ended; done %v; want each",
+			late.Total()-lateBefore.Total(), lateFailures, lateRuns, cs.Done)
+	}
+	if inTx && stalled < 10*time.Second {
+		t.Errorf("the others stalled %v at most; want them held up by the cut worker's lock until the server's idle_in_transaction_session_timeout (15 s) ended its session", stalled.Round(time.Millisecond))
+	}
+	// The partitions it claimed ahead, waiting for a slot that the
+	// finishes held up by the cut kept busy, renewed their leases during
+	// it.
+	if len(held) > concurrency && renewals == 0 {
+		t.Errorf("the cut worker held %d partitions, more than it runs at once, and no renewal of their leases failed during the cut", len(held))
+	}
+	// The server ends a session idle inside a transaction after
+	// idle_in_transaction_session_timeout, 15 s by the ledger's default:
+	// a worker cut off holding a lock the others wait for (the cursor,
+	// inside a claim) holds them up no longer, slack for a loaded
+	// machine aside.
+	if stalled > 20*time.Second {
+		t.Errorf("the others ran nothing for %v during the cut; want no longer than the server's idle_in_transaction_session_timeout of 15 s", stalled.Round(time.Millisecond))
 	}
 	var staleText []string
 	for _, k := range slices.Sorted(maps.Keys(stale)) {
