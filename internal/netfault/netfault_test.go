@@ -148,6 +148,17 @@ func awaitReceived(t *testing.T, e *echo, n int64) {
 	}
 }
 
+// awaitStats waits until the proxy's stats satisfy ok, at most 5 s, and
+// returns them.
+func awaitStats(t *testing.T, p *Proxy, ok func(Stats) bool) Stats {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if s := p.Stats(); ok(s) || time.Now().After(deadline) {
+			return s
+		}
+	}
+}
+
 func fill(r *rand.Rand, b []byte) {
 	for i := range b {
 		b[i] = byte(r.Uint32())
@@ -171,7 +182,8 @@ func TestForward(t *testing.T) {
 	if !bytes.Equal(got, payload) {
 		t.Fatal("the payload came back changed")
 	}
-	if s := p.Stats(); s.Accepted != 1 || s.Forwarded.Up != int64(len(payload)+5) || s.Forwarded.Down != s.Forwarded.Up || s.Late != (Bytes{}) {
+	want := int64(len(payload) + 5)
+	if s := awaitStats(t, p, func(s Stats) bool { return s.Forwarded.Down >= want }); s.Accepted != 1 || s.Forwarded.Up != want || s.Forwarded.Down != want || s.Late != (Bytes{}) {
 		t.Errorf("stats %+v; want one connection, every byte forwarded once each way, none late", s)
 	}
 }
@@ -216,7 +228,9 @@ func TestCut(t *testing.T) {
 			expect(t, c, "during", 2*time.Second)
 			expect(t, late, "new", 2*time.Second)
 			roundTrip(t, c, "after", time.Second)
-			s := p.Stats()
+			// The proxy counts a chunk once its write returned, which
+			// may be after the client read it.
+			s := awaitStats(t, p, func(s Stats) bool { return s.Late.Total() >= held })
 			if want := (Bytes{Up: held}); dir != Down && s.Late != want {
 				t.Errorf("late %+v; want %+v: the requests held", s.Late, want)
 			}

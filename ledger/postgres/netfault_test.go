@@ -174,9 +174,8 @@ func (w *world) checkData(sink string) (map[string][]ledger.Attempt, int) {
 // landed after a newer attempt's, and the last is the success's.
 func (w *world) checkAudit(hs map[string][]ledger.Attempt, audit string) {
 	w.t.Helper()
-	z := proctest.Zombie{Histories: hs, Log: proctest.Writes(w.t, audit), Sink: "files"}
 	last := map[string]proctest.Write{}
-	for _, wr := range z.Log {
+	for _, wr := range proctest.Writes(w.t, audit) {
 		if prev, ok := last[wr.Key]; ok && wr.Token < prev.Token {
 			w.t.Errorf("partition %s: %s wrote token %d after %s wrote token %d: a stale write landed", wr.Key, wr.Worker, wr.Token, prev.Worker, prev.Token)
 		}
@@ -324,6 +323,7 @@ func netCut(t *testing.T, c cutCase) {
 	}
 	cut.proxy.Cut(netfault.Both, 0)
 	if inTx {
+		r := rng(t)
 		// Cut until the cut catches it inside a transaction holding a
 		// lock the others wait for: the backfill's cursor, inside a
 		// claim. The cut holds its next statement, or the reply it
@@ -343,7 +343,7 @@ func netCut(t *testing.T, c cutCase) {
 				t.Fatal("500 cuts caught the worker holding no lock the others wait for")
 			}
 			cut.proxy.Heal()
-			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+			time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond)
 			cut.proxy.Cut(netfault.Both, 0)
 		}
 	}
@@ -455,12 +455,6 @@ func netCut(t *testing.T, c cutCase) {
 	}
 	if inTx && stalled < 10*time.Second {
 		t.Errorf("the others stalled %v at most; want them held up by the cut worker's lock until the server's idle_in_transaction_session_timeout (15 s) ended its session", stalled.Round(time.Millisecond))
-	}
-	// The partitions it claimed ahead, waiting for a slot that the
-	// finishes held up by the cut kept busy, renewed their leases during
-	// it.
-	if len(held) > concurrency && renewals == 0 {
-		t.Errorf("the cut worker held %d partitions, more than it runs at once, and no renewal of their leases failed during the cut", len(held))
 	}
 	// The server ends a session idle inside a transaction after
 	// idle_in_transaction_session_timeout, 15 s by the ledger's default:
