@@ -10,7 +10,10 @@
 // when it ends. With -pause it stops itself (SIGSTOP) once, on partition
 // -pausekey, at one of proctest.PausePoints, so that the tests can make
 // it a zombie there and resume it (SIGCONT); -audit logs every write its
-// destination took. With -loop (the
+// destination took; -runlog writes what the network fault tests compare
+// with the ledger's clock: each run, each failure and its error, and the
+// instants of each execution's start, write and lease renewal that
+// failed. With -loop (the
 // default) it runs the backfill again, as a replica of a scaled-out job
 // would, until every partition has succeeded: partitions held by others
 // whose leases then expire are taken over, and calls that failed with the
@@ -35,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,6 +75,7 @@ var (
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's schema, committed with the ledger), or sql-separate (the same tables, committed on their own)")
+	runLogPath  = flag.String("runlog", "", "a log of this worker's runs, failures, executions, writes and failed lease renewals, one JSON object a line, appended to")
 )
 
 // summary is what backfill mode prints: the runs' reports added up.
@@ -178,10 +183,18 @@ func run() error {
 	lost := func(err error) bool {
 		return errors.Is(err, postgres.ErrConnectionLost) || errors.Is(err, postgres.ErrConnect)
 	}
+	rl, err := openRunLog(*runLogPath, lost)
+	if err != nil {
+		return err
+	}
+	defer rl.close()
+	rl.hook(b)
 	progressed, succeeded := time.Now(), 0
 	for ctx.Err() == nil {
+		began := time.Now()
 		r, err := b.Run(ctx)
 		out.Runs++
+		rl.run(out.Runs, began, r, err)
 		if r != nil {
 			out.Succeeded += r.Succeeded
 			out.Failed += r.Failed
@@ -233,4 +246,136 @@ func run() error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// runLog is the log of -runlog: one JSON object a line, each a
+// runLogEntry. Instants are the worker's clock, the machine's, which the
+// tests compare with the ledger's (the server's, on the same machine).
+type runLog struct {
+	mu   sync.Mutex
+	f    *os.File
+	enc  *json.Encoder
+	lost func(error) bool
+	// runs maps a run id to the partition and the ledger's attempt it
+	// runs, and writes to the instant the write of a run started.
+	runs   map[string]runLogEntry
+	writes map[string]time.Time
+}
+
+// runLogEntry is a line of the run log; Ev says which: "run" (a Run
+// returned: its counts and error), "failure" (a partition the run ran
+// that failed, or, with Claim, one whose claim failed), "start" (an
+// execution started: the runner's KindRunStarted), "write" (a write
+// ended: At is when it was announced, before the runner's last check of
+// the lease, and End when the destination returned; Err and Fenced say
+// how it failed, Stale that a destination refused it as older than a
+// write it holds) and "renew" (a lease renewal failed).
+type runLogEntry struct {
+	Ev        string    `json:"ev"`
+	Run       int       `json:"run,omitempty"`
+	Key       string    `json:"key,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	At        time.Time `json:"at"`
+	End       time.Time `json:"end,omitzero"`
+	Succeeded int       `json:"succeeded,omitempty"`
+	Failed    int       `json:"failed,omitempty"`
+	Unclaimed int       `json:"unclaimed,omitempty"`
+	Held      int       `json:"held,omitempty"`
+	Err       string    `json:"err,omitempty"`
+	Fenced    bool      `json:"fenced,omitempty"` // the error matches tranche.ErrFenced
+	Lost      bool      `json:"lost,omitempty"`   // the error matches postgres.ErrConnectionLost or ErrConnect
+	Stale     bool      `json:"stale,omitempty"`  // the error is a *tranche.StaleWriteError
+	Claim     bool      `json:"claim,omitempty"`
+}
+
+// openRunLog opens the run log at path, or returns a log that writes
+// nothing when path is "".
+func openRunLog(path string, lost func(error) bool) (*runLog, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := proctest.OpenLog(path)
+	if err != nil {
+		return nil, err
+	}
+	return &runLog{f: f, enc: json.NewEncoder(f), lost: lost, runs: map[string]runLogEntry{}, writes: map[string]time.Time{}}, nil
+}
+
+func (l *runLog) close() {
+	if l != nil {
+		l.f.Close()
+	}
+}
+
+func (l *runLog) add(e runLogEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.enc.Encode(e)
+}
+
+// entry fills e's error fields from err.
+func (l *runLog) entry(e runLogEntry, err error) runLogEntry {
+	if err != nil {
+		_, stale := errors.AsType[*tranche.StaleWriteError](err)
+		e.Err, e.Fenced, e.Lost, e.Stale = err.Error(), errors.Is(err, tranche.ErrFenced), l.lost(err), stale
+	}
+	return e
+}
+
+// hook logs the executions, writes and failed renewals of b's runs,
+// after the hooks b has.
+func (l *runLog) hook(b *backfill.Backfill) {
+	if l == nil {
+		return
+	}
+	inner := b.Runner.OnEvent
+	b.Runner.OnEvent = func(ctx context.Context, ev tranche.Event) {
+		now := time.Now() // before the runner goes on: a write's, before its check of the lease
+		if inner != nil {
+			inner(ctx, ev)
+		}
+		l.mu.Lock()
+		run := l.runs[ev.RunID]
+		switch ev.Kind {
+		case tranche.KindRunStarted:
+			run = runLogEntry{Ev: "start", Key: ev.Target, Attempt: ev.Attempt, At: now}
+			l.runs[ev.RunID] = run
+		case tranche.KindWriteStarted:
+			l.writes[ev.RunID] = now
+		case tranche.KindRunCompleted, tranche.KindRunFailed, tranche.KindRunCanceled:
+			delete(l.runs, ev.RunID)
+			delete(l.writes, ev.RunID)
+		}
+		at := l.writes[ev.RunID]
+		l.mu.Unlock()
+		switch ev.Kind {
+		case tranche.KindRunStarted:
+			l.add(run)
+		case tranche.KindWriteCompleted, tranche.KindWriteFailed:
+			l.add(l.entry(runLogEntry{Ev: "write", Key: run.Key, Attempt: run.Attempt, At: at, End: now}, ev.Err))
+		}
+	}
+	b.OnEvent = func(_ context.Context, ev tranche.Event) {
+		if ev.Kind == backfill.KindLeaseRenewFailed {
+			l.add(l.entry(runLogEntry{Ev: "renew", Key: ev.Target, At: time.Now()}, ev.Err))
+		}
+	}
+}
+
+// run logs a Run that began at began and returned r and err.
+func (l *runLog) run(n int, began time.Time, r *backfill.Result, err error) {
+	if l == nil {
+		return
+	}
+	e := runLogEntry{Ev: "run", Run: n, At: began, End: time.Now()}
+	if r != nil {
+		e.Succeeded, e.Failed, e.Unclaimed, e.Held = r.Succeeded, r.Failed, r.Unclaimed, r.Held
+		for _, f := range r.Failures {
+			l.add(l.entry(runLogEntry{Ev: "failure", Run: n, Key: f.Key, At: e.End}, f.Err))
+		}
+		for _, f := range r.ClaimFailures {
+			l.add(l.entry(runLogEntry{Ev: "failure", Run: n, Key: f.Key, At: e.End, Claim: true}, f.Err))
+		}
+	}
+	l.add(l.entry(e, err))
 }
