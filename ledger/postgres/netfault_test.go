@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,7 +230,7 @@ func staleWrites(entries []runLogEntry, worker string, hs map[string][]ledger.At
 func TestNetCut(t *testing.T) {
 	for _, sink := range []string{"files", "sql"} {
 		for rep := range repeat(1) {
-			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { netCut(t, cutCase{sink: sink}) })
+			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { netCut(t, cutCase{sink: sink, strictStale: true}) })
 		}
 	}
 }
@@ -241,17 +240,7 @@ func TestNetCut(t *testing.T) {
 // backfill's cursor, which the others wait for until the server ends
 // the session idle in its transaction (idle_in_transaction_session_timeout,
 // 15 s by the ledger's default): they stall that long, no longer.
-func TestNetCutInTransaction(t *testing.T) { netCut(t, cutCase{sink: "files", inTx: true}) }
-
-// TestNetCutInTransactionNamed is TestNetCutInTransaction, checking
-// besides that the cut worker's claim that the server ended names the
-// lost connection. It fails: see the skip.
-func TestNetCutInTransactionNamed(t *testing.T) {
-	if os.Getenv("FAULT_BUGS") == "" {
-		t.Skip("ledger/postgres bug found by the network fault tests (issue 24): a session the server ends for its idle_in_transaction_session_timeout, " +
-			"which the ledger sets so that a worker cut off inside a transaction holds no lock for long, fails the worker's call with " +
-			"\"FATAL: terminating connection due to idle-in-transaction timeout (SQLSTATE 25P03)\", which classify does not name ErrConnectionLost; FAULT_BUGS=1 runs it")
-	}
+func TestNetCutInTransaction(t *testing.T) {
 	netCut(t, cutCase{sink: "files", inTx: true, strictNamed: true})
 }
 
@@ -264,18 +253,6 @@ type cutCase struct {
 	sink                     string
 	inTx                     bool
 	strictStale, strictNamed bool
-}
-
-// TestNetCutStaleRun is TestNetCut, checking besides that the cut worker
-// wrote nothing once its leases had expired by the ledger's clock. It
-// fails: see the skip.
-func TestNetCutStaleRun(t *testing.T) {
-	if os.Getenv("FAULT_BUGS") == "" {
-		t.Skip("backfill bug found by the network fault tests (issue 24): a job claimed ahead that waited past its heartbeat interval, " +
-			"whose Release then fails (fenced: taken over), is run anyway under its lease re-kept from now by the worker's clock " +
-			"(runClaimed: x.keeper.keep(lease, x.keeper.now(), ...)), so that it writes after its lease expired; FAULT_BUGS=1 runs it")
-	}
-	netCut(t, cutCase{sink: "files", strictStale: true})
 }
 
 func netCut(t *testing.T, c cutCase) {
@@ -494,7 +471,7 @@ func TestNetLostReplies(t *testing.T) {
 	r := rng(t)
 	for _, sink := range []string{"files", "sql"} {
 		for rep := range repeat(1) {
-			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { lostReplies(t, r, sink, false) })
+			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { lostReplies(t, r, sink, true) })
 		}
 	}
 }
@@ -502,21 +479,6 @@ func TestNetLostReplies(t *testing.T) {
 // badConn is database/sql's driver.ErrBadConn, as its text shows in a
 // worker's failure.
 const badConn = "driver: bad connection"
-
-// TestNetLostRepliesNamed is TestNetLostReplies without tolerating the
-// failures that name no lost connection but database/sql's
-// driver.ErrBadConn. It fails, now and then: see the skip.
-func TestNetLostRepliesNamed(t *testing.T) {
-	if os.Getenv("FAULT_BUGS") == "" {
-		t.Skip("ledger/postgres bug found by the network fault tests (issue 24): when a network fault ends every connection of a worker's pool at once, " +
-			"database/sql hands a call three dead connections in a row and returns driver.ErrBadConn (\"" + badConn + "\"), which classify neither names " +
-			"ErrConnectionLost nor retries, though nothing reached the server: a claim or a finish fails unexplained; FAULT_BUGS=1 runs it")
-	}
-	r := rng(t)
-	for rep := range repeat(3) {
-		t.Run(strconv.Itoa(rep), func(t *testing.T) { lostReplies(t, r, "files", true) })
-	}
-}
 
 func lostReplies(t *testing.T, r *rand.Rand, sink string, strict bool) {
 	const days = 1000

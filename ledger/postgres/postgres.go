@@ -83,6 +83,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -419,7 +420,8 @@ func classify(err error, role, database, where string) (kind error, hint string,
 			return ErrConnect, "the server has no connection slot left: raise its max_connections, or lower Options.MaxConns times the number of workers", false
 		case code == "57P03":
 			return ErrConnect, "the server is starting up or shutting down; try again in a moment", false
-		case code == "57P01", code == "57P02", code == "57P05", strings.HasPrefix(code, "08"):
+		case code == "57P01", code == "57P02", code == "57P05", strings.HasPrefix(code, "08"),
+			code == "25P03": // the session ended idle in a transaction, as a worker cut off in one is (Options' idle timeout)
 			return ErrConnectionLost, lostHint, false
 		case code == "25006":
 			return sqlledger.ErrReadOnly, "the server is a read-only standby, or the database is read-only (default_transaction_read_only): point the ledger at the primary; nothing was written", false
@@ -439,6 +441,13 @@ func classify(err error, role, database, where string) (kind error, hint string,
 	}
 	if pgconn.Timeout(err) {
 		return nil, "", false // the caller's deadline: the context says so
+	}
+	if errors.Is(err, driver.ErrBadConn) {
+		// database/sql found every connection it tried dead before it
+		// sent the call (the driver says bad only when nothing reached
+		// the server), as after a network fault ends a pool's
+		// connections at once: the call may simply be made again.
+		return ErrConnectionLost, lostHint, true
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
