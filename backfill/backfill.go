@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -204,8 +205,8 @@ type config struct {
 	rerun              ledger.RerunPolicy
 	onFailure          tranche.FailurePolicy
 	lease, heartbeat   time.Duration
-	selection                  // what the backfill covers
-	match              matcher // how attempts match its partitions
+	selection                            // what the backfill covers
+	match              slotmatch.Matcher // how attempts match its partitions
 }
 
 // config validates the backfill before anything is read or written.
@@ -281,7 +282,7 @@ func (b *Backfill) fields() (*config, error) {
 	}
 	cfg.selection = sel
 	w := sel.window
-	cfg.match = newMatcher(w.Granularity(), w.Location())
+	cfg.match = slotmatch.New(w.Granularity(), w.Location())
 	cfg.dag = DAGIdentity(b.DAG, w.Granularity(), w.Location())
 	if sel.chosen() {
 		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
@@ -445,8 +446,8 @@ func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bo
 		top, err := b.Ledger.RevisionIn(ctx, cfg.dag, from, to, rev)
 		return top != 0, err
 	}
-	if lr, ok := b.Ledger.(ledger.LatestReader); ok && cfg.match.byFire() {
-		from, to := cfg.match.span(cfg.window.Start(), cfg.window.End())
+	if lr, ok := b.Ledger.(ledger.LatestReader); ok && cfg.match.ByFire() {
+		from, to := cfg.match.Span(cfg.window.Start(), cfg.window.End())
 		starts, err := lr.ChangedIn(ctx, cfg.dag, from, to, rev)
 		if err != nil {
 			return false, err
@@ -656,7 +657,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 		x.settleHeld(ctx, d)
 	} else {
 		d.notRun(d.queue)
-		d.queue = nil
+		d.queue, d.jobs = nil, nil
 	}
 	d.pool.wait()
 	x.keeper.close()
@@ -898,12 +899,21 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		// Claimed ahead, and the jobs before it ran longer than the
 		// lookahead foresaw, or the worker stalled: rather than hold it
 		// from workers that may be free, give it back, and settle it
-		// with the partitions held elsewhere. A release that fails
-		// (taken over meanwhile, or the ledger unreachable) leaves it to
-		// the newer attempt, or to its lease.
+		// with the partitions held elsewhere. It never runs under a
+		// lease it may have lost.
 		kept.release()
-		_ = b.Ledger.Release(x.finishCtx, lease)
-		x.holdElsewhere(u)
+		switch err := b.Ledger.Release(x.finishCtx, lease); {
+		case err == nil:
+			x.holdElsewhere(u)
+		case errors.Is(err, ledger.ErrFenced):
+			// Taken over while it waited: lost to a newer attempt, as a
+			// run that loses its lease is.
+			x.fail(ctx, u, fmt.Errorf("tranche: %s, claimed ahead, was taken over before it started: %w", u.window, err))
+		default:
+			// Still held, until its lease expires: the holders' settling
+			// finds it then.
+			x.holdElsewhere(u)
+		}
 		return
 	}
 	if b.Budget != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -76,6 +77,6 @@ func windowStatus(l ledger.Ledger, dag string, w tranche.TimePartitionWindow) (*
 		Record: ledger.BackfillRecord{DAG: dag, Window: w.String(), Chunk: 1},
 		Window: w, Counts: map[ledger.State]int{}, ledger: l,
 		sel:   selection{window: w, total: w.Len()},
-		match: newMatcher(w.Granularity(), w.Location()),
+		match: slotmatch.New(w.Granularity(), w.Location()),
 	}, nil
 }

@@ -30,7 +30,8 @@ type dispatcher struct {
 	ctx  context.Context
 	pool *pool
 
-	queue []*job // jobs to run that no claim has examined yet, in order
+	queue []*job       // jobs to run that no claim has examined yet, in order
+	jobs  []ledger.Job // what ClaimNext is given of each of queue, made once
 
 	mu  sync.Mutex
 	seq int // the next claimed job's number
@@ -71,6 +72,7 @@ func (x *execution) newDispatcher(ctx context.Context) *dispatcher {
 // add queues a job to run, claiming once enough are queued.
 func (d *dispatcher) add(u *job) {
 	d.queue = append(d.queue, u)
+	d.jobs = append(d.jobs, ledger.Job{RunID: d.x.runID(u), Partitions: u.partitions})
 	if len(d.queue) >= queueBatch {
 		d.claim(queueBatch / 2)
 	}
@@ -86,16 +88,12 @@ func (d *dispatcher) claim(keep int) {
 	for len(d.queue) > keep {
 		if d.ctx.Err() != nil || x.stop.Load() {
 			d.notRun(d.queue)
-			d.queue = nil
+			d.queue, d.jobs = nil, nil
 			return
-		}
-		jobs := make([]ledger.Job, len(d.queue))
-		for i, u := range d.queue {
-			jobs[i] = ledger.Job{RunID: x.runID(u), Partitions: u.partitions}
 		}
 		claimed := x.keeper.now()
 		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
-			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: jobs, Descending: x.b.Order == NewestFirst,
+			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
 			Want: d.want(), Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision,
 		})
 		switch {
@@ -108,7 +106,7 @@ func (d *dispatcher) claim(keep int) {
 			// Nothing was claimed: the first job counts the failure,
 			// and the others are tried again unless it stops claims.
 			u := d.queue[0]
-			d.queue = d.queue[1:]
+			d.queue, d.jobs = d.queue[1:], d.jobs[1:]
 			x.unclaimed(d.ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 			continue
 		}
@@ -122,7 +120,7 @@ func (d *dispatcher) claim(keep int) {
 			u.seq = d.nextSeq()
 			d.start(u, g.Lease, claimed)
 		}
-		d.queue = d.queue[len(grants):]
+		d.queue, d.jobs = d.queue[len(grants):], d.jobs[len(grants):]
 	}
 }
 

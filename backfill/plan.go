@@ -146,7 +146,7 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 				parts = append(parts, p)
 			}
 			latest := make([]*ledger.Attempt, n)
-			if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
+			if err := cfg.match.ReadLatest(ctx, b.Ledger, cfg.dag, parts, latest); err != nil {
 				yield(nil, err)
 				return
 			}
@@ -362,7 +362,7 @@ func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chu
 			}
 		}
 		latest := make([]*ledger.Attempt, n)
-		if err := readLatest(ctx, b.Ledger, cfg.dag, cfg.match, parts, latest); err != nil {
+		if err := cfg.match.ReadLatest(ctx, b.Ledger, cfg.dag, parts, latest); err != nil {
 			return err
 		}
 		end := n

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -34,7 +35,7 @@ type Status struct {
 
 	ledger ledger.Ledger
 	sel    selection
-	match  matcher
+	match  slotmatch.Matcher
 }
 
 // Done reports whether every partition succeeded.
@@ -75,7 +76,7 @@ func statusOf(l ledger.Ledger, record ledger.BackfillRecord) (*Status, error) {
 		}
 	}
 	return &Status{Record: record, Window: sel.window, Counts: map[ledger.State]int{}, ledger: l, sel: sel,
-		match: newMatcher(w.Granularity(), w.Location())}, nil
+		match: slotmatch.New(w.Granularity(), w.Location())}, nil
 }
 
 // PartitionStatus is one partition of a backfill with its latest attempt.
@@ -93,7 +94,7 @@ func (s *Status) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, erro
 		for batch := range cfg.batches(planBatch, NewestFirst) {
 			parts := slices.Collect(batch.OldestFirst())
 			latest := make([]*ledger.Attempt, len(parts))
-			if err := readLatest(ctx, s.ledger, s.Record.DAG, s.match, parts, latest); err != nil {
+			if err := s.match.ReadLatest(ctx, s.ledger, s.Record.DAG, parts, latest); err != nil {
 				yield(PartitionStatus{}, err)
 				return
 			}
@@ -210,8 +211,8 @@ func (s *Status) latestReader(ctx context.Context) (ledger.LatestReader, bool, e
 // less than every latest attempt; counting the starts between slot
 // starts instead, a range per slot, cost SQLite more than reading every
 // latest attempt (BENCHMARKS.md).
-func countable(ctx context.Context, lr ledger.LatestReader, dag string, m matcher, sel *selection) (bool, error) {
-	if !m.byFire() {
+func countable(ctx context.Context, lr ledger.LatestReader, dag string, m slotmatch.Matcher, sel *selection) (bool, error) {
+	if !m.ByFire() {
 		return true, nil
 	}
 	g := sel.window.Granularity()
@@ -249,10 +250,10 @@ func countable(ctx context.Context, lr ledger.LatestReader, dag string, m matche
 
 // spans returns the spans readLatest reads for sel's runs under m,
 // m.span of each, merged where they meet, oldest first.
-func (sel *selection) spans(m matcher) []ledger.Range {
+func (sel *selection) spans(m slotmatch.Matcher) []ledger.Range {
 	var spans []ledger.Range
 	for w := range sel.windows(OldestFirst) {
-		from, to := m.span(w.Start(), w.End())
+		from, to := m.Span(w.Start(), w.End())
 		if n := len(spans); n > 0 && !from.After(spans[n-1].To) {
 			spans[n-1].To = later(spans[n-1].To, to)
 			continue
@@ -537,7 +538,7 @@ func newWatcher(ctx context.Context, l ledger.Ledger, id string) (*watcher, *Sta
 		return nil, nil, err
 	}
 	w := &watcher{l: l, id: id, base: base}
-	w.from, w.to = base.match.span(base.sel.window.Start(), base.sel.window.End())
+	w.from, w.to = base.match.Span(base.sel.window.Start(), base.sel.window.End())
 	// The revision before the counts: a change it misses has a later
 	// revision, which the next check sees.
 	if w.revision, err = l.Revision(ctx, record.DAG); err != nil {
@@ -653,7 +654,7 @@ func (w *watcher) check(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger: %w", err)
 	}
-	if w.base.match.byFire() && slices.ContainsFunc(starts, func(t time.Time) bool { return !w.base.sel.slotStart(t) }) {
+	if w.base.match.ByFire() && slices.ContainsFunc(starts, func(t time.Time) bool { return !w.base.sel.slotStart(t) }) {
 		// A former schedule's slot, matched by its fire: from now on,
 		// as StatusOf, read every latest attempt.
 		w.lr, w.revision = nil, revision

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -277,7 +278,7 @@ type config struct {
 	overlap          Overlap
 	lease, heartbeat time.Duration
 	first            time.Time // the start of the oldest slot every asset takes; zero when none is bounded
-	match            matcher
+	match            slotmatch.Matcher
 	now              func() time.Time
 	after            func(time.Duration) <-chan time.Time
 }
@@ -331,7 +332,7 @@ func (s *Scheduler) config() (*config, error) {
 		return nil, errors.Join(errs...)
 	}
 	cfg.dag = backfill.DAGIdentity(s.DAG, cfg.g, cfg.loc)
-	cfg.match = newMatcher(cfg.g, cfg.loc)
+	cfg.match = slotmatch.New(cfg.g, cfg.loc)
 	if cfg.worker == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -386,7 +387,7 @@ func partitioning(dag *tranche.DAG, loc *time.Location) (g tranche.TimeGranulari
 	case !g.IsValid():
 		return fail("no asset is partitioned; a scheduler runs partitions")
 	}
-	if z := cronZone(g); z != nil {
+	if z := slotmatch.CronZone(g); z != nil {
 		if loc != nil && !zone.Same(loc, z) {
 			return fail("schedule %v fires in %v, and the slots follow %v; give one zone", g, z, loc)
 		}
