@@ -11,7 +11,7 @@ import (
 // Benchmarks of the core, each beside the simplest hand-written
 // alternative a user would write, so that one run compares them:
 //
-//	go test -run '^$' -bench . -benchmem -count 6 .
+//	go test -run '^$' -bench '^Benchmark(SideBySide|DailyYear|HourlyMonth|PartitionOf|Lookback|ParsePartitionKey|Key|CenturyOfMinutes)$' -benchmem -count 10 .
 //
 // BENCHMARKS.md holds the medians and the ratios.
 

@@ -119,7 +119,9 @@ func (w TimePartitionWindow) All() iter.Seq[TimePartition] {
 		c := newCursor(w.g, w.loc)
 		s, end := w.last, at(w.end, w.loc)
 		for {
-			start := at(s, w.loc)
+			// at, written out: it exceeds the inliner's budget, and
+			// its call costs about a tenth of each step through hours.
+			start := time.Unix(s, 0).In(w.loc)
 			if !yield(TimePartition{Start: start, End: end, Granularity: w.g}) || s <= w.start {
 				return
 			}
@@ -139,7 +141,7 @@ func (w TimePartitionWindow) OldestFirst() iter.Seq[TimePartition] {
 		e, start := w.start, at(w.start, w.loc)
 		for e < w.end {
 			e = c.Step(e)
-			end := at(e, w.loc)
+			end := time.Unix(e, 0).In(w.loc) // at, written out (see All)
 			if !yield(TimePartition{Start: start, End: end, Granularity: w.g}) {
 				return
 			}

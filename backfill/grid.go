@@ -68,26 +68,69 @@ func (g *Grid) Rows() [][]Cell {
 // StatusOf counts (a schedule's slots too, as StatusOf says); otherwise
 // Grid reads every partition's latest attempt.
 func (s *Status) Grid(ctx context.Context, maxCells int) (*Grid, error) {
+	g, _, err := s.grid(ctx, maxCells, nil)
+	return g, err
+}
+
+// GridOf reads the status of backfill id from l, as [StatusOf] does, and
+// draws its grid in at most maxCells cells (at least 1), as
+// [Status.Grid] does, counting the backfill once: the status's Counts
+// are the sums of the grid's cells, so a page that shows both costs a
+// ledger the grid's reads and the few small ones that explain Blocked,
+// where StatusOf then Grid count every partition twice.
+func GridOf(ctx context.Context, l ledger.Ledger, id string, now time.Time, maxCells int) (*Status, *Grid, error) {
+	record, err := l.Backfill(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := statusOf(l, record)
+	if err != nil {
+		return nil, nil, err
+	}
+	var b blockers
+	g, lr, err := s.grid(ctx, maxCells, b.see)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range g.Cells {
+		for st, n := range c.Counts {
+			if n > 0 {
+				s.Counts[st] += n
+			}
+		}
+	}
+	if lr != nil {
+		return s, g, s.explain(ctx, lr, now)
+	}
+	s.block(b.running, b.lastFailure, now)
+	return s, g, nil
+}
+
+// grid draws s's grid: through lr's counts or latest attempts where s's
+// ledger is a [ledger.LatestReader] whose answers stand for s's
+// partitions, returning it; otherwise from every partition's latest
+// attempt, passed to each when it is not nil, returning nil.
+func (s *Status) grid(ctx context.Context, maxCells int, each func(PartitionStatus)) (*Grid, ledger.LatestReader, error) {
 	if maxCells < 1 {
-		return nil, fmt.Errorf("tranche: grid of %d cells; want at least 1", maxCells)
+		return nil, nil, fmt.Errorf("tranche: grid of %d cells; want at least 1", maxCells)
 	}
 	g := newGrid(s.sel.window, s.sel.total, maxCells)
 	if g.Cell != s.sel.window.Granularity() || s.sel.total <= planBatch {
 		lr, ok, err := s.latestReader(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		switch {
 		case ok && g.Cell != s.sel.window.Granularity():
-			return g, s.countCells(ctx, lr, g)
+			return g, lr, s.countCells(ctx, lr, g)
 		case ok:
-			return g, s.findCells(ctx, lr, g)
+			return g, lr, s.findCells(ctx, lr, g)
 		}
 	}
 	var cells []Cell
 	for ps, err := range s.Partitions(ctx) {
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		span := tranche.PartitionOf(g.Cell, ps.Partition.Start)
 		if n := len(cells); n == 0 || !cells[n-1].Span.Equal(span) {
@@ -96,13 +139,16 @@ func (s *Status) Grid(ctx context.Context, maxCells int) (*Grid, error) {
 		c := &cells[len(cells)-1]
 		c.Partitions++
 		c.Counts[ps.State]++
+		if each != nil {
+			each(ps)
+		}
 	}
 	// Partitions come newest first.
 	for i, j := 0, len(cells)-1; i < j; i, j = i+1, j-1 {
 		cells[i], cells[j] = cells[j], cells[i]
 	}
 	g.Cells = cells
-	return g, nil
+	return g, nil, nil
 }
 
 // countCells sets g.Cells from lr's counts of the latest attempts in each

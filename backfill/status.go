@@ -132,27 +132,35 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	var running []*ledger.Attempt // newest partition first
-	var lastFailure *ledger.Attempt
-	lr, err := s.tally(ctx, func(ps PartitionStatus) {
-		switch a := ps.Latest; {
-		case a == nil:
-		case a.State == ledger.StateRunning:
-			running = append(running, a)
-		case a.State == ledger.StateFailed || a.State == ledger.StateCanceled:
-			if lastFailure == nil || a.Finished.After(lastFailure.Finished) {
-				lastFailure = a
-			}
-		}
-	})
+	var b blockers
+	lr, err := s.tally(ctx, b.see)
 	switch {
 	case err != nil:
 		return nil, err
 	case lr != nil:
 		return s, s.explain(ctx, lr, now)
 	}
-	s.block(running, lastFailure, now)
+	s.block(b.running, b.lastFailure, now)
 	return s, nil
+}
+
+// blockers gathers what block reports from a walk of every partition's
+// latest attempt, newest partition first.
+type blockers struct {
+	running     []*ledger.Attempt // newest partition first
+	lastFailure *ledger.Attempt
+}
+
+func (b *blockers) see(ps PartitionStatus) {
+	switch a := ps.Latest; {
+	case a == nil:
+	case a.State == ledger.StateRunning:
+		b.running = append(b.running, a)
+	case a.State == ledger.StateFailed || a.State == ledger.StateCanceled:
+		if b.lastFailure == nil || a.Finished.After(b.lastFailure.Finished) {
+			b.lastFailure = a
+		}
+	}
 }
 
 // tally sets s.Counts: through lr's counts where s's ledger is a

@@ -400,17 +400,10 @@ type cellData struct {
 	Href       string // the partition's history, or the span's partitions
 }
 
-func (h *handler) status(ctx context.Context, id string) (*backfill.Status, error) {
-	return backfill.StatusOf(ctx, h.l, id, h.opts.Now())
-}
-
-// liveOf reads the status and grid of backfill id.
+// liveOf reads the status and grid of backfill id, whose counts are the
+// grid's cells': the backfill is counted once.
 func (h *handler) liveOf(ctx context.Context, id string) (liveData, error) {
-	s, err := h.status(ctx, id)
-	if err != nil {
-		return liveData{}, err
-	}
-	g, err := s.Grid(ctx, h.opts.MaxCells)
+	s, g, err := backfill.GridOf(ctx, h.l, id, h.opts.Now(), h.opts.MaxCells)
 	if err != nil {
 		return liveData{}, err
 	}
@@ -464,11 +457,16 @@ func gridOf(base string, w tranche.TimePartitionWindow, g *backfill.Grid, pendin
 	return out
 }
 
-// signature changes whenever the counts or the cancellation change.
+// signature changes whenever the counts or the cancellation change. A
+// state counted 0 is left out, so that the page, whose counts are its
+// grid's, and the status endpoint, which counts the whole backfill, sign
+// the same counts alike.
 func signature(s *backfill.Status) string {
 	var b strings.Builder
 	for _, st := range slices.Sorted(maps.Keys(s.Counts)) {
-		fmt.Fprintf(&b, "%s=%d,", st, s.Counts[st])
+		if n := s.Counts[st]; n != 0 {
+			fmt.Fprintf(&b, "%s=%d,", st, n)
+		}
 	}
 	fmt.Fprintf(&b, "canceled=%t", s.Record.Canceled)
 	return b.String()

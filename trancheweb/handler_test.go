@@ -443,3 +443,75 @@ func TestStatusPolling(t *testing.T) {
 		t.Errorf("a count %v old was served again", polledAge)
 	}
 }
+
+// latestCounting counts the calls of a ledger.LatestReader's counts.
+type latestCounting struct {
+	ledger.Ledger
+	lr     ledger.LatestReader
+	counts atomic.Int64
+}
+
+func (c *latestCounting) CountLatest(ctx context.Context, req ledger.CountRequest) ([]ledger.LatestCount, error) {
+	c.counts.Add(1)
+	return c.lr.CountLatest(ctx, req)
+}
+
+func (c *latestCounting) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
+	return c.lr.FindLatest(ctx, req)
+}
+
+func (c *latestCounting) ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error) {
+	return c.lr.ChangedIn(ctx, dag, from, to, after)
+}
+
+// TestPageCountsOnce checks that a backfill's page counts its partitions
+// once, in its grid, and shows what backfill.StatusOf and the status
+// endpoint give: the counts, their signature and why it is blocked, with
+// the lease held and once it expired, from a ledger that counts and one
+// that does not, in cells of a partition and aggregated.
+func TestPageCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	mem := memledger.New(nil)
+	f := pagetest.New(t, mem)
+	counting := &latestCounting{Ledger: mem, lr: mem}
+	for _, l := range []ledger.Ledger{counting, &countingLedger{Ledger: mem}} {
+		for _, cells := range []int{DefaultMaxCells, 1} {
+			for _, later := range []time.Duration{0, 2 * time.Hour} {
+				now := time.Now().Add(later)
+				h := NewHandler(l, &Options{MaxCells: cells, Now: func() time.Time { return now }}).(*handler)
+				name := fmt.Sprintf("%T/cells=%d/later=%v", l, cells, later)
+				before := counting.counts.Load()
+				live, err := h.liveOf(ctx, f.ID)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				// A grid of a cell per partition reads their latest
+				// attempts; one of aggregated cells counts them.
+				want := int64(0)
+				if cells < 14 {
+					want = 1
+				}
+				if n := counting.counts.Load() - before; l == counting && n != want {
+					t.Errorf("%s: the page counted %d times; want %d", name, n, want)
+				}
+				s, err := backfill.StatusOf(ctx, mem, f.ID, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				doc, err := h.statusDocOf(ctx, f.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := fmt.Sprint(live.Counts), fmt.Sprint(counts(s.Counts, 14)); got != want || live.Total != 14 {
+					t.Errorf("%s: counts %s of %d; want %s of 14", name, got, live.Total, want)
+				}
+				if got, want := fmt.Sprint(live.Blocked), fmt.Sprint(s.Blocked); got != want || len(s.Blocked) == 0 {
+					t.Errorf("%s: blocked %s; want %s", name, got, want)
+				}
+				if live.Signature != doc.Signature || live.Done {
+					t.Errorf("%s: signature %q, done %t; the status endpoint's %q, not done", name, live.Signature, live.Done, doc.Signature)
+				}
+			}
+		}
+	}
+}
