@@ -420,8 +420,15 @@ func classify(err error, role, database, where string) (kind error, hint string,
 			return ErrConnect, "the server has no connection slot left: raise its max_connections, or lower Options.MaxConns times the number of workers", false
 		case code == "57P03":
 			return ErrConnect, "the server is starting up or shutting down; try again in a moment", false
-		case code == "57P01", code == "57P02", code == "57P05", strings.HasPrefix(code, "08"),
-			code == "25P03": // the session ended idle in a transaction, as a worker cut off in one is (Options' idle timeout)
+		case code == "25P03":
+			// The server ended the session idle inside a transaction, as
+			// it does a worker cut off in one (Options' idle timeout):
+			// idle, it had not read a COMMIT, so the transaction was
+			// rolled back for certain and may be tried again on a new
+			// connection, which finds the truth (a finish whose lease was
+			// taken over meanwhile is fenced, not lost).
+			return ErrConnectionLost, lostHint, true
+		case code == "57P01", code == "57P02", code == "57P05", strings.HasPrefix(code, "08"):
 			return ErrConnectionLost, lostHint, false
 		case code == "25006":
 			return sqlledger.ErrReadOnly, "the server is a read-only standby, or the database is read-only (default_transaction_read_only): point the ledger at the primary; nothing was written", false
