@@ -68,6 +68,7 @@ var (
 	waitOthers  = flag.Bool("waitothers", false, "wait for the partitions other workers hold (Backfill.WaitForOthers)")
 	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
+	skew        = flag.Duration("skew", 0, "how far the worker's clock (Backfill.Now) is ahead of the machine's, the ledger's: negative is behind")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 )
 
@@ -181,6 +182,9 @@ func run() error {
 		return err
 	}
 	b.Concurrency, b.Lease, b.Heartbeat, b.WaitForOthers = *concurrency, *lease, *heartbeat, *waitOthers
+	if *skew != 0 {
+		b.Now = func() time.Time { return time.Now().Add(*skew) }
+	}
 	r, err := b.Run(ctx)
 	out := report{Worker: *worker}
 	if r != nil {
