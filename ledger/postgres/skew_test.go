@@ -148,7 +148,7 @@ func skewedClocks(t *testing.T, sink, stop string) {
 	const days = 1000
 	const skew = 5 * time.Minute
 	const lease = time.Second
-	w := newWorld(t, days, "-sink", sink, "-concurrency", "2", "-work", "20ms", "-lease", lease.String(), "-heartbeat", "250ms")
+	w := newWorld(t, days, "-sink", sink, "-concurrency", "2", "-work", "5ms", "-lease", lease.String(), "-heartbeat", "250ms")
 	audit := filepath.Join(w.dir, "audit.log")
 	ahead := w.startSkewed("ahead", skew, "-audit", audit)
 	behind := make([]skewed, 3)
