@@ -68,13 +68,10 @@ func TestFullDiskBackfill(t *testing.T) {
 	}
 	big := fullBackfillDays / 10
 	if r.First.Succeeded != fullBackfillDays-big || r.First.Failed != big || r.Second.Succeeded != big || r.Second.Failed != 0 {
-		t.Errorf("runs: %+v; want %d succeeded and %d failed under the limit, then the %d run again", r, fullBackfillDays-big, big, big)
+		t.Errorf("runs: under the limit %+v, then %+v; want %d succeeded and %d failed, then the %d run again", r.First, r.Second, fullBackfillDays-big, big, big)
 	}
-	for _, s := range r.Unnamed {
-		t.Errorf("a failure names no full disk: %s", s)
-	}
-	for _, s := range r.Wrong {
-		t.Error(s)
+	for _, s := range append(r.Unnamed[:min(len(r.Unnamed), 5)], r.Wrong[:min(len(r.Wrong), 5)]...) {
+		t.Errorf("%s (of %d failures naming no full disk, %d partitions with a wrong history)", s, len(r.Unnamed), len(r.Wrong))
 	}
 	d := &Destination{Dir: dir}
 	for i := range fullBackfillDays {
