@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tranche-dev/tranche/internal/proctest"
 )
 
 // pgLedger returns the worker's flags for a fresh schema of the test
@@ -66,6 +68,7 @@ func reportOf(t *testing.T, bin string, args []string, c procClock) map[string]s
 // write of each, by its success, with its token: the zombie, resumed,
 // finds its lease lapsed by its own clock and writes nothing.
 func TestProcessReplicasPostgres(t *testing.T) {
+	proctest.SkipRace(t)
 	for _, fault := range []string{"killed", "paused"} {
 		t.Run(fault, func(t *testing.T) { replicaFault(t, fault) })
 	}

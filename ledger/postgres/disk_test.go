@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -25,6 +26,7 @@ import (
 // succeeded once, its file whole and written by its success, and no
 // temporary file is left.
 func TestFullDisk(t *testing.T) {
+	proctest.SkipRace(t)
 	for rep := range repeat(1) {
 		t.Run(fmt.Sprint(rep), fullDisk)
 	}

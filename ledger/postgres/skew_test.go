@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -135,6 +136,7 @@ func (w *world) pauseUntilTakenOver(ps []*proc, done int, limit time.Duration) (
 // on the monotonic clock. Every partition lands exactly once, the ledger
 // and the data agree.
 func TestSkewedClocks(t *testing.T) {
+	proctest.SkipRace(t)
 	for _, sink := range []string{"files", "sql"} {
 		for _, stop := range []string{"ahead", "behind"} {
 			for rep := range repeat(1) {

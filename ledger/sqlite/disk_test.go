@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -78,6 +79,7 @@ func smallFS(t *testing.T, dir string, size int) (grow func()) {
 // the backfill: every partition succeeded exactly once, written by its
 // success.
 func TestFullDisk(t *testing.T) {
+	proctest.SkipRace(t)
 	for _, c := range []string{"ledger-fsize", "ledger-enospc", "files-enospc"} {
 		for rep := range repeat(1) {
 			t.Run(fmt.Sprintf("%s/%d", c, rep), func(t *testing.T) { fullDisk(t, c) })

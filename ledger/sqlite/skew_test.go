@@ -151,6 +151,7 @@ func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration)
 // over a newer attempt's, and each knows it lost what it held (fenced);
 // every partition lands exactly once, and the ledger and the data agree.
 func TestSkewedClocks(t *testing.T) {
+	proctest.SkipRace(t)
 	for _, sink := range []string{"files", "sql"} {
 		for _, stop := range []string{"ahead", "behind"} {
 			for rep := range repeat(1) {
