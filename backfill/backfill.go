@@ -142,8 +142,17 @@ type Backfill struct {
 	// a panic is recovered into Result.HookErr.
 	OnEvent func(context.Context, tranche.Event)
 
-	// Now is the clock that judges leases in plans and status; nil means
-	// time.Now. Claims are judged by the ledger's own clock.
+	// Now is the worker's clock: what time it is here, which judges
+	// leases in plans and status and stamps the backfill's events; nil
+	// means time.Now. A worker on another machine may disagree with the
+	// ledger about the time by minutes, so a run judges leases by the
+	// ledger's clock, never by this one: the ledger judges its claims,
+	// and the run judges the leases of the partitions others hold by the
+	// ledger's clock as the leases it claimed show it (their Until less
+	// the lease, where this clock read the reply). A worker counts its
+	// own lease on the monotonic clock, which an offset or a step of
+	// the wall clock does not move. A test shifts this clock to run a
+	// worker minutes ahead of, or behind, the others.
 	Now func() time.Time
 }
 
@@ -576,6 +585,33 @@ type execution struct {
 	// over, so that a ledger that judges its lease live (by its own
 	// clock) is asked again only an interval later.
 	tried map[int64]time.Time
+
+	// ledgerAhead is how far the ledger's clock was ahead of the
+	// worker's (Backfill.Now) when it served the last claim this
+	// execution made, read from the lease's Until; clockKnown says
+	// whether one did. Under x.mu.
+	ledgerAhead time.Duration
+	clockKnown  bool
+}
+
+// sawLease learns the ledger's clock from a lease of x.cfg.lease just
+// claimed: its Until less the lease is the ledger's time when it served
+// the claim, which this worker reads now, a moment later, so that the
+// estimate is behind the ledger by at most that moment.
+func (x *execution) sawLease(lease *ledger.Lease) {
+	ahead := lease.Until.Add(-x.cfg.lease).Sub(x.b.now())
+	x.mu.Lock()
+	x.ledgerAhead, x.clockKnown = ahead, true
+	x.mu.Unlock()
+}
+
+// ledgerNow returns the present by the ledger's clock, as the last
+// claim showed it, and false when no claim has shown it yet.
+func (x *execution) ledgerNow() (time.Time, bool) {
+	x.mu.Lock()
+	ahead, known := x.ledgerAhead, x.clockKnown
+	x.mu.Unlock()
+	return x.b.now().Add(ahead), known
 }
 
 func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Result, error) {
@@ -770,7 +806,13 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 			latest[a.Start.UnixNano()] = a
 		}
 	}
-	now, wait, done := x.b.now(), x.cfg.heartbeat, 0
+	// The holders' leases are judged by the ledger's clock, which takes
+	// them over by it: a worker minutes behind it would otherwise leave
+	// expired leases alone for minutes. Before any claim has shown that
+	// clock, a running partition is tried, as if expired, and the
+	// ledger judges it.
+	now, clockKnown := x.ledgerNow()
+	wait, done := x.cfg.heartbeat, 0
 	for _, start := range held {
 		a, ok := latest[start]
 		switch {
@@ -779,7 +821,7 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 			done++
 			continue
 		case !takeOver:
-		case ok && a.State == ledger.StateRunning && now.Before(a.LeaseUntil):
+		case ok && a.State == ledger.StateRunning && clockKnown && now.Before(a.LeaseUntil):
 			wait = min(wait, a.LeaseUntil.Sub(now))
 		case time.Since(x.tried[start]) < x.cfg.heartbeat:
 			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
@@ -880,6 +922,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 		return
 	}
+	x.sawLease(lease)
 	u.seq, u.claimed = d.nextSeq(), claimed
 	kept, runCtx := x.keeper.keep(lease, claimed, x.renewFailed(ctx, u))
 	x.emitJob(ctx, KindPartitionClaimed, u, nil)
@@ -1127,7 +1170,7 @@ func (x *execution) emit(ctx context.Context, e tranche.Event) {
 	if x.b.OnEvent == nil {
 		return
 	}
-	e.Time = time.Now()
+	e.Time = x.b.now()
 	e.Backfill = x.cfg.id
 	e.Window = x.cfg.window
 	e.Target = x.cfg.window.String()
@@ -1139,7 +1182,7 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 	if x.b.OnEvent == nil {
 		return
 	}
-	e := tranche.Event{Kind: kind, Time: time.Now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
+	e := tranche.Event{Kind: kind, Time: x.b.now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
 		RunID: x.runID(u), Target: u.window.String()}
 	if len(u.partitions) == 1 {
 		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()

@@ -110,12 +110,17 @@ func (d *dispatcher) claim(keep int) {
 			x.unclaimed(d.ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 			continue
 		}
+		sawClock := false
 		for i, g := range grants {
 			u := d.queue[i]
 			if g.Lease == nil {
 				x.holdElsewhere(u)
 				x.emitJob(d.ctx, KindPartitionHeld, u, g.Err)
 				continue
+			}
+			if !sawClock {
+				x.sawLease(g.Lease) // once a call: its leases share the ledger's time
+				sawClock = true
 			}
 			u.seq = d.nextSeq()
 			d.start(u, g.Lease, claimed)

@@ -215,6 +215,8 @@ const (
 	sqliteFull     = 13
 	sqliteCantOpen = 14
 	sqliteNotADB   = 26
+
+	sqliteIOErrWrite = sqliteIOErr | 3<<8 // SQLITE_IOERR_WRITE
 )
 
 func classifySQLite(err error) (kind error, hint string, retry bool) {
@@ -236,6 +238,11 @@ func classifySQLite(err error) (kind error, hint string, retry bool) {
 	case sqliteCantOpen:
 		return ErrCantOpen, "the file cannot be opened: check that its folder exists and is writable", false
 	case sqliteIOErr:
+		if coded.Code() == sqliteIOErrWrite {
+			// SQLite reports ENOSPC as full, and any other failed write
+			// (EFBIG too: a file at the process's size limit) so.
+			return ErrIO, "the operating system refused a write: the disk failed, or a file reached the process's size limit (RLIMIT_FSIZE, ulimit -f); the transaction was rolled back", false
+		}
 		return ErrIO, "the operating system failed a read or a write", false
 	}
 	return nil, "", false

@@ -114,6 +114,9 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		s.dir = filepath.Dir(s.path)
 		done = append(done, s)
 		if err := fsdest.MkdirSynced(d.Dir, s.dir); err != nil {
+			if diskFull(err) {
+				return fmt.Errorf("tranche: files destination: %s: %w", fullText, err)
+			}
 			return fmt.Errorf("tranche: files destination: %w", err)
 		}
 		if s.tmp, err = writeTemp(s.dir, ".data-", ".jsonl.tmp", func(w *bufio.Writer) error { return encodeRows(w, b) }); err != nil {
@@ -235,6 +238,10 @@ func encodeRows(w *bufio.Writer, b *tranche.Batch) error {
 	return nil
 }
 
+// fullText explains a write that found the disk full (see diskFull): it
+// wrote only temporary files, removed, so that it kept nothing.
+const fullText = "the disk is full, or a file reached the process's size limit; nothing of this write was kept, every partition is as it was"
+
 // writeTemp writes a new file in dir named prefix, random hexadecimal
 // digits and suffix, with what encode writes, synced to disk, and returns
 // its name (see [fsdest.WriteTemp]). encode's errors are returned as they
@@ -249,8 +256,12 @@ func writeTemp(dir, prefix, suffix string, encode func(*bufio.Writer) error) (st
 		return w.Flush()
 	})
 	switch {
+	case encErr != nil && diskFull(encErr):
+		return "", fmt.Errorf("tranche: files destination: %s: %w", fullText, encErr)
 	case encErr != nil:
 		return "", encErr
+	case err != nil && diskFull(err):
+		return "", fmt.Errorf("tranche: files destination: %s: %w", fullText, err)
 	case err != nil:
 		return "", fmt.Errorf("tranche: files destination: %w", err)
 	}

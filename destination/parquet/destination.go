@@ -208,7 +208,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 			// The part file carries the fence in its metadata, so
 			// that one rename replaces both.
 			if s.tmp, err = d.encode(ctx, s); err != nil {
-				return s.fail(err)
+				return s.fail(explainFull(err))
 			}
 		case s.next.Token > 0:
 			// A partition left without a part file keeps its fence
@@ -218,7 +218,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 				_, err := f.Write(append(data, '\n'))
 				return err
 			}); err != nil {
-				return s.fail(err)
+				return s.fail(explainFull(err))
 			}
 		}
 	}

@@ -50,6 +50,18 @@ func (b *Binary) Path(t testing.TB) string {
 	return b.path
 }
 
+// SkipRace skips a process test under the race detector (go test
+// -race): its workers are built without it, and the test's own process
+// only starts them, waits and reads what they left, so that the run
+// would repeat the plain one at its cost. The longer fault tests call
+// it, to keep CI's two runs of the suite within their time.
+func SkipRace(t testing.TB) {
+	t.Helper()
+	if Race {
+		t.Skip("a process test: its workers are built without the race detector, and the plain run covers it")
+	}
+}
+
 // Remove deletes the built binary; call it from TestMain after m.Run.
 func (b *Binary) Remove() {
 	if b.dir != "" {

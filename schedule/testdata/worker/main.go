@@ -1,15 +1,20 @@
-// Worker runs schedulers of an hourly DAG on a SQLite ledger, for the
-// process tests of package schedule (process_test.go), which build it in
-// a module of their own: the root module does not require the SQLite
-// driver. Its clock starts at -base at the real instant -epoch and runs
+// Worker runs schedulers of an hourly DAG on a SQLite ledger (-db) or a
+// PostgreSQL one (-pg, -schema), for the process tests of package
+// schedule (process_test.go), which build it in a module of their own:
+// the root module does not require the drivers. Its clock starts at -base at the real instant -epoch and runs
 // -rate times the system's pace, so that processes started apart share
 // it; it stops when that clock reads -until. With -report it prints the
 // history of every slot from -base to -until instead, one JSON object a
-// line.
+// line; with -drop, it drops the PostgreSQL schema after.
+//
+// Each run writes its slot's row to a destination that appends a line
+// "write KEY WORKER TOKEN PID" to the -audit log, beside the
+// materializer's "start" and "end" lines.
 package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -20,12 +25,17 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/schedule"
 )
 
 var (
 	db        = flag.String("db", "", "the SQLite ledger")
+	pgURL     = flag.String("pg", "", "the PostgreSQL ledger's connection string, in place of -db")
+	pgSchema  = flag.String("schema", "", "the PostgreSQL ledger's schema")
+	drop      = flag.Bool("drop", false, "with -report and -pg: drop the schema after the report")
 	worker    = flag.String("worker", "w", "the worker's name; replicas add -N")
 	replicas  = flag.Int("replicas", 1, "schedulers in this process, each with its own connections")
 	zone      = flag.String("zone", "America/New_York", "the slots' zone")
@@ -69,13 +79,14 @@ func run() error {
 
 	var logMu sync.Mutex
 	var logFile *os.File
+	var note func(what, key, who string)
 	if *audit != "" {
 		if logFile, err = os.OpenFile(*audit, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
 			return err
 		}
 		defer logFile.Close()
 	}
-	note := func(what, key, who string) {
+	note = func(what, key, who string) {
 		if logFile == nil {
 			return
 		}
@@ -86,7 +97,7 @@ func run() error {
 	dag := func(who string) (*tranche.DAG, error) {
 		return tranche.NewDAG(tranche.Asset{
 			Name:         "events",
-			Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: loc},
+			Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: loc, Column: "slot"},
 			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				p, err := m.Partition()
 				if err != nil {
@@ -103,8 +114,9 @@ func run() error {
 					return nil, ctx.Err()
 				}
 				note("end", p.Key(), who)
-				return nil, nil
+				return []tranche.Row{{"slot": p.Key()}}, nil
 			},
+			Destinations: []tranche.Destination{auditDest{note: note, who: who}},
 		})
 	}
 
@@ -127,7 +139,7 @@ func run() error {
 		if *replicas > 1 {
 			who = fmt.Sprintf("%s-%d", *worker, i)
 		}
-		l, err := sqlite.Open(ctx, *db, nil)
+		l, err := open(ctx, false)
 		if err != nil {
 			return err
 		}
@@ -167,7 +179,7 @@ type attemptReport struct {
 }
 
 func printReport(ctx context.Context, dag func(string) (*tranche.DAG, error), loc *time.Location, from, to time.Time) error {
-	l, err := sqlite.Open(ctx, *db, &sqlite.Options{Existing: true})
+	l, err := open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -193,6 +205,45 @@ func printReport(ctx context.Context, dag func(string) (*tranche.DAG, error), lo
 		if err := enc.Encode(r); err != nil {
 			return err
 		}
+	}
+	if *drop && *pgURL != "" {
+		// The ledger's driver registered itself as "pgx".
+		db, err := sql.Open("pgx", *pgURL)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		_, err = db.ExecContext(ctx, `DROP SCHEMA "`+strings.ReplaceAll(*pgSchema, `"`, `""`)+`" CASCADE`)
+		return err
+	}
+	return nil
+}
+
+// closingLedger is a ledger the worker closes.
+type closingLedger interface {
+	ledger.Ledger
+	Close() error
+}
+
+// open opens the ledger -db or -pg names; existing opens only a ledger
+// that exists.
+func open(ctx context.Context, existing bool) (closingLedger, error) {
+	if *pgURL != "" {
+		return postgres.Open(ctx, *pgURL, &postgres.Options{Schema: *pgSchema, Existing: existing})
+	}
+	return sqlite.Open(ctx, *db, &sqlite.Options{Existing: existing})
+}
+
+// auditDest is the destination of the slots' rows: it appends a line per
+// batch to the audit log, with the batch's fencing token.
+type auditDest struct {
+	note func(what, key, who string)
+	who  string
+}
+
+func (d auditDest) Write(_ context.Context, batches []tranche.Batch) error {
+	for _, b := range batches {
+		d.note("write", b.Partition.Key(), fmt.Sprintf("%s %d", d.who, b.Token))
 	}
 	return nil
 }

@@ -73,6 +73,7 @@ var (
 	ignoreCtx   = flag.Bool("ignorectx", false, "work through a canceled context")
 	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
+	skew        = flag.Duration("skew", 0, "how far the worker's clock (Backfill.Now) is ahead of the machine's, the ledger's: negative is behind")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's schema, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 	runLogPath  = flag.String("runlog", "", "a log of this worker's runs, failures, executions, writes and failed lease renewals, one JSON object a line, appended to")
@@ -175,6 +176,9 @@ func run() error {
 		return err
 	}
 	b.Concurrency, b.Lease, b.Heartbeat = *concurrency, *lease, *heartbeat
+	if *skew != 0 {
+		b.Now = func() time.Time { return time.Now().Add(*skew) }
+	}
 	id, err := b.ID()
 	if err != nil {
 		return err

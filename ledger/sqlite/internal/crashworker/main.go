@@ -41,6 +41,7 @@ import (
 	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
+	"github.com/tranche-dev/tranche/sqlledger"
 )
 
 var (
@@ -68,6 +69,8 @@ var (
 	waitOthers  = flag.Bool("waitothers", false, "wait for the partitions other workers hold (Backfill.WaitForOthers)")
 	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
+	fsize       = flag.Int64("fsize", 0, "limit every file this process writes to this many bytes (RLIMIT_FSIZE), SIGXFSZ ignored: a write past it fails with EFBIG, as on a full disk; 0 means no limit")
+	skew        = flag.Duration("skew", 0, "how far the worker's clock (Backfill.Now) is ahead of the machine's, the ledger's: negative is behind")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 )
 
@@ -83,13 +86,25 @@ type report struct {
 	NotRun    int       `json:"not_run"`
 	Unclaimed int       `json:"unclaimed"`
 	Failures  []failure `json:"failures"`
-	Err       string    `json:"err,omitempty"`
+	// ClaimFailures are the partitions Unclaimed counts.
+	ClaimFailures []failure `json:"claim_failures,omitempty"`
+	Err           string    `json:"err,omitempty"`
+	ErrFull       bool      `json:"err_full,omitempty"` // Err names a full disk (see full)
 }
 
 type failure struct {
 	Key    string `json:"key"`
 	Err    string `json:"err"`
-	Fenced bool   `json:"fenced"` // matches tranche.ErrFenced
+	Fenced bool   `json:"fenced"`         // matches tranche.ErrFenced
+	Full   bool   `json:"full,omitempty"` // names a full disk: matches sqlledger.ErrFull, ENOSPC or EFBIG
+	IO     bool   `json:"io,omitempty"`   // matches sqlledger.ErrIO
+	Claim  bool   `json:"claim,omitempty"`
+}
+
+// full reports whether err names a full disk, or a file at the
+// process's size limit.
+func full(err error) bool {
+	return errors.Is(err, sqlledger.ErrFull) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EFBIG)
 }
 
 func main() {
@@ -103,6 +118,19 @@ func main() {
 func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *fsize > 0 {
+		// Ignored, SIGXFSZ no longer kills the process: the write past
+		// the limit fails with EFBIG instead.
+		signal.Ignore(syscall.SIGXFSZ)
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			return err
+		}
+		lim.Cur = uint64(*fsize)
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			return err
+		}
+	}
 	l, err := sqlite.Open(ctx, *ledgerPath, nil)
 	if err != nil {
 		return err
@@ -181,17 +209,23 @@ func run() error {
 		return err
 	}
 	b.Concurrency, b.Lease, b.Heartbeat, b.WaitForOthers = *concurrency, *lease, *heartbeat, *waitOthers
+	if *skew != 0 {
+		b.Now = func() time.Time { return time.Now().Add(*skew) }
+	}
 	r, err := b.Run(ctx)
 	out := report{Worker: *worker}
 	if r != nil {
 		out = report{Worker: r.Worker, Total: r.Total, Succeeded: r.Succeeded, Failed: r.Failed,
 			Skipped: r.Skipped, Elsewhere: r.Elsewhere, Held: r.Held, NotRun: r.NotRun, Unclaimed: r.Unclaimed}
 		for _, f := range r.Failures {
-			out.Failures = append(out.Failures, failure{Key: f.Key, Err: f.Err.Error(), Fenced: errors.Is(f.Err, tranche.ErrFenced)})
+			out.Failures = append(out.Failures, failure{Key: f.Key, Err: f.Err.Error(), Fenced: errors.Is(f.Err, tranche.ErrFenced), Full: full(f.Err), IO: errors.Is(f.Err, sqlledger.ErrIO)})
+		}
+		for _, f := range r.ClaimFailures {
+			out.ClaimFailures = append(out.ClaimFailures, failure{Key: f.Key, Err: f.Err.Error(), Full: full(f.Err), IO: errors.Is(f.Err, sqlledger.ErrIO), Claim: true})
 		}
 	}
 	if err != nil {
-		out.Err = err.Error()
+		out.Err, out.ErrFull = err.Error(), full(err)
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
 }

@@ -1,0 +1,259 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// openFile opens the world's ledger file for the test's own reads.
+func (w *world) openFile() *sql.DB {
+	w.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// runningOf returns the partitions whose latest attempt is worker's,
+// running, with its number.
+func runningOf(t *testing.T, db *sql.DB, worker string) map[string]int {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), `SELECT p.start_s, a.attempt FROM tranche_attempts a
+		JOIN tranche_partitions p USING (dag_id, start_s) WHERE a.worker = ? AND a.state = 'running'`, worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var start int64
+		var n int
+		if err := rows.Scan(&start, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[tranche.PartitionOf(tranche.Day, time.Unix(start, 0).UTC()).Key()] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// pauseUntilTakenOver stops the workers (SIGSTOP) once each holds
+// partitions, waits until every partition they held then has been taken
+// over (failing after limit), and resumes them (SIGCONT). It returns
+// the partitions they held, each with the attempt that held it.
+//
+// A worker stopped inside a write transaction holds the file's write
+// lock, and the others can write nothing, take nothing over, until it
+// resumes: SQLite has no server to end its session. When the others
+// make no progress for 3 s and the lock is held, the workers are resumed
+// and stopped again a moment later, up to 10 times.
+func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration) map[string]int {
+	w.t.Helper()
+	probe, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer probe.Close()
+	locked := func() bool {
+		c, err := probe.Conn(w.t.Context())
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.ExecContext(w.t.Context(), "BEGIN IMMEDIATE"); err != nil {
+			return true
+		}
+		c.ExecContext(w.t.Context(), "ROLLBACK")
+		return false
+	}
+	for tries := 0; ; tries++ {
+		for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+			all := true
+			for _, p := range ps {
+				all = all && len(runningOf(w.t, db, p.name)) > 0
+			}
+			if all {
+				break
+			}
+			if time.Since(start) > 60*time.Second {
+				w.t.Fatal("the workers to stop held no partitions at once in 60 s")
+			}
+		}
+		for _, p := range ps {
+			p.signal(w.t, syscall.SIGSTOP)
+		}
+		stopped := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		held := map[string]int{}
+		for _, p := range ps {
+			for k, n := range runningOf(w.t, db, p.name) {
+				held[k] = n
+			}
+		}
+		resume := func() {
+			for _, p := range ps {
+				p.signal(w.t, syscall.SIGCONT)
+			}
+		}
+		for {
+			left := 0
+			for _, p := range ps {
+				for k, n := range runningOf(w.t, db, p.name) {
+					if held[k] == n {
+						left++
+					}
+				}
+			}
+			if left == 0 {
+				w.t.Logf("stopped %d workers holding %d partitions, taken over in %v (%d stops inside a write transaction before)",
+					len(ps), len(held), time.Since(stopped).Round(time.Millisecond), tries)
+				resume()
+				return held
+			}
+			if left == len(held) && time.Since(stopped) > 3*time.Second && locked() && tries < 10 {
+				break // stopped holding the write lock: try again
+			}
+			if time.Since(stopped) > limit {
+				w.t.Fatalf("%d of the %d partitions the stopped workers held not taken over %v after the stop; their leases are of a second by the ledger's clock (write lock held: %v)",
+					left, len(held), limit, locked())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		resume()
+		time.Sleep(time.Duration(20+10*tries) * time.Millisecond)
+	}
+}
+
+// TestSkewedClocks is the PostgreSQL ledger's TestSkewedClocks on the
+// SQLite ledger, whose clock is the one its processes share, the
+// machine's (SQLite's unixepoch), never a worker's: four workers, one 5
+// minutes ahead (Backfill.Now, -skew) and three 5 minutes behind, wait
+// for each other (WaitForOthers) over 1,000 daily partitions, with the
+// files destination and with the SQL destination sharing the ledger's
+// file. Stopped past its leases, the worker ahead is taken over by the
+// three behind once its leases expire by the ledger's clock, not when
+// their own clocks pass them 5 minutes later; the three behind, stopped
+// (in a backfill of their own), are taken over by the one ahead, never
+// before their leases expire. Resumed, no stopped worker lands a write
+// over a newer attempt's, and each knows it lost what it held (fenced);
+// every partition lands exactly once, and the ledger and the data agree.
+func TestSkewedClocks(t *testing.T) {
+	proctest.SkipRace(t)
+	for _, sink := range []string{"files", "sql"} {
+		for _, stop := range []string{"ahead", "behind"} {
+			for rep := range repeat(1) {
+				t.Run(fmt.Sprintf("%s/%s-stopped/%d", sink, stop, rep), func(t *testing.T) { skewedClocks(t, sink, stop) })
+			}
+		}
+	}
+}
+
+func skewedClocks(t *testing.T, sink, stop string) {
+	const days = 1000
+	const skew = 5 * time.Minute
+	w := newWorld(t, days)
+	audit := filepath.Join(w.dir, "audit.log")
+	args := []string{"-sink", sink, "-concurrency", "2", "-work", "5ms", "-lease", "1s", "-heartbeat", "250ms", "-waitothers", "-audit", audit}
+	start := time.Now()
+	ahead := w.start("ahead", append(args, "-skew", skew.String())...)
+	behind := make([]*proc, 3)
+	for i := range behind {
+		behind[i] = w.start(fmt.Sprintf("behind%d", i), append(args, "-skew", (-skew).String())...)
+	}
+	db := w.openFile()
+	stopped, by := []*proc{ahead}, "behind"
+	if stop == "behind" {
+		stopped, by = behind, "ahead"
+	}
+	w.waitFor("200 executions", func(es []proctest.Execution) bool { return len(es) >= 2*days/5 })
+	held := w.pauseUntilTakenOver(db, stopped, 30*time.Second)
+	reports := map[string]workerReport{}
+	for _, p := range append([]*proc{ahead}, behind...) {
+		reports[p.name] = p.report(t)
+	}
+	hs := w.histories()
+	var twice int
+	if sink == "files" {
+		w.checkLanded()
+		checkWrites(t, hs, audit)
+	} else {
+		window, err := tranche.NewTimePartitionWindow(tranche.Day, w.first, w.first.AddDate(0, 0, days-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		twice = proctest.CheckSQL(t, db, hs, window, 3, true)
+	}
+	takeovers := map[string]int{}
+	for k, h := range hs {
+		for i, a := range h[:max(len(h)-1, 0)] {
+			if strings.Contains(a.Err, "taken over") {
+				takeovers[h[i+1].Worker]++
+				if a.Finished.Before(a.LeaseUntil) {
+					t.Errorf("partition %s: attempt %d by %s taken over by %s at %s, before its lease expired at %s by the ledger's clock",
+						k, a.Number, a.Worker, h[i+1].Worker, a.Finished.Format(time.StampMilli), a.LeaseUntil.Format(time.StampMilli))
+				}
+			}
+		}
+	}
+	var late time.Duration
+	for k, n := range held {
+		h := hs[k]
+		if n >= len(h) {
+			t.Errorf("partition %s: attempt %d held at the stop is the latest:\n%s", k, n, formatHistory(h))
+			continue
+		}
+		a, next := h[n-1], h[n]
+		if !strings.Contains(a.Err, "taken over") || !strings.HasPrefix(next.Worker, by) {
+			t.Errorf("partition %s: attempt %d by %s %s %q, then %s's; want it taken over by a worker %s", k, n, a.Worker, a.State, a.Err, next.Worker, by)
+		}
+		late = max(late, a.Finished.Sub(a.LeaseUntil))
+	}
+	// A stopped worker, resumed, knows it lost what it held: each
+	// failure is fenced (of a partition held at the stop, or at an
+	// earlier stop inside a write transaction, which lasted 3 s).
+	for name, r := range reports {
+		for _, f := range r.Failures {
+			if !f.Fenced {
+				t.Errorf("worker %s: partition %s failed with %q; want only partitions its stops cost it failed, fenced", name, f.Key, f.Err)
+			}
+		}
+	}
+	if len(held) == 0 {
+		t.Error("the stopped workers held no partition")
+	}
+	t.Logf("%s: %d partitions in %v; the workers %s (by %v), stopped, held %d, taken over by the workers %s at most %v after their leases expired by the ledger's clock; takeovers by worker %v; %d written twice",
+		sink, days, time.Since(start).Round(time.Millisecond), stop, skew, len(held), by, late.Round(time.Millisecond), takeovers, twice)
+}
+
+// checkWrites checks the files destination's audit: per partition,
+// tokens never go down, so that no write landed after a newer attempt's,
+// and the last write is the success's.
+func checkWrites(t *testing.T, hs map[string][]ledger.Attempt, audit string) {
+	t.Helper()
+	last := map[string]proctest.Write{}
+	for _, wr := range proctest.Writes(t, audit) {
+		if prev, ok := last[wr.Key]; ok && wr.Token < prev.Token {
+			t.Errorf("partition %s: %s wrote token %d after %s wrote token %d: a stale write landed", wr.Key, wr.Worker, wr.Token, prev.Worker, prev.Token)
+		}
+		last[wr.Key] = wr
+	}
+	for k, h := range hs {
+		won := h[len(h)-1]
+		if wr := last[k]; wr.Worker != won.Worker || wr.Token != int64(won.Number) {
+			t.Errorf("partition %s: last written by %q, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
+		}
+	}
+}
