@@ -1128,7 +1128,7 @@ func (x *execution) emit(ctx context.Context, e tranche.Event) {
 		return
 	}
 	e.Time = time.Now()
-	e.Backfill = x.cfg.id
+	e.Backfill, e.Trigger = x.cfg.id, string(ledger.TriggerBackfill)
 	e.Window = x.cfg.window
 	e.Target = x.cfg.window.String()
 	e.Progress = x.progress()
@@ -1139,7 +1139,7 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 	if x.b.OnEvent == nil {
 		return
 	}
-	e := tranche.Event{Kind: kind, Time: time.Now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
+	e := tranche.Event{Kind: kind, Time: time.Now(), Backfill: x.cfg.id, Trigger: string(ledger.TriggerBackfill), Err: err, Progress: x.progress(),
 		RunID: x.runID(u), Target: u.window.String()}
 	if len(u.partitions) == 1 {
 		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()
@@ -1193,7 +1193,7 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
 	claimed := keeper.now()
 	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []tranche.TimePartition{p},
-		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision})
+		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision, Trigger: ledger.TriggerManual})
 	if err != nil {
 		return nil, err
 	}
