@@ -174,6 +174,24 @@ func SummaryOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeG
 	if sum.LatestBackfill, err = latestBackfill(ctx, l, mine, now); err != nil {
 		return nil, err
 	}
+	runs, err := RunsOf(ctx, l, dag, g, loc, now)
+	if err != nil {
+		return nil, err
+	}
+	sum.LatestRun, sum.Scheduler = runs.LatestRun, runs.Scheduler
+	return sum, nil
+}
+
+// RunsOf reads the [Summary] of the DAG identity dag from l at now
+// without its backfills: its LatestRun and Scheduler, which [SummaryOf]
+// reads too, for a page that lists the DAG's backfills itself. g and loc
+// are the DAG's granularity and zone; with a zero g, Scheduler has no
+// Next slot.
+func RunsOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
+	if dag == "" {
+		return nil, errNoDAG
+	}
+	sum := &Summary{DAG: dag}
 
 	// The newest attempts, in windows widening back from now, until a
 	// run and a scheduler's slot are found.
