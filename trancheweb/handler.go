@@ -558,9 +558,24 @@ func (h *handler) triage(ctx context.Context, s *backfill.Status, live *liveData
 	case running == 0 && left > 0:
 		live.Stuck = fmt.Sprintf("no worker runs it: %d partitions are left and none is running", left)
 	case running > 0:
-		last, err := s.Finished(ctx, 1, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled)
+		// The last to finish: the newest failure of the backfill's
+		// partitions (through the index of failures), or the newest of
+		// the DAG's recent successes that the backfill ran (through the
+		// index of successes by revision): a million partitions' finish
+		// times are never sorted.
+		last, err := s.Finished(ctx, 1, ledger.StateFailed, ledger.StateCanceled)
 		if err != nil {
 			return err
+		}
+		recent, err := h.l.RecentSuccesses(ctx, s.Record.DAG, 20)
+		if err != nil {
+			return err
+		}
+		for _, a := range recent {
+			if a.Backfill == s.Record.ID && (len(last) == 0 || a.Finished.After(last[0].Finished)) {
+				last = []ledger.Attempt{a}
+				break
+			}
 		}
 		live.Quiet = backfill.DefaultLease
 		if len(last) > 0 {
