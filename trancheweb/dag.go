@@ -449,6 +449,18 @@ type dagStatusDoc struct {
 	Backfills map[string]string `json:"backfills"`
 	Running   bool              `json:"running"`
 	Signature string            `json:"signature"`
+
+	LatestRun      *runDoc `json:"latest_run"`      // the newest live, catch-up or manual attempt; null if none
+	LatestBackfill string  `json:"latest_backfill"` // the open backfill, else the newest failed, else the newest; "" if none
+	Waiting        bool    `json:"waiting"`         // waiting for scheduler: the slot due came due over a lease ago and has not run
+}
+
+// runDoc is an attempt in the DAG status endpoint's answer.
+type runDoc struct {
+	Key     string `json:"key"`
+	State   string `json:"state"`
+	Trigger string `json:"trigger"`
+	Started string `json:"started"`
 }
 
 // dagPolled is the DAG status endpoint's last answer for a DAG and
@@ -506,6 +518,13 @@ func (h *handler) dagStatusDocOf(ctx context.Context, r *http.Request, dag strin
 	for _, b := range live.Backfills {
 		doc.Backfills[b.ID] = string(b.State)
 	}
+	if a := live.LatestRun; a != nil {
+		doc.LatestRun = &runDoc{Key: a.Key, State: string(a.State), Trigger: string(a.Trigger), Started: instant(a.Started)}
+	}
+	if b := live.LatestBackfill; b != nil {
+		doc.LatestBackfill = b.ID
+	}
+	doc.Waiting = live.Waiting
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.dagPolled[key]; !ok && len(h.dagPolled) >= maxPolled {

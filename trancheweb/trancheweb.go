@@ -110,7 +110,10 @@
 //	  "counts": {"succeeded": 4, "missing": 2, …},  // partitions by the state of their latest attempt
 //	  "backfills": {"…": "running", …},             // the newest 100 backfills' states: succeeded (done), canceled, running, failed, pending
 //	  "running": true,      // a backfill neither done nor canceled, or a partition running: the page polls on
-//	  "signature": "…"      // changes whenever counts or a backfill's state change
+//	  "signature": "…",     // changes whenever counts or a backfill's state change
+//	  "latest_run": {"key": "…", "state": "…", "trigger": "live", "started": "…"},  // never a backfill's; null if none
+//	  "latest_backfill": "…",  // the open backfill, else the newest failed, else the newest
+//	  "waiting": false      // waiting for scheduler: the slot due has not run a lease after it came due
 //	}
 //
 // Requests to the partition and span pages with the header
