@@ -306,6 +306,7 @@ var ledgerTests = []struct {
 	{"CanceledContext", testCanceledContext},
 	{"HistoryIsACopy", testHistoryIsACopy},
 	{"LatestReader", testLatestReader},
+	{"NewestFailures", testNewestFailures},
 	{"ClaimNextFresh", testClaimNextFresh},
 	{"ClaimNextWantMore", testClaimNextWantMore},
 	{"ClaimNextPolicies", testClaimNextPolicies},
