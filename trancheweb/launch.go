@@ -82,18 +82,6 @@ func queryOf(r *http.Request) planQuery {
 // empty reports whether the query names no partitions: the form alone.
 func (q planQuery) empty() bool { return q.From == "" && q.To == "" && q.Slots == "" }
 
-// values is the query as URL values, the revision left out.
-func (q planQuery) values() url.Values {
-	v := url.Values{}
-	for k, s := range map[string]string{"from": q.From, "to": q.To, "slots": q.Slots, "rerun": q.Rerun,
-		"on_failure": q.OnFailure, "concurrency": q.Concurrency} {
-		if s != "" {
-			v.Set(k, s)
-		}
-	}
-	return v
-}
-
 // backfillOf builds the backfill the query names of the registered DAG
 // name, from Options.Backfill's template; a wrong query is a badRequest.
 func (h *handler) backfillOf(name string, q planQuery) (*backfill.Backfill, error) {
