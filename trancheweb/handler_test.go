@@ -53,7 +53,7 @@ func TestPages(t *testing.T) {
 		{base, 200, []string{"events &lt;daily&gt;", "28.6% succeeded", `id="grid"`, `<h2>Running</h2>`, "held by worker worker-2",
 			`<h2>3 partitions failed</h2>`, `<code class="failed-key">2026-01-04</code>`, `<code class="failed-key">2026-01-05</code>`, `<code class="failed-key">2026-01-10</code>`}},
 		{base + "/live", 200, []string{`id="grid"`}},
-		{base + "/partition?start=" + start(10), 200, []string{"Partition <code>2026-01-10</code>", "2 attempts", "second try: &lt;b&gt;boom", "worker-&lt;i&gt;1&lt;/i&gt;"}},
+		{base + "/partition?start=" + start(10), 200, []string{"Partition <code>2026-01-10</code>", "2 attempts", "second try: &lt;b&gt;boom", "worker-&lt;i&gt;1&lt;/i&gt;", `<td class="trigger">backfill</td>`}},
 		{base + "/partition?start=" + start(9), 200, []string{"1 attempts", "lease until"}},
 		{base + "/partition?start=" + start(2), 200, []string{"No attempt yet"}},
 		{base + "/partition?start=2026-01-02T12:00:00Z", 400, []string{"no partition of day starts at 2026-01-02T12:00:00Z"}},

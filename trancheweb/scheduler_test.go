@@ -2,6 +2,7 @@ package trancheweb
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,10 @@ func TestDAGLatestRun(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the DAG's page lacks %q:\n%s", want, body)
 		}
+	}
+	_, body, _ = get(t, h, "/dags/"+f.DAG+"/partition?start="+url.QueryEscape(instant(p.Start)))
+	if !strings.Contains(body, `<td class="trigger">live</td>`) || !strings.Contains(body, `<td class="trigger">backfill</td>`) {
+		t.Errorf("the history of 2026-01-11 lacks its live and backfill triggers:\n%s", body)
 	}
 	_, body, _ = get(t, h, "/dags/"+f.DAG+"/status.json")
 	var doc struct {
