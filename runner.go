@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tranche-dev/tranche/internal/runctx"
 )
 
 // Runner materializes the assets of a [DAG] for a partition, a window, or
@@ -166,8 +168,9 @@ type RunOptions struct {
 	Tokens []int64
 	DAG    string
 	// Trigger says why the run runs, copied to every event of the run
-	// (Event.Trigger): the trigger its ledger records (ledger.Trigger's
-	// values); "" for none.
+	// (Event.Trigger) and given to its assets in the context they
+	// receive (ledger.TriggerFrom reads it): the trigger its ledger
+	// records (ledger.Trigger's values); "" for none.
 	Trigger string
 }
 
@@ -184,6 +187,9 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	}
 	if runID == "" {
 		runID = newRunID()
+	}
+	if trigger != "" {
+		ctx = runctx.WithTrigger(ctx, trigger)
 	}
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")

@@ -1,6 +1,8 @@
 package backfill_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -100,5 +102,40 @@ func TestSummaryOf(t *testing.T) {
 
 	if s.LatestRun.Key != d1.Key() || s.LatestRun.Trigger != ledger.TriggerLive {
 		t.Errorf("latest run %s (%s); want %s, live", s.LatestRun.Key, s.LatestRun.Trigger, d1.Key())
+	}
+}
+
+// TestTriggerFrom: an asset's context says why it runs, as the ledger
+// records the attempt: backfill in a backfill, manual through
+// RunRecorded.
+func TestTriggerFrom(t *testing.T) {
+	l := memledger.New(nil)
+	var seen []ledger.Trigger
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "a", Partitioning: tranche.Partitioning{Granularity: tranche.Day},
+		Materialize: func(ctx context.Context, _ *tranche.Materialization) ([]tranche.Row, error) {
+			seen = append(seen, ledger.TriggerFrom(ctx))
+			return nil, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backfill.Backfill{DAG: dag, Window: janDays(t, 1, 2), Ledger: l}
+	if _, err := b.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, janDay(3), "w"); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(seen) != "[backfill backfill manual]" {
+		t.Errorf("the assets' contexts carried triggers %v; want [backfill backfill manual]", seen)
+	}
+	for _, d := range []int{1, 3} {
+		h, err := l.History(t.Context(), backfill.DAGIdentity(dag, tranche.Day, time.UTC), janDay(d).Start)
+		if err != nil || len(h) != 1 {
+			t.Fatal(h, err)
+		}
+		if want := map[int]ledger.Trigger{1: ledger.TriggerBackfill, 3: ledger.TriggerManual}[d]; h[0].Trigger != want {
+			t.Errorf("the attempt at January %d: trigger %q; want %q", d, h[0].Trigger, want)
+		}
 	}
 }
