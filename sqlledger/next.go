@@ -260,8 +260,8 @@ func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req l
 	}
 	until := st.now.Add(req.Lease).Truncate(time.Millisecond)
 	args = append(args, dagID, dagID, req.Backfill, req.Worker, st.now.UnixMilli(), until.UnixMilli(), st.rev,
-		round[len(round)-1].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending),
-		string(ledger.TriggerOf(req.Trigger, req.Backfill)))
+		string(ledger.TriggerOf(req.Trigger, req.Backfill)),
+		round[len(round)-1].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending))
 	rows, err := l.query(ctx, tx, qClaimRound(n), args...)
 	if err != nil {
 		return nil, nil, err

@@ -226,9 +226,9 @@ func (d *Dialect) qLockCursor() string {
 // one, at their first attempt, in DAG $5n+1, and returns their starts;
 // it starts the attempts of the jobs all of whose partitions it gave a
 // row (DAG $5n+2, backfill $5n+3, worker $5n+4, started at $5n+5, lease
-// until $5n+6, revision $5n+7); and it moves the cursor of DAG $5n+10,
-// backfill $5n+11 and order $5n+12 to start $5n+8 at revision $5n+9.
-// The attempts' trigger is $5n+13.
+// until $5n+6, revision $5n+7, trigger $5n+8); and it moves the cursor
+// of DAG $5n+11, backfill $5n+12 and order $5n+13 to start $5n+9 at
+// revision $5n+10.
 func qClaimRound(n int) string {
 	var v strings.Builder
 	for i := range n {
@@ -253,12 +253,12 @@ func qClaimRound(n int) string {
 			INSERT INTO tranche_attempts
 				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state, run_trigger)
 			SELECT CAST(` + k(2) + ` AS BIGINT), v.start_s, 1, v.end_s, v.partition_key, CAST(` + k(3) + ` AS TEXT), v.run_id, CAST(` + k(4) + ` AS TEXT),
-				CAST(` + k(5) + ` AS BIGINT), CAST(` + k(6) + ` AS BIGINT), '', 0, CAST(` + k(7) + ` AS BIGINT), 'running', CAST(` + k(13) + ` AS TEXT)
+				CAST(` + k(5) + ` AS BIGINT), CAST(` + k(6) + ` AS BIGINT), '', 0, CAST(` + k(7) + ` AS BIGINT), 'running', CAST(` + k(8) + ` AS TEXT)
 			FROM v JOIN whole ON whole.job = v.job
 		),
 		c AS (
-			UPDATE tranche_cursors SET start_s = ` + k(8) + `, revision = ` + k(9) + `
-			WHERE dag_id = ` + k(10) + ` AND backfill = ` + k(11) + ` AND descending = ` + k(12) + `
+			UPDATE tranche_cursors SET start_s = ` + k(9) + `, revision = ` + k(10) + `
+			WHERE dag_id = ` + k(11) + ` AND backfill = ` + k(12) + ` AND descending = ` + k(13) + `
 		)
 		SELECT start_s FROM p`
 }
