@@ -17,8 +17,10 @@
 //
 // # Subcommands
 //
-//	ls                          the backfills of the ledger, oldest first
+//	ls                          the backfills of the ledger, oldest first, then a line per DAG
 //	status ID                   counts per state, why it is not progressing, and the partitions as a grid
+//	status DAG                  a DAG by name or identity: its latest run (never a backfill's), its latest
+//	                            backfill, and its scheduler (last slot, next due, missed, waiting for scheduler)
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
@@ -30,6 +32,8 @@
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
+//	serve [--allow-writes]      the backfills and DAGs as web pages (package trancheweb); with writes and
+//	                            $TRANCHE_TOKEN, a DAG's page plans a backfill and starts that plan here
 //
 // The flags of plan and run choose the backfill: --from and --to, the
 // bounds of its window as [tranche.ParseBound] reads them (half-open:
