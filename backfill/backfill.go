@@ -861,7 +861,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
 	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
-		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
+		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill,
 	})
 	switch {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
