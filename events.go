@@ -39,12 +39,18 @@ const (
 // Event reports one step of a run or a backfill. Fields that do not apply
 // to the kind are zero. Events are values: a hook may keep them.
 type Event struct {
-	Kind        Kind
-	Time        time.Time // when the step happened
-	RunID       string    // the run; empty for backfill-wide events
-	Backfill    string    // the backfill's id, when the run belongs to one
-	Asset       string    // the asset, for asset, write and log events
-	Destination string    // the destination, for write events
+	Kind     Kind
+	Time     time.Time // when the step happened
+	RunID    string    // the run; empty for backfill-wide events
+	Backfill string    // the backfill's id, when the run belongs to one
+	// Trigger says why the run ran, as its ledger records it
+	// (ledger.Trigger): "live" or "catch-up" for a scheduler's slot,
+	// "backfill", "manual" for an ordinary recorded run; "" for a run no
+	// ledger records. A hook that pages on-call for the live schedule
+	// alone acts on failures whose Trigger is "live" or "catch-up".
+	Trigger     string
+	Asset       string // the asset, for asset, write and log events
+	Destination string // the destination, for write events
 
 	// Partition is the run's partition, or for a write event the
 	// partition written when there is one. Window is the run's window,
@@ -131,6 +137,7 @@ func (e Event) attrs(kind bool) []slog.Attr {
 	}
 	add("run", e.RunID)
 	add("backfill", e.Backfill)
+	add("trigger", e.Trigger)
 	add("asset", e.Asset)
 	add("destination", e.Destination)
 	if e.Partition.Granularity.IsValid() && e.Partition.Key() != e.Target {
@@ -158,7 +165,7 @@ func (e Event) attrs(kind bool) []slog.Attr {
 
 // MarshalJSON encodes the event as one JSON object with stable keys: id,
 // kind, time (RFC 3339 in UTC, so that the lines of workers in different
-// zones read and sort alike), and, when set, run, backfill, asset, destination,
+// zones read and sort alike), and, when set, run, backfill, trigger, asset, destination,
 // partition and target (keys and text forms), attempt, duration_ns, rows,
 // error, level, msg, attrs and progress (done, failed, skipped, held,
 // total, eta_ns).
@@ -177,6 +184,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Time        string         `json:"time"`
 		RunID       string         `json:"run,omitempty"`
 		Backfill    string         `json:"backfill,omitempty"`
+		Trigger     string         `json:"trigger,omitempty"`
 		Asset       string         `json:"asset,omitempty"`
 		Destination string         `json:"destination,omitempty"`
 		Partition   string         `json:"partition,omitempty"`
@@ -191,7 +199,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Progress    *progress      `json:"progress,omitempty"`
 	}{
 		ID: e.ID(), Kind: e.Kind, Time: e.Time.UTC().Format(time.RFC3339Nano),
-		RunID: e.RunID, Backfill: e.Backfill, Asset: e.Asset, Destination: e.Destination,
+		RunID: e.RunID, Backfill: e.Backfill, Trigger: e.Trigger, Asset: e.Asset, Destination: e.Destination,
 		Target: e.Target, Attempt: e.Attempt, Duration: int64(e.Duration), Rows: e.Rows,
 		Message: e.Message,
 	}

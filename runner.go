@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tranche-dev/tranche/internal/runctx"
 )
 
 // Runner materializes the assets of a [DAG] for a partition, a window, or
@@ -165,21 +167,29 @@ type RunOptions struct {
 	// checks that clock, as a backfill does.
 	Tokens []int64
 	DAG    string
+	// Trigger says why the run runs, copied to every event of the run
+	// (Event.Trigger) and given to its assets in the context they
+	// receive (ledger.TriggerFrom reads it): the trigger its ledger
+	// records (ledger.Trigger's values); "" for none.
+	Trigger string
 }
 
 // RunWith is [Runner.Run] with the run's id, attempt, backfill and
 // fencing chosen by opts, which may be nil.
 func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOptions) (*Result, error) {
-	var runID, backfill string
+	var runID, backfill, trigger string
 	attempt := 1
 	if opts != nil {
-		runID, backfill = opts.RunID, opts.Backfill
+		runID, backfill, trigger = opts.RunID, opts.Backfill, opts.Trigger
 		if opts.Attempt > 0 {
 			attempt = opts.Attempt
 		}
 	}
 	if runID == "" {
 		runID = newRunID()
+	}
+	if trigger != "" {
+		ctx = runctx.WithTrigger(ctx, trigger)
 	}
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
@@ -201,6 +211,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 		id:       runID,
 		attempt:  attempt,
 		backfill: backfill,
+		trigger:  trigger,
 		target:   t,
 		runner:   r,
 		outcomes: make([]AssetResult, n),
@@ -400,6 +411,7 @@ type runState struct {
 	id       string
 	attempt  int
 	backfill string          // the backfill the run belongs to, or ""
+	trigger  string          // why it runs, or ""
 	fencing  *RunOptions     // nil when the run is not fenced
 	ctx      context.Context // the run's context, checked before each fenced write
 	target   target
@@ -432,7 +444,7 @@ func (s *runState) emit(e *Event) {
 	if !s.hasHooks() {
 		return
 	}
-	e.RunID, e.runAttempt, e.Backfill = s.id, s.attempt, s.backfill
+	e.RunID, e.runAttempt, e.Backfill, e.Trigger = s.id, s.attempt, s.backfill, s.trigger
 	if !s.target.none {
 		if s.target.isWindow {
 			e.Window = s.target.window

@@ -6,7 +6,7 @@ import (
 )
 
 // SlogHook returns a hook that logs each event to l: failures at ERROR,
-// retries at WARN, the lifecycle of runs, assets, backfills and
+// but those of a backfill (Event.Trigger "backfill") at WARN, retries at WARN, the lifecycle of runs, assets, backfills and
 // partitions at INFO, writes, claims and leases at DEBUG, and log events
 // at their own level. The record's time is the event's; its message is
 // the kind, or a log event's own message; its attributes are the event's
@@ -14,12 +14,20 @@ import (
 // and id last, as [Event.LogValue] lists them), with kind=log and the
 // record's own attributes for log events. A nil l gives a hook that does
 // nothing.
+//
+// ERROR is then what should page someone: a failure of the live schedule
+// (triggers "live" and "catch-up"), of a run by hand, or of a run no
+// ledger records. A backfill's failures stay in its status, are run
+// again by resuming it, and leave the DAG's live data as it was.
 func SlogHook(l *slog.Logger) func(context.Context, Event) {
 	return func(ctx context.Context, e Event) {
 		if l == nil {
 			return
 		}
 		level, msg := e.Kind.level(), string(e.Kind)
+		if level == slog.LevelError && e.Trigger == "backfill" {
+			level = slog.LevelWarn
+		}
 		if e.Kind == KindLog {
 			level, msg = e.Level, e.Message
 		}

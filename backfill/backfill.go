@@ -903,7 +903,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
 	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
-		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision,
+		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill,
 	})
 	switch {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
@@ -1171,7 +1171,7 @@ func (x *execution) emit(ctx context.Context, e tranche.Event) {
 		return
 	}
 	e.Time = x.b.now()
-	e.Backfill = x.cfg.id
+	e.Backfill, e.Trigger = x.cfg.id, string(ledger.TriggerBackfill)
 	e.Window = x.cfg.window
 	e.Target = x.cfg.window.String()
 	e.Progress = x.progress()
@@ -1182,7 +1182,7 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 	if x.b.OnEvent == nil {
 		return
 	}
-	e := tranche.Event{Kind: kind, Time: x.b.now(), Backfill: x.cfg.id, Err: err, Progress: x.progress(),
+	e := tranche.Event{Kind: kind, Time: x.b.now(), Backfill: x.cfg.id, Trigger: string(ledger.TriggerBackfill), Err: err, Progress: x.progress(),
 		RunID: x.runID(u), Target: u.window.String()}
 	if len(u.partitions) == 1 {
 		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()
@@ -1236,7 +1236,7 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
 	claimed := keeper.now()
 	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []tranche.TimePartition{p},
-		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision})
+		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision, Trigger: ledger.TriggerManual})
 	if err != nil {
 		return nil, err
 	}

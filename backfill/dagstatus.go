@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
@@ -79,4 +81,198 @@ func windowStatus(l ledger.Ledger, dag string, w tranche.TimePartitionWindow) (*
 		sel:   selection{window: w, total: w.Len()},
 		match: slotmatch.New(w.Granularity(), w.Location()),
 	}, nil
+}
+
+// Summary is what an operator asks of a DAG first: its latest run, its
+// latest backfill, and whether a scheduler keeps it live. [SummaryOf]
+// reads it.
+type Summary struct {
+	DAG string // the DAG's identity
+
+	// LatestRun is the DAG's latest run: the latest attempt, of the
+	// newest partition that has one, triggered live, catch-up or by hand
+	// ([ledger.Attempt].Trigger other than [ledger.TriggerBackfill]). A
+	// backfill's run is never the latest run, however recent: a
+	// backfill of last year running now says nothing of whether today's
+	// data landed. Nil when no such attempt was found within
+	// [SummaryLookback] of now.
+	LatestRun *ledger.Attempt
+
+	// LatestBackfill is the status of the DAG's latest backfill: the
+	// newest open one (not canceled, neither done nor failed), else the
+	// newest that failed, until the partitions it failed succeed (by any
+	// run), else the newest of all; nil when the DAG has none.
+	LatestBackfill *Status
+
+	// Scheduler is what the ledger shows of the DAG's live scheduler.
+	Scheduler SchedulerSeen
+}
+
+// SchedulerSeen is a scheduler as the ledger sees it: through the
+// triggers of the attempts it recorded, since a scheduler writes nothing
+// else. A scheduler is seen when it runs a slot; it is overdue when the
+// slot after the last it ran came due, plus the delay it ran that one
+// with, more than [DefaultLease] ago, and no one has run that slot.
+type SchedulerSeen struct {
+	// Last is the latest attempt of the newest slot a scheduler ran
+	// (trigger live or catch-up); nil when none was found within
+	// SummaryLookback: no scheduler runs the DAG, or none has yet.
+	Last *ledger.Attempt
+	// Delay is how long after its close the Last slot started, when its
+	// trigger was live: the scheduler's Delay, as the ledger shows it.
+	Delay time.Duration
+	// Next is the slot after Last, and NextDue when it comes due: its
+	// end plus Delay. Zero without Last or a granularity.
+	Next    tranche.TimePartition
+	NextDue time.Time
+	// Missed counts the slots from Next on that came due (plus Delay)
+	// by now and have no attempt: those a scheduler started now would
+	// catch up or report missed.
+	Missed int
+	// Waiting reports that no scheduler has been seen for longer than
+	// it should have been: Next came due more than DefaultLease ago and
+	// has no attempt. Pages and commands show it as "waiting for
+	// scheduler".
+	Waiting bool
+}
+
+// SummaryLookback bounds how far before now [SummaryOf] looks for the
+// DAG's latest run and its scheduler's last slot: a read of the latest
+// attempts of a year and a month, widened in steps from a day, so that a
+// minutely schedule costs a read of its last day, not of every minute of
+// its history.
+const SummaryLookback = 400 * 24 * time.Hour
+
+// maxSummaryBackfills is how many of a DAG's newest backfills SummaryOf
+// counts, at most, to find its latest.
+const maxSummaryBackfills = 50
+
+// SummaryOf reads the [Summary] of the DAG identity dag from l at now.
+// g and loc are the DAG's granularity and zone, which name its slots; a
+// zero g takes those of the DAG's newest backfill (without one, the
+// summary has no Next slot).
+func SummaryOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
+	if dag == "" {
+		return nil, errNoDAG
+	}
+	sum := &Summary{DAG: dag}
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var mine []ledger.BackfillRecord
+	for _, r := range slices.Backward(records) {
+		if r.DAG == dag {
+			mine = append(mine, r)
+		}
+	}
+	if !g.IsValid() && len(mine) > 0 {
+		if w, err := tranche.ParseTimePartitionWindow(mine[0].Window); err == nil {
+			g, loc = w.Granularity(), w.Location()
+		}
+	}
+	if sum.LatestBackfill, err = latestBackfill(ctx, l, mine, now); err != nil {
+		return nil, err
+	}
+	runs, err := RunsOf(ctx, l, dag, g, loc, now)
+	if err != nil {
+		return nil, err
+	}
+	sum.LatestRun, sum.Scheduler = runs.LatestRun, runs.Scheduler
+	return sum, nil
+}
+
+// RunsOf reads the [Summary] of the DAG identity dag from l at now
+// without its backfills: its LatestRun and Scheduler, which [SummaryOf]
+// reads too, for a page that lists the DAG's backfills itself. g and loc
+// are the DAG's granularity and zone; with a zero g, Scheduler has no
+// Next slot.
+func RunsOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
+	if dag == "" {
+		return nil, errNoDAG
+	}
+	sum := &Summary{DAG: dag}
+
+	// The newest attempts, in windows widening back from now, until a
+	// run and a scheduler's slot are found.
+	for back := 24 * time.Hour; ; back *= 8 {
+		back = min(back, SummaryLookback)
+		for a, err := range l.Latest(ctx, dag, now.Add(-back), now.Add(time.Hour)) {
+			if err != nil {
+				return nil, fmt.Errorf("tranche: reading ledger: %w", err)
+			}
+			if a.Trigger != ledger.TriggerBackfill {
+				sum.LatestRun = &a
+			}
+			if a.Trigger == ledger.TriggerLive || a.Trigger == ledger.TriggerCatchUp {
+				sum.Scheduler.Last = &a
+			}
+		}
+		if sum.Scheduler.Last != nil || back == SummaryLookback {
+			break
+		}
+	}
+	return sum, sum.Scheduler.next(ctx, l, dag, g, loc, now)
+}
+
+// next fills the slot after Last, when it is due, and what is missed.
+func (s *SchedulerSeen) next(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) error {
+	if s.Last == nil || !g.IsValid() {
+		return nil
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	if s.Last.Trigger == ledger.TriggerLive && !s.Last.Started.Before(s.Last.End) {
+		s.Delay = s.Last.Started.Sub(s.Last.End).Truncate(time.Second)
+	}
+	s.Next = tranche.PartitionOf(g, s.Last.End.In(loc))
+	s.NextDue = s.Next.End.Add(s.Delay)
+	if now.Before(s.NextDue) {
+		return nil
+	}
+	attempted := map[int64]bool{}
+	for a, err := range l.Latest(ctx, dag, s.Next.Start, now) {
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		attempted[a.Start.Unix()] = true
+	}
+	const maxCounted = 100_000
+	for p := s.Next; !now.Before(p.End.Add(s.Delay)) && s.Missed < maxCounted; p = p.Next() {
+		if !attempted[p.Start.Unix()] {
+			s.Missed++
+		}
+	}
+	s.Waiting = !attempted[s.Next.Start.Unix()] && now.Sub(s.NextDue) > DefaultLease
+	return nil
+}
+
+// latestBackfill returns the status of the latest of records (newest
+// first), as Summary.LatestBackfill chooses it.
+func latestBackfill(ctx context.Context, l ledger.Ledger, records []ledger.BackfillRecord, now time.Time) (*Status, error) {
+	var failed, newest *Status
+	for i, r := range records {
+		if i == maxSummaryBackfills {
+			break
+		}
+		s, err := StatusOf(ctx, l, r.ID, now)
+		if err != nil {
+			return nil, err
+		}
+		bad := s.Counts[ledger.StateFailed]+s.Counts[ledger.StateCanceled] > 0
+		if newest == nil {
+			newest = s
+		}
+		if !r.Canceled && !s.Done() && !bad {
+			return s, nil
+		}
+		if bad && failed == nil {
+			failed = s
+		}
+	}
+	if failed != nil {
+		return failed, nil
+	}
+	return newest, nil
 }

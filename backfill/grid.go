@@ -285,8 +285,20 @@ func newGrid(w tranche.TimePartitionWindow, total, maxCells int) *Grid {
 	return g
 }
 
-// cell returns an empty cell of span.
+// cell returns an empty cell of span, in the row of the period its key
+// names: its start's, or for a cron schedule's slot, its fire's (its
+// end), so that the slot of February 1st 00:00, which runs through
+// January, is drawn in February's row as its key reads.
 func (g *Grid) cell(span tranche.TimePartition) Cell {
+	if g.Cell.IsSchedule() {
+		row := tranche.PartitionOf(g.Row, span.End)
+		col := 0
+		// The first slot of the row fires at or after its start.
+		for p := tranche.PartitionOf(g.Cell, row.Start.Add(-time.Nanosecond)); p.End.Before(span.End); p = p.Next() {
+			col++
+		}
+		return Cell{Span: span, Row: row, Column: col, Counts: map[ledger.State]int{}}
+	}
 	row := tranche.PartitionOf(g.Row, span.Start)
 	col := 0
 	for p := tranche.PartitionOf(g.Cell, row.Start); p.Start.Before(span.Start); p = p.Next() {

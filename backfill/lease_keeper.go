@@ -114,7 +114,7 @@ type keptLease struct {
 func (k *leaseKeeper) keep(lease *ledger.Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
 	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
-	kl.opts = tranche.RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG}
+	kl.opts = tranche.RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG, Trigger: string(lease.Trigger)}
 	kl.job = leaseContext{Context: runCtx, kl: kl}
 	k.mu.Lock()
 	k.unarmed[kl] = struct{}{}

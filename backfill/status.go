@@ -686,3 +686,57 @@ func (w *watcher) check(ctx context.Context) (*Status, error) {
 	w.revision = revision
 	return w.status(ctx, record)
 }
+
+// Finished returns up to n latest attempts of the backfill's partitions
+// that are in one of states, those that finished last first (by
+// [ledger.FinishedLater]): the newest failures of a failed backfill, or
+// the last partition it finished. Through a [ledger.LatestReader] it is
+// one small query however many partitions the backfill has; from another
+// ledger, a walk of every partition's latest attempt.
+func (s *Status) Finished(ctx context.Context, n int, states ...ledger.State) ([]ledger.Attempt, error) {
+	if n < 1 || len(states) == 0 {
+		return nil, nil
+	}
+	var out []ledger.Attempt
+	lr, ok, err := s.latestReader(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		for a, err := range lr.FindLatest(ctx, ledger.FindRequest{DAG: s.Record.DAG, Ranges: s.sel.ranges(), States: states, Newest: n}) {
+			if err != nil {
+				return nil, fmt.Errorf("tranche: reading ledger: %w", err)
+			}
+			out = append(out, a)
+		}
+	default:
+		for ps, err := range s.Partitions(ctx) {
+			if err != nil {
+				return nil, err
+			}
+			if ps.Latest != nil && slices.Contains(states, ps.Latest.State) {
+				out = append(out, *ps.Latest)
+			}
+		}
+	}
+	slices.SortFunc(out, ledger.FinishedLater)
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+// CountOf counts the partitions of the backfill record describes by the
+// state of their latest attempt, as [StatusOf] does, without reading why
+// it is not progressing (its Blocked is empty): the state of a backfill
+// in a list of them, one aggregate query through a [ledger.LatestReader].
+func CountOf(ctx context.Context, l ledger.Ledger, record ledger.BackfillRecord) (*Status, error) {
+	s, err := statusOf(l, record)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.tally(ctx, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

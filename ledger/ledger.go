@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/runctx"
 )
 
 // A Ledger records every attempt at every partition of a DAG, so that a
@@ -215,6 +216,10 @@ type ClaimRequest struct {
 	// Revision bounds RerunAll: a partition that succeeded at a later
 	// revision, after the plan was made, is not run again.
 	Revision int64
+	// Trigger says why the partitions run, recorded on each attempt
+	// (Attempt.Trigger); "" means [TriggerBackfill] when Backfill is
+	// set and [TriggerManual] otherwise (see [TriggerOf]).
+	Trigger Trigger
 }
 
 // NextRequest asks [Ledger.ClaimNext] for the next jobs of a backfill.
@@ -236,6 +241,7 @@ type NextRequest struct {
 	// as ClaimRequest.Revision does, and tells whether the cursor moved
 	// after the plan was made.
 	Revision int64
+	Trigger  Trigger // as ClaimRequest.Trigger: "" is TriggerBackfill
 }
 
 // Job is one claim of [Ledger.ClaimNext]: a partition, or a chunk of
@@ -266,7 +272,7 @@ type Grant struct {
 // [Ledger.Claim] takes it.
 func (req NextRequest) Claim(j Job) ClaimRequest {
 	return ClaimRequest{DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: j.RunID,
-		Partitions: j.Partitions, Lease: req.Lease, Policy: req.Policy, Revision: req.Revision}
+		Partitions: j.Partitions, Lease: req.Lease, Policy: req.Policy, Revision: req.Revision, Trigger: req.Trigger}
 }
 
 // Lease is a held claim: the attempts a worker started and must heartbeat
@@ -276,6 +282,7 @@ type Lease struct {
 	Partitions                   []tranche.TimePartition
 	Attempts                     []int     // Attempts[i] is the attempt number at Partitions[i]
 	Until                        time.Time // when the lease expires, by the ledger's clock
+	Trigger                      Trigger   // the claim's, as TriggerOf gives it: never ""
 }
 
 // Tokens returns the fencing tokens of the leased partitions: Tokens()[i]
@@ -318,6 +325,10 @@ type Attempt struct {
 	Err        string
 	Rows       int64
 	Revision   int64 // the ledger revision of the attempt's last change
+	// Trigger says why the attempt ran: the claim's trigger, as
+	// [TriggerOf] gives it. An attempt recorded by a ledger older than
+	// the field reads as TriggerOf("", Backfill).
+	Trigger Trigger
 }
 
 // Duration returns how long a finished attempt ran; zero while running.
@@ -327,6 +338,46 @@ func (a Attempt) Duration() time.Duration {
 	}
 	return a.Finished.Sub(a.Started)
 }
+
+// Trigger says why a partition ran: its attempt's cause, which hooks,
+// statuses and pages read to tell the live schedule from the past. Its
+// string values are stable and stored; new triggers may be added.
+type Trigger string
+
+const (
+	// TriggerLive: a scheduler ran the slot as it came due.
+	TriggerLive Trigger = "live"
+	// TriggerCatchUp: a scheduler ran the slot after it came due while
+	// no scheduler ran, or took it over from one whose lease expired.
+	TriggerCatchUp Trigger = "catch-up"
+	// TriggerBackfill: a backfill ran the partition.
+	TriggerBackfill Trigger = "backfill"
+	// TriggerManual: an ordinary run outside any backfill or scheduler,
+	// such as backfill.RunRecorded's.
+	TriggerManual Trigger = "manual"
+)
+
+// TriggerOf returns the trigger a ledger records for a claim of trigger t
+// for backfill (its id, "" for none): t, or when t is "",
+// [TriggerBackfill] for a backfill's claim and [TriggerManual] for any
+// other. Attempts recorded before ledgers kept triggers read as
+// TriggerOf("", their backfill).
+func TriggerOf(t Trigger, backfill string) Trigger {
+	switch {
+	case t != "":
+		return t
+	case backfill != "":
+		return TriggerBackfill
+	}
+	return TriggerManual
+}
+
+// TriggerFrom returns the trigger of the run whose asset received ctx
+// (tranche.RunOptions.Trigger, which backfills and schedulers set to the
+// trigger of their claim), or "" for a run without one: the asset's view
+// of why it runs, so that it may, say, read a cheaper source for a
+// backfill than for the live slot.
+func TriggerFrom(ctx context.Context) Trigger { return Trigger(runctx.Trigger(ctx)) }
 
 // BackfillRecord is what a ledger keeps of a backfill besides its
 // partitions' attempts.

@@ -1,16 +1,15 @@
 package schedule
 
 import (
-	"log/slog"
-
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Scheduler and slot events. A scheduler emits them, and the events of
 // every run it makes, to its OnEvent hook. Slot events carry the slot in
 // [tranche.Event.Partition] and its key in Target; those of a slot that
-// runs, and every event of its run, carry its [Trigger] as the attribute
-// [TriggerKey].
+// runs, and every event of its run, carry its [Trigger] in
+// [tranche.Event.Trigger], as the ledger records it on the slot's attempt.
 const (
 	KindStarted tranche.Kind = "schedule.started" // Run began; Target is the first slot it waits for
 	KindStopped tranche.Kind = "schedule.stopped" // Run ended: its context ended and its runs are over
@@ -49,32 +48,20 @@ const (
 	KindLedgerError tranche.Kind = "schedule.ledger_error"
 )
 
-// Trigger says why a slot runs: [TriggerLive] or [TriggerCatchUp].
-type Trigger string
+// Trigger says why a slot runs: [TriggerLive] or [TriggerCatchUp]. It is
+// the ledger's, recorded on each attempt ([ledger.Attempt].Trigger).
+type Trigger = ledger.Trigger
 
 const (
 	// TriggerLive: the slot came due while the scheduler was waiting for
 	// it.
-	TriggerLive Trigger = "live"
+	TriggerLive = ledger.TriggerLive
 	// TriggerCatchUp: the slot came due while no scheduler ran it (before
 	// Run began, or while the machine slept or its clock jumped), or it
 	// is taken over from a worker whose lease expired.
-	TriggerCatchUp Trigger = "catch-up"
+	TriggerCatchUp = ledger.TriggerCatchUp
 )
 
-// TriggerKey is the key of the attribute ([tranche.Event.Attrs]) that
-// carries a slot's [Trigger] on its events and on every event of its run.
-const TriggerKey = "trigger"
-
-// TriggerOf returns the trigger an event carries, or "" for an event
-// without one.
-func TriggerOf(e tranche.Event) Trigger {
-	for i := len(e.Attrs) - 1; i >= 0; i-- {
-		if a := e.Attrs[i]; a.Key == TriggerKey && a.Value.Kind() == slog.KindString {
-			return Trigger(a.Value.String())
-		}
-	}
-	return ""
-}
-
-func (t Trigger) attr() slog.Attr { return slog.String(TriggerKey, string(t)) }
+// TriggerOf returns the trigger an event carries ([tranche.Event].Trigger),
+// or "" for an event without one.
+func TriggerOf(e tranche.Event) Trigger { return Trigger(e.Trigger) }

@@ -238,7 +238,8 @@ func (w *work) keysUTC() []string {
 }
 
 // TestEvents: every event of a slot's run reaches OnEvent with the slot's
-// trigger, the Runner's own hook sees them untagged, and a hook that
+// trigger, the Runner's own hook sees them with it too (a field of the
+// event, no attribute added), and a hook that
 // panics is recovered into the status while the slots go on.
 func TestEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -285,8 +286,8 @@ func TestEvents(t *testing.T) {
 			t.Errorf("OnEvent saw run kinds %v, want the runs' events", runKinds)
 		}
 		for _, e := range runnerEv.list() {
-			if schedule.TriggerOf(e) != "" || len(e.Attrs) != 0 {
-				t.Errorf("the Runner's hook got %s with attributes %v", e.Kind, e.Attrs)
+			if schedule.TriggerOf(e) != schedule.TriggerLive || len(e.Attrs) != 0 {
+				t.Errorf("the Runner's hook got %s with trigger %q and attributes %v; want live and none", e.Kind, e.Trigger, e.Attrs)
 			}
 		}
 		if len(runnerEv.list()) == 0 {

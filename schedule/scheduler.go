@@ -125,7 +125,7 @@ type Scheduler struct {
 	Budget *backfill.Budget
 
 	// Runner runs each slot; nil means a zero Runner. Its OnEvent hook
-	// sees the events of every run, without their trigger.
+	// sees the events of every run, each carrying its slot's trigger.
 	Runner *tranche.Runner
 
 	// Worker names this scheduler in the ledger; "" means host-pid.
@@ -749,7 +749,7 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 			keep = len(due)
 		}
 		for _, sl := range due[:keep] {
-			recorded, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped)
+			recorded, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped, sl.trigger)
 			if err != nil {
 				return err
 			}
@@ -778,7 +778,7 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	if len(ps) == 0 {
 		return nil
 	}
-	recorded, err := r.record(ctx, ps, whyMissed)
+	recorded, err := r.record(ctx, ps, whyMissed, TriggerCatchUp)
 	switch {
 	case err != nil:
 		return err
@@ -803,11 +803,13 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 // why: so that no later start of any scheduler reports them again, a
 // backfill's status shows them, and a backfill under its default rerun
 // policy (failed) runs them. It reports false when the ledger refused
-// the claim: another worker recorded a slot, or holds it.
-func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string) (bool, error) {
+// the claim: another worker recorded a slot, or holds it. The attempts
+// carry trigger, the scheduler's, so that none reads as a run by hand.
+func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string, trigger Trigger) (bool, error) {
 	cfg := r.cfg
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
-		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone})
+		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone,
+		Trigger: trigger})
 	switch {
 	case errors.Is(err, ledger.ErrNotClaimable):
 		return false, nil
@@ -965,9 +967,14 @@ func (r *run) dispatch(ctx context.Context) error {
 func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 	cfg := r.cfg
 	sent := time.Now()
+	trigger := sl.trigger
+	if sl.announced {
+		// Held by another worker until its lease expired: a takeover.
+		trigger = TriggerCatchUp
+	}
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, sl.p.Start, sl.p.End), Partitions: []tranche.TimePartition{sl.p},
-		Lease: cfg.lease, Policy: ledger.RerunNone})
+		Lease: cfg.lease, Policy: ledger.RerunNone, Trigger: trigger})
 	switch {
 	case errors.Is(err, ledger.ErrNotClaimable):
 		sl.check, sl.refused = true, true
@@ -977,10 +984,7 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("tranche: claiming slot %s: %w", sl.p.Key(), err)
 	}
-	if sl.announced {
-		// Held by another worker until its lease expired: a takeover.
-		sl.trigger = TriggerCatchUp
-	}
+	sl.trigger = lease.Trigger
 	r.inflight++
 	started := cfg.now()
 	r.count(func(st *Status) {
@@ -1006,7 +1010,8 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		r.emit(kind, sl, func(e *tranche.Event) { e.Err, e.Duration = err, took })
 	}
 	k, runCtx := keep(r.ctx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
-	opts := tranche.RunOptions{RunID: lease.RunID, Attempt: lease.Attempts[0], Tokens: lease.Tokens(), DAG: cfg.dag}
+	opts := tranche.RunOptions{RunID: lease.RunID, Attempt: lease.Attempts[0], Tokens: lease.Tokens(), DAG: cfg.dag,
+		Trigger: string(lease.Trigger)}
 	var res *tranche.Result
 	var runErr error
 	var took time.Duration
@@ -1130,11 +1135,9 @@ func (r *run) runner(sl *slot) *tranche.Runner {
 	if r.s.OnEvent == nil {
 		return &rr
 	}
-	own, attr := rr.OnEvent, sl.trigger.attr()
+	own := rr.OnEvent
 	rr.OnEvent = func(ctx context.Context, e tranche.Event) {
-		tagged := e
-		tagged.Attrs = append(slices.Clip(e.Attrs), attr)
-		r.deliver(ctx, tagged)
+		r.deliver(ctx, e)
 		if own != nil {
 			own(ctx, e)
 		}
@@ -1172,9 +1175,7 @@ func (r *run) emit(kind tranche.Kind, sl *slot, more func(*tranche.Event)) {
 	if sl != nil {
 		e.Partition, e.Target = sl.p, sl.p.Key()
 		e.RunID = backfill.RunID(r.cfg.dag, sl.p.Start, sl.p.End)
-		if sl.trigger != "" {
-			e.Attrs = []slog.Attr{sl.trigger.attr()}
-		}
+		e.Trigger = string(sl.trigger)
 	}
 	if more != nil {
 		more(&e)

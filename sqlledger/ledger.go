@@ -479,7 +479,8 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		lease = &ledger.Lease{
 			DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 			Partitions: slices.Clone(req.Partitions), Attempts: attempts,
-			Until: now.Add(req.Lease).Truncate(time.Millisecond),
+			Until:   now.Add(req.Lease).Truncate(time.Millisecond),
+			Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
 		}
 		for _, i := range takeovers {
 			if err := l.takeOver(ctx, tx, dagID, req.Partitions[i], latest[starts[i]], req.Worker, st); err != nil {
@@ -559,7 +560,8 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 	var started int64
 	err = l.retry(ctx, op, func() error {
 		return l.queryRow(ctx, nil, l.dialect.qClaimFresh(), dagID, p.Start.Unix(), req.Backfill, clock, dagID,
-			p.End.Unix(), p.Key(), req.Backfill, req.RunID, req.Worker, req.Lease.Milliseconds()).Scan(&started)
+			p.End.Unix(), p.Key(), req.Backfill, req.RunID, req.Worker, req.Lease.Milliseconds(),
+			string(ledger.TriggerOf(req.Trigger, req.Backfill))).Scan(&started)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -570,7 +572,8 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 	return &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 		Partitions: slices.Clone(req.Partitions), Attempts: []int{1},
-		Until: time.UnixMilli(started).UTC().Add(req.Lease).Truncate(time.Millisecond),
+		Until:   time.UnixMilli(started).UTC().Add(req.Lease).Truncate(time.Millisecond),
+		Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
 	}, nil
 }
 
@@ -644,7 +647,7 @@ func (l *Ledger) takeOver(ctx context.Context, tx *sql.Tx, dagID int64, p tranch
 // insertAttempts starts, at st, the attempts that leases hold, batchRows
 // to a statement.
 func (l *Ledger) insertAttempts(ctx context.Context, tx *sql.Tx, dagID int64, st txStart, leases []*ledger.Lease) error {
-	const width = 13 // the columns of an attempt
+	const width = 14 // the columns of an attempt
 	args := make([]any, 0, width*min(batchRows, len(leases)))
 	rows := 0
 	flush := func() error {
@@ -663,7 +666,7 @@ func (l *Ledger) insertAttempts(ctx context.Context, tx *sql.Tx, dagID int64, st
 				}
 			}
 			args = append(args, dagID, p.Start.Unix(), lease.Attempts[i], p.End.Unix(), p.Key(), lease.Backfill, lease.RunID, lease.Worker,
-				st.now.UnixMilli(), lease.Until.UnixMilli(), "", 0, st.rev)
+				st.now.UnixMilli(), lease.Until.UnixMilli(), "", 0, st.rev, string(lease.Trigger))
 			rows++
 		}
 	}
@@ -911,9 +914,10 @@ func scanAttempt(rows *sql.Rows, dag string) (ledger.Attempt, error) {
 	a := ledger.Attempt{DAG: dag}
 	var start, end, started, until int64
 	var finished sql.NullInt64
-	var state string
+	var state, trigger string
 	err := rows.Scan(&start, &end, &a.Key, &a.Backfill, &a.RunID, &a.Worker, &a.Number, &state,
-		&started, &finished, &until, &a.Err, &a.Rows, &a.Revision)
+		&started, &finished, &until, &a.Err, &a.Rows, &a.Revision, &trigger)
+	a.Trigger = ledger.TriggerOf(ledger.Trigger(trigger), a.Backfill)
 	a.Start, a.End = time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
 	a.State = ledger.State(state)
 	a.Started, a.LeaseUntil = time.UnixMilli(started).UTC(), time.UnixMilli(until).UTC()

@@ -252,7 +252,7 @@ func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req l
 		fresh, _, err = l.insertFresh(ctx, tx, dagID, req.Backfill, starts, false)
 		return fresh, nil, err
 	}
-	args := make([]any, 0, 5*n+12)
+	args := make([]any, 0, 5*n+13)
 	for k, j := range round {
 		for _, p := range j.Partitions {
 			args = append(args, p.Start.Unix(), p.End.Unix(), p.Key(), j.RunID, k)
@@ -260,6 +260,7 @@ func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req l
 	}
 	until := st.now.Add(req.Lease).Truncate(time.Millisecond)
 	args = append(args, dagID, dagID, req.Backfill, req.Worker, st.now.UnixMilli(), until.UnixMilli(), st.rev,
+		string(ledger.TriggerOf(req.Trigger, req.Backfill)),
 		round[len(round)-1].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending))
 	rows, err := l.query(ctx, tx, qClaimRound(n), args...)
 	if err != nil {
@@ -322,7 +323,8 @@ func (l *Ledger) claimJob(ctx context.Context, tx *sql.Tx, dagID int64, req ledg
 	return &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: j.RunID,
 		Partitions: slices.Clone(j.Partitions), Attempts: attempts,
-		Until: st.now.Add(req.Lease).Truncate(time.Millisecond),
+		Until:   st.now.Add(req.Lease).Truncate(time.Millisecond),
+		Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
 	}, nil
 }
 

@@ -95,7 +95,7 @@ const (
 
 // attemptColumns are the columns scanAttempt reads, from tranche_attempts a.
 const attemptColumns = `a.start_s, a.end_s, a.partition_key, a.backfill, a.run_id, a.worker, a.attempt, a.state,
-	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision`
+	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision, a.run_trigger`
 
 const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions, stop_running`
 
@@ -171,8 +171,8 @@ func laterStart(began, ran string) string {
 // has no row and backfill $3 was not canceled, in one statement, and
 // returns the attempt's start; the clock is $4's or, when NULL, the
 // database's, the revision a new one of DAG $5. $6 to $11 are the
-// attempt's end, key, backfill, run, worker and lease in milliseconds.
-// Only for dialects with InsertInWith.
+// attempt's end, key, backfill, run, worker, lease in milliseconds and
+// trigger. Only for dialects with InsertInWith.
 func (d *Dialect) qClaimFresh() string {
 	return `WITH p AS (
 			INSERT INTO tranche_partitions (dag_id, start_s, latest)
@@ -182,9 +182,9 @@ func (d *Dialect) qClaimFresh() string {
 			RETURNING dag_id, start_s, COALESCE(CAST($4 AS BIGINT), ` + d.Now + `) AS now_ms, ` + d.nextRevision(5) + ` AS rev
 		)
 		INSERT INTO tranche_attempts
-			(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
+			(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state, run_trigger)
 		SELECT p.dag_id, p.start_s, 1, CAST($6 AS BIGINT), CAST($7 AS TEXT), CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS TEXT),
-			p.now_ms, p.now_ms + CAST($11 AS BIGINT), '', 0, p.rev, 'running'
+			p.now_ms, p.now_ms + CAST($11 AS BIGINT), '', 0, p.rev, 'running', CAST($12 AS TEXT)
 		FROM p
 		RETURNING started_ms`
 }
@@ -226,8 +226,9 @@ func (d *Dialect) qLockCursor() string {
 // one, at their first attempt, in DAG $5n+1, and returns their starts;
 // it starts the attempts of the jobs all of whose partitions it gave a
 // row (DAG $5n+2, backfill $5n+3, worker $5n+4, started at $5n+5, lease
-// until $5n+6, revision $5n+7); and it moves the cursor of DAG $5n+10,
-// backfill $5n+11 and order $5n+12 to start $5n+8 at revision $5n+9.
+// until $5n+6, revision $5n+7, trigger $5n+8); and it moves the cursor
+// of DAG $5n+11, backfill $5n+12 and order $5n+13 to start $5n+9 at
+// revision $5n+10.
 func qClaimRound(n int) string {
 	var v strings.Builder
 	for i := range n {
@@ -250,14 +251,14 @@ func qClaimRound(n int) string {
 		),
 		a AS (
 			INSERT INTO tranche_attempts
-				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
+				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state, run_trigger)
 			SELECT CAST(` + k(2) + ` AS BIGINT), v.start_s, 1, v.end_s, v.partition_key, CAST(` + k(3) + ` AS TEXT), v.run_id, CAST(` + k(4) + ` AS TEXT),
-				CAST(` + k(5) + ` AS BIGINT), CAST(` + k(6) + ` AS BIGINT), '', 0, CAST(` + k(7) + ` AS BIGINT), 'running'
+				CAST(` + k(5) + ` AS BIGINT), CAST(` + k(6) + ` AS BIGINT), '', 0, CAST(` + k(7) + ` AS BIGINT), 'running', CAST(` + k(8) + ` AS TEXT)
 			FROM v JOIN whole ON whole.job = v.job
 		),
 		c AS (
-			UPDATE tranche_cursors SET start_s = ` + k(8) + `, revision = ` + k(9) + `
-			WHERE dag_id = ` + k(10) + ` AND backfill = ` + k(11) + ` AND descending = ` + k(12) + `
+			UPDATE tranche_cursors SET start_s = ` + k(9) + `, revision = ` + k(10) + `
+			WHERE dag_id = ` + k(11) + ` AND backfill = ` + k(12) + ` AND descending = ` + k(13) + `
 		)
 		SELECT start_s FROM p`
 }
@@ -303,11 +304,11 @@ func qReadLatest(n int, lock string) string {
 		WHERE p.dag_id = $1 AND p.start_s IN (` + params(2, n) + `)` + lock
 }
 
-// qInsertAttempts starts n attempts, 13 columns each from $1.
+// qInsertAttempts starts n attempts, 14 columns each from $1.
 func qInsertAttempts(n int) string {
 	return `INSERT INTO tranche_attempts
-		(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state)
-		VALUES ` + strings.ReplaceAll(tuples(1, n, 13), ")", ", 'running')")
+		(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, run_trigger, state)
+		VALUES ` + strings.ReplaceAll(tuples(1, n, 14), ")", ", 'running')")
 }
 
 // qAdvanceLatest moves n partitions of DAG $1 (starts from $2) to their

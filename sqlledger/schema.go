@@ -141,6 +141,16 @@ var migrations = []migration{{
 		// attempts', its cursors' and this, so that it never falls.
 		`ALTER TABLE tranche_dags ADD COLUMN released BIGINT NOT NULL DEFAULT 0`,
 	},
+}, {
+	version:     9,
+	description: "the trigger of every attempt",
+	statements: []string{
+		// Why an attempt ran: live, catch-up, backfill, manual (ledger.Trigger).
+		// '' for the attempts recorded before version 9, which read as
+		// ledger.TriggerOf('', backfill): rewriting every row of a
+		// ledger of millions would hold its write lock for minutes.
+		`ALTER TABLE tranche_attempts ADD COLUMN run_trigger TEXT NOT NULL DEFAULT ''`,
+	},
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A
@@ -186,7 +196,10 @@ func (l *Ledger) migrate(ctx context.Context) (found int, err error) {
 		if err != nil {
 			return err
 		}
-		for _, m := range migrations[found:] {
+		for _, m := range migrations {
+			if m.version <= found {
+				continue // applied already
+			}
 			stmts := m.statements
 			if m.dialect != nil {
 				stmts = append(slices.Clip(stmts), m.dialect(l.dialect)...)

@@ -17,8 +17,10 @@
 //
 // # Subcommands
 //
-//	ls                          the backfills of the ledger, oldest first
+//	ls                          the backfills of the ledger, oldest first, then a line per DAG
 //	status ID                   counts per state, why it is not progressing, and the partitions as a grid
+//	status DAG                  a DAG by name or identity: its latest run (never a backfill's), its latest
+//	                            backfill, and its scheduler (last slot, next due, missed, waiting for scheduler)
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
@@ -30,6 +32,8 @@
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
+//	serve [--allow-writes]      the backfills and DAGs as web pages (package trancheweb); with writes and
+//	                            $TRANCHE_TOKEN, a DAG's page plans a backfill and starts that plan here
 //
 // The flags of plan and run choose the backfill: --from and --to, the
 // bounds of its window as [tranche.ParseBound] reads them (half-open:
@@ -124,6 +128,24 @@
 //	grid          object   the grid; absent in --watch lines
 //	partitions    array    with --partitions only: every partition, newest first
 //
+// status of a DAG (a registered name, or an identity, rather than a
+// backfill's id) writes one object:
+//
+//	dag             string   the DAG's identity
+//	name            string   the program's name of it; absent if none
+//	latest_run      object   its newest live, catch-up or manual attempt, as history writes it; null if none
+//	latest_backfill object   the status of its open backfill, else of the newest failing, else of the newest; null if none
+//	scheduler       object   the live scheduler, as the ledger sees it
+//
+// A scheduler:
+//
+//	last          object   the latest attempt of the newest slot a scheduler ran (live or catch-up); null if none
+//	delay_ms      number   how long after its close that slot started: the scheduler's delay
+//	next          string   the key of the slot after it; absent if unknown
+//	next_due      string   when that slot comes due; absent if unknown
+//	missed        number   slots due since with no attempt
+//	waiting       bool     the next slot came due over a lease ago with no run: waiting for scheduler
+//
 // A grid:
 //
 //	cell          string   the granularity of a cell: the backfill's, or an hour, day, month or year of partitions
@@ -164,6 +186,7 @@
 //	run_id        string   the run that materialized it
 //	worker        string   who ran it
 //	backfill      string   the backfill it ran in; "" for an ordinary run
+//	trigger       string   why it ran: live, catch-up (a scheduler's slot), backfill, manual
 //	started       string   when it started
 //	finished      string   when it finished; absent while running
 //	lease_until   string   while running, when its lease expires

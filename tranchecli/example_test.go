@@ -86,8 +86,8 @@ func Example() {
 	//
 	// # succeeded 3   X failed 1   > running 0   - canceled 0   . pending 0
 	// partition 2026-01-03 of backfill 6aac6a7647ce (DAG 6506f89e85f073c8)
-	//   #  STATE   WORKER   STARTED               FINISHED              TOOK  ROWS  BACKFILL      ERROR
-	//   1  failed  example  2026-02-01T09:00:00Z  2026-02-01T09:00:00Z  0s    0     6aac6a7647ce  tranche: asset "events" failed for 2026-01-03: the source timed out
+	//   #  STATE   WORKER   STARTED               FINISHED              TOOK  ROWS  BACKFILL      TRIGGER   ERROR
+	//   1  failed  example  2026-02-01T09:00:00Z  2026-02-01T09:00:00Z  0s    0     6aac6a7647ce  backfill  tranche: asset "events" failed for 2026-01-03: the source timed out
 }
 
 // status --watch waits for a backfill to end: exit 0 when it succeeded,

@@ -75,6 +75,7 @@ type attemptJSON struct {
 	RunID      string       `json:"run_id"`
 	Worker     string       `json:"worker"`
 	Backfill   string       `json:"backfill"`
+	Trigger    string       `json:"trigger"`
 	Started    string       `json:"started"`
 	Finished   string       `json:"finished,omitempty"`
 	LeaseUntil string       `json:"lease_until,omitempty"`
@@ -88,6 +89,45 @@ type historyJSON struct {
 	DAG      string        `json:"dag"`
 	Key      string        `json:"key"`
 	Attempts []attemptJSON `json:"attempts"`
+}
+
+type dagStatusJSON struct {
+	DAG            string        `json:"dag"`
+	Name           string        `json:"name,omitempty"`
+	LatestRun      *attemptJSON  `json:"latest_run"`
+	LatestBackfill *statusJSON   `json:"latest_backfill"`
+	Scheduler      schedulerJSON `json:"scheduler"`
+}
+
+type schedulerJSON struct {
+	Last    *attemptJSON `json:"last"`
+	DelayMS int64        `json:"delay_ms"`
+	Next    string       `json:"next,omitempty"`
+	NextDue string       `json:"next_due,omitempty"`
+	Missed  int          `json:"missed"`
+	Waiting bool         `json:"waiting"`
+}
+
+func dagStatusOf(name string, sum *backfill.Summary) dagStatusJSON {
+	j := dagStatusJSON{DAG: sum.DAG, Name: name}
+	if a := sum.LatestRun; a != nil {
+		aj := attemptOf(*a)
+		j.LatestRun = &aj
+	}
+	if s := sum.LatestBackfill; s != nil {
+		sj := statusOf(s)
+		j.LatestBackfill = &sj
+	}
+	sc := sum.Scheduler
+	j.Scheduler = schedulerJSON{DelayMS: sc.Delay.Milliseconds(), NextDue: stamp(sc.NextDue), Missed: sc.Missed, Waiting: sc.Waiting}
+	if sc.Last != nil {
+		aj := attemptOf(*sc.Last)
+		j.Scheduler.Last = &aj
+	}
+	if sc.Next.Granularity.IsValid() {
+		j.Scheduler.Next = sc.Next.Key()
+	}
+	return j
 }
 
 // stamp writes an instant of the ledger's clock in UTC, so that output
@@ -146,7 +186,7 @@ func partitionOf(ps backfill.PartitionStatus) partitionJSON {
 func attemptOf(a ledger.Attempt) attemptJSON {
 	j := attemptJSON{
 		Number: a.Number, State: a.State, Key: a.Key, Start: a.Start.Format(time.RFC3339), End: a.End.Format(time.RFC3339),
-		RunID: a.RunID, Worker: a.Worker, Backfill: a.Backfill, Started: stamp(a.Started), Finished: stamp(a.Finished),
+		RunID: a.RunID, Worker: a.Worker, Backfill: a.Backfill, Trigger: string(a.Trigger), Started: stamp(a.Started), Finished: stamp(a.Finished),
 		DurationMS: a.Duration().Milliseconds(), Rows: a.Rows, Error: a.Err,
 	}
 	if a.State == ledger.StateRunning {

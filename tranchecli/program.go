@@ -161,6 +161,9 @@ type command struct {
 	min, max            int                        // how many arguments it takes
 	flags               func(*call, *flag.FlagSet) // its flags beyond --ledger
 	run                 func(context.Context, *call) error
+	// programOnly hides the command from the usage of a program without
+	// DAGs (the tranche command, which serves pages of its own).
+	programOnly bool
 }
 
 // commands are the subcommands, in the order usage lists them.
@@ -174,6 +177,8 @@ var commands = []*command{
 	{name: "run", args: "DAG", min: 1, max: 1, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun},
 	{name: "schedule", args: "[DAG...]", max: math.MaxInt, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
 		flags: scheduleFlags, run: runSchedule},
+	{name: "serve", summary: "serve the backfills and DAGs as web pages, which plan and start backfills with --allow-writes", help: serveHelp,
+		flags: serveFlags, run: runServe, programOnly: true},
 }
 
 func commandNamed(name string) *command {
@@ -225,6 +230,9 @@ type options struct {
 	maxCatchUp                  int
 	overlap                     schedule.Overlap
 	worker                      string
+
+	addr, tokenFile string
+	allowWrites     bool
 }
 
 // flags returns the flag set of cmd, printing its usage on errors.
@@ -255,6 +263,9 @@ func (c *call) flags(cmd *command) *flag.FlagSet {
 func (c *call) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s COMMAND [flags] [arguments]\n\ncommands:\n", c.name)
 	for _, cmd := range commands {
+		if cmd.programOnly && len(c.p.DAGs) == 0 {
+			continue
+		}
 		fmt.Fprintf(w, "  %-8s %-8s %s\n", cmd.name, cmd.args, cmd.summary)
 	}
 	fmt.Fprintf(w, "\nRun '%s help COMMAND' for a command's flags.\n", c.name)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -59,7 +60,10 @@ func runLs(ctx context.Context, c *call) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.DAG, window, j.Chunk, j.Created, canceled)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return c.writeDAGs(ctx, l, records)
 }
 
 // gridCells is how many cells status asks a grid for: a month of hours,
@@ -75,6 +79,15 @@ func runStatus(ctx context.Context, c *call) error {
 		return err
 	}
 	id := c.args[0]
+	if _, err := l.Backfill(ctx, id); errors.Is(err, ledger.ErrUnknownBackfill) {
+		// Not a backfill: the status of a DAG, by its name or identity.
+		if d, ok, derr := c.findDAG(ctx, l, id); derr != nil || ok {
+			if derr == nil && c.opt.watch {
+				return badUsage("--watch follows a backfill; %s is a DAG", id)
+			}
+			return errors.Join(derr, c.dagStatus(ctx, l, d))
+		}
+	}
 	if c.opt.watch {
 		return c.watch(ctx, l, id)
 	}
@@ -184,7 +197,11 @@ func writePartitions(ctx context.Context, w io.Writer, s *backfill.Status) error
 
 // attemptText is one attempt in a line.
 func attemptText(a ledger.Attempt) string {
-	s := fmt.Sprintf("attempt %d by %s, started %s", a.Number, a.Worker, stamp(a.Started))
+	s := fmt.Sprintf("attempt %d by %s", a.Number, a.Worker)
+	if a.Trigger != ledger.TriggerBackfill {
+		s += " (" + string(a.Trigger) + ")"
+	}
+	s += ", started " + stamp(a.Started)
 	if a.State == ledger.StateRunning {
 		s += ", lease until " + stamp(a.LeaseUntil)
 	} else if !a.Finished.IsZero() {
@@ -309,7 +326,7 @@ func runHistory(ctx context.Context, c *call) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tSTATE\tWORKER\tSTARTED\tFINISHED\tTOOK\tROWS\tBACKFILL\tERROR")
+	fmt.Fprintln(tw, "  #\tSTATE\tWORKER\tSTARTED\tFINISHED\tTOOK\tROWS\tBACKFILL\tTRIGGER\tERROR")
 	for _, a := range attempts {
 		j := attemptOf(a)
 		finished, took := j.Finished, a.Duration().Round(time.Millisecond).String()
@@ -320,8 +337,8 @@ func runHistory(ctx context.Context, c *call) error {
 		if bf == "" {
 			bf = "-"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, a.Worker, j.Started, finished, took,
-			strconv.FormatInt(a.Rows, 10), bf, oneLine(a.Err))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, a.Worker, j.Started, finished, took,
+			strconv.FormatInt(a.Rows, 10), bf, a.Trigger, oneLine(a.Err))
 	}
 	return tw.Flush()
 }

@@ -175,6 +175,16 @@ type dagLiveData struct {
 	More      int  // backfills beyond maxListed, listed on the index
 	Running   bool // a backfill is neither done nor canceled, or a partition runs: the page polls
 	Signature string
+
+	// LatestRun is the DAG's newest live, catch-up or manual attempt
+	// (never a backfill's); LatestBackfill its open backfill, else the
+	// newest failed, else the newest; Scheduler what the ledger shows of
+	// its live scheduler, Waiting when no scheduler ran the slot due.
+	LatestRun      *ledger.Attempt
+	LatestBackfill *backfillRow
+	Scheduler      []string
+	Waiting        bool
+	Plan           bool // the DAG is registered: a backfill may be planned of it
 }
 
 // backfillRow is a backfill of the DAG page's list.
@@ -237,7 +247,53 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 		}
 	}
 	live.Signature = dagSignature(m, live.Backfills)
+	live.LatestBackfill = latestRow(live.Backfills)
+	runs, err := backfill.RunsOf(ctx, h.l, dag, d.G, d.Loc, h.opts.Now())
+	if err != nil {
+		return dagLiveData{}, err
+	}
+	live.LatestRun, live.Waiting = runs.LatestRun, runs.Scheduler.Waiting
+	live.Scheduler = schedulerLines(runs.Scheduler, h.opts.Now())
+	_, live.Plan = h.byID[dag]
 	return live, nil
+}
+
+// latestRow is the DAG's latest backfill among rows (newest first): the
+// open one, else the newest failed, else the newest.
+func latestRow(rows []backfillRow) *backfillRow {
+	for _, want := range []func(ledger.State) bool{
+		func(s ledger.State) bool { return s == ledger.StateRunning || s == ledger.StatePending },
+		func(s ledger.State) bool { return s == ledger.StateFailed },
+		func(ledger.State) bool { return true },
+	} {
+		for i := range rows {
+			if want(rows[i].State) {
+				return &rows[i]
+			}
+		}
+	}
+	return nil
+}
+
+// schedulerLines says what the ledger shows of a DAG's scheduler, as
+// tranche status of a DAG does.
+func schedulerLines(sc backfill.SchedulerSeen, now time.Time) []string {
+	if sc.Last == nil {
+		return []string{"none seen: no slot was run live or caught up"}
+	}
+	lines := []string{fmt.Sprintf("last slot %s %s (%s), started %s, %s ago", sc.Last.Key, sc.Last.State, sc.Last.Trigger,
+		when(sc.Last.Started), age(now.Sub(sc.Last.Started)))}
+	if sc.Next.Granularity.IsValid() {
+		next := fmt.Sprintf("next slot %s due %s", sc.Next.Key(), when(sc.NextDue))
+		if sc.Missed > 0 {
+			next += fmt.Sprintf("; %d due since with no run", sc.Missed)
+		}
+		lines = append(lines, next)
+	}
+	if sc.Waiting {
+		lines = append(lines, fmt.Sprintf("waiting for scheduler: slot %s came due %s ago and none has run it", sc.Next.Key(), age(now.Sub(sc.NextDue))))
+	}
+	return lines
 }
 
 // dagSpanOfRequest is dagSpanOf narrowed by the bounds of r's query,
@@ -393,6 +449,18 @@ type dagStatusDoc struct {
 	Backfills map[string]string `json:"backfills"`
 	Running   bool              `json:"running"`
 	Signature string            `json:"signature"`
+
+	LatestRun      *runDoc `json:"latest_run"`      // the newest live, catch-up or manual attempt; null if none
+	LatestBackfill string  `json:"latest_backfill"` // the open backfill, else the newest failed, else the newest; "" if none
+	Waiting        bool    `json:"waiting"`         // waiting for scheduler: the slot due came due over a lease ago and has not run
+}
+
+// runDoc is an attempt in the DAG status endpoint's answer.
+type runDoc struct {
+	Key     string `json:"key"`
+	State   string `json:"state"`
+	Trigger string `json:"trigger"`
+	Started string `json:"started"`
 }
 
 // dagPolled is the DAG status endpoint's last answer for a DAG and
@@ -450,6 +518,13 @@ func (h *handler) dagStatusDocOf(ctx context.Context, r *http.Request, dag strin
 	for _, b := range live.Backfills {
 		doc.Backfills[b.ID] = string(b.State)
 	}
+	if a := live.LatestRun; a != nil {
+		doc.LatestRun = &runDoc{Key: a.Key, State: string(a.State), Trigger: string(a.Trigger), Started: instant(a.Started)}
+	}
+	if b := live.LatestBackfill; b != nil {
+		doc.LatestBackfill = b.ID
+	}
+	doc.Waiting = live.Waiting
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.dagPolled[key]; !ok && len(h.dagPolled) >= maxPolled {

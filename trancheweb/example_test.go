@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -53,4 +57,49 @@ func ExampleNewHandler() {
 	fmt.Println(res.Status, status.Total, status.Counts["succeeded"], status.Done)
 	// Output:
 	// 200 OK 7 7 true
+}
+
+// A program's DAGs registered with the pages: with a write token, a DAG's
+// page plans a backfill of it and starts that plan, behind the token, in
+// this process. Here the plan is fetched as an operator's browser would,
+// and started with the revision it shows.
+func ExampleOptions_dAGs() {
+	l := memledger.New(nil)
+	daily := tranche.Partitioning{Granularity: tranche.Day, Column: "day"}
+	events, _ := tranche.NewDAG(tranche.Asset{Name: "events", Partitioning: daily,
+		Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
+
+	h := trancheweb.NewHandler(l, &trancheweb.Options{
+		DAGs:       map[string]*tranche.DAG{"events": events},
+		WriteToken: "a-long-random-token",
+		Backfill:   &backfill.Backfill{Worker: "pages"}, // the runner, worker, lease... of the backfills it starts
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	dag := backfill.DAGIdentity(events, tranche.Day, time.UTC)
+	week := url.Values{"from": {"2026-01-01"}, "to": {"2026-01-08"}, "rerun": {"failed"}, "on_failure": {"stop"}, "concurrency": {"2"}}
+	res, err := http.Get(srv.URL + "/dags/" + dag + "/plan?" + week.Encode())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	revision := regexp.MustCompile(`name="revision" value="(\d+)"`).FindSubmatch(page)[1]
+
+	start := url.Values{"token": {"a-long-random-token"}, "revision": {string(revision)}}
+	for k, v := range week {
+		start[k] = v
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err = client.PostForm(srv.URL+"/dags/"+dag+"/backfills", start)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res.Body.Close()
+	fmt.Println(res.Status, strings.HasPrefix(res.Header.Get("Location"), "/backfills/"))
+	// Output:
+	// 303 See Other true
 }

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
@@ -50,6 +52,17 @@ type Options struct {
 	// Logger, when not nil, logs the ledger errors that requests met
 	// (the page shows them too).
 	Logger *slog.Logger
+
+	// DAGs are the program's DAGs by name. The index lists each, with
+	// or without backfills, under its name, and with WriteToken set, a
+	// DAG's page offers a form that plans a backfill of it and starts
+	// that plan (see the package documentation), run by this process.
+	DAGs map[string]*tranche.DAG
+
+	// Backfill, when not nil, is the template of the backfills the form
+	// starts: its Runner, Worker, Lease, Budget and OnEvent, say. The
+	// form sets DAG, Ledger, the window or partitions and the policies.
+	Backfill *backfill.Backfill
 }
 
 // Defaults of [Options].
@@ -65,6 +78,10 @@ type handler struct {
 	token [32]byte // the SHA-256 of Options.WriteToken, compared in constant time
 	tmpl  *template.Template
 	mux   *http.ServeMux
+
+	registered map[string]string // the identities of Options.DAGs, by name
+	byID       map[string]string // and their names, by identity
+	launches   *launches
 
 	mu        sync.Mutex
 	polled    map[string]polled    // the status endpoint's last answers, by backfill id
@@ -95,6 +112,13 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	if h.opts.Now == nil {
 		h.opts.Now = time.Now
 	}
+	h.registered, h.byID = map[string]string{}, map[string]string{}
+	for name, dag := range h.opts.DAGs {
+		if id := identityOf(dag); id != "" {
+			h.registered[name], h.byID[id] = id, name
+		}
+	}
+	h.launches = &launches{running: map[string]context.CancelFunc{}}
 	h.token = sha256.Sum256([]byte(h.opts.WriteToken))
 	h.tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 		"path":     url.PathEscape,
@@ -118,6 +142,8 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	mux.HandleFunc("GET /dags/{dag}/live", h.dagLive)
 	mux.HandleFunc("GET /dags/{dag}/partition", h.dagPartition)
 	mux.HandleFunc("GET /dags/{dag}/span", h.dagSpanPage)
+	mux.HandleFunc("GET /dags/{dag}/plan", h.planPage)
+	mux.HandleFunc("POST /dags/{dag}/backfills", h.start)
 	h.mux = mux
 	return h
 }
@@ -266,17 +292,22 @@ func (h *handler) name(dag string) string {
 	if n := h.opts.Names[dag]; n != "" {
 		return n
 	}
+	if n := h.byID[dag]; n != "" {
+		return n
+	}
 	return dag
 }
 
 // indexData is the index page's.
 type indexData struct {
-	DAGs []dagData
+	DAGs   []dagData
+	Launch map[string]bool // the DAGs a backfill may be planned of, by identity
 }
 
 type dagData struct {
 	Identity, Name string
 	Backfills      []recordData
+	Failing        int // backfills whose state is failed
 }
 
 type recordData struct {
@@ -288,6 +319,14 @@ type recordData struct {
 	StopRunning bool
 	CanceledAt  time.Time
 	ResumedAt   time.Time
+
+	// Filled on the index only: the backfill's state, in the words of
+	// the commands, its progress and its age.
+	State     string
+	Succeeded int
+	Failed    int // failed or canceled partitions
+	Percent   int // succeeded, of Partitions
+	Age       string
 }
 
 func recordOf(b ledger.BackfillRecord) recordData {
@@ -301,29 +340,123 @@ func recordOf(b ledger.BackfillRecord) recordData {
 		Canceled: b.Canceled, StopRunning: b.StopRunning, CanceledAt: b.CanceledAt, ResumedAt: b.ResumedAt}
 }
 
+// stateOf is the one word for a backfill's state, as tranchecli's
+// commands say it: succeeded, canceled, running, failed or pending.
+func stateOf(s *backfill.Status) string {
+	switch {
+	case s.Done():
+		return "succeeded"
+	case s.Record.Canceled:
+		return "canceled"
+	case s.Counts[ledger.StateRunning] > 0:
+		return "running"
+	case s.Counts[ledger.StateFailed] > 0 || s.Counts[ledger.StateCanceled] > 0:
+		return "failed"
+	}
+	return "pending"
+}
+
+// indexWorkers is how many backfills the index counts at once: a
+// SQLite or PostgreSQL ledger answers reads on several connections.
+const indexWorkers = 4
+
 func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	records, err := h.l.Backfills(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
+	// Every backfill's counts, a few at a time: each is one aggregate
+	// query through a ledger.LatestReader.
+	rows := make([]recordData, len(records))
+	now := h.opts.Now()
+	var g errgroup.Group
+	g.SetLimit(indexWorkers)
+	for i, b := range records {
+		rows[i] = recordOf(b)
+		g.Go(func() error {
+			s, err := backfill.CountOf(r.Context(), h.l, b)
+			if err != nil {
+				return err
+			}
+			d := &rows[i]
+			d.State, d.Succeeded = stateOf(s), s.Counts[ledger.StateSucceeded]
+			d.Failed = s.Counts[ledger.StateFailed] + s.Counts[ledger.StateCanceled]
+			if d.Partitions > 0 {
+				d.Percent = d.Succeeded * 100 / d.Partitions
+			}
+			d.Age = age(now.Sub(b.Created))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	byDAG := map[string]*dagData{}
 	var order []string
-	// Newest backfill first, and the DAG of the newest first.
-	for _, b := range slices.Backward(records) {
+	// Newest backfill first, and the DAG of the newest first; then the
+	// failed backfills ahead of the others, and the DAGs with one ahead.
+	for i, b := range slices.Backward(records) {
 		d := byDAG[b.DAG]
 		if d == nil {
 			d = &dagData{Identity: b.DAG, Name: h.name(b.DAG)}
 			byDAG[b.DAG] = d
 			order = append(order, b.DAG)
 		}
-		d.Backfills = append(d.Backfills, recordOf(b))
+		d.Backfills = append(d.Backfills, rows[i])
+		if rows[i].State == "failed" {
+			d.Failing++
+		}
 	}
-	var data indexData
+	for _, name := range slices.Sorted(maps.Keys(h.opts.DAGs)) {
+		if id := h.registered[name]; id != "" && byDAG[id] == nil {
+			byDAG[id] = &dagData{Identity: id, Name: h.name(id)}
+			order = append(order, id)
+		}
+	}
+	data := indexData{Launch: map[string]bool{}}
+	for id := range h.byID {
+		data.Launch[id] = true
+	}
 	for _, dag := range order {
-		data.DAGs = append(data.DAGs, *byDAG[dag])
+		d := byDAG[dag]
+		slices.SortStableFunc(d.Backfills, func(a, b recordData) int { return failedFirst(a.State, b.State) })
+		data.DAGs = append(data.DAGs, *d)
 	}
+	slices.SortStableFunc(data.DAGs, func(a, b dagData) int { return failedFirst(stateIf(a.Failing > 0), stateIf(b.Failing > 0)) })
 	h.render(w, r, http.StatusOK, "index.html", page{Title: "Backfills", Data: data})
+}
+
+// failedFirst orders failed before every other state, keeping the rest.
+func failedFirst(a, b string) int {
+	switch {
+	case a == "failed" && b != "failed":
+		return -1
+	case b == "failed" && a != "failed":
+		return 1
+	}
+	return 0
+}
+
+func stateIf(failing bool) string {
+	if failing {
+		return "failed"
+	}
+	return ""
+}
+
+// age rounds d for a person: seconds, minutes, hours or days.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int(d/time.Second), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
 
 // stateOrder is the order the pages list states in.
@@ -362,6 +495,7 @@ func percent(n, total int) float64 {
 type liveData struct {
 	ID, DAG, Name string
 	Record        recordData
+	State         string // succeeded, canceled, running, failed or pending
 	Total         int
 	Succeeded     float64 // percent
 	Counts        []countData
@@ -369,6 +503,92 @@ type liveData struct {
 	Done          bool
 	Signature     string
 	Grid          gridData
+
+	// Failure leads the page of a backfill with failed partitions.
+	Failure *failureData
+	// Stuck says why the backfill is not progressing, when it is not:
+	// nothing runs and partitions are left, or partitions are held and
+	// none finished within Quiet. Running lists the held partitions of a
+	// backfill that progresses.
+	Stuck   string
+	Running []string
+	Quiet   time.Duration
+}
+
+// failureData sums up a backfill's failures: how many, the newest error,
+// which partitions.
+type failureData struct {
+	N          int
+	Newest     ledger.Attempt
+	Partitions []string // the keys of the newest failures, newest first
+	More       int      // failures beyond Partitions
+}
+
+// maxFailures is how many failed partitions the failure summary names.
+const maxFailures = 10
+
+// triage sets what leads a backfill's page: the failure summary, and
+// whether it progresses. A backfill progresses while it holds partitions
+// and one finished within the last lease (backfill.DefaultLease), or
+// twice the newest finished run's duration when that is longer, so that
+// a backfill of slow partitions is not called stuck between two.
+func (h *handler) triage(ctx context.Context, s *backfill.Status, live *liveData) error {
+	if s.Done() {
+		return nil
+	}
+	bad := s.Counts[ledger.StateFailed] + s.Counts[ledger.StateCanceled]
+	if bad > 0 {
+		failures, err := s.Finished(ctx, maxFailures, ledger.StateFailed, ledger.StateCanceled)
+		if err != nil {
+			return err
+		}
+		if len(failures) > 0 {
+			f := &failureData{N: bad, Newest: failures[0], More: bad - len(failures)}
+			for _, a := range failures {
+				f.Partitions = append(f.Partitions, a.Key)
+			}
+			live.Failure = f
+		}
+	}
+	running := s.Counts[ledger.StateRunning]
+	left := s.Counts[ledger.StatePending] + bad + running
+	switch {
+	case s.Record.Canceled:
+		live.Stuck = "it is canceled: workers claim nothing more until it is resumed"
+	case running == 0 && left > 0:
+		live.Stuck = fmt.Sprintf("no worker runs it: %d partitions are left and none is running", left)
+	case running > 0:
+		// The last to finish: the newest failure of the backfill's
+		// partitions (through the index of failures), or the newest of
+		// the DAG's recent successes that the backfill ran (through the
+		// index of successes by revision): a million partitions' finish
+		// times are never sorted.
+		last, err := s.Finished(ctx, 1, ledger.StateFailed, ledger.StateCanceled)
+		if err != nil {
+			return err
+		}
+		recent, err := h.l.RecentSuccesses(ctx, s.Record.DAG, 20)
+		if err != nil {
+			return err
+		}
+		for _, a := range recent {
+			if a.Backfill == s.Record.ID && (len(last) == 0 || a.Finished.After(last[0].Finished)) {
+				last = []ledger.Attempt{a}
+				break
+			}
+		}
+		live.Quiet = backfill.DefaultLease
+		if len(last) > 0 {
+			live.Quiet = max(live.Quiet, 2*last[0].Duration())
+		}
+		now := h.opts.Now()
+		if len(last) > 0 && now.Sub(last[0].Finished) <= live.Quiet {
+			live.Running, live.Blocked = live.Blocked, nil
+			return nil
+		}
+		live.Stuck = fmt.Sprintf("no partition finished in the last %v while %d are held", live.Quiet.Round(time.Second), running)
+	}
+	return nil
 }
 
 // backfillData is a backfill's page's.
@@ -411,12 +631,13 @@ func (h *handler) liveOf(ctx context.Context, id string) (liveData, error) {
 	for _, n := range s.Counts {
 		total += n
 	}
-	return liveData{
-		ID: s.Record.ID, DAG: s.Record.DAG, Name: h.name(s.Record.DAG), Record: recordOf(s.Record),
+	live := liveData{
+		ID: s.Record.ID, DAG: s.Record.DAG, Name: h.name(s.Record.DAG), Record: recordOf(s.Record), State: stateOf(s),
 		Total: total, Succeeded: percent(s.Counts[ledger.StateSucceeded], total),
 		Counts: counts(s.Counts, total), Blocked: s.Blocked, Done: s.Done(), Signature: signature(s),
 		Grid: gridOf("/backfills/"+url.PathEscape(s.Record.ID), s.Window, g, ledger.StatePending),
-	}, nil
+	}
+	return live, h.triage(ctx, s, &live)
 }
 
 // gridOf lays out g for the page whose partition and span pages are

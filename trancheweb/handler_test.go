@@ -3,6 +3,7 @@ package trancheweb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -47,9 +48,12 @@ func TestPages(t *testing.T) {
 		want   []string // in the body
 	}{
 		{"/", 200, []string{"events &lt;daily&gt;", f.DAG, f.ID, "day 2026-01-01..2026-01-14 UTC", ">14<"}},
-		{base, 200, []string{"events &lt;daily&gt;", "28.6% succeeded", `id="grid"`, "Not progressing", "held by worker worker-2"}},
+		// A partition finished just now: the held one is running, not
+		// stuck; the failures lead the page.
+		{base, 200, []string{"events &lt;daily&gt;", "28.6% succeeded", `id="grid"`, `<h2>Running</h2>`, "held by worker worker-2",
+			`<h2>3 partitions failed</h2>`, `<code class="failed-key">2026-01-04</code>`, `<code class="failed-key">2026-01-05</code>`, `<code class="failed-key">2026-01-10</code>`}},
 		{base + "/live", 200, []string{`id="grid"`}},
-		{base + "/partition?start=" + start(10), 200, []string{"Partition <code>2026-01-10</code>", "2 attempts", "second try: &lt;b&gt;boom", "worker-&lt;i&gt;1&lt;/i&gt;"}},
+		{base + "/partition?start=" + start(10), 200, []string{"Partition <code>2026-01-10</code>", "2 attempts", "second try: &lt;b&gt;boom", "worker-&lt;i&gt;1&lt;/i&gt;", `<td class="trigger">backfill</td>`}},
 		{base + "/partition?start=" + start(9), 200, []string{"1 attempts", "lease until"}},
 		{base + "/partition?start=" + start(2), 200, []string{"No attempt yet"}},
 		{base + "/partition?start=2026-01-02T12:00:00Z", 400, []string{"no partition of day starts at 2026-01-02T12:00:00Z"}},
@@ -68,6 +72,9 @@ func TestPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			status, body, hd := get(t, h, tt.path)
+			if tt.path == base && strings.Contains(body, "Not progressing") {
+				t.Errorf("the page of a backfill that progresses says it is not:\n%s", body)
+			}
 			if status != tt.status {
 				t.Fatalf("status %d; want %d\n%s", status, tt.status, body)
 			}
@@ -80,6 +87,49 @@ func TestPages(t *testing.T) {
 				t.Errorf("Content-Security-Policy %q; want script-src 'self'", got)
 			}
 		})
+	}
+}
+
+// TestTriage: a backfill whose held partition runs while nothing
+// finished for longer than a lease is not progressing, and the page says
+// why; the index lists each backfill's state, progress and age, the
+// failed first.
+func TestTriage(t *testing.T) {
+	l := memledger.New(nil)
+	// An older backfill of another DAG, which failed: listed first.
+	other, err := tranche.NewDAG(tranche.Asset{Name: "other", Partitioning: tranche.Partitioning{Granularity: tranche.Day},
+		Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, errors.New("down") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := &backfill.Backfill{DAG: other, Window: pagetest.NewDays(t, 1, 3), Ledger: l}
+	if _, err := failed.Run(t.Context()); err == nil {
+		t.Fatal("the failing backfill succeeded")
+	}
+	failedID, _ := failed.ID()
+	f := pagetest.New(t, l)
+	later := time.Now().Add(10 * time.Minute) // the 9th's lease (an hour) holds
+	h := NewHandler(l, &Options{Now: func() time.Time { return later }})
+	_, body, _ := get(t, h, "/backfills/"+url.PathEscape(f.ID))
+	for _, want := range []string{"<h2>Not progressing</h2>", "no partition finished in the last 30s while 1 are held", "held by worker worker-2",
+		`The newest failure, <code>2026-01-04</code>`, `<pre class="error" id="newest-error">context canceled</pre>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "<h2>Running</h2>") {
+		t.Errorf("a stuck backfill listed as running:\n%s", body)
+	}
+
+	_, body, _ = get(t, h, "/")
+	rows := regexp.MustCompile(`<tr class="bf-row" data-state="(\w+)">\s*<td><a class="backfill" href="/backfills/(\w+)"`).FindAllStringSubmatch(body, -1)
+	if len(rows) != 2 || rows[0][1] != "failed" || rows[0][2] != failedID || rows[1][1] != "running" || rows[1][2] != f.ID {
+		t.Errorf("index rows %v; want the failed backfill %s first, then %s running", rows, failedID, f.ID)
+	}
+	for _, want := range []string{"4/14", "3 failed", `class="bf-age">10m<`, "0/3, <span class=\"s-failed-text\">1 failed</span>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the index lacks %q:\n%s", want, body)
+		}
 	}
 }
 
@@ -505,7 +555,9 @@ func TestPageCountsOnce(t *testing.T) {
 				if got, want := fmt.Sprint(live.Counts), fmt.Sprint(counts(s.Counts, 14)); got != want || live.Total != 14 {
 					t.Errorf("%s: counts %s of %d; want %s of 14", name, got, live.Total, want)
 				}
-				if got, want := fmt.Sprint(live.Blocked), fmt.Sprint(s.Blocked); got != want || len(s.Blocked) == 0 {
+				// A backfill that progresses lists its held partitions as
+				// running, not as blocked.
+				if got, want := fmt.Sprint(append(live.Blocked, live.Running...)), fmt.Sprint(s.Blocked); got != want || len(s.Blocked) == 0 {
 					t.Errorf("%s: blocked %s; want %s", name, got, want)
 				}
 				if live.Signature != doc.Signature || live.Done {

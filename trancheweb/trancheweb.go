@@ -1,11 +1,18 @@
 // Package trancheweb serves the backfills of a ledger as web pages: an
-// index of DAGs and their backfills; per backfill, its counts per state,
-// its progress, why it is not progressing, and a calendar grid of its
+// index of DAGs and their backfills, each backfill with its state,
+// progress and age, the failed ones first; per backfill, its state, its
+// failures first (how many, the newest error, which partitions), its
+// counts per state, its progress, why it is not progressing when it is
+// not (nothing runs while partitions are left, or none finished within a
+// lease while some are held), and a calendar grid of its
 // partitions ([backfill.Status.Grid]) whose cells show each partition's
 // history when clicked; and per DAG, the same grid and counts across all
 // its backfills ([backfill.GridOfWindow]), each partition in the state of
 // its latest attempt whichever backfill or run made it, "missing" where
-// none did, with the list of its backfills and their states. A page polls
+// none did, with its latest run (never a backfill's), its latest
+// backfill, what the ledger shows of its live scheduler ("waiting for
+// scheduler" when the slot due has not run), and the list of its
+// backfills and their states. A page polls
 // a small JSON endpoint while its backfill runs (a DAG's, while any of its
 // backfills is neither done nor canceled, or a partition runs) and
 // redraws itself when its counts change.
@@ -31,6 +38,21 @@
 // nothing, to a missing or wrong token, and to every write while writes
 // are disabled. No GET ever writes.
 //
+// # Launching backfills
+//
+// A program that registers its DAGs ([Options.DAGs], as tranchecli's
+// serve does) also serves, per DAG, a form that plans a backfill: a
+// window (from, to) or, for a cron schedule, slots; the rerun policy,
+// the failure policy and the concurrency. The plan page shows the plan
+// as backfill.Plan makes it, with its revision; with a write token, a
+// form starts exactly that plan: the handler makes the plan again from
+// the same fields, gives it the revision the operator saw, and runs it
+// with [backfill.Backfill.Execute] in this process (Options.Backfill is
+// the template of its runner, worker and lease). When the history of
+// the plan's partitions changed since that revision, nothing starts: the
+// answer is 409 Conflict, with the new plan and a form to start it. A
+// plan that starts redirects to the backfill's page.
+//
 // # Endpoints
 //
 //	GET  /                                   the index of DAGs and their backfills
@@ -46,6 +68,9 @@
 //	GET  /dags/{dag}/live?from=T&to=U        the part of its page that polling redraws: counts, progress, grid, backfills
 //	GET  /dags/{dag}/partition?start=T       every attempt at the DAG's partition starting at T (RFC 3339)
 //	GET  /dags/{dag}/span?from=T&to=U        the DAG's partitions in [T, U), each with its latest attempt
+//	GET  /dags/{dag}/plan?from=&to=&slots=&rerun=&on_failure=&concurrency=
+//	                                         a registered DAG's form, and the plan it makes
+//	POST /dags/{dag}/backfills               token=…, the plan's fields and revision=: start it (303), or 409 with the new plan
 //
 // {dag} is the DAG's identity (backfill.DAGIdentity), path-escaped; an
 // identity with no backfill in the ledger is 404 Not Found. A DAG's page
@@ -85,7 +110,10 @@
 //	  "counts": {"succeeded": 4, "missing": 2, …},  // partitions by the state of their latest attempt
 //	  "backfills": {"…": "running", …},             // the newest 100 backfills' states: succeeded (done), canceled, running, failed, pending
 //	  "running": true,      // a backfill neither done nor canceled, or a partition running: the page polls on
-//	  "signature": "…"      // changes whenever counts or a backfill's state change
+//	  "signature": "…",     // changes whenever counts or a backfill's state change
+//	  "latest_run": {"key": "…", "state": "…", "trigger": "live", "started": "…"},  // never a backfill's; null if none
+//	  "latest_backfill": "…",  // the open backfill, else the newest failed, else the newest
+//	  "waiting": false      // waiting for scheduler: the slot due has not run a lease after it came due
 //	}
 //
 // Requests to the partition and span pages with the header

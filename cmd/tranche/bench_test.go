@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -130,4 +132,60 @@ func BenchmarkDAGPageMillion(b *testing.B) {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		b.ReportMetric(float64(ru.Maxrss)/1024, "maxrss-MB")
 	}
+}
+
+// BenchmarkIndexThousand serves the index of a SQLite ledger of 1,000
+// backfills (ten DAGs of 100 backfills, each of 30 days, every day
+// attempted, a tenth of the backfills failed): every backfill's state,
+// progress and age, counted a few at a time. It must come in under a
+// second. Filling the ledger takes some seconds, outside the timing.
+//
+//	go test -run '^$' -bench IndexThousand -benchtime 5x ./cmd/tranche
+func BenchmarkIndexThousand(b *testing.B) {
+	l, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := b.Context()
+	first := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		dag := fmt.Sprintf("dag-%d", i%10)
+		w, err := tranche.NewTimePartitionWindow(tranche.Day, first.AddDate(0, 0, 30*(i/10)), first.AddDate(0, 0, 30*(i/10)+29))
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := fmt.Sprintf("bf%010d", i)
+		if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: id, DAG: dag, Window: w.String(), Chunk: 1, Created: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: dag, Backfill: id, Worker: "w", RunID: id, Partitions: slices.Collect(w.OldestFirst()),
+			Lease: time.Minute, Policy: ledger.RerunFailed})
+		if err != nil {
+			b.Fatal(err)
+		}
+		outcomes := make([]ledger.Outcome, w.Len())
+		for k := range outcomes {
+			outcomes[k] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1}
+			if i%10 == 3 && k == 7 {
+				outcomes[k] = ledger.Outcome{State: ledger.StateFailed, Err: "boom"}
+			}
+		}
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h := trancheweb.NewHandler(l, nil)
+	var took time.Duration
+	for b.Loop() {
+		start := time.Now()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		took += time.Since(start)
+		body := rec.Body.String()
+		if rec.Code != 200 || strings.Count(body, `<tr class="bf-row"`) != 1000 || strings.Count(body, `data-state="failed"`) != 100 {
+			b.Fatalf("index: %d, %d rows, %d failed; want 200, 1000 rows, 100 failed", rec.Code, strings.Count(body, `<tr class="bf-row"`), strings.Count(body, `data-state="failed"`))
+		}
+	}
+	b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "index-ms")
 }

@@ -134,6 +134,16 @@ func TestPageInChromium(t *testing.T) {
 		}
 	}
 
+	// The page leads with the failures; the held day runs, so it is not
+	// called stuck.
+	failure := get(t, ctx, chromedp.Text(css("#failure")))
+	if !strings.Contains(failure, "3 partitions failed") || !strings.Contains(failure, "2026-01-10") || !strings.Contains(failure, "2026-01-05") {
+		t.Errorf("the failure summary:\n%s\nwant 3 failed, the 5th and the 10th among them", failure)
+	}
+	if n := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#blocked").length`)); n != 0 {
+		t.Errorf("a backfill whose partitions just finished shows 'Not progressing'")
+	}
+
 	// The same backfill as tranche status draws it on a terminal, for
 	// the terminal's screenshot when docs/terminal-status.ansi is absent.
 	var term bytes.Buffer
@@ -223,9 +233,17 @@ func TestDAGPageInChromium(t *testing.T) {
 	f := pagetest.NewDAG(t, l)
 	base := startServe(t, "--ledger", "sqlite:"+path, "--refresh", "1s", "--name", f.DAG+"=sessions")
 
-	// The index links the DAG's page.
-	do(t, ctx, "the index", chromedp.Navigate(base), chromedp.WaitVisible(css("a.dag")),
-		chromedp.Click(css("a.dag")), chromedp.WaitVisible(css("#dag #grid")))
+	// The index lists each backfill's state; it links the DAG's page,
+	// which says its latest backfill and that no scheduler runs it.
+	do(t, ctx, "the index", chromedp.Navigate(base), chromedp.WaitVisible(css("a.dag")))
+	states := get(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("tr.bf-row")).map(r => r.dataset.state)`))
+	if len(states) != 2 {
+		t.Errorf("the index lists backfills in states %v; want 2", states)
+	}
+	do(t, ctx, "the DAG's page", chromedp.Click(css("a.dag")), chromedp.WaitVisible(css("#dag #grid")))
+	if text := get(t, ctx, chromedp.Text(css("#scheduler"))); !strings.Contains(text, "Latest backfill:") || !strings.Contains(text, "Scheduler: none seen") {
+		t.Errorf("the DAG's scheduler section:\n%s", text)
+	}
 	if loc := get(t, ctx, chromedp.Location()); loc != base+"/dags/"+f.DAG {
 		t.Errorf("the index's link led to %s; want the DAG's page", loc)
 	}

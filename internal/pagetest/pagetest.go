@@ -33,6 +33,16 @@ func Day(d int) tranche.TimePartition {
 	return tranche.PartitionOf(tranche.Day, time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC))
 }
 
+// NewDays returns the window of January 2026's days first to last, UTC.
+func NewDays(t testing.TB, first, last int) tranche.TimePartitionWindow {
+	t.Helper()
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, Day(first).Start, Day(last).Start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // New backfills 2026-01-01..2026-01-14 newest first, one at a
 // time, stopping at the failure of the 10th (an error text with HTML);
 // then, as other workers: the 10th fails once more, the 9th is left

@@ -150,11 +150,17 @@ func FileSnapshot(t testing.TB, dir string) map[string]string {
 }
 
 // allVersions are tranche_schema's versions in a database migrated to
-// this release's.
-func allVersions() []int {
-	v := make([]int, sqlledger.SchemaVersion)
-	for i := range v {
-		v[i] = i + 1
+// this release's: those of a fresh ledger, which must end at
+// sqlledger.SchemaVersion. They are read, not counted from 1, since a
+// release's versions need not be dense (each branch of the code that
+// adds a migration takes a number of its own).
+func (s Subject) allVersions(t testing.TB) []int {
+	t.Helper()
+	db := s.New(t)
+	open(t, db, Options{})
+	v := db.Catalog(t).Versions
+	if len(v) == 0 || v[0] != 1 || v[len(v)-1] != sqlledger.SchemaVersion || !slices.IsSorted(v) {
+		t.Fatalf("a fresh ledger's tranche_schema holds versions %v; want 1 first and %d last", v, sqlledger.SchemaVersion)
 	}
 	return v
 }
@@ -241,9 +247,9 @@ func CheckMigrateFromVersion1(t *testing.T, s Subject) Database {
 	ctx := t.Context()
 
 	c := db.Catalog(t)
-	if !slices.Equal(c.Versions, allVersions()) || !c.HasIndex("tranche_attempts_revision") || c.HasColumn("tranche_dags", "revision") {
+	if !slices.Equal(c.Versions, s.allVersions(t)) || !c.HasIndex("tranche_attempts_revision") || c.HasColumn("tranche_dags", "revision") {
 		t.Errorf("tranche_schema versions %v, index tranche_attempts_revision %v, column tranche_dags.revision %v; want %v, true, false",
-			c.Versions, c.HasIndex("tranche_attempts_revision"), c.HasColumn("tranche_dags", "revision"), allVersions())
+			c.Versions, c.HasIndex("tranche_attempts_revision"), c.HasColumn("tranche_dags", "revision"), s.allVersions(t))
 	}
 
 	revision := func() int64 {
@@ -336,9 +342,9 @@ func CheckMigrateFromVersion2(t *testing.T, s Subject) Database {
 			columns++
 		}
 	}
-	if !slices.Equal(c.Versions, allVersions()) || !c.HasIndex("tranche_attempts_succeeded") || columns != 3 {
+	if !slices.Equal(c.Versions, s.allVersions(t)) || !c.HasIndex("tranche_attempts_succeeded") || columns != 3 {
 		t.Errorf("tranche_schema versions %v, index tranche_attempts_succeeded %v, %d new columns of tranche_backfills; want %v, true, 3",
-			c.Versions, c.HasIndex("tranche_attempts_succeeded"), columns, allVersions())
+			c.Versions, c.HasIndex("tranche_attempts_succeeded"), columns, s.allVersions(t))
 	}
 
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V2Backfills()) {
@@ -403,10 +409,10 @@ func CheckMigrateFromVersion3(t *testing.T, s Subject) Database {
 	ctx := t.Context()
 
 	c := db.Catalog(t)
-	if !slices.Equal(c.Versions, allVersions()) || !c.HasColumn("tranche_backfills", "stop_running") ||
+	if !slices.Equal(c.Versions, s.allVersions(t)) || !c.HasColumn("tranche_backfills", "stop_running") ||
 		!c.HasIndex("tranche_attempts_running") || !c.HasIndex("tranche_attempts_failed") {
 		t.Errorf("tranche_schema versions %v, column tranche_backfills.stop_running %v, indexes tranche_attempts_running %v and _failed %v; want %v and all true",
-			c.Versions, c.HasColumn("tranche_backfills", "stop_running"), c.HasIndex("tranche_attempts_running"), c.HasIndex("tranche_attempts_failed"), allVersions())
+			c.Versions, c.HasColumn("tranche_backfills", "stop_running"), c.HasIndex("tranche_attempts_running"), c.HasIndex("tranche_attempts_failed"), s.allVersions(t))
 	}
 
 	want := V3Backfills()
@@ -460,8 +466,8 @@ func CheckMigrateConcurrently(t *testing.T, s Subject, n int) {
 	}
 	close(start)
 	wg.Wait()
-	if v := db.Catalog(t).Versions; !slices.Equal(v, allVersions()) {
-		t.Errorf("tranche_schema holds versions %v; want %v, each applied once", v, allVersions())
+	if v := db.Catalog(t).Versions; !slices.Equal(v, s.allVersions(t)) {
+		t.Errorf("tranche_schema holds versions %v; want %v, each applied once", v, s.allVersions(t))
 	}
 }
 
@@ -574,8 +580,8 @@ func CheckExistingVersion3(t *testing.T, s Subject) {
 	if err := worker.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
-	if v := db.Catalog(t).Versions; !slices.Equal(v, allVersions()) {
-		t.Errorf("tranche_schema versions after a worker's open %v; want %v", v, allVersions())
+	if v := db.Catalog(t).Versions; !slices.Equal(v, s.allVersions(t)) {
+		t.Errorf("tranche_schema versions after a worker's open %v; want %v", v, s.allVersions(t))
 	}
 	l = open(t, db, Options{Existing: true})
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V3Backfills()) {
@@ -597,6 +603,9 @@ func CheckExistingVersion3(t *testing.T, s Subject) {
 // attempt holds the DAG's highest revision, withdraws it without the
 // revision falling. It returns the migrated database, for the ledger's
 // own assertions.
+//
+// It also checks version 9's triggers: the attempts recorded before read
+// as their backfill's, and those claimed after keep their claim's.
 func CheckMigrateFromVersion5(t *testing.T, s Subject) Database {
 	db := s.write(t, 5)
 	l := open(t, db, Options{Now: func() time.Time { return clock }})
@@ -604,9 +613,9 @@ func CheckMigrateFromVersion5(t *testing.T, s Subject) Database {
 
 	c := db.Catalog(t)
 	cursors := []string{"dag_id", "backfill", "descending", "start_s", "revision"}
-	if !slices.Equal(c.Versions, allVersions()) || !slices.Equal(c.Columns["tranche_cursors"], cursors) || !c.HasColumn("tranche_dags", "released") {
+	if !slices.Equal(c.Versions, s.allVersions(t)) || !slices.Equal(c.Columns["tranche_cursors"], cursors) || !c.HasColumn("tranche_dags", "released") {
 		t.Errorf("tranche_schema versions %v, columns of tranche_cursors %v, column tranche_dags.released %v; want %v, %v, true",
-			c.Versions, c.Columns["tranche_cursors"], c.HasColumn("tranche_dags", "released"), allVersions(), cursors)
+			c.Versions, c.Columns["tranche_cursors"], c.HasColumn("tranche_dags", "released"), s.allVersions(t), cursors)
 	}
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V5Backfills()) {
 		t.Errorf("Backfills after the migration = %+v, %v; want %+v", bs, err, V5Backfills())
@@ -684,6 +693,30 @@ func CheckMigrateFromVersion5(t *testing.T, s Subject) Database {
 	s.revisionAfter(t, "Release", released, moved)
 	if rev, err := l.RevisionIn(ctx, V2DAG, V1Day(5).Start, V1Day(6).Start, V2Revision); err != nil || rev != 0 {
 		t.Errorf("RevisionIn of the released day = %d, %v; want 0: a release is no change of its partitions", rev, err)
+	}
+
+	// Triggers (version 9): the attempts recorded before read as their
+	// backfill's, those claimed after keep the claim's, and an ordinary
+	// run without one reads as manual.
+	for _, c := range []struct {
+		day     int
+		trigger ledger.Trigger
+		want    ledger.Trigger
+	}{{6, ledger.TriggerLive, ledger.TriggerLive}, {7, ledger.TriggerCatchUp, ledger.TriggerCatchUp}, {8, "", ledger.TriggerManual}} {
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: V2DAG, Worker: "w5", RunID: "run-v9", Partitions: []tranche.TimePartition{V1Day(c.day)},
+			Lease: time.Minute, Policy: ledger.RerunNone, Trigger: c.trigger})
+		if err != nil {
+			t.Fatalf("Claim of day %d with trigger %q = %v", c.day, c.trigger, err)
+		}
+		if lease.Trigger != c.want {
+			t.Errorf("Claim of day %d with trigger %q: lease's trigger %q; want %q", c.day, c.trigger, lease.Trigger, c.want)
+		}
+		if h, err := l.History(ctx, V2DAG, V1Day(c.day).Start); err != nil || len(h) != 1 || h[0].Trigger != c.want {
+			t.Errorf("History of day %d claimed with trigger %q = %+v, %v; want one attempt of trigger %q", c.day, c.trigger, h, err, c.want)
+		}
+	}
+	if h, err := l.History(ctx, V2DAG, V1Day(0).Start); err != nil || len(h) != 1 || h[0].Trigger != ledger.TriggerBackfill {
+		t.Errorf("History of an attempt recorded at version 5 = %+v, %v; want trigger %q", h, err, ledger.TriggerBackfill)
 	}
 	return db
 }

@@ -101,13 +101,15 @@ const V1Revision = 7
 // V1Attempts are the attempts of the version-1 ledger, as a release of
 // version 1 recorded them: day 0 and 1 claimed together (revision 4),
 // day 0 succeeded (5), day 1 failed (6), and day 2 claimed (7) by a
-// worker that died, its lease long expired.
+// worker that died, its lease long expired. Their Trigger is
+// ledger.TriggerBackfill, as a release of version 9 or later reads them:
+// version 1 kept none, and each was a backfill's.
 func V1Attempts() []ledger.Attempt {
 	at := func(min int) time.Time { return time.Date(2025, 12, 1, 3, min, 0, 0, time.UTC) }
 	a := func(i int) ledger.Attempt {
 		p := V1Day(i)
 		return ledger.Attempt{DAG: V1DAG, Backfill: "bf-v1", Start: p.Start, End: p.End, Key: p.Key(),
-			RunID: "run-v1", Worker: "w1", Number: 1}
+			RunID: "run-v1", Worker: "w1", Number: 1, Trigger: ledger.TriggerBackfill}
 	}
 	a0, a1, a2 := a(0), a(1), a(2)
 	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = ledger.StateSucceeded, at(0), at(1), at(5), 10, 5
@@ -186,13 +188,14 @@ func V2Backfills() []ledger.BackfillRecord {
 // V2Attempts are the attempts of the version-2 ledger, as a release of
 // version 2 recorded them for backfill V2Canceled: day 0 succeeded
 // (revision 2), day 1 failed (4), day 2 succeeded (5), and day 3 claimed
-// (6) by a worker that died, its lease long expired.
+// (6) by a worker that died, its lease long expired. Their Trigger is
+// ledger.TriggerBackfill, as V1Attempts' is.
 func V2Attempts() []ledger.Attempt {
 	at := func(min int) time.Time { return time.Date(2025, 12, 2, 4, min, 0, 0, time.UTC) }
 	a := func(i int) ledger.Attempt {
 		p := V1Day(i)
 		return ledger.Attempt{DAG: V2DAG, Backfill: V2Canceled, Start: p.Start, End: p.End, Key: p.Key(),
-			RunID: fmt.Sprintf("run-v2-%d", i), Worker: "w1", Number: 1}
+			RunID: fmt.Sprintf("run-v2-%d", i), Worker: "w1", Number: 1, Trigger: ledger.TriggerBackfill}
 	}
 	a0, a1, a2, a3 := a(0), a(1), a(2), a(3)
 	a0.State, a0.Started, a0.Finished, a0.LeaseUntil, a0.Rows, a0.Revision = ledger.StateSucceeded, at(0), at(1), at(5), 10, 2

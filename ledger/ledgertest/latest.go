@@ -253,3 +253,60 @@ func (r rapidTB) SkipNow()                         { r.Fatal("skipped") }
 func (r rapidTB) Error(args ...any)                { r.Errorf("%s", fmt.Sprint(args...)) }
 func (r rapidTB) FailNow()                         { r.Fatal("failed") }
 func (r rapidTB) Fail()                            { r.Errorf("failed") }
+
+// testNewestFailures checks FindLatest's newest failures of a narrow
+// range in a DAG that failed thousands of times elsewhere, after the
+// range's failure: a ledger that reads the DAG's failures newest first
+// must not stop before it reaches the range's. A ledger without the
+// interface passes.
+func testNewestFailures(s *ledgerSuite) {
+	lr, ok := s.l.(ledger.LatestReader)
+	if !ok {
+		return
+	}
+	const elsewhere = 5000
+	dag := suiteDAG + "-newest-failures"
+	one := func(ps []ledger.TimePartition, state ledger.State) {
+		s.t.Helper()
+		r := req(alpha, ps...)
+		r.DAG = dag
+		lease := s.claim(r)
+		outcomes := make([]ledger.Outcome, len(ps))
+		for i := range outcomes {
+			outcomes[i] = ledger.Outcome{State: state, Err: "boom"}
+		}
+		s.finish(lease, outcomesAny(outcomes)...)
+	}
+	one(parts(0), ledger.StateFailed) // the range's failure, the oldest
+	s.clock.Advance(time.Second)
+	var ps []ledger.TimePartition
+	for i := range elsewhere {
+		ps = append(ps, part(10+i))
+	}
+	one(ps, ledger.StateFailed)
+	var got []string
+	for a, err := range lr.FindLatest(s.ctx, ledger.FindRequest{DAG: dag, Ranges: []ledger.Range{{From: part(0).Start, To: part(2).Start}},
+		States: []ledger.State{ledger.StateFailed, ledger.StateCanceled}, Newest: 3}) {
+		if err != nil {
+			s.t.Fatalf("FindLatest = %v", err)
+		}
+		got = append(got, a.Key)
+	}
+	if !slices.Equal(got, []string{part(0).Key()}) {
+		t := got
+		if len(t) > 5 {
+			t = t[:5]
+		}
+		s.t.Errorf("FindLatest of the newest failures of [%s, %s) = %d attempts %v; want the one failure there, %s, though %d newer lie elsewhere",
+			part(0).Key(), part(2).Key(), len(got), t, part(0).Key(), elsewhere)
+	}
+}
+
+// outcomesAny returns os as finish takes them.
+func outcomesAny(os []ledger.Outcome) []any {
+	out := make([]any, len(os))
+	for i, o := range os {
+		out[i] = o
+	}
+	return out
+}

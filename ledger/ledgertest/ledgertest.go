@@ -289,6 +289,7 @@ var ledgerTests = []struct {
 	{"SameInstantOtherLocation", testSameInstantOtherLocation},
 	{"DAGsAreSeparate", testDAGsAreSeparate},
 	{"OrdinaryRunsCount", testOrdinaryRunsCount},
+	{"Triggers", testTriggers},
 	{"Revision", testRevision},
 	{"ConcurrentClaimers", testConcurrentClaimers},
 	{"ConcurrentChunkClaimers", testConcurrentChunkClaimers},
@@ -305,6 +306,7 @@ var ledgerTests = []struct {
 	{"CanceledContext", testCanceledContext},
 	{"HistoryIsACopy", testHistoryIsACopy},
 	{"LatestReader", testLatestReader},
+	{"NewestFailures", testNewestFailures},
 	{"ClaimNextFresh", testClaimNextFresh},
 	{"ClaimNextWantMore", testClaimNextWantMore},
 	{"ClaimNextPolicies", testClaimNextPolicies},
@@ -1283,6 +1285,66 @@ func testOrdinaryRunsCount(s *ledgerSuite) {
 	h := s.history(q)
 	if len(h) != 2 || h[0].Backfill != "" || h[1].Backfill != suiteBackfill {
 		s.t.Errorf("History; want the ordinary run then the backfill's attempt:\n%s", formatAttempts(h))
+	}
+}
+
+// testTriggers checks that every way of starting an attempt records the
+// claim's trigger, or TriggerOf's default, on the lease and the attempt,
+// as History, Latest and RecentSuccesses read it: a fresh partition, a
+// chunk, a takeover, and ClaimNext's fresh and recorded jobs.
+func testTriggers(s *ledgerSuite) {
+	check := func(what string, lease *ledger.Lease, want ledger.Trigger) {
+		s.t.Helper()
+		if lease.Trigger != want {
+			s.t.Errorf("%s: lease's trigger %q; want %q", what, lease.Trigger, want)
+		}
+		for _, p := range lease.Partitions {
+			h := s.history(p)
+			if a := h[len(h)-1]; a.Trigger != want {
+				s.t.Errorf("%s: attempt %s of trigger %q; want %q", what, formatAttempt(a), a.Trigger, want)
+			}
+		}
+	}
+	with := func(r ledger.ClaimRequest, backfill string, t ledger.Trigger) ledger.ClaimRequest {
+		r.Backfill, r.Trigger = backfill, t
+		return r
+	}
+	live := s.claim(with(req(alpha, part(0)), "", ledger.TriggerLive))
+	check("a live slot", live, ledger.TriggerLive)
+	s.finish(live, succeeded)
+	check("a live slot, finished", live, ledger.TriggerLive)
+	check("an ordinary run without a trigger", s.claim(with(req(alpha, part(1)), "", "")), ledger.TriggerManual)
+	check("a backfill's chunk without a trigger", s.claim(with(req(alpha, part(2), part(3)), suiteBackfill, "")), ledger.TriggerBackfill)
+	check("a backfill's claim with one", s.claim(with(req(alpha, part(4)), suiteBackfill, ledger.TriggerManual)), ledger.TriggerManual)
+
+	// The ordinary run of part(1) is taken over after its lease by a
+	// catch-up: the new attempt is the catch-up's, the old one stays
+	// manual.
+	s.clock.Advance(2 * suiteLease)
+	takeover := s.claim(with(req(beta, part(1)), "", ledger.TriggerCatchUp))
+	check("a takeover", takeover, ledger.TriggerCatchUp)
+	if h := s.history(part(1)); len(h) != 2 || h[0].Trigger != ledger.TriggerManual {
+		s.t.Errorf("History after a takeover:\n%swant the manual attempt, then the catch-up's", formatAttempts(h))
+	}
+
+	// ClaimNext: fresh jobs, and a recorded one (part(0) under RerunAll).
+	r := nextReq(gamma, []ledger.Job{job(0), job(5), job(6)}, 3, s.revision())
+	r.Policy, r.Trigger = ledger.RerunAll, ""
+	for _, g := range s.expect(r, "LLL") {
+		check("ClaimNext without a trigger", g.Lease, ledger.TriggerBackfill)
+	}
+	r = nextReq(gamma, []ledger.Job{job(7)}, 1, s.revision())
+	r.Trigger = ledger.TriggerLive
+	check("ClaimNext with a trigger", s.expect(r, "L")[0].Lease, ledger.TriggerLive)
+
+	for _, a := range s.latest(suiteFrom, suiteTo) {
+		if a.Trigger == "" {
+			s.t.Errorf("Latest: attempt %s without a trigger", formatAttempt(a))
+		}
+	}
+	recent, err := s.l.RecentSuccesses(s.ctx, suiteDAG, 10)
+	if err != nil || len(recent) != 1 || recent[0].Trigger != ledger.TriggerLive {
+		s.t.Errorf("RecentSuccesses = %v, %v; want the live slot's success, of trigger %q", recent, err, ledger.TriggerLive)
 	}
 }
 

@@ -201,7 +201,7 @@ func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time) (*ledger.Lease, e
 	lease := &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 		Partitions: slices.Clone(req.Partitions), Attempts: make([]int, len(req.Partitions)),
-		Until: now.Add(req.Lease),
+		Until: now.Add(req.Lease), Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
 	}
 	for i, p := range req.Partitions {
 		number := 1
@@ -220,7 +220,7 @@ func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time) (*ledger.Lease, e
 		d.history[key] = append(d.history[key], ledger.Attempt{
 			DAG: req.DAG, Backfill: req.Backfill, Start: p.Start.UTC(), End: p.End.UTC(), Key: p.Key(),
 			RunID: req.RunID, Worker: req.Worker, Number: number, State: ledger.StateRunning,
-			Started: now, LeaseUntil: lease.Until, Revision: d.revision,
+			Started: now, LeaseUntil: lease.Until, Revision: d.revision, Trigger: lease.Trigger,
 		})
 		d.changes.add(memoryChange{rev: d.revision, start: key})
 		lease.Attempts[i] = number

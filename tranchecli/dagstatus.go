@@ -1,0 +1,239 @@
+package tranchecli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// dagRef is a DAG that status and ls name: its identity, the program's
+// name of it ("" when the program did not register it), and its
+// granularity and zone when known (zero: those of its newest backfill).
+type dagRef struct {
+	id, name string
+	g        tranche.TimeGranularity
+	loc      *time.Location
+}
+
+// label names the DAG in a line: the program's name and the identity, or
+// the identity alone.
+func (d dagRef) label() string {
+	if d.name != "" {
+		return fmt.Sprintf("%s (%s)", d.name, d.id)
+	}
+	return d.id
+}
+
+// dags returns the DAGs of the program and of the ledger's backfills,
+// the program's first, by name, then the others by identity.
+func (c *call) dags(records []ledger.BackfillRecord) []dagRef {
+	var out []dagRef
+	seen := map[string]bool{}
+	for _, name := range c.dagNames() {
+		d := c.registeredDAG(name, records)
+		seen[d.id] = true
+		out = append(out, d)
+	}
+	var others []dagRef
+	for _, r := range records {
+		if !seen[r.DAG] {
+			seen[r.DAG] = true
+			others = append(others, dagRef{id: r.DAG})
+		}
+	}
+	slices.SortFunc(others, func(a, b dagRef) int {
+		switch {
+		case a.id < b.id:
+			return -1
+		case a.id > b.id:
+			return 1
+		}
+		return 0
+	})
+	return append(out, others...)
+}
+
+// registeredDAG returns the program's DAG name: its identity is that of a
+// backfill of it, if any (whose window names the schedule's zone), else
+// that of its assets' granularity and zone (UTC if none).
+func (c *call) registeredDAG(name string, records []ledger.BackfillRecord) dagRef {
+	dag := c.p.DAGs[name]
+	d := dagRef{name: name}
+	if dag == nil {
+		return d
+	}
+	g, loc, err := partitioningOf(dag)
+	if err != nil {
+		return d
+	}
+	for _, r := range slices.Backward(records) {
+		w, err := tranche.ParseTimePartitionWindow(r.Window)
+		if err == nil && backfill.DAGIdentity(dag, w.Granularity(), w.Location()) == r.DAG {
+			d.id, d.g, d.loc = r.DAG, w.Granularity(), w.Location()
+			return d
+		}
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	d.id, d.g, d.loc = backfill.DAGIdentity(dag, g, loc), g, loc
+	return d
+}
+
+// findDAG returns the DAG arg names, a program's name or a DAG identity
+// that a backfill records, and whether it names one.
+func (c *call) findDAG(ctx context.Context, l ledger.Ledger, arg string) (dagRef, bool, error) {
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		return dagRef{}, false, err
+	}
+	for _, d := range c.dags(records) {
+		if d.id != "" && (d.name == arg || d.id == arg) {
+			return d, true, nil
+		}
+	}
+	return dagRef{}, false, nil
+}
+
+// dagStatus writes the status of a DAG: its latest run, its latest
+// backfill and its scheduler, as text or JSON.
+func (c *call) dagStatus(ctx context.Context, l ledger.Ledger, d dagRef) error {
+	sum, err := backfill.SummaryOf(ctx, l, d.id, d.g, d.loc, time.Now())
+	if err != nil {
+		return err
+	}
+	if c.opt.format == formatJSON {
+		line, err := json.Marshal(dagStatusOf(d.name, sum))
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.stdout, "%s\n", line)
+		return err
+	}
+	w := bufio.NewWriter(c.stdout)
+	fmt.Fprintf(w, "dag %s\n", d.label())
+	writeSummary(w, sum, time.Now())
+	return w.Flush()
+}
+
+// writeSummary writes the lines of a DAG's summary: latest run, latest
+// backfill, scheduler.
+func writeSummary(w io.Writer, sum *backfill.Summary, now time.Time) {
+	run := "none"
+	if a := sum.LatestRun; a != nil {
+		run = fmt.Sprintf("%s %s, %s", a.Key, a.State, attemptText(*a))
+	}
+	fmt.Fprintf(w, "  latest run       %s\n", run)
+	bf := "none"
+	if s := sum.LatestBackfill; s != nil {
+		bf = backfillLine(s, now)
+	}
+	fmt.Fprintf(w, "  latest backfill  %s\n", bf)
+	for _, line := range schedulerLines(sum.Scheduler, now) {
+		fmt.Fprintf(w, "  scheduler        %s\n", line)
+	}
+}
+
+// backfillLine is a backfill in one line: id, state, progress and age.
+func backfillLine(s *backfill.Status, now time.Time) string {
+	j := statusOf(s)
+	line := fmt.Sprintf("%s %s, %d/%d succeeded", j.Backfill.ID, j.State, j.Counts.Succeeded, j.Total)
+	if n := j.Counts.Failed + j.Counts.Canceled; n > 0 {
+		line += fmt.Sprintf(", %d failed", n)
+	}
+	return line + ", created " + age(now.Sub(s.Record.Created)) + " ago"
+}
+
+// schedulerLines says what the ledger shows of the DAG's scheduler: the
+// last slot it ran and when, the next due, the missed, and a warning
+// when none has been seen since the next came due.
+func schedulerLines(sc backfill.SchedulerSeen, now time.Time) []string {
+	if sc.Last == nil {
+		return []string{"none seen: no slot was run live or caught up (a program's 'schedule' command runs one)"}
+	}
+	lines := []string{fmt.Sprintf("last slot %s %s (%s) at %s, %s ago", sc.Last.Key, sc.Last.State, sc.Last.Trigger,
+		stamp(sc.Last.Started), age(now.Sub(sc.Last.Started)))}
+	if sc.Next.Granularity.IsValid() {
+		next := fmt.Sprintf("next slot %s due %s", sc.Next.Key(), stamp(sc.NextDue))
+		if sc.Delay > 0 {
+			next += fmt.Sprintf(" (its close plus %v)", sc.Delay)
+		}
+		if sc.Missed > 0 {
+			next += fmt.Sprintf("; %s due since with no run", counted(sc.Missed, "slot"))
+		}
+		lines = append(lines, next)
+	}
+	if sc.Waiting {
+		lines = append(lines, fmt.Sprintf("waiting for scheduler: slot %s came due %s ago and none has run it; is the scheduler running?",
+			sc.Next.Key(), age(now.Sub(sc.NextDue))))
+	}
+	return lines
+}
+
+// age rounds d for a person: seconds, minutes, hours or days.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// writeDAGs writes the DAGs section of ls: a line per DAG with its latest
+// run, its latest backfill and its scheduler.
+func (c *call) writeDAGs(ctx context.Context, l ledger.Ledger, records []ledger.BackfillRecord) error {
+	dags := c.dags(records)
+	if len(dags) == 0 {
+		return nil
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nDAG\tLATEST RUN\tLATEST BACKFILL\tSCHEDULER")
+	for _, d := range dags {
+		if d.id == "" {
+			continue
+		}
+		sum, err := backfill.SummaryOf(ctx, l, d.id, d.g, d.loc, now)
+		if err != nil {
+			return errors.Join(tw.Flush(), err)
+		}
+		run, bf := "-", "-"
+		if a := sum.LatestRun; a != nil {
+			run = fmt.Sprintf("%s %s (%s)", a.Key, a.State, a.Trigger)
+		}
+		if s := sum.LatestBackfill; s != nil {
+			bf = backfillLine(s, now)
+		}
+		sched := "-"
+		if sc := sum.Scheduler; sc.Last != nil {
+			sched = fmt.Sprintf("last %s, %s ago", sc.Last.Key, age(now.Sub(sc.Last.Started)))
+			if sc.Next.Granularity.IsValid() {
+				sched += ", next " + sc.Next.Key()
+			}
+			if sc.Missed > 0 {
+				sched += fmt.Sprintf(", %d missed", sc.Missed)
+			}
+			if sc.Waiting {
+				sched += ": waiting for scheduler"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.label(), run, bf, sched)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,96 @@
+package tranchecli_test
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+)
+
+// TestStatusOfDAG: status of a registered DAG's name (or its identity)
+// shows its latest run (a live slot, never a backfill's run), its latest
+// backfill, and its scheduler: the last slot and when, the next due, the
+// slots missed since, and "waiting for scheduler" once the next slot is
+// overdue; ls lists the same in its DAGs section; the JSON holds it.
+func TestStatusOfDAG(t *testing.T) {
+	h := newHarness(t)
+	var clock time.Time // zero: the wall clock
+	l := memledger.New(func() time.Time {
+		if clock.IsZero() {
+			return time.Now()
+		}
+		return clock
+	})
+	h.l, h.p.Ledger = l, l
+	h.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	id := backfill.DAGIdentity(h.p.DAGs["events"], tranche.Day, time.UTC)
+
+	// A live slot three days ago, started five minutes after its close;
+	// no scheduler since.
+	slot := tranche.PartitionOf(tranche.Day, time.Now().UTC().AddDate(0, 0, -3))
+	clock = slot.End.Add(5 * time.Minute)
+	lease, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: id, Worker: "sched", RunID: "r", Partitions: []tranche.TimePartition{slot},
+		Lease: time.Minute, Policy: ledger.RerunNone, Trigger: ledger.TriggerLive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(context.Background(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+		t.Fatal(err)
+	}
+	clock = time.Time{}
+
+	for _, arg := range []string{"events", id} {
+		out := h.must(0, "status", arg)
+		for _, want := range []string{
+			"dag events (" + id + ")\n",
+			"  latest run       " + slot.Key() + " succeeded, attempt 1 by sched (live), started ",
+			"  latest backfill  ",
+			"  scheduler        last slot " + slot.Key() + " succeeded (live) at ",
+			"  scheduler        next slot " + slot.Next().Key() + " due " + slot.Next().End.Add(5*time.Minute).Format(time.RFC3339) + " (its close plus 5m0s); 2 slots due since with no run\n",
+			"  scheduler        waiting for scheduler: slot " + slot.Next().Key() + " came due ",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("status %s lacks %q:\n%s", arg, want, out)
+			}
+		}
+		if !regexp.MustCompile(`latest backfill  \w+ succeeded, 7/7 succeeded, created \S+ ago`).MatchString(out) {
+			t.Errorf("status %s: the latest backfill's line:\n%s", arg, out)
+		}
+	}
+	out := h.must(0, "ls")
+	if !regexp.MustCompile(`(?m)^events \(` + id + `\)  +` + slot.Key() + ` succeeded \(live\)  +\w+ succeeded, 7/7 .*last ` + slot.Key() + `, .*, 2 missed: waiting for scheduler$`).MatchString(out) {
+		t.Errorf("ls: the DAGs section lacks the events line:\n%s", out)
+	}
+
+	out = h.must(0, "status", "events", "--format", "json")
+	schemas := readSchemas(t)
+	var v any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	checkJSON(t, schemas, "{dag_status}", v, "$")
+	var j struct {
+		LatestRun struct{ Key, Trigger string } `json:"latest_run"`
+		Scheduler struct {
+			DelayMS int64 `json:"delay_ms"`
+			Missed  int
+			Waiting bool
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.LatestRun.Key != slot.Key() || j.LatestRun.Trigger != "live" || j.Scheduler.DelayMS != 300_000 || j.Scheduler.Missed != 2 || !j.Scheduler.Waiting {
+		t.Errorf("status events --format json: %s", out)
+	}
+	if code, _, errs := h.run("status", "events", "--watch"); code != 2 || !strings.Contains(errs, "is a DAG") {
+		t.Errorf("status events --watch: exit %d, %s; want 2 and a word on DAGs", code, errs)
+	}
+}
