@@ -46,6 +46,15 @@ type Asset struct {
 	// tries once.
 	Retry Retry
 
+	// CodeVersion is the version of the asset's code, as Dagster's
+	// code_version: change it when a change of Materialize changes what
+	// it writes. A backfill records the versions of its DAG's assets
+	// with each attempt; a partition whose latest success ran under
+	// other versions is stale, and rerun policy "stale" runs it again.
+	// It is no part of the DAG's identity: changing it keeps the
+	// history. "" declares none.
+	CodeVersion string
+
 	// Materialize computes the asset's rows for the partition or window
 	// in m. It must not be nil.
 	//

@@ -11,9 +11,19 @@ import (
 )
 
 // DAG is a validated set of assets wired by their dependencies. Build one
-// with [NewDAG]; it is immutable and safe for concurrent use by several
-// runs.
+// with [NewDAG]; it is immutable, but for its Name, and safe for
+// concurrent use by several runs.
 type DAG struct {
+	// Name labels the DAG wherever its backfills are listed: in the
+	// ledger beside each backfill, in commands, pages, events and
+	// telemetry. NewDAG sets it to the names of the assets nothing else
+	// in the DAG depends on, joined by "+" ("daily_totals", or
+	// "clicks+orders"), beyond three the first three and how many more;
+	// set it where the DAG is built, before its first use. A name is a
+	// label, not an identity: renaming a DAG keeps its history, and
+	// two DAGs of one name stay two.
+	Name string
+
 	assets     []Asset // topological order, ties broken by name
 	index      map[string]int
 	deps       [][]int // positions of each asset's dependencies
@@ -98,7 +108,23 @@ func NewDAG(assets ...Asset) (*DAG, error) {
 			d.dependents[j] = append(d.dependents[j], i)
 		}
 	}
+	d.Name = defaultName(d)
 	return d, nil
+}
+
+// defaultName is the name NewDAG gives a DAG: its assets that no other
+// depends on, in the DAG's order, joined by "+".
+func defaultName(d *DAG) string {
+	var leaves []string
+	for i, a := range d.assets {
+		if len(d.dependents[i]) == 0 {
+			leaves = append(leaves, a.Name)
+		}
+	}
+	if len(leaves) > 3 {
+		return strings.Join(leaves[:3], "+") + fmt.Sprintf("+%d more", len(leaves)-3)
+	}
+	return strings.Join(leaves, "+")
 }
 
 // assetLabel names the i-th asset given to NewDAG in its errors: by its

@@ -220,3 +220,28 @@ func TestNewDAGEmpty(t *testing.T) {
 		}
 	}
 }
+
+func TestDAGDefaultName(t *testing.T) {
+	noop := func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }
+	asset := func(name string, deps ...string) tranche.Asset {
+		return tranche.Asset{Name: name, Deps: deps, Materialize: noop}
+	}
+	for _, tt := range []struct {
+		assets []tranche.Asset
+		want   string
+	}{
+		{nil, ""},
+		{[]tranche.Asset{asset("events")}, "events"},
+		{[]tranche.Asset{asset("daily_totals", "orders"), asset("orders")}, "daily_totals"},
+		{[]tranche.Asset{asset("orders"), asset("clicks"), asset("raw")}, "clicks+orders+raw"},
+		{[]tranche.Asset{asset("a"), asset("b"), asset("c"), asset("d"), asset("e")}, "a+b+c+2 more"},
+	} {
+		d, err := tranche.NewDAG(tt.assets...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Name != tt.want {
+			t.Errorf("NewDAG(%d assets).Name = %q; want %q", len(tt.assets), d.Name, tt.want)
+		}
+	}
+}

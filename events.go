@@ -43,6 +43,7 @@ type Event struct {
 	Time     time.Time // when the step happened
 	RunID    string    // the run; empty for backfill-wide events
 	Backfill string    // the backfill's id, when the run belongs to one
+	DAG      string    // the DAG's name ([DAG.Name]), on a backfill's own events
 	// Trigger says why the run ran, as its ledger records it
 	// (ledger.Trigger): "live" or "catch-up" for a scheduler's slot,
 	// "backfill", "manual" for an ordinary recorded run; "" for a run no
@@ -137,6 +138,7 @@ func (e Event) attrs(kind bool) []slog.Attr {
 	}
 	add("run", e.RunID)
 	add("backfill", e.Backfill)
+	add("dag", e.DAG)
 	add("trigger", e.Trigger)
 	add("asset", e.Asset)
 	add("destination", e.Destination)
@@ -165,7 +167,7 @@ func (e Event) attrs(kind bool) []slog.Attr {
 
 // MarshalJSON encodes the event as one JSON object with stable keys: id,
 // kind, time (RFC 3339 in UTC, so that the lines of workers in different
-// zones read and sort alike), and, when set, run, backfill, trigger, asset, destination,
+// zones read and sort alike), and, when set, run, backfill, dag, trigger, asset, destination,
 // partition and target (keys and text forms), attempt, duration_ns, rows,
 // error, level, msg, attrs and progress (done, failed, skipped, held,
 // total, eta_ns).
@@ -184,6 +186,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Time        string         `json:"time"`
 		RunID       string         `json:"run,omitempty"`
 		Backfill    string         `json:"backfill,omitempty"`
+		DAG         string         `json:"dag,omitempty"`
 		Trigger     string         `json:"trigger,omitempty"`
 		Asset       string         `json:"asset,omitempty"`
 		Destination string         `json:"destination,omitempty"`
@@ -199,7 +202,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Progress    *progress      `json:"progress,omitempty"`
 	}{
 		ID: e.ID(), Kind: e.Kind, Time: e.Time.UTC().Format(time.RFC3339Nano),
-		RunID: e.RunID, Backfill: e.Backfill, Trigger: e.Trigger, Asset: e.Asset, Destination: e.Destination,
+		RunID: e.RunID, Backfill: e.Backfill, DAG: e.DAG, Trigger: e.Trigger, Asset: e.Asset, Destination: e.Destination,
 		Target: e.Target, Attempt: e.Attempt, Duration: int64(e.Duration), Rows: e.Rows,
 		Message: e.Message,
 	}

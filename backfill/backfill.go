@@ -212,6 +212,7 @@ type config struct {
 	dag, id, worker    string
 	chunk, concurrency int
 	rerun              ledger.RerunPolicy
+	codeVersion        string // CodeVersion of the DAG: what its attempts record
 	onFailure          tranche.FailurePolicy
 	lease, heartbeat   time.Duration
 	selection                            // what the backfill covers
@@ -242,6 +243,9 @@ func (b *Backfill) fields() (*config, error) {
 		fail("no DAG")
 	}
 	cfg := &config{chunk: max(1, b.ChunkSize), concurrency: max(1, b.Concurrency), worker: b.Worker}
+	if b.DAG != nil {
+		cfg.codeVersion = CodeVersion(b.DAG)
+	}
 	if err := cfg.rerun.UnmarshalText([]byte(b.Rerun)); err != nil {
 		errs = append(errs, err)
 	}
@@ -338,7 +342,7 @@ func checkAssets(dag *tranche.DAG, w tranche.TimePartitionWindow, chunk int) []e
 	}
 	if len(noWindow) > 0 {
 		slices.Sort(noWindow)
-		errs = append(errs, fmt.Errorf("tranche: backfill: chunk size %d needs window runs, which assets %s do not allow (Partitioning.AllowWindow); use chunk size 1",
+		errs = append(errs, fmt.Errorf("tranche: backfill: chunk size %d needs window runs, which assets %s do not allow (they run one partition at a time); use chunk size 1 (--chunk 1)",
 			chunk, strings.Join(quoteAll(noWindow), ", ")))
 	}
 	return errs
@@ -708,7 +712,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 // record records the backfill in its ledger, failing with
 // ErrBackfillCanceled if it was canceled there.
 func (b *Backfill) record(ctx context.Context, cfg *config) error {
-	record, err := b.Ledger.PutBackfill(ctx, ledger.BackfillRecord{ID: cfg.id, DAG: cfg.dag, Window: cfg.window.String(),
+	record, err := b.Ledger.PutBackfill(ctx, ledger.BackfillRecord{ID: cfg.id, DAG: cfg.dag, DAGName: b.DAG.Name, Window: cfg.window.String(),
 		Partitions: cfg.starts(), Chunk: cfg.chunk})
 	if err != nil {
 		return fmt.Errorf("tranche: recording backfill %s: %w", cfg.id, err)
@@ -903,7 +907,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
 	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
-		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill,
+		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
 	})
 	switch {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
@@ -1171,7 +1175,7 @@ func (x *execution) emit(ctx context.Context, e tranche.Event) {
 		return
 	}
 	e.Time = x.b.now()
-	e.Backfill, e.Trigger = x.cfg.id, string(ledger.TriggerBackfill)
+	e.Backfill, e.DAG, e.Trigger = x.cfg.id, x.b.DAG.Name, string(ledger.TriggerBackfill)
 	e.Window = x.cfg.window
 	e.Target = x.cfg.window.String()
 	e.Progress = x.progress()
@@ -1182,7 +1186,7 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 	if x.b.OnEvent == nil {
 		return
 	}
-	e := tranche.Event{Kind: kind, Time: x.b.now(), Backfill: x.cfg.id, Trigger: string(ledger.TriggerBackfill), Err: err, Progress: x.progress(),
+	e := tranche.Event{Kind: kind, Time: x.b.now(), Backfill: x.cfg.id, DAG: x.b.DAG.Name, Trigger: string(ledger.TriggerBackfill), Err: err, Progress: x.progress(),
 		RunID: x.runID(u), Target: u.window.String()}
 	if len(u.partitions) == 1 {
 		e.Partition, e.Target = u.partitions[0], u.partitions[0].Key()

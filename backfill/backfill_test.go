@@ -431,7 +431,7 @@ func TestBackfillRefusals(t *testing.T) {
 		{name: "empty window", b: backfill.Backfill{DAG: dag},
 			want: []string{"empty window: give a window of at least one partition"}},
 		{name: "chunks of an asset that forbids windows", b: backfill.Backfill{DAG: dag, Window: jan, ChunkSize: 3},
-			want: []string{`chunk size 3 needs window runs, which assets "clean", "raw" do not allow (Partitioning.AllowWindow); use chunk size 1`}},
+			want: []string{`chunk size 3 needs window runs, which assets "clean", "raw" do not allow (they run one partition at a time); use chunk size 1 (--chunk 1)`}},
 		{name: "negative concurrency", b: backfill.Backfill{DAG: dag, Window: jan, Concurrency: -1},
 			want: []string{"concurrency -1: want 1 or more (0 means 1)"}},
 		{name: "negative chunk size", b: backfill.Backfill{DAG: dag, Window: jan, ChunkSize: -2},
@@ -1096,7 +1096,7 @@ func TestBackfillCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Record.Canceled || len(st.Blocked) == 0 || st.Blocked[0] != "canceled: workers claim nothing more until it is resumed (Backfill.Resume)" {
+	if !st.Record.Canceled || len(st.Blocked) == 0 || st.Blocked[0] != "canceled: workers claim nothing more until it is resumed (the resume command)" {
 		t.Errorf("status %s, blocked %q", st, st.Blocked)
 	}
 	if !strings.HasSuffix(st.String(), "2 succeeded, 0 running, 0 failed, 0 canceled, 3 pending (canceled)") {
@@ -1631,7 +1631,7 @@ func TestBackfillStatus(t *testing.T) {
 			[]string{"partition 2026-01-04: the lease of worker dead expired at 2026-01-08T11:01:01Z; the next worker to run the backfill takes it over",
 				"stopped after the failure of partition 2026-01-03 by worker w0: boom"}},
 		{"canceled", 0, true, map[ledger.State]int{ledger.StateSucceeded: 3, ledger.StateFailed: 1, ledger.StateRunning: 1, ledger.StatePending: 3},
-			[]string{"canceled: workers claim nothing more until it is resumed (Backfill.Resume)",
+			[]string{"canceled: workers claim nothing more until it is resumed (the resume command)",
 				"partition 2026-01-04: the lease of worker dead expired at 2026-01-08T11:01:01Z; the next worker to run the backfill takes it over",
 				"stopped after the failure of partition 2026-01-03 by worker w0: boom"}},
 	}

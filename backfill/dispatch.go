@@ -94,7 +94,7 @@ func (d *dispatcher) claim(keep int) {
 		claimed := x.keeper.now()
 		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
 			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
-			Want: d.want(), Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill,
+			Want: d.want(), Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
 		})
 		switch {
 		case errors.Is(err, ledger.ErrBackfillCanceled):

@@ -11,6 +11,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/cron"
 	"github.com/tranche-dev/tranche/internal/zone"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // Identities name the same work the same way in every process, on every
@@ -155,4 +156,34 @@ func utc(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 func shortHash(s string, n int) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:n]
+}
+
+// DAGNames returns the name of each DAG of records, by identity: the
+// DAGName of its newest backfill that has one (records are oldest first,
+// as [ledger.Ledger.Backfills] returns them), so that a renamed DAG is
+// shown by its new name beside its older backfills too. A DAG none of
+// whose backfills has a name is left out.
+func DAGNames(records []ledger.BackfillRecord) map[string]string {
+	names := make(map[string]string)
+	for _, r := range records {
+		if r.DAGName != "" {
+			names[r.DAG] = r.DAGName
+		}
+	}
+	return names
+}
+
+// CodeVersion returns the code version of dag that its attempts record:
+// the assets that declare one (tranche.Asset.CodeVersion), by name,
+// each as NAME=VERSION, joined by commas ("clean=2,raw=v1"); "" when
+// none does.
+func CodeVersion(dag *tranche.DAG) string {
+	var parts []string
+	for a := range dag.Assets() {
+		if a.CodeVersion != "" {
+			parts = append(parts, a.Name+"="+a.CodeVersion)
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }

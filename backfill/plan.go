@@ -39,6 +39,7 @@ const (
 type Plan struct {
 	Backfill string // the backfill's id
 	DAG      string // the DAG's identity
+	DAGName  string // the DAG's name (tranche.DAG.Name), a label
 	// Window is the backfill's window: with chosen partitions
 	// ([Backfill.Partitions]), the span from the oldest to the newest.
 	Window tranche.TimePartitionWindow
@@ -156,7 +157,7 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 			end := n
 			for cw := range bw.Chunks(cfg.chunk) {
 				start := end - cw.Len()
-				jobs = appendJob(jobs, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, revision, now)
+				jobs = appendJob(jobs, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, cfg.codeVersion, revision, now)
 				end = start
 			}
 			if order == OldestFirst {
@@ -174,8 +175,8 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 // partitionAction judges one partition by its latest attempt, by the
 // ledger's own claim rules (ledger.ClaimRequest.Judge): a plan never
 // disagrees with the ledger that executes it.
-func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, revision int64, now time.Time) Action {
-	switch (ledger.ClaimRequest{Policy: rerun, Revision: revision}).Judge(a, now) {
+func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, code string, revision int64, now time.Time) Action {
+	switch (ledger.ClaimRequest{Policy: rerun, Revision: revision, CodeVersion: code}).Judge(a, now) {
 	case ledger.VerdictHeld:
 		return ActionSkipRunning
 	case ledger.VerdictSucceeded:
@@ -192,12 +193,12 @@ func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, revision int64
 // backfill of another chunk size holds) is split into runs of consecutive
 // partitions with the same action, newest first, since a ledger claims a
 // chunk all or nothing and would refuse the whole chunk forever.
-func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, revision int64, now time.Time) []job {
-	u.action = partitionAction(u.latest[0], rerun, revision, now)
+func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, code string, revision int64, now time.Time) []job {
+	u.action = partitionAction(u.latest[0], rerun, code, revision, now)
 	n := len(u.partitions)
 	uniform := true
 	for _, a := range u.latest[1:] {
-		if partitionAction(a, rerun, revision, now) != u.action {
+		if partitionAction(a, rerun, code, revision, now) != u.action {
 			uniform = false
 			break
 		}
@@ -207,7 +208,7 @@ func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, revision int64, now 
 	}
 	actions := make([]Action, n)
 	for i, a := range u.latest {
-		actions[i] = partitionAction(a, rerun, revision, now)
+		actions[i] = partitionAction(a, rerun, code, revision, now)
 	}
 	for j := n; j > 0; {
 		i := j - 1
@@ -265,10 +266,10 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 		}
 		attempted := 0
 		for _, c := range counts {
-			p.Counts.addN(partitionAction(c.Sample(req), cfg.rerun, p.Revision, now), c.N)
+			p.Counts.addN(partitionAction(c.Sample(req), cfg.rerun, cfg.codeVersion, p.Revision, now), c.N)
 			attempted += c.N
 		}
-		p.Counts.addN(partitionAction(nil, cfg.rerun, p.Revision, now), cfg.total-attempted)
+		p.Counts.addN(partitionAction(nil, cfg.rerun, cfg.codeVersion, p.Revision, now), cfg.total-attempted)
 		p.Counts.Runs = p.Counts.Run
 		return nil
 	}
@@ -281,7 +282,7 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 	// into as many runs as it has stretches of partitions to run, which
 	// only its partitions say, so those chunks alone are read partition
 	// by partition, as the scan reads them.
-	pending := partitionAction(nil, cfg.rerun, p.Revision, now)
+	pending := partitionAction(nil, cfg.rerun, cfg.codeVersion, p.Revision, now)
 	batch := cfg.chunk * max(1, planBatch/cfg.chunk)
 	var chunks []tranche.TimePartitionWindow // newest first, as the scan meets them
 	flush := func() error {
@@ -301,7 +302,7 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 		attempted := make([]int, len(chunks))
 		run := make([]int, len(chunks))
 		for _, c := range counts {
-			a := partitionAction(c.Sample(req), cfg.rerun, p.Revision, now)
+			a := partitionAction(c.Sample(req), cfg.rerun, cfg.codeVersion, p.Revision, now)
 			p.Counts.addN(a, c.N)
 			k := last - c.Range
 			attempted[k] += c.N
@@ -368,7 +369,7 @@ func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chu
 		end := n
 		for _, cw := range chunks[:k] {
 			start := end - cw.Len()
-			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, p.Revision, now) {
+			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, cfg.codeVersion, p.Revision, now) {
 				if u.action == ActionRun {
 					p.Counts.Runs++
 				}
@@ -396,12 +397,15 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
 	p := &Plan{
-		Backfill: cfg.id, DAG: cfg.dag, Window: cfg.window, Chosen: cfg.chosen(), ChunkSize: cfg.chunk, Order: b.Order,
+		Backfill: cfg.id, DAG: cfg.dag, DAGName: b.DAG.Name, Window: cfg.window, Chosen: cfg.chosen(), ChunkSize: cfg.chunk, Order: b.Order,
 		Rerun: cfg.rerun, OnFailure: cfg.onFailure, Concurrency: cfg.concurrency,
 		Revision: revision, Created: b.now(), backfill: b,
 	}
 	p.Counts.Total = cfg.total
 	lr, ok := b.Ledger.(ledger.LatestReader)
+	// The counts of latest attempts know no code versions, which
+	// rerun policy stale reads of each attempt.
+	ok = ok && cfg.rerun != ledger.RerunStale
 	if ok {
 		// As Status.latestReader: a schedule's slots matched by fire
 		// are counted only while no former schedule's attempt lies
@@ -423,10 +427,24 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		}
 	}
 	var durations []ledger.Attempt
-	if p.Counts.Runs > 0 {
+	if p.Counts.Runs > 0 || p.Counts.SkipSucceeded > 0 {
 		if durations, err = b.Ledger.RecentSuccesses(ctx, cfg.dag, estimateRuns); err != nil {
 			return nil, fmt.Errorf("tranche: reading the DAG's recent successes: %w", err)
 		}
+	}
+	// Partitions skipped as succeeded may have been written by other
+	// code: another program whose DAG has the same assets' names,
+	// granularity and zone, and so the same identity. The DAG's recent
+	// successes tell whether any ran other code; only then are the
+	// skipped partitions read one by one, to count them.
+	var other otherCode
+	if p.Counts.SkipSucceeded > 0 && slices.ContainsFunc(durations, func(a ledger.Attempt) bool { return a.CodeVersion != cfg.codeVersion }) {
+		if other, err = b.otherCode(ctx, cfg, revision); err != nil {
+			return nil, err
+		}
+	}
+	if p.Counts.Runs == 0 {
+		durations = nil // no estimate of nothing
 	}
 	if len(durations) > 0 {
 		ds := make([]time.Duration, len(durations))
@@ -438,7 +456,60 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		p.Estimate = ds[len(ds)/2] * time.Duration(rounds)
 	}
 	p.Warnings = b.warnings(p, len(durations) > 0)
+	if other.n > 0 {
+		p.Warnings = append(p.Warnings, other.warning(cfg.codeVersion, cfg.rerun))
+	}
 	return p, nil
+}
+
+// otherCode counts the partitions a plan skips as succeeded whose latest
+// success ran under other code versions than the DAG's.
+type otherCode struct {
+	n        int
+	versions []string // the versions they ran, sorted
+}
+
+// otherCode reads the latest attempts of the backfill's partitions and
+// counts those skipped as succeeded that ran other code.
+func (b *Backfill) otherCode(ctx context.Context, cfg *config, revision int64) (otherCode, error) {
+	var o otherCode
+	for u, err := range b.scan(ctx, cfg, revision, NewestFirst) {
+		if err != nil {
+			return o, err
+		}
+		if u.action != ActionSkipSucceeded {
+			continue
+		}
+		for _, a := range u.latest {
+			if a != nil && a.State == ledger.StateSucceeded && a.CodeVersion != cfg.codeVersion {
+				o.n++
+				if v := a.CodeVersion; !slices.Contains(o.versions, v) {
+					o.versions = append(o.versions, v)
+				}
+			}
+		}
+	}
+	slices.Sort(o.versions)
+	return o, nil
+}
+
+func (o otherCode) warning(mine string, rerun ledger.RerunPolicy) string {
+	quote := func(v string) string {
+		if v == "" {
+			return "none declared"
+		}
+		return strconv.Quote(v)
+	}
+	theirs := make([]string, len(o.versions))
+	for i, v := range o.versions {
+		theirs[i] = quote(v)
+	}
+	s := fmt.Sprintf("%s skipped as succeeded ran other code (code version %s; this DAG's is %s): another program with the same asset names, granularity and zone may have written %s",
+		partitions(o.n), strings.Join(theirs, ", "), quote(mine), plural(o.n, "it", "them"))
+	if rerun != ledger.RerunStale {
+		s += "; --rerun stale runs them again"
+	}
+	return s
 }
 
 // estimateRuns is how many of the DAG's recent successes an estimate
@@ -525,7 +596,11 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 	if p.Chosen {
 		chosen = " chosen"
 	}
-	fmt.Fprintf(&b, "backfill %s\n  window      %s (%d%s partitions)\n  dag         %s\n", p.Backfill, p.Window, p.Counts.Total, chosen, p.DAG)
+	dag := p.DAG
+	if p.DAGName != "" {
+		dag = p.DAGName + " (" + p.DAG + ")"
+	}
+	fmt.Fprintf(&b, "backfill %s\n  window      %s (%d%s partitions)\n  dag         %s\n", p.Backfill, p.Window, p.Counts.Total, chosen, dag)
 	fmt.Fprintf(&b, "  order       %s, %d at a time, %d per run\n  rerun       %s\n  on failure  %s\n  revision    %d\n",
 		p.Order, p.Concurrency, p.ChunkSize, p.Rerun, p.OnFailure, p.Revision)
 	fmt.Fprintf(&b, "  counts      run %d (%d %s), skip: succeeded %d, skip: running elsewhere %d, skip: recorded %d\n",
@@ -562,6 +637,7 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 type planJSON struct {
 	Backfill    string                `json:"backfill"`
 	DAG         string                `json:"dag"`
+	DAGName     string                `json:"dag_name"`
 	Window      string                `json:"window"`
 	Chosen      bool                  `json:"chosen,omitempty"`
 	ChunkSize   int                   `json:"chunk_size"`
@@ -591,7 +667,7 @@ type planItemJSON struct {
 // partitions needs no more memory than one of ten.
 func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
 	head, err := json.Marshal(planJSON{
-		Backfill: p.Backfill, DAG: p.DAG, Window: p.Window.String(), Chosen: p.Chosen, ChunkSize: p.ChunkSize, Order: p.Order.String(),
+		Backfill: p.Backfill, DAG: p.DAG, DAGName: p.DAGName, Window: p.Window.String(), Chosen: p.Chosen, ChunkSize: p.ChunkSize, Order: p.Order.String(),
 		Rerun: p.Rerun, OnFailure: p.OnFailure, Concurrency: p.Concurrency, Revision: p.Revision,
 		Counts: p.Counts, EstimateMS: p.Estimate.Milliseconds(), Warnings: append([]string{}, p.Warnings...),
 	})

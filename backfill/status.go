@@ -111,6 +111,23 @@ func (s *Status) Partitions(ctx context.Context) iter.Seq2[PartitionStatus, erro
 	}
 }
 
+// Stale returns the backfill's stale partitions, newest first: those
+// whose latest attempt succeeded under another code version than
+// version (see [CodeVersion]), which rerun policy stale runs again. It
+// reads every partition's latest attempt, as [Status.Partitions] does.
+func (s *Status) Stale(ctx context.Context, version string) ([]tranche.TimePartition, error) {
+	var stale []tranche.TimePartition
+	for ps, err := range s.Partitions(ctx) {
+		if err != nil {
+			return nil, err
+		}
+		if ps.State == ledger.StateSucceeded && ps.Latest.CodeVersion != version {
+			stale = append(stale, ps.Partition)
+		}
+	}
+	return stale, nil
+}
+
 // StatusOf reads the state of backfill id from l, judging leases against
 // now: counts per state, and why it is not progressing.
 //
@@ -347,7 +364,7 @@ func (s *Status) block(running []*ledger.Attempt, lastFailure *ledger.Attempt, n
 	}
 	s.Blocked = nil
 	if s.Record.Canceled {
-		s.Blocked = append(s.Blocked, "canceled: workers claim nothing more until it is resumed (Backfill.Resume)")
+		s.Blocked = append(s.Blocked, "canceled: workers claim nothing more until it is resumed (the resume command)")
 	}
 	s.Blocked = append(s.Blocked, held...)
 	s.Blocked = append(s.Blocked, expired...)
@@ -362,13 +379,15 @@ func (s *Status) block(running []*ledger.Attempt, lastFailure *ledger.Attempt, n
 // partition succeeded), ctx ends (yielding ctx's cause) or the caller
 // stops. Leases are judged against the time of each check.
 //
-// Watch calls l at most once an interval, so that watching costs a ledger
-// one small query an interval however many partitions the backfill has:
-// while nothing changes, a check reads the backfill's record and asks
-// whether any of its partitions changed ([ledger.Ledger.RevisionIn]); after a
-// change, it reads the partitions that changed and counts again only the
-// spans that hold them (through [ledger.LatestReader], where l is one), so
-// a status after a change comes a few intervals after it. A daily or
+// Watch checks l once an interval (each check starts an interval after
+// the one before ended), so that watching costs a ledger a small query
+// or two an interval however many partitions the backfill has: while
+// nothing changes, a check reads the backfill's record and asks whether
+// any of its partitions changed ([ledger.Ledger.RevisionIn]); after a
+// change, the same check reads the partitions that changed and counts
+// again only the spans that hold them (through [ledger.LatestReader],
+// where l is one), so that a status after a change comes within an
+// interval of it. A daily or
 // hourly schedule's watch reads every latest attempt, as StatusOf does,
 // from the change that lands a former schedule's attempt among its slots.
 func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration) iter.Seq2[*Status, error] {
@@ -377,10 +396,20 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 			yield(nil, fmt.Errorf("tranche: watch every %v; want a positive interval", every))
 			return
 		}
-		l := pace(l, every)
 		var w *watcher
 		var last *Status
+		var next time.Time // when the next check may start
 		for {
+			if d := time.Until(next); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					yield(nil, context.Cause(ctx))
+					return
+				case <-t.C:
+				}
+			}
 			var s *Status
 			var err error
 			if w == nil {
@@ -395,6 +424,10 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 				yield(nil, err)
 				return
 			}
+			// An interval after the check ended, so that a slow one (a
+			// count over a million partitions) is never followed at once
+			// by another.
+			next = time.Now().Add(every)
 			if s != nil && (last == nil || !maps.Equal(s.Counts, last.Counts) || s.Record.Canceled != last.Record.Canceled) {
 				if !yield(s, nil) || s.Done() {
 					return
@@ -403,118 +436,6 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 			}
 		}
 	}
-}
-
-// pace returns l with its calls spaced by at least every, keeping the
-// optional ledger.LatestReader of l.
-func pace(l ledger.Ledger, every time.Duration) ledger.Ledger {
-	p := &pacedLedger{Ledger: l, every: every}
-	if lr, ok := l.(ledger.LatestReader); ok {
-		return &pacedReader{pacedLedger: p, lr: lr}
-	}
-	return p
-}
-
-// pacedLedger spaces the calls a watch makes: each waits until an
-// interval has passed since the one before ended, so that a slow read (a
-// count over a million partitions) is never followed at once by another.
-type pacedLedger struct {
-	ledger.Ledger
-	every time.Duration
-	next  time.Time // when the next call may start
-}
-
-// wait returns once the next call may start; the caller defers rest.
-func (p *pacedLedger) wait(ctx context.Context) error {
-	if d := time.Until(p.next); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-t.C:
-		}
-	}
-	return nil
-}
-
-// rest marks the end of a call: the next may start an interval later.
-func (p *pacedLedger) rest() { p.next = time.Now().Add(p.every) }
-
-func (p *pacedLedger) Backfill(ctx context.Context, id string) (ledger.BackfillRecord, error) {
-	defer p.rest()
-	if err := p.wait(ctx); err != nil {
-		return ledger.BackfillRecord{}, err
-	}
-	return p.Ledger.Backfill(ctx, id)
-}
-
-func (p *pacedLedger) Revision(ctx context.Context, dag string) (int64, error) {
-	defer p.rest()
-	if err := p.wait(ctx); err != nil {
-		return 0, err
-	}
-	return p.Ledger.Revision(ctx, dag)
-}
-
-func (p *pacedLedger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
-	defer p.rest()
-	if err := p.wait(ctx); err != nil {
-		return 0, err
-	}
-	return p.Ledger.RevisionIn(ctx, dag, from, to, after)
-}
-
-func (p *pacedLedger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
-	return func(yield func(ledger.Attempt, error) bool) {
-		defer p.rest()
-		if err := p.wait(ctx); err != nil {
-			yield(ledger.Attempt{}, err)
-			return
-		}
-		for a, err := range p.Ledger.Latest(ctx, dag, from, to) {
-			if !yield(a, err) {
-				return
-			}
-		}
-	}
-}
-
-// pacedReader is a pacedLedger over a ledger.LatestReader.
-type pacedReader struct {
-	*pacedLedger
-	lr ledger.LatestReader
-}
-
-func (p *pacedReader) CountLatest(ctx context.Context, req ledger.CountRequest) ([]ledger.LatestCount, error) {
-	defer p.rest()
-	if err := p.wait(ctx); err != nil {
-		return nil, err
-	}
-	return p.lr.CountLatest(ctx, req)
-}
-
-func (p *pacedReader) FindLatest(ctx context.Context, req ledger.FindRequest) iter.Seq2[ledger.Attempt, error] {
-	return func(yield func(ledger.Attempt, error) bool) {
-		defer p.rest()
-		if err := p.wait(ctx); err != nil {
-			yield(ledger.Attempt{}, err)
-			return
-		}
-		for a, err := range p.lr.FindLatest(ctx, req) {
-			if !yield(a, err) {
-				return
-			}
-		}
-	}
-}
-
-func (p *pacedReader) ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error) {
-	defer p.rest()
-	if err := p.wait(ctx); err != nil {
-		return nil, err
-	}
-	return p.lr.ChangedIn(ctx, dag, from, to, after)
 }
 
 // watchSpans is how many spans Watch keeps the counts of.

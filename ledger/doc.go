@@ -15,6 +15,12 @@
 // attempt. Package backfill falls back to [Ledger.Latest] for a ledger
 // without it.
 //
+// Operators name a ledger by an [Address] (sqlite:PATH, postgres://…,
+// postgres:KEY=VALUE…), which [ParseAddress] reads, the one parser of
+// every program; the ledger modules open it for an [Access]
+// (sqlite.OpenLedger and postgres.OpenLedger are [OpenFunc]s), so that
+// reading a ledger never creates, migrates or writes it.
+//
 // A ledger author imports this package and its conformance suite,
 // ledger/ledgertest, and nothing that runs assets. The package knows
 // nothing of DAGs or runs: a DAG is named by its identity, a string. The

@@ -191,6 +191,11 @@ const (
 	// RerunAll runs every partition once more, including those that
 	// succeeded before the plan was made.
 	RerunAll RerunPolicy = "all"
+	// RerunStale runs what RerunFailed runs and the stale partitions:
+	// those whose latest success ran under another code version than
+	// the request's ([ClaimRequest.CodeVersion]), as after a change of
+	// an asset's code.
+	RerunStale RerunPolicy = "stale"
 )
 
 // parseRerunPolicy parses "none", "failed" or "all"; "" is "failed".
@@ -198,10 +203,10 @@ func parseRerunPolicy(s string) (RerunPolicy, error) {
 	switch p := RerunPolicy(s); p {
 	case "":
 		return RerunFailed, nil
-	case RerunNone, RerunFailed, RerunAll:
+	case RerunNone, RerunFailed, RerunAll, RerunStale:
 		return p, nil
 	}
-	return "", fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all", s)
+	return "", fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all, stale", s)
 }
 
 // ClaimRequest asks a [Ledger] to start attempts at some partitions.
@@ -220,6 +225,11 @@ type ClaimRequest struct {
 	// (Attempt.Trigger); "" means [TriggerBackfill] when Backfill is
 	// set and [TriggerManual] otherwise (see [TriggerOf]).
 	Trigger Trigger
+	// CodeVersion is the version of the code the attempts run (the
+	// assets' declared versions, as package backfill writes them; ""
+	// for none), recorded with each attempt ([Attempt.CodeVersion]) and
+	// judged by RerunStale.
+	CodeVersion string
 }
 
 // NextRequest asks [Ledger.ClaimNext] for the next jobs of a backfill.
@@ -242,6 +252,8 @@ type NextRequest struct {
 	// after the plan was made.
 	Revision int64
 	Trigger  Trigger // as ClaimRequest.Trigger: "" is TriggerBackfill
+	// CodeVersion is as ClaimRequest.CodeVersion.
+	CodeVersion string
 }
 
 // Job is one claim of [Ledger.ClaimNext]: a partition, or a chunk of
@@ -272,7 +284,7 @@ type Grant struct {
 // [Ledger.Claim] takes it.
 func (req NextRequest) Claim(j Job) ClaimRequest {
 	return ClaimRequest{DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: j.RunID,
-		Partitions: j.Partitions, Lease: req.Lease, Policy: req.Policy, Revision: req.Revision, Trigger: req.Trigger}
+		Partitions: j.Partitions, Lease: req.Lease, Policy: req.Policy, Revision: req.Revision, Trigger: req.Trigger, CodeVersion: req.CodeVersion}
 }
 
 // Lease is a held claim: the attempts a worker started and must heartbeat
@@ -329,6 +341,10 @@ type Attempt struct {
 	// [TriggerOf] gives it. An attempt recorded by a ledger older than
 	// the field reads as TriggerOf("", Backfill).
 	Trigger Trigger
+	// CodeVersion is the code version its claim gave
+	// ([ClaimRequest.CodeVersion]); "" for none, and for attempts a
+	// ledger recorded before it kept them.
+	CodeVersion string
 }
 
 // Duration returns how long a finished attempt ran; zero while running.
@@ -382,9 +398,15 @@ func TriggerFrom(ctx context.Context) Trigger { return Trigger(runctx.Trigger(ct
 // BackfillRecord is what a ledger keeps of a backfill besides its
 // partitions' attempts.
 type BackfillRecord struct {
-	ID     string
-	DAG    string
-	Window string // the window's text form
+	ID  string
+	DAG string
+	// DAGName is the DAG's name (tranche.DAG.Name) as the last run of
+	// the backfill gave it: a label, not part of any identity, so that
+	// a renamed DAG keeps its history ("" when none was given, or by a
+	// ledger older than the field). [Ledger.PutBackfill] of a recorded
+	// backfill with another non-empty DAGName renames it.
+	DAGName string
+	Window  string // the window's text form
 	// Partitions are the starts of the partitions a backfill of chosen
 	// partitions runs ([Backfill.Partitions]), oldest first, all in
 	// Window; nil for a backfill of the whole window.

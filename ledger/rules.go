@@ -100,6 +100,9 @@ func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Verdict {
 		if req.Policy == RerunAll && latest.Revision <= req.Revision {
 			return VerdictClaim
 		}
+		if req.Policy == RerunStale && latest.CodeVersion != req.CodeVersion {
+			return VerdictClaim
+		}
 		return VerdictSucceeded
 	case req.Policy == RerunNone:
 		return VerdictRecorded

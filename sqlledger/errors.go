@@ -65,7 +65,7 @@ type SchemaError struct {
 
 func (e *SchemaError) Error() string {
 	if e.Found < e.Known {
-		return fmt.Sprintf("tranche: %s: its schema is version %d, older than version %d, which this release of tranche reads; upgrade it by opening it once without Options.Existing, as a worker of this release does, or use the release that wrote it",
+		return fmt.Sprintf("tranche: %s: its schema is version %d, older than version %d, which this release of tranche reads; upgrade it by running a worker built with this release on it (a worker's open migrates the ledger; a command that reads or amends one migrates none), or use the tranche command of the release that wrote it",
 			e.Ledger, e.Found, e.Known)
 	}
 	return fmt.Sprintf("tranche: %s: its schema is version %d, newer than version %d, the newest this release of tranche knows; open it with the release that migrated it, or a newer one",

@@ -137,7 +137,18 @@ type Options struct {
 	// under the workers of the release that wrote it. The dialect must
 	// have HasTable.
 	Existing bool
+
+	// ReadOnly opens the ledger for reading only, as Existing does, and
+	// refuses every write before it reaches the database, with an error
+	// matching [ErrReadOnly] that says so: the database may be one the
+	// process may only read (a read-only file, a role allowed only
+	// SELECT).
+	ReadOnly bool
 }
+
+// ErrOpenedReadOnly is matched, beside [ErrReadOnly], by the refusal of
+// a write to a ledger opened with [Options.ReadOnly].
+var ErrOpenedReadOnly = errors.New("sqlledger: ledger opened for reading only")
 
 // Ledger is a [ledger.Ledger] over database/sql. It is safe for
 // concurrent use, by goroutines and by processes sharing the database.
@@ -146,6 +157,7 @@ type Ledger struct {
 	dialect    *Dialect
 	name       string
 	clock      func() time.Time
+	readOnly   bool // Options.ReadOnly: every write refused
 
 	queries sync.Map // query as written -> as rebound for the driver
 	dags    sync.Map // DAG identity -> int64 id, for committed DAG rows only
@@ -169,11 +181,11 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if db == nil || opts.Dialect == nil || opts.Name == "" {
 		return nil, errors.New("tranche: sqlledger.Open needs a database, a dialect and a name")
 	}
-	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now}
+	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now, readOnly: opts.ReadOnly}
 	if l.reader == nil {
 		l.reader = db
 	}
-	if opts.Existing {
+	if opts.Existing || opts.ReadOnly {
 		if opts.Dialect.HasTable == "" {
 			return nil, fmt.Errorf("tranche: %s: Options.Existing needs a dialect with HasTable; dialect %s has none", opts.Name, opts.Dialect.Name)
 		}
@@ -205,6 +217,13 @@ func (l *Ledger) q(query string) string {
 	return r
 }
 
+// refuseWrite refuses op, a write, to a ledger opened read-only.
+func (l *Ledger) refuseWrite(op string) error {
+	return &Error{Ledger: l.name, Op: op, Kind: ErrReadOnly,
+		Hint: "the ledger was opened for reading only, as the read commands (ls, status, history, plan, serve) open it; nothing was written",
+		Err:  ErrOpenedReadOnly}
+}
+
 // maxTries bounds how often a transaction is tried when the dialect calls
 // its failure retryable.
 const maxTries = 8
@@ -213,12 +232,18 @@ const maxTries = 8
 // and tries again a few times when the dialect says a failure was a
 // transient conflict.
 func (l *Ledger) write(ctx context.Context, op string, f func(tx *sql.Tx) error) error {
+	if l.readOnly {
+		return l.refuseWrite(op)
+	}
 	return l.retry(ctx, op, func() error { return l.tryWrite(ctx, f) })
 }
 
 // writeOne runs a statement that is a transaction of its own, trying it
 // again as write does.
 func (l *Ledger) writeOne(ctx context.Context, op, query string, args ...any) (res sql.Result, err error) {
+	if l.readOnly {
+		return nil, l.refuseWrite(op)
+	}
 	err = l.retry(ctx, op, func() error {
 		res, err = l.exec(ctx, nil, query, args...)
 		return err
@@ -384,7 +409,8 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 			var r latestRow
 			var worker, state sql.NullString
 			var until, rev sql.NullInt64
-			if err := rows.Scan(&start, &r.latest, &worker, &state, &until, &rev); err != nil {
+			var code sql.NullString
+			if err := rows.Scan(&start, &r.latest, &worker, &state, &until, &rev, &code); err != nil {
 				rows.Close()
 				return nil, err
 			}
@@ -398,7 +424,7 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 				continue
 			}
 			r.attempt = ledger.Attempt{Number: r.latest, Worker: worker.String, State: ledger.State(state.String),
-				LeaseUntil: time.UnixMilli(until.Int64).UTC(), Revision: rev.Int64}
+				LeaseUntil: time.UnixMilli(until.Int64).UTC(), Revision: rev.Int64, CodeVersion: code.String}
 			out[start] = &r
 		}
 		if err := rows.Close(); err != nil {
@@ -490,7 +516,10 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err := l.insertAttempts(ctx, tx, dagID, st, []*ledger.Lease{lease}); err != nil {
 			return err
 		}
-		return l.advanceLatest(ctx, tx, dagID, seen)
+		if err := l.advanceLatest(ctx, tx, dagID, seen); err != nil {
+			return err
+		}
+		return l.stampCodeVersion(ctx, tx, dagID, req.CodeVersion, lease)
 	})
 	if err != nil {
 		return nil, err
@@ -500,6 +529,24 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 	}
 	l.held(lease)
 	return lease, nil
+}
+
+// stampCodeVersion records version as the code version of the attempts
+// leases started in tx; nothing for version "", the column's default.
+func (l *Ledger) stampCodeVersion(ctx context.Context, tx *sql.Tx, dagID int64, version string, leases ...*ledger.Lease) error {
+	if version == "" {
+		return nil
+	}
+	for _, lease := range leases {
+		args := []any{version, dagID, lease.RunID}
+		for _, p := range lease.Partitions {
+			args = append(args, p.Start.Unix())
+		}
+		if _, err := l.exec(ctx, tx, qStampCodeVersion(len(lease.Partitions)), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // judge applies the claim rules to the partitions of req, at now, in a
@@ -545,7 +592,7 @@ func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*late
 // error when it cannot: the DAG or the partition has a row already, or the
 // backfill was canceled; Claim then takes its usual way, which tells why.
 func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequest) (*ledger.Lease, error) {
-	if !l.dialect.InsertInWith || len(req.Partitions) != 1 {
+	if !l.dialect.InsertInWith || len(req.Partitions) != 1 || req.CodeVersion != "" {
 		return nil, nil
 	}
 	dagID, err := l.dagID(ctx, nil, req.DAG)
@@ -916,7 +963,7 @@ func scanAttempt(rows *sql.Rows, dag string) (ledger.Attempt, error) {
 	var finished sql.NullInt64
 	var state, trigger string
 	err := rows.Scan(&start, &end, &a.Key, &a.Backfill, &a.RunID, &a.Worker, &a.Number, &state,
-		&started, &finished, &until, &a.Err, &a.Rows, &a.Revision, &trigger)
+		&started, &finished, &until, &a.Err, &a.Rows, &a.Revision, &trigger, &a.CodeVersion)
 	a.Trigger = ledger.TriggerOf(ledger.Trigger(trigger), a.Backfill)
 	a.Start, a.End = time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
 	a.State = ledger.State(state)
@@ -1064,15 +1111,19 @@ func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	err := l.write(ctx, op, func(tx *sql.Tx) error {
-		id, err := l.dagID(ctx, tx, dag)
-		if err != nil || id == 0 {
-			return err
-		}
-		if _, err := l.exec(ctx, tx, l.dialect.RevisionBarrier, id); err != nil {
-			return err
-		}
-		return l.queryRow(ctx, tx, qRevision, id, id, id).Scan(&rev)
+	// The barrier takes a lock and writes nothing: a ledger opened
+	// read-only runs it too.
+	err := l.retry(ctx, op, func() error {
+		return l.tryWrite(ctx, func(tx *sql.Tx) error {
+			id, err := l.dagID(ctx, tx, dag)
+			if err != nil || id == 0 {
+				return err
+			}
+			if _, err := l.exec(ctx, tx, l.dialect.RevisionBarrier, id); err != nil {
+				return err
+			}
+			return l.queryRow(ctx, tx, qRevision, id, id, id).Scan(&rev)
+		})
 	})
 	return rev, err
 }
@@ -1132,7 +1183,7 @@ func scanBackfill(row interface{ Scan(...any) error }) (ledger.BackfillRecord, e
 	var canceled, stopRunning int
 	var canceledAt, resumedAt sql.NullInt64
 	var partitions string
-	if err := row.Scan(&b.ID, &b.DAG, &b.Window, &b.Chunk, &created, &canceled, &canceledAt, &resumedAt, &partitions, &stopRunning); err != nil {
+	if err := row.Scan(&b.ID, &b.DAG, &b.Window, &b.Chunk, &created, &canceled, &canceledAt, &resumedAt, &partitions, &stopRunning, &b.DAGName); err != nil {
 		return b, err
 	}
 	b.Created, b.Canceled, b.StopRunning = time.UnixMilli(created).UTC(), canceled != 0, stopRunning != 0
@@ -1181,6 +1232,13 @@ func (l *Ledger) PutBackfill(ctx context.Context, b ledger.BackfillRecord) (ledg
 	err := l.write(ctx, "recording backfill "+b.ID, func(tx *sql.Tx) error {
 		var err error
 		stored, err = scanBackfill(l.queryRow(ctx, tx, qBackfill, b.ID))
+		if err == nil && b.DAGName != "" && b.DAGName != stored.DAGName {
+			// A label: renaming it keeps the rest.
+			if _, err := l.exec(ctx, tx, qRenameBackfill, b.DAGName, b.ID); err != nil {
+				return err
+			}
+			stored.DAGName = b.DAGName
+		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -1191,7 +1249,7 @@ func (l *Ledger) PutBackfill(ctx context.Context, b ledger.BackfillRecord) (ledg
 			}
 		}
 		res, err := l.exec(ctx, tx, qInsertBackfill, b.ID, b.DAG, b.Window, b.Chunk, created.UnixMilli(), boolInt(b.Canceled),
-			nullMillis(b.CanceledAt), nullMillis(b.ResumedAt), partitions.String(), boolInt(b.StopRunning))
+			nullMillis(b.CanceledAt), nullMillis(b.ResumedAt), partitions.String(), boolInt(b.StopRunning), b.DAGName)
 		if err != nil {
 			return err
 		}

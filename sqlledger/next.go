@@ -67,7 +67,16 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 			return ledger.CanceledError(req.Backfill)
 		}
 		passed, grants, err = l.claimNext(ctx, tx, dagID, req, cur, st)
-		return err
+		if err != nil || req.CodeVersion == "" {
+			return err
+		}
+		var leases []*ledger.Lease
+		for _, g := range grants {
+			if g.Lease != nil {
+				leases = append(leases, g.Lease)
+			}
+		}
+		return l.stampCodeVersion(ctx, tx, dagID, req.CodeVersion, leases...)
 	})
 	if err != nil {
 		return nil, err

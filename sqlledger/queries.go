@@ -50,11 +50,16 @@ const (
 	// starting the same backfill at once both insert it: ON CONFLICT lets
 	// the later one wait for the first and keep its row. (SQLite needs the
 	// WHERE to tell the upsert's ON from a join's.)
-	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions, stop_running)
+	qInsertBackfill = `INSERT INTO tranche_backfills (id, seq, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions, stop_running, dag_name)
 		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), CAST($3 AS TEXT),
-			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER), CAST($7 AS BIGINT), CAST($8 AS BIGINT), CAST($9 AS TEXT), CAST($10 AS INTEGER)
+			CAST($4 AS INTEGER), CAST($5 AS BIGINT), CAST($6 AS INTEGER), CAST($7 AS BIGINT), CAST($8 AS BIGINT), CAST($9 AS TEXT), CAST($10 AS INTEGER),
+			CAST($11 AS TEXT)
 		FROM tranche_backfills WHERE true
 		ON CONFLICT (id) DO NOTHING`
+
+	// qRenameBackfill sets the DAG name of backfill $2 to $1: a label,
+	// which the DAG's program may change between runs.
+	qRenameBackfill = `UPDATE tranche_backfills SET dag_name = $1 WHERE id = $2`
 
 	// qTakeover fails an attempt whose lease expired, when another
 	// worker takes its partition over.
@@ -95,9 +100,9 @@ const (
 
 // attemptColumns are the columns scanAttempt reads, from tranche_attempts a.
 const attemptColumns = `a.start_s, a.end_s, a.partition_key, a.backfill, a.run_id, a.worker, a.attempt, a.state,
-	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision, a.run_trigger`
+	a.started_ms, a.finished_ms, a.lease_until_ms, a.error, a.row_count, a.revision, a.run_trigger, a.code_version`
 
-const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions, stop_running`
+const backfillColumns = `id, dag, time_window, chunk, created_ms, canceled, canceled_ms, resumed_ms, partitions, stop_running, dag_name`
 
 // qCancelBackfill cancels backfill $3 at $1's time or, when NULL, the
 // database's, keeping the time of a cancellation in force, and asks its
@@ -298,10 +303,17 @@ const qReleased = `UPDATE tranche_dags SET released = $1 WHERE id = $2 AND relea
 // from $2), locking their rows with lock, the dialect's ClaimLock or
 // LeaseLock.
 func qReadLatest(n int, lock string) string {
-	return `SELECT p.start_s, p.latest, a.worker, a.state, a.lease_until_ms, a.revision
+	return `SELECT p.start_s, p.latest, a.worker, a.state, a.lease_until_ms, a.revision, a.code_version
 		FROM tranche_partitions p
 		LEFT JOIN tranche_attempts a ON a.dag_id = p.dag_id AND a.start_s = p.start_s AND a.attempt = p.latest
 		WHERE p.dag_id = $1 AND p.start_s IN (` + params(2, n) + `)` + lock
+}
+
+// qStampCodeVersion sets the code version of the running attempts of
+// run $3 of DAG $2 at the n partitions starting at $4 on to $1.
+func qStampCodeVersion(n int) string {
+	return `UPDATE tranche_attempts SET code_version = CAST($1 AS TEXT)
+		WHERE dag_id = $2 AND run_id = $3 AND state = 'running' AND start_s IN (` + params(4, n) + `)`
 }
 
 // qInsertAttempts starts n attempts, 14 columns each from $1.

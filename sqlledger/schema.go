@@ -142,6 +142,18 @@ var migrations = []migration{{
 		`ALTER TABLE tranche_dags ADD COLUMN released BIGINT NOT NULL DEFAULT 0`,
 	},
 }, {
+	version:     8,
+	description: "DAG names of backfills, code versions of attempts",
+	statements: []string{
+		// The DAG's name as the backfill's last run gave it, a label
+		// ('': none, or recorded before version 8).
+		`ALTER TABLE tranche_backfills ADD COLUMN dag_name TEXT NOT NULL DEFAULT ''`,
+		// The versions of the assets' code an attempt ran ('': none
+		// declared, or recorded before version 8), by which a partition
+		// whose latest success ran other code is stale.
+		`ALTER TABLE tranche_attempts ADD COLUMN code_version TEXT NOT NULL DEFAULT ''`,
+	},
+}, {
 	version:     9,
 	description: "the trigger of every attempt",
 	statements: []string{
@@ -156,6 +168,17 @@ var migrations = []migration{{
 // SchemaVersion is the version of the newest schema this release knows. A
 // database at a newer version is refused with a [*SchemaError].
 var SchemaVersion = migrations[len(migrations)-1].version
+
+// SchemaVersions returns the versions of the migrations this release
+// applies, oldest first: what tranche_schema holds once a ledger is
+// migrated to [SchemaVersion].
+func SchemaVersions() []int {
+	v := make([]int, len(migrations))
+	for i, m := range migrations {
+		v[i] = m.version
+	}
+	return v
+}
 
 const createSchemaTable = `CREATE TABLE IF NOT EXISTS tranche_schema (
 	version     INTEGER NOT NULL PRIMARY KEY,
@@ -228,7 +251,7 @@ func (l *Ledger) checkSchema(ctx context.Context) error {
 		return l.wrap(ctx, "reading the schema version", err)
 	}
 	if !exists {
-		return fmt.Errorf("tranche: %s: %w: the database has no table tranche_schema; a ledger is created by opening it without Options.Existing, as a worker does", l.name, ErrNoLedger)
+		return fmt.Errorf("tranche: %s: %w: the database has no table tranche_schema; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one", l.name, ErrNoLedger)
 	}
 	var found int
 	if err := l.reader.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM tranche_schema`).Scan(&found); err != nil {
@@ -236,7 +259,7 @@ func (l *Ledger) checkSchema(ctx context.Context) error {
 	}
 	switch {
 	case found == 0:
-		return fmt.Errorf("tranche: %s: %w: the table tranche_schema records no version; a ledger is created by opening it without Options.Existing, as a worker does", l.name, ErrNoLedger)
+		return fmt.Errorf("tranche: %s: %w: the table tranche_schema records no version; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one", l.name, ErrNoLedger)
 	case found != SchemaVersion:
 		return &SchemaError{Ledger: l.name, Found: found, Known: SchemaVersion}
 	}

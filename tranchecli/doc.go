@@ -11,9 +11,24 @@
 //		os.Exit(p.Main(ctx, os.Args[1:]))
 //	}
 //
-// A program without DAGs (the tranche command, with Program.Open naming
-// ledgers by URL) reads and cancels any backfill, and resumes it for the
-// workers that run its DAG.
+// A program without DAGs (the tranche command) reads and cancels any
+// backfill, and resumes it for the workers that run its DAG.
+//
+// # The ledger's address
+//
+// A program that opens its ledger itself sets [Program.OpenLedger], and
+// the ledger is named by --ledger or $TRANCHE_LEDGER with an address as
+// [ledger.ParseAddress] reads it, the same in every program and in the
+// tranche command: sqlite:PATH (sqlite:///abs/path too),
+// postgres://user@host:5432/database?schema=NAME, or
+// postgres:host=HOST dbname=DATABASE schema=NAME. The program links the
+// drivers it chooses (sqlite.OpenLedger, postgres.OpenLedger, or a
+// function choosing between them by [ledger.Address.Kind]). The read
+// commands (ls, status, history, plan) open the ledger for
+// [ledger.AccessRead]: they never create, migrate or write it, so that
+// a read-only file or a role allowed only SELECT can be read; cancel
+// opens it for [ledger.AccessWrite], and resume, run and schedule, which
+// run backfills, for [ledger.AccessCreate].
 //
 // # Subcommands
 //
@@ -24,7 +39,7 @@
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
-//	       --interval 1s        the least time between two reads of the ledger by --watch
+//	       --interval 1s        the least time between two checks of the ledger by --watch
 //	       --color auto         auto, always or never: colour the grid
 //	history ID KEY              every attempt at a partition of the backfill
 //	cancel ID [--stop-running]  workers claim nothing more; with --stop-running they also stop what runs
@@ -44,7 +59,8 @@
 // CRON_TZ zone, else the DAG's Partitioning.Location or UTC, as --from
 // and --to are, whatever offset spells it: a slot run alone and a range
 // holding it share one DAG identity); --chunk, partitions per run; --rerun
-// none|failed|all; --on-failure stop|continue (stop, the default, runs
+// none|failed|all|stale (stale: also the partitions whose latest success ran
+// other code, see backfill.CodeVersion); --on-failure stop|continue (stop, the default, runs
 // none of the partitions after a failure in the run's order; those before
 // it finish); --max-concurrency;
 // --order newest-first|oldest-first; --max-partitions, the most the
@@ -106,6 +122,7 @@
 //
 //	id            string   the backfill's id
 //	dag           string   the identity of its DAG (backfill.DAGIdentity)
+//	dag_name      string   its DAG's name, a label (in ls the newest any backfill of the DAG recorded); "" if none
 //	window        string   its window, in the window text form
 //	chosen        number   how many chosen partitions it runs; 0 for the whole window
 //	chunk         number   partitions per run
@@ -125,6 +142,8 @@
 //	total         number   the backfill's partitions
 //	counts        object   partitions by the state of their latest attempt: succeeded, running, failed, canceled, pending (numbers)
 //	blocked       array    strings: why it is not progressing; empty when done or running freely
+//	stale         number   partitions whose latest success ran other code than code_version (0 in --watch lines)
+//	code_version  string   the code version judged by: the registered DAG's, else its newest success's; "" for none
 //	grid          object   the grid; absent in --watch lines
 //	partitions    array    with --partitions only: every partition, newest first
 //
@@ -193,8 +212,9 @@
 //	duration_ms   number   how long it ran, in milliseconds; 0 while running
 //	rows          number   rows it wrote
 //	error         string   why it failed; absent when it did not
+//	code_version  string   the code version it ran; absent if none was declared
 //
-// plan writes [backfill.Plan.WriteJSON]'s object: backfill, dag,
+// plan writes [backfill.Plan.WriteJSON]'s object: backfill, dag, dag_name,
 // window, chosen, chunk_size, order, rerun, on_failure, concurrency,
 // revision, counts, estimate_ms, warnings and partitions (key, start,
 // end, action, latest_state, latest_attempt, latest_worker, latest_key).

@@ -62,7 +62,7 @@ func Example() {
 	// Output:
 	// backfill 6aac6a7647ce
 	//   window      day 2026-01-01..2026-01-04 UTC (4 partitions)
-	//   dag         6506f89e85f073c8
+	//   dag         events (6506f89e85f073c8)
 	//   order       newest first, 1 at a time, 1 per run
 	//   rerun       failed
 	//   on failure  stop
@@ -75,7 +75,7 @@ func Example() {
 	//   2026-01-01  run
 	// run: exit 1
 	// backfill 6aac6a7647ce
-	//   dag         6506f89e85f073c8
+	//   dag         events (6506f89e85f073c8)
 	//   window      day 2026-01-01..2026-01-04 UTC (4 partitions, 1 per run)
 	//   created     2026-02-01T09:00:00Z
 	//   state       failed

@@ -3,8 +3,11 @@ package tranchecli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"time"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -13,8 +16,15 @@ import (
 // plain text, and how wide.
 type gridStyle struct {
 	color bool
-	width int // columns of the screen
+	width int                     // columns of the screen
+	stale []tranche.TimePartition // succeeded partitions that ran other code, newest first
 }
+
+// Stale cells: succeeded, but some partition in them ran other code.
+const (
+	staleGlyph = "~"
+	staleSGR   = "36" // cyan
+)
 
 // gridStates are the states a grid shows, in the legend's order, each
 // with its plain glyph and its colour (an SGR parameter).
@@ -94,7 +104,11 @@ func writeGrid(w io.Writer, g *backfill.Grid, counts map[ledger.State]int, st gr
 					b.WriteString(strings.Repeat(" ", cw))
 					continue
 				}
-				b.WriteString(st.cellText(c.State()))
+				if c.State() == ledger.StateSucceeded && st.staleIn(c.Span) {
+					b.WriteString(st.staleText())
+				} else {
+					b.WriteString(st.cellText(c.State()))
+				}
 				if cw == 2 {
 					b.WriteString(" ")
 				}
@@ -108,5 +122,30 @@ func writeGrid(w io.Writer, g *backfill.Grid, counts map[ledger.State]int, st gr
 	for _, gs := range gridStates {
 		legend = append(legend, fmt.Sprintf("%s %s %d", st.cellText(gs.state), gs.state, counts[gs.state]))
 	}
+	if len(st.stale) > 0 {
+		legend = append(legend, fmt.Sprintf("%s stale %d", st.staleText(), len(st.stale)))
+	}
 	fmt.Fprintf(w, "\n%s\n", strings.Join(legend, "   "))
+}
+
+// staleText is a stale cell.
+func (st gridStyle) staleText() string {
+	if st.color {
+		return "\x1b[" + staleSGR + "m" + colorGlyph + "\x1b[0m"
+	}
+	return staleGlyph
+}
+
+// staleIn reports whether a stale partition lies in span; the stale
+// partitions are newest first.
+func (st gridStyle) staleIn(span tranche.TimePartition) bool {
+	// The first partition starting before the span's end: descending
+	// starts put those at or after it first.
+	i, _ := slices.BinarySearchFunc(st.stale, span.End, func(p tranche.TimePartition, end time.Time) int {
+		if p.Start.Before(end) {
+			return 1
+		}
+		return -1
+	})
+	return i < len(st.stale) && !st.stale[i].Start.Before(span.Start) && st.stale[i].Start.Before(span.End)
 }

@@ -151,3 +151,25 @@ func TestWriteGridAggregated(t *testing.T) {
 		t.Errorf("grid (-want +got):\n%s", diff)
 	}
 }
+
+// TestStaleIn checks which cells hold a stale partition, the stale
+// partitions newest first: single days, a month holding some, and spans
+// beside them.
+func TestStaleIn(t *testing.T) {
+	day := func(d int) tranche.TimePartition {
+		return tranche.PartitionOf(tranche.Day, time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC))
+	}
+	st := gridStyle{stale: []tranche.TimePartition{day(9), day(5), day(3)}}
+	for d := 1; d <= 12; d++ {
+		if got, want := st.staleIn(day(d)), d == 3 || d == 5 || d == 9; got != want {
+			t.Errorf("staleIn(2026-01-%02d) = %v; want %v", d, got, want)
+		}
+	}
+	month := tranche.PartitionOf(tranche.Month, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if !st.staleIn(month) || st.staleIn(tranche.PartitionOf(tranche.Month, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))) {
+		t.Error("staleIn of January, holding stale days, or of February, holding none, is wrong")
+	}
+	if (gridStyle{}).staleIn(month) {
+		t.Error("staleIn without stale partitions")
+	}
+}

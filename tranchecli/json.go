@@ -14,6 +14,7 @@ import (
 type backfillJSON struct {
 	ID          string `json:"id"`
 	DAG         string `json:"dag"`
+	DAGName     string `json:"dag_name"`
 	Window      string `json:"window"`
 	Chosen      int    `json:"chosen"`
 	Chunk       int    `json:"chunk"`
@@ -40,7 +41,11 @@ type statusJSON struct {
 	Total    int          `json:"total"`
 	Counts   countsJSON   `json:"counts"`
 	Blocked  []string     `json:"blocked"`
-	Grid     *gridJSON    `json:"grid,omitempty"`
+	// Stale counts the partitions whose latest success ran other code
+	// than CodeVersion (status only; 0 in --watch lines).
+	Stale       int       `json:"stale"`
+	CodeVersion string    `json:"code_version"`
+	Grid        *gridJSON `json:"grid,omitempty"`
 }
 
 type gridJSON struct {
@@ -67,21 +72,22 @@ type partitionJSON struct {
 }
 
 type attemptJSON struct {
-	Number     int          `json:"number"`
-	State      ledger.State `json:"state"`
-	Key        string       `json:"key"`
-	Start      string       `json:"start"`
-	End        string       `json:"end"`
-	RunID      string       `json:"run_id"`
-	Worker     string       `json:"worker"`
-	Backfill   string       `json:"backfill"`
-	Trigger    string       `json:"trigger"`
-	Started    string       `json:"started"`
-	Finished   string       `json:"finished,omitempty"`
-	LeaseUntil string       `json:"lease_until,omitempty"`
-	DurationMS int64        `json:"duration_ms"`
-	Rows       int64        `json:"rows"`
-	Error      string       `json:"error,omitempty"`
+	Number      int          `json:"number"`
+	State       ledger.State `json:"state"`
+	Key         string       `json:"key"`
+	Start       string       `json:"start"`
+	End         string       `json:"end"`
+	RunID       string       `json:"run_id"`
+	Worker      string       `json:"worker"`
+	Backfill    string       `json:"backfill"`
+	Trigger     string       `json:"trigger"`
+	Started     string       `json:"started"`
+	Finished    string       `json:"finished,omitempty"`
+	LeaseUntil  string       `json:"lease_until,omitempty"`
+	DurationMS  int64        `json:"duration_ms"`
+	Rows        int64        `json:"rows"`
+	Error       string       `json:"error,omitempty"`
+	CodeVersion string       `json:"code_version,omitempty"`
 }
 
 type historyJSON struct {
@@ -141,7 +147,7 @@ func stamp(t time.Time) string {
 
 func backfillOf(r ledger.BackfillRecord) backfillJSON {
 	return backfillJSON{
-		ID: r.ID, DAG: r.DAG, Window: r.Window, Chosen: len(r.Partitions), Chunk: max(1, r.Chunk), Created: stamp(r.Created),
+		ID: r.ID, DAG: r.DAG, DAGName: r.DAGName, Window: r.Window, Chosen: len(r.Partitions), Chunk: max(1, r.Chunk), Created: stamp(r.Created),
 		Canceled: r.Canceled, StopRunning: r.StopRunning, CanceledAt: stamp(r.CanceledAt), ResumedAt: stamp(r.ResumedAt),
 	}
 }
@@ -187,7 +193,7 @@ func attemptOf(a ledger.Attempt) attemptJSON {
 	j := attemptJSON{
 		Number: a.Number, State: a.State, Key: a.Key, Start: a.Start.Format(time.RFC3339), End: a.End.Format(time.RFC3339),
 		RunID: a.RunID, Worker: a.Worker, Backfill: a.Backfill, Trigger: string(a.Trigger), Started: stamp(a.Started), Finished: stamp(a.Finished),
-		DurationMS: a.Duration().Milliseconds(), Rows: a.Rows, Error: a.Err,
+		DurationMS: a.Duration().Milliseconds(), Rows: a.Rows, Error: a.Err, CodeVersion: a.CodeVersion,
 	}
 	if a.State == ledger.StateRunning {
 		j.LeaseUntil = stamp(a.LeaseUntil)

@@ -34,11 +34,26 @@ type Program struct {
 	Name string
 
 	// Ledger is the ledger every subcommand reads and writes. When it
-	// is nil, Open opens the one named by the --ledger flag, or else by
-	// $TRANCHE_LEDGER, and the ledger is closed at the end of the
-	// subcommand if it implements io.Closer.
+	// is nil, the subcommand opens the one named by the --ledger flag,
+	// or else by $TRANCHE_LEDGER, and closes it at its end if it
+	// implements io.Closer.
 	Ledger ledger.Ledger
-	Open   func(ctx context.Context, url string) (ledger.Ledger, error)
+
+	// OpenLedger opens the ledger the flag or the variable names, an
+	// address that [ledger.ParseAddress] reads (sqlite:PATH,
+	// postgres://…, postgres:KEY=VALUE…), for what the subcommand does
+	// to it: ls, status, history and plan ask for [ledger.AccessRead]
+	// and so never create, migrate or write the ledger; cancel for
+	// [ledger.AccessWrite]; resume, run and schedule, which run
+	// backfills, for [ledger.AccessCreate]. sqlite.OpenLedger and
+	// postgres.OpenLedger are such functions; the program links the
+	// drivers it chooses.
+	OpenLedger ledger.OpenFunc
+
+	// Open, when OpenLedger is nil, is given the flag's or the
+	// variable's text as it is, whatever the subcommand: it is the
+	// older form of OpenLedger, which tells reads from writes.
+	Open func(ctx context.Context, url string) (ledger.Ledger, error)
 
 	// DAGs are the program's DAGs by name, which plan, run and schedule
 	// take and resume runs here when a backfill's DAG is among them.
@@ -68,16 +83,19 @@ type Program struct {
 
 // Exit codes of Program.Main.
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK      = 0
+	exitFail    = 1
+	exitUsage   = 2
+	exitNothing = 3 // the backfill was already as asked: nothing was changed
 )
 
 // Main runs the subcommand args name (args excludes the program's
 // name, as os.Args[1:]) and returns the process's exit code: 0 when it
-// succeeded, 1 when it failed, and 2 for bad usage (an unknown
-// subcommand or flag, or a flag's value refused), which nothing was
-// written to the ledger for. Errors go to Stderr.
+// succeeded, 1 when it failed, 2 for bad usage (an unknown subcommand
+// or flag, or a flag's value refused), which nothing was written to the
+// ledger for, and 3 when there was nothing to do and nothing was
+// changed: cancel of a backfill that is finished or canceled already,
+// resume of one that is not canceled. Errors go to Stderr.
 func (p *Program) Main(ctx context.Context, args []string) int {
 	c := &call{p: p, name: p.Name, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr}
 	if c.name == "" {
@@ -150,13 +168,21 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 	case errors.As(err, &x):
 		return int(x)
 	}
-	fmt.Fprintf(c.stderr, "%s %s: %v\n", c.name, cmd.name, err)
+	fmt.Fprintf(c.stderr, "%s %s: %s\n", c.name, cmd.name, unprefixed(err))
 	return exitFail
+}
+
+// unprefixed returns err's message without the "tranche: " its
+// packages start their errors with, which after the program's own
+// prefix ("tranche status: tranche: ...") says nothing.
+func unprefixed(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "tranche: "), ": tranche: ", ": ")
 }
 
 // A command is one subcommand.
 type command struct {
 	name, args, summary string
+	access              ledger.Access              // what it does to the ledger, which it is opened for
 	help                string                     // what help says beyond the summary; "" for nothing
 	min, max            int                        // how many arguments it takes
 	flags               func(*call, *flag.FlagSet) // its flags beyond --ledger
@@ -171,11 +197,11 @@ var commands = []*command{
 	{name: "ls", summary: "list the backfills of the ledger", flags: readFlags, run: runLs},
 	{name: "status", args: "ID", min: 1, max: 1, summary: "a backfill's progress, why it is stuck, and its partitions as a grid", flags: statusFlags, run: runStatus},
 	{name: "history", args: "ID KEY", min: 2, max: 2, summary: "every attempt at a partition of a backfill", flags: readFlags, run: runHistory},
-	{name: "cancel", args: "ID", min: 1, max: 1, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
-	{name: "resume", args: "ID", min: 1, max: 1, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
+	{name: "cancel", args: "ID", min: 1, max: 1, access: ledger.AccessWrite, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
+	{name: "resume", args: "ID", min: 1, max: 1, access: ledger.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
 	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan},
-	{name: "run", args: "DAG", min: 1, max: 1, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun},
-	{name: "schedule", args: "[DAG...]", max: math.MaxInt, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
+	{name: "run", args: "DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun},
+	{name: "schedule", args: "[DAG...]", max: math.MaxInt, access: ledger.AccessCreate, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
 		flags: scheduleFlags, run: runSchedule},
 	{name: "serve", summary: "serve the backfills and DAGs as web pages, which plan and start backfills with --allow-writes", help: serveHelp,
 		flags: serveFlags, run: runServe, programOnly: true},
@@ -203,6 +229,9 @@ type call struct {
 	opt            options
 	ledger         ledger.Ledger
 	closer         io.Closer
+
+	staleCount  int    // status: the backfill's stale partitions
+	codeVersion string // status: the code version they were judged by
 }
 
 // options are every subcommand's flags; each subcommand defines those
@@ -340,12 +369,23 @@ func (c *call) getLedger(ctx context.Context) (ledger.Ledger, error) {
 	if url == "" {
 		return nil, badUsage("no ledger: give --ledger URL or set $%s", LedgerEnv)
 	}
-	if c.p.Open == nil {
-		return nil, errors.New("tranchecli: the Program has neither a Ledger nor an Open function")
-	}
-	l, err := c.p.Open(ctx, url)
-	if err != nil {
-		return nil, err
+	var l ledger.Ledger
+	switch {
+	case c.p.OpenLedger != nil:
+		addr, err := ledger.ParseAddress(url)
+		if err != nil {
+			return nil, badUsage("%v", err)
+		}
+		if l, err = c.p.OpenLedger(ctx, addr, c.cmd.access); err != nil {
+			return nil, err
+		}
+	case c.p.Open != nil:
+		var err error
+		if l, err = c.p.Open(ctx, url); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errors.New("tranchecli: the Program has neither a Ledger nor an OpenLedger function")
 	}
 	c.ledger = l
 	if cl, ok := l.(io.Closer); ok {
@@ -448,7 +488,7 @@ func statusFlags(c *call, fs *flag.FlagSet) {
 	fs.TextVar(&c.opt.color, "color", colorMode("auto"), "colour the grid: auto (on a terminal, unless $NO_COLOR is set), always or never")
 	fs.BoolVar(&c.opt.watch, "watch", false, "print a line each time the progress changes; exit 0 when the backfill succeeds, 1 when it ends otherwise")
 	fs.BoolVar(&c.opt.partitions, "partitions", false, "list every partition with its latest attempt, newest first")
-	fs.DurationVar(&c.opt.interval, "interval", time.Second, "the least time between two reads of the ledger by --watch")
+	fs.DurationVar(&c.opt.interval, "interval", time.Second, "the least time between two checks of the ledger by --watch (a check reads what changed since the last)")
 }
 
 func cancelFlags(c *call, fs *flag.FlagSet) {
@@ -459,7 +499,7 @@ func cancelFlags(c *call, fs *flag.FlagSet) {
 // takes too.
 func runPolicyFlags(c *call, fs *flag.FlagSet) {
 	c.opt.rerun, c.opt.onFailure, c.opt.maxConcurrency = ledger.RerunFailed, tranche.FailStop, 1
-	fs.TextVar(&c.opt.rerun, "rerun", ledger.RerunFailed, "which recorded partitions run again: none, failed or all")
+	fs.TextVar(&c.opt.rerun, "rerun", ledger.RerunFailed, "which recorded partitions run again: none, failed, all, or stale (the failed ones, and those whose latest success ran other code: an older version of an asset)")
 	fs.TextVar(&c.opt.onFailure, "on-failure", tranche.FailStop, "after a failed partition: stop or continue")
 	fs.IntVar(&c.opt.maxConcurrency, "max-concurrency", 1, "how many partitions (or chunks) run at once")
 }

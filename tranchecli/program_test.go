@@ -276,8 +276,36 @@ func TestUnknownBackfill(t *testing.T) {
 	h := newHarness(t)
 	for _, args := range [][]string{{"status", "nosuch"}, {"status", "nosuch", "--watch"}, {"history", "nosuch", "2026-01-01"}, {"cancel", "nosuch"}, {"resume", "nosuch"}} {
 		code, _, errs := h.run(args...)
-		if code != 1 || !strings.Contains(errs, "nosuch") || !strings.Contains(errs, "unknown backfill") {
-			t.Errorf("tr %s: exit %d, stderr %q; want 1 naming the id", strings.Join(args, " "), code, errs)
+		want := "tr " + args[0] + ": no backfill \"nosuch\" in the ledger; 'tr ls' lists them\n"
+		if code != 1 || errs != want {
+			t.Errorf("tr %s: exit %d, stderr %q; want 1 and %q", strings.Join(args, " "), code, errs, want)
+		}
+	}
+}
+
+// TestBackfillIDPrefix names backfills by a start of their ids: one
+// that names a single backfill is taken, one that names several is
+// refused with them, and nothing is changed by a refusal.
+func TestBackfillIDPrefix(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"abc123", "abd456", "abd789"} {
+		if _, err := h.l.PutBackfill(context.Background(), ledger.BackfillRecord{ID: id, DAG: "d", Window: "day 2026-01-01..2026-01-02 UTC", Chunk: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := h.must(0, "status", "abc"); !strings.Contains(out, "backfill abc123\n") {
+		t.Errorf("status abc:\n%s", out)
+	}
+	if out := h.must(0, "cancel", "abc1"); !strings.Contains(out, "Canceled backfill abc123") {
+		t.Errorf("cancel abc1:\n%s", out)
+	}
+	code, _, errs := h.run("cancel", "abd")
+	if code != 1 || !strings.Contains(errs, `"abd" is the start of 2 backfills' ids (abd456, abd789); give more of it`) {
+		t.Errorf("cancel abd: exit %d, %s; want 1 naming both", code, errs)
+	}
+	for _, id := range []string{"abd456", "abd789"} {
+		if r, _ := h.l.Backfill(context.Background(), id); r.Canceled {
+			t.Errorf("an ambiguous cancel canceled %s", id)
 		}
 	}
 }
@@ -352,7 +380,10 @@ func TestSlotAndRangeShareTheDAG(t *testing.T) {
 					t.Errorf("the range after the slot: output lacks %q:\n%s", want, out)
 				}
 			}
-			var ls []struct{ ID, DAG string }
+			var ls []struct {
+				ID, DAG string
+				DAGName string `json:"dag_name"`
+			}
 			if err := json.Unmarshal([]byte(h.must(0, "ls", "--format", "json")), &ls); err != nil {
 				t.Fatal(err)
 			}
@@ -367,7 +398,7 @@ func TestSlotAndRangeShareTheDAG(t *testing.T) {
 				}
 			}
 			for _, b := range ls {
-				if out := h.must(0, "status", b.ID); !strings.Contains(out, "  dag         "+ls[0].DAG+"\n") {
+				if out := h.must(0, "status", b.ID); !strings.Contains(out, "  dag         "+ls[0].DAGName+" ("+ls[0].DAG+")\n") {
 					t.Errorf("status %s does not name the DAG %s:\n%s", b.ID, ls[0].DAG, out)
 				}
 			}
@@ -398,6 +429,8 @@ func TestCancelResume(t *testing.T) {
 	}
 	h.faults.set()
 	out := h.must(0, "resume", id)
+	resumed, _ := h.l.Backfill(context.Background(), id)
+	canceledAt, resumedAt := resumed.CanceledAt, resumed.ResumedAt
 	if !strings.Contains(out, "Resuming backfill "+id+" of DAG events") || !strings.Contains(out, "7 succeeded") {
 		t.Errorf("resume:\n%s", out)
 	}
@@ -405,9 +438,31 @@ func TestCancelResume(t *testing.T) {
 		t.Errorf("status after resume:\n%s", out)
 	}
 
+	// Finished: cancel says so and changes nothing, and so does resume
+	// of a backfill that is not canceled; both exit 3.
+	if out := h.must(3, "cancel", id); !strings.Contains(out, "is finished: all 7 partitions succeeded; nothing to cancel, nothing was changed") {
+		t.Errorf("cancel of a finished backfill:\n%s", out)
+	}
+	if out := h.must(3, "resume", id); !strings.Contains(out, "is not canceled: nothing to resume; nothing was changed") {
+		t.Errorf("resume of a backfill not canceled:\n%s", out)
+	}
+	if r, _ := h.l.Backfill(context.Background(), id); r.Canceled || !r.CanceledAt.Equal(canceledAt) || !r.ResumedAt.Equal(resumedAt) {
+		t.Errorf("after the refused cancel and resume: %+v; want it as it was", r)
+	}
+
 	// A program that does not have the DAG resumes the backfill for
 	// the workers that do.
+	h.faults.set("2026-02-02")
+	h.must(1, "run", "events", "--yes", "--from", "2026-02-01T00:00:00Z", "--to", "2026-02-03T00:00:00Z")
+	bs, err := h.l.Backfills(context.Background())
+	if err != nil || len(bs) != 2 {
+		t.Fatalf("Backfills = %v, %v", bs, err)
+	}
+	id = bs[1].ID
 	h.must(0, "cancel", id)
+	if out := h.must(3, "cancel", id); !strings.Contains(out, "was canceled already at ") {
+		t.Errorf("cancel of a canceled backfill:\n%s", out)
+	}
 	h.p.DAGs = nil
 	out = h.must(0, "resume", id)
 	if !strings.Contains(out, "is not registered in tr: the workers running it take it up") {
@@ -783,5 +838,48 @@ func TestRunFailStopKeepsOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenLedgerAccess checks what each subcommand opens the ledger for
+// through Program.OpenLedger, and that the address reaches it parsed:
+// the read commands for reading only, cancel for writing, and the
+// commands that run backfills for creating.
+func TestOpenLedgerAccess(t *testing.T) {
+	var f faults
+	mem := memledger.New(nil)
+	var got []string
+	p := &tranchecli.Program{
+		OpenLedger: func(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
+			got = append(got, addr.Kind+":"+addr.Path+" "+access.String())
+			return mem, nil
+		},
+		DAGs:   map[string]*tranche.DAG{"events": eventsDAG(t, &f)},
+		Stdout: new(bytes.Buffer), Stderr: new(bytes.Buffer), Stdin: strings.NewReader(""),
+	}
+	week := []string{"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-03T00:00:00Z"}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls"}, "read"},
+		{[]string{"status", "abc"}, "read"},
+		{[]string{"history", "abc", "2026-01-01"}, "read"},
+		{append([]string{"plan", "events"}, week...), "read"},
+		{[]string{"cancel", "abc"}, "write"},
+		{[]string{"resume", "abc"}, "create"},
+		{append([]string{"run", "events", "--yes"}, week...), "create"},
+	} {
+		got = nil
+		p.Main(t.Context(), append(tt.args, "--ledger", "SQLITE:x.db"))
+		if want := []string{"sqlite:x.db " + tt.want}; !slices.Equal(got, want) {
+			t.Errorf("%s opened %q; want %q", strings.Join(tt.args, " "), got, want)
+		}
+	}
+	got = nil
+	var stderr bytes.Buffer
+	p.Stderr = &stderr
+	if code := p.Main(t.Context(), []string{"ls", "--ledger", "x.db"}); code != 2 || len(got) != 0 || !strings.Contains(stderr.String(), "did you mean sqlite:x.db?") {
+		t.Errorf("ls of a bare path: exit %d, opened %q; want 2, nothing opened, and the address it may mean:\n%s", code, got, stderr.String())
 	}
 }

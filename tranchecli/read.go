@@ -20,6 +20,78 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
+// stale counts the stale partitions of the backfill of s: those whose
+// latest success ran other code than its DAG's, as the program
+// registers it, or else than the DAG's newest success. It returns the
+// code version it judged by. The DAG's recent successes tell whether
+// any code version is declared; only then is every partition read.
+func (c *call) stale(ctx context.Context, l ledger.Ledger, s *backfill.Status) ([]tranche.TimePartition, string, error) {
+	recent, err := l.RecentSuccesses(ctx, s.Record.DAG, 20)
+	if err != nil {
+		return nil, "", err
+	}
+	version, known := "", false
+	if b, _, err := c.registered(s.Record, l); err == nil && b != nil {
+		version, known = backfill.CodeVersion(b.DAG), true
+	}
+	if !known {
+		if len(recent) == 0 {
+			return nil, "", nil
+		}
+		version = recent[0].CodeVersion
+	}
+	if version == "" && !slices.ContainsFunc(recent, func(a ledger.Attempt) bool { return a.CodeVersion != "" }) {
+		return nil, "", nil // no code versions declared
+	}
+	stale, err := s.Stale(ctx, version)
+	return stale, version, err
+}
+
+// versionText names a code version in text: quoted, or "none declared".
+func versionText(v string) string {
+	if v == "" {
+		return "none declared"
+	}
+	return strconv.Quote(v)
+}
+
+// unknownError is an id that names no backfill of the ledger; it
+// matches ledger.ErrUnknownBackfill.
+type unknownError struct{ msg string }
+
+func (e *unknownError) Error() string        { return e.msg }
+func (e *unknownError) Is(target error) bool { return target == ledger.ErrUnknownBackfill }
+
+// backfillID returns the id of the backfill arg names: its id, or an
+// unambiguous prefix of it. An id that names none is refused with what
+// lists them, and a prefix of several ids with those ids.
+func (c *call) backfillID(ctx context.Context, l ledger.Ledger, arg string) (string, error) {
+	_, err := l.Backfill(ctx, arg)
+	if err == nil || !errors.Is(err, ledger.ErrUnknownBackfill) {
+		return arg, err
+	}
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		return "", err
+	}
+	var ids []string
+	for _, r := range records {
+		if arg != "" && strings.HasPrefix(r.ID, arg) {
+			ids = append(ids, r.ID)
+		}
+	}
+	switch {
+	case len(ids) == 1:
+		return ids[0], nil
+	case len(ids) > 1:
+		if len(ids) > 5 {
+			ids = append(ids[:5], fmt.Sprintf("and %d more", len(ids)-5))
+		}
+		return "", &unknownError{fmt.Sprintf("%q is the start of %d backfills' ids (%s); give more of it", arg, len(ids), strings.Join(ids, ", "))}
+	}
+	return "", &unknownError{fmt.Sprintf("no backfill %q in the ledger; '%s ls' lists them", arg, c.name)}
+}
+
 func runLs(ctx context.Context, c *call) error {
 	l, err := c.getLedger(ctx)
 	if err != nil {
@@ -28,6 +100,13 @@ func runLs(ctx context.Context, c *call) error {
 	records, err := l.Backfills(ctx)
 	if err != nil {
 		return err
+	}
+	// A DAG is shown by its newest name beside all its backfills.
+	names := backfill.DAGNames(records)
+	for i := range records {
+		if n, ok := names[records[i].DAG]; ok {
+			records[i].DAGName = n
+		}
 	}
 	if c.opt.format == formatJSON {
 		out := make([]backfillJSON, len(records))
@@ -58,7 +137,7 @@ func runLs(ctx context.Context, c *call) error {
 				canceled += " (stop running)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.DAG, window, j.Chunk, j.Created, canceled)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, dagLabel(j), window, j.Chunk, j.Created, canceled)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -78,15 +157,20 @@ func runStatus(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id := c.args[0]
-	if _, err := l.Backfill(ctx, id); errors.Is(err, ledger.ErrUnknownBackfill) {
-		// Not a backfill: the status of a DAG, by its name or identity.
-		if d, ok, derr := c.findDAG(ctx, l, id); derr != nil || ok {
+	arg := c.args[0]
+	if _, err := l.Backfill(ctx, arg); errors.Is(err, ledger.ErrUnknownBackfill) {
+		// Not a backfill's whole id: the status of a DAG, by its name or
+		// identity, when one has it; else the start of a backfill's id.
+		if d, ok, derr := c.findDAG(ctx, l, arg); derr != nil || ok {
 			if derr == nil && c.opt.watch {
-				return badUsage("--watch follows a backfill; %s is a DAG", id)
+				return badUsage("--watch follows a backfill; %s is a DAG", arg)
 			}
 			return errors.Join(derr, c.dagStatus(ctx, l, d))
 		}
+	}
+	id, err := c.backfillID(ctx, l, arg)
+	if err != nil {
+		return err
 	}
 	if c.opt.watch {
 		return c.watch(ctx, l, id)
@@ -99,13 +183,24 @@ func runStatus(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
+	var stale []tranche.TimePartition
+	if stale, c.codeVersion, err = c.stale(ctx, l, s); err != nil {
+		return err
+	}
+	c.staleCount = len(stale)
 	if c.opt.format == formatJSON {
 		return c.statusJSON(ctx, s, g)
 	}
 	w := bufio.NewWriter(c.stdout)
 	writeStatus(w, s)
+	if c.staleCount > 0 {
+		fmt.Fprintf(w, "  %-11s %s ran other code than %s; '--rerun stale' runs %s again\n", "stale", counted(c.staleCount, "partition"),
+			versionText(c.codeVersion), map[bool]string{true: "it", false: "them"}[c.staleCount == 1])
+	}
 	fmt.Fprintln(w)
-	writeGrid(w, g, s.Counts, c.gridStyle())
+	style := c.gridStyle()
+	style.stale = stale
+	writeGrid(w, g, s.Counts, style)
 	if c.opt.partitions {
 		fmt.Fprintln(w, "\npartitions, newest first:")
 		if err := writePartitions(ctx, w, s); err != nil {
@@ -121,6 +216,7 @@ func runStatus(ctx context.Context, c *call) error {
 func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.Grid) error {
 	j := statusOf(s)
 	j.Grid = gridOf(g)
+	j.Stale, j.CodeVersion = c.staleCount, c.codeVersion
 	head, err := json.Marshal(j)
 	if err != nil {
 		return err
@@ -157,7 +253,7 @@ func writeStatus(w io.Writer, s *backfill.Status) {
 		chosen = " chosen"
 	}
 	fmt.Fprintf(w, "backfill %s\n", j.Backfill.ID)
-	fmt.Fprintf(w, "  dag         %s\n", j.Backfill.DAG)
+	fmt.Fprintf(w, "  dag         %s\n", dagLabel(j.Backfill))
 	fmt.Fprintf(w, "  window      %s (%d%s partitions, %d per run)\n", j.Window, j.Total, chosen, j.Backfill.Chunk)
 	fmt.Fprintf(w, "  created     %s\n", j.Backfill.Created)
 	fmt.Fprintf(w, "  state       %s\n", j.State)
@@ -169,6 +265,15 @@ func writeStatus(w io.Writer, s *backfill.Status) {
 		}
 		fmt.Fprintf(w, "  %-11s %s\n", label, b)
 	}
+}
+
+// dagLabel names a backfill's DAG as the text output shows it: by its
+// name and identity, or by its identity alone when it has no name.
+func dagLabel(j backfillJSON) string {
+	if j.DAGName == "" {
+		return j.DAG
+	}
+	return j.DAGName + " (" + j.DAG + ")"
 }
 
 func countsText(c countsJSON) string {
@@ -291,6 +396,9 @@ func runHistory(ctx context.Context, c *call) error {
 		return err
 	}
 	id, key := c.args[0], c.args[1]
+	if id, err = c.backfillID(ctx, l, id); err != nil {
+		return err
+	}
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return err
@@ -326,7 +434,13 @@ func runHistory(ctx context.Context, c *call) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tSTATE\tWORKER\tSTARTED\tFINISHED\tTOOK\tROWS\tBACKFILL\tTRIGGER\tERROR")
+	// The code versions, where any attempt declared one.
+	code := slices.ContainsFunc(attempts, func(a ledger.Attempt) bool { return a.CodeVersion != "" })
+	header := "  #\tSTATE\tWORKER\tSTARTED\tFINISHED\tTOOK\tROWS\tBACKFILL\tTRIGGER\tERROR"
+	if code {
+		header = "  #\tSTATE\tWORKER\tSTARTED\tFINISHED\tTOOK\tROWS\tBACKFILL\tTRIGGER\tCODE\tERROR"
+	}
+	fmt.Fprintln(tw, header)
 	for _, a := range attempts {
 		j := attemptOf(a)
 		finished, took := j.Finished, a.Duration().Round(time.Millisecond).String()
@@ -337,8 +451,16 @@ func runHistory(ctx context.Context, c *call) error {
 		if bf == "" {
 			bf = "-"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, a.Worker, j.Started, finished, took,
-			strconv.FormatInt(a.Rows, 10), bf, a.Trigger, oneLine(a.Err))
+		bf += "\t" + string(a.Trigger)
+		if code {
+			v := a.CodeVersion
+			if v == "" {
+				v = "-"
+			}
+			bf += "\t" + v
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.State, a.Worker, j.Started, finished, took,
+			strconv.FormatInt(a.Rows, 10), bf, oneLine(a.Err))
 	}
 	return tw.Flush()
 }

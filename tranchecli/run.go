@@ -238,10 +238,17 @@ func runResume(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id := c.args[0]
+	id, err := c.backfillID(ctx, l, c.args[0])
+	if err != nil {
+		return err
+	}
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return err
+	}
+	if !record.Canceled {
+		fmt.Fprintf(c.stdout, "Backfill %s is not canceled: nothing to resume; nothing was changed. Its workers run it; 'run' runs a backfill of a registered DAG here.\n", id)
+		return exitErr(exitNothing)
 	}
 	b, name, err := c.registered(record, l)
 	if err != nil {
@@ -300,7 +307,30 @@ func runCancel(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id := c.args[0]
+	id, err := c.backfillID(ctx, l, c.args[0])
+	if err != nil {
+		return err
+	}
+	record, err := l.Backfill(ctx, id)
+	if err != nil {
+		return err
+	}
+	if record.Canceled && (record.StopRunning || !c.opt.stopRunning) {
+		at := ""
+		if !record.CanceledAt.IsZero() {
+			at = " at " + stamp(record.CanceledAt)
+		}
+		fmt.Fprintf(c.stdout, "Backfill %s was canceled already%s: nothing was changed. '%s resume %s' lets it go on.\n", id, at, c.name, id)
+		return exitErr(exitNothing)
+	}
+	s, err := backfill.StatusOf(ctx, l, id, time.Now())
+	if err != nil {
+		return err
+	}
+	if s.Done() {
+		fmt.Fprintf(c.stdout, "Backfill %s is finished: all %s succeeded; nothing to cancel, nothing was changed.\n", id, counted(s.Counts[ledger.StateSucceeded], "partition"))
+		return exitErr(exitNothing)
+	}
 	if err := l.CancelBackfill(ctx, id, c.opt.stopRunning); err != nil {
 		return err
 	}

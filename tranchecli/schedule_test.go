@@ -332,7 +332,7 @@ func TestScheduleRefused(t *testing.T) {
 	}
 	h.p.DAGs["mixed"] = mixed
 	code, out, errs := scheduling(t, h, time.Date(2026, 1, 9, 18, 0, 0, 0, time.UTC), time.Minute, func(string) bool { return false }, "events", "mixed")
-	if want := "tr schedule: DAG mixed: tranche: scheduler: schedule cron(CRON_TZ=America/New_York 0 2 * * *) fires in America/New_York, and the slots follow Europe/Berlin; give one zone\n"; code != 1 || errs != want {
+	if want := "tr schedule: DAG mixed: scheduler: schedule cron(CRON_TZ=America/New_York 0 2 * * *) fires in America/New_York, and the slots follow Europe/Berlin; give one zone\n"; code != 1 || errs != want {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, errs, want)
 	}
 	if strings.Contains(out, " started ") {

@@ -21,7 +21,8 @@ child span of its run ("asset NAME"), and each write to a destination a
 child of its attempt ("write DESTINATION"). Their times are the events'.
 
 The run's span carries tranche.run.id, tranche.run.attempt,
-tranche.backfill.id (for a backfill's run), tranche.dag (with WithDAG), and
+tranche.backfill.id (for a backfill's run), tranche.dag (with WithDAG, or
+else, for a backfill's run, the DAG name its backfill's events carry), and
 tranche.partition.key (a partition run's key) or tranche.window (a window
 run's text form); an attempt's, tranche.asset and tranche.asset.attempt; a
 write's, tranche.destination. When a step ends its span gets
@@ -46,7 +47,9 @@ at all.
 	tranche.write.rows           counter, {row}        tranche.asset, tranche.destination
 	tranche.backfill.partitions  counter, {partition}  tranche.partition.state
 
-with tranche.dag as well under WithDAG. An asset's duration covers all
+with tranche.dag as well under WithDAG; without it, the partition
+counts take tranche.dag from the backfill's events, which name the DAG
+(tranche.DAG.Name). An asset's duration covers all
 its attempts in the run; a retried attempt is not measured apart. The
 partition counts come from the backfill's events: tranche.partition.state
 is succeeded, failed, held (another worker held its lease) or skipped

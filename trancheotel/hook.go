@@ -175,6 +175,11 @@ type hook struct {
 	// end, so the map holds no more entries than runs at once.
 	runs map[string]*runSpans
 
+	// dags holds, without WithDAG, the DAG name of each backfill in
+	// progress, from its events (tranche.Event.DAG), by backfill id,
+	// for its runs' spans, whose events do not name the DAG.
+	dags sync.Map
+
 	metrics *instruments
 	setsMu  sync.RWMutex
 	sets    map[setKey]metric.MeasurementOption // the measurements' attribute sets, at most maxSets
@@ -186,6 +191,16 @@ type hook struct {
 // is made in the context of its span when it has one, so that an
 // exemplar of the measurement points to the span.
 func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
+	if h.dag == "" && e.DAG != "" && e.Backfill != "" {
+		switch e.Kind {
+		case backfill.KindCompleted, backfill.KindFailed, backfill.KindCanceled:
+			h.dags.Delete(e.Backfill)
+		default:
+			if v, ok := h.dags.Load(e.Backfill); !ok || v.(string) != e.DAG {
+				h.dags.Store(e.Backfill, e.DAG)
+			}
+		}
+	}
 	switch e.Kind {
 	case tranche.KindRunStarted:
 		h.runStarted(ctx, &e)

@@ -693,11 +693,18 @@ func TestBackfillChunks(t *testing.T) {
 	var windows []string
 	for _, s := range named(tel, "run") {
 		windows = append(windows, attrs(s)["tranche.window"])
+		// Without WithDAG, a backfill's run names the DAG its
+		// backfill's events carry.
+		if got := attrs(s)["tranche.dag"]; got != "a" {
+			t.Errorf("run span's tranche.dag = %q; want a", got)
+		}
 	}
 	if diff := cmp.Diff([]string{"day 2026-01-03..2026-01-04 UTC", "day 2026-01-01..2026-01-02 UTC"}, windows); diff != "" {
 		t.Errorf("run windows (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]point{"tranche.partition.state=succeeded": {Value: 4}}, tel.collect(t)[trancheotel.MetricPartitions]); diff != "" {
+	// Without WithDAG, the partition counts name the DAG as its
+	// backfill's events do (tranche.DAG.Name, here NewDAG's default).
+	if diff := cmp.Diff(map[string]point{"tranche.dag=a,tranche.partition.state=succeeded": {Value: 4}}, tel.collect(t)[trancheotel.MetricPartitions]); diff != "" {
 		t.Errorf("partitions (-want +got):\n%s", diff)
 	}
 }

@@ -61,6 +61,7 @@ func newInstruments(m metric.Meter) *instruments {
 // values that vary.
 type setKey struct {
 	instrument         uint8
+	dag                string // the event's DAG name, without WithDAG
 	asset, destination string
 	status             string // tranche.status, or tranche.partition.state
 }
@@ -90,8 +91,11 @@ func (h *hook) measurement(k setKey) metric.MeasurementOption {
 	}
 	var buf [4]attribute.KeyValue
 	kvs := buf[:0]
-	if h.dag != "" {
+	switch {
+	case h.dag != "":
 		kvs = append(kvs, h.dagAttr)
+	case k.dag != "":
+		kvs = append(kvs, attribute.String(keyDAG, k.dag))
 	}
 	if k.asset != "" {
 		kvs = append(kvs, attribute.String(keyAsset, k.asset))
@@ -163,5 +167,11 @@ func (m *instruments) partitions(ctx context.Context, h *hook, e *tranche.Event)
 	if !e.Partition.Granularity.IsValid() && e.Window.Len() > 0 {
 		n = e.Window.Len() // a chunk's
 	}
-	m.partitionCount.Add(ctx, int64(n), h.measurement(setKey{instrument: partitionSet, status: state}))
+	// A backfill's events name its DAG (tranche.DAG.Name): without
+	// WithDAG, the count takes it.
+	k := setKey{instrument: partitionSet, status: state}
+	if h.dag == "" {
+		k.dag = e.DAG
+	}
+	m.partitionCount.Add(ctx, int64(n), h.measurement(k))
 }

@@ -66,6 +66,8 @@ func (h *hook) runStarted(ctx context.Context, e *tranche.Event) {
 	attrs := append(buf[:0], attribute.String(keyRunID, e.RunID), attribute.Int(keyRunAttempt, e.Attempt))
 	if h.dag != "" {
 		attrs = append(attrs, h.dagAttr)
+	} else if v, ok := h.dags.Load(e.Backfill); ok && e.Backfill != "" {
+		attrs = append(attrs, attribute.String(keyDAG, v.(string)))
 	}
 	if e.Backfill != "" {
 		attrs = append(attrs, attribute.String(keyBackfill, e.Backfill))

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // FuzzLedgerURL checks that no refusal of a PostgreSQL ledger URL, nor
@@ -29,13 +31,17 @@ func FuzzLedgerURL(f *testing.F) {
 			return len(pass) < 6 || strings.Contains(shown, pass) ||
 				!strings.Contains(s, pass) && !strings.Contains(s, url.QueryEscape(pass)) && !strings.Contains(s, (&url.URL{User: url.UserPassword("", pass)}).String()[3:])
 		}
-		if r := redact(raw); !hidden(r) {
-			t.Fatalf("redact(%q) = %q holds the password %q", raw, r, pass)
+		if r := ledger.Redact(raw); !hidden(r) {
+			t.Fatalf("Redact(%q) = %q holds the password %q", raw, r, pass)
 		}
-		if _, _, err := postgresURL(raw); err != nil && !hidden(err.Error()) {
-			t.Fatalf("postgresURL(%q): %v holds the password %q", raw, err, pass)
+		a, err := ledger.ParseAddress(raw)
+		if err != nil && !hidden(err.Error()) {
+			t.Fatalf("ParseAddress(%q): %v holds the password %q", raw, err, pass)
 		}
-		// Any text as a sqlite: URL: a refusal or a path, never a panic.
-		sqlitePath("sqlite:"+query, query)
+		if err == nil && !hidden(a.String()) {
+			t.Fatalf("ParseAddress(%q).String() = %q holds the password %q", raw, a, pass)
+		}
+		// Any text as a sqlite: address: a refusal or a path, never a panic.
+		ledger.ParseAddress("sqlite:" + query)
 	})
 }

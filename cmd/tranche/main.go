@@ -12,17 +12,21 @@
 //	tranche resume ID
 //	tranche serve --addr 127.0.0.1:8080
 //
-// The ledger is named by a URL, given by --ledger or $TRANCHE_LEDGER:
-// sqlite:PATH (a relative or absolute path; sqlite:///abs/path too),
-// which must exist, or postgres://… and postgresql://…, a PostgreSQL URL
-// as pgx reads it, with one parameter of tranche's own, schema=NAME, the
-// schema holding the ledger's tables ([postgres.Options.Schema]). Errors
-// name the URL with its password masked. Every subcommand, cancel and
-// resume too, opens the ledger with [sqlite.Options.Existing] or
-// [postgres.Options.Existing]: the command never creates a ledger's file,
-// schema or tables, and never migrates an older ledger; it refuses a
-// database without a ledger, or with one at an older schema version, and
-// says to run a worker on it, which creates or upgrades it.
+// The ledger is named by an address ([ledger.ParseAddress]), given by
+// --ledger or $TRANCHE_LEDGER: sqlite:PATH (a relative or absolute path;
+// sqlite:///abs/path too), which must exist, or a PostgreSQL URL
+// (postgres://… and postgresql://…) or key=value string
+// (postgres:host=db dbname=warehouse), as pgx reads them, with one
+// parameter of tranche's own, schema=NAME, the schema holding the
+// ledger's tables. Errors name the address with its password masked.
+// The command never creates a ledger's file, schema or tables, and never
+// migrates an older ledger; it refuses a database without a ledger, or
+// with one at an older schema version, and says to run a worker on it,
+// which creates or upgrades it. The read commands (ls, status, history,
+// serve) write nothing either: a read-only SQLite file (mode 0444, a
+// backup copy) or a PostgreSQL role allowed only SELECT can be listed,
+// shown and served, and cancel and resume of such a ledger are refused
+// with why. docs/operating.md is the operator's guide.
 //
 // Every subcommand but serve is github.com/tranche-dev/tranche/tranchecli's
 // (see its documentation for their flags and their --format json). The
@@ -77,7 +81,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 1 && isHelp(args[0]) && args[1] == "serve" {
 		return serve(ctx, []string{"-h"}, stdout, stderr)
 	}
-	p := &tranchecli.Program{Name: name, Open: openLedger, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	p := &tranchecli.Program{Name: name, OpenLedger: openAddress, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	code := p.Main(ctx, args)
 	// tranchecli lists its own subcommands; serve is the command's.
 	switch {

@@ -19,10 +19,14 @@ import (
 
 	"github.com/tranche-dev/tranche/internal/pagetest"
 	"github.com/tranche-dev/tranche/internal/schematest"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
+
+// ErrLedgerURL is what a refused address matches.
+var ErrLedgerURL = ledger.ErrAddress
 
 // secret is the password in the URLs of the tests, which no message may
 // hold.
@@ -81,8 +85,8 @@ func TestOpenLedgerErrors(t *testing.T) {
 			pgAdmin.Exec("DROP SCHEMA IF EXISTS " + pgNone + " CASCADE")
 		})
 		pgTests = []test{
-			{withSchema(t, raw, pgNone), []string{"schema " + pgNone + " does not exist", "creates none", "running a worker"}, sqlledger.ErrNoLedger},
-			{withSchema(t, raw, pgEmpty), []string{"no table tranche_schema", "creates none", "running a worker"}, sqlledger.ErrNoLedger},
+			{withSchema(t, raw, pgNone), []string{"schema " + pgNone + " does not exist", "a worker's open", "never by a command"}, sqlledger.ErrNoLedger},
+			{withSchema(t, raw, pgEmpty), []string{"no table tranche_schema", "a worker's open", "never by a command"}, sqlledger.ErrNoLedger},
 		}
 	} else if os.Getenv("CI") == "true" {
 		t.Fatal("TRANCHE_POSTGRES_URL is not set under CI (see ledger/postgres/testserver.sh)")
@@ -92,21 +96,22 @@ func TestOpenLedgerErrors(t *testing.T) {
 		want []string
 		is   error
 	}{
-		{"tranche.db", []string{`"tranche.db" is not a URL`, "did you mean sqlite:tranche.db?"}, ErrLedgerURL},
-		{"/var/lib/tranche.db", []string{"is not a URL"}, ErrLedgerURL},
-		{"host=db password=" + secret, []string{"is not a URL", "password=xxxxx"}, ErrLedgerURL},
+		{"tranche.db", []string{`"tranche.db" is not an address`, "did you mean sqlite:tranche.db?"}, ErrLedgerURL},
+		{"/var/lib/tranche.db", []string{"is not an address"}, ErrLedgerURL},
+		{"host=db password=" + secret, []string{"is not an address", "password=xxxxx"}, ErrLedgerURL},
+		{"postgres:host=db password=" + secret + " schema=", []string{"an empty schema", "password=xxxxx"}, ErrLedgerURL},
 		{"postgress://bob:" + secret + "@db/x", []string{`unknown kind of ledger "postgress"`, "bob:xxxxx@db"}, ErrLedgerURL},
 		{"mysql://bob:" + secret + "@db/x", []string{`unknown kind of ledger "mysql"`}, ErrLedgerURL},
 		{"sqlite:", []string{`"sqlite:" has no path`}, ErrLedgerURL},
 		{"sqlite://", []string{`has no path`}, ErrLedgerURL},
 		{"sqlite://db.example/x.db", []string{`names host "db.example"`}, ErrLedgerURL},
 		{"sqlite:x.db?mode=ro", []string{"takes no query"}, ErrLedgerURL},
-		{"sqlite:///x.db?mode=ro", []string{"takes no query"}, ErrLedgerURL},
-		{"sqlite:" + missing, []string{"no such file " + missing, "opens existing ledgers only"}, os.ErrNotExist},
-		{"sqlite://" + missing, []string{"no such file " + missing}, os.ErrNotExist},
+		{"sqlite:///x.db?mode=ro", []string{"takes no user, query"}, ErrLedgerURL},
+		{"sqlite:" + missing, []string{missing + ": no such file", "never by a command that reads"}, sqlledger.ErrNoLedger},
+		{"sqlite://" + missing, []string{missing + ": no such file"}, sqlledger.ErrNoLedger},
 		{"sqlite:" + dir, []string{"is a folder", filepath.Join(dir, "tranche.db")}, nil},
-		{"sqlite:" + empty, []string{"the file is empty", "creates none", "running a worker"}, sqlledger.ErrNoLedger},
-		{"sqlite:" + v3, []string{"version 3, older than version", "migrates no ledger", "running a worker built with this release"}, nil},
+		{"sqlite:" + empty, []string{"the file is empty", "a worker's open", "never by a command"}, sqlledger.ErrNoLedger},
+		{"sqlite:" + v3, []string{"version 3, older than version", "migrates none", "running a worker built with this release"}, nil},
 		{"postgres://bob:" + secret + "@" + refused + "/x", []string{"cannot be reached", "bob:xxxxx@" + refused}, nil},
 		{"postgresql://bob@" + refused + "/x?password=" + secret, []string{"cannot be reached", "password=xxxxx"}, nil},
 		{"postgres://bob:" + secret + "@db:notaport/x", []string{"not a valid URL", "bob:xxxxx@db"}, ErrLedgerURL},
@@ -292,6 +297,7 @@ func TestServeRefuses(t *testing.T) {
 		{"no ledger", nil, nil, 2, "no ledger: give --ledger URL or set $TRANCHE_LEDGER"},
 		{"zero cells", []string{ledgerFlag, "--max-cells", "0"}, nil, 2, "--max-cells 0"},
 		{"a missing ledger", []string{"--ledger", "sqlite:" + path + ".missing"}, nil, 1, "no such file"},
+		{"a bare path", []string{"--ledger", path}, nil, 2, "did you mean sqlite:" + path + "?"},
 		{"a bad address", []string{ledgerFlag, "--addr", "127.0.0.1:notaport"}, nil, 1, "notaport"},
 	}
 	for _, tt := range tests {

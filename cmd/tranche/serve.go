@@ -8,12 +8,15 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/tranchecli"
 	"github.com/tranche-dev/tranche/trancheweb"
 )
@@ -44,12 +47,12 @@ func (n names) Set(v string) error {
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(name+" serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	ledgerURL := fs.String("ledger", "", "the ledger's URL: sqlite:PATH or postgres://…; default $"+tranchecli.LedgerEnv)
+	ledgerURL := fs.String("ledger", "", "the ledger's address: sqlite:PATH or postgres://…; default $"+tranchecli.LedgerEnv)
 	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on: loopback unless it names another (\":8080\" is every interface)")
 	allowWrites := fs.Bool("allow-writes", false, "offer cancel and resume on the pages, to whoever gives the token ($"+TokenEnv+" or --token-file)")
 	tokenFile := fs.String("token-file", "", "a file holding the write token (surrounding white space is dropped); default $"+TokenEnv)
 	dagNames := names{}
-	fs.Var(dagNames, "name", "IDENTITY=NAME: show the DAG of that identity by NAME (repeatable)")
+	fs.Var(dagNames, "name", "IDENTITY=NAME: show the DAG of that identity by NAME, in place of the name its backfills recorded (repeatable)")
 	maxCells := fs.Int("max-cells", trancheweb.DefaultMaxCells, "the most cells of a backfill's or a DAG's grid")
 	refresh := fs.Duration("refresh", trancheweb.DefaultRefresh, "how often the page of a running backfill, or of a DAG with one, polls its status")
 	fs.Usage = func() {
@@ -98,12 +101,32 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("no ledger: give --ledger URL or set $%s", tranchecli.LedgerEnv)
 	}
 
-	l, err := openLedger(ctx, *ledgerURL)
+	// Without the token the pages only read: the ledger is opened
+	// read-only, so that a read-only file or role can be served.
+	access := ledger.AccessRead
+	if token != "" {
+		access = ledger.AccessWrite
+	}
+	where, err := ledger.ParseAddress(*ledgerURL)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	l, err := openAddress(ctx, where, access)
+	if err != nil {
+		// As tranchecli reports its commands' errors: one prefix.
+		fmt.Fprintf(stderr, "%s serve: %s\n", name, strings.ReplaceAll(strings.TrimPrefix(err.Error(), "tranche: "), ": tranche: ", ": "))
+		return 1
+	}
+	defer l.(io.Closer).Close()
+	// The pages show each DAG by the name its backfills recorded; a
+	// --name flag overrides it.
+	records, err := l.Backfills(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s serve: %v\n", name, err)
 		return 1
 	}
-	defer l.(io.Closer).Close()
+	shown := backfill.DAGNames(records)
+	maps.Copy(shown, dagNames)
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -112,7 +135,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv := &http.Server{
-		Handler: trancheweb.NewHandler(l, &trancheweb.Options{Names: dagNames, WriteToken: token, MaxCells: *maxCells,
+		Handler: trancheweb.NewHandler(l, &trancheweb.Options{Names: shown, WriteToken: token, MaxCells: *maxCells,
 			Refresh: *refresh, Logger: logger}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -123,7 +146,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if token != "" {
 		mode = "cancel and resume enabled with the token"
 	}
-	fmt.Fprintf(stderr, "%s serve: http://%s/ (ledger %s, %s)\n", name, ln.Addr(), redact(*ledgerURL), mode)
+	fmt.Fprintf(stderr, "%s serve: http://%s/ (ledger %s, %s)\n", name, ln.Addr(), ledger.Redact(*ledgerURL), mode)
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
 		fmt.Fprintf(stderr, "%s serve: listening beyond loopback, on %s: anyone who reaches it reads the ledger's backfills\n", name, ln.Addr())
 	}

@@ -1,7 +1,9 @@
 // Cli is a program of its own with tranche's backfill commands and its
 // scheduler: a daily DAG, "events", registered in a tranchecli.Program
-// over a SQLite ledger (events.db, or the file --ledger or
-// $TRANCHE_LEDGER names).
+// over a SQLite ledger (sqlite:events.db, or the ledger --ledger or
+// $TRANCHE_LEDGER names, an address as the tranche command takes it:
+// sqlite:PATH). Its read commands (ls, status, history, plan) open the
+// ledger read-only, and create nothing.
 //
 //	go run ./examples/cli run events --from 2026-01-01T00:00:00Z --to 2026-01-08T00:00:00Z
 //	go run ./examples/cli ls
@@ -23,7 +25,6 @@ import (
 	"strings"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/tranchecli"
 )
@@ -31,7 +32,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	if os.Getenv(tranchecli.LedgerEnv) == "" {
-		os.Setenv(tranchecli.LedgerEnv, "events.db") // unless --ledger names another
+		os.Setenv(tranchecli.LedgerEnv, "sqlite:events.db") // unless --ledger names another
 	}
 	events, err := tranche.NewDAG(tranche.Asset{Name: "events", Partitioning: tranche.Partitioning{Granularity: tranche.Day},
 		Materialize: extract})
@@ -39,8 +40,10 @@ func main() {
 		panic(err)
 	}
 	p := &tranchecli.Program{
-		Open: func(ctx context.Context, path string) (ledger.Ledger, error) { return sqlite.Open(ctx, path, nil) },
-		DAGs: map[string]*tranche.DAG{"events": events},
+		// The ledger named by --ledger or $TRANCHE_LEDGER, opened for what
+		// the command does once the command line is known to be good.
+		OpenLedger: sqlite.OpenLedger,
+		DAGs:       map[string]*tranche.DAG{"events": events},
 	}
 	code := p.Main(ctx, os.Args[1:])
 	stop()

@@ -64,7 +64,7 @@ func (e *env) environ(extra ...string) []string {
 			out = append(out, kv)
 		}
 	}
-	out = append(out, "TRANCHE_LEDGER="+e.ledger, "COLUMNS=100")
+	out = append(out, "TRANCHE_LEDGER=sqlite:"+e.ledger, "COLUMNS=100")
 	return append(append(out, e.extra...), extra...)
 }
 
@@ -406,5 +406,63 @@ func TestCancelResume(t *testing.T) {
 	}
 	if out := e.must(0, "status", id, "--watch"); !strings.Contains(out, "46/46 succeeded") {
 		t.Errorf("status --watch after resume:\n%s", out)
+	}
+}
+
+// TestLedgerAddress runs the program as the README sets it up
+// (TRANCHE_LEDGER=sqlite:PATH): the read commands of a missing ledger
+// create no file, neither PATH nor one named sqlite:PATH; run creates
+// the ledger at PATH; a bare path is refused with the address it may
+// have meant; and a ledger file of mode 0444 is listed and shown, while
+// cancel is refused, saying the file is read-only, and changes nothing.
+func TestLedgerAddress(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{{"ls"}, {"status", "abc"}, {"history", "abc", "2026-01-01"}, append([]string{"plan", "events"}, week...)} {
+		if code, _, errs := e.run(args...); code != 1 || !strings.Contains(errs, "no such file") {
+			t.Errorf("events %s of a missing ledger: exit %d, want 1 saying no such file:\n%s", strings.Join(args, " "), code, errs)
+		}
+	}
+	if names, _ := filepath.Glob(filepath.Join(e.dir, "*")); len(names) != 0 {
+		t.Errorf("read commands of a missing ledger left %v", names)
+	}
+	e.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	if _, err := os.Stat(e.ledger); err != nil {
+		t.Fatalf("run did not create the ledger at the address's path: %v", err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(e.dir, "sqlite:*")); len(names) != 0 {
+		t.Errorf("the address was taken as a file name: %v", names)
+	}
+	code, _, errs := e.run("ls", "--ledger", e.ledger)
+	if code != 2 || !strings.Contains(errs, "did you mean sqlite:"+e.ledger+"?") {
+		t.Errorf("ls --ledger PATH: exit %d, want 2 suggesting sqlite:PATH:\n%s", code, errs)
+	}
+
+	if err := os.Chmod(e.ledger, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := e.backfills()
+	if len(bs) != 1 {
+		t.Fatalf("ls of the read-only ledger: %d backfills", len(bs))
+	}
+	id := bs[0]["id"].(string)
+	if out := e.must(0, "status", id); !strings.Contains(out, "7 succeeded") {
+		t.Errorf("status of the read-only ledger:\n%s", out)
+	}
+	e.must(0, "history", id, "2026-01-03")
+	e.must(0, append([]string{"plan", "events"}, week...)...)
+	code, _, errs = e.run("cancel", id)
+	if code != 1 || !strings.Contains(errs, "read-only (mode -r--r--r--)") {
+		t.Errorf("cancel of a read-only ledger: exit %d, want 1 saying the file is read-only:\n%s", code, errs)
+	}
+	after, err := os.ReadFile(e.ledger)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the read-only ledger changed (%v)", err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(e.dir, "events.db-*")); len(names) != 0 {
+		t.Errorf("reading the read-only ledger left %v beside it", names)
 	}
 }

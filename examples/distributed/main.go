@@ -2,7 +2,7 @@
 // through a PostgreSQL ledger: a year of days over two assets, each
 // partition landing exactly once whichever worker runs it.
 //
-//	export TRANCHE_POSTGRES_URL=postgres://user@host:5432/database
+//	export TRANCHE_LEDGER=postgres://user@host:5432/database   # or postgres:host=HOST dbname=DATABASE, ?schema=NAME
 //	go run ./examples/distributed              # start 4 worker processes, then show the status
 //	go run ./examples/distributed -workers 8   # or 8
 //	go run ./examples/distributed worker       # one worker: what each replica of a scaled-out job runs
@@ -47,8 +47,8 @@ import (
 )
 
 var (
-	url     = flag.String("url", os.Getenv("TRANCHE_POSTGRES_URL"), "the ledger's PostgreSQL connection string (default $TRANCHE_POSTGRES_URL)")
-	schema  = flag.String("schema", "", "the PostgreSQL schema of the ledger's tables (default: the connection's current schema)")
+	url     = flag.String("url", defaultLedger(), "the ledger's address, as the tranche command takes it: postgres://user@host:5432/database?schema=NAME or postgres:host=HOST dbname=DATABASE (default $TRANCHE_LEDGER, else $TRANCHE_POSTGRES_URL)")
+	schema  = flag.String("schema", "", "the PostgreSQL schema of the ledger's tables, in place of the address's schema= (default: the connection's current schema)")
 	dest    = flag.String("dest", filepath.Join(os.TempDir(), "tranche-distributed"), "the folder the files land in")
 	workers = flag.Int("workers", 4, "how many worker processes to start")
 	name    = flag.String("name", "", "this worker's name in the ledger (default: host-pid)")
@@ -62,7 +62,7 @@ func main() {
 	}
 	flag.Parse()
 	if *url == "" {
-		fmt.Fprintln(os.Stderr, "distributed: no connection string: set TRANCHE_POSTGRES_URL or give -url")
+		fmt.Fprintln(os.Stderr, "distributed: no ledger: set TRANCHE_LEDGER or TRANCHE_POSTGRES_URL, or give -url")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -147,15 +147,37 @@ func newBackfill(l ledger.Ledger) (*backfill.Backfill, error) {
 	}, nil
 }
 
-func open(ctx context.Context) (*postgres.Ledger, error) {
-	return postgres.Open(ctx, *url, &postgres.Options{Schema: *schema})
+// defaultLedger is $TRANCHE_LEDGER, which the tranche command reads
+// too, or else $TRANCHE_POSTGRES_URL.
+func defaultLedger() string {
+	if v := os.Getenv("TRANCHE_LEDGER"); v != "" {
+		return v
+	}
+	return os.Getenv("TRANCHE_POSTGRES_URL")
+}
+
+// open opens the ledger at -url, read (the status) or written by workers,
+// which create it.
+func open(ctx context.Context, access ledger.Access) (*postgres.Ledger, error) {
+	addr, err := ledger.ParseAddress(*url)
+	if err != nil {
+		return nil, err
+	}
+	if *schema != "" {
+		addr.Schema = *schema
+	}
+	l, err := postgres.OpenLedger(ctx, addr, access)
+	if err != nil {
+		return nil, err
+	}
+	return l.(*postgres.Ledger), nil
 }
 
 // worker runs the backfill, printing each partition it claims, until
 // every partition has succeeded: what each replica of a scaled-out job
 // runs.
 func worker(ctx context.Context) error {
-	l, err := open(ctx)
+	l, err := open(ctx, ledger.AccessCreate)
 	if err != nil {
 		return err
 	}
@@ -215,7 +237,7 @@ func worker(ctx context.Context) error {
 
 // status prints the shared progress of the backfill.
 func status(ctx context.Context, w io.Writer) error {
-	l, err := open(ctx)
+	l, err := open(ctx, ledger.AccessRead)
 	if err != nil {
 		return err
 	}
@@ -270,7 +292,7 @@ func start(ctx context.Context) error {
 	}
 	// The first Open creates the ledger's tables; the workers would
 	// also manage racing to, one after the other.
-	l, err := open(ctx)
+	l, err := open(ctx, ledger.AccessCreate)
 	if err != nil {
 		return err
 	}

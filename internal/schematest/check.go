@@ -150,20 +150,8 @@ func FileSnapshot(t testing.TB, dir string) map[string]string {
 }
 
 // allVersions are tranche_schema's versions in a database migrated to
-// this release's: those of a fresh ledger, which must end at
-// sqlledger.SchemaVersion. They are read, not counted from 1, since a
-// release's versions need not be dense (each branch of the code that
-// adds a migration takes a number of its own).
-func (s Subject) allVersions(t testing.TB) []int {
-	t.Helper()
-	db := s.New(t)
-	open(t, db, Options{})
-	v := db.Catalog(t).Versions
-	if len(v) == 0 || v[0] != 1 || v[len(v)-1] != sqlledger.SchemaVersion || !slices.IsSorted(v) {
-		t.Fatalf("a fresh ledger's tranche_schema holds versions %v; want 1 first and %d last", v, sqlledger.SchemaVersion)
-	}
-	return v
-}
+// this release's.
+func allVersions() []int { return sqlledger.SchemaVersions() }
 
 // clock is the ledgers' clock in the checks that read times a ledger
 // records: after every time in the fixtures.
@@ -247,9 +235,9 @@ func CheckMigrateFromVersion1(t *testing.T, s Subject) Database {
 	ctx := t.Context()
 
 	c := db.Catalog(t)
-	if !slices.Equal(c.Versions, s.allVersions(t)) || !c.HasIndex("tranche_attempts_revision") || c.HasColumn("tranche_dags", "revision") {
+	if !slices.Equal(c.Versions, allVersions()) || !c.HasIndex("tranche_attempts_revision") || c.HasColumn("tranche_dags", "revision") {
 		t.Errorf("tranche_schema versions %v, index tranche_attempts_revision %v, column tranche_dags.revision %v; want %v, true, false",
-			c.Versions, c.HasIndex("tranche_attempts_revision"), c.HasColumn("tranche_dags", "revision"), s.allVersions(t))
+			c.Versions, c.HasIndex("tranche_attempts_revision"), c.HasColumn("tranche_dags", "revision"), allVersions())
 	}
 
 	revision := func() int64 {
@@ -342,9 +330,9 @@ func CheckMigrateFromVersion2(t *testing.T, s Subject) Database {
 			columns++
 		}
 	}
-	if !slices.Equal(c.Versions, s.allVersions(t)) || !c.HasIndex("tranche_attempts_succeeded") || columns != 3 {
+	if !slices.Equal(c.Versions, allVersions()) || !c.HasIndex("tranche_attempts_succeeded") || columns != 3 {
 		t.Errorf("tranche_schema versions %v, index tranche_attempts_succeeded %v, %d new columns of tranche_backfills; want %v, true, 3",
-			c.Versions, c.HasIndex("tranche_attempts_succeeded"), columns, s.allVersions(t))
+			c.Versions, c.HasIndex("tranche_attempts_succeeded"), columns, allVersions())
 	}
 
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V2Backfills()) {
@@ -409,10 +397,10 @@ func CheckMigrateFromVersion3(t *testing.T, s Subject) Database {
 	ctx := t.Context()
 
 	c := db.Catalog(t)
-	if !slices.Equal(c.Versions, s.allVersions(t)) || !c.HasColumn("tranche_backfills", "stop_running") ||
+	if !slices.Equal(c.Versions, allVersions()) || !c.HasColumn("tranche_backfills", "stop_running") ||
 		!c.HasIndex("tranche_attempts_running") || !c.HasIndex("tranche_attempts_failed") {
 		t.Errorf("tranche_schema versions %v, column tranche_backfills.stop_running %v, indexes tranche_attempts_running %v and _failed %v; want %v and all true",
-			c.Versions, c.HasColumn("tranche_backfills", "stop_running"), c.HasIndex("tranche_attempts_running"), c.HasIndex("tranche_attempts_failed"), s.allVersions(t))
+			c.Versions, c.HasColumn("tranche_backfills", "stop_running"), c.HasIndex("tranche_attempts_running"), c.HasIndex("tranche_attempts_failed"), allVersions())
 	}
 
 	want := V3Backfills()
@@ -466,8 +454,8 @@ func CheckMigrateConcurrently(t *testing.T, s Subject, n int) {
 	}
 	close(start)
 	wg.Wait()
-	if v := db.Catalog(t).Versions; !slices.Equal(v, s.allVersions(t)) {
-		t.Errorf("tranche_schema holds versions %v; want %v, each applied once", v, s.allVersions(t))
+	if v := db.Catalog(t).Versions; !slices.Equal(v, allVersions()) {
+		t.Errorf("tranche_schema holds versions %v; want %v, each applied once", v, allVersions())
 	}
 }
 
@@ -528,7 +516,7 @@ func CheckExistingRefuses(t *testing.T, s Subject) {
 					t.Errorf("Open = %v; want a *SchemaError of Found %d, Known %d", err, tt.found, sqlledger.SchemaVersion)
 				}
 			}
-			for _, want := range append(tt.want, "without Options.Existing", db.Name) {
+			for _, want := range append(tt.want, "a worker's open", db.Name) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the error lacks %q: %v", want, err)
 				}
@@ -580,8 +568,8 @@ func CheckExistingVersion3(t *testing.T, s Subject) {
 	if err := worker.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
-	if v := db.Catalog(t).Versions; !slices.Equal(v, s.allVersions(t)) {
-		t.Errorf("tranche_schema versions after a worker's open %v; want %v", v, s.allVersions(t))
+	if v := db.Catalog(t).Versions; !slices.Equal(v, allVersions()) {
+		t.Errorf("tranche_schema versions after a worker's open %v; want %v", v, allVersions())
 	}
 	l = open(t, db, Options{Existing: true})
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V3Backfills()) {
@@ -613,15 +601,28 @@ func CheckMigrateFromVersion5(t *testing.T, s Subject) Database {
 
 	c := db.Catalog(t)
 	cursors := []string{"dag_id", "backfill", "descending", "start_s", "revision"}
-	if !slices.Equal(c.Versions, s.allVersions(t)) || !slices.Equal(c.Columns["tranche_cursors"], cursors) || !c.HasColumn("tranche_dags", "released") {
+	if !slices.Equal(c.Versions, allVersions()) || !slices.Equal(c.Columns["tranche_cursors"], cursors) || !c.HasColumn("tranche_dags", "released") {
 		t.Errorf("tranche_schema versions %v, columns of tranche_cursors %v, column tranche_dags.released %v; want %v, %v, true",
-			c.Versions, c.Columns["tranche_cursors"], c.HasColumn("tranche_dags", "released"), s.allVersions(t), cursors)
+			c.Versions, c.Columns["tranche_cursors"], c.HasColumn("tranche_dags", "released"), allVersions(), cursors)
 	}
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V5Backfills()) {
 		t.Errorf("Backfills after the migration = %+v, %v; want %+v", bs, err, V5Backfills())
 	}
 	if got := latest(t, l, V2DAG); !reflect.DeepEqual(got, V2Attempts()) {
 		t.Errorf("Latest after the migration:\n%+v\nwant:\n%+v", got, V2Attempts())
+	}
+	// Version 8: a backfill recorded before has no DAG name until a run
+	// names it, which keeps the rest of its record.
+	if !c.HasColumn("tranche_backfills", "dag_name") || !c.HasColumn("tranche_attempts", "code_version") {
+		t.Errorf("columns tranche_backfills.dag_name %v, tranche_attempts.code_version %v; want both", c.HasColumn("tranche_backfills", "dag_name"), c.HasColumn("tranche_attempts", "code_version"))
+	}
+	named := V5Backfills()[0]
+	named.DAGName = "events"
+	if got, err := l.PutBackfill(ctx, named); err != nil || !reflect.DeepEqual(got, named) {
+		t.Errorf("PutBackfill naming a migrated backfill = %+v, %v; want %+v", got, err, named)
+	}
+	if got, err := l.Backfill(ctx, named.ID); err != nil || !reflect.DeepEqual(got, named) {
+		t.Errorf("Backfill after naming it = %+v, %v; want %+v", got, err, named)
 	}
 	revision := func() int64 {
 		t.Helper()

@@ -299,6 +299,8 @@ var ledgerTests = []struct {
 	{"CanceledBackfill", testCanceledBackfill},
 	{"ResumeBackfill", testResumeBackfill},
 	{"BackfillRecordFields", testBackfillRecordFields},
+	{"BackfillDAGName", testBackfillDAGName},
+	{"CodeVersions", testCodeVersions},
 	{"RevisionIn", testRevisionIn},
 	{"RecentSuccesses", testRecentSuccesses},
 	{"BadClaims", testBadClaims},
@@ -1658,11 +1660,102 @@ func testConcurrentPutBackfill(s *ledgerSuite) {
 
 func checkBackfill(t testingT, what string, got, want ledger.BackfillRecord) {
 	t.Helper()
-	if got.ID != want.ID || got.DAG != want.DAG || got.Window != want.Window || got.Chunk != want.Chunk ||
+	if got.ID != want.ID || got.DAG != want.DAG || got.DAGName != want.DAGName || got.Window != want.Window || got.Chunk != want.Chunk ||
 		!got.Created.Equal(want.Created) || got.Canceled != want.Canceled ||
 		!got.CanceledAt.Equal(want.CanceledAt) || !got.ResumedAt.Equal(want.ResumedAt) || got.StopRunning != want.StopRunning ||
 		!slices.EqualFunc(got.Partitions, want.Partitions, time.Time.Equal) {
 		t.Errorf("%s = %+v; want %+v", what, got, want)
+	}
+}
+
+// testCodeVersions checks that an attempt keeps the code version of its
+// claim, through Claim (one partition, and a chunk) and ClaimNext, in
+// History, Latest and RecentSuccesses; and that RerunStale claims a
+// success of another code version, and refuses one of the same.
+func testCodeVersions(s *ledgerSuite) {
+	r := req(alpha, part(0))
+	r.CodeVersion = "events=v1"
+	s.finish(s.claim(r), succeeded)
+	chunk := req(alpha, part(1), part(2))
+	chunk.RunID, chunk.CodeVersion = "run-chunk", "events=v1"
+	s.finish(s.claim(chunk), succeeded, succeeded)
+	plain := req(alpha, part(3))
+	plain.RunID = "run-plain"
+	s.finish(s.claim(plain), succeeded)
+	next := ledger.NextRequest{DAG: suiteDAG, Backfill: suiteBackfill, Worker: beta, Want: 1, Lease: suiteLease, Policy: ledger.RerunFailed,
+		Jobs: []ledger.Job{{RunID: "run-next", Partitions: parts(4)}}, CodeVersion: "events=v1"}
+	grants, err := s.l.ClaimNext(s.ctx, next)
+	if err != nil || len(grants) != 1 || grants[0].Lease == nil {
+		s.t.Fatalf("ClaimNext = %v, %v; want a lease", grants, err)
+	}
+	s.finish(grants[0].Lease, succeeded)
+	for i, want := range []string{"events=v1", "events=v1", "events=v1", "", "events=v1"} {
+		if h := s.history(part(i)); len(h) != 1 || h[0].CodeVersion != want {
+			s.t.Errorf("History of %s = %s; want one attempt of code version %q", part(i).Key(), formatAttempts(h), want)
+		}
+	}
+	for _, a := range s.latest(part(0).Start, part(5).Start) {
+		if want := map[bool]string{true: "", false: "events=v1"}[a.Key == part(3).Key()]; a.CodeVersion != want {
+			s.t.Errorf("Latest: %s has code version %q; want %q", a.Key, a.CodeVersion, want)
+		}
+	}
+	recent, err := s.l.RecentSuccesses(s.ctx, suiteDAG, 10)
+	if err != nil || len(recent) != 5 {
+		s.t.Fatalf("RecentSuccesses = %d, %v; want 5", len(recent), err)
+	}
+
+	stale := req(beta, part(0))
+	stale.Policy, stale.CodeVersion, stale.RunID = ledger.RerunStale, "events=v1", "run-stale-same"
+	s.refuse(stale, "")
+	stale.CodeVersion, stale.RunID = "events=v2", "run-stale-new"
+	lease := s.claim(stale)
+	s.finish(lease, succeeded)
+	if h := s.history(part(0)); len(h) != 2 || h[1].CodeVersion != "events=v2" {
+		s.t.Errorf("History after the stale rerun = %s; want a second attempt of events=v2", formatAttempts(h))
+	}
+	stale.Partitions, stale.RunID = parts(3), "run-stale-plain"
+	s.finish(s.claim(stale), succeeded) // "" is another version than events=v2
+}
+
+// testBackfillDAGName checks that a backfill keeps its DAG's name, a
+// label: PutBackfill of the known id with another name renames it and
+// changes nothing else, and with none keeps the name.
+func testBackfillDAGName(s *ledgerSuite) {
+	b := ledger.BackfillRecord{ID: "bf-named", DAG: suiteDAG, DAGName: "events", Window: "2024-03-01/2024-03-31", Chunk: 1, Created: s.clock.Now()}
+	got, err := s.l.PutBackfill(s.ctx, b)
+	if err != nil {
+		s.t.Fatalf("PutBackfill = %v", err)
+	}
+	checkBackfill(s.t, "PutBackfill of a named backfill", got, b)
+	if err := s.l.CancelBackfill(s.ctx, b.ID, false); err != nil {
+		s.t.Fatal(err)
+	}
+	canceled, err := s.l.Backfill(s.ctx, b.ID)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	renamed := b
+	renamed.DAGName, renamed.Window = "clicks", "2020" // the window is not the record's to change
+	got, err = s.l.PutBackfill(s.ctx, renamed)
+	want := canceled
+	want.DAGName = "clicks"
+	if err != nil {
+		s.t.Fatalf("PutBackfill renaming = %v", err)
+	}
+	checkBackfill(s.t, "PutBackfill renaming the DAG", got, want)
+	for _, name := range []string{"", "clicks"} {
+		again := b
+		again.DAGName = name
+		if got, err := s.l.PutBackfill(s.ctx, again); err != nil {
+			s.t.Fatal(err)
+		} else {
+			checkBackfill(s.t, fmt.Sprintf("PutBackfill with name %q", name), got, want)
+		}
+	}
+	if got, err := s.l.Backfill(s.ctx, b.ID); err != nil {
+		s.t.Fatal(err)
+	} else {
+		checkBackfill(s.t, "Backfill after the rename", got, want)
 	}
 }
 

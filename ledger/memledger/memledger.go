@@ -220,7 +220,7 @@ func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time) (*ledger.Lease, e
 		d.history[key] = append(d.history[key], ledger.Attempt{
 			DAG: req.DAG, Backfill: req.Backfill, Start: p.Start.UTC(), End: p.End.UTC(), Key: p.Key(),
 			RunID: req.RunID, Worker: req.Worker, Number: number, State: ledger.StateRunning,
-			Started: now, LeaseUntil: lease.Until, Revision: d.revision, Trigger: lease.Trigger,
+			Started: now, LeaseUntil: lease.Until, Revision: d.revision, Trigger: lease.Trigger, CodeVersion: req.CodeVersion,
 		})
 		d.changes.add(memoryChange{rev: d.revision, start: key})
 		lease.Attempts[i] = number
@@ -468,6 +468,10 @@ func (l *Ledger) PutBackfill(ctx context.Context, b ledger.BackfillRecord) (ledg
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if stored, ok := l.backfills[b.ID]; ok {
+		if b.DAGName != "" && b.DAGName != stored.DAGName {
+			stored.DAGName = b.DAGName // a label: renaming keeps the rest
+			l.backfills[b.ID] = stored
+		}
 		return clone(stored), nil
 	}
 	if b.Created.IsZero() {

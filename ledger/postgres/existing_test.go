@@ -34,7 +34,7 @@ func TestOpenExistingNoSchema(t *testing.T) {
 	if !errors.Is(err, sqlledger.ErrNoLedger) {
 		t.Errorf("Open = %v; want an error matching sqlledger.ErrNoLedger", err)
 	}
-	for _, s := range []string{"schema " + schema + " does not exist", "without Options.Existing"} {
+	for _, s := range []string{"schema " + schema + " does not exist", "a worker's open"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("the error lacks %q: %v", s, err)
 		}

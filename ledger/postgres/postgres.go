@@ -127,6 +127,14 @@ type Options struct {
 	// wrong database creates no tables there; a worker's Open, without
 	// it, creates or upgrades the ledger. [OpenDestination] ignores it.
 	Existing bool
+
+	// ReadOnly opens the ledger for reading only: as Existing, it
+	// creates and migrates nothing, its sessions are read-only
+	// (default_transaction_read_only), and every write is refused with
+	// an error matching [sqlledger.ErrReadOnly], so that a role allowed
+	// only SELECT on the ledger's tables can read it. [OpenDestination]
+	// ignores it.
+	ReadOnly bool
 }
 
 // DefaultMaxConns is the connection limit of Options.MaxConns zero.
@@ -181,16 +189,45 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // transaction (idle_in_transaction_session_timeout), so that a worker
 // paused mid-transaction cannot hold rows locked for long.
 func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error) {
-	existing := opts != nil && opts.Existing
+	readOnly := opts != nil && opts.ReadOnly
+	existing := opts != nil && opts.Existing || readOnly
 	c, err := connect(ctx, "postgres ledger", connString, opts, existing)
 	if err != nil {
 		return nil, err
 	}
-	l, err := sqlledger.Open(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now, Existing: existing})
+	l, err := sqlledger.Open(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now, Existing: existing, ReadOnly: readOnly})
 	if err != nil {
 		return nil, c.fail(ctx, "opening", err)
 	}
 	return &Ledger{Ledger: l, db: c.db, schema: c.opts.Schema, desc: c.desc, classify: c.dialect.Classify}, nil
+}
+
+// OpenLedger opens the PostgreSQL ledger at addr, an address of kind
+// "postgres" ([ledger.ParseAddress]: its Conn and its Schema), for
+// access: [ledger.AccessRead] as [Options.ReadOnly], [ledger.AccessWrite]
+// as [Options.Existing], and [ledger.AccessCreate] as a worker's Open,
+// creating or migrating the ledger. It is a [ledger.OpenFunc], for
+// programs that open ledgers by address (tranchecli.Program.OpenLedger);
+// the ledger is a *Ledger.
+func OpenLedger(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
+	if addr.Kind != ledger.KindPostgres {
+		return nil, fmt.Errorf("tranche: ledger %s: %w: this program opens PostgreSQL ledgers only (postgres://…)", addr, ledger.ErrAddress)
+	}
+	opts := Options{Schema: addr.Schema}
+	switch access {
+	case ledger.AccessRead:
+		opts.ReadOnly = true
+	case ledger.AccessWrite:
+		opts.Existing = true
+	case ledger.AccessCreate:
+	default:
+		return nil, fmt.Errorf("tranche: postgres ledger: unknown access %v", access)
+	}
+	l, err := Open(ctx, addr.Conn, &opts)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // conn is a database connected to by [Open] or [OpenDestination].
@@ -253,6 +290,10 @@ func connect(ctx context.Context, what, connString string, opts *Options, existi
 	if o.Schema != "" {
 		cfg.RuntimeParams["search_path"] = quoteIdent(o.Schema)
 	}
+	if o.ReadOnly && what == "postgres ledger" {
+		// Nothing but reads, whatever the role may do.
+		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(o.MaxConns)
@@ -269,7 +310,7 @@ func connect(ctx context.Context, what, connString string, opts *Options, existi
 		}
 		if !found {
 			c.db.Close()
-			return nil, fmt.Errorf("tranche: %s: %w: schema %s does not exist in database %s; a ledger is created by opening it without Options.Existing, as a worker does; nothing was created",
+			return nil, fmt.Errorf("tranche: %s: %w: schema %s does not exist in database %s; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one; nothing was created",
 				name, sqlledger.ErrNoLedger, o.Schema, cfg.Database)
 		}
 	} else if o.Schema != "" {
@@ -411,13 +452,13 @@ func classify(err error, role, database, where string) (kind error, hint string,
 		case code == "42501":
 			return ErrPermission, permissionHint(pe.Message, role, where, database), false
 		case code == "3F000":
-			return ErrPermission, fmt.Sprintf("%s does not exist in database %s (the search_path names no existing schema); give Options.Schema, or create the schema; nothing was written", where, database), false
+			return ErrPermission, fmt.Sprintf("%s does not exist in database %s (the search_path names no existing schema); name an existing schema (schema=NAME in the ledger's address), or create it; nothing was written", where, database), false
 		case code == "3D000":
 			return ErrConnect, fmt.Sprintf("database %s does not exist on the server; create it (createdb %s), or correct the connection string", database, database), false
 		case code == "28P01", code == "28000":
 			return ErrConnect, fmt.Sprintf("the server refused role %s: check the user and password of the connection string (or PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf", role), false
 		case code == "53300":
-			return ErrConnect, "the server has no connection slot left: raise its max_connections, or lower Options.MaxConns times the number of workers", false
+			return ErrConnect, "the server has no connection slot left: raise its max_connections, or open fewer connections per worker", false
 		case code == "57P03":
 			return ErrConnect, "the server is starting up or shutting down; try again in a moment", false
 		case code == "25P03":

@@ -24,14 +24,14 @@ func TestOpenExistingRefuses(t *testing.T) {
 		make func(t *testing.T, path string) // nil: no file
 		want []string
 	}{
-		{name: "missing", want: []string{"no such file", "without Options.Existing"}},
+		{name: "missing", want: []string{"no such file", "a worker's open"}},
 		{name: "empty", make: func(t *testing.T, path string) {
 			f, err := os.Create(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f.Close()
-		}, want: []string{"the file is empty", "without Options.Existing"}},
+		}, want: []string{"the file is empty", "a worker's open"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -90,6 +90,13 @@ type Options struct {
 	// it; a worker's Open, without it, creates or upgrades the ledger.
 	// [OpenDestination] ignores it.
 	Existing bool
+
+	// ReadOnly opens the ledger for reading only: as Existing, it
+	// creates and migrates nothing, and it opens the file read-only,
+	// so that a file of mode 0444, or a copy the process may not write,
+	// can be read; every write is refused with an error matching
+	// [sqlledger.ErrReadOnly]. [OpenDestination] ignores it.
+	ReadOnly bool
 }
 
 // DefaultBusyTimeout is the busy timeout of Options.BusyTimeout zero.
@@ -118,7 +125,20 @@ var (
 // nothing: a path in a missing folder, a file that is not a SQLite
 // database, a read-only file, and a database whose schema a newer release
 // of tranche migrated ([*sqlledger.SchemaError]).
+//
+// A path beginning sqlite: is read as a ledger's address
+// ([ledger.ParseAddress]): sqlite:tranche.db is the file tranche.db.
 func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
+	if len(path) > len("sqlite:") && strings.EqualFold(path[:len("sqlite:")], "sqlite:") {
+		addr, err := ledger.ParseAddress(path)
+		if err != nil {
+			return nil, fmt.Errorf("tranche: sqlite ledger: %w", err)
+		}
+		path = addr.Path
+	}
+	if opts != nil && opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
+	}
 	existing := opts != nil && opts.Existing
 	f, err := openFile(ctx, "sqlite ledger", path, opts, existing)
 	if err != nil {
@@ -138,6 +158,99 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{Ledger: l, path: f.abs, writer: f.writer, reader: reader, classify: f.dialect.Classify}, nil
+}
+
+// openReadOnly opens the ledger at path for reading only: one pool of
+// read-only connections serves the ledger's reads, and sqlledger refuses
+// its writes before they reach the file.
+func openReadOnly(ctx context.Context, path string, opts *Options) (*Ledger, error) {
+	o := *opts
+	if o.BusyTimeout == 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.Readers == 0 {
+		o.Readers = 4
+	}
+	switch {
+	case path == "":
+		return nil, fmt.Errorf("tranche: sqlite ledger: empty path; give the file, such as tranche.db")
+	case o.BusyTimeout < 0 || o.Readers < 0:
+		return nil, fmt.Errorf("tranche: sqlite ledger %s: busy timeout %v, %d readers; want positive values", path, o.BusyTimeout, o.Readers)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: sqlite ledger %s: %w", path, err)
+	}
+	name := "sqlite ledger " + abs
+	if err := checkFile(abs, name, fileRead); err != nil {
+		return nil, err
+	}
+	// mode=ro: SQLite opens the file without asking to write it, which
+	// a file of mode 0444 refuses to anyone but root; query_only: not
+	// even root's connection writes. A file no one may write, and whose
+	// WAL holds nothing, no worker writes either (Open refuses such a
+	// file): immutable=1 reads it without the shared-memory file that
+	// WAL readers otherwise create beside it, so that a copy in a folder
+	// the process may not write can be read, and nothing is left beside
+	// the file. A WAL holding commits must be read, through that file.
+	query := fmt.Sprintf("mode=ro&_pragma=busy_timeout(%d)&_pragma=query_only(1)", o.BusyTimeout.Milliseconds())
+	if frozen(abs) {
+		query += "&immutable=1"
+	}
+	reader, err := sql.Open("sqlite", dsn(abs, query))
+	if err != nil {
+		return nil, fmt.Errorf("tranche: %s: %w", name, err)
+	}
+	reader.SetMaxOpenConns(o.Readers)
+	reader.SetMaxIdleConns(o.Readers)
+	if err := checkLedger(ctx, reader, name); err != nil {
+		reader.Close()
+		return nil, err
+	}
+	l, err := sqlledger.Open(ctx, reader, sqlledger.Options{Dialect: &sqlledger.SQLite, Name: name, Now: o.Now, Reader: reader, ReadOnly: true})
+	if err != nil {
+		reader.Close()
+		return nil, err
+	}
+	return &Ledger{Ledger: l, path: abs, writer: reader, reader: reader, classify: sqlledger.SQLite.Classify}, nil
+}
+
+// frozen reports whether the file at abs is one no one may write, with
+// no commits in a WAL beside it.
+func frozen(abs string) bool {
+	info, err := os.Stat(abs)
+	if err != nil || info.Mode().Perm()&0o222 != 0 {
+		return false
+	}
+	wal, err := os.Stat(abs + "-wal")
+	return errors.Is(err, fs.ErrNotExist) || err == nil && wal.Size() == 0
+}
+
+// OpenLedger opens the SQLite ledger at addr, an address of kind
+// "sqlite" ([ledger.ParseAddress]), for access: [ledger.AccessRead] as
+// [Options.ReadOnly], [ledger.AccessWrite] as [Options.Existing], and
+// [ledger.AccessCreate] as a worker's Open, creating or migrating the
+// ledger. It is a [ledger.OpenFunc], for programs that open ledgers by
+// address (tranchecli.Program.OpenLedger); the ledger is a *Ledger.
+func OpenLedger(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
+	if addr.Kind != ledger.KindSQLite {
+		return nil, fmt.Errorf("tranche: ledger %s: %w: this program opens SQLite ledgers only (sqlite:PATH)", addr, ledger.ErrAddress)
+	}
+	var opts Options
+	switch access {
+	case ledger.AccessRead:
+		opts.ReadOnly = true
+	case ledger.AccessWrite:
+		opts.Existing = true
+	case ledger.AccessCreate:
+	default:
+		return nil, fmt.Errorf("tranche: sqlite ledger %s: unknown access %v", addr.Path, access)
+	}
+	l, err := Open(ctx, addr.Path, &opts)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // file is a SQLite file opened for writing, by [Open] or [OpenDestination].
@@ -182,14 +295,18 @@ func openFile(ctx context.Context, what, path string, opts *Options, existing bo
 		return nil, fmt.Errorf("tranche: %s %s: %w", what, path, err)
 	}
 	name := what + " " + abs
-	if err := checkFile(abs, name, existing); err != nil {
+	mode := fileCreate
+	if existing {
+		mode = fileWrite
+	}
+	if err := checkFile(abs, name, mode); err != nil {
 		return nil, err
 	}
 	dialect := sqlledger.SQLite
 	dialect.Classify = func(err error) (error, string, bool) {
 		kind, hint, retry := sqlledger.SQLite.Classify(err)
 		if errors.Is(kind, sqlledger.ErrLocked) {
-			hint = fmt.Sprintf("another process held the file's write lock for longer than the busy timeout of %v; nothing was written; try again, or raise Options.BusyTimeout", o.BusyTimeout)
+			hint = fmt.Sprintf("another process held the file's write lock for longer than the busy timeout of %v; nothing was written; try again, or give the ledger a longer busy timeout", o.BusyTimeout)
 		}
 		return kind, hint, retry
 	}
@@ -255,9 +372,18 @@ func dsn(abs, query string) string {
 // sqliteHeader starts every SQLite database file.
 var sqliteHeader = []byte("SQLite format 3\x00")
 
+// How checkFile judges a file: for a ledger to be created if missing,
+// amended, or read only.
+const (
+	fileCreate = iota
+	fileWrite
+	fileRead
+)
+
 // checkFile refuses, before SQLite touches anything, a path that cannot
-// be a ledger; with existing, one that holds none yet.
-func checkFile(abs, name string, existing bool) error {
+// be a ledger; unless mode is fileCreate, one that holds none yet.
+func checkFile(abs, name string, mode int) error {
+	existing := mode != fileCreate
 	dir := filepath.Dir(abs)
 	switch info, err := os.Stat(dir); {
 	case errors.Is(err, fs.ErrNotExist):
@@ -270,7 +396,7 @@ func checkFile(abs, name string, existing bool) error {
 	info, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && existing:
-		return refuse(sqlledger.ErrNoLedger, "tranche: %s: no such file; a ledger is created by opening it without Options.Existing, as a worker does; nothing was created", name)
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: no such file; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one; nothing was created", name)
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // a new ledger
 	case err != nil:
@@ -280,11 +406,11 @@ func checkFile(abs, name string, existing bool) error {
 			name, filepath.Join(abs, "tranche.db"))
 	case !info.Mode().IsRegular():
 		return refuse(sqlledger.ErrCantOpen, "tranche: %s: not a regular file", name)
-	case info.Mode().Perm()&0o200 == 0:
-		return refuse(sqlledger.ErrReadOnly, "tranche: %s: the file is read-only (mode %v); a ledger records every claim, so it must be writable",
+	case info.Mode().Perm()&0o200 == 0 && mode != fileRead:
+		return refuse(sqlledger.ErrReadOnly, "tranche: %s: the file is read-only (mode %v); a ledger records every claim, cancel and resume, so it must be writable for them (reading it needs no write access)",
 			name, info.Mode().Perm())
 	case info.Size() == 0 && existing:
-		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the file is empty, so it holds no ledger; a ledger is created by opening it without Options.Existing, as a worker does; nothing was written to it", name)
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the file is empty, so it holds no ledger; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one; nothing was written to it", name)
 	case info.Size() == 0:
 		return nil // an empty file is an empty database
 	}
@@ -317,9 +443,9 @@ func checkLedger(ctx context.Context, db *sql.DB, name string) error {
 		kind, hint, _ := sqlledger.SQLite.Classify(err)
 		return &sqlledger.Error{Ledger: name, Op: "reading the schema version", Kind: kind, Hint: hint, Err: err}
 	case !exists:
-		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the database has no table tranche_schema, so it holds no ledger; a ledger is created by opening it without Options.Existing, as a worker does; nothing was written to it", name)
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the database has no table tranche_schema, so it holds no ledger; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one; nothing was written to it", name)
 	case found == 0:
-		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the table tranche_schema records no version, so the database holds no ledger; a ledger is created by opening it without Options.Existing, as a worker does; nothing was written to it", name)
+		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the table tranche_schema records no version, so the database holds no ledger; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one; nothing was written to it", name)
 	case found != sqlledger.SchemaVersion:
 		return &sqlledger.SchemaError{Ledger: name, Found: found, Known: sqlledger.SchemaVersion}
 	}
