@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/destinationtest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
@@ -284,4 +285,56 @@ func TestDeliveryID(t *testing.T) {
 	if got := b.DeliveryID(); got != "0e62ac3387b7e2ad" {
 		t.Errorf("DeliveryID = %q, want 0e62ac3387b7e2ad", got)
 	}
+}
+
+// The memory destination keeps the destination contract.
+func TestMemoryDestinationContract(t *testing.T) {
+	destinationtest.Run(t, func(t *testing.T) destinationtest.Subject {
+		d := new(tranche.MemoryDestination)
+		return destinationtest.Subject{Destination: d,
+			Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+				rows, _ := d.Rows(destinationtest.Asset, p.Key())
+				return rows, nil
+			}}
+	})
+}
+
+// TestDestination, the suite's form outside a test, reports a
+// destination that breaks the contract: one that never refuses a stale
+// write.
+func TestDestinationSuiteFindsUnfenced(t *testing.T) {
+	err := destinationtest.TestDestination(t.Context(), func() (destinationtest.Subject, error) {
+		d := new(tranche.MemoryDestination)
+		return destinationtest.Subject{Destination: unfenced{d},
+			Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+				rows, _ := d.Rows(destinationtest.Asset, p.Key())
+				return rows, nil
+			}}, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "StaleToken") || !strings.Contains(err.Error(), "ErrFenced") {
+		t.Errorf("TestDestination of an unfenced destination = %v; want the StaleToken check failed", err)
+	}
+	if err := destinationtest.TestDestination(t.Context(), func() (destinationtest.Subject, error) {
+		d := new(tranche.MemoryDestination)
+		return destinationtest.Subject{Destination: d,
+			Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+				rows, _ := d.Rows(destinationtest.Asset, p.Key())
+				return rows, nil
+			}}, nil
+	}); err != nil {
+		t.Errorf("TestDestination of the memory destination = %v", err)
+	}
+}
+
+// unfenced writes every batch with token 0: a destination that ignores
+// tokens.
+type unfenced struct{ d *tranche.MemoryDestination }
+
+func (u unfenced) Write(ctx context.Context, batches []tranche.Batch) error {
+	bs := make([]tranche.Batch, len(batches))
+	for i, b := range batches {
+		b.Token, b.DAG = 0, ""
+		bs[i] = b
+	}
+	return u.d.Write(ctx, bs)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/destinationtest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/sqldest"
@@ -149,6 +150,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"SharedUnfenced", testSharedUnfenced},
 		{"Backfill", testBackfill},
 	}
+	t.Run("Contract", func(t *testing.T) { runContract(t, newEnv) })
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -158,6 +160,51 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 			tc.f(t, e)
 		})
 	}
+}
+
+// ContractTable is the table of the asset of the destination contract's
+// suite (destination/destinationtest), in which every test of the suite
+// writes through a destination apart from the ledger.
+var ContractTable = sqldest.Table{Name: "contract_events", Asset: destinationtest.Asset, Partition: destinationtest.Column,
+	Columns: []sqldest.Column{
+		{Name: destinationtest.Column, Kind: sqldest.Time},
+		{Name: "n", Kind: sqldest.Int},
+		{Name: "note", Kind: sqldest.String},
+	}}
+
+// runContract runs the destination contract's suite on a destination
+// apart from the ledger, each check in a new Env. (A destination sharing
+// the ledger's transactions writes only at the ledger's Finish: the
+// Shared tests check it.)
+func runContract(t *testing.T, newEnv func(t *testing.T) *Env) {
+	destinationtest.Run(t, func(t *testing.T) destinationtest.Subject {
+		e := newEnv(t)
+		d := e.Separate(t, ContractTable)
+		return destinationtest.Subject{Destination: d, Read: func(ctx context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+			rows, err := e.DB.QueryContext(ctx, "SELECT "+destinationtest.Column+", n, note FROM "+ContractTable.Name)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var out []tranche.Row
+			for rows.Next() {
+				var at any
+				var n int64
+				var note string
+				if err := rows.Scan(&at, &n, &note); err != nil {
+					return nil, err
+				}
+				instant, err := Instant(at)
+				if err != nil {
+					return nil, err
+				}
+				if !instant.Before(p.Start) && instant.Before(p.End) {
+					out = append(out, tranche.Row{destinationtest.Column: instant, "n": n, "note": note})
+				}
+			}
+			return out, rows.Err()
+		}}
+	})
 }
 
 // ledger returns the ledger backfills run on: the database's, or an
