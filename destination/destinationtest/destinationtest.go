@@ -369,9 +369,10 @@ func testRedelivery(s *suite) {
 		s.t.Errorf("the same attempt's write delivered again: Write = %v; want it admitted", err)
 	}
 	s.expect("a write delivered twice", p, c)
+	again, _ := batch(p, 1, 3, "dag", 4)
 	other, _ := batch(p, 1, 3, "dag", 5)
-	if b.DeliveryID() == other.DeliveryID() || b.DeliveryID() != b.DeliveryID() {
-		s.t.Errorf("DeliveryID: %s for token 4 twice, %s for token 5; want one id per attempt", b.DeliveryID(), other.DeliveryID())
+	if b.DeliveryID() == other.DeliveryID() || b.DeliveryID() != again.DeliveryID() {
+		s.t.Errorf("DeliveryID: %s and %s for token 4, %s for token 5; want one id per attempt", b.DeliveryID(), again.DeliveryID(), other.DeliveryID())
 	}
 }
 
