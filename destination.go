@@ -57,18 +57,6 @@ type Batch struct {
 	DAG string
 }
 
-// DeliveryID returns an id of the batch that is the same for every
-// delivery of the same attempt's write, and differs between attempts,
-// assets and partitions. A retried delivery of one write (a queue that
-// redelivers, a client that retries) carries the same id; a takeover's
-// write, a new attempt, carries another, so an appending destination's
-// readers also keep only each partition's newest token (package
-// destination).
-func (b Batch) DeliveryID() string {
-	return shortHash(fmt.Sprintf("tranche/delivery/v1\nrun=%s\nasset=%s\npartition=%s\ntoken=%d\n",
-		b.RunID, b.Asset, b.Partition.Key(), b.Token), 16)
-}
-
 // MemoryDestination is a [Destination] that keeps rows in memory, by
 // asset and partition key. The zero value is ready to use, and it is safe
 // for concurrent use. Tests read it back with [MemoryDestination.Rows].

@@ -3,6 +3,8 @@ package tranche_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination"
 	"github.com/tranche-dev/tranche/destination/destinationtest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
@@ -253,37 +256,11 @@ func TestBatchesCarryTokens(t *testing.T) {
 			if want := backfill.RunID(identity, start, start.AddDate(0, 0, 2)); b.RunID != want {
 				t.Errorf("attempt %d: batch %s has run %q, want %q", attempt+1, b.Partition.Key(), b.RunID, want)
 			}
-			ids[b.DeliveryID()] = true
+			ids[destination.DeliveryID(b)] = true
 		}
 		if len(ids) != len(got) {
 			t.Errorf("attempt %d: %d delivery ids for %d batches", attempt+1, len(ids), len(got))
 		}
-	}
-}
-
-func TestDeliveryID(t *testing.T) {
-	b := tranche.Batch{Asset: "a", Partition: tranche.PartitionOf(tranche.Day, jan1), RunID: "r", Token: 3}
-	if first, again := b.DeliveryID(), b.DeliveryID(); first != again {
-		t.Fatalf("DeliveryID is not stable: %q, then %q", first, again)
-	}
-	for name, other := range map[string]tranche.Batch{
-		"token": {Asset: "a", Partition: b.Partition, RunID: "r", Token: 4},
-		"asset": {Asset: "b", Partition: b.Partition, RunID: "r", Token: 3},
-		"key":   {Asset: "a", Partition: b.Partition.Next(), RunID: "r", Token: 3},
-		"run":   {Asset: "a", Partition: b.Partition, RunID: "s", Token: 3},
-	} {
-		if other.DeliveryID() == b.DeliveryID() {
-			t.Errorf("a batch with another %s has the same delivery id", name)
-		}
-	}
-	// The rows are not part of the id: a retried delivery of one
-	// attempt's write is the same delivery.
-	if with := (tranche.Batch{Asset: "a", Partition: b.Partition, RunID: "r", Token: 3, Rows: []tranche.Row{{"x": 1}}}); with.DeliveryID() != b.DeliveryID() {
-		t.Error("rows change the delivery id")
-	}
-	// Pinned: destinations store delivery ids, so the form never changes.
-	if got := b.DeliveryID(); got != "0e62ac3387b7e2ad" {
-		t.Errorf("DeliveryID = %q, want 0e62ac3387b7e2ad", got)
 	}
 }
 
@@ -337,4 +314,85 @@ func (u unfenced) Write(ctx context.Context, batches []tranche.Batch) error {
 		bs[i] = b
 	}
 	return u.d.Write(ctx, bs)
+}
+
+// TestMaterializationBatches checks that an asset sees, through
+// Materialization.Batches, the batches its destinations receive but
+// their rows: the run id, and the ledger's attempt number at each
+// partition as the token, with the DAG identity, under a backfill.
+func TestMaterializationBatches(t *testing.T) {
+	dest := new(batchRecorder)
+	var mu sync.Mutex
+	var seen []tranche.Batch
+	dag := tranchetest.NewDAG(t, dailyAsset("a", func(m *tranche.Materialization) []tranche.Row {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.Batches()...)
+		return nil
+	}, dest))
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := func(bs []tranche.Batch) []tranche.Batch {
+		out := slices.Clone(bs)
+		for i := range out {
+			out[i].Rows = nil
+		}
+		slices.SortFunc(out, func(a, b tranche.Batch) int { return strings.Compare(a.Partition.Key(), b.Partition.Key()) })
+		return out
+	}
+	check := func(what string) []tranche.Batch {
+		t.Helper()
+		mu.Lock()
+		got := byKey(seen)
+		seen = nil
+		mu.Unlock()
+		if diff := cmp.Diff(byKey(dest.take()), got); diff != "" {
+			t.Errorf("%s: Materialization.Batches differ from the destination's batches (-written +seen):\n%s", what, diff)
+		}
+		return got
+	}
+	res, err := new(tranche.Runner).Run(ctxT, dag, w)
+	tranchetest.RequireCompleted(t, res, err)
+	for _, b := range check("Runner.Run") {
+		if b.Token != 0 || b.RunID != res.RunID {
+			t.Errorf("Runner.Run: %s has token %d, run %q", b.Partition.Key(), b.Token, b.RunID)
+		}
+	}
+	lg := memledger.New(nil)
+	identity := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	for run, rerun := range []ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll} {
+		bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, ChunkSize: 2, Rerun: rerun}
+		if _, err := bf.Run(ctxT); err != nil {
+			t.Fatal(err)
+		}
+		got := check(fmt.Sprintf("backfill %d", run+1))
+		if len(got) != w.Len() {
+			t.Fatalf("backfill %d: %d batches seen, want %d", run+1, len(got), w.Len())
+		}
+		for _, b := range got {
+			h, err := lg.History(ctxT, identity, b.Partition.Start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := h[len(h)-1]; b.Token != int64(last.Number) || b.DAG != identity || b.RunID != last.RunID {
+				t.Errorf("backfill %d: %s seen with token %d, DAG %s, run %s; the ledger's attempt is %d of %s, run %s",
+					run+1, b.Partition.Key(), b.Token, b.DAG, b.RunID, last.Number, identity, last.RunID)
+			}
+		}
+	}
+	// An unpartitioned asset sees one batch without a partition.
+	flat := tranchetest.Func("flat", func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.Batches()...)
+		return nil, nil
+	})
+	flat.Destinations = []tranche.Destination{dest}
+	res, err = new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, flat), w)
+	tranchetest.RequireCompleted(t, res, err)
+	if got := check("an unpartitioned asset"); len(got) != 1 || got[0].Partition != (tranche.TimePartition{}) || got[0].Asset != "flat" {
+		t.Errorf("an unpartitioned asset sees %+v", got)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
 )
@@ -39,5 +41,53 @@ func TestAdmit(t *testing.T) {
 		case got != tc.want:
 			t.Errorf("%s: fence %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestDeliveryID(t *testing.T) {
+	b := tranche.Batch{Asset: "a", Partition: tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), RunID: "r", Token: 3}
+	if first, again := destination.DeliveryID(b), destination.DeliveryID(b); first != again {
+		t.Fatalf("DeliveryID is not stable: %q, then %q", first, again)
+	}
+	for name, other := range map[string]tranche.Batch{
+		"token": {Asset: "a", Partition: b.Partition, RunID: "r", Token: 4},
+		"asset": {Asset: "b", Partition: b.Partition, RunID: "r", Token: 3},
+		"key":   {Asset: "a", Partition: b.Partition.Next(), RunID: "r", Token: 3},
+		"run":   {Asset: "a", Partition: b.Partition, RunID: "s", Token: 3},
+	} {
+		if destination.DeliveryID(other) == destination.DeliveryID(b) {
+			t.Errorf("a batch with another %s has the same delivery id", name)
+		}
+	}
+	// The rows are not part of the id: a retried delivery of one
+	// attempt's write is the same delivery.
+	if with := (tranche.Batch{Asset: "a", Partition: b.Partition, RunID: "r", Token: 3, Rows: []tranche.Row{{"x": 1}}}); destination.DeliveryID(with) != destination.DeliveryID(b) {
+		t.Error("rows change the delivery id")
+	}
+	// Pinned: destinations store delivery ids, so the form never changes.
+	if got := destination.DeliveryID(b); got != "0e62ac3387b7e2ad" {
+		t.Errorf("DeliveryID = %q, want 0e62ac3387b7e2ad", got)
+	}
+}
+
+// TestNewest checks the appending recipe's reader: of the deliveries an
+// appending destination holds, each partition keeps one, the one a
+// replacing destination would hold.
+func TestNewest(t *testing.T) {
+	d := func(key, dag string, token int64, id string, rows ...int) destination.Delivery[int] {
+		return destination.Delivery[int]{Asset: "a", Partition: key, DAG: dag, Token: token, ID: id, Rows: rows}
+	}
+	got := destination.Newest([]destination.Delivery[int]{
+		d("p", "v1", 1, "p1", 1, 2),
+		d("q", "v1", 2, "q2", 5),
+		d("p", "v1", 2, "p2", 3),    // a takeover
+		d("p", "v1", 2, "p2", 3),    // redelivered
+		d("p", "v1", 1, "p1", 1, 2), // the stalled first attempt, appended last
+		d("q", "v1", 1, "q1", 4),    // stale
+		d("r", "", 0, "r0", 6),
+	})
+	want := []destination.Delivery[int]{d("p", "v1", 2, "p2", 3), d("q", "v1", 2, "q2", 5), d("r", "", 0, "r0", 6)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Newest (-want +got):\n%s", diff)
 	}
 }

@@ -371,8 +371,8 @@ func testRedelivery(s *suite) {
 	s.expect("a write delivered twice", p, c)
 	again, _ := batch(p, 1, 3, "dag", 4)
 	other, _ := batch(p, 1, 3, "dag", 5)
-	if b.DeliveryID() == other.DeliveryID() || b.DeliveryID() != again.DeliveryID() {
-		s.t.Errorf("DeliveryID: %s and %s for token 4, %s for token 5; want one id per attempt", b.DeliveryID(), again.DeliveryID(), other.DeliveryID())
+	if destination.DeliveryID(b) == destination.DeliveryID(other) || destination.DeliveryID(b) != destination.DeliveryID(again) {
+		s.t.Errorf("DeliveryID: %s and %s for token 4, %s for token 5; want one id per attempt", destination.DeliveryID(b), destination.DeliveryID(again), destination.DeliveryID(other))
 	}
 }
 

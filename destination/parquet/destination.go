@@ -270,7 +270,7 @@ func (d *Destination) encode(ctx context.Context, s *staged) (string, error) {
 			pq.KeyValueMetadata(metaPartition, b.Partition.Key()),
 			pq.KeyValueMetadata(metaRunID, b.RunID),
 			pq.KeyValueMetadata(metaToken, strconv.FormatInt(b.Token, 10)),
-			pq.KeyValueMetadata(metaDelivery, b.DeliveryID()),
+			pq.KeyValueMetadata(metaDelivery, destination.DeliveryID(*b)),
 			pq.KeyValueMetadata(metaFence, strconv.FormatInt(s.next.Token, 10)),
 			pq.KeyValueMetadata(metaFenceDAG, s.next.DAG))
 		n := min(s.cols.n, rowsPerChunk)
