@@ -217,8 +217,9 @@ func (d *batchRecorder) take() []tranche.Batch {
 }
 
 // TestBatchesCarryTokens checks that each batch carries its run id and
-// its partition's attempt number as the fencing token: 0 for a run
-// outside a ledger, and growing with each attempt under a backfill.
+// its partition's fencing token: 0 for a run outside a ledger, and under
+// a backfill the lease's token, which holds the attempt number and grows
+// with each attempt.
 func TestBatchesCarryTokens(t *testing.T) {
 	dest := new(batchRecorder)
 	dag := tranchetest.NewDAG(t, dailyAsset("a", func(m *tranche.Materialization) []tranche.Row { return nil }, dest))
@@ -236,6 +237,7 @@ func TestBatchesCarryTokens(t *testing.T) {
 
 	lg := memledger.New(nil)
 	identity := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	prev := map[string]int64{}
 	for attempt, rerun := range []ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll} {
 		bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, ChunkSize: 2, Rerun: rerun}
 		if _, err := bf.Run(ctxT); err != nil {
@@ -248,9 +250,10 @@ func TestBatchesCarryTokens(t *testing.T) {
 		ids := map[string]bool{}
 		for _, b := range got {
 			chunk := tranche.PartitionOf(tranche.Day, b.Partition.Start)
-			if b.Token != int64(attempt+1) {
-				t.Errorf("attempt %d: batch %s has token %d", attempt+1, b.Partition.Key(), b.Token)
+			if ledger.TokenAttempt(b.Token) != attempt+1 || b.Token <= prev[b.Partition.Key()] {
+				t.Errorf("attempt %d: batch %s has token %d (attempt %d), after %d", attempt+1, b.Partition.Key(), b.Token, ledger.TokenAttempt(b.Token), prev[b.Partition.Key()])
 			}
+			prev[b.Partition.Key()] = b.Token
 			// Chunks of 2, newest first, over Jan 1..4: Jan 3-4 and Jan 1-2.
 			start := chunk.Start.AddDate(0, 0, -((chunk.Start.YearDay() - 1) % 2))
 			if want := backfill.RunID(identity, start, start.AddDate(0, 0, 2)); b.RunID != want {
@@ -376,7 +379,7 @@ func TestMaterializationBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if last := h[len(h)-1]; b.Token != int64(last.Number) || b.DAG != identity || b.RunID != last.RunID {
+			if last := h[len(h)-1]; ledger.TokenAttempt(b.Token) != last.Number || b.DAG != identity || b.RunID != last.RunID {
 				t.Errorf("backfill %d: %s seen with token %d, DAG %s, run %s; the ledger's attempt is %d of %s, run %s",
 					run+1, b.Partition.Key(), b.Token, b.DAG, b.RunID, last.Number, identity, last.RunID)
 			}

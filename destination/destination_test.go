@@ -29,7 +29,9 @@ func TestAdmit(t *testing.T) {
 		{"the same attempt again", batch("d", 5), held, false},
 		{"older", batch("d", 4), held, true},
 		{"unfenced keeps the fence", batch("", 0), held, false},
-		{"another DAG replaces", batch("e", 1), destination.Fence{DAG: "e", Token: 1}, false},
+		{"another DAG's older token", batch("e", 4), held, true},
+		{"another DAG's newer token replaces", batch("e", 6), destination.Fence{DAG: "e", Token: 6}, false},
+		{"another DAG's equal token replaces", batch("e", 5), destination.Fence{DAG: "e", Token: 5}, false},
 	} {
 		got, err := held.Admit(tc.b)
 		var stale *tranche.StaleWriteError

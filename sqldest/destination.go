@@ -344,7 +344,7 @@ func (d *Destination) deferWrites(batches []tranche.Batch, writes []write) error
 				mine = append(mine, w)
 			}
 		}
-		items = append(items, sqlledger.Deferred{RunID: b.RunID, Start: b.Partition.Start, Attempt: b.Token,
+		items = append(items, sqlledger.Deferred{RunID: b.RunID, Start: b.Partition.Start, Token: b.Token,
 			Work: func(ctx context.Context, conn *sql.Conn, tx *sql.Tx) error {
 				for i := range mine {
 					if err := d.apply(ctx, conn, tx, &mine[i]); err != nil {

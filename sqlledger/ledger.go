@@ -479,7 +479,8 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		lease = &ledger.Lease{
 			DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 			Partitions: slices.Clone(req.Partitions), Attempts: attempts,
-			Until: now.Add(req.Lease).Truncate(time.Millisecond),
+			Until:   now.Add(req.Lease).Truncate(time.Millisecond),
+			Claimed: now.Truncate(time.Millisecond),
 		}
 		for _, i := range takeovers {
 			if err := l.takeOver(ctx, tx, dagID, req.Partitions[i], latest[starts[i]], req.Worker, st); err != nil {
@@ -570,7 +571,8 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 	return &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 		Partitions: slices.Clone(req.Partitions), Attempts: []int{1},
-		Until: time.UnixMilli(started).UTC().Add(req.Lease).Truncate(time.Millisecond),
+		Until:   time.UnixMilli(started).UTC().Add(req.Lease).Truncate(time.Millisecond),
+		Claimed: time.UnixMilli(started).UTC(),
 	}, nil
 }
 

@@ -322,7 +322,8 @@ func (l *Ledger) claimJob(ctx context.Context, tx *sql.Tx, dagID int64, req ledg
 	return &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: j.RunID,
 		Partitions: slices.Clone(j.Partitions), Attempts: attempts,
-		Until: st.now.Add(req.Lease).Truncate(time.Millisecond),
+		Until:   st.now.Add(req.Lease).Truncate(time.Millisecond),
+		Claimed: st.now.Truncate(time.Millisecond),
 	}, nil
 }
 

@@ -12,17 +12,16 @@ package fencing
 //
 //   - token 0 is not fenced: admitted, and the fence is kept, so that a
 //     stale attempt is still refused after it;
-//   - a token below the fence's, under the same identity, is stale:
-//     refused, the fence kept;
-//   - any other write is admitted and sets the fence: a token at least
-//     the fence's (the same attempt delivering again, or a newer one), or
-//     a write by another identity, whose ledger history numbers its
-//     attempts apart.
+//   - a token below the fence's is stale, whatever the identities:
+//     refused, the fence kept (a ledger's tokens order the claims of a
+//     partition across DAG identities, ledger.Lease.Tokens);
+//   - any other write is admitted and sets the fence: the same attempt
+//     delivering again, or a newer claim.
 func Next(heldDAG string, held int64, dag string, token int64) (nextDAG string, next int64, admitted bool) {
 	switch {
 	case token == 0:
 		return heldDAG, held, true
-	case dag == heldDAG && token < held:
+	case token < held:
 		return heldDAG, held, false
 	}
 	return dag, token, true

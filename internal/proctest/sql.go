@@ -116,7 +116,7 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranch
 			t.Errorf("partition %s: %d rows in the table; want %d, once each", key, len(got), rows)
 		}
 		for i, r := range got {
-			if r.N != i || r.Worker != last.Worker || r.Token != int64(last.Number) {
+			if r.N != i || r.Worker != last.Worker || ledger.TokenAttempt(r.Token) != last.Number {
 				t.Errorf("partition %s: row %+v; want n %d, written by %s at token %d (the success)", key, r, i, last.Worker, last.Number)
 			}
 		}
@@ -125,11 +125,11 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranch
 		for _, r := range audit[key] {
 			deliveries[r.Delivery]++
 			newest = max(newest, r.Token)
-			if shared && (r.Token != int64(last.Number) || r.Worker != last.Worker) {
+			if shared && (ledger.TokenAttempt(r.Token) != last.Number || r.Worker != last.Worker) {
 				t.Errorf("partition %s: audited a write by %s at token %d; the success was %s's at %d", key, r.Worker, r.Token, last.Worker, last.Number)
 			}
 		}
-		if newest != int64(last.Number) {
+		if ledger.TokenAttempt(newest) != last.Number {
 			t.Errorf("partition %s: the newest audited write has token %d; the success's is %d", key, newest, last.Number)
 		}
 		for d, n := range deliveries {
@@ -148,7 +148,7 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranch
 			t.Errorf("partition %s: a reader keeping the newest delivery sees %d rows; want %d, once each (audit: %v)", key, len(seen), rows, deliveries)
 		}
 		for i, r := range seen {
-			if r.N != i || r.Worker != last.Worker || r.Token != int64(last.Number) {
+			if r.N != i || r.Worker != last.Worker || ledger.TokenAttempt(r.Token) != last.Number {
 				t.Errorf("partition %s: a reader keeping the newest delivery sees %+v; want n %d by %s at token %d (the success)", key, r, i, last.Worker, last.Number)
 			}
 		}
