@@ -69,6 +69,7 @@ var (
 	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
+	version     = flag.String("version", "", "the DAG's version: another adds an asset, and so makes another DAG identity (a deploy)")
 )
 
 // report is the worker's output: the backfill's Result, flattened.
@@ -130,7 +131,7 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Version: *version, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
 		for range int(*work / (5 * time.Millisecond)) {
 			if err := ctx.Err(); err != nil && !*ignoreCtx {
 				return err
