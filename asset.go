@@ -192,9 +192,11 @@ func (m *Materialization) Partition() (TimePartition, error) {
 // unpartitioned asset), each with the asset, its partition column and
 // partition, the run's id and, for a run a ledger fences (a backfill's),
 // the partition's fencing token and the DAG identity that numbered it;
-// Rows is nil. The token is the ledger's attempt number at the partition
-// (ledger.Attempt.Number), which Event.Attempt is not: that counts the
-// runner's calls of the asset (Asset.Retry). An asset that writes by
+// Rows is nil. The token is the ledger's token of the claim
+// (ledger.Lease.Tokens), which holds the ledger's attempt number at the
+// partition (ledger.Attempt.Number; ledger.TokenAttempt reads it back),
+// which Event.Attempt is not: that counts the runner's calls of the
+// asset (Asset.Retry). An asset that writes by
 // itself fences its writes with them as a destination does
 // (destination.Fence.Admit), and names its deliveries
 // (destination.DeliveryID).

@@ -38,22 +38,20 @@ type Batch struct {
 	// partition keeps its run id across attempts (see backfill.RunID).
 	RunID string
 
-	// Token is the batch's fencing token: the ledger's number of the
-	// attempt that wrote it, which grows with every attempt at the
-	// partition, so that a write by an attempt that was taken over has a
-	// lower token than the write of the attempt that took it over. A
-	// fenced destination keeps the token of each partition's last write
-	// and refuses an older one (package destination's rules). Zero when
-	// the run is not recorded in a ledger ([Runner.Run]), and for an
+	// Token is the batch's fencing token: the ledger's token of the
+	// claim that wrote it (ledger.Lease.Tokens), which grows with every
+	// claim of the partition, whatever DAG identity made it, so that a
+	// write by an attempt that was taken over, or by a DAG since
+	// deployed anew, has a lower token than the newer claim's. A fenced
+	// destination keeps the token of each partition's last write and
+	// refuses an older one (package destination's rules). Zero when the
+	// run is not recorded in a ledger ([Runner.Run]), and for an
 	// unpartitioned asset: such a write is not fenced.
 	Token int64
 
-	// DAG is the identity of the DAG whose ledger history numbered Token
-	// (see backfill.DAGIdentity); empty when Token is 0. The tokens of one
-	// partition are comparable only within one DAG identity, since a
-	// ledger numbers the attempts of each DAG apart: when a DAG changes
-	// (an asset added, say) its attempts start again from 1, which
-	// package destination's rules say how a fence treats.
+	// DAG is the identity of the DAG whose claim made Token (see
+	// backfill.DAGIdentity); empty when Token is 0. A fence records it
+	// beside the token, to say who wrote the partition last.
 	DAG string
 }
 

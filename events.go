@@ -58,9 +58,9 @@ type Event struct {
 	// Attempt is the runner's count of calls of the asset for asset,
 	// write and log events (1 for the first; Asset.Retry calls it
 	// again), and the run's attempt for run events (1 unless a backfill
-	// retries the run, RunOptions.Attempt). Neither is the ledger's
-	// attempt number at a partition, the fencing token, which
-	// Materialization.Batches gives.
+	// retries the run, RunOptions.Attempt). The asset's is not the
+	// ledger's attempt number at a partition, nor its fencing token,
+	// which Materialization.Batches gives.
 	Attempt int
 
 	// Duration is how long the step took: the run, the asset (all its

@@ -43,9 +43,9 @@
 // once it resumes, after another worker took the partition over; and a
 // worker killed between its write and the ledger's record of it leaves a
 // partition that the next attempt writes again. Every batch therefore
-// carries a fencing token ([Batch.Token]): the ledger's number of the
-// attempt that wrote it, which grows with each attempt at the partition,
-// and the identity of the DAG that numbered it ([Batch.DAG]). What a
+// carries a fencing token ([Batch.Token]): the ledger's token of the
+// claim that wrote it, which grows with each claim of the partition,
+// and the identity of the DAG that claimed it ([Batch.DAG]). What a
 // destination guarantees depends on what it does with them:
 //
 //   - Transactional destinations sharing the ledger's database (the SQL
@@ -68,12 +68,23 @@
 //     attempt's batches at least once, and more than once when a worker
 //     dies between its write and its record, and every attempt's batches
 //     have a delivery id of their own ([Batch.DeliveryID]), the same only
-//     for deliveries of one attempt's write. Such a destination keeps
-//     Admit's rule per partition to refuse a stalled worker's writes, and
-//     its readers keep, per partition, only the rows of the newest token
-//     they hold.
+//     for deliveries of one attempt's write. Such a destination appends
+//     each batch's rows with its partition, token, DAG identity and
+//     [DeliveryID], and its readers keep, per partition, the rows of the
+//     one delivery a replacing destination would hold ([Newest]): no
+//     partition is then seen twice, whatever was appended.
 //
 // # The tokens
+//
+// A ledger's token of a claim (ledger.Lease.Tokens) is the instant the
+// ledger granted it, by the ledger's clock, in milliseconds, shifted
+// left by 20 bits, plus the attempt number: a claim granted later has
+// the higher token, whatever DAG identity made it. A takeover is granted
+// only once the lease it takes over has expired, and a rerun once the
+// attempt it reruns has finished, so the newest attempt of a partition
+// always holds its highest token. Tokens are opaque otherwise: compare
+// them, never count on their values (ledger.TokenAttempt reads the
+// attempt number back).
 //
 // [Fence.Admit] decides by these rules, which every fenced destination
 // shares:
@@ -82,16 +93,33 @@
 //     or an unpartitioned asset): it is not fenced, replaces its
 //     partition whatever token wrote it last, and keeps that token, so
 //     that a stale attempt is still refused after it.
-//   - A token below the partition's fence, under the fence's DAG
-//     identity, is stale: the attempt that wrote it was taken over, and
-//     the write is refused with a [*tranche.StaleWriteError].
-//   - A token at or above the fence, under its identity, is admitted and
-//     becomes the fence: the same attempt delivering again, or a newer
-//     one.
-//   - A write under another DAG identity (the DAG changed: an asset
-//     added, a dependency moved) is admitted and becomes the fence, since
-//     the ledger numbers each identity's attempts apart, from 1, and runs
-//     the partition for both. This is the deploy rule: docs/destinations.md
-//     says what it leaves open while workers of two versions share a
-//     backfill.
+//   - A token below the partition's fence is stale, whatever the DAG
+//     identities of the two: the attempt that wrote it was taken over,
+//     or the DAG was deployed anew since and the new DAG claimed the
+//     partition. The write is refused with a [*tranche.StaleWriteError].
+//   - A token at or above the fence is admitted and becomes the fence,
+//     with its DAG identity: the same attempt delivering again, or a
+//     newer claim.
+//
+// # Deploys and rollbacks
+//
+// A deploy that changes the DAG (an asset added, a dependency moved)
+// gives it a new identity, whose ledger history starts empty: its
+// backfill runs every partition again, and its claims, granted after
+// every claim of the old identity, outrank them. A worker of the old
+// code paused in the middle of a write when the new code wrote the
+// partition is refused when it resumes: no write of an attempt that is
+// not the partition's newest claim replaces the partition, whichever
+// identity made either. The newest claim wins, and that is also what a
+// rollback is: running the old code again claims the partitions anew,
+// and its writes replace the new code's.
+//
+// It follows that a backfill of the old identity still running after a
+// deploy keeps claiming partitions, the ones the new code landed among
+// them (they are not succeeded under the old identity), and its newer
+// claims replace the new code's rows. Stop the old identity's backfills
+// when deploying (ledger.Ledger.CancelBackfill with stopRunning, or
+// tranche cancel): the workers stop their running partitions at their
+// next heartbeat, and claim nothing more. docs/destinations.md says
+// more.
 package destination

@@ -50,7 +50,7 @@ those who create their tables themselves:
 # Fencing tokens
 
 Every write of a batch with a fencing token ([tranche.Batch.Token], the
-ledger's attempt number at the partition) is judged by the fencing rule
+ledger's token of the claim that wrote it) is judged by the fencing rule
 every destination shares (destination.Fence.Admit) against the fence the
 [TokenTable], tranche_tokens, holds for the partition in the
 destination's database, read and locked in the same transaction as the
