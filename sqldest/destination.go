@@ -411,8 +411,11 @@ func (d *Destination) fence(ctx context.Context, tx *sql.Tx, w *write) error {
 			// duplicate key, which the dialect calls a conflict to try
 			// again: the next try reads the row. Any other failure is
 			// the write's.
-			next, _ := destination.Fence{}.Admit(w.batch())
-			_, err := tx.ExecContext(ctx, d.qInsertToken, t.name, w.start, next.Token, w.run, next.DAG)
+			next, err := destination.Fence{}.Admit(w.batch())
+			if err != nil {
+				return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token}
+			}
+			_, err = tx.ExecContext(ctx, d.qInsertToken, t.name, w.start, next.Token, w.run, next.DAG)
 			return err
 		}
 	} else {
