@@ -6,8 +6,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -48,6 +50,40 @@ type Destination struct {
 
 	qToken                                 string
 	qReadToken, qUpdateToken, qInsertToken string
+
+	// stripes serialize, under a dialect with SelectToken (optimistic
+	// transactions: DuckDB), this destination's writes of the same
+	// partitions, which would otherwise conflict, be tried again, and
+	// fail once the tries ran out under a crowd of concurrent writers:
+	// a write holds the stripe of each of its partitions (by table and
+	// start), taken in ascending order.
+	stripes [numStripes]sync.Mutex
+}
+
+// numStripes is how many stripes a destination's partitions share.
+const numStripes = 64
+
+// lockPartitions takes the stripes of the partitions of writes, and
+// returns what releases them.
+func (d *Destination) lockPartitions(writes []write) (unlock func()) {
+	var held [numStripes]bool
+	for _, w := range writes {
+		h := fnv.New32a()
+		h.Write([]byte(w.table.name))
+		held[(h.Sum32()^uint32(w.start)^uint32(w.start>>32))%uint32(len(held))] = true
+	}
+	for i, ok := range held {
+		if ok {
+			d.stripes[i].Lock()
+		}
+	}
+	return func() {
+		for i, ok := range held {
+			if ok {
+				d.stripes[i].Unlock()
+			}
+		}
+	}
 }
 
 var _ tranche.Destination = (*Destination)(nil)
@@ -250,6 +286,9 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) error 
 	slices.SortStableFunc(writes, func(a, b write) int {
 		return cmp.Or(cmp.Compare(a.table.name, b.table.name), cmp.Compare(a.start, b.start))
 	})
+	if d.dialect.SelectToken {
+		defer d.lockPartitions(writes)()
+	}
 	return d.retry(ctx, "writing "+describeWrites(writes), func() error {
 		conn, err := d.db.Conn(ctx)
 		if err != nil {
