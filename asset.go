@@ -195,6 +195,39 @@ func (m *Materialization) Partition() (TimePartition, error) {
 	return m.run.target.partition, nil
 }
 
+// Batches returns what the runner gives each destination of the asset
+// besides the rows: one Batch per partition of the run, oldest first, as
+// Destination.Write receives them (one without a partition for an
+// unpartitioned asset), each with the asset, its partition column and
+// partition, the run's id and, for a run a ledger fences (a backfill's),
+// the partition's fencing token and the DAG identity that numbered it;
+// Rows is nil. The token is the ledger's token of the claim
+// (ledger.Lease.Tokens), which holds the ledger's attempt number at the
+// partition (ledger.Attempt.Number; ledger.TokenAttempt reads it back),
+// which Event.Attempt is not: that counts the runner's calls of the
+// asset (Asset.Retry). An asset that writes by
+// itself fences its writes with them as a destination does
+// (destination.Fence.Admit), and names its deliveries
+// (destination.DeliveryID).
+func (m *Materialization) Batches() []Batch {
+	a := &m.run.dag.assets[m.index]
+	if !a.partitioned() {
+		return []Batch{{Asset: a.Name, RunID: m.run.id}}
+	}
+	var batches []Batch
+	t := &m.run.target
+	if !t.isWindow {
+		batches = []Batch{{Asset: a.Name, Column: a.Partitioning.Column, Partition: t.partition}}
+	} else {
+		batches = make([]Batch, 0, t.window.Len())
+		for p := range t.window.OldestFirst() {
+			batches = append(batches, Batch{Asset: a.Name, Column: a.Partitioning.Column, Partition: p})
+		}
+	}
+	m.run.stamp(batches)
+	return batches
+}
+
 // Window returns the partitions being materialized as a window: the run's
 // window, or a window of the one partition of a single-partition run. It
 // returns the empty window for an unpartitioned asset.

@@ -7,67 +7,22 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tranche-dev/tranche/internal/fencing"
 )
 
-// Destination stores the rows of assets, one partition at a time.
+// Destination stores the rows of assets, one partition at a time: after
+// each successful call of an asset, the runner calls Write once per
+// destination of the asset with one [Batch] per partition of the run,
+// oldest first, and each batch replaces what the destination held for
+// that asset and partition, all the batches or none.
 //
-// After each successful call of an asset, the runner calls Write once per
-// destination of the asset, with one [Batch] per partition of the run,
-// oldest first: one batch for a single-partition run, one for each
-// partition of a window, including the partitions with no rows, and one
-// batch without a partition for an unpartitioned asset. Each batch
-// replaces what the destination held for that asset and partition (for an
-// unpartitioned asset, all it held), so running the same partition again
-// never duplicates rows.
-//
-// The runner has already checked that every row holds its partition; a
-// destination checks that the rows suit it (their shape, their types) and
-// should check all the batches before storing any, so that a refused
-// write leaves every partition as it was. Write may be called from
-// several goroutines at once, for different assets or runs. Events name a
-// destination by its String method when it has one ([fmt.Stringer]), and
-// by its type otherwise.
-//
-// # What lands, and how often
-//
-// A backfill claims each partition in its ledger before it runs it, and
-// a worker writes only while its lease holds by its own clock. That alone
-// cannot make a write land exactly once: a worker may be paused (a long
-// garbage collection, a frozen machine) after its last check and write
-// once it resumes, after another worker took the partition over; and a
-// worker killed between its write and the ledger's record of it leaves a
-// partition that the next attempt writes again. Every batch therefore
-// carries a fencing token ([Batch.Token]): the ledger's number of the
-// attempt that wrote it, which grows with each attempt at the partition.
-// What a destination guarantees depends on what it does with it:
-//
-//   - Transactional destinations sharing the ledger's database (the SQL
-//     destinations of their own modules, given the ledger's
-//     transaction) commit the rows, the token check and the ledger's
-//     record of success in one transaction: each partition lands exactly
-//     once, and its data and its state in the ledger never disagree.
-//   - Fenced replacing destinations ([MemoryDestination],
-//     the files destination of package destination/files, and a SQL
-//     destination with a separate ledger)
-//     replace a partition only with a write whose token is at least the
-//     one that last wrote it, checked atomically with the write, and
-//     refuse an older one with an error matching [ErrFenced]. The newest
-//     attempt wins: a stale worker's rows never replace a newer
-//     attempt's, and a partition written twice holds one attempt's rows.
-//     The ledger may still record an attempt failed whose rows landed
-//     (the worker died before recording it); the next attempt replaces
-//     them.
-//   - Other destinations (appending ones, queues, APIs) receive each
-//     attempt's batches at least once, and more than once when a worker
-//     dies between its write and its record: deduplicate by
-//     [Batch.DeliveryID], the same for every delivery of one attempt's
-//     write, and refuse tokens older than the newest seen, per partition,
-//     to keep a stalled worker's writes out.
-//
-// A batch of a plain [Runner.Run], outside any ledger, has token 0: it is
-// not fenced. Fenced destinations let it replace its partition whatever
-// token wrote it last, and keep that token, so that a stale attempt is
-// still refused after it.
+// Package github.com/tranche-dev/tranche/destination is its contract, as
+// database/sql/driver is for drivers: what a write must do, how fencing
+// tokens keep a stale worker's rows out and what lands how often (exactly
+// once, newest attempt wins, at least once), and destination.Fence.Admit,
+// the one fencing rule every shipped destination calls. Package
+// destination/destinationtest checks an implementation.
 type Destination interface {
 	Write(ctx context.Context, batches []Batch) error
 }
@@ -83,44 +38,30 @@ type Batch struct {
 	// partition keeps its run id across attempts (see backfill.RunID).
 	RunID string
 
-	// Token is the batch's fencing token: the ledger's number of the
-	// attempt that wrote it, which grows with every attempt at the
-	// partition, so that a write by an attempt that was taken over has a
-	// lower token than the write of the attempt that took it over. A
-	// destination that stores the token of each partition's last write
-	// refuses an older one (see [Destination]). Zero when the run is not
-	// recorded in a ledger ([Runner.Run]), and for an unpartitioned
-	// asset: such a write is not fenced.
+	// Token is the batch's fencing token: the ledger's token of the
+	// claim that wrote it (ledger.Lease.Tokens), which grows with every
+	// claim of the partition, whatever DAG identity made it, so that a
+	// write by an attempt that was taken over, or by a DAG since
+	// deployed anew, has a lower token than the newer claim's. A fenced
+	// destination keeps the token of each partition's last write and
+	// refuses an older one (package destination's rules). Zero when the
+	// run is not recorded in a ledger ([Runner.Run]), and for an
+	// unpartitioned asset: such a write is not fenced.
 	Token int64
 
-	// DAG is the identity of the DAG whose ledger history numbered Token
-	// (see backfill.DAGIdentity); empty when Token is 0. The tokens of one
-	// partition are comparable only within one DAG identity, since a
-	// ledger numbers the attempts of each DAG apart: when a DAG changes
-	// (an asset added, say) its attempts start again from 1. A fenced
-	// destination compares a write's token only with a token stored under
-	// the same DAG identity, and lets a write of another identity replace
-	// the partition, as the ledger lets both DAGs run it.
+	// DAG is the identity of the DAG whose claim made Token (see
+	// backfill.DAGIdentity); empty when Token is 0. A fence records it
+	// beside the token, to say who wrote the partition last.
 	DAG string
-}
-
-// DeliveryID returns an id of the batch that is the same for every
-// delivery of the same attempt's write, and differs between attempts,
-// assets and partitions: a destination that may receive a write twice
-// (a worker killed after its write and before the ledger recorded it)
-// deduplicates by it.
-func (b Batch) DeliveryID() string {
-	return shortHash(fmt.Sprintf("tranche/delivery/v1\nrun=%s\nasset=%s\npartition=%s\ntoken=%d\n",
-		b.RunID, b.Asset, b.Partition.Key(), b.Token), 16)
 }
 
 // MemoryDestination is a [Destination] that keeps rows in memory, by
 // asset and partition key. The zero value is ready to use, and it is safe
 // for concurrent use. Tests read it back with [MemoryDestination.Rows].
 //
-// It is a fenced destination (see [Destination]): it keeps the token of
-// each partition's last fenced write, and refuses a write whose token is
-// older, with an error matching [ErrFenced].
+// It is a fenced destination by package destination's rules: it keeps the
+// fence of each partition's last fenced write, and refuses a stale write
+// with an error matching [ErrFenced].
 type MemoryDestination struct {
 	mu     sync.Mutex
 	assets map[string]map[string]*memoryPartition // asset, partition key ("" unpartitioned)
@@ -134,23 +75,20 @@ type memoryPartition struct {
 var _ Destination = (*MemoryDestination)(nil)
 
 // fence is the token of a partition's last fenced write, and the DAG
-// identity that numbered it.
+// identity that numbered it, as destination.Fence.
 type fence struct {
-	DAG   string `json:"dag"`
-	Token int64  `json:"token"`
+	DAG   string
+	Token int64
 }
 
-// admit returns the fence a partition holds after a write of b, or an
-// error matching ErrFenced when b is older than the write that set f.
-// A write with token 0 is not fenced: it keeps f.
+// admit is destination.Fence.Admit, which the root cannot import: the
+// same rule, internal/fencing's.
 func (f fence) admit(b *Batch) (fence, error) {
-	switch {
-	case b.Token == 0:
-		return f, nil
-	case b.DAG == f.DAG && b.Token < f.Token:
+	dag, token, ok := fencing.Next(f.DAG, f.Token, b.DAG, b.Token)
+	if !ok {
 		return f, &StaleWriteError{Asset: b.Asset, Key: b.Partition.Key(), Token: b.Token, Latest: f.Token}
 	}
-	return fence{DAG: b.DAG, Token: b.Token}, nil
+	return fence{DAG: dag, Token: token}, nil
 }
 
 // Write replaces each batch's partition with copies of its rows, all the

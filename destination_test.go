@@ -3,6 +3,8 @@ package tranche_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination"
+	"github.com/tranche-dev/tranche/destination/destinationtest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchetest"
@@ -213,8 +217,9 @@ func (d *batchRecorder) take() []tranche.Batch {
 }
 
 // TestBatchesCarryTokens checks that each batch carries its run id and
-// its partition's attempt number as the fencing token: 0 for a run
-// outside a ledger, and growing with each attempt under a backfill.
+// its partition's fencing token: 0 for a run outside a ledger, and under
+// a backfill the lease's token, which holds the attempt number and grows
+// with each attempt.
 func TestBatchesCarryTokens(t *testing.T) {
 	dest := new(batchRecorder)
 	dag := tranchetest.NewDAG(t, dailyAsset("a", func(m *tranche.Materialization) []tranche.Row { return nil }, dest))
@@ -232,6 +237,7 @@ func TestBatchesCarryTokens(t *testing.T) {
 
 	lg := memledger.New(nil)
 	identity := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	prev := map[string]int64{}
 	for attempt, rerun := range []ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll} {
 		bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, ChunkSize: 2, Rerun: rerun}
 		if _, err := bf.Run(ctxT); err != nil {
@@ -244,15 +250,16 @@ func TestBatchesCarryTokens(t *testing.T) {
 		ids := map[string]bool{}
 		for _, b := range got {
 			chunk := tranche.PartitionOf(tranche.Day, b.Partition.Start)
-			if b.Token != int64(attempt+1) {
-				t.Errorf("attempt %d: batch %s has token %d", attempt+1, b.Partition.Key(), b.Token)
+			if ledger.TokenAttempt(b.Token) != attempt+1 || b.Token <= prev[b.Partition.Key()] {
+				t.Errorf("attempt %d: batch %s has token %d (attempt %d), after %d", attempt+1, b.Partition.Key(), b.Token, ledger.TokenAttempt(b.Token), prev[b.Partition.Key()])
 			}
+			prev[b.Partition.Key()] = b.Token
 			// Chunks of 2, newest first, over Jan 1..4: Jan 3-4 and Jan 1-2.
 			start := chunk.Start.AddDate(0, 0, -((chunk.Start.YearDay() - 1) % 2))
 			if want := backfill.RunID(identity, start, start.AddDate(0, 0, 2)); b.RunID != want {
 				t.Errorf("attempt %d: batch %s has run %q, want %q", attempt+1, b.Partition.Key(), b.RunID, want)
 			}
-			ids[b.DeliveryID()] = true
+			ids[destination.DeliveryID(b)] = true
 		}
 		if len(ids) != len(got) {
 			t.Errorf("attempt %d: %d delivery ids for %d batches", attempt+1, len(ids), len(got))
@@ -260,28 +267,135 @@ func TestBatchesCarryTokens(t *testing.T) {
 	}
 }
 
-func TestDeliveryID(t *testing.T) {
-	b := tranche.Batch{Asset: "a", Partition: tranche.PartitionOf(tranche.Day, jan1), RunID: "r", Token: 3}
-	if first, again := b.DeliveryID(), b.DeliveryID(); first != again {
-		t.Fatalf("DeliveryID is not stable: %q, then %q", first, again)
+// The memory destination keeps the destination contract.
+func TestMemoryDestinationContract(t *testing.T) {
+	destinationtest.Run(t, func(t *testing.T) destinationtest.Subject {
+		d := new(tranche.MemoryDestination)
+		return destinationtest.Subject{Destination: d,
+			Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+				rows, _ := d.Rows(destinationtest.Asset, p.Key())
+				return rows, nil
+			}}
+	})
+}
+
+// TestDestination, the suite's form outside a test, reports a
+// destination that breaks the contract: one that never refuses a stale
+// write.
+func TestDestinationSuiteFindsUnfenced(t *testing.T) {
+	err := destinationtest.TestDestination(t.Context(), func() (destinationtest.Subject, error) {
+		d := new(tranche.MemoryDestination)
+		return destinationtest.Subject{Destination: unfenced{d},
+			Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+				rows, _ := d.Rows(destinationtest.Asset, p.Key())
+				return rows, nil
+			}}, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "StaleToken") || !strings.Contains(err.Error(), "ErrFenced") {
+		t.Errorf("TestDestination of an unfenced destination = %v; want the StaleToken check failed", err)
 	}
-	for name, other := range map[string]tranche.Batch{
-		"token": {Asset: "a", Partition: b.Partition, RunID: "r", Token: 4},
-		"asset": {Asset: "b", Partition: b.Partition, RunID: "r", Token: 3},
-		"key":   {Asset: "a", Partition: b.Partition.Next(), RunID: "r", Token: 3},
-		"run":   {Asset: "a", Partition: b.Partition, RunID: "s", Token: 3},
-	} {
-		if other.DeliveryID() == b.DeliveryID() {
-			t.Errorf("a batch with another %s has the same delivery id", name)
+	if err := destinationtest.TestDestination(t.Context(), func() (destinationtest.Subject, error) {
+		d := new(tranche.MemoryDestination)
+		return destinationtest.Subject{Destination: d,
+			Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+				rows, _ := d.Rows(destinationtest.Asset, p.Key())
+				return rows, nil
+			}}, nil
+	}); err != nil {
+		t.Errorf("TestDestination of the memory destination = %v", err)
+	}
+}
+
+// unfenced writes every batch with token 0: a destination that ignores
+// tokens.
+type unfenced struct{ d *tranche.MemoryDestination }
+
+func (u unfenced) Write(ctx context.Context, batches []tranche.Batch) error {
+	bs := make([]tranche.Batch, len(batches))
+	for i, b := range batches {
+		b.Token, b.DAG = 0, ""
+		bs[i] = b
+	}
+	return u.d.Write(ctx, bs)
+}
+
+// TestMaterializationBatches checks that an asset sees, through
+// Materialization.Batches, the batches its destinations receive but
+// their rows: the run id, and the ledger's attempt number at each
+// partition as the token, with the DAG identity, under a backfill.
+func TestMaterializationBatches(t *testing.T) {
+	dest := new(batchRecorder)
+	var mu sync.Mutex
+	var seen []tranche.Batch
+	dag := tranchetest.NewDAG(t, dailyAsset("a", func(m *tranche.Materialization) []tranche.Row {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.Batches()...)
+		return nil
+	}, dest))
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, jan1, jan1.AddDate(0, 0, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := func(bs []tranche.Batch) []tranche.Batch {
+		out := slices.Clone(bs)
+		for i := range out {
+			out[i].Rows = nil
+		}
+		slices.SortFunc(out, func(a, b tranche.Batch) int { return strings.Compare(a.Partition.Key(), b.Partition.Key()) })
+		return out
+	}
+	check := func(what string) []tranche.Batch {
+		t.Helper()
+		mu.Lock()
+		got := byKey(seen)
+		seen = nil
+		mu.Unlock()
+		if diff := cmp.Diff(byKey(dest.take()), got); diff != "" {
+			t.Errorf("%s: Materialization.Batches differ from the destination's batches (-written +seen):\n%s", what, diff)
+		}
+		return got
+	}
+	res, err := new(tranche.Runner).Run(ctxT, dag, w)
+	tranchetest.RequireCompleted(t, res, err)
+	for _, b := range check("Runner.Run") {
+		if b.Token != 0 || b.RunID != res.RunID {
+			t.Errorf("Runner.Run: %s has token %d, run %q", b.Partition.Key(), b.Token, b.RunID)
 		}
 	}
-	// The rows are not part of the id: a retried delivery of one
-	// attempt's write is the same delivery.
-	if with := (tranche.Batch{Asset: "a", Partition: b.Partition, RunID: "r", Token: 3, Rows: []tranche.Row{{"x": 1}}}); with.DeliveryID() != b.DeliveryID() {
-		t.Error("rows change the delivery id")
+	lg := memledger.New(nil)
+	identity := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	for run, rerun := range []ledger.RerunPolicy{ledger.RerunFailed, ledger.RerunAll} {
+		bf := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, ChunkSize: 2, Rerun: rerun}
+		if _, err := bf.Run(ctxT); err != nil {
+			t.Fatal(err)
+		}
+		got := check(fmt.Sprintf("backfill %d", run+1))
+		if len(got) != w.Len() {
+			t.Fatalf("backfill %d: %d batches seen, want %d", run+1, len(got), w.Len())
+		}
+		for _, b := range got {
+			h, err := lg.History(ctxT, identity, b.Partition.Start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := h[len(h)-1]; ledger.TokenAttempt(b.Token) != last.Number || b.DAG != identity || b.RunID != last.RunID {
+				t.Errorf("backfill %d: %s seen with token %d, DAG %s, run %s; the ledger's attempt is %d of %s, run %s",
+					run+1, b.Partition.Key(), b.Token, b.DAG, b.RunID, last.Number, identity, last.RunID)
+			}
+		}
 	}
-	// Pinned: destinations store delivery ids, so the form never changes.
-	if got := b.DeliveryID(); got != "0e62ac3387b7e2ad" {
-		t.Errorf("DeliveryID = %q, want 0e62ac3387b7e2ad", got)
+	// An unpartitioned asset sees one batch without a partition.
+	flat := tranchetest.Func("flat", func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.Batches()...)
+		return nil, nil
+	})
+	flat.Destinations = []tranche.Destination{dest}
+	res, err = new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, flat), w)
+	tranchetest.RequireCompleted(t, res, err)
+	if got := check("an unpartitioned asset"); len(got) != 1 || got[0].Partition != (tranche.TimePartition{}) || got[0].Asset != "flat" {
+		t.Errorf("an unpartitioned asset sees %+v", got)
 	}
 }

@@ -127,7 +127,8 @@ destination (see [Destination]):
     atomically with the write: the newest attempt wins, and a stalled
     worker's rows never replace a newer attempt's;
   - other destinations receive each attempt's batches at least once, with
-    the token and a delivery id ([Batch.DeliveryID]) to deduplicate by.
+    the token and a delivery id (destination.DeliveryID): package
+    destination says how their readers keep each partition once.
 
 A plain [Runner.Run] writes with token 0, which is not fenced.
 

@@ -133,7 +133,7 @@ func (e *StaleWriteError) Error() string {
 	if e.Key != "" {
 		where = "partition " + e.Key
 	}
-	return fmt.Sprintf("tranche: asset %q, %s: write of attempt %d refused: attempt %d wrote it since (%v)",
+	return fmt.Sprintf("tranche: asset %q, %s: write of token %d refused: token %d wrote it since (%v)",
 		e.Asset, where, e.Token, e.Latest, ErrFenced)
 }
 

@@ -62,9 +62,12 @@ type Event struct {
 	Window    TimePartitionWindow
 	Target    string
 
-	// Attempt is the asset's attempt for asset, write and log events (1
-	// for the first), and the run's attempt for run events (1 unless a
-	// backfill retries the run).
+	// Attempt is the runner's count of calls of the asset for asset,
+	// write and log events (1 for the first; Asset.Retry calls it
+	// again), and the run's attempt for run events (1 unless a backfill
+	// retries the run, RunOptions.Attempt). The asset's is not the
+	// ledger's attempt number at a partition, nor its fencing token,
+	// which Materialization.Batches gives.
 	Attempt int
 
 	// Duration is how long the step took: the run, the asset (all its

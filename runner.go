@@ -154,9 +154,9 @@ type RunOptions struct {
 	// every event of the run; "" for none.
 	Backfill string
 	// Tokens are the fencing tokens of the target's partitions, oldest
-	// first (a ledger's attempt numbers), given to each batch of a
+	// first (a ledger's, ledger.Lease.Tokens), given to each batch of a
 	// partitioned asset (Batch.Token); nil when the run is not fenced.
-	// DAG is the identity of the DAG whose history numbered them
+	// DAG is the identity of the DAG whose claim made them
 	// (Batch.DAG), as backfill.DAGIdentity computes it.
 	//
 	// A fenced run's context is checked right before each destination

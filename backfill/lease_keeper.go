@@ -55,7 +55,23 @@ type leaseKeeper struct {
 	quit      chan struct{}
 	loop      sync.WaitGroup
 	calls     sync.WaitGroup // heartbeats and stop checks in flight
+
+	// inFlight are the heartbeats under way, each with when it was
+	// sent, so that close can name those it leaves behind.
+	inFlight map[*keptLease]time.Duration
+	// reports guards done: a report of a heartbeat holds it shared and
+	// checks done; close takes it to set done, after which nothing is
+	// reported, since the run it reports to has returned.
+	reports sync.RWMutex
+	done    bool
 }
+
+// closeWait is how long close waits for the calls in flight, which the
+// released leases' contexts have canceled, before it leaves them behind:
+// a ledger call that heeds its context returns at once, and one that
+// does not (a driver stuck on a dead connection) must not hold up the
+// backfill's return.
+func (k *leaseKeeper) closeWait() time.Duration { return max(k.every, 10*time.Millisecond) }
 
 func newLeaseKeeper(ctx context.Context, l ledger.Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
 	margin := leaseMargin(every, d)
@@ -63,7 +79,8 @@ func newLeaseKeeper(ctx context.Context, l ledger.Ledger, every, d time.Duration
 	// lease could lapse: the margin leaves more than an interval.
 	tick := max(min(every, d-margin-every)/4, time.Millisecond)
 	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, margin: margin, tick: tick, stop: stop, base: time.Now(),
-		kept: map[*keptLease]struct{}{}, unarmed: map[*keptLease]struct{}{}, quit: make(chan struct{})}
+		kept: map[*keptLease]struct{}{}, unarmed: map[*keptLease]struct{}{}, quit: make(chan struct{}),
+		inFlight: map[*keptLease]time.Duration{}}
 }
 
 // now returns the present on the keeper's clock.
@@ -256,6 +273,14 @@ func (kl *keptLease) heartbeat() {
 	sent := k.now()
 	left := kl.renewed + k.d - k.margin - sent
 	kl.mu.Unlock()
+	k.mu.Lock()
+	k.inFlight[kl] = sent
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		delete(k.inFlight, kl)
+		k.mu.Unlock()
+	}()
 
 	// The call may take what the lease has left: a slow ledger still
 	// renews it, and past that it no longer matters.
@@ -284,8 +309,8 @@ func (kl *keptLease) heartbeat() {
 		kl.lease.Until = lease.Until
 		kl.lapse.Reset(k.d - k.margin - took)
 		kl.beat.Reset(max(k.every-took, 0))
-		if took > k.every && kl.renewFailed != nil {
-			kl.renewFailed(nil, took)
+		if took > k.every {
+			kl.report(nil, took)
 		}
 		return
 	case errors.Is(err, ledger.ErrFenced):
@@ -301,14 +326,27 @@ func (kl *keptLease) heartbeat() {
 	case timedOut:
 		err = fmt.Errorf("tranche: heartbeat timed out after %v: %w", took.Round(time.Millisecond), err)
 	}
-	if kl.renewFailed != nil {
-		kl.renewFailed(err, took)
-	}
+	kl.report(err, took)
 	if kl.lost == nil {
 		// Try again soon: within the interval, and before the lease
 		// stops holding.
 		left := kl.renewed + k.d - k.margin - k.now()
 		kl.beat.Reset(max(min(k.every, left/2), time.Millisecond))
+	}
+}
+
+// report reports a heartbeat that failed or was slow, unless the keeper
+// was closed: a call left behind that returns after the backfill did
+// reports nothing. Called under mu.
+func (kl *keptLease) report(err error, took time.Duration) {
+	if kl.renewFailed == nil {
+		return
+	}
+	k := kl.k
+	k.reports.RLock()
+	defer k.reports.RUnlock()
+	if !k.done {
+		kl.renewFailed(err, took)
 	}
 }
 
@@ -364,7 +402,12 @@ func (k *leaseKeeper) checkStop() {
 }
 
 // close stops the keeper once every lease is released, and waits for the
-// calls in flight, which the released leases' contexts have canceled.
+// calls in flight, which the released leases' contexts have canceled, for
+// at most closeWait: a call that ignores its context is left behind,
+// each heartbeat among them reported as a failed renewal of its
+// partition's lease (an error matching [ErrLeftBehind] that names the
+// call and how long it has been in flight), and reports nothing once it
+// returns.
 func (k *leaseKeeper) close() {
 	k.mu.Lock()
 	k.closed = true
@@ -374,8 +417,72 @@ func (k *leaseKeeper) close() {
 	k.mu.Unlock()
 	close(k.quit)
 	k.loop.Wait()
-	k.calls.Wait()
+	waited := make(chan struct{})
+	go func() {
+		k.calls.Wait()
+		close(waited)
+	}()
+	timer := time.NewTimer(k.closeWait())
+	defer timer.Stop()
+	select {
+	case <-waited:
+		k.stopReports()
+		return
+	case <-timer.C:
+	}
+	now := k.now()
+	k.mu.Lock()
+	left := make(map[*keptLease]time.Duration, len(k.inFlight))
+	for kl, sent := range k.inFlight {
+		left[kl] = sent
+	}
+	k.mu.Unlock()
+	for kl, sent := range left {
+		if kl.renewFailed == nil {
+			continue
+		}
+		kl.mu.Lock()
+		kl.report(&leftBehindError{call: fmt.Sprintf("Heartbeat of %s (attempt %d of worker %s)",
+			describeLease(kl.lease), kl.lease.Attempts[0], kl.lease.Worker), since: now - sent}, now-sent)
+		kl.mu.Unlock()
+	}
+	k.stopReports()
 }
+
+func (k *leaseKeeper) stopReports() {
+	k.reports.Lock()
+	k.done = true
+	k.reports.Unlock()
+}
+
+// describeLease names a lease's partitions: the first one's key, and how
+// many more.
+func describeLease(l *ledger.Lease) string {
+	if len(l.Partitions) == 1 {
+		return l.Partitions[0].Key()
+	}
+	return fmt.Sprintf("%s and %d more", l.Partitions[0].Key(), len(l.Partitions)-1)
+}
+
+// ErrLeftBehind is matched by the error of the failed-renewal event
+// ([KindLeaseRenewFailed]) that a backfill reports, as it returns, of
+// each heartbeat still in flight a moment after its partitions ended:
+// the ledger call ignored the cancellation of its context, and the
+// backfill returned without waiting for it.
+var ErrLeftBehind = errors.New("tranche: ledger call left behind")
+
+// leftBehindError is a call that close stopped waiting for.
+type leftBehindError struct {
+	call  string
+	since time.Duration
+}
+
+func (e *leftBehindError) Error() string {
+	return fmt.Sprintf("tranche: %s still in flight after %v, past its context's cancellation: left behind as the backfill returns",
+		e.call, e.since.Round(time.Millisecond))
+}
+
+func (e *leftBehindError) Is(target error) bool { return target == ErrLeftBehind }
 
 // lapsedError is a lease that its worker stopped trusting: not renewed
 // for longer than the lease less a margin, by the worker's own clock. It

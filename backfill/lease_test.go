@@ -443,3 +443,82 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// deafLedger's heartbeats of the leases hang selects block for hang
+// whatever their context says, as a driver stuck on a dead connection
+// does.
+type deafLedger struct {
+	ledger.Ledger
+	hang  func(*ledger.Lease) bool
+	sleep time.Duration
+}
+
+func (l *deafLedger) Heartbeat(ctx context.Context, lease *ledger.Lease, d time.Duration) error {
+	if l.hang(lease) {
+		time.Sleep(l.sleep)
+		return ctx.Err()
+	}
+	return l.Ledger.Heartbeat(ctx, lease, d)
+}
+
+// A heartbeat that ignores its context does not hold up Run: Run returns
+// within a bound of the lease after its last partition ended, and
+// reports the call it left behind as a failed renewal matching
+// ErrLeftBehind that names the call. (close used to wait for every
+// call: Run returned only when the hung heartbeat did, 30 s later.)
+func TestRunReturnsPastHungHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hang = 30 * time.Second
+		mem := memledger.New(nil)
+		hungKey := bfDay(3).Key()
+		deaf := &deafLedger{Ledger: mem, sleep: hang, hang: func(l *ledger.Lease) bool { return l.Partitions[0].Key() == hungKey }}
+		dest := new(tranche.MemoryDestination)
+		dag := leaseDAG(t, dest, func(ctx context.Context, key string) error {
+			if key == hungKey {
+				return sleepOrDone(ctx, 5*time.Second) // ends when the worker stops it
+			}
+			return sleepOrDone(ctx, 300*time.Millisecond)
+		})
+		var mu sync.Mutex
+		var leftBehind []tranche.Event
+		var lastEnd time.Time
+		const lease = time.Second
+		b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 6), Ledger: deaf, Worker: "a", Concurrency: 6,
+			Lease: lease, Heartbeat: 100 * time.Millisecond, OnFailure: tranche.FailContinue,
+			OnEvent: func(_ context.Context, e tranche.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case e.Kind == backfill.KindLeaseRenewFailed && errors.Is(e.Err, backfill.ErrLeftBehind):
+					leftBehind = append(leftBehind, e)
+				case e.Kind == backfill.KindPartitionSucceeded || e.Kind == backfill.KindPartitionFailed:
+					lastEnd = e.Time
+				}
+			}}
+		start := time.Now()
+		res, err := b.Run(t.Context())
+		returned := time.Now()
+		t.Logf("Run returned after %v (%s, %v); last partition ended %v after the start",
+			returned.Sub(start), res, err, lastEnd.Sub(start))
+		mu.Lock()
+		defer mu.Unlock()
+		if res == nil || len(res.Failures) != 1 || res.Failures[0].Key != hungKey || !errors.Is(res.Failures[0].Err, tranche.ErrFenced) {
+			t.Errorf("Run = %v, %v; want %s alone failed, fenced by the worker's clock", res, err, hungKey)
+		}
+		if after := returned.Sub(lastEnd); lastEnd.IsZero() || after > lease {
+			t.Errorf("Run returned %v after its last partition ended; want within the lease, %v, not the hung call's %v", after, lease, hang)
+		}
+		if len(leftBehind) != 1 || leftBehind[0].Target != hungKey ||
+			!strings.Contains(leftBehind[0].Err.Error(), "Heartbeat of "+hungKey) {
+			t.Errorf("events of calls left behind: %v; want one naming the Heartbeat of %s", leftBehind, hungKey)
+		} else {
+			t.Logf("%s: %v", leftBehind[0].Kind, leftBehind[0].Err)
+		}
+		// The call returns later and reports nothing more: the bubble
+		// waits for it.
+		time.Sleep(hang)
+		if len(leftBehind) != 1 {
+			t.Errorf("%d events of calls left behind after the call returned; want the one", len(leftBehind))
+		}
+	})
+}

@@ -295,18 +295,46 @@ type Lease struct {
 	Attempts                     []int     // Attempts[i] is the attempt number at Partitions[i]
 	Until                        time.Time // when the lease expires, by the ledger's clock
 	Trigger                      Trigger   // the claim's, as TriggerOf gives it: never ""
+	// Claimed is when the ledger granted the lease, by its clock, to the
+	// millisecond: the instant its fencing tokens count from. A ledger
+	// sets it in Claim and ClaimNext and never changes it.
+	Claimed time.Time
 }
 
-// Tokens returns the fencing tokens of the leased partitions: Tokens()[i]
-// is the attempt number at Partitions[i], which destinations receive as
-// [Batch.Token].
+// Tokens returns the fencing tokens of the leased partitions, which
+// destinations receive as Batch.Token: Tokens()[i] is Partitions[i]'s.
+// A token orders the claims of a partition whatever DAG identity made
+// them: it is the lease's Claimed in Unix milliseconds, shifted left by
+// 20 bits, plus the attempt number (up to 2^20-1), so that a claim the
+// ledger granted later has the higher token, and two attempts granted in
+// one millisecond are ordered by their numbers. A takeover is granted
+// after the lease it takes over expired by the ledger's clock, and a
+// rerun after the attempt it reruns finished, so a newer attempt of one
+// DAG always has the higher token; and a DAG that changed (a deploy: a
+// new identity, whose attempts the ledger numbers from 1) claims a
+// partition with a token above those of every claim before it, which
+// the fence of package destination compares whatever the identity. A
+// lease without Claimed (one made by hand) has its attempt numbers as
+// tokens.
 func (l *Lease) Tokens() []int64 {
 	tokens := make([]int64, len(l.Attempts))
+	ms := l.Claimed.UnixMilli()
+	if l.Claimed.IsZero() || ms <= 0 {
+		ms = 0
+	}
 	for i, n := range l.Attempts {
-		tokens[i] = int64(n)
+		tokens[i] = ms<<tokenAttemptBits | int64(min(n, 1<<tokenAttemptBits-1))
 	}
 	return tokens
 }
+
+// tokenAttemptBits are the low bits of a fencing token that hold the
+// attempt number (see [Lease.Tokens]).
+const tokenAttemptBits = 20
+
+// TokenAttempt returns the attempt number a fencing token of
+// [Lease.Tokens] holds in its low bits.
+func TokenAttempt(token int64) int { return int(token & (1<<tokenAttemptBits - 1)) }
 
 // Outcome is how one leased partition ended.
 type Outcome struct {

@@ -6,11 +6,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination"
 	"github.com/tranche-dev/tranche/sqlledger"
 )
 
@@ -45,8 +48,42 @@ type Destination struct {
 	tables  []*table
 	byAsset map[string][]*table
 
-	qToken, qStored                        string
+	qToken                                 string
 	qReadToken, qUpdateToken, qInsertToken string
+
+	// stripes serialize, under a dialect with SelectToken (optimistic
+	// transactions: DuckDB), this destination's writes of the same
+	// partitions, which would otherwise conflict, be tried again, and
+	// fail once the tries ran out under a crowd of concurrent writers:
+	// a write holds the stripe of each of its partitions (by table and
+	// start), taken in ascending order.
+	stripes [numStripes]sync.Mutex
+}
+
+// numStripes is how many stripes a destination's partitions share.
+const numStripes = 64
+
+// lockPartitions takes the stripes of the partitions of writes, and
+// returns what releases them.
+func (d *Destination) lockPartitions(writes []write) (unlock func()) {
+	var held [numStripes]bool
+	for _, w := range writes {
+		h := fnv.New32a()
+		h.Write([]byte(w.table.name))
+		held[(h.Sum32()^uint32(w.start)^uint32(w.start>>32))%uint32(len(held))] = true
+	}
+	for i, ok := range held {
+		if ok {
+			d.stripes[i].Lock()
+		}
+	}
+	return func() {
+		for i, ok := range held {
+			if ok {
+				d.stripes[i].Unlock()
+			}
+		}
+	}
 }
 
 var _ tranche.Destination = (*Destination)(nil)
@@ -73,25 +110,18 @@ const createTokens = `CREATE TABLE IF NOT EXISTS tranche_tokens (
 	PRIMARY KEY (table_name, start_s)
 )`
 
-// qToken records a write's token where no newer one is stored, and
-// returns the stored token; no row when a newer one is stored, which
-// refuses the write. Token 0 is not fenced: it is never refused and
-// leaves the stored token alone, but it locks the row too, so that
-// writers of one partition take turns. Tokens are compared only within
-// one DAG identity: a DAG whose assets changed numbers its attempts
-// anew, and its first write replaces the partition.
-const qToken = `INSERT INTO tranche_tokens (table_name, start_s, token, run_id, dag) VALUES ($1, $2, $3, $4, $5)
-	ON CONFLICT (table_name, start_s) DO UPDATE SET
-		token = CASE WHEN excluded.token = 0 THEN tranche_tokens.token ELSE excluded.token END,
-		run_id = CASE WHEN excluded.token = 0 THEN tranche_tokens.run_id ELSE excluded.run_id END,
-		dag = CASE WHEN excluded.token = 0 THEN tranche_tokens.dag ELSE excluded.dag END
-	WHERE excluded.token = 0 OR tranche_tokens.dag <> excluded.dag OR tranche_tokens.token <= excluded.token
-	RETURNING token`
-
-const qStored = `SELECT token, run_id FROM tranche_tokens WHERE table_name = $1 AND start_s = $2`
+// qToken locks a partition's row of the token table, inserting an empty
+// fence where it has none, and returns the fence it holds, so that
+// writers of one partition take turns and the fencing rule
+// (destination.Fence.Admit, in Go, the one every destination applies)
+// judges the write on what the row held; qUpdateToken then records the
+// fence the write leaves.
+const qToken = `INSERT INTO tranche_tokens (table_name, start_s, token, run_id, dag) VALUES ($1, $2, 0, '', '')
+	ON CONFLICT (table_name, start_s) DO UPDATE SET token = tranche_tokens.token
+	RETURNING token, run_id, dag`
 
 // The statements of the token check of a dialect with SelectToken: the
-// partition's row read, then updated or inserted as qToken would.
+// partition's row read, then updated, or inserted where it is missing.
 const (
 	qReadToken   = `SELECT token, run_id, dag FROM tranche_tokens WHERE table_name = $1 AND start_s = $2`
 	qUpdateToken = `UPDATE tranche_tokens SET token = $1, run_id = $2, dag = $3 WHERE table_name = $4 AND start_s = $5`
@@ -138,7 +168,7 @@ func New(ctx context.Context, db *sql.DB, opts Options, tables ...Table) (*Desti
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("tranche: %s: %w", d.name, errors.Join(errs...))
 	}
-	d.qToken, d.qStored = d.dialect.rebind(qToken), d.dialect.rebind(qStored)
+	d.qToken = d.dialect.rebind(qToken)
 	d.qReadToken, d.qUpdateToken, d.qInsertToken = d.dialect.rebind(qReadToken), d.dialect.rebind(qUpdateToken), d.dialect.rebind(qInsertToken)
 	for _, c := range d.tables {
 		c.qInsert, c.qDelete = d.dialect.rebind(c.qInsert), d.dialect.rebind(c.qDelete)
@@ -220,6 +250,11 @@ type write struct {
 	rows      *Rows
 }
 
+// batch is what the fencing rule reads of the write's batch.
+func (w *write) batch() tranche.Batch {
+	return tranche.Batch{Asset: w.table.Asset, Partition: w.partition, RunID: w.run, DAG: w.dag, Token: w.token}
+}
+
 // Write implements [tranche.Destination]. A value of a row that its
 // table's spec does not take refuses the write with a [*ValueError], and
 // nothing of the write is written. For a destination sharing a ledger
@@ -251,6 +286,9 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) error 
 	slices.SortStableFunc(writes, func(a, b write) int {
 		return cmp.Or(cmp.Compare(a.table.name, b.table.name), cmp.Compare(a.start, b.start))
 	})
+	if d.dialect.SelectToken {
+		defer d.lockPartitions(writes)()
+	}
 	return d.retry(ctx, "writing "+describeWrites(writes), func() error {
 		conn, err := d.db.Conn(ctx)
 		if err != nil {
@@ -345,7 +383,7 @@ func (d *Destination) deferWrites(batches []tranche.Batch, writes []write) error
 				mine = append(mine, w)
 			}
 		}
-		items = append(items, sqlledger.Deferred{RunID: b.RunID, Start: b.Partition.Start, Attempt: b.Token,
+		items = append(items, sqlledger.Deferred{RunID: b.RunID, Start: b.Partition.Start, Token: b.Token,
 			Work: func(ctx context.Context, conn *sql.Conn, tx *sql.Tx) error {
 				for i := range mine {
 					if err := d.apply(ctx, conn, tx, &mine[i]); err != nil {
@@ -362,24 +400,8 @@ func (d *Destination) deferWrites(batches []tranche.Batch, writes []write) error
 // delete of the partition's rows (unless the table appends), the insert.
 func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *write) error {
 	t := w.table
-	if d.dialect.SelectToken {
-		if err := d.selectToken(ctx, tx, w); err != nil {
-			return err
-		}
-	} else {
-		var stored int64
-		err := tx.QueryRowContext(ctx, d.qToken, t.name, w.start, w.token, w.run, w.dag).Scan(&stored)
-		if errors.Is(err, sql.ErrNoRows) {
-			var run string
-			if err := tx.QueryRowContext(ctx, d.qStored, t.name, w.start).Scan(&stored, &run); err != nil {
-				return err
-			}
-			return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token,
-				StoredRunID: run, Stored: stored}
-		}
-		if err != nil {
-			return err
-		}
+	if err := d.fence(ctx, tx, w); err != nil {
+		return err
 	}
 	if !t.Append {
 		var args []any
@@ -408,35 +430,53 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 	return d.insert(ctx, tx, t, w.rows)
 }
 
-// selectToken is the token check of a dialect with SelectToken, by the
-// rules of qToken: the partition's row read, then, unless it refuses
-// the write, updated (token 0 writing back what it read, which still
-// makes a concurrent writer of the row conflict) or inserted.
-func (d *Destination) selectToken(ctx context.Context, tx *sql.Tx, w *write) error {
+// fence is the token check of a write, atomic with it: the partition's
+// row of the token table read and locked (qToken; under a dialect with
+// SelectToken, a read, and an insert where the row is missing, whose
+// conflict with a concurrent first write the dialect tries again), the
+// write judged by destination.Fence.Admit, and the fence it leaves
+// written back. Token 0 writes back what it read, which still makes a
+// concurrent writer of the row conflict.
+func (d *Destination) fence(ctx context.Context, tx *sql.Tx, w *write) error {
 	t := w.table
 	var stored int64
 	var run, dag string
-	err := tx.QueryRowContext(ctx, d.qReadToken, t.name, w.start).Scan(&stored, &run, &dag)
-	if errors.Is(err, sql.ErrNoRows) {
-		// A concurrent first write of the partition that committed its
-		// row first fails the insert, or the commit, with a duplicate
-		// key, which the dialect calls a conflict to try again: the next
-		// try reads the row. Any other failure is the write's.
-		_, err := tx.ExecContext(ctx, d.qInsertToken, t.name, w.start, w.token, w.run, w.dag)
-		return err
+	var err error
+	if d.dialect.SelectToken {
+		err = tx.QueryRowContext(ctx, d.qReadToken, t.name, w.start).Scan(&stored, &run, &dag)
+		if errors.Is(err, sql.ErrNoRows) {
+			// A concurrent first write of the partition that committed
+			// its row first fails the insert, or the commit, with a
+			// duplicate key, which the dialect calls a conflict to try
+			// again: the next try reads the row. Any other failure is
+			// the write's.
+			next, err := destination.Fence{}.Admit(w.batch())
+			if err != nil {
+				return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token}
+			}
+			_, err = tx.ExecContext(ctx, d.qInsertToken, t.name, w.start, next.Token, w.run, next.DAG)
+			return err
+		}
+	} else {
+		err = tx.QueryRowContext(ctx, d.qToken, t.name, w.start).Scan(&stored, &run, &dag)
 	}
 	if err != nil {
 		return err
 	}
-	switch {
-	case w.token == 0:
-	case dag != w.dag || stored <= w.token:
-		stored, run, dag = w.token, w.run, w.dag
-	default:
+	held := destination.Fence{DAG: dag, Token: stored}
+	next, err := held.Admit(w.batch())
+	if err != nil {
 		return &TokenError{Destination: d.name, Table: t.name, Partition: w.key, RunID: w.run, Token: w.token,
 			StoredRunID: run, Stored: stored}
 	}
-	_, err = tx.ExecContext(ctx, d.qUpdateToken, stored, run, dag, t.name, w.start)
+	nextRun := run
+	if w.token != 0 || run == "" {
+		nextRun = w.run
+	}
+	if next == held && nextRun == run && !d.dialect.SelectToken {
+		return nil // qToken locked the row already
+	}
+	_, err = tx.ExecContext(ctx, d.qUpdateToken, next.Token, nextRun, next.DAG, t.name, w.start)
 	return err
 }
 

@@ -50,21 +50,19 @@ those who create their tables themselves:
 # Fencing tokens
 
 Every write of a batch with a fencing token ([tranche.Batch.Token], the
-ledger's attempt number at the partition) records the token in the
-[TokenTable], tranche_tokens, in the destination's database, in the same
-transaction as the rows, and is refused with a [*TokenError], matching
-[tranche.ErrFenced], when the partition was last written with a newer
-token: the write of an attempt that was taken over, arriving after the
-newer attempt's, never overwrites it. A batch without a token (token 0,
-from a run outside a ledger) is not fenced and leaves the stored token
-alone. Writers of one partition take turns on its row of the token
-table, so that concurrent writes never interleave their deletes and
-inserts (under DuckDB's optimistic transactions the second writer fails
-instead, and is tried again: [Dialect.SelectToken]). The tokens order the attempts of one DAG ([tranche.Batch.DAG]):
-a DAG whose assets changed has a new identity, whose attempts are
-numbered anew, so the first write under a new identity replaces the
-partition whatever token it carries, as the memory and files
-destinations do.
+ledger's token of the claim that wrote it) is judged by the fencing rule
+every destination shares (destination.Fence.Admit) against the fence the
+[TokenTable], tranche_tokens, holds for the partition in the
+destination's database, read and locked in the same transaction as the
+rows, and is refused with a [*TokenError], matching [tranche.ErrFenced],
+when it is stale: the write of an attempt that was taken over, arriving
+after the newer attempt's, never overwrites it. A batch without a token
+(token 0, from a run outside a ledger) is not fenced and leaves the
+stored token alone. Writers of one partition take turns on its row of
+the token table, so that concurrent writes never interleave their
+deletes and inserts (under DuckDB's optimistic transactions the second
+writer fails instead, and is tried again: [Dialect.SelectToken]).
+Package destination says how the tokens of two DAG identities compare.
 
 # Guarantees
 

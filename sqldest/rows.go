@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination"
 )
 
 // Rows are the rows of one batch for one table, as a dialect's Insert
@@ -124,7 +125,7 @@ func newRows(d *Destination, t *table, b *tranche.Batch) *Rows {
 		token, run := any(b.Token), any(b.RunID)
 		var delivery any
 		if t.delivery {
-			delivery = b.DeliveryID()
+			delivery = destination.DeliveryID(*b)
 		}
 		r.metas = make([]value, len(t.metas))
 		for k, j := range t.metas {

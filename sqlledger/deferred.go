@@ -24,20 +24,20 @@ import (
 type TxFunc func(ctx context.Context, conn *sql.Conn, tx *sql.Tx) error
 
 // Deferred is work for [Ledger.Defer]: it runs when Finish records the
-// success of attempt Attempt at the partition starting at Start, under
-// the lease of run RunID.
+// success of the attempt whose fencing token is Token at the partition
+// starting at Start, under the lease of run RunID.
 type Deferred struct {
-	RunID   string
-	Start   time.Time
-	Attempt int64 // the lease's attempt number at the partition: a batch's fencing token
-	Work    TxFunc
+	RunID string
+	Start time.Time
+	Token int64 // the lease's fencing token at the partition (ledger.Lease.Tokens), a batch's Token
+	Work  TxFunc
 }
 
-// leaseKey names a partition's attempt under a lease.
+// leaseKey names a partition's attempt under a lease, by its token.
 type leaseKey struct {
-	run     string
-	start   int64
-	attempt int
+	run   string
+	start int64
+	token int64
 }
 
 // deferredWork is work deferred under a key.
@@ -56,8 +56,9 @@ func (l *Ledger) held(lease *ledger.Lease) {
 	if l.leases == nil {
 		l.leases = map[leaseKey][]deferredWork{}
 	}
+	tokens := lease.Tokens()
 	for i, p := range lease.Partitions {
-		l.leases[leaseKey{lease.RunID, p.Start.Unix(), lease.Attempts[i]}] = nil
+		l.leases[leaseKey{lease.RunID, p.Start.Unix(), tokens[i]}] = nil
 	}
 }
 
@@ -68,11 +69,12 @@ func (l *Ledger) pending(lease *ledger.Lease, outcomes []ledger.Outcome) [][]def
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
 	var out [][]deferredWork
+	tokens := lease.Tokens()
 	for i, p := range lease.Partitions {
 		if outcomes[i].State != ledger.StateSucceeded {
 			continue
 		}
-		if w := l.leases[leaseKey{lease.RunID, p.Start.Unix(), lease.Attempts[i]}]; len(w) > 0 {
+		if w := l.leases[leaseKey{lease.RunID, p.Start.Unix(), tokens[i]}]; len(w) > 0 {
 			if out == nil {
 				out = make([][]deferredWork, len(lease.Partitions))
 			}
@@ -86,9 +88,10 @@ func (l *Ledger) pending(lease *ledger.Lease, outcomes []ledger.Outcome) [][]def
 func (l *Ledger) forget(lease *ledger.Lease) {
 	l.dmu.Lock()
 	defer l.dmu.Unlock()
+	tokens := lease.Tokens()
 	for i, p := range lease.Partitions {
-		if i < len(lease.Attempts) {
-			delete(l.leases, leaseKey{lease.RunID, p.Start.Unix(), lease.Attempts[i]})
+		if i < len(tokens) {
+			delete(l.leases, leaseKey{lease.RunID, p.Start.Unix(), tokens[i]})
 		}
 	}
 }
@@ -116,10 +119,10 @@ func (l *Ledger) Defer(key string, items []Deferred) error {
 		if it.Work == nil {
 			return fmt.Errorf("tranche: %s: deferring %s: no work", l.name, key)
 		}
-		keys[i] = leaseKey{it.RunID, it.Start.Unix(), int(it.Attempt)}
+		keys[i] = leaseKey{it.RunID, it.Start.Unix(), it.Token}
 		if _, ok := l.leases[keys[i]]; !ok {
-			return fmt.Errorf("%w: %s: %s cannot commit with partition %s, attempt %d of run %s: no lease of this ledger holds it (the backfill records its partitions in another ledger, or the partition was finished already); give the destination the ledger the backfill uses",
-				ErrNotLeased, l.name, key, it.Start.UTC().Format(time.RFC3339), it.Attempt, it.RunID)
+			return fmt.Errorf("%w: %s: %s cannot commit with partition %s, token %d of run %s: no lease of this ledger holds it (the backfill records its partitions in another ledger, or the partition was finished already); give the destination the ledger the backfill uses",
+				ErrNotLeased, l.name, key, it.Start.UTC().Format(time.RFC3339), it.Token, it.RunID)
 		}
 	}
 	for i, it := range items {

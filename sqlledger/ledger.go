@@ -507,6 +507,7 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 			Partitions: slices.Clone(req.Partitions), Attempts: attempts,
 			Until:   now.Add(req.Lease).Truncate(time.Millisecond),
 			Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
+			Claimed: now.Truncate(time.Millisecond),
 		}
 		for _, i := range takeovers {
 			if err := l.takeOver(ctx, tx, dagID, req.Partitions[i], latest[starts[i]], req.Worker, st); err != nil {
@@ -621,6 +622,7 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 		Partitions: slices.Clone(req.Partitions), Attempts: []int{1},
 		Until:   time.UnixMilli(started).UTC().Add(req.Lease).Truncate(time.Millisecond),
 		Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
+		Claimed: time.UnixMilli(started).UTC(),
 	}, nil
 }
 

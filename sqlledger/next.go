@@ -334,6 +334,7 @@ func (l *Ledger) claimJob(ctx context.Context, tx *sql.Tx, dagID int64, req ledg
 		Partitions: slices.Clone(j.Partitions), Attempts: attempts,
 		Until:   st.now.Add(req.Lease).Truncate(time.Millisecond),
 		Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
+		Claimed: st.now.Truncate(time.Millisecond),
 	}, nil
 }
 

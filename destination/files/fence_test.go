@@ -213,8 +213,8 @@ func (d filesFenced) rows(t *testing.T, asset, key string) []tranche.Row {
 
 // The fenced destinations keep each partition's token and refuse an
 // older one, all the batches of a write or none; token 0 is not fenced
-// and leaves the token as it was; a token of another DAG identity is not
-// comparable, and replaces.
+// and leaves the token as it was; tokens compare whatever the DAG
+// identity.
 func TestDestinationsFence(t *testing.T) {
 	d1, d2 := tranche.PartitionOf(tranche.Day, jan1), tranche.PartitionOf(tranche.Day, jan1.AddDate(0, 0, 1))
 	batch := func(p tranche.TimePartition, dag string, token int64, v int) tranche.Batch {
@@ -245,11 +245,13 @@ func TestDestinationsFence(t *testing.T) {
 			map[string]float64{d1.Key(): 6, d2.Key(): 1}},
 		{"and keeps the token", write{batches: []tranche.Batch{batch(d1, "dag", 2, 7)}, stale: true, latest: 3},
 			map[string]float64{d1.Key(): 6, d2.Key(): 1}},
-		{"another DAG identity replaces", write{batches: []tranche.Batch{batch(d1, "dag2", 1, 8)}},
-			map[string]float64{d1.Key(): 8, d2.Key(): 1}},
-		{"which then fences", write{batches: []tranche.Batch{batch(d1, "dag2", 2, 9)}},
+		// Tokens order the claims of a partition whatever the DAG
+		// identity (a deploy): another identity's older token is stale.
+		{"another DAG identity's older token refused", write{batches: []tranche.Batch{batch(d1, "dag2", 1, 8)}, stale: true, latest: 3},
+			map[string]float64{d1.Key(): 6, d2.Key(): 1}},
+		{"another DAG identity's newer token replaces", write{batches: []tranche.Batch{batch(d1, "dag2", 5, 9)}},
 			map[string]float64{d1.Key(): 9, d2.Key(): 1}},
-		{"its own older tokens", write{batches: []tranche.Batch{batch(d1, "dag2", 1, 10)}, stale: true, latest: 2},
+		{"and fences the first identity", write{batches: []tranche.Batch{batch(d1, "dag", 4, 10)}, stale: true, latest: 5},
 			map[string]float64{d1.Key(): 9, d2.Key(): 1}},
 	}
 	for _, dest := range []fencedDestination{memoryFenced{new(tranche.MemoryDestination)}, filesFenced{&files.Destination{Dir: t.TempDir()}}} {

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination"
 	"github.com/tranche-dev/tranche/internal/fsdest"
 )
 
@@ -79,10 +80,10 @@ func (d *Destination) Path(asset, column, key string) string {
 // staged is one batch's write, ready to be renamed into place.
 type staged struct {
 	b          *tranche.Batch
-	dir, path  string       // the partition's folder and data file
-	tmp, fence string       // the temporary data and fence files ("" for no fence)
-	next       fsdest.Fence // the fence after the write
-	keep       bool         // the fence does not change: fence is not renamed
+	dir, path  string            // the partition's folder and data file
+	tmp, fence string            // the temporary data and fence files ("" for no fence)
+	next       destination.Fence // the fence after the write
+	keep       bool              // the fence does not change: fence is not renamed
 }
 
 // Write writes every batch, replacing the partitions' files, or none of
@@ -123,7 +124,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 			return err
 		}
 		if b.Token != 0 {
-			next := fsdest.Fence{DAG: b.DAG, Token: b.Token}
+			next := destination.Fence{DAG: b.DAG, Token: b.Token}
 			if s.fence, err = writeTemp(s.dir, ".fence-", ".tmp", func(w *bufio.Writer) error { return json.NewEncoder(w).Encode(next) }); err != nil {
 				return err
 			}
@@ -146,7 +147,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		if err != nil {
 			return err
 		}
-		if s.next, err = old.Admit(s.b); err != nil {
+		if s.next, err = old.Admit(*s.b); err != nil {
 			return err
 		}
 		s.keep = s.next == old
@@ -207,17 +208,17 @@ func (d *Destination) lock(ctx context.Context, done []*staged) (unlock func(), 
 }
 
 // readFence reads a partition's fence; a missing file is no fence.
-func readFence(path string) (fsdest.Fence, error) {
+func readFence(path string) (destination.Fence, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fsdest.Fence{}, nil
+		return destination.Fence{}, nil
 	}
 	if err != nil {
-		return fsdest.Fence{}, fmt.Errorf("tranche: files destination: %w", err)
+		return destination.Fence{}, fmt.Errorf("tranche: files destination: %w", err)
 	}
-	var f fsdest.Fence
+	var f destination.Fence
 	if err := json.Unmarshal(data, &f); err != nil || f.Token < 0 {
-		return fsdest.Fence{}, fmt.Errorf("tranche: files destination: fence %s holds %q, not {\"dag\":…,\"token\":N}; delete it to unfence the partition", path, data)
+		return destination.Fence{}, fmt.Errorf("tranche: files destination: fence %s holds %q, not {\"dag\":…,\"token\":N}; delete it to unfence the partition", path, data)
 	}
 	return f, nil
 }

@@ -15,6 +15,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination"
 	"github.com/tranche-dev/tranche/internal/fsdest"
 )
 
@@ -96,7 +97,7 @@ func where(key string) string {
 // fence is a partition's fence: the token of its last fenced write and
 // the DAG identity that token counts in, as its .fence file, or its part
 // file's metadata, holds it.
-type fence = fsdest.Fence
+type fence = destination.Fence
 
 // staged is one batch's write.
 type staged struct {
@@ -192,7 +193,7 @@ func (d *Destination) Write(ctx context.Context, batches []tranche.Batch) (err e
 		if s.old, err = readFence(s.dir); err != nil {
 			return s.fail(err)
 		}
-		if s.next, err = s.old.Admit(s.b); err != nil {
+		if s.next, err = s.old.Admit(*s.b); err != nil {
 			return err
 		}
 		if fsdest.CrossProcess {
@@ -269,7 +270,7 @@ func (d *Destination) encode(ctx context.Context, s *staged) (string, error) {
 			pq.KeyValueMetadata(metaPartition, b.Partition.Key()),
 			pq.KeyValueMetadata(metaRunID, b.RunID),
 			pq.KeyValueMetadata(metaToken, strconv.FormatInt(b.Token, 10)),
-			pq.KeyValueMetadata(metaDelivery, b.DeliveryID()),
+			pq.KeyValueMetadata(metaDelivery, destination.DeliveryID(*b)),
 			pq.KeyValueMetadata(metaFence, strconv.FormatInt(s.next.Token, 10)),
 			pq.KeyValueMetadata(metaFenceDAG, s.next.DAG))
 		n := min(s.cols.n, rowsPerChunk)

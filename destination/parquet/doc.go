@@ -100,7 +100,8 @@
 // # Fencing
 //
 // The destination is fenced by [tranche.Batch.Token], the ledger's
-// attempt number: a write whose token is older than the token of the
+// token of the claim that wrote it, by the rule every destination shares
+// (destination.Fence.Admit): a write whose token is older than the token of the
 // partition's last fenced write is refused with a [*tranche.StaleWriteError],
 // matching [tranche.ErrFenced], leaving every partition of the write as
 // it was. A worker that stalled past its lease, while another took the

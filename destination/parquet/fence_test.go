@@ -55,7 +55,7 @@ func TestFence(t *testing.T) {
 					if *stale != want {
 						t.Errorf("step %d: %+v; want %+v", i, *stale, want)
 					}
-					if msg := err.Error(); !strings.Contains(msg, `asset "a", partition 2026-01-01: write of attempt`) {
+					if msg := err.Error(); !strings.Contains(msg, `asset "a", partition 2026-01-01: write of token`) {
 						t.Errorf("step %d: the error %q does not name the partition", i, msg)
 					}
 				case err != nil:
@@ -162,10 +162,11 @@ func TestFenceUnreadable(t *testing.T) {
 	}
 }
 
-// TestFenceNewDAG checks that tokens are compared within one DAG
-// identity: a DAG whose assets changed numbers its attempts anew, and its
-// first write replaces the partition, in its part file and beside an
-// emptied one.
+// TestFenceNewDAG checks that tokens are compared whatever the DAG
+// identity, as a ledger's tokens order the claims of a partition across
+// identities (a deploy): another identity's older token is refused, its
+// newer one replaces the partition, in its part file and beside an
+// emptied one, and fences the first identity.
 func TestFenceNewDAG(t *testing.T) {
 	for _, empty := range []bool{false, true} {
 		d := &Destination{Dir: t.TempDir()}
@@ -185,10 +186,11 @@ func TestFenceNewDAG(t *testing.T) {
 			want  fence
 		}{
 			{"old", 5, false, fence{Token: 5, DAG: "old"}},
-			{"new", 1, false, fence{Token: 1, DAG: "new"}}, // a new identity starts again
-			{"new", 0, false, fence{Token: 1, DAG: "new"}}, // unfenced: keeps the fence
-			{"new", 2, false, fence{Token: 2, DAG: "new"}},
-			{"new", 1, true, fence{Token: 2, DAG: "new"}},
+			{"new", 1, true, fence{Token: 5, DAG: "old"}}, // older than the fence
+			{"new", 6, false, fence{Token: 6, DAG: "new"}},
+			{"new", 0, false, fence{Token: 6, DAG: "new"}}, // unfenced: keeps the fence
+			{"old", 5, true, fence{Token: 6, DAG: "new"}},  // the old identity's stale write
+			{"old", 7, false, fence{Token: 7, DAG: "old"}}, // and its newer claim
 		}
 		for i, s := range steps {
 			err := write(s.dag, s.token)

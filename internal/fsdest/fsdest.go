@@ -1,6 +1,5 @@
-// Package fsdest holds what the destinations that write files share: the
-// fence kept beside a partition's files, folders created and synced so
-// that they survive a power loss, temporary files written and synced
+// Package fsdest holds what the destinations that write files share:
+// folders created and synced so that they survive a power loss, temporary files written and synced
 // before their rename, names escaped for any file system, and the lock
 // of a partition's folder (flock(2) where the system has it).
 //
@@ -20,32 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/tranche-dev/tranche"
 )
-
-// Fence is the token of a partition's last fenced write and the DAG
-// identity that numbered it, as a destination keeps it beside the
-// partition's data.
-type Fence struct {
-	DAG   string `json:"dag"`
-	Token int64  `json:"token"`
-}
-
-// Admit returns the fence a partition holds after a write of b, or a
-// [*tranche.StaleWriteError] when b is an older attempt of the same DAG
-// than the write that set f. A write with token 0 is not fenced: it keeps
-// f. A DAG whose assets changed numbers its attempts anew, so its first
-// write replaces the fence whatever its token.
-func (f Fence) Admit(b *tranche.Batch) (Fence, error) {
-	switch {
-	case b.Token == 0:
-		return f, nil
-	case b.DAG == f.DAG && b.Token < f.Token:
-		return f, &tranche.StaleWriteError{Asset: b.Asset, Key: b.Partition.Key(), Token: b.Token, Latest: f.Token}
-	}
-	return Fence{DAG: b.DAG, Token: b.Token}, nil
-}
 
 // MkdirSynced creates dir and its missing parents below root as
 // [os.MkdirAll] does, and syncs the folder holding each folder it

@@ -46,6 +46,11 @@ type Events struct {
 	// make it a zombie there.
 	Pause Pause
 
+	// Version, when not "", adds to the DAG an asset named after it,
+	// which writes nothing: a changed DAG, of another identity, as a
+	// deploy makes (see EventsDAG).
+	Version string
+
 	// Audit, when not nil, receives a line for every batch the files
 	// destination wrote ("wrote KEY WORKER TOKEN"), once its write
 	// returned: the destination's history, which replacing the files
@@ -134,7 +139,13 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l ledger.Ledger) (*backf
 			return out, nil
 		},
 	}
-	dag, err := tranche.NewDAG(asset)
+	assets := []tranche.Asset{asset}
+	if e.Version != "" {
+		assets = append(assets, tranche.Asset{Name: "deploy_" + e.Version,
+			Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
+			Materialize:  func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
+	}
+	dag, err := tranche.NewDAG(assets...)
 	if err != nil {
 		return nil, err
 	}
@@ -151,10 +162,15 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l ledger.Ledger) (*backf
 	}, nil
 }
 
-// EventsDAG returns the identity of the events DAG.
-func EventsDAG(t testing.TB) string {
+// EventsDAG returns the identity of the events DAG, of the given
+// Version ("" for the first).
+func EventsDAG(t testing.TB, version ...string) string {
 	t.Helper()
-	b, err := Events{Work: func(context.Context, string) error { return nil }}.Backfill(tranche.TimePartitionWindow{}, nil)
+	v := ""
+	if len(version) > 0 {
+		v = version[0]
+	}
+	b, err := Events{Version: v, Work: func(context.Context, string) error { return nil }}.Backfill(tranche.TimePartitionWindow{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

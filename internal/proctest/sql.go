@@ -1,13 +1,16 @@
 package proctest
 
 import (
+	"cmp"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/sqldest"
 )
@@ -94,6 +97,7 @@ func SQLRows(t testing.TB, db *sql.DB, audit bool) map[string][]SQLRow {
 func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranche.TimePartitionWindow, rows int, shared bool) (twice int) {
 	t.Helper()
 	events, audit := SQLRows(t, db, false), SQLRows(t, db, true)
+	seenTwice := 0
 	for p := range w.OldestFirst() {
 		key := p.Key()
 		h := hs[key]
@@ -112,7 +116,7 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranch
 			t.Errorf("partition %s: %d rows in the table; want %d, once each", key, len(got), rows)
 		}
 		for i, r := range got {
-			if r.N != i || r.Worker != last.Worker || r.Token != int64(last.Number) {
+			if r.N != i || r.Worker != last.Worker || ledger.TokenAttempt(r.Token) != last.Number {
 				t.Errorf("partition %s: row %+v; want n %d, written by %s at token %d (the success)", key, r, i, last.Worker, last.Number)
 			}
 		}
@@ -121,16 +125,31 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranch
 		for _, r := range audit[key] {
 			deliveries[r.Delivery]++
 			newest = max(newest, r.Token)
-			if shared && (r.Token != int64(last.Number) || r.Worker != last.Worker) {
+			if shared && (ledger.TokenAttempt(r.Token) != last.Number || r.Worker != last.Worker) {
 				t.Errorf("partition %s: audited a write by %s at token %d; the success was %s's at %d", key, r.Worker, r.Token, last.Worker, last.Number)
 			}
 		}
-		if newest != int64(last.Number) {
+		if ledger.TokenAttempt(newest) != last.Number {
 			t.Errorf("partition %s: the newest audited write has token %d; the success's is %d", key, newest, last.Number)
 		}
 		for d, n := range deliveries {
 			if n != rows {
 				t.Errorf("partition %s: delivery %s audited %d rows; want %d", key, d, n, rows)
+			}
+		}
+		// The appending recipe (destination.Newest): a reader of the
+		// audit, which appends every write, that keeps each partition's
+		// newest delivery sees the success's rows, once.
+		seen := NewestAudited(audit[key])
+		if len(seen) > rows {
+			seenTwice++
+		}
+		if len(seen) != rows {
+			t.Errorf("partition %s: a reader keeping the newest delivery sees %d rows; want %d, once each (audit: %v)", key, len(seen), rows, deliveries)
+		}
+		for i, r := range seen {
+			if r.N != i || r.Worker != last.Worker || ledger.TokenAttempt(r.Token) != last.Number {
+				t.Errorf("partition %s: a reader keeping the newest delivery sees %+v; want n %d by %s at token %d (the success)", key, r, i, last.Worker, last.Number)
 			}
 		}
 		if len(deliveries) > 1 {
@@ -140,7 +159,35 @@ func CheckSQL(t testing.TB, db *sql.DB, hs map[string][]ledger.Attempt, w tranch
 			}
 		}
 	}
+	t.Logf("the audit, which appends every write: %d partitions delivered more than once; a reader keeping each partition's newest delivery (destination.Newest) saw %d of %d partitions twice",
+		twice, seenTwice, w.Len())
 	return twice
+}
+
+// NewestAudited is what a reader of AuditTable that follows the
+// appending recipe sees of one partition: the rows of its newest
+// delivery, by destination.Newest, in the order of n. (The events of the
+// process tests are of one DAG, so the order of the rows read does not
+// matter.)
+func NewestAudited(audited []SQLRow) []SQLRow {
+	var ds []destination.Delivery[SQLRow]
+	at := map[string]int{}
+	for _, r := range audited {
+		i, ok := at[r.Delivery]
+		if !ok {
+			i = len(ds)
+			at[r.Delivery] = i
+			ds = append(ds, destination.Delivery[SQLRow]{Asset: "events", Partition: r.Day, Token: r.Token, ID: r.Delivery})
+		}
+		ds[i].Rows = append(ds[i].Rows, r)
+	}
+	kept := destination.Newest(ds)
+	if len(kept) == 0 {
+		return nil
+	}
+	out := kept[0].Rows
+	slices.SortFunc(out, func(a, b SQLRow) int { return cmp.Compare(a.N, b.N) })
+	return out
 }
 
 func formatAttempts(h []ledger.Attempt) string {

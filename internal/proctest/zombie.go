@@ -149,7 +149,7 @@ func CheckZombie(t testing.TB, z Zombie) {
 				continue // reported by the data's check
 			}
 			won := h[len(h)-1]
-			if wr := last[k]; wr.Worker != won.Worker || wr.Token != int64(won.Number) {
+			if wr := last[k]; wr.Worker != won.Worker || ledger.TokenAttempt(wr.Token) != won.Number {
 				t.Errorf("partition %s: last written by %q, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
 			}
 		}

@@ -150,7 +150,7 @@ func CheckRelease(t *testing.T, s Subject) {
 			Defer(string, []sqlledger.Deferred) error
 		}); ok {
 			lease := grants[2].Lease
-			err := d.Defer("key", []sqlledger.Deferred{{RunID: lease.RunID, Start: lease.Partitions[0].Start, Attempt: 1,
+			err := d.Defer("key", []sqlledger.Deferred{{RunID: lease.RunID, Start: lease.Partitions[0].Start, Token: lease.Tokens()[0],
 				Work: func(context.Context, *sql.Conn, *sql.Tx) error { return nil }}})
 			if !errors.Is(err, sqlledger.ErrNotLeased) {
 				t.Errorf("Defer under a released lease = %v; want ErrNotLeased", err)

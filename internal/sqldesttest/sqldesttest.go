@@ -19,6 +19,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/destinationtest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/sqldest"
@@ -149,6 +150,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"SharedUnfenced", testSharedUnfenced},
 		{"Backfill", testBackfill},
 	}
+	t.Run("Contract", func(t *testing.T) { runContract(t, newEnv) })
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -158,6 +160,51 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 			tc.f(t, e)
 		})
 	}
+}
+
+// ContractTable is the table of the asset of the destination contract's
+// suite (destination/destinationtest), in which every test of the suite
+// writes through a destination apart from the ledger.
+var ContractTable = sqldest.Table{Name: "contract_events", Asset: destinationtest.Asset, Partition: destinationtest.Column,
+	Columns: []sqldest.Column{
+		{Name: destinationtest.Column, Kind: sqldest.Time},
+		{Name: "n", Kind: sqldest.Int},
+		{Name: "note", Kind: sqldest.String},
+	}}
+
+// runContract runs the destination contract's suite on a destination
+// apart from the ledger, each check in a new Env. (A destination sharing
+// the ledger's transactions writes only at the ledger's Finish: the
+// Shared tests check it.)
+func runContract(t *testing.T, newEnv func(t *testing.T) *Env) {
+	destinationtest.Run(t, func(t *testing.T) destinationtest.Subject {
+		e := newEnv(t)
+		d := e.Separate(t, ContractTable)
+		return destinationtest.Subject{Destination: d, Read: func(ctx context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
+			rows, err := e.DB.QueryContext(ctx, "SELECT "+destinationtest.Column+", n, note FROM "+ContractTable.Name)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var out []tranche.Row
+			for rows.Next() {
+				var at any
+				var n int64
+				var note string
+				if err := rows.Scan(&at, &n, &note); err != nil {
+					return nil, err
+				}
+				instant, err := Instant(at)
+				if err != nil {
+					return nil, err
+				}
+				if !instant.Before(p.Start) && instant.Before(p.End) {
+					out = append(out, tranche.Row{destinationtest.Column: instant, "n": n, "note": note})
+				}
+			}
+			return out, rows.Err()
+		}}
+	})
 }
 
 // ledger returns the ledger backfills run on: the database's, or an
@@ -430,11 +477,13 @@ func testTokens(t *testing.T, e *Env) {
 		{"dag", "plain", 0, false, "plain at 0"}, // unfenced: never refused
 		{"dag", "stale", 1, true, "plain at 0"},  // and the stored token is still 2
 		{"dag", "newer", 3, false, "newer at 3"},
-		// A DAG whose assets changed numbers its attempts anew: its
-		// first write replaces the partition, and its tokens count on.
-		{"dag-v2", "changed", 1, false, "changed at 1"},
-		{"dag", "old", 3, false, "old at 3"}, // and so does the old DAG's, once more
-		{"dag", "stale", 2, true, "old at 3"},
+		// Tokens order the claims of a partition whatever the DAG
+		// identity (a deploy): another identity's older token is stale,
+		// its newer one replaces the partition and fences the first.
+		{"dag-v2", "changed", 1, true, "newer at 3"},
+		{"dag-v2", "changed", 5, false, "changed at 5"},
+		{"dag", "old", 4, true, "changed at 5"},
+		{"dag", "old", 6, false, "old at 6"},
 	}
 	for _, s := range steps {
 		err := write(s.dag, s.worker, s.token)
@@ -498,8 +547,9 @@ func history(t *testing.T, e *Env, p tranche.TimePartition) string {
 func writeLease(t *testing.T, d *sqldest.Destination, lease *ledger.Lease, worker string) error {
 	t.Helper()
 	var bs []tranche.Batch
+	tokens := lease.Tokens()
 	for i, p := range lease.Partitions {
-		bs = append(bs, batch(p, rowsOf(p, 2, worker), lease.RunID, int64(lease.Attempts[i])))
+		bs = append(bs, batch(p, rowsOf(p, 2, worker), lease.RunID, tokens[i]))
 	}
 	return d.Write(t.Context(), bs)
 }
@@ -523,8 +573,8 @@ func testSharedCommitsWithFinish(t *testing.T, e *Env) {
 	for _, table := range []string{"events", "events_audit"} {
 		rows := read(t, e, table)
 		for _, p := range lease.Partitions {
-			if got := rows[p.Key()]; len(got) != 2 || got[0].Worker != "a" || got[0].Token != 1 {
-				t.Errorf("%s partition %s: %+v; want the 2 rows of a at token 1, once", table, p.Key(), got)
+			if got := rows[p.Key()]; len(got) != 2 || got[0].Worker != "a" || ledger.TokenAttempt(got[0].Token) != 1 {
+				t.Errorf("%s partition %s: %+v; want the 2 rows of a at attempt 1's token, once", table, p.Key(), got)
 			}
 		}
 	}
@@ -572,7 +622,7 @@ func testSharedFenced(t *testing.T, e *Env) {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"events", "events_audit"} {
-		if got := read(t, e, table)[p.Key()]; len(got) != 2 || got[0].Worker != "newer" || got[0].Token != 2 {
+		if got := read(t, e, table)[p.Key()]; len(got) != 2 || got[0].Worker != "newer" || got[0].Token != newer.Tokens()[0] {
 			t.Errorf("%s: %+v; want the newer attempt's 2 rows only", table, got)
 		}
 	}
@@ -582,7 +632,7 @@ func testSharedFenced(t *testing.T, e *Env) {
 	// A stale token meets the token table too: a separate write of
 	// attempt 1 is refused.
 	sep := e.Separate(t, Events)
-	if err := sep.Write(t.Context(), []tranche.Batch{batch(p, rowsOf(p, 1, "zombie"), newer.RunID, 1)}); !errors.Is(err, tranche.ErrFenced) {
+	if err := sep.Write(t.Context(), []tranche.Batch{batch(p, rowsOf(p, 1, "zombie"), newer.RunID, stale.Tokens()[0])}); !errors.Is(err, tranche.ErrFenced) {
 		t.Errorf("a separate write at token 1 after the shared one at 2 = %v; want ErrFenced", err)
 	}
 }
@@ -711,7 +761,7 @@ func testBackfill(t *testing.T, e *Env) {
 					t.Errorf("partition %s: latest attempt %s", p.Key(), last.State)
 				}
 				got, logged := events[p.Key()], audit[p.Key()]
-				if len(got) != 3 || got[0].Token != int64(last.Number) {
+				if len(got) != 3 || ledger.TokenAttempt(got[0].Token) != last.Number {
 					t.Errorf("partition %s: %+v; want 3 rows of attempt %d", p.Key(), got, last.Number)
 				}
 				deliveries := map[string]bool{}

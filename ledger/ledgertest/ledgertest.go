@@ -76,6 +76,11 @@ func (c *Clock) Advance(d time.Duration) {
 //     Until the lease has expired and the next claim takes the partition
 //     over: a new attempt number, the stale attempt recorded failed with a
 //     reason naming the new worker;
+//   - a lease records when the ledger granted it (Lease.Claimed, by the
+//     ledger's clock), and its fencing tokens (Lease.Tokens) hold its
+//     attempt numbers and order the claims of a partition: a takeover's,
+//     a rerun's and a changed DAG identity's claim outrank the claims
+//     before them;
 //   - Heartbeat and Finish of a lease whose attempt was taken over, already
 //     finished, or never existed fail with [tranche.ErrFenced] and record
 //     nothing; Finish after the worker's own lease expired but before a
@@ -273,6 +278,7 @@ var ledgerTests = []struct {
 	{"ClaimChunk", testClaimChunk},
 	{"HeldUnderLiveLease", testHeldUnderLiveLease},
 	{"TakeoverAfterExpiry", testTakeoverAfterExpiry},
+	{"TokensOrderClaims", testTokensOrderClaims},
 	{"FencedAfterTakeover", testFencedAfterTakeover},
 	{"FencedChunk", testFencedChunk},
 	{"FencedForeignLease", testFencedForeignLease},
@@ -726,6 +732,45 @@ func testHeldUnderLiveLease(s *ledgerSuite) {
 	s.refuse(r, alpha) // no policy overrides a live lease
 	if err := s.l.Heartbeat(s.ctx, lease, suiteLease); err != nil {
 		s.t.Fatalf("Heartbeat of the live lease = %v", err)
+	}
+}
+
+// testTokensOrderClaims checks the fencing tokens of leases: each
+// lease records when the ledger granted it (Claimed, by its clock), its
+// tokens hold its attempt numbers, and a later claim of a partition has
+// a higher token, a takeover's and another DAG identity's (a deploy)
+// alike, whatever their attempt numbers.
+func testTokensOrderClaims(s *ledgerSuite) {
+	p := part(0)
+	t0 := s.clock.Now()
+	first := s.claim(req(alpha, p))
+	if !first.Claimed.Equal(t0) {
+		s.t.Errorf("lease %s claimed at %v; want Claimed %v, the ledger's clock", describeLease(first), first.Claimed, t0)
+	}
+	tok := func(l *ledger.Lease) int64 { return l.Tokens()[0] }
+	if ledger.TokenAttempt(tok(first)) != 1 {
+		s.t.Errorf("token %d of attempt 1 reads back attempt %d", tok(first), ledger.TokenAttempt(tok(first)))
+	}
+	s.clock.Advance(suiteLease)
+	takeover := s.claim(req(beta, p))
+	if tok(takeover) <= tok(first) || ledger.TokenAttempt(tok(takeover)) != 2 {
+		s.t.Errorf("takeover's token %d (attempt %d) after token %d; want a higher token, of attempt 2", tok(takeover), ledger.TokenAttempt(tok(takeover)), tok(first))
+	}
+	// A changed DAG numbers its attempts from 1, yet its claim comes
+	// after the takeover, and so does its token.
+	s.clock.Advance(time.Second)
+	r := req(gamma, p)
+	r.DAG = suiteDAG + "-deployed"
+	deployed := s.claim(r)
+	if deployed.Attempts[0] != 1 || tok(deployed) <= tok(takeover) {
+		s.t.Errorf("the changed DAG's claim: attempt %d, token %d after token %d; want attempt 1, a higher token", deployed.Attempts[0], tok(deployed), tok(takeover))
+	}
+	// A rerun at the same instant as the failure it reruns: the attempt
+	// number orders them.
+	s.finish(deployed, ledger.StateFailed)
+	rerun := s.claim(r)
+	if tok(rerun) <= tok(deployed) {
+		s.t.Errorf("a rerun at the failure's instant: token %d after %d; want a higher token", tok(rerun), tok(deployed))
 	}
 }
 

@@ -201,7 +201,7 @@ func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time) (*ledger.Lease, e
 	lease := &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 		Partitions: slices.Clone(req.Partitions), Attempts: make([]int, len(req.Partitions)),
-		Until: now.Add(req.Lease), Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
+		Until: now.Add(req.Lease), Trigger: ledger.TriggerOf(req.Trigger, req.Backfill), Claimed: now.Truncate(time.Millisecond),
 	}
 	for i, p := range req.Partitions {
 		number := 1

@@ -195,7 +195,7 @@ func (w *commitWorld) write(t *testing.T, lease *ledger.Lease, worker string) {
 	t.Helper()
 	rows := []tranche.Row{{"day": cutDay.Start, "n": 0, "worker": worker}, {"day": cutDay.Start.Add(time.Hour), "n": 1, "worker": worker}}
 	err := w.dest.Write(t.Context(), []tranche.Batch{{Asset: "events", Column: "day", Partition: cutDay, Rows: rows,
-		RunID: lease.RunID, Token: int64(lease.Attempts[0])}})
+		RunID: lease.RunID, Token: lease.Tokens()[0]}})
 	if err != nil {
 		t.Fatal(err)
 	}

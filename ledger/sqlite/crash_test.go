@@ -557,3 +557,101 @@ func zombie(t *testing.T, r *rand.Rand, sink, at string) {
 	t.Logf("zombie stopped %s on %s; the newer worker ran %d; the zombie then reported %d done elsewhere; its %s: %s\n%s",
 		at, key, b.Succeeded, ra.Elsewhere, key, refused, a.stderr.String())
 }
+
+// TestZombieAcrossDeploy is the zombie scenario with a deploy between
+// the two workers: the zombie runs the first DAG and stops itself inside
+// its write of its last partition, past its lease; a worker of the
+// changed DAG (an asset added: another identity, whose attempts the
+// ledger numbers from 1) writes every partition; the zombie resumes. The
+// fence compares the tokens of the two identities' claims (the deployed
+// worker's are the later), so no write of the zombie lands after the
+// deployed worker's, and every partition ends with its rows, in every
+// sink. (With tokens compared only within one identity, the zombie's
+// rows replaced the deployed worker's on the files destination.)
+func TestZombieAcrossDeploy(t *testing.T) {
+	r := rng(t)
+	for _, sink := range proctest.Sinks {
+		for rep := range repeat(2) {
+			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { zombieAcrossDeploy(t, r, sink) })
+		}
+	}
+}
+
+func zombieAcrossDeploy(t *testing.T, r *rand.Rand, sink string) {
+	const days = 3
+	w := newWorld(t, days)
+	audit := filepath.Join(w.dir, "audit.log")
+	// The zombie runs newest first: it stops on its last partition, and
+	// has nothing to run after it resumes.
+	key := w.partition(0).Key()
+	at := proctest.PauseWrite
+	if r.IntN(2) == 0 && sink != "files" {
+		at = proctest.PauseStaged
+	}
+	a := w.start("zombie", proctest.ZombieArgs(sink, at, key, audit)...)
+	proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
+	b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2")...).report(t)
+	if b.Succeeded != days || b.Err != "" {
+		t.Errorf("the deployed worker's report %+v; want every partition run", b)
+	}
+	a.signal(t, syscall.SIGCONT)
+	ra := a.report(t)
+	// What every partition holds: the deployed worker's rows.
+	var holders map[string][]string
+	if sink == "files" {
+		holders = map[string][]string{}
+		for i := range days {
+			k := w.partition(i).Key()
+			for _, row := range w.rows(k) {
+				holders[k] = append(holders[k], row.Worker)
+			}
+		}
+	} else {
+		db, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		holders = map[string][]string{}
+		for k, rows := range proctest.SQLRows(t, db, false) {
+			for _, row := range rows {
+				holders[k] = append(holders[k], row.Worker)
+			}
+		}
+	}
+	stale := 0
+	for i := range days {
+		k := w.partition(i).Key()
+		if got := holders[k]; !slices.Equal(got, []string{"deployed", "deployed", "deployed"}) {
+			stale++
+			t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
+		}
+	}
+	// The audit of the writes that returned: none of the zombie's after
+	// the deployed worker's of the same partition. (A destination
+	// sharing the ledger only stages its writes there; what landed is
+	// the audit table's, where the zombie landed nothing of key.)
+	deployedWrote := map[string]bool{}
+	for _, wr := range proctest.Writes(t, audit) {
+		switch {
+		case sink == "sql":
+		case wr.Worker == "deployed":
+			deployedWrote[wr.Key] = true
+		case deployedWrote[wr.Key]:
+			t.Errorf("the zombie wrote %s (token %d) after the deployed worker", wr.Key, wr.Token)
+		}
+	}
+	if sink == "sql" {
+		db, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, row := range proctest.SQLRows(t, db, true)[key] {
+			if row.Worker == "zombie" {
+				t.Errorf("the audit table holds the zombie's write of %s: %+v", key, row)
+			}
+		}
+	}
+	t.Logf("%s, zombie stopped %s on %s: %d stale partitions of %d; the zombie's report %+v", sink, at, key, stale, days, ra)
+}

@@ -75,6 +75,7 @@ var (
 	pauseKey    = flag.String("pausekey", "", "the partition whose execution -pause stops")
 	skew        = flag.Duration("skew", 0, "how far the worker's clock (Backfill.Now) is ahead of the machine's, the ledger's: negative is behind")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
+	version     = flag.String("version", "", "the DAG's version: another adds an asset, and so makes another DAG identity (a deploy)")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's schema, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 	runLogPath  = flag.String("runlog", "", "a log of this worker's runs, failures, executions, writes and failed lease renewals, one JSON object a line, appended to")
 )
@@ -138,7 +139,7 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Version: *version, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
 		if *ignoreCtx {
 			time.Sleep(*work)
 			return nil

@@ -72,6 +72,7 @@ var (
 	fsize       = flag.Int64("fsize", 0, "limit every file this process writes to this many bytes (RLIMIT_FSIZE), SIGXFSZ ignored: a write past it fails with EFBIG, as on a full disk; 0 means no limit")
 	skew        = flag.Duration("skew", 0, "how far the worker's clock (Backfill.Now) is ahead of the machine's, the ledger's: negative is behind")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
+	version     = flag.String("version", "", "the DAG's version: another adds an asset, and so makes another DAG identity (a deploy)")
 )
 
 // report is the worker's output: the backfill's Result, flattened.
@@ -158,7 +159,7 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Version: *version, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
 		for range int(*work / (5 * time.Millisecond)) {
 			if err := ctx.Err(); err != nil && !*ignoreCtx {
 				return err
