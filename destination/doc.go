@@ -93,10 +93,14 @@
 //     or an unpartitioned asset): it is not fenced, replaces its
 //     partition whatever token wrote it last, and keeps that token, so
 //     that a stale attempt is still refused after it.
-//   - A token below the partition's fence is stale, whatever the DAG
-//     identities of the two: the attempt that wrote it was taken over,
-//     or the DAG was deployed anew since and the new DAG claimed the
-//     partition. The write is refused with a [*tranche.StaleWriteError].
+//   - A token below the partition's fence is stale: the attempt that
+//     wrote it was taken over, or the DAG was deployed anew since and
+//     the new DAG claimed the partition. Between tokens of one DAG
+//     identity the attempt numbers decide (ledger.TokenAttempt: a
+//     ledger numbers a partition's attempts in order, so even a ledger
+//     clock that stepped back between two claims cannot reorder them);
+//     between identities the whole tokens do, which count the claims'
+//     instants. The write is refused with a [*tranche.StaleWriteError].
 //   - A token at or above the fence is admitted and becomes the fence,
 //     with its DAG identity: the same attempt delivering again, or a
 //     newer claim.

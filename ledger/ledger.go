@@ -330,7 +330,7 @@ func (l *Lease) Tokens() []int64 {
 
 // tokenAttemptBits are the low bits of a fencing token that hold the
 // attempt number (see [Lease.Tokens]).
-const tokenAttemptBits = 20
+const tokenAttemptBits = 20 // internal/fencing reads the same bits
 
 // TokenAttempt returns the attempt number a fencing token of
 // [Lease.Tokens] holds in its low bits.
