@@ -33,8 +33,10 @@ func TestStatusOfDAG(t *testing.T) {
 	id := backfill.DAGIdentity(h.p.DAGs["events"], tranche.Day, time.UTC)
 
 	// A live slot three days ago, started five minutes after its close;
-	// no scheduler since.
-	slot := tranche.PartitionOf(tranche.Day, time.Now().UTC().AddDate(0, 0, -3))
+	// no scheduler since. Three days before ten minutes ago, so that the
+	// two slots after it are due (closed, and five minutes past) even in
+	// the first minutes after midnight.
+	slot := tranche.PartitionOf(tranche.Day, time.Now().UTC().Add(-10*time.Minute).AddDate(0, 0, -3))
 	clock = slot.End.Add(5 * time.Minute)
 	lease, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: id, Worker: "sched", RunID: "r", Partitions: []tranche.TimePartition{slot},
 		Lease: time.Minute, Policy: ledger.RerunNone, Trigger: ledger.TriggerLive})
