@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/internal/cron"
+	"github.com/tranche-dev/tranche/internal/cronspec"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -64,34 +64,14 @@ func DAGIdentity(dag *tranche.DAG, g tranche.TimeGranularity, loc *time.Location
 
 // identityText is the text that names g in a DAG identity: its String,
 // or for a daily or hourly schedule, its cadence, days, zone and excluded
-// dates. The root package keeps a schedule's parsed form to itself, so
-// they are read again from g's canonical text form, as newMatcher does:
-// that form parses to the same schedule (the root evaluates schedules
-// from it too).
+// dates (see cron.Spec.Identity), read from the form ParseCron parsed.
 func identityText(g tranche.TimeGranularity) string {
-	if !g.IsSchedule() {
-		return g.String()
+	if spec := cronspec.Of(g); spec != nil {
+		if id := spec.Identity(); id != "" {
+			return id
+		}
 	}
-	text := strings.TrimSuffix(strings.TrimPrefix(g.String(), "cron("), ")")
-	expr, except, excepted := strings.Cut(text, "; except ")
-	s, err := cron.Parse(expr, nil)
-	if err != nil {
-		panic("tranche: the canonical text of a cron schedule does not parse: " + err.Error())
-	}
-	cadence, days := s.Cadence()
-	if cadence == cron.Irregular {
-		return g.String()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "schedule(%s; days %s", cadence, days)
-	if strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=") {
-		fmt.Fprintf(&b, "; zone %s", s.Location())
-	}
-	if excepted {
-		b.WriteString("; except " + except)
-	}
-	b.WriteByte(')')
-	return b.String()
+	return g.String()
 }
 
 // BackfillID returns the id of the backfill of the DAG identity dag over
