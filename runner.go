@@ -445,6 +445,9 @@ func (s *runState) emit(e *Event) {
 		return
 	}
 	e.RunID, e.runAttempt, e.Backfill, e.Trigger = s.id, s.attempt, s.backfill, s.trigger
+	if l, ok := e.Kind.level(); ok {
+		e.Level = l
+	}
 	if !s.target.none {
 		if s.target.isWindow {
 			e.Window = s.target.window

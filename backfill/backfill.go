@@ -1179,6 +1179,7 @@ func (x *execution) emit(ctx context.Context, e tranche.Event) {
 	e.Window = x.cfg.window
 	e.Target = x.cfg.window.String()
 	e.Progress = x.progress()
+	e.Level, _ = kindLevel(e.Kind)
 	x.deliver(ctx, e)
 }
 
@@ -1193,6 +1194,7 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 	} else {
 		e.Window = u.window
 	}
+	e.Level, _ = kindLevel(kind)
 	for _, f := range more {
 		f(&e)
 	}

@@ -1172,6 +1172,7 @@ func (r *run) emit(kind tranche.Kind, sl *slot, more func(*tranche.Event)) {
 		return
 	}
 	e := tranche.Event{Kind: kind, Time: time.Now()}
+	e.Level, _ = kindLevel(kind)
 	if sl != nil {
 		e.Partition, e.Target = sl.p, sl.p.Key()
 		e.RunID = backfill.RunID(r.cfg.dag, sl.p.Start, sl.p.End)
