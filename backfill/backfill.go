@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/hookcall"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
@@ -1201,23 +1201,16 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 	x.deliver(ctx, e)
 }
 
-// deliver calls the hook, recovering a panic so that a broken hook cannot
-// take a backfill down half-recorded; the report's HookErr keeps it.
+// deliver calls the hook, one call at a time, recovering a panic so that
+// a broken hook cannot take a backfill down half-recorded; the report's
+// HookErr keeps it.
 func (x *execution) deliver(ctx context.Context, e tranche.Event) {
-	x.hookMu.Lock()
-	defer x.hookMu.Unlock()
-	defer func() {
-		if v := recover(); v != nil {
-			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "backfill event hook on " + string(e.Kind)}
-			if pe, ok := v.(*tranche.PanicError); ok {
-				// tranche.Hooks raised it again: keep the stack of the
-				// hook that panicked.
-				err.Value, err.Stack, err.Where = pe.Value, pe.Stack, err.Where+", "+pe.Where
-			}
-			x.count(func(r *Result) { r.HookErr = errors.Join(r.HookErr, err) })
-		}
-	}()
-	x.b.OnEvent(context.WithoutCancel(ctx), e)
+	err := hookcall.Call[tranche.PanicError](&x.hookMu, context.WithoutCancel(ctx), x.b.OnEvent, e, func() string {
+		return "backfill event hook on " + string(e.Kind)
+	})
+	if err != nil {
+		x.count(func(r *Result) { r.HookErr = errors.Join(r.HookErr, err) })
+	}
 }
 
 // RunRecorded runs dag for partition p with r and records the run in l
