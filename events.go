@@ -1,13 +1,13 @@
 package tranche
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/tranche-dev/tranche/internal/idhash"
 )
 
 // Kind names what an [Event] reports. Its string value is stable and
@@ -139,8 +139,7 @@ func (e Event) ID() string {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, int64(n), 10)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	return idhash.Sum(b, 32)
 }
 
 // LogValue implements [slog.LogValuer]: the event's non-zero fields as a
