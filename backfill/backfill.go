@@ -92,7 +92,7 @@ type Backfill struct {
 	ChunkSize int
 
 	Order     Order                 // NewestFirst (the zero value) or OldestFirst
-	Rerun     ledger.RerunPolicy    // "" means RerunFailed
+	Rerun     RerunPolicy           // "" means RerunFailed
 	OnFailure tranche.FailurePolicy // "" means tranche.FailStop
 
 	// Lease is how long a claim holds without a heartbeat; 0 means 30s.
@@ -156,6 +156,21 @@ type Backfill struct {
 	Now func() time.Time
 }
 
+// RerunPolicy decides which recorded partitions a backfill runs again. It
+// is the ledger's type ([ledger.RerunPolicy], which a ledger judges
+// claims by), named here with its values so that a Backfill with every
+// policy set needs only this package and tranche; ledger's names remain
+// the same values.
+type RerunPolicy = ledger.RerunPolicy
+
+// The rerun policies, as [ledger.RerunNone] and its kin.
+const (
+	RerunNone   = ledger.RerunNone   // only partitions with no recorded run
+	RerunFailed = ledger.RerunFailed // also those whose latest run failed or was canceled; the default
+	RerunAll    = ledger.RerunAll    // every partition once more
+	RerunStale  = ledger.RerunStale  // what RerunFailed runs, and those whose latest success ran other code
+)
+
 // Order is the order a backfill runs its partitions in.
 type Order int
 
@@ -167,12 +182,13 @@ const (
 	OldestFirst
 )
 
-// String returns "newest first" or "oldest first".
+// String returns "newest-first" or "oldest-first", the text
+// MarshalText writes.
 func (o Order) String() string {
 	if o == OldestFirst {
-		return "oldest first"
+		return "oldest-first"
 	}
-	return "newest first"
+	return "newest-first"
 }
 
 // MarshalText implements [encoding.TextMarshaler]: "newest-first" or

@@ -695,8 +695,10 @@ func TestBackfillOrder(t *testing.T) {
 			if got := p.Calls(); !slices.Equal(got, tt.calls) {
 				t.Errorf("ran %v; want %v", got, tt.calls)
 			}
-			if got := tt.order.String(); got != tt.name[len(tt.name)-12:] {
-				t.Errorf("Order.String() = %q", got)
+			// String is the text form: "newest-first", as MarshalText.
+			text, err := tt.order.MarshalText()
+			if got, want := tt.order.String(), strings.ReplaceAll(tt.name[len(tt.name)-12:], " ", "-"); got != want || string(text) != want {
+				t.Errorf("Order.String() = %q, MarshalText = %q; want %q", got, text, want)
 			}
 		})
 	}

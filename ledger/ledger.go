@@ -421,15 +421,15 @@ type BackfillRecord struct {
 	StopRunning bool
 }
 
-// MarshalText implements [encoding.TextMarshaler]: "none", "failed" or
-// "all" ("" stays ""), so that JSON, YAML and flag.TextVar take a policy
-// as they take a slog.Level.
+// MarshalText implements [encoding.TextMarshaler]: "none", "failed",
+// "all" or "stale" ("" stays ""), so that JSON, YAML and flag.TextVar
+// take a policy as they take a slog.Level.
 func (p RerunPolicy) MarshalText() ([]byte, error) {
 	switch p {
-	case "", RerunNone, RerunFailed, RerunAll:
+	case "", RerunNone, RerunFailed, RerunAll, RerunStale:
 		return []byte(p), nil
 	}
-	return nil, fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all", string(p))
+	return nil, fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all, stale", string(p))
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler]: "none", "failed"
