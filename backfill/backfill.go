@@ -119,7 +119,7 @@ type Backfill struct {
 	// StopOnCancel makes running partitions stop, recorded failed with
 	// cause canceled, when the backfill is canceled in the ledger
 	// ([Ledger.CancelBackfill]); by default they finish and only new
-	// claims stop, unless the backfill was canceled with stopRunning
+	// claims stop, unless the backfill was canceled with StopRunning
 	// (BackfillRecord.StopRunning), which stops them in every worker.
 	// Workers notice at their next heartbeat.
 	StopOnCancel bool
@@ -651,7 +651,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	defer stopFinish()
 	// Every worker looks at each heartbeat whether the backfill was
 	// canceled with its running partitions to stop: the operator who
-	// cancels so (CancelBackfill with stopRunning) cannot reach the
+	// cancels so (CancelBackfill with CancelOptions.StopRunning) cannot reach the
 	// workers' configuration. StopOnCancel stops them at any cancellation.
 	// A cancellation also stops the partitions claimed ahead and not
 	// started, which the ledger's refusal of the next claim would not

@@ -331,7 +331,7 @@ func runCancel(ctx context.Context, c *call) error {
 		fmt.Fprintf(c.stdout, "Backfill %s is finished: all %s succeeded; nothing to cancel, nothing was changed.\n", id, counted(s.Counts[ledger.StateSucceeded], "partition"))
 		return exitErr(exitNothing)
 	}
-	if err := l.CancelBackfill(ctx, id, c.opt.stopRunning); err != nil {
+	if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: c.opt.stopRunning}); err != nil {
 		return err
 	}
 	if c.opt.stopRunning {
