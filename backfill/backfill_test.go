@@ -697,6 +697,9 @@ func TestBackfillOrder(t *testing.T) {
 			}
 			// String is the text form: "newest-first", as MarshalText.
 			text, err := tt.order.MarshalText()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got, want := tt.order.String(), strings.ReplaceAll(tt.name[len(tt.name)-12:], " ", "-"); got != want || string(text) != want {
 				t.Errorf("Order.String() = %q, MarshalText = %q; want %q", got, text, want)
 			}
