@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	_ "unsafe" // for go:linkname; see cronSpecOf
 
 	"github.com/tranche-dev/tranche/internal/calendar"
 	"github.com/tranche-dev/tranche/internal/cron"
@@ -18,26 +19,15 @@ import (
 // TimeGranularity takes a schedule: windows, lookback, keys, runners and
 // backfills.
 
-// cronSpec is the shared, immutable description of a schedule
-// granularity. Equal schedules share one cronSpec (see cronSpecs), so that
-// TimeGranularity stays comparable with ==.
-type cronSpec struct {
-	text     string         // the canonical text inside "cron(...)"
-	expr     string         // the expression, with CRON_TZ= only when zoned
-	zone     *time.Location // the CRON_TZ zone; nil: the partitions' location
-	excluded []cron.Date
+// A schedule granularity holds its parsed form, a *cron.Spec: equal
+// schedules share one (see cronSpecs), so that TimeGranularity stays
+// comparable with ==, and the packages that need more than its text read
+// it through cronspec.Of (see cronSpecOf) rather than parse the text
+// again.
 
-	// cadence and days say how the schedule fires (see history.go).
-	cadence cron.Cadence
-	days    string
-
-	mu    sync.Mutex
-	byLoc map[string]*cron.Schedule // the schedule evaluated in each location
-}
-
-// cronSpecs interns cronSpecs by canonical text. It is a cache, not
+// cronSpecs interns specs by canonical text. It is a cache, not
 // state: a value is a pure function of its key.
-var cronSpecs sync.Map // string → *cronSpec
+var cronSpecs sync.Map // string → *cron.Spec
 
 // ParseCron returns the granularity of a cron schedule's slots. expr is a
 // standard five-field expression with names (MON, JAN), ranges, steps and
@@ -68,13 +58,7 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	}
 	trimmed := strings.TrimSpace(expr)
 	zoned := strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=")
-	spec := &cronSpec{expr: s.String(), byLoc: map[string]*cron.Schedule{}}
-	spec.cadence, spec.days = s.Cadence()
-	if zoned {
-		spec.zone = s.Location()
-	} else {
-		spec.expr = strings.TrimPrefix(spec.expr, "CRON_TZ=UTC ")
-	}
+	var dates []cron.Date
 	var days []string
 	for _, d := range excluded {
 		day, ok := parseDate(strings.TrimSpace(d))
@@ -86,17 +70,14 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 			return TimeGranularity{}, &ParseError{Kind: "cron", Text: expr, Reason: reason + "; want the form 2006-01-02"}
 		}
 		y, m, dd := calendar.CivilFromDays(day)
-		spec.excluded = append(spec.excluded, cron.Date{Year: int(y), Month: time.Month(m), Day: dd})
+		dates = append(dates, cron.Date{Year: int(y), Month: time.Month(m), Day: dd})
 		days = append(days, strings.TrimSpace(d))
 	}
 	slices.Sort(days)
 	days = slices.Compact(days)
-	spec.text = spec.expr
-	if len(days) > 0 {
-		spec.text += "; except " + strings.Join(days, " ")
-	}
-	interned, _ := cronSpecs.LoadOrStore(spec.text, spec)
-	return TimeGranularity{unit: unitCron, n: 1, cron: interned.(*cronSpec)}, nil
+	spec := cron.NewSpec(s, zoned, dates, days)
+	interned, _ := cronSpecs.LoadOrStore(spec.Text, spec)
+	return TimeGranularity{unit: unitCron, n: 1, cron: interned.(*cron.Spec)}, nil
 }
 
 // parseCronText parses the text inside "cron(...)".
@@ -113,24 +94,21 @@ func parseCronText(text string) (TimeGranularity, error) {
 	return ParseCron(expr, days...)
 }
 
-// schedule returns the schedule evaluated in loc.
-func (c *cronSpec) schedule(loc *time.Location) *cron.Schedule {
-	if c.zone != nil {
-		loc = c.zone
+// cronSpecOf is how the packages of this module that need a schedule's
+// parsed form (package backfill for a DAG's identity, internal/slotmatch
+// to match attempts to slots) get it without a name on this package's
+// page and without state: internal/cronspec declares Of without a body,
+// and the directive below gives it this function's code, as the standard
+// library hands its unexported functions to its own packages (time's
+// runtimeNano, sync's runtime_Semacquire). The contract is local to this
+// module: internal/cronspec is its only user, and its tests call it.
+//
+//go:linkname cronSpecOf github.com/tranche-dev/tranche/internal/cronspec.Of
+func cronSpecOf(g TimeGranularity) *cron.Spec {
+	if g.unit != unitCron {
+		return nil
 	}
-	name := zoneName(loc) // unnamed fixed zones of different offsets differ
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.byLoc[name]; ok {
-		return s
-	}
-	s, err := cron.Parse(c.expr, loc)
-	if err != nil {
-		panic("tranche: reparsing a parsed cron expression: " + err.Error())
-	}
-	s = s.Exclude(c.excluded...)
-	c.byLoc[name] = s
-	return s
+	return g.cron
 }
 
 // IsSchedule reports whether g is a cron schedule made by [ParseCron].
@@ -157,8 +135,8 @@ func SlotAt(g TimeGranularity, fire time.Time) (TimePartition, error) {
 		return TimePartition{}, fmt.Errorf("tranche: SlotAt takes a cron schedule, not %v", g)
 	}
 	loc := fire.Location()
-	if g.cron.zone != nil {
-		loc = g.cron.zone
+	if g.cron.Zone != nil {
+		loc = g.cron.Zone
 	}
 	return slotIn(g, fire, loc)
 }
@@ -194,8 +172,8 @@ func SlotWindow(g TimeGranularity, from, to string, now time.Time) (TimePartitio
 		return TimePartitionWindow{}, fmt.Errorf("tranche: SlotWindow takes a cron schedule, not %v", g)
 	}
 	loc := now.Location()
-	if g.cron.zone != nil {
-		loc = g.cron.zone
+	if g.cron.Zone != nil {
+		loc = g.cron.Zone
 	}
 	lo, err := slotBound(from, loc, false)
 	if err != nil {

@@ -20,7 +20,7 @@ type cursor struct {
 func newCursor(g TimeGranularity, loc *time.Location) cursor {
 	r := partition.Rule{Unit: g.unit, N: int64(g.n)}
 	if g.unit == unitCron {
-		r.Sched = g.cron.schedule(loc)
+		r.Sched = g.cron.Schedule(loc)
 	}
 	return cursor{Cursor: partition.NewCursor(r, loc), g: g, loc: loc}
 }

@@ -1,13 +1,13 @@
 package tranche
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/tranche-dev/tranche/internal/idhash"
 )
 
 // Kind names what an [Event] reports. Its string value is stable and
@@ -35,6 +35,24 @@ const (
 
 	KindLog Kind = "log" // a record of an asset's logger; see Materialization.Logger
 )
+
+// level is the level of events of kind k ([Event.Level]), for each kind
+// above but KindLog, whose records carry their own; ok is false for any
+// other kind.
+func (k Kind) level() (level slog.Level, ok bool) {
+	switch k {
+	case KindRunFailed, KindAssetFailed, KindWriteFailed:
+		return slog.LevelError, true
+	case KindAssetRetrying:
+		return slog.LevelWarn, true
+	case KindRunStarted, KindRunCompleted, KindRunCanceled,
+		KindAssetStarted, KindAssetCompleted, KindAssetCanceled, KindAssetSkipped:
+		return slog.LevelInfo, true
+	case KindWriteStarted, KindWriteCompleted:
+		return slog.LevelDebug, true
+	}
+	return 0, false
+}
 
 // Event reports one step of a run or a backfill. Fields that do not apply
 // to the kind are zero. Events are values: a hook may keep them.
@@ -78,8 +96,14 @@ type Event struct {
 	Rows int   // rows written: by the write, the asset, or the whole run
 	Err  error // why the step failed, was canceled or skipped
 
-	// Level, Message and Attrs are a log record's, for KindLog.
-	Level   slog.Level
+	// Level is the level of the event's kind, decided by the package
+	// that defines the kind beside its definition and set when the event
+	// is emitted: ERROR for failures, WARN for retries and trouble worked
+	// around, INFO for the lifecycle, DEBUG for the fine steps.
+	// [SlogHook] logs the event at it. For KindLog it is the record's.
+	Level slog.Level
+
+	// Message and Attrs are a log record's, for KindLog.
 	Message string
 	Attrs   []slog.Attr
 
@@ -118,8 +142,7 @@ func (e Event) ID() string {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, int64(n), 10)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	return idhash.Sum(b, 32)
 }
 
 // LogValue implements [slog.LogValuer]: the event's non-zero fields as a

@@ -1,6 +1,9 @@
 package tranche
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // RunWithID is Runner.run, for tests that need a known run id, attempt
 // or backfill.
@@ -24,3 +27,6 @@ func RunWithFence(r *Runner, ctx context.Context, dag *DAG, tg Target, tokens []
 // IsRetryable reports whether err was marked with Retryable, as the
 // runner asks before it retries an attempt.
 var IsRetryable = isRetryable
+
+// KindLevel is Kind.level, for TestKindLevels.
+func KindLevel(k Kind) (slog.Level, bool) { return k.level() }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tranche-dev/tranche/internal/cron"
 	"github.com/tranche-dev/tranche/internal/partition"
 )
 
@@ -52,7 +53,7 @@ const maxMultiple = 1_000_000
 type TimeGranularity struct {
 	unit unit
 	n    int32
-	cron *cronSpec // for unitCron: shared by equal schedules
+	cron *cron.Spec // for unitCron: shared by equal schedules
 }
 
 // The calendar units. Week is the ISO week, starting on Monday.
@@ -135,7 +136,7 @@ func (g TimeGranularity) String() string {
 	case g.unit == unitInvalid:
 		return "invalid"
 	case g.unit == unitCron:
-		return "cron(" + g.cron.text + ")"
+		return "cron(" + g.cron.Text + ")"
 	case g.n == 1:
 		return unitNames[g.unit]
 	}

@@ -37,13 +37,3 @@ func Hooks(hooks ...func(context.Context, Event)) func(context.Context, Event) {
 		}
 	}
 }
-
-// hookPanic returns the error of a hook's panic with value v, recovered
-// where the runner called it: the value and stack of a [*PanicError]
-// that [Hooks] raised again, or v and the stack here.
-func hookPanic(v any, where string) *PanicError {
-	if pe, ok := v.(*PanicError); ok {
-		return &PanicError{Value: pe.Value, Stack: pe.Stack, Where: where + ", " + pe.Where}
-	}
-	return &PanicError{Value: v, Stack: debug.Stack(), Where: where}
-}

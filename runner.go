@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tranche-dev/tranche/internal/hookcall"
 	"github.com/tranche-dev/tranche/internal/runctx"
 )
 
@@ -445,6 +446,9 @@ func (s *runState) emit(e *Event) {
 		return
 	}
 	e.RunID, e.runAttempt, e.Backfill, e.Trigger = s.id, s.attempt, s.backfill, s.trigger
+	if l, ok := e.Kind.level(); ok {
+		e.Level = l
+	}
 	if !s.target.none {
 		if s.target.isWindow {
 			e.Window = s.target.window
@@ -465,28 +469,27 @@ func (s *runState) emit(e *Event) {
 	s.deliver(s.logHook, e, false)
 }
 
-// deliver calls one hook, recovering and reporting its panic.
+// deliver calls one hook, recovering and reporting its panic; the
+// caller holds s.mu, which serializes the calls.
 func (s *runState) deliver(hook func(context.Context, Event), e *Event, report bool) {
 	if hook == nil {
 		return
 	}
-	defer func() {
-		v := recover()
-		if v == nil {
-			return
-		}
-		err := hookPanic(v, fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID))
-		s.hookErrs = append(s.hookErrs, err)
-		if report && s.runner.Logger != nil {
-			func() {
-				defer func() { _ = recover() }() // a logger that panics too has been reported once already
-				s.runner.Logger.LogAttrs(s.hookCtx, slog.LevelError, "tranche: event hook panicked",
-					slog.String("kind", string(e.Kind)), slog.String("run", e.RunID), slog.Any("panic", err.Value),
-					slog.String("stack", string(err.Stack)))
-			}()
-		}
-	}()
-	hook(s.hookCtx, *e)
+	err := hookcall.Call[PanicError](nil, s.hookCtx, hook, *e, func() string {
+		return fmt.Sprintf("event hook, for %s of run %q", e.Kind, e.RunID)
+	})
+	if err == nil {
+		return
+	}
+	s.hookErrs = append(s.hookErrs, err)
+	if report && s.runner.Logger != nil {
+		func() {
+			defer func() { _ = recover() }() // a logger that panics too has been reported once already
+			s.runner.Logger.LogAttrs(s.hookCtx, slog.LevelError, "tranche: event hook panicked",
+				slog.String("kind", string(e.Kind)), slog.String("run", e.RunID), slog.Any("panic", err.Value),
+				slog.String("stack", string(err.Stack)))
+		}()
+	}
 }
 
 // schedule runs the assets, each once its dependencies have finished,

@@ -5,10 +5,11 @@ import (
 	"log/slog"
 )
 
-// SlogHook returns a hook that logs each event to l: failures at ERROR,
-// but those of a backfill (Event.Trigger "backfill") at WARN, retries at WARN, the lifecycle of runs, assets, backfills and
-// partitions at INFO, writes, claims and leases at DEBUG, and log events
-// at their own level. The record's time is the event's; its message is
+// SlogHook returns a hook that logs each event to l at its kind's level
+// ([Event.Level]): failures at ERROR, but those of a backfill
+// (Event.Trigger "backfill") at WARN, retries and trouble worked around at
+// WARN, the lifecycle of runs, assets, backfills and partitions at INFO,
+// writes, claims and leases at DEBUG, and log events at their own level. The record's time is the event's; its message is
 // the kind, or a log event's own message; its attributes are the event's
 // non-zero fields (run, asset, target, attempt, duration, rows, err, ...,
 // and id last, as [Event.LogValue] lists them), with kind=log and the
@@ -24,12 +25,18 @@ func SlogHook(l *slog.Logger) func(context.Context, Event) {
 		if l == nil {
 			return
 		}
-		level, msg := e.Kind.level(), string(e.Kind)
+		// A kind of this package has its level here; another package's
+		// (backfill's, schedule's) came with the event, set where that
+		// package defines the kind.
+		level, msg := e.Level, string(e.Kind)
+		if l, ok := e.Kind.level(); ok {
+			level = l
+		}
 		if level == slog.LevelError && e.Trigger == "backfill" {
 			level = slog.LevelWarn
 		}
 		if e.Kind == KindLog {
-			level, msg = e.Level, e.Message
+			msg = e.Message
 		}
 		h := l.Handler()
 		if !h.Enabled(ctx, level) {
@@ -40,21 +47,4 @@ func SlogHook(l *slog.Logger) func(context.Context, Event) {
 		r.AddAttrs(e.Attrs...)
 		_ = h.Handle(ctx, r) // a handler's error has nowhere to go; slog.Logger drops it too
 	}
-}
-
-// level is the slog level at which [SlogHook] logs events of kind k:
-// failures at ERROR, retries at WARN, lifecycle at INFO and the
-// fine-grained steps at DEBUG.
-func (k Kind) level() slog.Level {
-	switch k {
-	// The backfill package's kinds are named by value: the root knows
-	// nothing of backfills, but SlogHook logs their events too.
-	case KindRunFailed, KindAssetFailed, KindWriteFailed, "backfill.failed", "partition.failed":
-		return slog.LevelError
-	case KindAssetRetrying, "lease.renew_failed", "lease.renew_slow", "partition.unclaimed", "backfill.unfinished":
-		return slog.LevelWarn
-	case KindWriteStarted, KindWriteCompleted, "partition.claimed", "partition.held", "partition.started":
-		return slog.LevelDebug
-	}
-	return slog.LevelInfo
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/hookcall"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
@@ -92,7 +92,7 @@ type Backfill struct {
 	ChunkSize int
 
 	Order     Order                 // NewestFirst (the zero value) or OldestFirst
-	Rerun     ledger.RerunPolicy    // "" means RerunFailed
+	Rerun     RerunPolicy           // "" means RerunFailed
 	OnFailure tranche.FailurePolicy // "" means tranche.FailStop
 
 	// Lease is how long a claim holds without a heartbeat; 0 means 30s.
@@ -119,7 +119,7 @@ type Backfill struct {
 	// StopOnCancel makes running partitions stop, recorded failed with
 	// cause canceled, when the backfill is canceled in the ledger
 	// ([Ledger.CancelBackfill]); by default they finish and only new
-	// claims stop, unless the backfill was canceled with stopRunning
+	// claims stop, unless the backfill was canceled with StopRunning
 	// (BackfillRecord.StopRunning), which stops them in every worker.
 	// Workers notice at their next heartbeat.
 	StopOnCancel bool
@@ -156,6 +156,21 @@ type Backfill struct {
 	Now func() time.Time
 }
 
+// RerunPolicy decides which recorded partitions a backfill runs again. It
+// is the ledger's type ([ledger.RerunPolicy], which a ledger judges
+// claims by), named here with its values so that a Backfill with every
+// policy set needs only this package and tranche; ledger's names remain
+// the same values.
+type RerunPolicy = ledger.RerunPolicy
+
+// The rerun policies, as [ledger.RerunNone] and its kin.
+const (
+	RerunNone   = ledger.RerunNone   // only partitions with no recorded run
+	RerunFailed = ledger.RerunFailed // also those whose latest run failed or was canceled; the default
+	RerunAll    = ledger.RerunAll    // every partition once more
+	RerunStale  = ledger.RerunStale  // what RerunFailed runs, and those whose latest success ran other code
+)
+
 // Order is the order a backfill runs its partitions in.
 type Order int
 
@@ -167,12 +182,13 @@ const (
 	OldestFirst
 )
 
-// String returns "newest first" or "oldest first".
+// String returns "newest-first" or "oldest-first", the text
+// MarshalText writes.
 func (o Order) String() string {
 	if o == OldestFirst {
-		return "oldest first"
+		return "oldest-first"
 	}
-	return "newest first"
+	return "newest-first"
 }
 
 // MarshalText implements [encoding.TextMarshaler]: "newest-first" or
@@ -635,7 +651,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	defer stopFinish()
 	// Every worker looks at each heartbeat whether the backfill was
 	// canceled with its running partitions to stop: the operator who
-	// cancels so (CancelBackfill with stopRunning) cannot reach the
+	// cancels so (CancelBackfill with CancelOptions.StopRunning) cannot reach the
 	// workers' configuration. StopOnCancel stops them at any cancellation.
 	// A cancellation also stops the partitions claimed ahead and not
 	// started, which the ledger's refusal of the next claim would not
@@ -1179,6 +1195,7 @@ func (x *execution) emit(ctx context.Context, e tranche.Event) {
 	e.Window = x.cfg.window
 	e.Target = x.cfg.window.String()
 	e.Progress = x.progress()
+	e.Level, _ = kindLevel(e.Kind)
 	x.deliver(ctx, e)
 }
 
@@ -1193,29 +1210,23 @@ func (x *execution) emitJob(ctx context.Context, kind tranche.Kind, u *job, err 
 	} else {
 		e.Window = u.window
 	}
+	e.Level, _ = kindLevel(kind)
 	for _, f := range more {
 		f(&e)
 	}
 	x.deliver(ctx, e)
 }
 
-// deliver calls the hook, recovering a panic so that a broken hook cannot
-// take a backfill down half-recorded; the report's HookErr keeps it.
+// deliver calls the hook, one call at a time, recovering a panic so that
+// a broken hook cannot take a backfill down half-recorded; the report's
+// HookErr keeps it.
 func (x *execution) deliver(ctx context.Context, e tranche.Event) {
-	x.hookMu.Lock()
-	defer x.hookMu.Unlock()
-	defer func() {
-		if v := recover(); v != nil {
-			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "backfill event hook on " + string(e.Kind)}
-			if pe, ok := v.(*tranche.PanicError); ok {
-				// tranche.Hooks raised it again: keep the stack of the
-				// hook that panicked.
-				err.Value, err.Stack, err.Where = pe.Value, pe.Stack, err.Where+", "+pe.Where
-			}
-			x.count(func(r *Result) { r.HookErr = errors.Join(r.HookErr, err) })
-		}
-	}()
-	x.b.OnEvent(context.WithoutCancel(ctx), e)
+	err := hookcall.Call[tranche.PanicError](&x.hookMu, context.WithoutCancel(ctx), x.b.OnEvent, e, func() string {
+		return "backfill event hook on " + string(e.Kind)
+	})
+	if err != nil {
+		x.count(func(r *Result) { r.HookErr = errors.Join(r.HookErr, err) })
+	}
 }
 
 // RunRecorded runs dag for partition p with r and records the run in l

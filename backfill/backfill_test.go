@@ -695,8 +695,13 @@ func TestBackfillOrder(t *testing.T) {
 			if got := p.Calls(); !slices.Equal(got, tt.calls) {
 				t.Errorf("ran %v; want %v", got, tt.calls)
 			}
-			if got := tt.order.String(); got != tt.name[len(tt.name)-12:] {
-				t.Errorf("Order.String() = %q", got)
+			// String is the text form: "newest-first", as MarshalText.
+			text, err := tt.order.MarshalText()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := tt.order.String(), strings.ReplaceAll(tt.name[len(tt.name)-12:], " ", "-"); got != want || string(text) != want {
+				t.Errorf("Order.String() = %q, MarshalText = %q; want %q", got, text, want)
 			}
 		})
 	}
@@ -1066,7 +1071,7 @@ func TestBackfillCancel(t *testing.T) {
 		time.Sleep(bfSlowerThanLookahead) // no partition is claimed ahead of its run
 		if target == "2026-01-04" {
 			id, _ := b.ID()
-			if err := l.CancelBackfill(ctx, id, false); err != nil {
+			if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{}); err != nil {
 				return err
 			}
 		}
@@ -1076,7 +1081,7 @@ func TestBackfillCancel(t *testing.T) {
 	w := bfDays(t, 1, 5)
 	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now, OnEvent: rec.OnEvent}
 	id, _ := b.ID()
-	if err := l.CancelBackfill(t.Context(), id, false); !errors.Is(err, ledger.ErrUnknownBackfill) {
+	if err := l.CancelBackfill(t.Context(), id, ledger.CancelOptions{}); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		t.Errorf("CancelBackfill of a backfill never run: %v", err)
 	}
 	rep, err := b.Run(t.Context())
@@ -1131,7 +1136,7 @@ func TestBackfillStopOnCancel(t *testing.T) {
 			var b *backfill.Backfill
 			p := &bfProbe{hook: func(ctx context.Context, target string) error {
 				id, _ := b.ID()
-				if err := l.CancelBackfill(ctx, id, c.stopRunning); err != nil {
+				if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: c.stopRunning}); err != nil {
 					return err
 				}
 				select {
@@ -1164,7 +1169,7 @@ func TestBackfillCancelLetsRunningFinish(t *testing.T) {
 	var b *backfill.Backfill
 	p := &bfProbe{hook: func(ctx context.Context, target string) error {
 		id, _ := b.ID()
-		if err := l.CancelBackfill(ctx, id, false); err != nil {
+		if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{}); err != nil {
 			return err
 		}
 		select {
@@ -1638,7 +1643,7 @@ func TestBackfillStatus(t *testing.T) {
 	for _, tt := range tests {
 		clock.Advance(tt.advance)
 		if tt.cancel {
-			if err := l.CancelBackfill(t.Context(), id, false); err != nil {
+			if err := l.CancelBackfill(t.Context(), id, ledger.CancelOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

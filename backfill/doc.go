@@ -16,7 +16,7 @@ changed since it was made; [StatusOf] reads a backfill's progress and why
 it is stuck, if it is. A backfill of chosen partitions
 ([Backfill.Partitions]) is one backfill with one id ([BackfillIDOf]). A
 backfill with nothing to run is not recorded. [ledger.Ledger.CancelBackfill]
-stops a backfill's claims everywhere (and, with stopRunning, its running
+stops a backfill's claims everywhere (and, with [ledger.CancelOptions].StopRunning, its running
 partitions at their next heartbeat) and [Backfill.Resume] lets them go
 on, running what has not succeeded. Under [tranche.FailStop] a failure
 stops the partitions after it in the backfill's order, whatever the

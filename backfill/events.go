@@ -1,6 +1,10 @@
 package backfill
 
-import "github.com/tranche-dev/tranche"
+import (
+	"log/slog"
+
+	"github.com/tranche-dev/tranche"
+)
 
 // Backfill and partition events. A backfill emits them around the runs
 // of its partitions, with [tranche.Event.Backfill] and [tranche.Event.Progress] set.
@@ -32,3 +36,20 @@ const (
 	// took longer than the heartbeat interval (Duration).
 	KindLeaseRenewSlow tranche.Kind = "lease.renew_slow"
 )
+
+// kindLevel is the level of events of kind k, for each kind above, set
+// on the events a backfill emits ([tranche.Event.Level]) so that
+// [tranche.SlogHook] logs them at it; ok is false for any other kind.
+func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
+	switch k {
+	case KindFailed, KindPartitionFailed:
+		return slog.LevelError, true
+	case KindUnfinished, KindPartitionUnclaimed, KindLeaseRenewFailed, KindLeaseRenewSlow:
+		return slog.LevelWarn, true
+	case KindStarted, KindCompleted, KindCanceled, KindPartitionSucceeded, KindPartitionSkipped:
+		return slog.LevelInfo, true
+	case KindPartitionClaimed, KindPartitionStarted, KindPartitionHeld:
+		return slog.LevelDebug, true
+	}
+	return 0, false
+}

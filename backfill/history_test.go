@@ -261,7 +261,7 @@ func TestBackfillResumeCanceled(t *testing.T) {
 		if target == "2026-01-04" && canceledAt.IsZero() {
 			id, _ := b.ID()
 			canceledAt = clock.Now()
-			return l.CancelBackfill(ctx, id, false)
+			return l.CancelBackfill(ctx, id, ledger.CancelOptions{})
 		}
 		return nil
 	}}

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/internal/cron"
+	"github.com/tranche-dev/tranche/internal/cronspec"
+	"github.com/tranche-dev/tranche/internal/idhash"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -59,39 +60,19 @@ func DAGIdentity(dag *tranche.DAG, g tranche.TimeGranularity, loc *time.Location
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "granularity=%s zone=%s\n", identityText(g), zone.Name(loc))
-	return shortHash(b.String(), 16)
+	return idhash.Sum(b.String(), 16)
 }
 
 // identityText is the text that names g in a DAG identity: its String,
 // or for a daily or hourly schedule, its cadence, days, zone and excluded
-// dates. The root package keeps a schedule's parsed form to itself, so
-// they are read again from g's canonical text form, as newMatcher does:
-// that form parses to the same schedule (the root evaluates schedules
-// from it too).
+// dates (see cron.Spec.Identity), read from the form ParseCron parsed.
 func identityText(g tranche.TimeGranularity) string {
-	if !g.IsSchedule() {
-		return g.String()
+	if spec := cronspec.Of(g); spec != nil {
+		if id := spec.Identity(); id != "" {
+			return id
+		}
 	}
-	text := strings.TrimSuffix(strings.TrimPrefix(g.String(), "cron("), ")")
-	expr, except, excepted := strings.Cut(text, "; except ")
-	s, err := cron.Parse(expr, nil)
-	if err != nil {
-		panic("tranche: the canonical text of a cron schedule does not parse: " + err.Error())
-	}
-	cadence, days := s.Cadence()
-	if cadence == cron.Irregular {
-		return g.String()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "schedule(%s; days %s", cadence, days)
-	if strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=") {
-		fmt.Fprintf(&b, "; zone %s", s.Location())
-	}
-	if excepted {
-		b.WriteString("; except " + except)
-	}
-	b.WriteByte(')')
-	return b.String()
+	return g.String()
 }
 
 // BackfillID returns the id of the backfill of the DAG identity dag over
@@ -99,7 +80,7 @@ func identityText(g tranche.TimeGranularity) string {
 // partition): the same three always name the same backfill, so running it
 // again resumes it.
 func BackfillID(dag string, w tranche.TimePartitionWindow, chunk int) string {
-	return shortHash(fmt.Sprintf("tranche/backfill/v1\ndag=%s\nfrom=%s\nto=%s\nchunk=%d\n",
+	return idhash.Sum(fmt.Sprintf("tranche/backfill/v1\ndag=%s\nfrom=%s\nto=%s\nchunk=%d\n",
 		dag, utc(w.Start()), utc(w.End()), max(chunk, 1)), 12)
 }
 
@@ -145,18 +126,10 @@ func RunID(dag string, start, end time.Time) string {
 	b = append(b, "\nto="...)
 	b = end.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '\n')
-	sum := sha256.Sum256(b)
-	var hexSum [2 * sha256.Size]byte
-	hex.Encode(hexSum[:], sum[:])
-	return string(hexSum[:16])
+	return idhash.Sum(b, 16)
 }
 
 func utc(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-func shortHash(s string, n int) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])[:n]
-}
 
 // DAGNames returns the name of each DAG of records, by identity: the
 // DAGName of its newest backfill that has one (records are oldest first,

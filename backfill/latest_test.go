@@ -124,7 +124,7 @@ func TestLatestReaderAgreesWithLatest(t *testing.T) {
 			}
 		}
 		if rapid.Bool().Draw(rt, "canceled") {
-			if err := lg.CancelBackfill(ctx, bid, false); err != nil {
+			if err := lg.CancelBackfill(ctx, bid, ledger.CancelOptions{}); err != nil {
 				rt.Fatal(err)
 			}
 		}

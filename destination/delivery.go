@@ -2,10 +2,10 @@ package destination
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
+
+	"github.com/tranche-dev/tranche/internal/idhash"
 )
 
 // DeliveryID returns an id of b that is the same for every delivery of
@@ -17,9 +17,8 @@ import (
 // delivery ([Newest]) rather than deduplicating by id alone. Its form is
 // fixed: destinations store it.
 func DeliveryID(b Batch) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "tranche/delivery/v1\nrun=%s\nasset=%s\npartition=%s\ntoken=%d\n",
-		b.RunID, b.Asset, b.Partition.Key(), b.Token))
-	return hex.EncodeToString(sum[:])[:16]
+	return idhash.Sum(fmt.Appendf(nil, "tranche/delivery/v1\nrun=%s\nasset=%s\npartition=%s\ntoken=%d\n",
+		b.RunID, b.Asset, b.Partition.Key(), b.Token), 16)
 }
 
 // A Delivery is one write of a partition as an appending destination

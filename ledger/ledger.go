@@ -133,13 +133,13 @@ type Ledger interface {
 	// CancelBackfill marks a backfill canceled, recording when
 	// (BackfillRecord.CanceledAt) unless it was canceled already:
 	// workers claim nothing more for it until it is resumed. With
-	// stopRunning, it also asks the workers to stop the partitions
+	// opts.StopRunning, it also asks the workers to stop the partitions
 	// they are running for it (BackfillRecord.StopRunning), which they
 	// notice at their next heartbeat; without, those finish. A backfill
-	// canceled again with stopRunning keeps its first CanceledAt and
+	// canceled again with StopRunning keeps its first CanceledAt and
 	// gains StopRunning; canceled again without, it keeps StopRunning
 	// as it was. It fails with [ErrUnknownBackfill] for an unknown id.
-	CancelBackfill(ctx context.Context, id string, stopRunning bool) error
+	CancelBackfill(ctx context.Context, id string, opts CancelOptions) error
 
 	// ResumeBackfill undoes CancelBackfill: workers may claim for the
 	// backfill again, and running it plans again every partition that
@@ -148,6 +148,15 @@ type Ledger interface {
 	// nothing if it was not. It fails with [ErrUnknownBackfill] for an
 	// unknown id.
 	ResumeBackfill(ctx context.Context, id string) error
+}
+
+// CancelOptions are the options of [Ledger.CancelBackfill]; the zero
+// value cancels the backfill and lets its running partitions finish.
+// Options added later keep that meaning at their zero values.
+type CancelOptions struct {
+	// StopRunning also asks the workers to stop the partitions they are
+	// running for the backfill (BackfillRecord.StopRunning).
+	StopRunning bool
 }
 
 // Errors a [Ledger] returns, matched with errors.Is. ErrFenced is also
@@ -445,19 +454,19 @@ type BackfillRecord struct {
 	CanceledAt time.Time // when it was last canceled; zero if never (or by a ledger older than the field)
 	ResumedAt  time.Time // when it was last resumed; zero if never
 	// StopRunning: canceled with its running partitions to stop
-	// ([Ledger.CancelBackfill] with stopRunning); cleared on resume.
+	// ([Ledger.CancelBackfill] with CancelOptions.StopRunning); cleared on resume.
 	StopRunning bool
 }
 
-// MarshalText implements [encoding.TextMarshaler]: "none", "failed" or
-// "all" ("" stays ""), so that JSON, YAML and flag.TextVar take a policy
-// as they take a slog.Level.
+// MarshalText implements [encoding.TextMarshaler]: "none", "failed",
+// "all" or "stale" ("" stays ""), so that JSON, YAML and flag.TextVar
+// take a policy as they take a slog.Level.
 func (p RerunPolicy) MarshalText() ([]byte, error) {
 	switch p {
-	case "", RerunNone, RerunFailed, RerunAll:
+	case "", RerunNone, RerunFailed, RerunAll, RerunStale:
 		return []byte(p), nil
 	}
-	return nil, fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all", string(p))
+	return nil, fmt.Errorf("tranche: unknown rerun policy %q; accepted: none, failed, all, stale", string(p))
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler]: "none", "failed"

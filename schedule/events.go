@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"log/slog"
+
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -47,6 +49,22 @@ const (
 	// a heartbeat interval later.
 	KindLedgerError tranche.Kind = "schedule.ledger_error"
 )
+
+// kindLevel is the level of events of kind k, for each kind above, set
+// on the events a scheduler emits ([tranche.Event.Level]) so that
+// [tranche.SlogHook] logs them at it; ok is false for any other kind. A
+// failed slot is INFO: its run's own events (run.failed) are the ERROR
+// that pages, once.
+func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
+	switch k {
+	case KindLedgerError:
+		return slog.LevelWarn, true
+	case KindStarted, KindStopped, KindClaimed, KindSucceeded, KindFailed,
+		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped:
+		return slog.LevelInfo, true
+	}
+	return 0, false
+}
 
 // Trigger says why a slot runs: [TriggerLive] or [TriggerCatchUp]. It is
 // the ledger's, recorded on each attempt ([ledger.Attempt].Trigger).

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/hookcall"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
@@ -1172,6 +1172,7 @@ func (r *run) emit(kind tranche.Kind, sl *slot, more func(*tranche.Event)) {
 		return
 	}
 	e := tranche.Event{Kind: kind, Time: time.Now()}
+	e.Level, _ = kindLevel(kind)
 	if sl != nil {
 		e.Partition, e.Target = sl.p, sl.p.Key()
 		e.RunID = backfill.RunID(r.cfg.dag, sl.p.Start, sl.p.End)
@@ -1186,18 +1187,10 @@ func (r *run) emit(kind tranche.Kind, sl *slot, more func(*tranche.Event)) {
 // deliver calls the hook, one event at a time, recovering a panic so that
 // a broken hook cannot stop the scheduler; Status.HookErr keeps it.
 func (r *run) deliver(ctx context.Context, e tranche.Event) {
-	r.hookMu.Lock()
-	defer r.hookMu.Unlock()
-	defer func() {
-		if v := recover(); v != nil {
-			err := &tranche.PanicError{Value: v, Stack: debug.Stack(), Where: "scheduler event hook on " + string(e.Kind)}
-			if pe, ok := v.(*tranche.PanicError); ok {
-				// tranche.Hooks raised it again: keep the stack of the
-				// hook that panicked.
-				err.Value, err.Stack, err.Where = pe.Value, pe.Stack, err.Where+", "+pe.Where
-			}
-			r.count(func(st *Status) { st.HookErr = err })
-		}
-	}()
-	r.s.OnEvent(context.WithoutCancel(ctx), e)
+	err := hookcall.Call[tranche.PanicError](&r.hookMu, context.WithoutCancel(ctx), r.s.OnEvent, e, func() string {
+		return "scheduler event hook on " + string(e.Kind)
+	})
+	if err != nil {
+		r.count(func(st *Status) { st.HookErr = err })
+	}
 }

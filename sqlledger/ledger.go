@@ -1318,8 +1318,8 @@ func boolInt(b bool) int {
 }
 
 // CancelBackfill implements [ledger.Ledger].
-func (l *Ledger) CancelBackfill(ctx context.Context, id string, stopRunning bool) error {
-	return l.markBackfill(ctx, "canceling backfill "+id, l.dialect.qCancelBackfill(), id, boolInt(stopRunning))
+func (l *Ledger) CancelBackfill(ctx context.Context, id string, opts ledger.CancelOptions) error {
+	return l.markBackfill(ctx, "canceling backfill "+id, l.dialect.qCancelBackfill(), id, boolInt(opts.StopRunning))
 }
 
 // ResumeBackfill implements [ledger.Ledger].

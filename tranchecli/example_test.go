@@ -63,7 +63,7 @@ func Example() {
 	// backfill 6aac6a7647ce
 	//   window      day 2026-01-01..2026-01-04 UTC (4 partitions)
 	//   dag         events (6506f89e85f073c8)
-	//   order       newest first, 1 at a time, 1 per run
+	//   order       newest-first, 1 at a time, 1 per run
 	//   rerun       failed
 	//   on failure  stop
 	//   revision    0

@@ -87,15 +87,19 @@ const (
 	exitFail    = 1
 	exitUsage   = 2
 	exitNothing = 3 // the backfill was already as asked: nothing was changed
+	exitHeld    = 4 // what ran here succeeded; other workers hold the rest
 )
 
 // Main runs the subcommand args name (args excludes the program's
 // name, as os.Args[1:]) and returns the process's exit code: 0 when it
 // succeeded, 1 when it failed, 2 for bad usage (an unknown subcommand
 // or flag, or a flag's value refused), which nothing was written to the
-// ledger for, and 3 when there was nothing to do and nothing was
-// changed: cancel of a backfill that is finished or canceled already,
-// resume of one that is not canceled. Errors go to Stderr.
+// ledger for, 3 when there was nothing to do and nothing was changed:
+// cancel of a backfill that is finished or canceled already, resume of
+// one that is not canceled, and 4 when a run or a resume ran what it
+// could and all of it succeeded, but other workers (or a live schedule)
+// hold partitions that have not succeeded yet: ordinary overlap, not a
+// failure; running it again later finishes it. Errors go to Stderr.
 func (p *Program) Main(ctx context.Context, args []string) int {
 	c := &call{p: p, name: p.Name, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr}
 	if c.name == "" {

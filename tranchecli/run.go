@@ -227,7 +227,29 @@ func (c *call) report(res *backfill.Result, err error) error {
 			fmt.Fprintf(c.stdout, "  failed: %s: %v\n", f.Key, f.Err)
 		}
 	}
+	if heldOnly(res, err) {
+		fmt.Fprintf(c.stdout, "Not done yet: %d %s held by other workers, running there or failed there; run it again later to finish it.\n",
+			res.Held, plural(res.Held, "partition is", "partitions are"))
+		return exitErr(exitHeld)
+	}
 	return err
+}
+
+// heldOnly reports whether a backfill's run left nothing wrong but
+// partitions other workers hold: everything it ran succeeded, nothing
+// was left unclaimed or unrun. The library reports that as an error
+// matching backfill.ErrHeldElsewhere, for callers that must wait for
+// the others; an operator meets ordinary overlap, exit code 4.
+func heldOnly(res *backfill.Result, err error) bool {
+	return res != nil && err != nil && errors.Is(err, backfill.ErrHeldElsewhere) &&
+		res.Held > 0 && res.Failed == 0 && res.Unclaimed == 0 && res.NotRun == 0
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func runResume(ctx context.Context, c *call) error {
@@ -331,7 +353,7 @@ func runCancel(ctx context.Context, c *call) error {
 		fmt.Fprintf(c.stdout, "Backfill %s is finished: all %s succeeded; nothing to cancel, nothing was changed.\n", id, counted(s.Counts[ledger.StateSucceeded], "partition"))
 		return exitErr(exitNothing)
 	}
-	if err := l.CancelBackfill(ctx, id, c.opt.stopRunning); err != nil {
+	if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: c.opt.stopRunning}); err != nil {
 		return err
 	}
 	if c.opt.stopRunning {

@@ -312,7 +312,7 @@ func TestDAGStatusJSON(t *testing.T) {
 		t.Errorf("with failed backfills not done: running %t; want true", finished.Running)
 	}
 	for _, id := range []string{f.First, f.Second} {
-		if err := mem.CancelBackfill(ctx, id, false); err != nil {
+		if err := mem.CancelBackfill(ctx, id, ledger.CancelOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

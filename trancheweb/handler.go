@@ -1022,7 +1022,7 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, do func(ctx cont
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	h.write(w, r, func(ctx context.Context, id string) error {
-		return h.l.CancelBackfill(ctx, id, r.PostFormValue("stop_running") == "on")
+		return h.l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: r.PostFormValue("stop_running") == "on"})
 	})
 }
 

@@ -215,7 +215,7 @@ func TestStatusJSON(t *testing.T) {
 	if doc.ID != f.ID || doc.DAG != f.DAG || doc.Total != 14 || doc.Done || doc.Canceled || fmt.Sprint(doc.Counts) != fmt.Sprint(want) || len(doc.Blocked) == 0 {
 		t.Errorf("status %+v; want counts %v of 14, not done, blocked", doc, want)
 	}
-	if err := l.CancelBackfill(context.Background(), f.ID, false); err != nil {
+	if err := l.CancelBackfill(context.Background(), f.ID, ledger.CancelOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, body2, _ := get(t, h, "/backfills/"+f.ID+"/status.json")
@@ -297,7 +297,7 @@ func TestWrites(t *testing.T) {
 	t.Run("resume", func(t *testing.T) {
 		l := memledger.New(nil)
 		f := pagetest.New(t, l)
-		if err := l.CancelBackfill(ctx, f.ID, true); err != nil {
+		if err := l.CancelBackfill(ctx, f.ID, ledger.CancelOptions{StopRunning: true}); err != nil {
 			t.Fatal(err)
 		}
 		h := NewHandler(l, &Options{WriteToken: token})

@@ -156,7 +156,7 @@ func chosenDays(ctx context.Context, dag *tranche.DAG, lg ledger.Ledger) error {
 	cancelAfterFirst := func(ctx context.Context, e tranche.Event) {
 		if e.Kind == backfill.KindPartitionSucceeded && !canceled {
 			canceled = true // one worker, one partition at a time: no race
-			if err := lg.CancelBackfill(ctx, e.Backfill, false); err != nil {
+			if err := lg.CancelBackfill(ctx, e.Backfill, ledger.CancelOptions{}); err != nil {
 				fmt.Println("  cancel:", err)
 			}
 		}

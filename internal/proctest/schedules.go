@@ -175,7 +175,7 @@ func CheckScheduleReads(t *testing.T, l ledger.Ledger, clock *time.Time) {
 			}
 		}
 		if rapid.IntRange(0, 3).Draw(rt, "canceled") == 0 {
-			if err := l.CancelBackfill(ctx, bid, false); err != nil {
+			if err := l.CancelBackfill(ctx, bid, ledger.CancelOptions{}); err != nil {
 				rt.Fatal(err)
 			}
 		}

@@ -372,7 +372,7 @@ func CheckMigrateFromVersion2(t *testing.T, s Subject) Database {
 		t.Fatalf("Revision after the claim = %v", err)
 	}
 	s.revisionAfter(t, "Claim of the failed day for the resumed backfill", rev, V2Revision)
-	if err := l.CancelBackfill(ctx, V2Open, false); err != nil {
+	if err := l.CancelBackfill(ctx, V2Open, ledger.CancelOptions{}); err != nil {
 		t.Fatalf("CancelBackfill(%s) = %v", V2Open, err)
 	}
 	canceled := V2Backfills()[1]
@@ -409,7 +409,7 @@ func CheckMigrateFromVersion3(t *testing.T, s Subject) Database {
 	}
 	canceled, chosen := want[2], want[3]
 	for _, id := range []string{V3Canceled, V3Chosen} {
-		if err := l.CancelBackfill(ctx, id, true); err != nil {
+		if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: true}); err != nil {
 			t.Fatalf("CancelBackfill(%s, stopRunning) = %v", id, err)
 		}
 	}
@@ -575,7 +575,7 @@ func CheckExistingVersion3(t *testing.T, s Subject) {
 	if bs, err := l.Backfills(ctx); err != nil || !reflect.DeepEqual(bs, V3Backfills()) {
 		t.Errorf("Backfills = %+v, %v; want %+v", bs, err, V3Backfills())
 	}
-	if err := l.CancelBackfill(ctx, V3Chosen, false); err != nil {
+	if err := l.CancelBackfill(ctx, V3Chosen, ledger.CancelOptions{}); err != nil {
 		t.Errorf("CancelBackfill through a ledger opened with Existing = %v", err)
 	}
 }

@@ -286,7 +286,7 @@ func (d *differ) cancel(rt *rapid.T) {
 		if resume {
 			return l.ResumeBackfill(d.ctx, id)
 		}
-		return l.CancelBackfill(d.ctx, id, false)
+		return l.CancelBackfill(d.ctx, id, ledger.CancelOptions{})
 	})
 }
 

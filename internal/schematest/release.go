@@ -232,7 +232,7 @@ func CheckRelease(t *testing.T, s Subject) {
 		r := setup(t)
 		r.next("w1", r.revision(), []int{0})
 		plan := r.revision()
-		if err := r.l.CancelBackfill(r.ctx, releaseBackfill, false); err != nil {
+		if err := r.l.CancelBackfill(r.ctx, releaseBackfill, ledger.CancelOptions{}); err != nil {
 			t.Fatalf("CancelBackfill = %v", err)
 		}
 		grants, err := r.l.ClaimNext(r.ctx, ledger.NextRequest{DAG: releaseDAG, Backfill: releaseBackfill, Worker: "w2",

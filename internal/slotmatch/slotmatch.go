@@ -10,11 +10,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/cron"
+	"github.com/tranche-dev/tranche/internal/cronspec"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -25,41 +25,26 @@ type Matcher struct {
 	loc     *time.Location // the zone fires are read in
 }
 
-// New returns the matcher of g's partitions in loc. The root package
-// keeps a schedule's parsed form to itself, so the cadence and the
-// CRON_TZ zone are read again from g's text form.
+// New returns the matcher of g's partitions in loc, read from the
+// schedule's parsed form (internal/cronspec).
 func New(g tranche.TimeGranularity, loc *time.Location) Matcher {
-	s, zoned := parse(g)
-	if s == nil {
+	spec := cronspec.Of(g)
+	if spec == nil {
 		return Matcher{} // not a schedule: by start alone
 	}
-	if zoned {
-		loc = s.Location()
+	if spec.Zone != nil {
+		loc = spec.Zone
 	}
-	cadence, _ := s.Cadence()
-	return Matcher{cadence: cadence, loc: loc}
+	return Matcher{cadence: spec.Cadence, loc: loc}
 }
 
 // CronZone returns the CRON_TZ zone of schedule g, or nil when g names
 // none or is not a schedule.
 func CronZone(g tranche.TimeGranularity) *time.Location {
-	if s, zoned := parse(g); zoned {
-		return s.Location()
+	if spec := cronspec.Of(g); spec != nil {
+		return spec.Zone
 	}
 	return nil
-}
-
-func parse(g tranche.TimeGranularity) (s *cron.Schedule, zoned bool) {
-	if !g.IsSchedule() {
-		return nil, false
-	}
-	text := strings.TrimSuffix(strings.TrimPrefix(g.String(), "cron("), ")")
-	expr, _, _ := strings.Cut(text, "; except ")
-	s, err := cron.Parse(expr, nil)
-	if err != nil {
-		return nil, false // g's text form always parses
-	}
-	return s, strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=")
 }
 
 // ByFire reports whether m matches attempts by their fire.

@@ -108,7 +108,7 @@ func (c *Clock) Advance(d time.Duration) {
 //     was canceled and resumed), CancelBackfill marks a backfill canceled
 //     at the ledger's time and refuses its further claims, while its
 //     running leases may still finish, with StopRunning set from its
-//     first call with stopRunning until ResumeBackfill, which lets
+//     first call with StopRunning until ResumeBackfill, which lets
 //     claims go on, recording when;
 //   - a ledger that is a [ledger.LatestReader] answers as Latest and
 //     History do, over random histories: CountLatest's groups,
@@ -1607,10 +1607,10 @@ func testBackfills(s *ledgerSuite) {
 	b3.Created = s.clock.Now()
 	checkBackfills("three backfills", b1, b2, b3) // oldest first
 
-	if err := s.l.CancelBackfill(s.ctx, b1.ID, false); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, b1.ID, ledger.CancelOptions{}); err != nil {
 		s.t.Fatalf("CancelBackfill = %v", err)
 	}
-	if err := s.l.CancelBackfill(s.ctx, b1.ID, false); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, b1.ID, ledger.CancelOptions{}); err != nil {
 		s.t.Fatalf("CancelBackfill twice = %v; want nil", err)
 	}
 	b1.Canceled, b1.CanceledAt = true, s.clock.Now()
@@ -1624,7 +1624,7 @@ func testBackfills(s *ledgerSuite) {
 	} else {
 		checkBackfill(s.t, "PutBackfill after CancelBackfill", got, b1) // still canceled
 	}
-	if err := s.l.CancelBackfill(s.ctx, "bf-unknown", true); !errors.Is(err, ledger.ErrUnknownBackfill) {
+	if err := s.l.CancelBackfill(s.ctx, "bf-unknown", ledger.CancelOptions{StopRunning: true}); !errors.Is(err, ledger.ErrUnknownBackfill) {
 		s.t.Errorf("CancelBackfill of an unknown id = %v; want an error matching ErrUnknownBackfill", err)
 	}
 	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{DAG: suiteDAG}); err == nil {
@@ -1772,7 +1772,7 @@ func testBackfillDAGName(s *ledgerSuite) {
 		s.t.Fatalf("PutBackfill = %v", err)
 	}
 	checkBackfill(s.t, "PutBackfill of a named backfill", got, b)
-	if err := s.l.CancelBackfill(s.ctx, b.ID, false); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, b.ID, ledger.CancelOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
 	canceled, err := s.l.Backfill(s.ctx, b.ID)
@@ -1809,7 +1809,7 @@ func testCanceledBackfill(s *ledgerSuite) {
 		s.t.Fatal(err)
 	}
 	running := s.claim(req(alpha, part(0)))
-	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, false); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, ledger.CancelOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
 	s.refuse(req(beta, part(1)), "")
@@ -1955,7 +1955,7 @@ func testCanceledContext(s *ledgerSuite) {
 	wantCanceled("Backfill", err)
 	_, err = s.l.Backfills(ctx)
 	wantCanceled("Backfills", err)
-	wantCanceled("CancelBackfill", s.l.CancelBackfill(ctx, suiteBackfill, true))
+	wantCanceled("CancelBackfill", s.l.CancelBackfill(ctx, suiteBackfill, ledger.CancelOptions{StopRunning: true}))
 	wantCanceled("ResumeBackfill", s.l.ResumeBackfill(ctx, suiteBackfill))
 	_, err = s.l.RevisionIn(ctx, suiteDAG, suiteFrom, suiteTo, 0)
 	wantCanceled("RevisionIn", err)
@@ -2008,7 +2008,7 @@ func testResumeBackfill(s *ledgerSuite) {
 	}
 	cancel := func(what string, stopRunning bool) {
 		s.t.Helper()
-		if err := s.l.CancelBackfill(s.ctx, b.ID, stopRunning); err != nil {
+		if err := s.l.CancelBackfill(s.ctx, b.ID, ledger.CancelOptions{StopRunning: stopRunning}); err != nil {
 			s.t.Fatalf("%s: CancelBackfill = %v", what, err)
 		}
 	}

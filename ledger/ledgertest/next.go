@@ -562,7 +562,7 @@ func testClaimNextCanceledBackfill(s *ledgerSuite) {
 	}
 	plan := s.revision()
 	s.expect(nextReq(alpha, span(0, 4), 1, plan), "L")
-	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, false); err != nil {
+	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, ledger.CancelOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
 	for _, r := range []ledger.NextRequest{

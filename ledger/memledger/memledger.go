@@ -518,7 +518,7 @@ func (l *Ledger) Backfills(ctx context.Context) ([]ledger.BackfillRecord, error)
 }
 
 // CancelBackfill implements [ledger.Ledger].
-func (l *Ledger) CancelBackfill(ctx context.Context, id string, stopRunning bool) error {
+func (l *Ledger) CancelBackfill(ctx context.Context, id string, opts ledger.CancelOptions) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -531,7 +531,7 @@ func (l *Ledger) CancelBackfill(ctx context.Context, id string, stopRunning bool
 	if !b.Canceled {
 		b.Canceled, b.CanceledAt = true, l.now()
 	}
-	b.StopRunning = b.StopRunning || stopRunning
+	b.StopRunning = b.StopRunning || opts.StopRunning
 	l.backfills[id] = b
 	return nil
 }

@@ -62,7 +62,7 @@ func TestReadOnlyRole(t *testing.T) {
 	if _, err := ro.History(t.Context(), "d1", created); err != nil {
 		t.Errorf("History: %v", err)
 	}
-	err = ro.CancelBackfill(t.Context(), "b1", false)
+	err = ro.CancelBackfill(t.Context(), "b1", ledger.CancelOptions{})
 	if !errors.Is(err, sqlledger.ErrReadOnly) || !strings.Contains(err.Error(), "opened for reading only") {
 		t.Errorf("CancelBackfill through AccessRead = %v; want ErrReadOnly, saying why", err)
 	}
@@ -72,7 +72,7 @@ func TestReadOnlyRole(t *testing.T) {
 		t.Fatalf("OpenLedger(AccessWrite) as a SELECT-only role: %v", err)
 	}
 	defer rw.(*postgres.Ledger).Close()
-	err = rw.CancelBackfill(t.Context(), "b1", false)
+	err = rw.CancelBackfill(t.Context(), "b1", ledger.CancelOptions{})
 	if !errors.Is(err, postgres.ErrPermission) || !strings.Contains(err.Error(), "role "+name) || !strings.Contains(err.Error(), "UPDATE") {
 		t.Errorf("CancelBackfill as a SELECT-only role = %v; want ErrPermission naming the role and the privileges", err)
 	}

@@ -114,7 +114,7 @@ func sameAsMemory(t *testing.T, r *rand.Rand, steps int) {
 			var errs [2]error
 			for k, l := range ledgers {
 				if cancel {
-					errs[k] = l.CancelBackfill(ctx, id, false)
+					errs[k] = l.CancelBackfill(ctx, id, ledger.CancelOptions{})
 				} else {
 					_, errs[k] = l.PutBackfill(ctx, ledger.BackfillRecord{ID: id, DAG: dag, Window: "2026-02"})
 				}

@@ -54,7 +54,7 @@ func TestReadOnly(t *testing.T) {
 	if _, err := ro.Revision(t.Context(), "d1"); err != nil {
 		t.Errorf("Revision: %v", err)
 	}
-	err = ro.CancelBackfill(t.Context(), "b1", false)
+	err = ro.CancelBackfill(t.Context(), "b1", ledger.CancelOptions{})
 	if !errors.Is(err, sqlledger.ErrReadOnly) || !strings.Contains(err.Error(), "opened for reading only") {
 		t.Errorf("CancelBackfill of a read-only ledger = %v; want an error matching ErrReadOnly saying why", err)
 	}

@@ -1,0 +1,4 @@
+package backfill
+
+// KindLevel is kindLevel, for TestKindLevels.
+var KindLevel = kindLevel

@@ -1,0 +1,4 @@
+package schedule
+
+// KindLevel is kindLevel, for TestKindLevels.
+var KindLevel = kindLevel
