@@ -151,8 +151,9 @@ type Ledger interface {
 
 // Errors a [Ledger] returns, matched with errors.Is. ErrFenced is also
 // matched by a worker's refusal to write or record a success once its
-// lease has lapsed by its own clock (see [Backfill].Lease), and by a
-// fenced destination's refusal of a stale write ([StaleWriteError]).
+// lease has lapsed by its own clock (see the Lease field of
+// [github.com/tranche-dev/tranche/backfill.Backfill]), and by a fenced
+// destination's refusal of a stale write ([tranche.StaleWriteError]).
 var (
 	ErrNotClaimable     = errors.New("tranche: partition not claimable")
 	ErrFenced           = tranche.ErrFenced
@@ -278,9 +279,9 @@ type Lease struct {
 	Until                        time.Time // when the lease expires, by the ledger's clock
 }
 
-// Tokens returns the fencing tokens of the leased partitions: Tokens()[i]
-// is the attempt number at Partitions[i], which destinations receive as
-// [Batch.Token].
+// Tokens returns the fencing tokens of the leased partitions, in the
+// order of Partitions: each is the attempt number at its partition, which
+// destinations receive as [tranche.Batch.Token].
 func (l *Lease) Tokens() []int64 {
 	tokens := make([]int64, len(l.Attempts))
 	for i, n := range l.Attempts {
