@@ -27,6 +27,11 @@ func buildWorker(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("starts processes: not with -short")
 	}
+	if raceEnabled {
+		// The worker is built without -race: the race detector would
+		// watch only this process, which starts, kills and reads.
+		t.Skip("runs worker processes built without -race, which the race detector does not watch: the plain go test runs it")
+	}
 	goCmd, work := workspace(t)
 	dir := t.TempDir()
 	src, err := os.ReadFile(filepath.Join("testdata", "worker", "main.go"))
