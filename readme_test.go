@@ -17,19 +17,21 @@ import (
 	"testing"
 )
 
-// readmeBlock is one ```go block of README.md.
+// readmeBlock is one ```go block of README.md or of a guide in docs/.
 type readmeBlock struct {
-	line   int    // README.md's line of the block's first line of code
-	params string // the names it assumes, from a <!-- readme: ... --> comment before it
+	file   string // the Markdown file, relative to the repository's root
+	line   int    // the file's line of the block's first line of code
+	params string // the names it assumes, from a <!-- readme: ... --> (or <!-- guide: ... -->) comment before it
 	code   []string
 }
 
 // readmeParams is the comment that declares, as a parameter list, the
-// names a README block uses without declaring them.
-var readmeParams = regexp.MustCompile(`^<!-- readme: (.*) -->$`)
+// names a block uses without declaring them: <!-- readme: ... --> or,
+// as the guides first wrote it, <!-- guide: ... -->.
+var readmeParams = regexp.MustCompile(`^<!-- (?:readme|guide): (.*) -->$`)
 
-// readmeBlocks returns the ```go blocks of the Markdown text.
-func readmeBlocks(t *testing.T, text []byte) []readmeBlock {
+// readmeBlocks returns the ```go blocks of the Markdown text of file.
+func readmeBlocks(t *testing.T, file string, text []byte) []readmeBlock {
 	t.Helper()
 	var blocks []readmeBlock
 	var cur *readmeBlock
@@ -39,7 +41,7 @@ func readmeBlocks(t *testing.T, text []byte) []readmeBlock {
 		line := sc.Text()
 		switch {
 		case cur == nil && line == "```go":
-			cur = &readmeBlock{line: n + 1}
+			cur = &readmeBlock{file: file, line: n + 1}
 			if m := readmeParams.FindStringSubmatch(prev); m != nil {
 				cur.params = m[1]
 			}
@@ -57,13 +59,13 @@ func readmeBlocks(t *testing.T, text []byte) []readmeBlock {
 		t.Fatal(err)
 	}
 	if cur != nil {
-		t.Fatalf("README.md:%d: a ```go block that never ends", cur.line-1)
+		t.Fatalf("%s:%d: a ```go block that never ends", file, cur.line-1)
 	}
 	return blocks
 }
 
-// readmeImports are the packages a README block may use without
-// importing them, by the name it uses.
+// readmeImports are the packages a block may use without importing
+// them, by the name it uses.
 var readmeImports = map[string]string{
 	"context":     "context",
 	"errors":      "errors",
@@ -88,6 +90,9 @@ var readmeImports = map[string]string{
 	"memledger":   "github.com/tranche-dev/tranche/ledger/memledger",
 	"ledgertest":  "github.com/tranche-dev/tranche/ledger/ledgertest",
 	"trancheotel": "github.com/tranche-dev/tranche/trancheotel",
+	"schedule":    "github.com/tranche-dev/tranche/schedule",
+	"synctest":    "testing/synctest",
+	"testing":     "testing",
 }
 
 var importLine = regexp.MustCompile(`^import "([^"]+)"$`)
@@ -97,9 +102,9 @@ var importLine = regexp.MustCompile(`^import "([^"]+)"$`)
 // body of a function taking the names the block assumes and returning
 // an error. The block's import lines become the file's imports, and the
 // packages it uses from readmeImports are imported too. Line directives
-// make the compiler report README.md's lines.
+// make the compiler report the Markdown file's lines.
 func (b readmeBlock) source(pkg string) ([]byte, error) {
-	directive := fmt.Sprintf("//line README.md:%d\n", b.line)
+	directive := fmt.Sprintf("//line %s:%d\n", b.file, b.line)
 	if slices.ContainsFunc(b.code, func(l string) bool { return strings.HasPrefix(l, "package main") }) {
 		return []byte(directive + strings.Join(b.code, "\n") + "\n"), nil
 	}
@@ -108,14 +113,14 @@ func (b readmeBlock) source(pkg string) ([]byte, error) {
 	for i, l := range body {
 		if m := importLine.FindStringSubmatch(l); m != nil {
 			imports = append(imports, m[1])
-			body[i] = "" // keeps the lines where they are in the README
+			body[i] = "" // keeps the lines where they are in the file
 		}
 	}
 	fn := func(end string) string {
 		return fmt.Sprintf("package %s\n\nfunc block(%s) error {\n%s%s\n%s}\n", pkg, b.params, directive, strings.Join(body, "\n"), end)
 	}
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "README.md", fn(""), 0)
+	f, err := parser.ParseFile(fset, b.file, fn(""), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +157,7 @@ func (b readmeBlock) source(pkg string) ([]byte, error) {
 }
 
 // terminating reports whether s ends a function, as the spec's
-// terminating statements do, for the statements README blocks end with.
+// terminating statements do, for the statements the blocks end with.
 func terminating(s ast.Stmt) bool {
 	switch s := s.(type) {
 	case *ast.ReturnStmt:
@@ -177,22 +182,32 @@ func terminating(s ast.Stmt) bool {
 	return false
 }
 
-// TestREADME builds and vets every Go block of README.md, so that what a
-// user copies compiles as written. Each block is a package of a module
-// in a temporary folder that joins the repository's workspace: a block
-// with package main is a program; the others are the body of a function
-// whose parameters are the names the block assumes, declared by a
-// <!-- readme: NAME TYPE, ... --> comment on the line before the block.
-// A block that ends without a return gets one (return nil). Errors name
-// README.md's lines.
+// TestREADME builds and vets every Go block of README.md and of every
+// guide in docs/ (docs/*.md, so that a new guide is covered without a
+// new test), so that what a user copies compiles as written. Each block
+// is a package of one module in a temporary folder that joins the
+// repository's workspace: a block with package main is a program; the
+// others are the body of a function whose parameters are the names the
+// block assumes, declared by a <!-- readme: NAME TYPE, ... --> comment
+// (or <!-- guide: ... -->) on the line before the block. A block that
+// ends without a return gets one (return nil). Errors name the Markdown
+// file's lines. All the blocks build in one go build and one go vet.
 func TestREADME(t *testing.T) {
-	text, err := os.ReadFile("README.md")
+	guides, err := filepath.Glob(filepath.Join("docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := readmeBlocks(t, text)
-	if len(blocks) < 5 {
-		t.Fatalf("README.md has %d Go blocks; the test expects the tour, schedules, assets, backfills and ledgers", len(blocks))
+	var blocks []readmeBlock
+	for _, file := range append([]string{"README.md"}, guides...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fileBlocks := readmeBlocks(t, filepath.ToSlash(file), text)
+		if file == "README.md" && len(fileBlocks) < 1 {
+			t.Fatalf("README.md has no Go block; the test expects its tour")
+		}
+		blocks = append(blocks, fileBlocks...)
 	}
 
 	goCmd, err := exec.LookPath("go")
@@ -205,21 +220,22 @@ func TestREADME(t *testing.T) {
 	}
 	work := strings.TrimSpace(string(out))
 	if work == "" || work == "off" {
-		t.Skip("the README's blocks build in the repository's workspace (go.work), which is not in use")
+		t.Skip("the blocks build in the repository's workspace (go.work), which is not in use")
 	}
 
 	dir := t.TempDir()
+	pkgs := make([]string, len(blocks))
 	for i, b := range blocks {
-		pkg := fmt.Sprintf("block%02d", i+1)
-		src, err := b.source(pkg)
+		pkgs[i] = fmt.Sprintf("%s/block%02d", docPackage(b.file), i+1)
+		src, err := b.source(filepath.Base(pkgs[i]))
 		if err != nil {
-			t.Errorf("README.md:%d: the block does not parse as statements: %v", b.line, err)
+			t.Errorf("%s:%d: the block does not parse as statements: %v", b.file, b.line, err)
 			continue
 		}
-		if err := os.MkdirAll(filepath.Join(dir, pkg), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, pkgs[i]), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, pkg, "readme.go"), src, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, pkgs[i], "block.go"), src, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -236,15 +252,28 @@ func TestREADME(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOTOOLCHAIN=local")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("go %s of README.md's Go blocks: %v\n%s", strings.Join(args, " "), err, out)
+			t.Errorf("go %s of the Go blocks of README.md and docs/*.md: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	if t.Failed() {
 		for i, b := range blocks {
-			src, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("block%02d", i+1), "readme.go"))
-			t.Logf("README.md:%d, as built:\n%s", b.line, src)
+			src, _ := os.ReadFile(filepath.Join(dir, pkgs[i], "block.go"))
+			t.Logf("%s:%d, as built:\n%s", b.file, b.line, src)
 		}
 	}
+}
+
+// docPackage is the folder of a Markdown file's blocks: readme for
+// README.md, docs_NAME for docs/NAME.md, with any character a package
+// path would not take replaced by an underscore.
+func docPackage(file string) string {
+	name := strings.TrimSuffix(strings.ReplaceAll(strings.ToLower(file), "/", "_"), ".md")
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, name)
 }
 
 // writeWorkspace writes dir/go.work: the repository's workspace (work)

@@ -19,7 +19,7 @@ import (
 )
 
 // Backfill materializes a DAG over every partition of a window, recording
-// each partition's attempts in a [Ledger], so that running it again
+// each partition's attempts in a [ledger.Ledger], so that running it again
 // resumes it: succeeded partitions are skipped, failed ones retried under
 // their run ids, and pending ones run. Several workers, in one process or
 // many, may run the same backfill at once against one ledger: each
@@ -411,7 +411,7 @@ func (e *StalePlanError) Error() string {
 }
 
 // ErrBackfillCanceled is returned when a backfill was canceled in its
-// ledger (see [Ledger.CancelBackfill]).
+// ledger (see [ledger.Ledger.CancelBackfill]).
 var ErrBackfillCanceled = ledger.ErrBackfillCanceled
 
 // ErrHeldElsewhere is matched by the error of a backfill run that ended
@@ -498,7 +498,7 @@ func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bo
 }
 
 // Resume resumes the backfill: it undoes a cancellation in the ledger
-// ([Ledger.ResumeBackfill]) and runs the backfill, which plans again
+// ([ledger.Ledger.ResumeBackfill]) and runs the backfill, which plans again
 // every partition that has not succeeded (under the rerun policy: the
 // default, RerunFailed, runs those that failed, were canceled or never
 // ran). A backfill that was not canceled, or never recorded, simply runs:
@@ -1234,7 +1234,7 @@ func (x *execution) deliver(ctx context.Context, e tranche.Event) {
 // scheduled job that runs through RunRecorded shares its history with
 // later backfills of the same DAG, which skip what it landed. It always
 // runs the partition (rerun policy all) unless another worker holds it,
-// which fails with [ErrNotClaimable]; worker "" means host-pid.
+// which fails with [ledger.ErrNotClaimable]; worker "" means host-pid.
 func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *tranche.DAG, p tranche.TimePartition, worker string) (*tranche.Result, error) {
 	if r == nil {
 		r = &tranche.Runner{}

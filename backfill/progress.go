@@ -20,7 +20,7 @@ import (
 // backfill ended: completed, failed, canceled, or unfinished when other
 // workers still hold some of its partitions, which the counts show apart
 // from the skipped ones ("held elsewhere"). Give it as
-// [Backfill.OnEvent], or combine it with other hooks through [Hooks].
+// [Backfill.OnEvent], or combine it with other hooks through [tranche.Hooks].
 func NewProgressReporter(w io.Writer) func(context.Context, tranche.Event) {
 	r := &progressReporter{w: w, terminal: isTerminal(w)}
 	return r.onEvent

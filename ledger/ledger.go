@@ -161,8 +161,9 @@ type CancelOptions struct {
 
 // Errors a [Ledger] returns, matched with errors.Is. ErrFenced is also
 // matched by a worker's refusal to write or record a success once its
-// lease has lapsed by its own clock (see [Backfill].Lease), and by a
-// fenced destination's refusal of a stale write ([StaleWriteError]).
+// lease has lapsed by its own clock (see the Lease field of
+// [github.com/tranche-dev/tranche/backfill.Backfill]), and by a fenced
+// destination's refusal of a stale write ([tranche.StaleWriteError]).
 var (
 	ErrNotClaimable     = errors.New("tranche: partition not claimable")
 	ErrFenced           = tranche.ErrFenced
@@ -319,12 +320,13 @@ type Lease struct {
 // one millisecond are ordered by their numbers. A takeover is granted
 // after the lease it takes over expired by the ledger's clock, and a
 // rerun after the attempt it reruns finished, so a newer attempt of one
-// DAG always has the higher token; and a DAG that changed (a deploy: a
-// new identity, whose attempts the ledger numbers from 1) claims a
-// partition with a token above those of every claim before it, which
-// the fence of package destination compares whatever the identity. A
-// lease without Claimed (one made by hand) has its attempt numbers as
-// tokens.
+// DAG has the higher token, and the fence of package destination, which
+// compares the attempt numbers of two tokens of one DAG identity, does
+// not depend on the clock for them; a DAG that changed (a deploy: a new
+// identity, whose attempts the ledger numbers from 1) claims a partition
+// with a token above those of every claim before it, which the fence
+// compares across identities. A lease without Claimed (one made by hand)
+// has its attempt numbers as tokens.
 func (l *Lease) Tokens() []int64 {
 	tokens := make([]int64, len(l.Attempts))
 	ms := l.Claimed.UnixMilli()

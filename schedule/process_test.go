@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,9 @@ func buildWorker(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("starts processes: not with -short")
 	}
+	// The worker is built without -race: the race detector would watch
+	// only this process, which starts, kills and reads.
+	proctest.SkipRace(t)
 	goCmd, work := workspace(t)
 	dir := t.TempDir()
 	src, err := os.ReadFile(filepath.Join("testdata", "worker", "main.go"))

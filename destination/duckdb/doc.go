@@ -72,7 +72,7 @@ takes no value of the kind), and the transaction is rolled back, the
 rows appended before it with the rest: nothing is written for the
 partition.
 
-[Dialect.NoPartitionIndex] leaves out the index on the partition column
+[Dialect] sets [sqldest.Dialect.NoPartitionIndex], which leaves out the index on the partition column
 that other databases get: DuckDB's deletes by range are pruned by the
 zone maps of its row groups, and an ART index would slow every append.
 

@@ -28,11 +28,18 @@ type Binary struct {
 }
 
 // Path returns the built binary, building it on first use. It skips the
-// test under -short: process tests are the slow ones.
+// test under -short: process tests are the slow ones. It skips it under
+// -race too: the worker is built without the race detector, so the code
+// under test runs in processes it does not watch, and what it would
+// watch, the test's orchestration and checks, is sequential; the plain
+// go test runs the test.
 func (b *Binary) Path(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs worker processes")
+	}
+	if Race {
+		t.Skip("runs worker processes built without -race, which the race detector does not watch: the plain go test runs it")
 	}
 	b.once.Do(func() {
 		name := filepath.Base(b.Pkg)

@@ -11,8 +11,8 @@ import (
 	"github.com/tranche-dev/tranche/sqldest"
 )
 
-// Destination is a [tranche.Destination] that replaces assets' partitions
-// in tables of a PostgreSQL database, each write in one transaction with
+// Destination is a [github.com/tranche-dev/tranche.Destination] that
+// replaces assets' partitions in tables of a PostgreSQL database, each write in one transaction with
 // its fencing check, inserting the rows with COPY; see
 // github.com/tranche-dev/tranche/sqldest for the tables, the checks and
 // what each mode guarantees. Close it after its last use.

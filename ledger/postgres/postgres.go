@@ -24,8 +24,8 @@
 // clock skew between the workers' machines can neither expire a live
 // lease nor keep a dead one. A heartbeat or a finish changes a partition
 // only while the lease's worker still runs the lease's attempt; a worker
-// that lost its partition to a newer attempt gets [tranche.ErrFenced] and
-// records nothing.
+// that lost its partition to a newer attempt gets
+// [github.com/tranche-dev/tranche.ErrFenced] and records nothing.
 //
 // Claims and finishes of one DAG never take turns: a change's revision
 // comes from a sequence, under an advisory lock that writers hold shared

@@ -25,8 +25,14 @@ func openTemp(t testing.TB, opts *sqlite.Options) *sqlite.Ledger {
 	return l
 }
 
+// TestConformance runs the ledger conformance suite, each of its tests
+// against a ledger in a file of its own. The suite's tests run in
+// parallel with each other (each has its file and its clock), and with
+// no test outside the suite: the package's top-level tests are not
+// parallel.
 func TestConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T, clock *ledgertest.Clock) ledger.Ledger {
+		t.Parallel()
 		return openTemp(t, &sqlite.Options{Now: clock.Now})
 	})
 }
