@@ -829,9 +829,21 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 	// The holders' leases are judged by the ledger's clock, which takes
 	// them over by it: a worker minutes behind it would otherwise leave
 	// expired leases alone for minutes. Before any claim has shown that
-	// clock, a running partition is tried, as if expired, and the
-	// ledger judges it.
+	// clock, the running partition whose lease ends first is tried, as
+	// if expired, and the ledger judges it: if it refuses, the leases
+	// that end later hold too, and if it grants, the lease shows the
+	// clock. One claim a round, not one a partition held.
 	now, clockKnown := x.ledgerNow()
+	probe := int64(-1)
+	if !clockKnown {
+		var first time.Time
+		for _, start := range held {
+			if a, ok := latest[start]; ok && a.State == ledger.StateRunning && time.Since(x.tried[start]) >= x.cfg.heartbeat &&
+				(probe < 0 || a.LeaseUntil.Before(first)) {
+				probe, first = start, a.LeaseUntil
+			}
+		}
+	}
 	wait, done := x.cfg.heartbeat, 0
 	for _, start := range held {
 		a, ok := latest[start]
@@ -843,6 +855,8 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 		case !takeOver:
 		case ok && a.State == ledger.StateRunning && clockKnown && now.Before(a.LeaseUntil):
 			wait = min(wait, a.LeaseUntil.Sub(now))
+		case ok && a.State == ledger.StateRunning && !clockKnown && start != probe:
+			// Judged by the probe's answer, in a later round.
 		case time.Since(x.tried[start]) < x.cfg.heartbeat:
 			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
 		default:
