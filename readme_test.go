@@ -93,6 +93,9 @@ var readmeImports = map[string]string{
 	"schedule":    "github.com/tranche-dev/tranche/schedule",
 	"synctest":    "testing/synctest",
 	"testing":     "testing",
+	"http":        "net/http",
+	"trancheweb":  "github.com/tranche-dev/tranche/trancheweb",
+	"tranchecli":  "github.com/tranche-dev/tranche/tranchecli",
 }
 
 var importLine = regexp.MustCompile(`^import "([^"]+)"$`)
