@@ -43,9 +43,9 @@
 // once it resumes, after another worker took the partition over; and a
 // worker killed between its write and the ledger's record of it leaves a
 // partition that the next attempt writes again. Every batch therefore
-// carries a fencing token ([Batch.Token]): the ledger's token of the
+// carries a fencing token (the Token of [tranche.Batch]): the ledger's token of the
 // claim that wrote it, which grows with each claim of the partition,
-// and the identity of the DAG that claimed it ([Batch.DAG]). What a
+// and the identity of the DAG that claimed it (its DAG). What a
 // destination guarantees depends on what it does with them:
 //
 //   - Transactional destinations sharing the ledger's database (the SQL
@@ -67,7 +67,7 @@
 //   - Other destinations (appending ones, queues, APIs) receive each
 //     attempt's batches at least once, and more than once when a worker
 //     dies between its write and its record, and every attempt's batches
-//     have a delivery id of their own ([Batch.DeliveryID]), the same only
+//     have a delivery id of their own ([DeliveryID]), the same only
 //     for deliveries of one attempt's write. Such a destination appends
 //     each batch's rows with its partition, token, DAG identity and
 //     [DeliveryID], and its readers keep, per partition, the rows of the
