@@ -45,6 +45,16 @@ type dagSpan struct {
 	Empty   bool // the query leaves no partition of the union
 }
 
+// recordedName is the DAG name the newest of records gave, or "".
+func recordedName(records []ledger.BackfillRecord) string {
+	for _, r := range records {
+		if r.DAGName != "" {
+			return r.DAGName
+		}
+	}
+	return ""
+}
+
 // dagSpanOf reads the backfills of dag and the window of the union of
 // what they cover. A DAG's identity names its granularity and zone
 // ([backfill.DAGIdentity]), so its backfills share them, but for a daily
@@ -210,7 +220,7 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 	if err != nil {
 		return dagLiveData{}, err
 	}
-	live := dagLiveData{DAG: dag, Name: h.name(dag), From: d.From, To: d.To}
+	live := dagLiveData{DAG: dag, Name: h.name(dag, recordedName(d.Records)), From: d.From, To: d.To}
 	var g *backfill.Grid
 	m := map[ledger.State]int{}
 	if !d.Empty {

@@ -287,13 +287,21 @@ type badRequest struct{ msg string }
 
 func (e *badRequest) Error() string { return e.msg }
 
-// name returns the name the pages give a DAG.
-func (h *handler) name(dag string) string {
+// name returns the name the pages give a DAG: Options.Names', a
+// registered DAG's, or else the name its newest backfill recorded
+// (recorded, when the caller read it), so that a backfill recorded after
+// the handler was made shows its DAG's name too.
+func (h *handler) name(dag string, recorded ...string) string {
 	if n := h.opts.Names[dag]; n != "" {
 		return n
 	}
 	if n := h.byID[dag]; n != "" {
 		return n
+	}
+	for _, n := range recorded {
+		if n != "" {
+			return n
+		}
 	}
 	return dag
 }
@@ -400,7 +408,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	for i, b := range slices.Backward(records) {
 		d := byDAG[b.DAG]
 		if d == nil {
-			d = &dagData{Identity: b.DAG, Name: h.name(b.DAG)}
+			d = &dagData{Identity: b.DAG, Name: h.name(b.DAG, b.DAGName)}
 			byDAG[b.DAG] = d
 			order = append(order, b.DAG)
 		}
@@ -632,7 +640,7 @@ func (h *handler) liveOf(ctx context.Context, id string) (liveData, error) {
 		total += n
 	}
 	live := liveData{
-		ID: s.Record.ID, DAG: s.Record.DAG, Name: h.name(s.Record.DAG), Record: recordOf(s.Record), State: stateOf(s),
+		ID: s.Record.ID, DAG: s.Record.DAG, Name: h.name(s.Record.DAG, s.Record.DAGName), Record: recordOf(s.Record), State: stateOf(s),
 		Total: total, Succeeded: percent(s.Counts[ledger.StateSucceeded], total),
 		Counts: counts(s.Counts, total), Blocked: s.Blocked, Done: s.Done(), Signature: signature(s),
 		Grid: gridOf("/backfills/"+url.PathEscape(s.Record.ID), s.Window, g, ledger.StatePending),
@@ -847,7 +855,7 @@ func (h *handler) partition(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	data := historyData{BackfillID: id, Name: h.name(record.DAG), Key: p.Key(), Start: p.Start, End: p.End}
+	data := historyData{BackfillID: id, Name: h.name(record.DAG, record.DAGName), Key: p.Key(), Start: p.Start, End: p.End}
 	// Newest attempt first, as an operator reads them.
 	for _, a := range slices.Backward(attempts) {
 		data.Attempts = append(data.Attempts, attemptData{a, a.Backfill == id})
@@ -905,7 +913,7 @@ func (h *handler) span(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	data := spanData{BackfillID: id, Name: h.name(s.Record.DAG), From: from, To: to}
+	data := spanData{BackfillID: id, Name: h.name(s.Record.DAG, s.Record.DAGName), From: from, To: to}
 	if sl.empty {
 		h.render(w, r, http.StatusOK, "span.html", page{Title: "Partitions", Fragment: fragment(r), Data: data})
 		return

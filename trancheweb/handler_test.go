@@ -567,3 +567,26 @@ func TestPageCountsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesFromTheLedger: without Options.Names, the pages name a DAG by
+// the name its newest backfill recorded, as the command's serve does, so
+// that a backfill recorded after the handler was made shows it too.
+func TestNamesFromTheLedger(t *testing.T) {
+	l := memledger.New(nil)
+	f := pagetest.New(t, l)
+	h := NewHandler(l, nil)
+	rec, err := l.Backfill(t.Context(), f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.DAGName = "page_views_renamed"
+	if _, err := l.PutBackfill(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/backfills/" + url.PathEscape(f.ID), "/dags/" + url.PathEscape(f.DAG)} {
+		status, body, _ := get(t, h, path)
+		if status != 200 || !strings.Contains(body, "page_views_renamed") {
+			t.Errorf("GET %s: status %d, the body lacks the recorded name:\n%s", path, status, body)
+		}
+	}
+}
