@@ -22,7 +22,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // ErrLedgerURL is what a refused address matches.

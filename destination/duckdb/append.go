@@ -15,8 +15,8 @@ import (
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/integer"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // qColumns reads the names and declared types of a table's columns, in

@@ -20,9 +20,9 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/duckdb"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
-	"github.com/tranche-dev/tranche/sqldest"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // holdEnv, when set, makes the test binary a process that holds the

@@ -13,8 +13,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/integer"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // kindTypes are, for each kind, the column types the destination

@@ -8,8 +8,8 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tranche-dev/tranche/destination/duckdb"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/sqldesttest"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // duckdbEnv is the destinations' test suite's database: a DuckDB file,

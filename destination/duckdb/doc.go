@@ -1,7 +1,7 @@
 /*
 Package duckdb is a destination that writes assets' partitions into
 tables of a DuckDB database, the embedded analytical database: a
-[tranche.Destination] on github.com/tranche-dev/tranche/sqldest, which
+[tranche.Destination] on github.com/tranche-dev/tranche/destination/sqldest, which
 declares the tables ([sqldest.Table]) and checks every batch against them,
 with DuckDB's dialect ([Dialect]), through github.com/duckdb/duckdb-go/v2
 (cgo).

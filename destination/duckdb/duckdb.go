@@ -11,8 +11,8 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/sqldest"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/destination/sqldest"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 var _ tranche.Destination = (*Destination)(nil)
@@ -20,7 +20,7 @@ var _ tranche.Destination = (*Destination)(nil)
 // Destination is a [tranche.Destination] that replaces assets' partitions
 // in tables of a DuckDB database, each write in one transaction with its
 // fencing check, appending the rows with DuckDB's appender; see the
-// package documentation, and github.com/tranche-dev/tranche/sqldest for
+// package documentation, and github.com/tranche-dev/tranche/destination/sqldest for
 // the tables and their checks. It is safe for concurrent use. Close it
 // after its last use.
 type Destination struct {

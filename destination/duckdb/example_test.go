@@ -12,8 +12,8 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/duckdb"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // A backfill of three days into a table of a DuckDB file, read back with

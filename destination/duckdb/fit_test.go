@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/sqldest"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 )
 
 // The column types whose range the destination checks as DuckDB's own

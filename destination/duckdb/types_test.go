@@ -7,7 +7,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination/duckdb"
-	"github.com/tranche-dev/tranche/sqldest"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 )
 
 // TestTableAlteredBetweenWrites writes a partition, alters the table's

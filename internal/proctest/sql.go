@@ -11,8 +11,8 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // EventsTable is the table of the events asset for an SQL destination:

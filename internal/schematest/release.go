@@ -12,7 +12,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/ledgertest"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // releaseDay is the partition of CheckRelease's DAG i days after

@@ -4,7 +4,7 @@
 // describes its databases in a [Subject] and passes it to
 // [CheckMigrateFromVersion1] and the other Check functions, keeping to
 // itself only what is its dialect's own. A fixture is the past: it never
-// changes with sqlledger/schema.go.
+// changes with ledger/sqlledger/schema.go.
 //
 // It also holds the checks of ClaimNext and Release that the two SQL
 // ledgers share beyond ledgertest's: workers handed a backfill's jobs

@@ -9,8 +9,8 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // BenchTable is the table of the write benchmark: a time, an integer, a

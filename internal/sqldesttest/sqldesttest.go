@@ -1,5 +1,5 @@
 // Package sqldesttest is the test suite of the SQL destinations
-// (github.com/tranche-dev/tranche/sqldest), which the SQLite, PostgreSQL
+// (github.com/tranche-dev/tranche/destination/sqldest), which the SQLite, PostgreSQL
 // and DuckDB modules run against their real databases: validation,
 // replacement, fencing tokens, and the commit shared with the ledger
 // (for the databases that hold a ledger).
@@ -20,10 +20,10 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/destinationtest"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
-	"github.com/tranche-dev/tranche/sqldest"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // Env is one test's database: a ledger in it, a way to read it, and

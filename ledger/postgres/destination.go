@@ -8,13 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/tranche-dev/tranche/sqldest"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 )
 
 // Destination is a [github.com/tranche-dev/tranche.Destination] that
 // replaces assets' partitions in tables of a PostgreSQL database, each write in one transaction with
 // its fencing check, inserting the rows with COPY; see
-// github.com/tranche-dev/tranche/sqldest for the tables, the checks and
+// github.com/tranche-dev/tranche/destination/sqldest for the tables, the checks and
 // what each mode guarantees. Close it after its last use.
 //
 // A destination made by [NewDestination] writes into the ledger's own

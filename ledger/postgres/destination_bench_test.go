@@ -4,9 +4,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/sqldesttest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // Benchmarks of the PostgreSQL destination, against the test server; run

@@ -3,9 +3,9 @@ package postgres_test
 import (
 	"testing"
 
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/sqldesttest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // pgEnv is the destinations' test suite's database: a ledger in a fresh

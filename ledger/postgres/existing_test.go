@@ -11,7 +11,7 @@ import (
 
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // TestOpenExistingNoSchema opens, with Options.Existing, a schema that

@@ -3,8 +3,8 @@ package postgres
 import (
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tranche-dev/tranche/sqldest"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/destination/sqldest"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // DestinationDialect is the destinations' dialect, for benchmarks that

@@ -18,7 +18,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // TestClaimNextConcurrent checks schematest.CheckClaimNextConcurrent:

@@ -40,7 +40,7 @@
 //
 // # Schema
 //
-// The tables are github.com/tranche-dev/tranche/sqlledger's, shared with
+// The tables are github.com/tranche-dev/tranche/ledger/sqlledger's, shared with
 // the SQLite ledger, in [Options.Schema] or the connection's current
 // schema. [Open] creates or migrates them in one transaction under an
 // advisory lock, so that workers starting at once migrate one after the
@@ -64,7 +64,7 @@
 // connection or the server. [OpenDestination] writes into another
 // database, each write committing on its own with a fencing check. The
 // tables, the checks and the guarantees are
-// github.com/tranche-dev/tranche/sqldest's.
+// github.com/tranche-dev/tranche/destination/sqldest's.
 //
 // # Failures
 //
@@ -97,7 +97,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tranche-dev/tranche/ledger"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // Options configure [Open]. A nil *Options means the defaults.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // TestReadOnlyRole opens a ledger as a role allowed only SELECT on its

@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/tranche-dev/tranche/sqldest"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 )
 
 // Destination is a [github.com/tranche-dev/tranche.Destination] that
 // replaces assets' partitions in tables of a SQLite file, each write in one transaction with its
-// fencing check; see github.com/tranche-dev/tranche/sqldest for the
+// fencing check; see github.com/tranche-dev/tranche/destination/sqldest for the
 // tables, the checks and what each mode guarantees. Close it after its
 // last use.
 //

@@ -3,9 +3,9 @@ package sqlite_test
 import (
 	"testing"
 
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/sqldesttest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // Benchmarks of the SQLite destination; run them with

@@ -11,8 +11,8 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/sqldest"
 )
 
 // A backfill writing into a table of the ledger's file: each partition's

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // TestOpenExistingRefuses opens, with Options.Existing, files that hold

@@ -12,7 +12,7 @@ import (
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // TestReadOnly opens a ledger of mode 0444, as a backup copy or a file

@@ -25,7 +25,7 @@
 // loss only makes partitions whose workers died too run again. Set
 // [Options.Synchronous] to "FULL" to sync every commit to the disk.
 //
-// The schema is github.com/tranche-dev/tranche/sqlledger's, shared with
+// The schema is github.com/tranche-dev/tranche/ledger/sqlledger's, shared with
 // the PostgreSQL ledger; the README shows how to inspect a ledger with the
 // sqlite3 command. Nothing in a ledger ever needs repairing by hand: a
 // partition whose worker died stays claimed only until its lease expires,
@@ -38,7 +38,7 @@
 // records its success: exactly once, whatever happens to the worker.
 // [OpenDestination] writes into another file, each write committing on
 // its own with a fencing check. The tables, the checks and the
-// guarantees are github.com/tranche-dev/tranche/sqldest's.
+// guarantees are github.com/tranche-dev/tranche/destination/sqldest's.
 package sqlite
 
 import (
@@ -56,7 +56,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/ledger"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )

@@ -41,7 +41,7 @@ import (
 	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 var (

@@ -75,7 +75,7 @@
 // ledger runs them inside the transaction in which [Ledger.Finish]
 // records the partitions' success, after the fence: the data and the
 // record of success commit together or not at all (package
-// github.com/tranche-dev/tranche/sqldest). The ledger keeps the work in
+// github.com/tranche-dev/tranche/destination/sqldest). The ledger keeps the work in
 // memory, in the process that claimed the partition, from the write to
 // the finish, and only for leases it granted.
 //

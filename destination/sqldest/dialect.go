@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/tranche-dev/tranche/sqlledger"
+	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // Dialect is what differs between the databases a [Destination] writes
