@@ -1,0 +1,650 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// execution is the shared state of one Run.
+type execution struct {
+	b      *Backfill
+	cfg    *config
+	plan   *Plan
+	runner *tranche.Runner
+	start  time.Time
+	// hookMu serializes OnEvent calls: the hook contract is the
+	// runner's, one event at a time.
+	hookMu sync.Mutex
+
+	// finishCtx records outcomes: it outlives the run's context by
+	// finishGrace, so that the partitions in flight when it ends are
+	// still recorded, while a ledger that hangs cannot hold the backfill
+	// longer than that.
+	finishCtx context.Context
+	keeper    *leaseKeeper
+
+	stop    atomic.Bool // no more claims
+	mu      sync.Mutex
+	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
+	report  Result
+	stopped error   // why claims stopped, for the report's error
+	held    []int64 // the starts (Unix ns) of the partitions Result.Held counts
+
+	// tried is when settleHeld last tried to take each held partition
+	// over, so that a ledger that judges its lease live (by its own
+	// clock) is asked again only an interval later.
+	tried map[int64]time.Time
+
+	// ledgerAhead is how far the ledger's clock was ahead of the
+	// worker's (Backfill.Now) when it served the last claim this
+	// execution made, read from the lease's Until; clockKnown says
+	// whether one did. Under x.mu.
+	ledgerAhead time.Duration
+	clockKnown  bool
+}
+
+// sawLease learns the ledger's clock from a lease of x.cfg.lease just
+// claimed: its Until less the lease is the ledger's time when it served
+// the claim, which this worker reads now, a moment later, so that the
+// estimate is behind the ledger by at most that moment.
+func (x *execution) sawLease(lease *ledger.Lease) {
+	ahead := lease.Until.Add(-x.cfg.lease).Sub(x.b.now())
+	x.mu.Lock()
+	x.ledgerAhead, x.clockKnown = ahead, true
+	x.mu.Unlock()
+}
+
+// ledgerNow returns the present by the ledger's clock, as the last
+// claim showed it, and false when no claim has shown it yet.
+func (x *execution) ledgerNow() (time.Time, bool) {
+	x.mu.Lock()
+	ahead, known := x.ledgerAhead, x.clockKnown
+	x.mu.Unlock()
+	return x.b.now().Add(ahead), known
+}
+
+func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Result, error) {
+	// A backfill with nothing to run is not recorded; should a partition
+	// call for a run after all (a lease expired since the plan), the
+	// backfill is recorded before its claim.
+	recorded := false
+	if plan.Counts.Run > 0 {
+		if err := b.record(ctx, cfg); err != nil {
+			return nil, err
+		}
+		recorded = true
+	}
+	x := &execution{b: b, cfg: cfg, plan: plan, runner: b.Runner, start: time.Now()}
+	var stopFinish func()
+	x.finishCtx, stopFinish = finishContext(ctx)
+	defer stopFinish()
+	// Every worker looks at each heartbeat whether the backfill was
+	// canceled with its running partitions to stop: the operator who
+	// cancels so (CancelBackfill with CancelOptions.StopRunning) cannot reach the
+	// workers' configuration. StopOnCancel stops them at any cancellation.
+	// A cancellation also stops the partitions claimed ahead and not
+	// started, which the ledger's refusal of the next claim would not
+	// reach.
+	canceled := func(ctx context.Context) error {
+		record, err := b.Ledger.Backfill(ctx, cfg.id)
+		if err != nil || !record.Canceled {
+			return nil
+		}
+		err = fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+		x.halt(err, -1)
+		if b.StopOnCancel || record.StopRunning {
+			return err
+		}
+		return nil
+	}
+	x.keeper = newLeaseKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
+	if x.runner == nil {
+		x.runner = &tranche.Runner{}
+	}
+	x.report = Result{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
+	x.emit(ctx, tranche.Event{Kind: KindStarted})
+
+	d := x.newDispatcher(ctx)
+	var scanErr error
+	seen := 0 // partitions the scan reached
+	for u, err := range b.scan(ctx, cfg, plan.Revision, b.Order) {
+		if err != nil {
+			scanErr = err
+			break
+		}
+		if u.action == ActionRun && !recorded && ctx.Err() == nil && !x.stop.Load() {
+			if err := b.record(ctx, cfg); errors.Is(err, ErrBackfillCanceled) {
+				x.halt(err, -1)
+			} else if err != nil {
+				scanErr = err
+				break
+			}
+			recorded = true
+		}
+		seen += len(u.partitions)
+		switch u.action {
+		case ActionRun:
+			if ctx.Err() != nil || x.stop.Load() {
+				x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+				continue
+			}
+			d.add(u)
+		case ActionSkipRunning:
+			x.holdElsewhere(u)
+			x.emitJob(ctx, KindPartitionHeld, u, nil)
+		default:
+			x.count(func(r *Result) { r.Skipped += len(u.partitions) })
+			x.emitJob(ctx, KindPartitionSkipped, u, nil)
+		}
+	}
+	if scanErr == nil {
+		d.flush()
+		x.settleHeld(ctx, d)
+	} else {
+		d.notRun(d.queue)
+		d.queue, d.jobs = nil, nil
+	}
+	d.pool.wait()
+	x.keeper.close()
+	if left := x.report.Total - seen; left > 0 {
+		// The scan ended early (its context ended, or the ledger
+		// failed): the partitions it did not reach stay pending.
+		x.count(func(r *Result) { r.NotRun += left })
+	}
+	return x.finish(ctx, scanErr)
+}
+
+// record records the backfill in its ledger, failing with
+// ErrBackfillCanceled if it was canceled there.
+func (b *Backfill) record(ctx context.Context, cfg *config) error {
+	record, err := b.Ledger.PutBackfill(ctx, ledger.BackfillRecord{ID: cfg.id, DAG: cfg.dag, DAGName: b.DAG.Name, Window: cfg.window.String(),
+		Partitions: cfg.starts(), Chunk: cfg.chunk})
+	if err != nil {
+		return fmt.Errorf("tranche: recording backfill %s: %w", cfg.id, err)
+	}
+	if record.Canceled {
+		return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
+	}
+	return nil
+}
+
+// holdElsewhere counts a job's partitions held by other workers, to be
+// settled once the run has run what it could.
+func (x *execution) holdElsewhere(u *job) {
+	x.mu.Lock()
+	x.report.Held += len(u.partitions)
+	for _, p := range u.partitions {
+		x.held = append(x.held, p.Start.UnixNano())
+	}
+	x.mu.Unlock()
+}
+
+// settleHeld settles the partitions other workers held when the run
+// reached them. Those that succeeded there count as done elsewhere;
+// those whose holders' leases have expired, or that failed there (unless
+// the rerun policy is none), run here; under WaitForOthers it waits for
+// the rest, until each is settled or ctx ends. What is left counts as
+// Held.
+func (x *execution) settleHeld(ctx context.Context, d *dispatcher) {
+	takeOver := true
+	backoff := 10 * time.Millisecond
+	for {
+		d.pool.wait()
+		x.mu.Lock()
+		held := x.held
+		x.held = nil
+		x.report.Held -= len(held)
+		x.mu.Unlock()
+		if len(held) == 0 {
+			return
+		}
+		if ctx.Err() != nil || x.stop.Load() {
+			takeOver = false
+		}
+		run, waiting, wait, err := x.sortHeld(ctx, held, takeOver)
+		if err != nil {
+			// The ledger could not say: they stay held.
+			run, waiting = nil, held
+		}
+		x.mu.Lock()
+		x.report.Held += len(waiting)
+		x.held = append(x.held, waiting...)
+		x.mu.Unlock()
+		if !takeOver {
+			return // a last count, after the runs of the last round
+		}
+		for _, part := range run {
+			u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun}
+			d.pool.run(func() { x.claimJob(ctx, d, u) })
+		}
+		switch {
+		case !x.b.WaitForOthers:
+			takeOver = false // count what the runs of this round left
+		case len(run) == 0:
+			// Wait for a lease to expire, or for the holders to
+			// finish, looking again soon at first, then less often, up
+			// to every heartbeat interval: partitions of a millisecond
+			// end within one, of an hour are looked at a few times.
+			sleepCtx(ctx, min(wait, backoff))
+			backoff = min(2*backoff, x.cfg.heartbeat)
+		}
+	}
+}
+
+// heldRun is a held partition to run here, with its window.
+type heldRun struct {
+	p      tranche.TimePartition
+	window tranche.TimePartitionWindow
+}
+
+// sortHeld reads the latest attempts of the held partitions (starts, Unix
+// ns): those that succeeded count as done elsewhere, as do, under
+// RerunNone, those that failed there; when takeOver is set, those whose
+// leases expired and those that failed are returned to run here, unless
+// tried less than an interval ago; the others are returned waiting, with
+// how long to wait before looking again (at most an interval).
+func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (run []heldRun, waiting []int64, wait time.Duration, err error) {
+	slices.Sort(held)
+	from, to := time.Unix(0, held[0]), time.Unix(0, held[len(held)-1]+1)
+	latest := make(map[int64]ledger.Attempt, len(held))
+	for a, err := range x.b.Ledger.Latest(ctx, x.cfg.dag, from, to) {
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if _, ok := slices.BinarySearch(held, a.Start.UnixNano()); ok {
+			latest[a.Start.UnixNano()] = a
+		}
+	}
+	// The holders' leases are judged by the ledger's clock, which takes
+	// them over by it: a worker minutes behind it would otherwise leave
+	// expired leases alone for minutes. Before any claim has shown that
+	// clock, the running partition whose lease ends first is tried, as
+	// if expired, and the ledger judges it: if it refuses, the leases
+	// that end later hold too, and if it grants, the lease shows the
+	// clock. One claim a round, not one a partition held.
+	now, clockKnown := x.ledgerNow()
+	probe := int64(-1)
+	if !clockKnown {
+		var first time.Time
+		for _, start := range held {
+			if a, ok := latest[start]; ok && a.State == ledger.StateRunning && time.Since(x.tried[start]) >= x.cfg.heartbeat &&
+				(probe < 0 || a.LeaseUntil.Before(first)) {
+				probe, first = start, a.LeaseUntil
+			}
+		}
+	}
+	wait, done := x.cfg.heartbeat, 0
+	for _, start := range held {
+		a, ok := latest[start]
+		switch {
+		case ok && a.State == ledger.StateSucceeded,
+			ok && a.State.Terminal() && x.cfg.rerun == ledger.RerunNone:
+			done++
+			continue
+		case !takeOver:
+		case ok && a.State == ledger.StateRunning && clockKnown && now.Before(a.LeaseUntil):
+			wait = min(wait, a.LeaseUntil.Sub(now))
+		case ok && a.State == ledger.StateRunning && !clockKnown && start != probe:
+			// Judged by the probe's answer, in a later round.
+		case time.Since(x.tried[start]) < x.cfg.heartbeat:
+			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
+		default:
+			if x.tried == nil {
+				x.tried = map[int64]time.Time{}
+			}
+			x.tried[start] = time.Now()
+			p := tranche.PartitionOf(x.cfg.window.Granularity(), time.Unix(0, start).In(x.cfg.window.Location()))
+			w, err := tranche.NewTimePartitionWindow(p.Granularity, p.Start, p.Start)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			run = append(run, heldRun{p, w})
+			continue
+		}
+		waiting = append(waiting, start)
+	}
+	x.count(func(r *Result) { r.Elsewhere += done })
+	return run, waiting, wait, nil
+}
+
+// finishGrace is how long outcomes may still be recorded after a
+// backfill's context ends.
+const finishGrace = 30 * time.Second
+
+// finishContext returns a context that is not canceled with ctx but
+// finishGrace after it, and a function that releases it.
+func finishContext(ctx context.Context) (context.Context, func()) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu      sync.Mutex
+		grace   *time.Timer
+		stopped bool
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			grace = time.AfterFunc(finishGrace, cancel)
+		}
+	})
+	return fctx, func() {
+		stop()
+		mu.Lock()
+		stopped = true
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
+// runID returns the run id of a job, computed once.
+func (x *execution) runID(u *job) string {
+	if u.runID == "" {
+		u.runID = RunID(x.cfg.dag, u.window.Start(), u.window.End())
+	}
+	return u.runID
+}
+
+// count updates the report under the lock.
+func (x *execution) count(f func(*Result)) {
+	x.mu.Lock()
+	f(&x.report)
+	x.mu.Unlock()
+}
+
+// claimJob claims one partition or chunk alone, and runs and records
+// it: a partition settled after the scan, which the cursor of
+// ClaimNext has passed.
+func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
+	cfg := x.cfg
+	if ctx.Err() != nil || x.stop.Load() {
+		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+		return
+	}
+	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
+	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
+		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
+		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
+	})
+	switch {
+	case errors.Is(err, ledger.ErrBackfillCanceled):
+		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
+		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+		return
+	case errors.Is(err, ledger.ErrNotClaimable):
+		x.holdElsewhere(u)
+		x.emitJob(ctx, KindPartitionHeld, u, err)
+		return
+	case err != nil:
+		if ctx.Err() != nil {
+			x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+			return
+		}
+		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
+		return
+	}
+	x.sawLease(lease)
+	u.seq, u.claimed = d.nextSeq(), claimed
+	kept, runCtx := x.keeper.keep(lease, claimed, x.renewFailed(ctx, u))
+	x.emitJob(ctx, KindPartitionClaimed, u, nil)
+	x.runClaimed(ctx, u, lease, kept, runCtx)
+}
+
+// runClaimed runs and records a claimed partition or chunk, unless the
+// backfill stopped before it in the order of claims or its context
+// ended: then its claim is released and it stays pending.
+func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease, kept *keptLease, runCtx context.Context) {
+	b, cfg, n := x.b, x.cfg, len(u.partitions)
+	if ctx.Err() != nil || x.stoppedBefore(u) {
+		x.release(u, kept)
+		return
+	}
+	if x.keeper.now()-u.claimed > cfg.heartbeat {
+		// Claimed ahead, and the jobs before it ran longer than the
+		// lookahead foresaw, or the worker stalled: rather than hold it
+		// from workers that may be free, give it back, and settle it
+		// with the partitions held elsewhere. It never runs under a
+		// lease it may have lost.
+		kept.release()
+		switch err := b.Ledger.Release(x.finishCtx, lease); {
+		case err == nil:
+			x.holdElsewhere(u)
+		case errors.Is(err, ledger.ErrFenced):
+			// Taken over while it waited: lost to a newer attempt, as a
+			// run that loses its lease is.
+			x.fail(ctx, u, fmt.Errorf("tranche: %s, claimed ahead, was taken over before it started: %w", u.window, err))
+		default:
+			// Still held, until its lease expires: the holders' settling
+			// finds it then.
+			x.holdElsewhere(u)
+		}
+		return
+	}
+	if b.Budget != nil {
+		if err := b.Budget.Acquire(ctx); err != nil {
+			x.release(u, kept)
+			return
+		}
+		defer b.Budget.Release()
+	}
+	runID := x.runID(u)
+	x.emitJob(ctx, KindPartitionStarted, u, nil)
+	var target tranche.Target
+	if n == 1 {
+		target = u.partitions[0]
+	} else {
+		target = u.window
+	}
+	kept.opts.RunID, kept.opts.Attempt, kept.opts.Backfill = runID, lease.Attempts[0], cfg.id
+	began := b.now()
+	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.opts)
+	ran := b.now().Sub(began)
+	// A success is recorded only while the lease holds by this worker's
+	// clock: past it, another worker may have taken the partition over.
+	held, byLedger := kept.state()
+	var lost error
+	if byLedger {
+		lost = held
+	}
+	cause := context.Cause(runCtx)
+	kept.release()
+
+	outcomes := make([]ledger.Outcome, n)
+	var failure error
+	switch {
+	case lost != nil:
+		failure = lost
+	case errors.Is(cause, ErrBackfillCanceled):
+		failure = fmt.Errorf("canceled: %w", cause)
+		x.halt(cause, -1)
+	case errors.Is(cause, ledger.ErrFenced):
+		failure = cause
+	case runErr == nil && res.Status == tranche.StatusCompleted && held != nil:
+		failure = held
+	case runErr == nil && res.Status == tranche.StatusCompleted:
+		rows := rowsByPartition(res)
+		for i, p := range u.partitions {
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
+			if len(rows) > 0 {
+				outcomes[i].Rows = int64(rows[p.Key()])
+			}
+		}
+	case ctx.Err() != nil:
+		failure = fmt.Errorf("canceled: %w", context.Cause(ctx))
+	case runErr != nil:
+		failure = runErr
+	default:
+		failure = fmt.Errorf("run %s %s: %w", runID, res.Status, errors.Join(outcomeErrors(res)...))
+	}
+	if failure != nil {
+		for i := range outcomes {
+			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error(), Ran: ran}
+		}
+	}
+	if lost == nil {
+		// Record the outcome even when ctx ended, or the lease lapsed
+		// by this worker's clock: a partition must not stay running
+		// until its lease expires. The ledger fences the call, so a
+		// partition taken over meanwhile records nothing.
+		err := b.Ledger.Finish(x.finishCtx, lease, outcomes)
+		switch {
+		case err == nil:
+		case errors.Is(err, ledger.ErrFenced) && failure != nil:
+			// Taken over: the newer attempt records it.
+		case failure == nil:
+			failure = fmt.Errorf("tranche: recording %s: %w", u.window, err)
+		default:
+			failure = fmt.Errorf("%w; and recording the failure failed, so the partition stays running until its lease expires: %w", failure, err)
+		}
+	}
+	if failure != nil {
+		x.fail(ctx, u, failure)
+		return
+	}
+	x.count(func(r *Result) { r.Succeeded += n })
+	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
+}
+
+// unclaimed records a job whose claim failed for a reason other than its
+// partitions being held: they were neither run nor recorded. Claims stop
+// under tranche.FailStop.
+func (x *execution) unclaimed(ctx context.Context, u *job, err error, seq int) {
+	x.count(func(r *Result) {
+		r.Unclaimed += len(u.partitions)
+		for _, p := range u.partitions {
+			r.ClaimFailures = append(r.ClaimFailures, Failure{Key: p.Key(), Err: err})
+		}
+	})
+	if x.cfg.onFailure == tranche.FailStop && ctx.Err() == nil {
+		x.halt(fmt.Errorf("stopped after the claim of partition %s failed", u.partitions[len(u.partitions)-1].Key()), seq)
+	}
+	x.emitJob(ctx, KindPartitionUnclaimed, u, err)
+}
+
+// rowsByPartition sums the rows of each partition over the assets; nil
+// when no asset counts rows by partition.
+func rowsByPartition(res *tranche.Result) map[string]int {
+	var rows map[string]int
+	for _, o := range res.Assets {
+		if len(o.RowsByPartition) > 0 && rows == nil {
+			rows = map[string]int{}
+		}
+		for k, n := range o.RowsByPartition {
+			rows[k] += n
+		}
+	}
+	return rows
+}
+
+func outcomeErrors(res *tranche.Result) []error {
+	var errs []error
+	for _, o := range res.Assets {
+		if o.Err != nil && o.Status == tranche.StatusFailed {
+			errs = append(errs, o.Err)
+		}
+	}
+	return errs
+}
+
+// fail records a failed job and stops claims under tranche.FailStop.
+func (x *execution) fail(ctx context.Context, u *job, err error) {
+	x.count(func(r *Result) {
+		r.Failed += len(u.partitions)
+		for _, p := range u.partitions {
+			r.Failures = append(r.Failures, Failure{Key: p.Key(), Err: err})
+		}
+	})
+	// Claims stop before the event goes out, so that a hook that sees the
+	// failure sees no partition claimed after it.
+	if x.cfg.onFailure == tranche.FailStop && ctx.Err() == nil {
+		x.halt(fmt.Errorf("stopped after the failure of partition %s", u.partitions[len(u.partitions)-1].Key()), u.seq)
+	}
+	x.emitJob(ctx, KindPartitionFailed, u, err)
+}
+
+// halt stops claims, for why, after the job numbered seq in the order
+// of claims: the jobs claimed before it still run, those after it do
+// not. A seq of -1 stops every job not started yet.
+func (x *execution) halt(why error, seq int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.stop.CompareAndSwap(false, true) {
+		x.stopped, x.stopSeq = why, seq
+	} else {
+		x.stopSeq = min(x.stopSeq, seq)
+	}
+}
+
+func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) {
+	x.mu.Lock()
+	x.report.Duration = time.Since(x.start)
+	report := x.report
+	x.mu.Unlock()
+	var err error
+	kind := KindCompleted
+	switch {
+	case scanErr != nil && ctx.Err() == nil:
+		kind, err = KindFailed, scanErr
+	case ctx.Err() != nil:
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s canceled: %w", report.Backfill, context.Cause(ctx))
+	case errors.Is(x.stopped, ErrBackfillCanceled):
+		// Partitions stopped by the cancellation count as failed, but
+		// the backfill was canceled, not failed.
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
+	case report.Failed > 0:
+		kind = KindFailed
+		first := report.Failures[0]
+		err = fmt.Errorf("tranche: backfill %s: %s failed (first %s: %w)", report.Backfill, partitions(report.Failed), first.Key, first.Err)
+	case report.Unclaimed > 0:
+		kind = KindFailed
+		first := report.ClaimFailures[0]
+		err = fmt.Errorf("tranche: backfill %s: %s not claimed, neither run nor recorded (first %s: %w)",
+			report.Backfill, partitions(report.Unclaimed), first.Key, first.Err)
+	case x.stopped != nil:
+		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
+	case report.Held > 0:
+		kind = KindUnfinished
+		err = fmt.Errorf("tranche: backfill %s: not done: %s held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
+			report.Backfill, partitions(report.Held), ErrHeldElsewhere)
+	}
+	if err != nil && report.Held > 0 && kind != KindUnfinished {
+		err = fmt.Errorf("%w; and %s %s held by other workers: %w", err, partitions(report.Held), plural(report.Held, "is", "are"), ErrHeldElsewhere)
+	}
+	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})
+	return &report, err
+}
+
+// progress returns the counts so far with an estimate of the time left.
+func (x *execution) progress() *tranche.Progress {
+	x.mu.Lock()
+	r := x.report
+	x.mu.Unlock()
+	p := &tranche.Progress{Done: r.Succeeded, Failed: r.Failed + r.Unclaimed, Skipped: r.Skipped + r.Elsewhere, Held: r.Held, Total: r.Total}
+	if ran := r.Succeeded + r.Failed; ran > 0 {
+		left := r.Total - ran - r.Skipped - r.Elsewhere - r.Held - r.NotRun - r.Unclaimed
+		p.ETA = time.Since(x.start) / time.Duration(ran) * time.Duration(max(left, 0))
+	}
+	return p
+}
+
+// sleepCtx sleeps for d, or until ctx ends with its error.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

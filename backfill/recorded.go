@@ -1,0 +1,64 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+// RunRecorded runs dag for partition p with r and records the run in l
+// like a backfill's partition: claimed under a lease, then finished. A
+// scheduled job that runs through RunRecorded shares its history with
+// later backfills of the same DAG, which skip what it landed. It always
+// runs the partition (rerun policy all) unless another worker holds it,
+// which fails with [ledger.ErrNotClaimable]; worker "" means host-pid.
+func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *tranche.DAG, p tranche.TimePartition, worker string) (*tranche.Result, error) {
+	if r == nil {
+		r = &tranche.Runner{}
+	}
+	if worker == "" {
+		worker = defaultWorker()
+	}
+	id := DAGIdentity(dag, p.Granularity, p.Start.Location())
+	revision, err := l.Revision(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
+	}
+	runID := RunID(id, p.Start, p.End)
+	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
+	claimed := keeper.now()
+	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []tranche.TimePartition{p},
+		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision, Trigger: ledger.TriggerManual})
+	if err != nil {
+		return nil, err
+	}
+	kept, runCtx := keeper.keep(lease, claimed, nil)
+	kept.opts.RunID, kept.opts.Attempt = runID, lease.Attempts[0]
+	res, runErr := r.RunWith(runCtx, dag, p, &kept.opts)
+	if runErr == nil {
+		// A success is recorded only while the lease holds by this
+		// worker's clock.
+		runErr = kept.check()
+	}
+	kept.release()
+	keeper.close()
+	outcome := ledger.Outcome{State: ledger.StateSucceeded}
+	switch {
+	case runErr != nil:
+		outcome = ledger.Outcome{State: ledger.StateFailed, Err: runErr.Error()}
+	case res.Status != tranche.StatusCompleted:
+		outcome = ledger.Outcome{State: ledger.StateFailed, Err: fmt.Sprintf("run %s: %v", res.Status, errors.Join(outcomeErrors(res)...))}
+	default:
+		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
+	}
+	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer done()
+	if err := l.Finish(finishCtx, lease, []ledger.Outcome{outcome}); err != nil {
+		return res, errors.Join(runErr, fmt.Errorf("tranche: recording run %s: %w", runID, err))
+	}
+	return res, runErr
+}
