@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
@@ -55,7 +54,7 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	default:
 		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
 	}
-	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), finishGrace) // as a backfill records after its context ends
 	defer done()
 	if err := l.Finish(finishCtx, lease, []ledger.Outcome{outcome}); err != nil {
 		return res, errors.Join(runErr, fmt.Errorf("tranche: recording run %s: %w", runID, err))
