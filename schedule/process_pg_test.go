@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // pgLedger returns the worker's flags for a fresh schema of the test
@@ -146,7 +147,12 @@ func replicaFault(t *testing.T, fault string) {
 	writes := map[string][]string{}
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if f := strings.Fields(line); len(f) == 5 && f[0] == "write" {
-			writes[f[1]] = append(writes[f[1]], f[2]+" "+f[3])
+			// The token's attempt number (its low bits).
+			token, err := strconv.ParseInt(f[3], 10, 64)
+			if err != nil {
+				t.Fatalf("write line %q: %v", line, err)
+			}
+			writes[f[1]] = append(writes[f[1]], fmt.Sprintf("%s %d", f[2], ledger.TokenAttempt(token)))
 		}
 	}
 	for _, key := range springKeys {

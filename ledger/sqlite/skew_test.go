@@ -252,7 +252,7 @@ func checkWrites(t *testing.T, hs map[string][]ledger.Attempt, audit string) {
 	}
 	for k, h := range hs {
 		won := h[len(h)-1]
-		if wr := last[k]; wr.Worker != won.Worker || wr.Token != int64(won.Number) {
+		if wr := last[k]; wr.Worker != won.Worker || ledger.TokenAttempt(wr.Token) != won.Number {
 			t.Errorf("partition %s: last written by %q, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
 		}
 	}
