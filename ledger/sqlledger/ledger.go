@@ -1068,12 +1068,18 @@ func (l *Ledger) read(ctx context.Context, op string, f func() error) error {
 
 // History implements [ledger.Ledger].
 func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]ledger.Attempt, error) {
+	if start.Nanosecond() != 0 {
+		return nil, ctx.Err() // no partition starts there
+	}
+	return l.readAttempts(ctx, "reading the history of "+start.Format(time.RFC3339), dag, qHistory, dag, start.Unix())
+}
+
+// readAttempts reads the attempts of DAG dag that query selects (its
+// columns attemptColumns), in its order.
+func (l *Ledger) readAttempts(ctx context.Context, op, dag, query string, args ...any) ([]ledger.Attempt, error) {
 	var out []ledger.Attempt
-	err := l.read(ctx, "reading the history of "+start.Format(time.RFC3339), func() error {
-		if start.Nanosecond() != 0 {
-			return nil // no partition starts there
-		}
-		rows, err := l.readRows(ctx, qHistory, dag, start.Unix())
+	err := l.read(ctx, op, func() error {
+		rows, err := l.readRows(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -1160,23 +1166,7 @@ func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]ledg
 	if n < 1 {
 		return nil, ctx.Err()
 	}
-	var out []ledger.Attempt
-	err := l.read(ctx, "reading the recent successes of DAG "+dag, func() error {
-		rows, err := l.readRows(ctx, qRecentSuccesses, dag, n)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			a, err := scanAttempt(rows, dag)
-			if err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return rows.Err()
-	})
-	return out, err
+	return l.readAttempts(ctx, "reading the recent successes of DAG "+dag, dag, qRecentSuccesses, dag, n)
 }
 
 func scanBackfill(row interface{ Scan(...any) error }) (ledger.BackfillRecord, error) {
