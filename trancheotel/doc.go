@@ -21,7 +21,8 @@ child span of its run ("asset NAME"), and each write to a destination a
 child of its attempt ("write DESTINATION"). Their times are the events'.
 
 The run's span carries tranche.run.id, tranche.run.attempt,
-tranche.backfill.id (for a backfill's run), tranche.dag (with WithDAG, or
+tranche.backfill.id (for a backfill's run), tranche.trigger (live,
+catch-up, backfill or manual, for a run a ledger records), tranche.dag (with WithDAG, or
 else, for a backfill's run, the DAG name its backfill's events carry), and
 tranche.partition.key (a partition run's key) or tranche.window (a window
 run's text form); an attempt's, tranche.asset and tranche.asset.attempt; a
@@ -41,7 +42,7 @@ at all.
 
 # Metrics
 
-	tranche.run.duration         histogram, s          tranche.status
+	tranche.run.duration         histogram, s          tranche.status, tranche.trigger (of a recorded run)
 	tranche.asset.duration       histogram, s          tranche.asset, tranche.status
 	tranche.write.duration       histogram, s          tranche.asset, tranche.destination, tranche.status
 	tranche.write.rows           counter, {row}        tranche.asset, tranche.destination

@@ -355,7 +355,7 @@ func TestBackfill(t *testing.T) {
 	keys := map[string]string{}
 	for _, s := range named(tel, "run daily") {
 		a := attrs(s)
-		if a["tranche.backfill.id"] != id || a["tranche.run.attempt"] != "1" || a["tranche.dag"] != "daily" {
+		if a["tranche.backfill.id"] != id || a["tranche.run.attempt"] != "1" || a["tranche.dag"] != "daily" || a["tranche.trigger"] != "backfill" {
 			t.Errorf("run %s: attributes %v; want backfill %s, attempt 1", a["tranche.partition.key"], a, id)
 		}
 		keys[a["tranche.partition.key"]] = a["tranche.status"]
@@ -390,8 +390,8 @@ func TestBackfill(t *testing.T) {
 		}
 	}
 	wantCounts := map[string]uint64{
-		"tranche.run.duration tranche.dag=daily,tranche.status=completed":                                                   2,
-		"tranche.run.duration tranche.dag=daily,tranche.status=failed":                                                      1,
+		"tranche.run.duration tranche.dag=daily,tranche.status=completed,tranche.trigger=backfill":                          2,
+		"tranche.run.duration tranche.dag=daily,tranche.status=failed,tranche.trigger=backfill":                             1,
 		"tranche.asset.duration tranche.asset=events,tranche.dag=daily,tranche.status=completed":                            3,
 		"tranche.asset.duration tranche.asset=rollup,tranche.dag=daily,tranche.status=completed":                            2,
 		"tranche.asset.duration tranche.asset=rollup,tranche.dag=daily,tranche.status=failed":                               1,

@@ -64,6 +64,7 @@ type setKey struct {
 	dag                string // the event's DAG name, without WithDAG
 	asset, destination string
 	status             string // tranche.status, or tranche.partition.state
+	trigger            string // tranche.trigger, of a run
 }
 
 const (
@@ -89,7 +90,7 @@ func (h *hook) measurement(k setKey) metric.MeasurementOption {
 	if ok {
 		return o
 	}
-	var buf [4]attribute.KeyValue
+	var buf [5]attribute.KeyValue
 	kvs := buf[:0]
 	switch {
 	case h.dag != "":
@@ -102,6 +103,9 @@ func (h *hook) measurement(k setKey) metric.MeasurementOption {
 	}
 	if k.destination != "" {
 		kvs = append(kvs, attribute.String(keyDestination, k.destination))
+	}
+	if k.trigger != "" {
+		kvs = append(kvs, attribute.String(keyTrigger, k.trigger))
 	}
 	switch k.instrument {
 	case partitionSet:
@@ -123,7 +127,7 @@ func (m *instruments) run(ctx context.Context, h *hook, e *tranche.Event) {
 	if m == nil || !m.runDuration.Enabled(ctx) {
 		return
 	}
-	m.runDuration.Record(ctx, e.Duration.Seconds(), h.measurement(setKey{instrument: runSet, status: status(e.Kind)}))
+	m.runDuration.Record(ctx, e.Duration.Seconds(), h.measurement(setKey{instrument: runSet, status: status(e.Kind), trigger: e.Trigger}))
 }
 
 func (m *instruments) asset(ctx context.Context, h *hook, e *tranche.Event) {

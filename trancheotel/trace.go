@@ -16,6 +16,7 @@ const (
 	keyRunID          = "tranche.run.id"
 	keyRunAttempt     = "tranche.run.attempt"
 	keyBackfill       = "tranche.backfill.id"
+	keyTrigger        = "tranche.trigger"
 	keyPartition      = "tranche.partition.key"
 	keyWindow         = "tranche.window"
 	keyAsset          = "tranche.asset"
@@ -71,6 +72,9 @@ func (h *hook) runStarted(ctx context.Context, e *tranche.Event) {
 	}
 	if e.Backfill != "" {
 		attrs = append(attrs, attribute.String(keyBackfill, e.Backfill))
+	}
+	if e.Trigger != "" {
+		attrs = append(attrs, attribute.String(keyTrigger, e.Trigger))
 	}
 	switch {
 	case e.Partition.Granularity.IsValid():
