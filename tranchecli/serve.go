@@ -80,10 +80,14 @@ func runServe(ctx context.Context, c *call) error {
 		return err
 	case <-ctx.Done():
 	}
+	// The requests in flight get a few seconds to finish; past that the
+	// connections still open are closed: the operator asked to stop,
+	// which is no failure of the command.
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
-		return err
+		fmt.Fprintf(c.stderr, "%s serve: %v waiting for the requests in flight; closing their connections\n", c.name, err)
+		srv.Close()
 	}
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -60,17 +61,25 @@ func TestLaunchInChromium(t *testing.T) {
 		exited <- p.Main(sctx, []string{"serve", "--addr", "127.0.0.1:0", "--allow-writes"})
 		pw.Close()
 	}()
+	var rest bytes.Buffer // what serve printed after its first line
+	copied := make(chan struct{})
 	t.Cleanup(func() {
 		cancel()
 		if code := <-exited; code != 0 {
-			t.Errorf("serve exited %d", code)
+			<-copied
+			t.Errorf("serve exited %d:\n%s", code, rest.String())
 		}
 	})
 	lines := bufio.NewScanner(pr)
 	if !lines.Scan() {
 		t.Fatal("serve printed nothing")
 	}
-	go io.Copy(io.Discard, pr)
+	go func() {
+		defer close(copied)
+		for lines.Scan() {
+			rest.WriteString(lines.Text() + "\n")
+		}
+	}()
 	m := regexp.MustCompile(`(http://\S+)/ `).FindStringSubmatch(lines.Text())
 	if m == nil {
 		t.Fatalf("serve's first line %q names no address", lines.Text())

@@ -162,8 +162,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
-		fmt.Fprintf(stderr, "%s serve: shutting down: %v\n", name, err)
-		return 1
+		// Past a few seconds the connections still open are closed: the
+		// operator asked to stop, which is no failure of the command.
+		fmt.Fprintf(stderr, "%s serve: %v waiting for the requests in flight; closing their connections\n", name, err)
+		srv.Close()
 	}
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "%s serve: %v\n", name, err)
