@@ -25,6 +25,9 @@ func pgLedger(t *testing.T, bin string, c procClock) []string {
 	t.Helper()
 	url := os.Getenv("TRANCHE_POSTGRES_URL")
 	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TRANCHE_POSTGRES_URL is not set under CI (see ledger/postgres/testserver.sh)")
+		}
 		t.Skip("TRANCHE_POSTGRES_URL is not set (ledger/postgres/testserver.sh start)")
 	}
 	args := []string{"-pg", url, "-schema", fmt.Sprintf("sched_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)}
