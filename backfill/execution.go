@@ -42,6 +42,9 @@ type execution struct {
 	// over, so that a ledger that judges its lease live (by its own
 	// clock) is asked again only an interval later.
 	tried map[int64]time.Time
+	// probed is when settleHeld last tried a running partition before
+	// the ledger's clock was known.
+	probed time.Time
 
 	// ledgerAhead is how far the ledger's clock was ahead of the
 	// worker's (Backfill.Now) when it served the last claim this
@@ -83,6 +86,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 		recorded = true
 	}
 	x := &execution{b: b, cfg: cfg, plan: plan, runner: b.Runner, start: time.Now()}
+	x.probed = x.start
 	var stopFinish func()
 	x.finishCtx, stopFinish = finishContext(ctx)
 	defer stopFinish()
@@ -265,20 +269,31 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 	}
 	// The holders' leases are judged by the ledger's clock, which takes
 	// them over by it: a worker minutes behind it would otherwise leave
-	// expired leases alone for minutes. Before any claim has shown that
-	// clock, the running partition whose lease ends first is tried, as
-	// if expired, and the ledger judges it: if it refuses, the leases
-	// that end later hold too, and if it grants, the lease shows the
-	// clock. One claim a round, not one a partition held.
+	// expired leases alone for minutes. Before any claim of this run has
+	// shown that clock, it is at least the latest time the attempts just
+	// read were started or finished at; the running partition whose lease
+	// ends first is tried once that says its lease expired, and otherwise
+	// once an interval, so that a clock behind the attempts' still finds
+	// an expired lease. The ledger judges the try: if it refuses, the
+	// leases that end later hold too; if it grants, the lease shows the
+	// clock. At most one claim a round, not one a partition held.
 	now, clockKnown := x.ledgerNow()
 	probe := int64(-1)
 	if !clockKnown {
+		for _, a := range latest {
+			now = latestOf(now, a.Started, a.Finished)
+		}
 		var first time.Time
 		for _, start := range held {
-			if a, ok := latest[start]; ok && a.State == ledger.StateRunning && time.Since(x.tried[start]) >= x.cfg.heartbeat &&
-				(probe < 0 || a.LeaseUntil.Before(first)) {
+			if a, ok := latest[start]; ok && a.State == ledger.StateRunning && (probe < 0 || a.LeaseUntil.Before(first)) {
 				probe, first = start, a.LeaseUntil
 			}
+		}
+		if probe >= 0 && !now.After(first) && time.Since(x.probed) < x.cfg.heartbeat {
+			probe = -1
+		}
+		if probe >= 0 {
+			x.probed = time.Now()
 		}
 	}
 	wait, done := x.cfg.heartbeat, 0
@@ -294,6 +309,7 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 			wait = min(wait, a.LeaseUntil.Sub(now))
 		case ok && a.State == ledger.StateRunning && !clockKnown && start != probe:
 			// Judged by the probe's answer, in a later round.
+			wait = min(wait, max(a.LeaseUntil.Sub(now), 0))
 		case time.Since(x.tried[start]) < x.cfg.heartbeat:
 			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
 		default:
@@ -313,6 +329,16 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 	}
 	x.count(func(r *Result) { r.Elsewhere += done })
 	return run, waiting, wait, nil
+}
+
+// latestOf returns the latest of t and the others.
+func latestOf(t time.Time, others ...time.Time) time.Time {
+	for _, o := range others {
+		if o.After(t) {
+			t = o
+		}
+	}
+	return t
 }
 
 // finishGrace is how long outcomes may still be recorded after a
