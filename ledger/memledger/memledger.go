@@ -118,6 +118,7 @@ func New(now func() time.Time) *Ledger {
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
+var _ ledger.BatchFinisher = (*Ledger)(nil)
 
 func (l *Ledger) dag(id string) *memoryDAG {
 	d := l.dags[id]
@@ -273,6 +274,34 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.finish(lease, outcomes)
+}
+
+// FinishBatch implements [ledger.BatchFinisher]: each finish as Finish
+// records it, under one hold of the ledger's lock.
+func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error {
+	errs := make([]error, len(batch))
+	for i, f := range batch {
+		errs[i] = f.Lease.CheckOutcomes(f.Outcomes)
+	}
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = cmp.Or(errs[i], err)
+		}
+		return errs
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, f := range batch {
+		if errs[i] == nil {
+			errs[i] = l.finish(f.Lease, f.Outcomes)
+		}
+	}
+	return errs
+}
+
+// finish records the outcomes of a lease, under l.mu.
+func (l *Ledger) finish(lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	attempts, err := l.leased(lease)
 	if err != nil {
 		return err
