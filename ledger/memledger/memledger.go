@@ -180,6 +180,11 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 		}
 		grants = append(grants, g)
 	}
+	if last := grants[len(grants)-1]; moved && last.Lease == nil && !req.Before(at.start, req.Jobs[len(grants)-1].Start()) {
+		// Every job was passed over: the cursor stays, rather than
+		// move back to the last of them.
+		return grants, nil
+	}
 	d := l.dag(req.DAG)
 	d.revision++ // the cursor's move
 	l.cursors[key] = cursor{start: req.Jobs[len(grants)-1].Start(), revision: d.revision}
