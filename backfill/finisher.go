@@ -15,9 +15,11 @@ import (
 // was handed over while its last call was in flight in one call, so that
 // short partitions cost a commit a batch, not one each, and a worker of
 // Concurrency 1 runs the next partition while the last one's success is
-// recorded. One call is in flight at a time: the batch grows with the
-// ledger's latency and the rate of successes, and a success waits at
-// most for the call before its own.
+// recorded. Up to maxFinishCalls calls are in flight at a time, each
+// taking what waits when it starts: the batch grows with the ledger's
+// latency and the rate of successes, and a call that hangs on a
+// connection lost holds up only the successes it carries, not those
+// after it, whose leases would lapse behind it.
 //
 // A job's lease is renewed until its outcome is recorded, and checked
 // again just before: one lost meanwhile is not recorded a success. The
@@ -33,12 +35,18 @@ type finisher struct {
 
 	mu      sync.Mutex
 	queue   []*finishing
-	running bool
+	running int // calls in flight, or about to be
+	idle    int // of those, loops looking for more
 	wg      sync.WaitGroup
 }
 
-// maxFinishBatch bounds the finishes of one call.
-const maxFinishBatch = 256
+const (
+	// maxFinishBatch bounds the finishes of one call.
+	maxFinishBatch = 256
+	// maxFinishCalls bounds the calls in flight: the SQL ledgers'
+	// default pool.
+	maxFinishCalls = 4
+)
 
 // finishing is a job whose success waits to be recorded.
 type finishing struct {
@@ -62,11 +70,13 @@ func newFinisher(x *execution) *finisher {
 func (f *finisher) add(fi *finishing) {
 	f.mu.Lock()
 	f.queue = append(f.queue, fi)
-	if f.running {
+	if f.running-f.idle >= maxFinishCalls || f.idle > 0 {
+		// Taken by a loop about to call, or once one returns.
 		f.mu.Unlock()
 		return
 	}
-	f.running = true
+	f.running++
+	f.idle++
 	f.wg.Add(1)
 	f.mu.Unlock()
 	go f.loop()
@@ -80,14 +90,17 @@ func (f *finisher) loop() {
 		n := min(len(f.queue), maxFinishBatch)
 		batch := f.queue[:n:n]
 		f.queue = f.queue[n:]
+		f.idle--
 		if n == 0 {
-			f.queue = nil
-			f.running = false
+			f.running--
 			f.mu.Unlock()
 			return
 		}
 		f.mu.Unlock()
 		f.record(batch)
+		f.mu.Lock()
+		f.idle++
+		f.mu.Unlock()
 	}
 }
 
