@@ -57,7 +57,9 @@ const (
 	// Concurrency 1 running 10 ms partitions claimed 6 a call at 50 ms
 	// and were bound by the cursor: 1,200/s against 1,300/s at 200 ms),
 	// little enough that a partition claimed ahead waits no longer than
-	// a moment, where an operator would see it running.
+	// a moment, where an operator would see it running; and at most an
+	// eighth of the heartbeat interval, past which a job claimed ahead
+	// is released.
 	claimAhead = 200 * time.Millisecond
 	// maxLookahead bounds the jobs claimed ahead, so that a worker that
 	// dies leaves few leases to expire.
@@ -143,7 +145,9 @@ func (d *dispatcher) want() int {
 	d.mu.Unlock()
 	ahead := 0
 	if avg > 0 {
-		ahead = int(min(int64(d.x.cfg.concurrency)*int64(claimAhead/avg), maxLookahead))
+		// A job claimed ahead that waits longer than an interval is
+		// released: claim well within one.
+		ahead = int(min(int64(d.x.cfg.concurrency)*int64(min(claimAhead, d.x.cfg.heartbeat/8)/avg), maxLookahead))
 	}
 	return max(d.pool.free(), 1) + ahead
 }

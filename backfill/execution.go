@@ -521,7 +521,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error(), Ran: ran}
 		}
 	}
-	if failure == nil && x.finisher != nil {
+	if failure == nil && x.finisher.takes(lease) {
 		// Recorded with others, the lease renewed until then.
 		x.finisher.add(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
 		return

@@ -27,10 +27,13 @@ import (
 // that records its own. Failures are not handed over: they are recorded
 // at once, so that a failure under FailStop stops claims before the next
 // job starts, as without a finisher. A ledger that records a finish with
-// writes a destination deferred to it (package sqlledger) does so in the
-// finish's own transaction, inside FinishBatch.
+// writes a destination deferred to it (package sqlledger) says so
+// ([ledger.BatchFinisher.FinishesAlone]): such a success is recorded at
+// once, through Finish, its writes in its transaction, as without a
+// finisher.
 type finisher struct {
 	x   *execution
+	l   ledger.BatchFinisher
 	ctx context.Context // the execution's finishCtx
 
 	mu      sync.Mutex
@@ -60,10 +63,17 @@ type finishing struct {
 // newFinisher returns the finisher of x, or nil when its ledger records
 // one finish a call.
 func newFinisher(x *execution) *finisher {
-	if _, ok := x.b.Ledger.(ledger.BatchFinisher); !ok {
+	bf, ok := x.b.Ledger.(ledger.BatchFinisher)
+	if !ok {
 		return nil
 	}
-	return &finisher{x: x, ctx: x.finishCtx}
+	return &finisher{x: x, l: bf, ctx: x.finishCtx}
+}
+
+// takes reports whether the finisher records the success of lease:
+// not when the ledger records it alone, with a destination's writes.
+func (f *finisher) takes(lease *ledger.Lease) bool {
+	return f != nil && !f.l.FinishesAlone(lease)
 }
 
 // add hands over a job's success, to be recorded with the next batch.

@@ -23,6 +23,13 @@ type BatchFinisher interface {
 	// writes the ledger was handed for it (a destination sharing the
 	// ledger's transactions), is recorded so still.
 	FinishBatch(ctx context.Context, batch []Finish) []error
+
+	// FinishesAlone reports whether the ledger records the finish of
+	// lease in a transaction of its own, with writes it was handed for
+	// the lease's partitions (a destination sharing its transactions),
+	// so that a worker gains nothing by holding the finish back for a
+	// batch, and should call [Ledger.Finish] as soon as it can.
+	FinishesAlone(lease *Lease) bool
 }
 
 // Finish is one lease's finish in a [BatchFinisher.FinishBatch]: what

@@ -45,6 +45,9 @@ func testFinishBatch(s *ledgerSuite) {
 	other := req(alpha, part(0))
 	other.DAG = "tranchetest-other-dag"
 	o := s.claim(other)
+	if bf, ok := s.l.(ledger.BatchFinisher); ok && bf.FinishesAlone(a) {
+		s.t.Errorf("FinishesAlone(%s) = true for a lease no write was handed for; want false", describeLease(a))
+	}
 	rev := s.revision()
 	s.clock.Advance(time.Minute)
 	finished := s.clock.Now()

@@ -305,6 +305,10 @@ func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error
 	return errs
 }
 
+// FinishesAlone implements [ledger.BatchFinisher]: never, as nothing
+// shares the ledger's lock.
+func (l *Ledger) FinishesAlone(*ledger.Lease) bool { return false }
+
 // finish records the outcomes of a lease, under l.mu.
 func (l *Ledger) finish(lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	attempts, err := l.leased(lease)

@@ -82,6 +82,21 @@ func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error
 	return errs
 }
 
+// FinishesAlone implements [ledger.BatchFinisher]: a lease with work
+// deferred to its finish ([Ledger.Defer]) is finished alone, its work
+// and its success in one transaction.
+func (l *Ledger) FinishesAlone(lease *ledger.Lease) bool {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	tokens := lease.Tokens()
+	for i, p := range lease.Partitions {
+		if i < len(tokens) && len(l.leases[leaseKey{lease.RunID, p.Start.Unix(), tokens[i]}]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // partKey names a partition's attempt within a group of finishes of one
 // DAG and worker.
 type partKey struct {
