@@ -164,7 +164,7 @@ func (m *bfMachine) drawWorker(rt *rapid.T, label string) *backfill.Backfill {
 }
 
 // checkRun checks one worker's report against the fault of its step.
-func (m *bfMachine) checkRun(rt *rapid.T, rep *backfill.Result, err error, f bfFault) {
+func (m *bfMachine) checkRun(rt *rapid.T, rep *backfill.Report, err error, f bfFault) {
 	if rep == nil {
 		rt.Fatalf("Run returned no report: %v", err)
 	}
@@ -223,7 +223,7 @@ func (m *bfMachine) race(rt *rapid.T) {
 	f := m.fault
 	m.mu.Unlock()
 	type result struct {
-		rep *backfill.Result
+		rep *backfill.Report
 		err error
 	}
 	results := make([]result, 2)

@@ -216,7 +216,7 @@ func runRun(ctx context.Context, c *call) error {
 }
 
 // report prints a run's result and returns its error.
-func (c *call) report(res *backfill.Result, err error) error {
+func (c *call) report(res *backfill.Report, err error) error {
 	if res != nil {
 		fmt.Fprintln(c.stdout, res)
 		for i, f := range res.Failures {
@@ -240,7 +240,7 @@ func (c *call) report(res *backfill.Result, err error) error {
 // was left unclaimed or unrun. The library reports that as an error
 // matching backfill.ErrHeldElsewhere, for callers that must wait for
 // the others; an operator meets ordinary overlap, exit code 4.
-func heldOnly(res *backfill.Result, err error) bool {
+func heldOnly(res *backfill.Report, err error) bool {
 	return res != nil && err != nil && errors.Is(err, backfill.ErrHeldElsewhere) &&
 		res.Held > 0 && res.Failed == 0 && res.Unclaimed == 0 && res.NotRun == 0
 }

@@ -675,7 +675,7 @@ func testSharedUnfenced(t *testing.T, e *Env) {
 		t.Fatal(err)
 	}
 	res, err := new(tranche.Runner).Run(t.Context(), dag, day(7))
-	if err != nil || res.Status != tranche.StatusCompleted {
+	if err != nil || res.State != tranche.StateSucceeded {
 		t.Fatalf("Run = %v, %v", res, err)
 	}
 	if got := read(t, e, "events")[day(7).Key()]; len(got) != 2 || got[0].Token != 0 {
