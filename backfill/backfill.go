@@ -350,7 +350,6 @@ func (e *StalePlanError) Error() string {
 // ledger (see [ledger.Ledger.CancelBackfill]).
 var ErrBackfillCanceled = ledger.ErrBackfillCanceled
 
-
 // Run plans the backfill and executes the plan: running the same backfill
 // again resumes it. It returns when every claimed partition has finished
 // and is recorded. On context cancellation, in-flight partitions are
