@@ -96,7 +96,7 @@ the assets in dependency order, ties broken by name.
 [Runner.Run] materializes a DAG for a [Target]: a [TimePartition], a
 [TimePartitionWindow], or nil when no asset is partitioned. Assets run in
 dependency order, independent ones concurrently up to
-[Runner.Concurrency]. A window run calls each asset once with the whole
+[Runner.MaxConcurrentAssets]. A window run calls each asset once with the whole
 window, and is refused unless every partitioned asset allows windows;
 targets reaching before an asset's first partition are refused with a
 [*PartitionError]; both before any event. A failure cancels the running
