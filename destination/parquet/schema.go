@@ -49,17 +49,17 @@ const (
 	Bytes
 )
 
-var kindNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
+var typeNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
 
-// String returns the kind's name, such as "Int".
+// String returns the type's name, such as "Int".
 func (k Type) String() string {
 	if k < Int || k > Bytes {
 		return fmt.Sprintf("Type(%d)", int(k))
 	}
-	return kindNames[k]
+	return typeNames[k]
 }
 
-// accepts says, for errors, which Go values a kind takes.
+// accepts says, for errors, which Go values a type takes.
 func (k Type) accepts() string {
 	switch k {
 	case Int:
