@@ -109,7 +109,7 @@ func main() {
 	}
 	runner := tranche.Runner{OnEvent: trancheotel.NewHook(trancheotel.WithDAG("empty"))}
 	res, err := runner.Run(context.Background(), dag, nil)
-	fmt.Println(res.Status, err)
+	fmt.Println(res.State, err)
 }
 `
 
