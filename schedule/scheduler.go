@@ -34,6 +34,14 @@ import (
 // schedule and moved schedules behave as in backfills; a slot runs Delay
 // after its End, Delay being elapsed time ([time.Time.Add]).
 //
+// The scheduler fires a slot when its own clock (Now) says it is due, and
+// the ledger judges that by its own: each claim of a slot carries its End
+// plus Delay as [ledger.ClaimRequest.NotBefore], which the ledger refuses
+// before, by the clock that judges leases. A replica whose clock runs
+// ahead of the ledger's is told how long to wait ([KindEarly]) and claims
+// the slot again then, so that no slot starts before its close by the
+// ledger's clock, however fast a replica's clock runs.
+//
 // # Exactly once
 //
 // Any number of schedulers may run the same DAG on one ledger, in one
@@ -154,8 +162,19 @@ type Scheduler struct {
 	// channel that receives once d has passed on that clock. Nil means
 	// time.Now and time.After. A process under an accelerated clock
 	// (a demonstration, a test) gives both; a clock that runs at the
-	// system's pace, offset or not, needs only Now. Leases are judged
-	// by the ledger's clock, not by this one.
+	// system's pace, offset or not, needs only Now.
+	//
+	// Leases, and whether a slot has closed, are judged by the ledger's
+	// clock, not by this one: the slots of a clock ahead of the ledger's
+	// wait for the ledger's to reach their close. So a test under
+	// testing/synctest gives its offset clock to the ledger too
+	// (memledger.New takes one), and an accelerated clock, which the
+	// ledger cannot follow (its leases are real time), starts its
+	// calendar in the past of the ledger's, far enough that it never
+	// overtakes it. The leases of slots other workers hold are judged by
+	// the ledger's clock as its answers to this scheduler's claims showed
+	// it; before any has, the scheduler asks the ledger, by a claim, once
+	// a heartbeat interval.
 	//
 	// The scheduler sleeps on After until the next slot is due, but never
 	// longer than a minute of this clock at a time: a timer counts the
