@@ -130,8 +130,10 @@ func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now tim
 
 // CheckNotBefore applies the bound of [ClaimRequest.NotBefore] at the
 // ledger's time now: nil when req has none or now has reached it, else an
-// [*EarlyError]. A ledger checks it before it judges the partitions, so
-// that a claim made too early is refused alike whatever their history.
+// [*EarlyError]. A ledger checks it after it refuses the claims of a
+// canceled backfill ([CanceledError]) and before it judges the
+// partitions, so that a claim made too early is refused alike whatever
+// their history.
 func (req ClaimRequest) CheckNotBefore(now time.Time) error {
 	if req.NotBefore.IsZero() || !req.NotBefore.After(now) {
 		return nil
@@ -165,7 +167,7 @@ func (e *EarlyError) Error() string {
 		what = "the claim"
 	}
 	return fmt.Sprintf("%v: %s may be claimed from %s by the ledger's clock, which reads %s: %v early",
-		ErrNotClaimable, what, e.NotBefore.Format(time.RFC3339Nano), e.Now.Format(time.RFC3339Nano), e.Wait())
+		ErrNotClaimable, what, e.NotBefore.UTC().Format(time.RFC3339Nano), e.Now.UTC().Format(time.RFC3339Nano), e.Wait())
 }
 
 // Is reports whether target is [ErrNotClaimable].

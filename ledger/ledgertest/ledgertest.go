@@ -122,7 +122,8 @@ func (c *Clock) Advance(d time.Duration) {
 //     ErrNotClaimable and carries that clock, whatever the partitions'
 //     history (a DAG never seen, a fresh partition, a failed attempt, a
 //     chunk); at NotBefore and after it the claim is granted, its
-//     attempts starting then;
+//     attempts starting then; a canceled backfill's claim is refused as
+//     canceled, early or not;
 //   - malformed requests (no DAG or worker, no partitions, a zero or empty
 //     partition, one partition twice, a lease that is not positive, an
 //     unknown policy, Finish with the wrong number of outcomes or a state
@@ -1892,6 +1893,21 @@ func testNotBefore(s *ledgerSuite) {
 	r.NotBefore = s.clock.Now().Add(-time.Second)
 	if lease := s.claim(r); lease.Attempts[0] != 2 {
 		s.t.Errorf("rerun of a failed partition after its NotBefore: %s; want attempt 2", describeLease(lease))
+	}
+
+	// A canceled backfill's claim is refused as canceled, early or not.
+	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, ledger.CancelOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, ps := range [][]tranche.TimePartition{parts(6), parts(2), parts(7, 8)} {
+		r := req(beta, ps...)
+		r.NotBefore = s.clock.Now().Add(time.Minute)
+		if _, err := s.l.Claim(s.ctx, r); !errors.Is(err, ledger.ErrBackfillCanceled) {
+			s.t.Errorf("%s of a canceled backfill, a minute early = %v; want an error matching ErrBackfillCanceled", describeReq(r), err)
+		}
 	}
 }
 

@@ -611,17 +611,19 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 	}
 	p := req.Partitions[0]
 	var now int64
-	var started sql.NullInt64
+	var started, canceled sql.NullInt64
 	err = l.retry(ctx, op, func() error {
 		return l.queryRow(ctx, nil, l.dialect.qClaimFresh(), clock, dagID, p.Start.Unix(), notBeforeMillis(req.NotBefore), req.Backfill, dagID,
 			p.End.Unix(), p.Key(), req.Backfill, req.RunID, req.Worker, req.Lease.Milliseconds(),
-			string(ledger.TriggerOf(req.Trigger, req.Backfill))).Scan(&now, &started)
+			string(ledger.TriggerOf(req.Trigger, req.Backfill)), req.Backfill).Scan(&now, &started, &canceled)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if !started.Valid {
+	case !started.Valid && canceled.Int64 == 0:
 		return nil, req.CheckNotBefore(time.UnixMilli(now).UTC())
+	case !started.Valid:
+		return nil, nil // canceled, which Claim's way reports, before the bound
 	}
 	return &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,

@@ -177,8 +177,9 @@ func laterStart(began, ran string) string {
 // was not canceled, in one statement; the clock is $1's or, when NULL, the
 // database's, read once, the revision a new one of DAG $6. $7 to $13 are
 // the attempt's end, key, backfill, run, worker, lease in milliseconds and
-// trigger. It returns one row: the clock, and the attempt's start, NULL
-// when it claimed nothing, so that a claim refused as early needs no
+// trigger. It returns one row: the clock, the attempt's start, NULL when
+// it claimed nothing, and whether backfill $14 was canceled (NULL when
+// there is no such backfill), so that a claim refused as early needs no
 // other statement to say so. Only for dialects with InsertInWith.
 func (d *Dialect) qClaimFresh() string {
 	return `WITH c AS (SELECT COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) AS now_ms),
@@ -198,7 +199,7 @@ func (d *Dialect) qClaimFresh() string {
 			FROM p, c
 			RETURNING started_ms
 		)
-		SELECT c.now_ms, a.started_ms FROM c LEFT JOIN a ON true`
+		SELECT c.now_ms, a.started_ms, (SELECT canceled FROM tranche_backfills WHERE id = $14) FROM c LEFT JOIN a ON true`
 }
 
 // qInsertFresh gives those of n partitions (dag_id, start_s pairs from
