@@ -126,7 +126,7 @@ func goldenRuns(t *testing.T, hook func(context.Context, tranche.Event)) {
 	report := tranchetest.Noop("report", "stats")
 	report.Partitioning = tranche.Partitioning{Granularity: tranche.Day, AllowWindow: true}
 	dag := tranchetest.NewDAG(t, raw, stats, report, tranchetest.Noop("dim"))
-	r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+	r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 	if _, err := tranche.RunWithID(&r, ctxT, dag, day(2), "run-1", 1, ""); err != nil {
 		t.Fatal(err)
 	}

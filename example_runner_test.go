@@ -67,7 +67,7 @@ func ExampleRunner_Run() {
 		log.Fatal(err)
 	}
 
-	runner := tranche.Runner{Concurrency: 4}
+	runner := tranche.Runner{MaxConcurrentAssets: 4}
 	for p := range days.All() {
 		res, err := runner.Run(context.Background(), dag, p)
 		if err != nil {

@@ -27,9 +27,9 @@ import (
 // failing fast, without events. Its fields must not change once a run has
 // started; one Runner may serve many runs at once.
 type Runner struct {
-	// Concurrency is the most assets run at once. Zero means
+	// MaxConcurrentAssets is the most assets run at once. Zero means
 	// runtime.GOMAXPROCS(0); a negative value means 1.
-	Concurrency int
+	MaxConcurrentAssets int
 
 	// OnFailure says what a failed asset does to the rest of the run:
 	// "" and [FailStop] cancel the running assets and start no other,
@@ -272,10 +272,10 @@ func newRunID() string {
 }
 
 func (r *Runner) limit() int {
-	if r.Concurrency == 0 {
+	if r.MaxConcurrentAssets == 0 {
 		return runtime.GOMAXPROCS(0)
 	}
-	return max(1, r.Concurrency)
+	return max(1, r.MaxConcurrentAssets)
 }
 
 // target is a resolved Target.

@@ -74,7 +74,7 @@ func TestRunDependencyOrderAndInputs(t *testing.T) {
 		for _, conc := range []int{1, 2, 8} {
 			order = nil
 			rec := new(tranchetest.Recorder)
-			r := tranche.Runner{Concurrency: conc, OnEvent: rec.OnEvent}
+			r := tranche.Runner{MaxConcurrentAssets: conc, OnEvent: rec.OnEvent}
 			res, err := r.Run(ctxT, dag, nil)
 			tranchetest.RequireSucceeded(t, res, err)
 			pos := map[string]int{}
@@ -148,7 +148,7 @@ func TestRunConcurrencyLimit(t *testing.T) {
 				}
 				dag := tranchetest.NewDAG(t, assets...)
 				start := time.Now()
-				res, err := (&tranche.Runner{Concurrency: tc.concurrency}).Run(ctxT, dag, nil)
+				res, err := (&tranche.Runner{MaxConcurrentAssets: tc.concurrency}).Run(ctxT, dag, nil)
 				tranchetest.RequireSucceeded(t, res, err)
 				if got := int(peak.Load()); got != tc.wantMax {
 					t.Errorf("peak concurrency %d, want %d", got, tc.wantMax)
@@ -226,7 +226,7 @@ func TestRunFailurePolicies(t *testing.T) {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := new(tranchetest.Recorder)
-				r := tranche.Runner{Concurrency: 8, OnFailure: tc.policy, OnEvent: rec.OnEvent}
+				r := tranche.Runner{MaxConcurrentAssets: 8, OnFailure: tc.policy, OnEvent: rec.OnEvent}
 				start := time.Now()
 				res, err := r.Run(ctxT, failureDAG(t), nil)
 				if took := time.Since(start); took != tc.took {
@@ -683,7 +683,7 @@ func TestHooksAreSerializedWithinARun(t *testing.T) {
 	for i := range 50 {
 		assets = append(assets, tranchetest.Noop(fmt.Sprintf("a%02d", i)))
 	}
-	res, err := (&tranche.Runner{Concurrency: 16, OnEvent: hook}).Run(ctxT, tranchetest.NewDAG(t, assets...), nil)
+	res, err := (&tranche.Runner{MaxConcurrentAssets: 16, OnEvent: hook}).Run(ctxT, tranchetest.NewDAG(t, assets...), nil)
 	tranchetest.RequireSucceeded(t, res, err)
 	if overlaps.Load() != 0 {
 		t.Errorf("the hook was entered %d times while running", overlaps.Load())
@@ -732,7 +732,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 	dag := tranchetest.NewDAG(t, sleeper("a", time.Millisecond), sleeper("b", time.Hour), tranchetest.Fail("c", errBoom), tranchetest.Noop("d", "a"))
 	for range 20 {
 		ctx, cancel := context.WithTimeout(ctxT, 5*time.Millisecond)
-		_, _ = (&tranche.Runner{OnFailure: tranche.FailContinue, Concurrency: 4}).Run(ctx, dag, nil)
+		_, _ = (&tranche.Runner{OnFailure: tranche.FailContinue, MaxConcurrentAssets: 4}).Run(ctx, dag, nil)
 		cancel()
 		_, _ = (&tranche.Runner{}).Run(ctxT, dag, nil)
 	}
@@ -788,7 +788,7 @@ func TestEventIDsOfTwoDestinations(t *testing.T) {
 func TestConcurrentRunsShareAHook(t *testing.T) {
 	rec := new(tranchetest.Recorder)
 	dag := tranchetest.NewDAG(t, tranchetest.Noop("a"), tranchetest.Noop("b", "a"), tranchetest.Noop("c", "a"))
-	r := tranche.Runner{Concurrency: 2, OnEvent: rec.OnEvent}
+	r := tranche.Runner{MaxConcurrentAssets: 2, OnEvent: rec.OnEvent}
 	var wg sync.WaitGroup
 	ids := make([]string, 8)
 	for i := range ids {

@@ -125,8 +125,8 @@ type Backfill struct {
 	// the partitions other workers hold: it returns when each has
 	// succeeded there, or failed there and ran here again, and it takes
 	// over those whose holders' leases expire meanwhile. By default Run
-	// returns at once, reporting them as Held, with an error matching
-	// [ErrHeldElsewhere]; it takes over only the partitions whose leases
+	// returns at once, reporting them in [Report].Held (not an error:
+	// ordinary overlap); it takes over only the partitions whose leases
 	// expired before its end.
 	WaitForOthers bool
 
@@ -349,12 +349,6 @@ func (e *StalePlanError) Error() string {
 // ErrBackfillCanceled is returned when a backfill was canceled in its
 // ledger (see [ledger.Ledger.CancelBackfill]).
 var ErrBackfillCanceled = ledger.ErrBackfillCanceled
-
-// ErrHeldElsewhere is matched by the error of a backfill run that ended
-// while other workers still held some of its partitions, or had failed
-// them (Report.Held): the backfill is not done. Run it again, or set
-// [Backfill.WaitForOthers].
-var ErrHeldElsewhere = errors.New("tranche: partitions held by other workers")
 
 // Run plans the backfill and executes the plan: running the same backfill
 // again resumes it. It returns when every claimed partition has finished

@@ -27,9 +27,10 @@ Each running partition renews its lease on its own, so that a hung ledger
 call holds up no other; a worker trusts a lease by its own clock only for
 its length less a margin since its last renewal, and past that stops the
 partition and writes nothing more for it. A run reports apart the
-partitions other workers still hold ([Report].Held, [ErrHeldElsewhere];
+partitions other workers still hold ([Report].Held, which is not an
+error: [Report.Done] says whether the backfill is done, and
 [Backfill.WaitForOthers] waits for them) and those whose claims failed
-([Report].Unclaimed).
+([Report].Unclaimed, an error).
 [ID], [RunID] and [DAGIdentity] are stable hashes. memledger.New
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]

@@ -13,9 +13,10 @@ const (
 	KindSucceeded tranche.Kind = "backfill.succeeded"
 	KindFailed    tranche.Kind = "backfill.failed"
 	KindCanceled  tranche.Kind = "backfill.canceled"
-	// KindUnfinished ends a run that left partitions held by
-	// other workers, not succeeded (Report.Held): the backfill is not
-	// done, and the run's error matches [ErrHeldElsewhere].
+	// KindUnfinished ends a run that did its part and left partitions
+	// held by other workers, not succeeded (Report.Held): the backfill
+	// is not done, though nothing went wrong here (the event has no
+	// error).
 	KindUnfinished tranche.Kind = "backfill.unfinished"
 
 	KindPartitionClaimed   tranche.Kind = "partition.claimed"   // this worker holds the partition's lease

@@ -639,12 +639,12 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 	case x.stopped != nil:
 		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Held > 0:
+		// Ordinary overlap: the run did its part, and other workers
+		// hold the rest. Not an error; the report and the event say it.
 		kind = KindUnfinished
-		err = fmt.Errorf("tranche: backfill %s: not done: %s held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
-			report.Backfill, partitions(report.Held), ErrHeldElsewhere)
 	}
-	if err != nil && report.Held > 0 && kind != KindUnfinished {
-		err = fmt.Errorf("%w; and %s %s held by other workers: %w", err, partitions(report.Held), plural(report.Held, "is", "are"), ErrHeldElsewhere)
+	if err != nil && report.Held > 0 {
+		err = fmt.Errorf("%w; and %s %s held by other workers", err, partitions(report.Held), plural(report.Held, "is", "are"))
 	}
 	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err

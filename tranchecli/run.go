@@ -237,12 +237,11 @@ func (c *call) report(res *backfill.Report, err error) error {
 
 // heldOnly reports whether a backfill's run left nothing wrong but
 // partitions other workers hold: everything it ran succeeded, nothing
-// was left unclaimed or unrun. The library reports that as an error
-// matching backfill.ErrHeldElsewhere, for callers that must wait for
-// the others; an operator meets ordinary overlap, exit code 4.
+// was left unclaimed or unrun. The library reports that in
+// Report.Held, not as an error; an operator meets it as exit code 4,
+// so that a script can tell "done" from "others still run the rest".
 func heldOnly(res *backfill.Report, err error) bool {
-	return res != nil && err != nil && errors.Is(err, backfill.ErrHeldElsewhere) &&
-		res.Held > 0 && res.Failed == 0 && res.Unclaimed == 0 && res.NotRun == 0
+	return res != nil && err == nil && res.Held > 0 && res.Failed == 0 && res.Unclaimed == 0 && res.NotRun == 0
 }
 
 func plural(n int, one, many string) string {

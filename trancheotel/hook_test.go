@@ -66,7 +66,7 @@ func TestRunSpans(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
 		hook, runs := tel.hook(trancheotel.WithDAG("daily"))
-		r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+		r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 		t0 := time.Now()
 		res, err := r.Run(t.Context(), pipeline(t, new(tranche.MemoryDestination)), day(2))
 		if err != nil {
@@ -167,7 +167,7 @@ func TestFailedRunSpans(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
 		hook, runs := tel.hook()
-		r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+		r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 		_, runErr := r.Run(t.Context(), pipeline(t, new(tranche.MemoryDestination)), days(t, 1, 2))
 		if runErr == nil {
 			t.Fatal("the window run succeeded")
@@ -237,7 +237,7 @@ func TestCanceledRunSpans(t *testing.T) {
 		dag := tranchetest.NewDAG(t, slow, flaky, tranchetest.Noop("after", "slow"))
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(10*time.Second, func() { cancel(errors.New("operator stop")) })
-		r := tranche.Runner{Concurrency: 2, OnEvent: hook}
+		r := tranche.Runner{MaxConcurrentAssets: 2, OnEvent: hook}
 		if _, err := r.Run(ctx, dag, nil); err == nil || err.Error() != "operator stop" {
 			t.Fatalf("Run: %v, want the cause", err)
 		}
@@ -408,7 +408,7 @@ func TestBackfill(t *testing.T) {
 	failing = nil
 	mu.Unlock()
 	// The partition another worker holds keeps the run from being done.
-	if _, err := b.Run(ctx); err != nil && !errors.Is(err, backfill.ErrHeldElsewhere) {
+	if _, err := b.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rerun := named(tel, "run daily")
@@ -638,7 +638,7 @@ func TestConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
-			r := tranche.Runner{OnEvent: hook, Concurrency: 3, OnFailure: tranche.FailContinue}
+			r := tranche.Runner{OnEvent: hook, MaxConcurrentAssets: 3, OnFailure: tranche.FailContinue}
 			for range each {
 				if _, err := r.Run(t.Context(), dag, nil); err == nil {
 					t.Error("the run did not fail")
@@ -730,7 +730,7 @@ func TestProcessorPanics(t *testing.T) {
 	tel := newTelemetry()
 	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panicky{tel.spans, "asset b"}))
 	hook, runs := tel.hook()
-	r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+	r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 	dag := tranchetest.NewDAG(t, tranchetest.Noop("a"), tranchetest.Noop("b", "a"), tranchetest.Noop("c", "b"))
 	done := make(chan *tranche.Result, 1)
 	go func() {

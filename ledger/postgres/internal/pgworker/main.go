@@ -220,8 +220,7 @@ func run() error {
 				}
 			}
 		}
-		held := r != nil && r.Failed == 0 && r.Unclaimed == 0 && errors.Is(err, backfill.ErrHeldElsewhere)
-		if !held && (err != nil && r == nil || err != nil && r.Failed == 0) {
+		if err != nil && (r == nil || r.Failed == 0) {
 			if lost(err) {
 				out.Lost++
 			}
