@@ -128,6 +128,51 @@ func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now tim
 	return nil
 }
 
+// CheckNotBefore applies the bound of [ClaimRequest.NotBefore] at the
+// ledger's time now: nil when req has none or now has reached it, else an
+// [*EarlyError]. A ledger checks it after it refuses the claims of a
+// canceled backfill ([CanceledError]) and before it judges the
+// partitions, so that a claim made too early is refused alike whatever
+// their history.
+func (req ClaimRequest) CheckNotBefore(now time.Time) error {
+	if req.NotBefore.IsZero() || !req.NotBefore.After(now) {
+		return nil
+	}
+	var p tranche.TimePartition
+	if len(req.Partitions) > 0 {
+		p = req.Partitions[0]
+	}
+	return &EarlyError{Partition: p, NotBefore: req.NotBefore, Now: now}
+}
+
+// EarlyError is the error of a claim made before its
+// [ClaimRequest.NotBefore] by the ledger's clock: a scheduler whose clock
+// runs ahead of the ledger's claimed a slot that has not closed yet. It
+// matches [ErrNotClaimable]; errors.As finds it, and [EarlyError.Wait]
+// says how long until the claim may be made again.
+type EarlyError struct {
+	Partition TimePartition // the claim's first partition
+	NotBefore time.Time     // the claim's bound
+	Now       time.Time     // the ledger's clock when it refused the claim
+}
+
+// Wait returns how long after the refusal the ledger's clock reaches
+// NotBefore: the time to wait before claiming again, on any clock that
+// runs at the ledger's pace.
+func (e *EarlyError) Wait() time.Duration { return max(e.NotBefore.Sub(e.Now), 0) }
+
+func (e *EarlyError) Error() string {
+	what := e.Partition.Key()
+	if what == "" {
+		what = "the claim"
+	}
+	return fmt.Sprintf("%v: %s may be claimed from %s by the ledger's clock, which reads %s: %v early",
+		ErrNotClaimable, what, e.NotBefore.UTC().Format(time.RFC3339Nano), e.Now.UTC().Format(time.RFC3339Nano), e.Wait())
+}
+
+// Is reports whether target is [ErrNotClaimable].
+func (e *EarlyError) Is(target error) bool { return target == ErrNotClaimable }
+
 // TakeoverReason is the error a ledger records on an attempt whose lease
 // expired at until when worker took its partition over.
 func TakeoverReason(until time.Time, worker string) string {
