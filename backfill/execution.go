@@ -37,9 +37,9 @@ type execution struct {
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
 	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
-	report  Result
+	report  Report
 	stopped error   // why claims stopped, for the report's error
-	held    []int64 // the starts (Unix ns) of the partitions Result.Held counts
+	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts
 
 	// tried is when settleHeld last tried to take each held partition
 	// over, so that a ledger that judges its lease live (by its own
@@ -77,7 +77,7 @@ func (x *execution) ledgerNow() (time.Time, bool) {
 	return x.b.now().Add(ahead), known
 }
 
-func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Result, error) {
+func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Report, error) {
 	// A backfill with nothing to run is not recorded; should a partition
 	// call for a run after all (a lease expired since the plan), the
 	// backfill is recorded before its claim.
@@ -117,7 +117,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	if x.runner == nil {
 		x.runner = &tranche.Runner{}
 	}
-	x.report = Result{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
+	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
 	x.emit(ctx, tranche.Event{Kind: KindStarted})
 
 	d := x.newDispatcher(ctx)
@@ -141,7 +141,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 		switch u.action {
 		case ActionRun:
 			if ctx.Err() != nil || x.stop.Load() {
-				x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+				x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 				continue
 			}
 			d.add(u)
@@ -149,7 +149,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 			x.holdElsewhere(u)
 			x.emitJob(ctx, KindPartitionHeld, u, nil)
 		default:
-			x.count(func(r *Result) { r.Skipped += len(u.partitions) })
+			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
 			x.emitJob(ctx, KindPartitionSkipped, u, nil)
 		}
 	}
@@ -166,7 +166,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
 		// failed): the partitions it did not reach stay pending.
-		x.count(func(r *Result) { r.NotRun += left })
+		x.count(func(r *Report) { r.NotRun += left })
 	}
 	return x.finish(ctx, scanErr)
 }
@@ -332,7 +332,7 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 		}
 		waiting = append(waiting, start)
 	}
-	x.count(func(r *Result) { r.Elsewhere += done })
+	x.count(func(r *Report) { r.Elsewhere += done })
 	return run, waiting, wait, nil
 }
 
@@ -387,7 +387,7 @@ func (x *execution) runID(u *job) string {
 }
 
 // count updates the report under the lock.
-func (x *execution) count(f func(*Result)) {
+func (x *execution) count(f func(*Report)) {
 	x.mu.Lock()
 	f(&x.report)
 	x.mu.Unlock()
@@ -399,7 +399,7 @@ func (x *execution) count(f func(*Result)) {
 func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	cfg := x.cfg
 	if ctx.Err() != nil || x.stop.Load() {
-		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	}
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
@@ -410,7 +410,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	switch {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
-		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	case errors.Is(err, ledger.ErrNotClaimable):
 		x.holdElsewhere(u)
@@ -418,7 +418,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		return
 	case err != nil:
 		if ctx.Err() != nil {
-			x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+			x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 			return
 		}
 		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
@@ -499,9 +499,9 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		x.halt(cause, -1)
 	case errors.Is(cause, ledger.ErrFenced):
 		failure = cause
-	case runErr == nil && res.Status == tranche.StatusCompleted && held != nil:
+	case runErr == nil && res.State == tranche.StateSucceeded && held != nil:
 		failure = held
-	case runErr == nil && res.Status == tranche.StatusCompleted:
+	case runErr == nil && res.State == tranche.StateSucceeded:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
 			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
@@ -514,7 +514,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	case runErr != nil:
 		failure = runErr
 	default:
-		failure = fmt.Errorf("run %s %s: %w", runID, res.Status, errors.Join(outcomeErrors(res)...))
+		failure = fmt.Errorf("run %s %s: %w", runID, res.State, errors.Join(outcomeErrors(res)...))
 	}
 	if failure != nil {
 		for i := range outcomes {
@@ -542,7 +542,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 // partitions being held: they were neither run nor recorded. Claims stop
 // under tranche.FailStop.
 func (x *execution) unclaimed(ctx context.Context, u *job, err error, seq int) {
-	x.count(func(r *Result) {
+	x.count(func(r *Report) {
 		r.Unclaimed += len(u.partitions)
 		for _, p := range u.partitions {
 			r.ClaimFailures = append(r.ClaimFailures, Failure{Key: p.Key(), Err: err})
@@ -572,7 +572,7 @@ func rowsByPartition(res *tranche.Result) map[string]int {
 func outcomeErrors(res *tranche.Result) []error {
 	var errs []error
 	for _, o := range res.Assets {
-		if o.Err != nil && o.Status == tranche.StatusFailed {
+		if o.Err != nil && o.State == tranche.StateFailed {
 			errs = append(errs, o.Err)
 		}
 	}
@@ -581,7 +581,7 @@ func outcomeErrors(res *tranche.Result) []error {
 
 // fail records a failed job and stops claims under tranche.FailStop.
 func (x *execution) fail(ctx context.Context, u *job, err error) {
-	x.count(func(r *Result) {
+	x.count(func(r *Report) {
 		r.Failed += len(u.partitions)
 		for _, p := range u.partitions {
 			r.Failures = append(r.Failures, Failure{Key: p.Key(), Err: err})
@@ -608,13 +608,13 @@ func (x *execution) halt(why error, seq int) {
 	}
 }
 
-func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) {
+func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) {
 	x.mu.Lock()
 	x.report.Duration = time.Since(x.start)
 	report := x.report
 	x.mu.Unlock()
 	var err error
-	kind := KindCompleted
+	kind := KindSucceeded
 	switch {
 	case scanErr != nil && ctx.Err() == nil:
 		kind, err = KindFailed, scanErr
@@ -636,12 +636,12 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) 
 	case x.stopped != nil:
 		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Held > 0:
+		// Ordinary overlap: the run did its part, and other workers
+		// hold the rest. Not an error; the report and the event say it.
 		kind = KindUnfinished
-		err = fmt.Errorf("tranche: backfill %s: not done: %s held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
-			report.Backfill, partitions(report.Held), ErrHeldElsewhere)
 	}
-	if err != nil && report.Held > 0 && kind != KindUnfinished {
-		err = fmt.Errorf("%w; and %s %s held by other workers: %w", err, partitions(report.Held), plural(report.Held, "is", "are"), ErrHeldElsewhere)
+	if err != nil && report.Held > 0 {
+		err = fmt.Errorf("%w; and %s %s held by other workers", err, partitions(report.Held), plural(report.Held, "is", "are"))
 	}
 	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err

@@ -180,6 +180,6 @@ func (x *execution) recorded(ctx context.Context, u *job, failure, err error) {
 		x.fail(ctx, u, failure)
 		return
 	}
-	x.count(func(r *Result) { r.Succeeded += len(u.partitions) })
+	x.count(func(r *Report) { r.Succeeded += len(u.partitions) })
 	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
 }

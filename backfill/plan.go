@@ -15,16 +15,16 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// Action is what a backfill does with a partition. Its string value is
-// stable.
-type Action string
+// Action is what a backfill does with a partition: what the ledger's
+// claim rules decide for it ([ledger.ClaimRequest.Judge]).
+type Action = ledger.Action
 
 // The actions of a plan.
 const (
-	ActionRun           Action = "run"
-	ActionSkipSucceeded Action = "skip: succeeded"
-	ActionSkipRunning   Action = "skip: running elsewhere"
-	ActionSkipRecorded  Action = "skip: recorded" // a failed run, under RerunNone
+	ActionRun           = ledger.ActionRun
+	ActionSkipSucceeded = ledger.ActionSkipSucceeded
+	ActionSkipRunning   = ledger.ActionSkipRunning
+	ActionSkipRecorded  = ledger.ActionSkipRecorded // a failed run, under RerunNone
 )
 
 // Plan is what a backfill will do, computed before anything runs: every
@@ -176,15 +176,7 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 // ledger's own claim rules (ledger.ClaimRequest.Judge): a plan never
 // disagrees with the ledger that executes it.
 func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, code string, revision int64, now time.Time) Action {
-	switch (ledger.ClaimRequest{Policy: rerun, Revision: revision, CodeVersion: code}).Judge(a, now) {
-	case ledger.VerdictHeld:
-		return ActionSkipRunning
-	case ledger.VerdictSucceeded:
-		return ActionSkipSucceeded
-	case ledger.VerdictRecorded:
-		return ActionSkipRecorded
-	}
-	return ActionRun
+	return ledger.ClaimRequest{Policy: rerun, Revision: revision, CodeVersion: code}.Judge(a, now)
 }
 
 // appendJob judges a run by its partitions' actions and appends it to

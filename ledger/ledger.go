@@ -24,7 +24,9 @@ import (
 // attempt it holds, and [Ledger.Heartbeat] and [Ledger.Finish] fail with
 // [ErrFenced] once a newer attempt has taken the partition over, so a
 // worker that stalled past its lease cannot record a result over the
-// newer one. Leases are judged by the ledger's clock, never a worker's.
+// newer one. Leases are judged by the ledger's clock, never a worker's,
+// and so is a claim's earliest start ([ClaimRequest.NotBefore]): a
+// scheduler whose clock runs fast cannot start a slot before it closes.
 //
 // memledger.New is the in-memory implementation; the SQL ledgers live
 // in their own modules. ledgertest.Run checks any implementation.
@@ -33,8 +35,10 @@ type Ledger interface {
 	// under a lease of req.Lease. It fails with an error matching
 	// [ErrNotClaimable] when any partition is held under a live lease
 	// by another attempt or its history does not call for a run under
-	// req.Policy, or when req.Backfill was canceled (then also matching
-	// [ErrBackfillCanceled]). A partition whose
+	// req.Policy, when req.Backfill was canceled (then also matching
+	// [ErrBackfillCanceled]), or when req.NotBefore is after the
+	// ledger's clock (then an [*EarlyError], which says how long to
+	// wait). A partition whose
 	// holder's lease has expired is taken over: the stale attempt is
 	// recorded failed and the new one starts.
 	Claim(ctx context.Context, req ClaimRequest) (*Lease, error)
@@ -242,6 +246,15 @@ type ClaimRequest struct {
 	// for none), recorded with each attempt ([Attempt.CodeVersion]) and
 	// judged by RerunStale.
 	CodeVersion string
+	// NotBefore, when not zero, is the earliest instant by the ledger's
+	// clock at which the claim may start its attempts: one made sooner is
+	// refused with an [*EarlyError], which matches [ErrNotClaimable] and
+	// carries the ledger's time, so that the caller knows how long to
+	// wait. A scheduler sets it to a slot's close plus its delay: the
+	// clock that judges leases then judges the close too, and a replica
+	// whose clock runs fast cannot start a slot early. Zero, as backfills
+	// and runs by hand leave it, bounds nothing.
+	NotBefore time.Time
 }
 
 // NextRequest asks [Ledger.ClaimNext] for the next jobs of a backfill.

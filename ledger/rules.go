@@ -67,47 +67,49 @@ var (
 	maxLedgerTime = time.Unix(0, math.MaxInt64).UTC()
 )
 
-// A Verdict is what the claim rules decide for one partition: whether a
+// An Action is what the claim rules decide for one partition: whether a
 // request may start an attempt at it, and if not, why. [ClaimRequest.Judge]
 // gives it; a ledger's Claim refuses (through [ClaimRequest.Admits]) and a
-// backfill's plan skips by the same verdict, so the two never disagree.
-type Verdict int
+// backfill's plan runs or skips by the same action, so the two never
+// disagree. Its string value is stable: plans print it and their JSON
+// holds it.
+type Action string
 
-// The verdicts of [ClaimRequest.Judge].
+// The actions of [ClaimRequest.Judge].
 const (
-	// VerdictClaim: no attempt yet, a failed or canceled one the policy
+	// ActionRun: no attempt yet, a failed or canceled one the policy
 	// reruns, a running one whose lease expired (taken over), or a
-	// success that RerunAll reruns.
-	VerdictClaim     Verdict = iota
-	VerdictHeld              // running under another attempt's live lease
-	VerdictSucceeded         // succeeded, and the policy does not rerun it
-	VerdictRecorded          // failed or canceled, and the policy is RerunNone
+	// success that the policy reruns.
+	ActionRun           Action = "run"
+	ActionSkipRunning   Action = "skip: running elsewhere" // running under another attempt's live lease
+	ActionSkipSucceeded Action = "skip: succeeded"         // succeeded, and the policy does not rerun it
+	ActionSkipRecorded  Action = "skip: recorded"          // failed or canceled, and the policy is RerunNone
 )
 
 // Judge applies the claim rules of [Ledger.Claim] to a partition whose
 // latest attempt is latest (nil if none), at the ledger's time now, under
 // req's Policy ("" is RerunFailed) and Revision.
-func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Verdict {
+func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Action {
 	switch {
 	case latest == nil:
-		return VerdictClaim
+		return ActionRun
 	case latest.State == StateRunning:
 		if now.Before(latest.LeaseUntil) {
-			return VerdictHeld
+			return ActionSkipRunning
 		}
-		return VerdictClaim // the holder's lease expired: take it over
+		return ActionRun // the holder's lease expired: take it over
 	case latest.State == StateSucceeded:
 		if req.Policy == RerunAll && latest.Revision <= req.Revision {
-			return VerdictClaim
+			return ActionRun
 		}
 		if req.Policy == RerunStale && latest.CodeVersion != req.CodeVersion {
-			return VerdictClaim
+			return ActionRun
 		}
-		return VerdictSucceeded
+		return ActionSkipSucceeded
 	case req.Policy == RerunNone:
-		return VerdictRecorded
+		return ActionSkipRecorded
 	}
-	return VerdictClaim
+	return ActionRun
 }
 
 // Admits is [ClaimRequest.Judge] as an error for partition p: nil if the
@@ -115,16 +117,61 @@ func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Verdict {
 // [ErrNotClaimable] that says why.
 func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now time.Time) error {
 	switch req.Judge(latest, now) {
-	case VerdictHeld:
+	case ActionSkipRunning:
 		return fmt.Errorf("%w: %s is held by worker %s (attempt %d) until %s",
 			ErrNotClaimable, p.Key(), latest.Worker, latest.Number, latest.LeaseUntil.Format(time.RFC3339Nano))
-	case VerdictSucceeded:
+	case ActionSkipSucceeded:
 		return fmt.Errorf("%w: %s succeeded (attempt %d by worker %s)", ErrNotClaimable, p.Key(), latest.Number, latest.Worker)
-	case VerdictRecorded:
+	case ActionSkipRecorded:
 		return fmt.Errorf("%w: %s has a recorded run (%s) and the rerun policy is none", ErrNotClaimable, p.Key(), latest.State)
 	}
 	return nil
 }
+
+// CheckNotBefore applies the bound of [ClaimRequest.NotBefore] at the
+// ledger's time now: nil when req has none or now has reached it, else an
+// [*EarlyError]. A ledger checks it after it refuses the claims of a
+// canceled backfill ([CanceledError]) and before it judges the
+// partitions, so that a claim made too early is refused alike whatever
+// their history.
+func (req ClaimRequest) CheckNotBefore(now time.Time) error {
+	if req.NotBefore.IsZero() || !req.NotBefore.After(now) {
+		return nil
+	}
+	var p tranche.TimePartition
+	if len(req.Partitions) > 0 {
+		p = req.Partitions[0]
+	}
+	return &EarlyError{Partition: p, NotBefore: req.NotBefore, Now: now}
+}
+
+// EarlyError is the error of a claim made before its
+// [ClaimRequest.NotBefore] by the ledger's clock: a scheduler whose clock
+// runs ahead of the ledger's claimed a slot that has not closed yet. It
+// matches [ErrNotClaimable]; errors.As finds it, and [EarlyError.Wait]
+// says how long until the claim may be made again.
+type EarlyError struct {
+	Partition TimePartition // the claim's first partition
+	NotBefore time.Time     // the claim's bound
+	Now       time.Time     // the ledger's clock when it refused the claim
+}
+
+// Wait returns how long after the refusal the ledger's clock reaches
+// NotBefore: the time to wait before claiming again, on any clock that
+// runs at the ledger's pace.
+func (e *EarlyError) Wait() time.Duration { return max(e.NotBefore.Sub(e.Now), 0) }
+
+func (e *EarlyError) Error() string {
+	what := e.Partition.Key()
+	if what == "" {
+		what = "the claim"
+	}
+	return fmt.Sprintf("%v: %s may be claimed from %s by the ledger's clock, which reads %s: %v early",
+		ErrNotClaimable, what, e.NotBefore.UTC().Format(time.RFC3339Nano), e.Now.UTC().Format(time.RFC3339Nano), e.Wait())
+}
+
+// Is reports whether target is [ErrNotClaimable].
+func (e *EarlyError) Is(target error) bool { return target == ErrNotClaimable }
 
 // TakeoverReason is the error a ledger records on an attempt whose lease
 // expired at until when worker took its partition over.

@@ -9,7 +9,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// TestJudge is the claim rules' table: the verdict for each latest
+// TestJudge is the claim rules' table: the action for each latest
 // attempt and policy, and Admits refusing exactly what Judge does not
 // admit, with an error matching ErrNotClaimable.
 func TestJudge(t *testing.T) {
@@ -23,17 +23,17 @@ func TestJudge(t *testing.T) {
 		latest *ledger.Attempt
 		policy ledger.RerunPolicy
 		rev    int64
-		want   ledger.Verdict
+		want   ledger.Action
 	}{
-		{"no attempt", nil, ledger.RerunNone, 0, ledger.VerdictClaim},
-		{"running, live lease", at(ledger.StateRunning, now.Add(time.Second), 1), ledger.RerunAll, 9, ledger.VerdictHeld},
-		{"running, lease expired now", at(ledger.StateRunning, now, 1), ledger.RerunNone, 0, ledger.VerdictClaim},
-		{"succeeded, rerun failed", at(ledger.StateSucceeded, time.Time{}, 1), ledger.RerunFailed, 9, ledger.VerdictSucceeded},
-		{"succeeded, rerun all, before the plan", at(ledger.StateSucceeded, time.Time{}, 5), ledger.RerunAll, 5, ledger.VerdictClaim},
-		{"succeeded, rerun all, after the plan", at(ledger.StateSucceeded, time.Time{}, 6), ledger.RerunAll, 5, ledger.VerdictSucceeded},
-		{"failed, rerun none", at(ledger.StateFailed, time.Time{}, 1), ledger.RerunNone, 0, ledger.VerdictRecorded},
-		{"failed, default policy", at(ledger.StateFailed, time.Time{}, 1), "", 0, ledger.VerdictClaim},
-		{"canceled, rerun failed", at(ledger.StateCanceled, time.Time{}, 1), ledger.RerunFailed, 0, ledger.VerdictClaim},
+		{"no attempt", nil, ledger.RerunNone, 0, ledger.ActionRun},
+		{"running, live lease", at(ledger.StateRunning, now.Add(time.Second), 1), ledger.RerunAll, 9, ledger.ActionSkipRunning},
+		{"running, lease expired now", at(ledger.StateRunning, now, 1), ledger.RerunNone, 0, ledger.ActionRun},
+		{"succeeded, rerun failed", at(ledger.StateSucceeded, time.Time{}, 1), ledger.RerunFailed, 9, ledger.ActionSkipSucceeded},
+		{"succeeded, rerun all, before the plan", at(ledger.StateSucceeded, time.Time{}, 5), ledger.RerunAll, 5, ledger.ActionRun},
+		{"succeeded, rerun all, after the plan", at(ledger.StateSucceeded, time.Time{}, 6), ledger.RerunAll, 5, ledger.ActionSkipSucceeded},
+		{"failed, rerun none", at(ledger.StateFailed, time.Time{}, 1), ledger.RerunNone, 0, ledger.ActionSkipRecorded},
+		{"failed, default policy", at(ledger.StateFailed, time.Time{}, 1), "", 0, ledger.ActionRun},
+		{"canceled, rerun failed", at(ledger.StateCanceled, time.Time{}, 1), ledger.RerunFailed, 0, ledger.ActionRun},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,7 +42,7 @@ func TestJudge(t *testing.T) {
 				t.Errorf("Judge = %v; want %v", got, tt.want)
 			}
 			err := req.Admits(tt.latest, p, now)
-			if (err == nil) != (tt.want == ledger.VerdictClaim) || (err != nil && !errors.Is(err, ledger.ErrNotClaimable)) {
+			if (err == nil) != (tt.want == ledger.ActionRun) || (err != nil && !errors.Is(err, ledger.ErrNotClaimable)) {
 				t.Errorf("Admits = %v; want nil exactly when Judge admits, else ErrNotClaimable", err)
 			}
 		})

@@ -50,7 +50,7 @@ func TestBudgetLiveFirst(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
 				clock := offsetClock(base)
-				l := memledger.New(nil)
+				l := memledger.New(clock)
 				w := newWork(t, tranche.Hour, time.UTC, clock)
 				live := tranche.PartitionOf(tranche.Hour, base)
 				w.take = func(key string) time.Duration {
@@ -116,7 +116,7 @@ func TestBudgetWaitCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Date(2026, 1, 9, 23, 30, 0, 0, time.UTC)
 		clock := offsetClock(base)
-		l := memledger.New(nil)
+		l := memledger.New(clock)
 		w := newWork(t, tranche.Hour, time.UTC, clock)
 		budget := backfill.NewBudget(1)
 		var ev events

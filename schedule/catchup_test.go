@@ -38,7 +38,7 @@ func TestCatchUp(t *testing.T) {
 					clock := offsetClock(base)
 					w := newWork(t, tranche.Hour, time.UTC, clock)
 					var ev events
-					s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(nil), MaxCatchUp: set.max, CatchUpWindow: set.window,
+					s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), MaxCatchUp: set.max, CatchUpWindow: set.window,
 						Now: clock, OnEvent: ev.hook}
 					runFor(t, s, 3*time.Hour) // runs the slots closing at 01:00, 02:00 and 03:00, live
 					stopped := clock()

@@ -91,7 +91,7 @@ func TestDST(t *testing.T) {
 				loc := mustLoad(t, tc.zone)
 				clock := offsetClock(mustTime(t, tc.from).In(loc))
 				w := newWork(t, tc.g, loc, clock)
-				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(nil), Delay: tc.delay, Now: clock}
+				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), Delay: tc.delay, Now: clock}
 				runFor(t, s, tc.run)
 				ran := map[string]string{}
 				day := 0
@@ -149,7 +149,7 @@ func TestCronZone(t *testing.T) {
 				g := mustCron(t, tc.expr)
 				clock := offsetClock(mustTime(t, tc.from))
 				w := newWork(t, g, nil, clock)
-				l := memledger.New(nil)
+				l := memledger.New(clock)
 				var ev events
 				s := &schedule.Scheduler{DAG: w.dag, Ledger: l, Now: clock, OnEvent: ev.hook}
 				runFor(t, s, 70*time.Hour)
@@ -184,7 +184,7 @@ func TestBusinessCalendar(t *testing.T) {
 		loc := mustLoad(t, "Europe/Berlin")
 		clock := offsetClock(time.Date(2025, 12, 23, 12, 0, 0, 0, loc))
 		w := newWork(t, g, loc, clock)
-		s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(nil), Now: clock}
+		s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), Now: clock}
 		runFor(t, s, 11*24*time.Hour)
 		var got []string
 		for _, c := range w.callList() {

@@ -44,6 +44,14 @@ const (
 	// its error saying it was skipped.
 	KindSkipped tranche.Kind = "slot.skipped"
 
+	// KindEarly reports a claim of a due slot that the ledger refused
+	// as early: the slot has not closed (plus Delay) by the ledger's
+	// clock, which runs behind this scheduler's. Duration is how long
+	// until it does, by the ledger's clock, after which the slot is
+	// claimed again; the ledger_time attribute is the ledger's time at
+	// the refusal. It is DEBUG: the slot runs at its close, as it should.
+	KindEarly tranche.Kind = "slot.early"
+
 	// KindLedgerError reports a call to the ledger that failed (Err):
 	// reading the history, or claiming a slot. The scheduler tries again
 	// a heartbeat interval later.
@@ -59,6 +67,8 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	switch k {
 	case KindLedgerError:
 		return slog.LevelWarn, true
+	case KindEarly:
+		return slog.LevelDebug, true
 	case KindStarted, KindStopped, KindClaimed, KindSucceeded, KindFailed,
 		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped:
 		return slog.LevelInfo, true

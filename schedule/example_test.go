@@ -17,7 +17,9 @@ import (
 // spring forward: the hour from 01:00 closes at 03:00, daylight time.
 // The example's clock starts just after midnight and runs an hour every
 // 400 ms, so that three slots close in a little over a second; a program
-// leaves Now and After nil.
+// leaves Now and After nil. The ledger judges each slot's close by its
+// own clock, the system's, which the example's calendar, in the past,
+// never overtakes.
 func Example() {
 	newYork, err := time.LoadLocation("America/New_York")
 	if err != nil {

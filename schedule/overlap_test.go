@@ -43,7 +43,7 @@ func TestOverlap(t *testing.T) {
 					return 10 * time.Minute
 				}
 				var ev events
-				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(nil), Overlap: tc.overlap, Now: clock, OnEvent: ev.hook}
+				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), Overlap: tc.overlap, Now: clock, OnEvent: ev.hook}
 				runFor(t, s, 5*time.Hour) // to 05:30
 				var got []string
 				for _, c := range w.callList() {
@@ -82,7 +82,7 @@ func TestOverlapSkipAfterDowntime(t *testing.T) {
 		clock := offsetClock(base)
 		w := newWork(t, tranche.Hour, time.UTC, clock)
 		var ev events
-		s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(nil), Overlap: schedule.OverlapSkip, Now: clock, OnEvent: ev.hook}
+		s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), Overlap: schedule.OverlapSkip, Now: clock, OnEvent: ev.hook}
 		runFor(t, s, time.Hour) // 00:00 runs at 01:00
 		time.Sleep(4 * time.Hour)
 		runFor(t, s, 10*time.Minute) // at 05:30: 01:00 to 04:00 closed meanwhile
@@ -121,7 +121,7 @@ func TestOverlapWithAnotherWorker(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
 				clock := offsetClock(base)
-				l := memledger.New(nil)
+				l := memledger.New(clock)
 				w := newWork(t, tranche.Hour, time.UTC, clock)
 				first := tranche.PartitionOf(tranche.Hour, base)
 				w.take = func(key string) time.Duration {
@@ -189,7 +189,7 @@ func TestFailedSlotStaysFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
 		clock := offsetClock(base)
-		l := memledger.New(nil)
+		l := memledger.New(clock)
 		w := newWork(t, tranche.Hour, time.UTC, clock)
 		w.fail = func(key string) error {
 			if key == "2026-01-10T01:00Z" {

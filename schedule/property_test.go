@@ -65,7 +65,7 @@ func TestPropertySessions(t *testing.T) {
 			o.g, o.loc = gran.g(t), mustLoad(t, zone)
 			clock := offsetClock(mustTime(t, base).In(o.loc))
 			w := newWork(t, o.g, o.loc, clock)
-			l := memledger.New(nil)
+			l := memledger.New(clock)
 			var ev events
 			s := &schedule.Scheduler{DAG: w.dag, Ledger: l, MaxCatchUp: maxCatchUp, CatchUpWindow: window, Now: clock, OnEvent: ev.hook}
 			o.first = clock()

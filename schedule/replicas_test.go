@@ -86,7 +86,7 @@ func TestReplicas(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := time.Date(2026, 2, 1, 0, 10, 0, 0, time.UTC)
 				clock := offsetClock(base)
-				l := memledger.New(nil)
+				l := memledger.New(clock)
 				var rs runs
 				take := func(ctx context.Context, key string) error {
 					// 5 to 95 minutes, from the slot's hour: some runs
@@ -202,7 +202,7 @@ func TestKilledReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Date(2026, 2, 1, 0, 10, 0, 0, time.UTC)
 		clock := offsetClock(base)
-		l := memledger.New(nil)
+		l := memledger.New(clock)
 		var rs runs
 		const victim = "2026-02-01T02:00Z"
 		var killed atomic.Value // the worker that died

@@ -34,6 +34,14 @@ import (
 // schedule and moved schedules behave as in backfills; a slot runs Delay
 // after its End, Delay being elapsed time ([time.Time.Add]).
 //
+// The scheduler fires a slot when its own clock (Now) says it is due, and
+// the ledger judges that by its own: each claim of a slot carries its End
+// plus Delay as [ledger.ClaimRequest.NotBefore], which the ledger refuses
+// before, by the clock that judges leases. A replica whose clock runs
+// ahead of the ledger's is told how long to wait ([KindEarly]) and claims
+// the slot again then, so that no slot starts before its close by the
+// ledger's clock, however fast a replica's clock runs.
+//
 // # Exactly once
 //
 // Any number of schedulers may run the same DAG on one ledger, in one
@@ -154,8 +162,19 @@ type Scheduler struct {
 	// channel that receives once d has passed on that clock. Nil means
 	// time.Now and time.After. A process under an accelerated clock
 	// (a demonstration, a test) gives both; a clock that runs at the
-	// system's pace, offset or not, needs only Now. Leases are judged
-	// by the ledger's clock, not by this one.
+	// system's pace, offset or not, needs only Now.
+	//
+	// Leases, and whether a slot has closed, are judged by the ledger's
+	// clock, not by this one: the slots of a clock ahead of the ledger's
+	// wait for the ledger's to reach their close. So a test under
+	// testing/synctest gives its offset clock to the ledger too
+	// (memledger.New takes one), and an accelerated clock, which the
+	// ledger cannot follow (its leases are real time), starts its
+	// calendar in the past of the ledger's, far enough that it never
+	// overtakes it. The leases of slots other workers hold are judged by
+	// the ledger's clock as its answers to this scheduler's claims showed
+	// it; before any has, the scheduler asks the ledger, by a claim, once
+	// a heartbeat interval.
 	//
 	// The scheduler sleeps on After until the next slot is due, but never
 	// longer than a minute of this clock at a time: a timer counts the
@@ -449,6 +468,14 @@ type slot struct {
 	heldUntil time.Time
 	refused   bool // the ledger refused a claim that its history allowed
 	announced bool // KindHeld was emitted
+	// probe: held while the ledger's clock was unknown; once the hold
+	// ends, the slot is claimed rather than read, so that the ledger
+	// judges the lease by its clock.
+	probe bool
+	// notBefore: the ledger refused the slot's claim as early (it has
+	// not closed by the ledger's clock); claimed again then, by the
+	// system's clock. Zero when not refused so.
+	notBefore time.Time
 	// byBackfill: the holder is a backfill, whose run is no earlier live
 	// run for the overlap policy.
 	byBackfill bool
@@ -469,6 +496,14 @@ type run struct {
 	retryAt  time.Time     // after a ledger error, when to try again (system clock)
 	done     chan struct{} // a run ended
 	wg       sync.WaitGroup
+
+	// ahead is how far the ledger's clock was ahead of the system's
+	// when it last answered with its time (a claim granted, or refused
+	// as early), read as the answer arrived, so that it errs behind the
+	// ledger by no more than the call took; clockKnown says whether it
+	// has answered. The leases of slots others hold are judged by it.
+	ahead      time.Duration
+	clockKnown bool
 
 	hookMu sync.Mutex // serializes OnEvent
 }
@@ -539,8 +574,8 @@ func (r *run) loop() {
 
 // waits returns how long to sleep on the scheduler's clock (until the
 // next slot is due, at most maxSleep) and on the system's (until a held
-// slot is looked at again, or a failed call is tried again; negative for
-// no such wait).
+// slot is looked at again, a slot refused as early is claimed again, or
+// a failed call is tried again; negative for no such wait).
 func (r *run) waits() (time.Duration, time.Duration) {
 	wait := maxSleep
 	if r.started && r.retryAt.IsZero() {
@@ -556,12 +591,15 @@ func (r *run) waits() (time.Duration, time.Duration) {
 		at(r.retryAt)
 		return wait, realWait
 	}
+	now := time.Now()
 	for _, sl := range r.pending {
 		switch {
 		case sl.check:
 			at(time.Time{}) // refused by the ledger: look at it at once
 		case !sl.heldUntil.IsZero():
 			at(sl.heldUntil)
+		case sl.notBefore.After(now):
+			at(sl.notBefore) // refused as early: claimed again then
 		}
 	}
 	return wait, realWait
@@ -838,7 +876,7 @@ func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
 		return true, nil
 	}
 	prev := p.Prev()
-	now := time.Now()
+	now := r.ledgerNow(time.Now())
 	for a, err := range r.s.Ledger.Latest(ctx, r.cfg.dag, prev.Start, p.Start) {
 		if err != nil {
 			return false, fmt.Errorf("tranche: reading ledger: %w", err)
@@ -862,9 +900,16 @@ func (r *run) refresh(ctx context.Context) error {
 	now := time.Now()
 	var look []*slot
 	for _, sl := range r.pending {
-		if sl.check || (!sl.heldUntil.IsZero() && !now.Before(sl.heldUntil)) {
-			look = append(look, sl)
+		switch {
+		case sl.check:
+		case sl.heldUntil.IsZero() || now.Before(sl.heldUntil):
+			continue
+		case sl.probe:
+			// Claimed next, not read: the ledger judges the lease.
+			sl.heldUntil, sl.probe = time.Time{}, false
+			continue
 		}
+		look = append(look, sl)
 	}
 	if len(look) == 0 {
 		return nil
@@ -878,10 +923,11 @@ func (r *run) refresh(ctx context.Context) error {
 		return err
 	}
 	now = time.Now()
+	ledgerNow := r.ledgerNow(now)
 	gone := map[*slot]bool{}
 	for i, sl := range look {
 		a := att[i]
-		sl.check = false
+		sl.check, sl.probe = false, false
 		switch {
 		case a != nil && a.State.Terminal():
 			gone[sl] = true
@@ -890,8 +936,13 @@ func (r *run) refresh(ctx context.Context) error {
 				e.Attempt = a.Number
 				e.Attrs = append(e.Attrs, slog.String("state", string(a.State)), slog.String("worker", a.Worker))
 			})
-		case a != nil && a.State == ledger.StateRunning && now.Before(a.LeaseUntil):
-			r.hold(sl, a.LeaseUntil, now, a)
+		case a != nil && a.State == ledger.StateRunning && ledgerNow.Before(a.LeaseUntil):
+			// Until when, by the system's clock, the ledger's says.
+			r.hold(sl, a.LeaseUntil.Add(-r.ahead), now, a)
+			// Until the ledger has shown its clock, that reading is
+			// the system's, which may be behind: once the hold ends,
+			// the ledger is asked.
+			sl.probe = !r.clockKnown
 		case sl.refused:
 			// The ledger refused a claim its history allows (a read
 			// behind the write): look again later.
@@ -907,8 +958,8 @@ func (r *run) refresh(ctx context.Context) error {
 	return nil
 }
 
-// hold marks sl held by another worker until, looked at again at the
-// latest a heartbeat interval from now.
+// hold marks sl held by another worker until (by the system's clock),
+// looked at again at the latest a heartbeat interval from now.
 func (r *run) hold(sl *slot, until, now time.Time, a *ledger.Attempt) {
 	sl.heldUntil = minTime(until, now.Add(r.cfg.heartbeat))
 	sl.byBackfill = a != nil && a.Backfill != ""
@@ -922,6 +973,10 @@ func (r *run) hold(sl *slot, until, now time.Time, a *ledger.Attempt) {
 		})
 	}
 }
+
+// ledgerNow returns the ledger's time at the system's time now, as the
+// ledger last showed it (see run.ahead); now itself until it has.
+func (r *run) ledgerNow(now time.Time) time.Time { return now.Add(r.ahead) }
 
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
@@ -946,6 +1001,9 @@ func (r *run) dispatch(ctx context.Context) error {
 		case !sl.heldUntil.IsZero():
 			i++
 			continue
+		case time.Now().Before(sl.notBefore):
+			// Not closed by the ledger's clock, nor is any later slot.
+			return nil
 		}
 		started, err := r.claim(ctx, sl)
 		switch {
@@ -963,7 +1021,9 @@ func (r *run) dispatch(ctx context.Context) error {
 }
 
 // claim claims sl and starts its run, reporting whether it did. A slot
-// the ledger refuses is looked at again at once.
+// the ledger refuses is looked at again at once; one it refuses as early
+// (not closed by its clock) is claimed again once the ledger says it
+// will have closed.
 func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 	cfg := r.cfg
 	sent := time.Now()
@@ -974,8 +1034,21 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 	}
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, sl.p.Start, sl.p.End), Partitions: []tranche.TimePartition{sl.p},
-		Lease: cfg.lease, Policy: ledger.RerunNone, Trigger: trigger})
+		Lease: cfg.lease, Policy: ledger.RerunNone, Trigger: trigger, NotBefore: cfg.due(sl.p)})
+	answered := time.Now()
+	var early *ledger.EarlyError
 	switch {
+	case errors.As(err, &early):
+		r.ahead, r.clockKnown = early.Now.Sub(answered), true
+		// Waited on the system's timers, which run at the pace of the
+		// ledger's clock, as leases are.
+		wait := max(early.Wait(), time.Millisecond)
+		sl.notBefore = answered.Add(wait)
+		r.emit(KindEarly, sl, func(e *tranche.Event) {
+			e.Duration = wait
+			e.Attrs = append(e.Attrs, slog.Time("ledger_time", early.Now))
+		})
+		return false, nil
 	case errors.Is(err, ledger.ErrNotClaimable):
 		sl.check, sl.refused = true, true
 		return false, nil
@@ -983,6 +1056,9 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("tranche: claiming slot %s: %w", sl.p.Key(), err)
+	}
+	if !lease.Claimed.IsZero() {
+		r.ahead, r.clockKnown = lease.Claimed.Sub(answered), true
 	}
 	sl.trigger = lease.Trigger
 	r.inflight++
@@ -1027,7 +1103,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		}
 	}
 	lost := k.release()
-	completed := waitErr == nil && runErr == nil && res.Status == tranche.StatusCompleted
+	completed := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
 
 	var kind tranche.Kind
 	var why error
@@ -1059,7 +1135,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		} else {
 			why = runErr
 			if why == nil {
-				why = fmt.Errorf("run %s %s: %w", lease.RunID, res.Status, errors.Join(assetErrors(res)...))
+				why = fmt.Errorf("run %s %s: %w", lease.RunID, res.State, errors.Join(assetErrors(res)...))
 			}
 			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error(), Ran: took}
 		}
@@ -1118,7 +1194,7 @@ const finishTimeout = 30 * time.Second
 func assetErrors(res *tranche.Result) []error {
 	var errs []error
 	for _, o := range res.Assets {
-		if o.Err != nil && o.Status == tranche.StatusFailed {
+		if o.Err != nil && o.State == tranche.StateFailed {
 			errs = append(errs, o.Err)
 		}
 	}

@@ -10,7 +10,9 @@
 //	go run ./examples/schedule -rate 3600
 //
 // The ledger is in memory; replicas in several processes share a SQLite
-// or PostgreSQL one (docs/scheduling.md).
+// or PostgreSQL one (docs/scheduling.md). The ledger judges each slot's
+// close by its own clock, the system's, which the accelerated calendar,
+// in October 2026, stays behind.
 package main
 
 import (

@@ -217,8 +217,12 @@ func (d *differ) claim(rt *rapid.T) {
 	req := ledger.ClaimRequest{DAG: d.dag, Backfill: rapid.SampledFrom(d.backfills).Draw(rt, "backfill"),
 		Worker: rapid.SampledFrom(diffWorkers).Draw(rt, "worker"), RunID: "run-claim", Partitions: ps,
 		Lease: time.Duration(rapid.IntRange(1, 3).Draw(rt, "minutes")) * time.Minute, Policy: rapid.SampledFrom(diffPolicies).Draw(rt, "policy")}
+	if bound := rapid.IntRange(-1, 2).Draw(rt, "not-before"); bound >= 0 { // none, or half a minute before now, now, after
+		req.NotBefore = d.clock.Now().Add(time.Duration(bound-1) * 30 * time.Second)
+	}
 	var leases [2]*ledger.Lease
-	what := fmt.Sprintf("Claim(%s by %s, %s, policy %q, plan %d)", describeJobs([]ledger.Job{{Partitions: ps}}), req.Worker, req.Backfill, req.Policy, plan)
+	what := fmt.Sprintf("Claim(%s by %s, %s, policy %q, plan %d, not before %v)", describeJobs([]ledger.Job{{Partitions: ps}}), req.Worker, req.Backfill, req.Policy, plan,
+		req.NotBefore)
 	d.both(what, func(k int, l ledger.Ledger) error {
 		r := req
 		r.Revision = revs[k]

@@ -117,6 +117,13 @@ func (c *Clock) Advance(d time.Duration) {
 //     partitions after a revision, ignoring the other partitions and
 //     DAGs; RecentSuccesses gives a DAG's latest successes, the last to
 //     finish first;
+//   - a claim whose NotBefore is after the ledger's clock is refused,
+//     writing nothing, with a [*ledger.EarlyError] that matches
+//     ErrNotClaimable and carries that clock, whatever the partitions'
+//     history (a DAG never seen, a fresh partition, a failed attempt, a
+//     chunk); at NotBefore and after it the claim is granted, its
+//     attempts starting then; a canceled backfill's claim is refused as
+//     canceled, early or not;
 //   - malformed requests (no DAG or worker, no partitions, a zero or empty
 //     partition, one partition twice, a lease that is not positive, an
 //     unknown policy, Finish with the wrong number of outcomes or a state
@@ -310,6 +317,7 @@ var ledgerTests = []struct {
 	{"BackfillRecordFields", testBackfillRecordFields},
 	{"BackfillDAGName", testBackfillDAGName},
 	{"CodeVersions", testCodeVersions},
+	{"NotBefore", testNotBefore},
 	{"RevisionIn", testRevisionIn},
 	{"RecentSuccesses", testRecentSuccesses},
 	{"BadClaims", testBadClaims},
@@ -1829,6 +1837,81 @@ func testCanceledBackfill(s *ledgerSuite) {
 	r = req(beta, part(2))
 	r.Backfill = "tranchetest-another-backfill"
 	s.claim(r)
+}
+
+// testNotBefore checks ClaimRequest.NotBefore, a scheduler's bound: a
+// claim made before it by the ledger's clock is refused with an
+// *EarlyError carrying that clock, writing nothing, whatever the
+// history of its partitions; at it, or after, it is granted.
+func testNotBefore(s *ledgerSuite) {
+	slot := func(i int) ledger.ClaimRequest { // a scheduler's claim of a slot
+		r := req(alpha, part(i))
+		r.Backfill, r.Policy, r.Trigger = "", ledger.RerunNone, ledger.TriggerLive
+		return r
+	}
+	early := func(r ledger.ClaimRequest, wait time.Duration, what string) {
+		s.t.Helper()
+		r.NotBefore = s.clock.Now().Add(wait)
+		before := s.snapshot(r.Partitions...)
+		lease, err := s.l.Claim(s.ctx, r)
+		var e *ledger.EarlyError
+		switch {
+		case err == nil:
+			s.t.Fatalf("%s, %v before its NotBefore, granted %s; want an *ledger.EarlyError", what, wait, describeLease(lease))
+		case !errors.Is(err, ledger.ErrNotClaimable) || !errors.As(err, &e):
+			s.t.Fatalf("%s, %v before its NotBefore = %v; want an *ledger.EarlyError matching ErrNotClaimable", what, wait, err)
+		case !e.NotBefore.Equal(r.NotBefore) || !e.Now.Equal(s.clock.Now()) || e.Wait() != wait:
+			s.t.Errorf("%s: %#v waits %v; want NotBefore %v, Now the ledger's clock %v, Wait %v", what, e, e.Wait(), r.NotBefore, s.clock.Now(), wait)
+		}
+		s.unchanged(before, what+" (refused as early)")
+	}
+	early(slot(0), time.Minute, "the first claim of a DAG")
+	if got := s.latest(suiteFrom, suiteTo); len(got) != 0 {
+		s.t.Fatalf("Latest after an early claim:\n%s", formatAttempts(got))
+	}
+	s.finish(s.claim(slot(1)), succeeded) // a zero NotBefore bounds nothing
+	early(slot(0), time.Minute, "a claim of a fresh partition")
+	early(slot(0), time.Second, "a claim a second early")
+	failed := req(beta, part(2))
+	s.finish(s.claim(failed), ledger.StateFailed)
+	early(req(alpha, part(2)), time.Hour, "a rerun of a failed partition")
+	early(req(alpha, parts(3, 4)...), time.Minute, "a chunk claim")
+
+	r := slot(0)
+	r.NotBefore = s.clock.Now().Add(time.Minute)
+	s.clock.Advance(time.Minute)
+	lease := s.claim(r) // at NotBefore
+	if !lease.Claimed.Equal(r.NotBefore) {
+		s.t.Errorf("lease claimed at %v; want at its NotBefore, %v", lease.Claimed, r.NotBefore)
+	}
+	a := s.only(s.history(part(0)), "History after a claim at its NotBefore")
+	s.checkAttempt(a, part(0), 1, ledger.StateRunning, alpha)
+	if !a.Started.Equal(r.NotBefore) {
+		s.t.Errorf("attempt %s; want started at its NotBefore, %v", formatAttempt(a), r.NotBefore)
+	}
+	r = req(alpha, parts(3, 4)...)
+	r.NotBefore = s.clock.Now().Add(-time.Hour)
+	s.claim(r) // after NotBefore
+	r = req(alpha, part(2))
+	r.NotBefore = s.clock.Now().Add(-time.Second)
+	if lease := s.claim(r); lease.Attempts[0] != 2 {
+		s.t.Errorf("rerun of a failed partition after its NotBefore: %s; want attempt 2", describeLease(lease))
+	}
+
+	// A canceled backfill's claim is refused as canceled, early or not.
+	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG}); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, ledger.CancelOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, ps := range [][]tranche.TimePartition{parts(6), parts(2), parts(7, 8)} {
+		r := req(beta, ps...)
+		r.NotBefore = s.clock.Now().Add(time.Minute)
+		if _, err := s.l.Claim(s.ctx, r); !errors.Is(err, ledger.ErrBackfillCanceled) {
+			s.t.Errorf("%s of a canceled backfill, a minute early = %v; want an error matching ErrBackfillCanceled", describeReq(r), err)
+		}
+	}
 }
 
 func testBadClaims(s *ledgerSuite) {

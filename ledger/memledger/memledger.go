@@ -142,7 +142,11 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 	if b, ok := l.backfills[req.Backfill]; ok && b.Canceled {
 		return nil, ledger.CanceledError(req.Backfill)
 	}
-	return l.claim(req, l.now())
+	now := l.now()
+	if err := req.CheckNotBefore(now); err != nil {
+		return nil, err
+	}
+	return l.claim(req, now)
 }
 
 // ClaimNext implements [ledger.Ledger]. Claims take turns on the

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
@@ -95,4 +96,62 @@ func TestClaimsDoNotWait(t *testing.T) {
 	if took := time.Since(t0); took > 2*time.Second {
 		t.Errorf("Finish while the partition's row was locked took %v; want it at once", took)
 	}
+}
+
+// TestNotBeforeByDatabaseClock runs a worker whose clock is 26 years
+// slow, as TestDatabaseClock does, and claims partitions bounded by
+// NotBefore: the server's clock judges the bound. A claim bounded a
+// minute after the server's now is refused, with an *ledger.EarlyError
+// carrying the server's time, by the single statement of a fresh
+// partition's claim and by the transaction of any other; one bounded a
+// second before it is granted, its attempt starting after the bound.
+func TestNotBeforeByDatabaseClock(t *testing.T) {
+	url := serverURL(t)
+	schema := freshSchema(t, url)
+	var serverNow time.Time
+	if err := admin(t, url).QueryRowContext(t.Context(), "SELECT clock_timestamp()").Scan(&serverNow); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		l, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		early := func(r ledger.ClaimRequest, what string) {
+			t.Helper()
+			r.NotBefore = serverNow.Add(time.Minute)
+			_, err := l.Claim(t.Context(), r)
+			var e *ledger.EarlyError
+			if !errors.As(err, &e) || !errors.Is(err, ledger.ErrNotClaimable) {
+				t.Fatalf("%s a minute before its NotBefore = %v; want an *ledger.EarlyError matching ErrNotClaimable", what, err)
+			}
+			if d := e.Now.Sub(serverNow); d < -time.Second || d > 30*time.Second || !e.NotBefore.Equal(r.NotBefore) {
+				t.Errorf("%s: refused at %v (%v after the server's clock read before), bound %v; want the server's clock, and the bound %v",
+					what, e.Now, d, e.NotBefore, r.NotBefore)
+			}
+		}
+		early(claimReq("slow-clock", day(0)), "the first claim of a DAG")
+		lease, err := l.Claim(t.Context(), claimReq("slow-clock", day(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateFailed, Err: "boom"}}); err != nil {
+			t.Fatal(err)
+		}
+		early(claimReq("slow-clock", day(0)), "a claim of a fresh partition, in one statement")
+		early(claimReq("slow-clock", day(1)), "a rerun of a failed partition")
+		early(claimReq("slow-clock", day(2), day(3)), "a chunk claim")
+		for _, p := range []tranche.TimePartition{day(0), day(1)} {
+			r := claimReq("slow-clock", p)
+			r.NotBefore = serverNow.Add(-time.Second)
+			lease, err := l.Claim(t.Context(), r)
+			if err != nil {
+				t.Fatalf("claim of %s after its NotBefore = %v", p.Key(), err)
+			}
+			if lease.Claimed.Before(serverNow.Add(-time.Second)) {
+				t.Errorf("claim of %s granted at %v; want at the server's clock, after %v", p.Key(), lease.Claimed, r.NotBefore)
+			}
+		}
+	})
 }

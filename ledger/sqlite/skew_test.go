@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -254,6 +255,50 @@ func checkWrites(t *testing.T, hs map[string][]ledger.Attempt, audit string) {
 		won := h[len(h)-1]
 		if wr := last[k]; wr.Worker != won.Worker || ledger.TokenAttempt(wr.Token) != won.Number {
 			t.Errorf("partition %s: last written by %q, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
+		}
+	}
+}
+
+// TestNotBeforeByDatabaseClock claims partitions bounded by NotBefore on
+// a ledger with no clock of its own given: SQLite's clock, the machine's,
+// judges the bound. A claim bounded a minute after now is refused, with
+// an *ledger.EarlyError carrying that clock, for a fresh partition and
+// for one with a failed attempt; one bounded a second before now is
+// granted, its attempt starting after the bound.
+func TestNotBeforeByDatabaseClock(t *testing.T) {
+	l := openTemp(t, nil)
+	now := time.Now()
+	early := func(r ledger.ClaimRequest, what string) {
+		t.Helper()
+		r.NotBefore = now.Add(time.Minute)
+		_, err := l.Claim(t.Context(), r)
+		var e *ledger.EarlyError
+		if !errors.As(err, &e) || !errors.Is(err, ledger.ErrNotClaimable) {
+			t.Fatalf("%s a minute before its NotBefore = %v; want an *ledger.EarlyError matching ErrNotClaimable", what, err)
+		}
+		if d := e.Now.Sub(now); d < -time.Second || d > 30*time.Second || !e.NotBefore.Equal(r.NotBefore) {
+			t.Errorf("%s: refused at %v (%v after now), bound %v; want SQLite's clock, about now, and the bound %v", what, e.Now, d, e.NotBefore, r.NotBefore)
+		}
+	}
+	early(claimReq("w", day(0)), "the first claim of a DAG")
+	lease, err := l.Claim(t.Context(), claimReq("w", day(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateFailed, Err: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	early(claimReq("w", day(0)), "a claim of a fresh partition")
+	early(claimReq("w", day(1)), "a rerun of a failed partition")
+	for _, p := range []tranche.TimePartition{day(0), day(1)} {
+		r := claimReq("w", p)
+		r.NotBefore = now.Add(-time.Second)
+		lease, err := l.Claim(t.Context(), r)
+		if err != nil {
+			t.Fatalf("claim of %s after its NotBefore = %v", p.Key(), err)
+		}
+		if lease.Claimed.Before(r.NotBefore) {
+			t.Errorf("claim of %s granted at %v; want after its NotBefore %v", p.Key(), lease.Claimed, r.NotBefore)
 		}
 	}
 }

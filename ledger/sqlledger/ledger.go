@@ -219,7 +219,7 @@ func (l *Ledger) q(query string) string {
 
 // refuseWrite refuses op, a write, to a ledger opened read-only.
 func (l *Ledger) refuseWrite(op string) error {
-	return &Error{Ledger: l.name, Op: op, Kind: ErrReadOnly,
+	return &Error{Ledger: l.name, Op: op, Class: ErrReadOnly,
 		Hint: "the ledger was opened for reading only, as the read commands (ls, status, history, plan, serve) open it; nothing was written",
 		Err:  ErrOpenedReadOnly}
 }
@@ -486,6 +486,9 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if st.canceled {
 			return ledger.CanceledError(req.Backfill)
 		}
+		if err := req.CheckNotBefore(now); err != nil {
+			return err // judged by the clock the first statement read
+		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {
 			if !fresh[s] {
@@ -592,6 +595,8 @@ func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*late
 // where the dialect runs an INSERT inside WITH. It returns no lease and no
 // error when it cannot: the DAG or the partition has a row already, or the
 // backfill was canceled; Claim then takes its usual way, which tells why.
+// A claim before its NotBefore, by the clock the statement read, is
+// refused by the statement's answer, with no other.
 func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	if !l.dialect.InsertInWith || len(req.Partitions) != 1 || req.CodeVersion != "" {
 		return nil, nil
@@ -605,25 +610,42 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 		clock = l.clock().UnixMilli()
 	}
 	p := req.Partitions[0]
-	var started int64
+	var now int64
+	var started, canceled sql.NullInt64
 	err = l.retry(ctx, op, func() error {
-		return l.queryRow(ctx, nil, l.dialect.qClaimFresh(), dagID, p.Start.Unix(), req.Backfill, clock, dagID,
+		return l.queryRow(ctx, nil, l.dialect.qClaimFresh(), clock, dagID, p.Start.Unix(), notBeforeMillis(req.NotBefore), req.Backfill, dagID,
 			p.End.Unix(), p.Key(), req.Backfill, req.RunID, req.Worker, req.Lease.Milliseconds(),
-			string(ledger.TriggerOf(req.Trigger, req.Backfill))).Scan(&started)
+			string(ledger.TriggerOf(req.Trigger, req.Backfill)), req.Backfill).Scan(&now, &started, &canceled)
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case !started.Valid && canceled.Int64 == 0:
+		return nil, req.CheckNotBefore(time.UnixMilli(now).UTC())
+	case !started.Valid:
+		return nil, nil // canceled, which Claim's way reports, before the bound
 	}
 	return &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 		Partitions: slices.Clone(req.Partitions), Attempts: []int{1},
-		Until:   time.UnixMilli(started).UTC().Add(req.Lease).Truncate(time.Millisecond),
+		Until:   time.UnixMilli(started.Int64).UTC().Add(req.Lease).Truncate(time.Millisecond),
 		Trigger: ledger.TriggerOf(req.Trigger, req.Backfill),
-		Claimed: time.UnixMilli(started).UTC(),
+		Claimed: time.UnixMilli(started.Int64).UTC(),
 	}, nil
+}
+
+// notBeforeMillis returns the bound of a claim's NotBefore in the Unix
+// milliseconds of the ledger's clock, rounded up, so that a clock read to
+// the millisecond passes it only once t has passed; nil for no bound.
+func notBeforeMillis(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
 }
 
 // insertFresh gives the partitions starting at starts that have no row

@@ -172,26 +172,34 @@ func laterStart(began, ran string) string {
 	return `CASE WHEN ` + ran + ` > 0 AND ` + began + ` > started_ms THEN ` + began + ` ELSE started_ms END`
 }
 
-// qClaimFresh claims partition $2 of DAG $1, at its first attempt, if it
-// has no row and backfill $3 was not canceled, in one statement, and
-// returns the attempt's start; the clock is $4's or, when NULL, the
-// database's, the revision a new one of DAG $5. $6 to $11 are the
-// attempt's end, key, backfill, run, worker, lease in milliseconds and
-// trigger. Only for dialects with InsertInWith.
+// qClaimFresh claims partition $3 of DAG $2, at its first attempt, if it
+// has no row, the clock has reached $4 (NULL for no bound) and backfill $5
+// was not canceled, in one statement; the clock is $1's or, when NULL, the
+// database's, read once, the revision a new one of DAG $6. $7 to $13 are
+// the attempt's end, key, backfill, run, worker, lease in milliseconds and
+// trigger. It returns one row: the clock, the attempt's start, NULL when
+// it claimed nothing, and whether backfill $14 was canceled (NULL when
+// there is no such backfill), so that a claim refused as early needs no
+// other statement to say so. Only for dialects with InsertInWith.
 func (d *Dialect) qClaimFresh() string {
-	return `WITH p AS (
+	return `WITH c AS (SELECT COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) AS now_ms),
+		p AS (
 			INSERT INTO tranche_partitions (dag_id, start_s, latest)
-			SELECT CAST($1 AS BIGINT), CAST($2 AS BIGINT), 1
-			WHERE NOT EXISTS (SELECT 1 FROM tranche_backfills WHERE id = $3 AND canceled <> 0)
+			SELECT CAST($2 AS BIGINT), CAST($3 AS BIGINT), 1 FROM c
+			WHERE c.now_ms >= COALESCE(CAST($4 AS BIGINT), c.now_ms)
+				AND NOT EXISTS (SELECT 1 FROM tranche_backfills WHERE id = $5 AND canceled <> 0)
 			ON CONFLICT (dag_id, start_s) DO NOTHING
-			RETURNING dag_id, start_s, COALESCE(CAST($4 AS BIGINT), ` + d.Now + `) AS now_ms, ` + d.nextRevision(5) + ` AS rev
+			RETURNING dag_id, start_s, ` + d.nextRevision(6) + ` AS rev
+		),
+		a AS (
+			INSERT INTO tranche_attempts
+				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state, run_trigger)
+			SELECT p.dag_id, p.start_s, 1, CAST($7 AS BIGINT), CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS TEXT), CAST($11 AS TEXT),
+				c.now_ms, c.now_ms + CAST($12 AS BIGINT), '', 0, p.rev, 'running', CAST($13 AS TEXT)
+			FROM p, c
+			RETURNING started_ms
 		)
-		INSERT INTO tranche_attempts
-			(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state, run_trigger)
-		SELECT p.dag_id, p.start_s, 1, CAST($6 AS BIGINT), CAST($7 AS TEXT), CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS TEXT),
-			p.now_ms, p.now_ms + CAST($11 AS BIGINT), '', 0, p.rev, 'running', CAST($12 AS TEXT)
-		FROM p
-		RETURNING started_ms`
+		SELECT c.now_ms, a.started_ms, (SELECT canceled FROM tranche_backfills WHERE id = $14) FROM c LEFT JOIN a ON true`
 }
 
 // qInsertFresh gives those of n partitions (dag_id, start_s pairs from

@@ -220,8 +220,7 @@ func run() error {
 				}
 			}
 		}
-		held := r != nil && r.Failed == 0 && r.Unclaimed == 0 && errors.Is(err, backfill.ErrHeldElsewhere)
-		if !held && (err != nil && r == nil || err != nil && r.Failed == 0) {
+		if err != nil && (r == nil || r.Failed == 0) {
 			if lost(err) {
 				out.Lost++
 			}
@@ -347,7 +346,7 @@ func (l *runLog) hook(b *backfill.Backfill) {
 			l.runs[ev.RunID] = run
 		case tranche.KindWriteStarted:
 			l.writes[ev.RunID] = now
-		case tranche.KindRunCompleted, tranche.KindRunFailed, tranche.KindRunCanceled:
+		case tranche.KindRunSucceeded, tranche.KindRunFailed, tranche.KindRunCanceled:
 			delete(l.runs, ev.RunID)
 			delete(l.writes, ev.RunID)
 		}
@@ -356,7 +355,7 @@ func (l *runLog) hook(b *backfill.Backfill) {
 		switch ev.Kind {
 		case tranche.KindRunStarted:
 			l.add(run)
-		case tranche.KindWriteCompleted, tranche.KindWriteFailed:
+		case tranche.KindWriteSucceeded, tranche.KindWriteFailed:
 			l.add(l.entry(runLogEntry{Ev: "write", Key: run.Key, Attempt: run.Attempt, At: at, End: now}, ev.Err))
 		}
 	}
@@ -368,7 +367,7 @@ func (l *runLog) hook(b *backfill.Backfill) {
 }
 
 // run logs a Run that began at began and returned r and err.
-func (l *runLog) run(n int, began time.Time, r *backfill.Result, err error) {
+func (l *runLog) run(n int, began time.Time, r *backfill.Report, err error) {
 	if l == nil {
 		return
 	}
