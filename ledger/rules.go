@@ -82,6 +82,10 @@ const (
 	VerdictHeld              // running under another attempt's live lease
 	VerdictSucceeded         // succeeded, and the policy does not rerun it
 	VerdictRecorded          // failed or canceled, and the policy is RerunNone
+	// VerdictSuperseded: another version of the DAG landed the
+	// partition after the backfill was created, and the policy is not
+	// RerunAll (see [ClaimRequest.JudgeVersion]).
+	VerdictSuperseded
 )
 
 // Judge applies the claim rules of [Ledger.Claim] to a partition whose
@@ -124,6 +128,65 @@ func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now tim
 		return fmt.Errorf("%w: %s has a recorded run (%s) and the rerun policy is none", ErrNotClaimable, p.Key(), latest.State)
 	}
 	return nil
+}
+
+// JudgeVersion applies the rule of deploys to a partition that
+// [ClaimRequest.Judge] lets req claim: other is the latest attempt at the
+// same partition (same bounds) under another version of the DAG, an
+// identity that a backfill recorded under the same non-empty DAG name
+// ([BackfillRecord.DAGName]) as req's backfill, and since is when req's
+// backfill was created ([BackfillRecord.Created]).
+//
+// A backfill does not replace what a newer version of its DAG landed
+// after the backfill was created: the old code's backfill, still running
+// through a deploy, would otherwise claim every partition the new code
+// landed (none succeeded under the old identity) and replace the new
+// code's rows with the old code's, and its claim, being the newest, would
+// pass every fence. So a success of other finished at or after since is
+// [VerdictSuperseded], and an attempt of other claimed at or after since
+// and still running under a live lease is [VerdictHeld]. What other did
+// before since does not bind the backfill: a backfill created after a
+// deploy, a rollback to the old code among them, replaces what the new
+// code landed before it. Under RerunAll, which reruns what succeeded, the
+// rule does not apply: that is how an operator rolls back through a
+// backfill recorded before the deploy. A claim outside any backfill, and
+// a nil other, are always VerdictClaim.
+func (req ClaimRequest) JudgeVersion(other *Attempt, since, now time.Time) Verdict {
+	switch {
+	case other == nil || req.Backfill == "" || req.Policy == RerunAll:
+		return VerdictClaim
+	case other.State == StateSucceeded && !other.Finished.Before(since):
+		return VerdictSuperseded
+	case other.State == StateRunning && now.Before(other.LeaseUntil) && !other.Started.Before(since):
+		return VerdictHeld
+	}
+	return VerdictClaim
+}
+
+// AdmitsVersion is [ClaimRequest.JudgeVersion] as an error for partition
+// p: nil if req may claim it, else an error matching [ErrNotClaimable]
+// that says why, which also matches [ErrSuperseded] for
+// VerdictSuperseded.
+func (req ClaimRequest) AdmitsVersion(other *Attempt, p tranche.TimePartition, since, now time.Time) error {
+	switch req.JudgeVersion(other, since, now) {
+	case VerdictSuperseded:
+		return supersededError(fmt.Sprintf("%v: %s was landed by another version of the DAG (identity %s, attempt %d by worker %s, finished %s) after backfill %s was created (%s)",
+			ErrNotClaimable, p.Key(), other.DAG, other.Number, other.Worker, other.Finished.Format(time.RFC3339Nano), req.Backfill, since.Format(time.RFC3339Nano)))
+	case VerdictHeld:
+		return fmt.Errorf("%w: %s is held by worker %s of another version of the DAG (identity %s, attempt %d) until %s",
+			ErrNotClaimable, p.Key(), other.Worker, other.DAG, other.Number, other.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// supersededError is the error of [VerdictSuperseded]: it matches both
+// [ErrNotClaimable] and [ErrSuperseded].
+type supersededError string
+
+func (e supersededError) Error() string { return string(e) }
+
+func (e supersededError) Is(target error) bool {
+	return target == ErrNotClaimable || target == ErrSuperseded
 }
 
 // TakeoverReason is the error a ledger records on an attempt whose lease
