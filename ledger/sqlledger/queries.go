@@ -231,7 +231,7 @@ func (d *Dialect) qInsertFresh(n int, start bool) string {
 // new, and returns where it is and what qStart reads: the clock, a new
 // revision of DAG $5, whether backfill $6 was canceled; and before the
 // clock, 1 when another identity has a backfill of the DAG name of
-// backfill $5 (not ''), so that a claim reads the other versions of the
+// backfill $5 (not ”), so that a claim reads the other versions of the
 // DAG (qVersions) only when there are some. Workers of one backfill take
 // turns on its row, from this statement to their commit. (The update
 // changes nothing but locks the row; RETURNING reads it as it was.)
