@@ -159,6 +159,16 @@ func TestDeployDuringBackfill(t *testing.T) {
 				t.Errorf("%d partition.skipped events with an error matching ErrSuperseded; want %d", n, tt.wantSuperseded)
 			}
 
+			// Its status: nothing succeeded under the old DAG, every
+			// partition landed by a newer version, done.
+			st, err := backfill.StatusOf(ctx, l, r.Backfill, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Superseded != 6 || !st.Done() {
+				t.Errorf("the old backfill's status: %v, Superseded %d, Done %v; want 6 landed by a newer version, done", st, st.Superseded, st.Done())
+			}
+
 			// Run again, the old backfill plans every partition as
 			// landed by a newer version.
 			old.OnEvent = nil
