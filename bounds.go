@@ -72,7 +72,7 @@ var (
 // It refuses a bound without an offset and without a zone, a wall time
 // that loc skips or repeats, and an instant outside the years 0001 to 9999,
 // in UTC or in its own zone, which RFC 3339 cannot write back. Every refusal is a
-// [*ParseError] of Kind "bound" whose Reason says what was wrong: a month
+// [*ParseError] of Type "bound" whose Reason says what was wrong: a month
 // or day out of range, a relative word such as "yesterday", a missing
 // zone.
 func ParseBound(s string, loc *time.Location) (time.Time, error) {
@@ -81,7 +81,7 @@ func ParseBound(s string, loc *time.Location) (time.Time, error) {
 		reason = outsideRFC3339(t)
 	}
 	if reason != "" {
-		return time.Time{}, &ParseError{Kind: "bound", Text: s, Reason: reason}
+		return time.Time{}, &ParseError{Type: "bound", Text: s, Reason: reason}
 	}
 	return t, nil
 }

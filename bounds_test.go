@@ -282,8 +282,8 @@ func TestParseBoundErrors(t *testing.T) {
 			if !ok {
 				t.Fatalf("ParseBound(%q, %v) error %v is not a *ParseError", tt.in, loc, err)
 			}
-			if pe.Kind != "bound" || pe.Text != tt.in {
-				t.Errorf("ParseBound(%q, %v) error has Kind %q and Text %q", tt.in, loc, pe.Kind, pe.Text)
+			if pe.Type != "bound" || pe.Text != tt.in {
+				t.Errorf("ParseBound(%q, %v) error has Kind %q and Text %q", tt.in, loc, pe.Type, pe.Text)
 			}
 			if tt.reason != "" && pe.Reason != tt.reason {
 				t.Errorf("ParseBound(%q, %v) reason\n%q, want\n%q", tt.in, loc, pe.Reason, tt.reason)

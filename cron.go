@@ -49,12 +49,12 @@ var cronSpecs sync.Map // string → *cron.Spec
 // ParseCron refuses, naming the field and the text, a malformed
 // expression, an unknown zone, an expression that can never fire
 // ("0 0 30 2 *") and an excluded date that does not exist; each refusal
-// is a [*ParseError] of Kind "cron" for the expression, whose Reason says
+// is a [*ParseError] of Type "cron" for the expression, whose Reason says
 // what was wrong ("hour field \"25\": 25 is out of range 0-23").
 func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	s, err := cron.Parse(expr, nil)
 	if err != nil {
-		return TimeGranularity{}, &ParseError{Kind: "cron", Text: expr, Reason: strings.TrimPrefix(err.Error(), "cron: ")}
+		return TimeGranularity{}, &ParseError{Type: "cron", Text: expr, Reason: strings.TrimPrefix(err.Error(), "cron: ")}
 	}
 	trimmed := strings.TrimSpace(expr)
 	zoned := strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=")
@@ -67,7 +67,7 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 			if r := fieldReason(strings.TrimSpace(d)); r != "" {
 				reason += ": " + r
 			}
-			return TimeGranularity{}, &ParseError{Kind: "cron", Text: expr, Reason: reason + "; want the form 2006-01-02"}
+			return TimeGranularity{}, &ParseError{Type: "cron", Text: expr, Reason: reason + "; want the form 2006-01-02"}
 		}
 		y, m, dd := calendar.CivilFromDays(day)
 		dates = append(dates, cron.Date{Year: int(y), Month: time.Month(m), Day: dd})
@@ -87,7 +87,7 @@ func parseCronText(text string) (TimeGranularity, error) {
 	if except = strings.TrimSpace(except); except != "" {
 		list, ok := strings.CutPrefix(except, "except")
 		if !ok {
-			return TimeGranularity{}, &ParseError{Kind: "cron", Text: text, Reason: `want "cron(EXPR)" or "cron(EXPR; except 2006-01-02 ...)"`}
+			return TimeGranularity{}, &ParseError{Type: "cron", Text: text, Reason: `want "cron(EXPR)" or "cron(EXPR; except 2006-01-02 ...)"`}
 		}
 		days = strings.Fields(list)
 	}

@@ -196,7 +196,7 @@ func TestCronLookbackAndKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := w.Newest().Key(), "2026-08-18T02:00:00-04:00"; got != want {
-		t.Fatalf("last completed slot at %v = %s, want %s", now, got, want)
+		t.Fatalf("last succeeded slot at %v = %s, want %s", now, got, want)
 	}
 	current, _ := tranche.Lookback(now, 1, 0, g)
 	if got, want := current.Newest().Key(), "2026-08-19T02:00:00-04:00"; got != want {

@@ -215,8 +215,8 @@ func TestNewDAGEmpty(t *testing.T) {
 	var r tranche.Runner
 	for _, target := range []tranche.Target{nil, day(2)} {
 		res, err := r.Run(context.Background(), dag, target)
-		if err != nil || res.Status != tranche.StatusCompleted || len(res.Assets) != 0 {
-			t.Errorf("Run(empty DAG, %v) = %+v, %v; want a completed run of nothing", target, res, err)
+		if err != nil || res.State != tranche.StateSucceeded || len(res.Assets) != 0 {
+			t.Errorf("Run(empty DAG, %v) = %+v, %v; want a succeeded run of nothing", target, res, err)
 		}
 	}
 }

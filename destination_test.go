@@ -49,7 +49,7 @@ func TestDestinationSplitsWindows(t *testing.T) {
 	dest := new(tranche.MemoryDestination)
 	dag := tranchetest.NewDAG(t, dailyAsset("a", fixed(rows...), dest))
 	res, err := new(tranche.Runner).Run(ctxT, dag, w)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	tranchetest.RequireKeys(t, dest, "a", "2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04")
 	tranchetest.RequireRows(t, dest, "a", "2026-01-01", []tranche.Row{rows[0], rows[2]})
 	tranchetest.RequireRows(t, dest, "a", "2026-01-02", nil) // written empty
@@ -67,7 +67,7 @@ func TestDestinationSplitsWindows(t *testing.T) {
 	// that lost its rows is emptied.
 	dag = tranchetest.NewDAG(t, dailyAsset("a", fixed(rows[1]), dest))
 	res, err = new(tranche.Runner).Run(ctxT, dag, w)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	tranchetest.RequireRows(t, dest, "a", "2026-01-01", nil)
 	tranchetest.RequireRows(t, dest, "a", "2026-01-03", []tranche.Row{rows[1]})
 }
@@ -80,7 +80,7 @@ func TestDestinationPartitionRun(t *testing.T) {
 			return []tranche.Row{{"day": p.Key(), "run": run}}
 		}, dest), dailyAsset("empty", fixed(), dest))
 		res, err := new(tranche.Runner).Run(ctxT, dag, day(7))
-		tranchetest.RequireCompleted(t, res, err)
+		tranchetest.RequireSucceeded(t, res, err)
 		tranchetest.RequireRows(t, dest, "a", "2026-01-07", []tranche.Row{{"day": "2026-01-07", "run": run}})
 		tranchetest.RequireRows(t, dest, "empty", "2026-01-07", nil)
 	}
@@ -92,7 +92,7 @@ func TestDestinationUnpartitioned(t *testing.T) {
 	a := tranchetest.Rows("dim", []tranche.Row{{"k": "v"}})
 	a.Destinations = []tranche.Destination{dest}
 	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, a), nil)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	tranchetest.RequireRows(t, dest, "dim", "", []tranche.Row{{"k": "v"}})
 	if o := assetResult(res, "dim"); o.RowsByPartition != nil || o.Rows != 1 {
 		t.Errorf("outcome %+v", o)
@@ -130,7 +130,7 @@ func TestDestinationBadRows(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run error = %v, want one containing %q", err, tc.want)
 			}
-			tranchetest.RequireStatus(t, res, tranche.StatusFailed, "a=failed")
+			tranchetest.RequireState(t, res, tranche.StateFailed, "a=failed")
 			if keys := dest.Keys("a"); len(keys) > 0 {
 				t.Errorf("a refused write stored partitions %v", keys)
 			}
@@ -165,7 +165,7 @@ func TestDestinationFailures(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run error = %v, want one containing %q", err, tc.want)
 			}
-			tranchetest.RequireStatus(t, res, tranche.StatusFailed)
+			tranchetest.RequireState(t, res, tranche.StateFailed)
 			want := []tranche.Kind{tranche.KindAssetStarted, tranche.KindWriteStarted, tranche.KindWriteFailed}
 			if tc.retry {
 				want = append(append(want, tranche.KindAssetRetrying), want...)
@@ -228,7 +228,7 @@ func TestBatchesCarryTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := new(tranche.Runner).Run(ctxT, dag, w)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	for _, b := range dest.take() {
 		if b.Token != 0 || b.RunID != res.RunID {
 			t.Errorf("Runner.Run batch %s: token %d, run %q; want 0, %q", b.Partition.Key(), b.Token, b.RunID, res.RunID)
@@ -357,7 +357,7 @@ func TestMaterializationBatches(t *testing.T) {
 		return got
 	}
 	res, err := new(tranche.Runner).Run(ctxT, dag, w)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	for _, b := range check("Runner.Run") {
 		if b.Token != 0 || b.RunID != res.RunID {
 			t.Errorf("Runner.Run: %s has token %d, run %q", b.Partition.Key(), b.Token, b.RunID)
@@ -394,7 +394,7 @@ func TestMaterializationBatches(t *testing.T) {
 	})
 	flat.Destinations = []tranche.Destination{dest}
 	res, err = new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, flat), w)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	if got := check("an unpartitioned asset"); len(got) != 1 || got[0].Partition != (tranche.TimePartition{}) || got[0].Asset != "flat" {
 		t.Errorf("an unpartitioned asset sees %+v", got)
 	}

@@ -96,7 +96,7 @@ the assets in dependency order, ties broken by name.
 [Runner.Run] materializes a DAG for a [Target]: a [TimePartition], a
 [TimePartitionWindow], or nil when no asset is partitioned. Assets run in
 dependency order, independent ones concurrently up to
-[Runner.Concurrency]. A window run calls each asset once with the whole
+[Runner.MaxConcurrentAssets]. A window run calls each asset once with the whole
 window, and is refused unless every partitioned asset allows windows;
 targets reaching before an asset's first partition are refused with a
 [*PartitionError]; both before any event. A failure cancels the running
@@ -213,7 +213,7 @@ ledger/ledgertest checks any ledger implementation.
 Every refusal names the value and says what would be accepted. Text that
 a parser refuses (a bound, a partition key, a granularity, a cron
 expression, a window's or partition's text form) is a [*ParseError] whose
-Kind, Text and Reason say what was parsed and what was wrong ("month 13 is
+Type, Text and Reason say what was parsed and what was wrong ("month 13 is
 out of range (01 to 12)"). A window reaching before an
 asset's first partition is a [*PartitionError]. A failed asset is an
 [*AssetError] wrapping the asset's own error; a panic is a [*PanicError]

@@ -34,9 +34,9 @@ func (e *PartitionError) Error() string {
 // Find it with errors.As (or errors.AsType); its Reason says what was
 // wrong and what would be accepted.
 type ParseError struct {
-	// Kind names what was parsed: "bound", "partition key",
+	// Type names what was parsed: "bound", "partition key",
 	// "granularity", "cron", "window" or "partition".
-	Kind string
+	Type string
 	// Text is the text as given.
 	Text string
 	// Reason says what was wrong with Text and, where it helps, what
@@ -49,7 +49,7 @@ type ParseError struct {
 }
 
 func (e *ParseError) Error() string {
-	return "tranche: " + e.Kind + " " + strconv.Quote(e.Text) + ": " + e.Reason
+	return "tranche: " + e.Type + " " + strconv.Quote(e.Text) + ": " + e.Reason
 }
 
 // Unwrap returns Err.

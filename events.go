@@ -18,19 +18,19 @@ type Kind string
 // Run, asset, write and log events, emitted by [Runner.Run].
 const (
 	KindRunStarted   Kind = "run.started"   // before the first asset
-	KindRunCompleted Kind = "run.completed" // every asset completed or was skipped
+	KindRunSucceeded Kind = "run.succeeded" // every asset completed or was skipped
 	KindRunFailed    Kind = "run.failed"    // an asset failed
 	KindRunCanceled  Kind = "run.canceled"  // the run's context was canceled
 
 	KindAssetStarted   Kind = "asset.started"   // once per attempt
 	KindAssetRetrying  Kind = "asset.retrying"  // an attempt failed and another follows after Duration
-	KindAssetCompleted Kind = "asset.completed" // the asset's rows are written
+	KindAssetSucceeded Kind = "asset.succeeded" // the asset's rows are written
 	KindAssetFailed    Kind = "asset.failed"    // its last attempt failed; Err says why
 	KindAssetCanceled  Kind = "asset.canceled"  // it did not finish: the run was canceled, failed fast, or a dependency failed
 	KindAssetSkipped   Kind = "asset.skipped"   // it returned ErrSkip, or a dependency was skipped
 
 	KindWriteStarted   Kind = "write.started"   // before a destination's write
-	KindWriteCompleted Kind = "write.completed" // the destination holds the asset's partitions
+	KindWriteSucceeded Kind = "write.succeeded" // the destination holds the asset's partitions
 	KindWriteFailed    Kind = "write.failed"    // the destination refused the write
 
 	KindLog Kind = "log" // a record of an asset's logger; see Materialization.Logger
@@ -45,10 +45,10 @@ func (k Kind) level() (level slog.Level, ok bool) {
 		return slog.LevelError, true
 	case KindAssetRetrying:
 		return slog.LevelWarn, true
-	case KindRunStarted, KindRunCompleted, KindRunCanceled,
-		KindAssetStarted, KindAssetCompleted, KindAssetCanceled, KindAssetSkipped:
+	case KindRunStarted, KindRunSucceeded, KindRunCanceled,
+		KindAssetStarted, KindAssetSucceeded, KindAssetCanceled, KindAssetSkipped:
 		return slog.LevelInfo, true
-	case KindWriteStarted, KindWriteCompleted:
+	case KindWriteStarted, KindWriteSucceeded:
 		return slog.LevelDebug, true
 	}
 	return 0, false

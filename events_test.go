@@ -61,14 +61,14 @@ func golden(t *testing.T, name string, got []byte) {
 func TestKindNames(t *testing.T) {
 	// The names are stored by users; they must never change.
 	for kind, want := range map[tranche.Kind]string{
-		tranche.KindRunStarted: "run.started", tranche.KindRunCompleted: "run.completed",
+		tranche.KindRunStarted: "run.started", tranche.KindRunSucceeded: "run.succeeded",
 		tranche.KindRunFailed: "run.failed", tranche.KindRunCanceled: "run.canceled",
 		tranche.KindAssetStarted: "asset.started", tranche.KindAssetRetrying: "asset.retrying",
-		tranche.KindAssetCompleted: "asset.completed", tranche.KindAssetFailed: "asset.failed",
+		tranche.KindAssetSucceeded: "asset.succeeded", tranche.KindAssetFailed: "asset.failed",
 		tranche.KindAssetCanceled: "asset.canceled", tranche.KindAssetSkipped: "asset.skipped",
-		tranche.KindWriteStarted: "write.started", tranche.KindWriteCompleted: "write.completed",
+		tranche.KindWriteStarted: "write.started", tranche.KindWriteSucceeded: "write.succeeded",
 		tranche.KindWriteFailed: "write.failed", tranche.KindLog: "log",
-		backfill.KindStarted: "backfill.started", backfill.KindCompleted: "backfill.completed",
+		backfill.KindStarted: "backfill.started", backfill.KindSucceeded: "backfill.succeeded",
 		backfill.KindFailed: "backfill.failed", backfill.KindCanceled: "backfill.canceled",
 		backfill.KindPartitionClaimed: "partition.claimed", backfill.KindPartitionStarted: "partition.started",
 		backfill.KindPartitionSucceeded: "partition.succeeded", backfill.KindPartitionFailed: "partition.failed",
@@ -78,9 +78,9 @@ func TestKindNames(t *testing.T) {
 			t.Errorf("kind %q prints as %q, want %q", string(kind), fmt.Sprint(kind), want)
 		}
 	}
-	for status, want := range map[tranche.Status]string{
-		tranche.StatusCompleted: "completed", tranche.StatusFailed: "failed",
-		tranche.StatusCanceled: "canceled", tranche.StatusSkipped: "skipped",
+	for status, want := range map[tranche.State]string{
+		tranche.StateSucceeded: "succeeded", tranche.StateFailed: "failed",
+		tranche.StateCanceled: "canceled", tranche.StateSkipped: "skipped",
 	} {
 		if string(status) != want || fmt.Sprint(status) != want {
 			t.Errorf("Status %q, want %q", status, want)
@@ -126,7 +126,7 @@ func goldenRuns(t *testing.T, hook func(context.Context, tranche.Event)) {
 	report := tranchetest.Noop("report", "stats")
 	report.Partitioning = tranche.Partitioning{Granularity: tranche.Day, AllowWindow: true}
 	dag := tranchetest.NewDAG(t, raw, stats, report, tranchetest.Noop("dim"))
-	r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+	r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 	if _, err := tranche.RunWithID(&r, ctxT, dag, day(2), "run-1", 1, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +249,8 @@ func TestHooksFanOut(t *testing.T) {
 	// The runner reports the panic in Result.HookErr with that stack.
 	runner := tranche.Runner{OnEvent: h}
 	res, err := runner.Run(ctxT, tranchetest.NewDAG(t, tranchetest.Rows("a", nil)), nil)
-	if err != nil || res.Status != tranche.StatusCompleted {
-		t.Fatalf("Run = %v, %v; want it completed whatever its hooks do", res, err)
+	if err != nil || res.State != tranche.StateSucceeded {
+		t.Fatalf("Run = %v, %v; want it succeeded whatever its hooks do", res, err)
 	}
 	pe, ok := errors.AsType[*tranche.PanicError](res.HookErr)
 	if !ok || pe.Value != "b" || !strings.Contains(string(pe.Stack), fmt.Sprintf("events_test.go:%d", panicLine)) ||
@@ -317,7 +317,7 @@ func TestAssetLogger(t *testing.T) {
 		return nil, err
 	}))
 	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, dag, nil)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 
 	// Without a hook the logger discards everything.
 	dag = tranchetest.NewDAG(t, tranchetest.Func("quiet", func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
@@ -327,7 +327,7 @@ func TestAssetLogger(t *testing.T) {
 		return nil, nil
 	}))
 	res, err = new(tranche.Runner).Run(ctxT, dag, nil)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 }
 
 func attrsToMap(attrs []slog.Attr) map[string]any {

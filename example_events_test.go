@@ -33,10 +33,10 @@ func ExampleRunner_Run_window() {
 		return
 	}
 	o := res.Assets[0] // one per asset, in the DAG's order
-	fmt.Println(res.Status, o.RowsByPartition)
+	fmt.Println(res.State, o.RowsByPartition)
 	// Output:
 	// called once for day 2026-01-01..2026-01-03 UTC
-	// completed map[2026-01-01:1 2026-01-02:0 2026-01-03:2]
+	// succeeded map[2026-01-01:1 2026-01-02:0 2026-01-03:2]
 }
 
 // NewDAG refuses a cycle, showing it.
@@ -97,7 +97,7 @@ func ExampleRetryable() {
 	})
 	res, err := new(tranche.Runner).Run(context.Background(), dag, nil)
 	o := res.Assets[0]
-	fmt.Println(res.Status, o.Attempts, err)
+	fmt.Println(res.State, o.Attempts, err)
 	// Output:
-	// completed 3 <nil>
+	// succeeded 3 <nil>
 }

@@ -67,19 +67,19 @@ func ExampleRunner_Run() {
 		log.Fatal(err)
 	}
 
-	runner := tranche.Runner{Concurrency: 4}
+	runner := tranche.Runner{MaxConcurrentAssets: 4}
 	for p := range days.All() {
 		res, err := runner.Run(context.Background(), dag, p)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s %s: %v, %d rows\n", p.Key(), res.Status, res.Completed, res.Rows)
+		fmt.Printf("%s %s: %v, %d rows\n", p.Key(), res.State, res.Succeeded, res.Rows)
 	}
 	rows, _ := dest.Rows("signup_counts", "2026-01-03")
 	fmt.Println(rows)
 	// Output:
-	// 2026-01-03 completed: [signups signup_counts], 6 rows
-	// 2026-01-02 completed: [signups signup_counts], 1 rows
-	// 2026-01-01 completed: [signups signup_counts], 3 rows
+	// 2026-01-03 succeeded: [signups signup_counts], 6 rows
+	// 2026-01-02 succeeded: [signups signup_counts], 1 rows
+	// 2026-01-01 succeeded: [signups signup_counts], 3 rows
 	// [map[count:5 day:2026-01-03]]
 }

@@ -266,7 +266,7 @@ func ExampleParseBound() {
 	// A refusal is a *ParseError saying what was wrong.
 	_, err = tranche.ParseBound("2026-13-01", berlin)
 	if pe, ok := errors.AsType[*tranche.ParseError](err); ok {
-		fmt.Printf("%s %q: %s\n", pe.Kind, pe.Text, pe.Reason)
+		fmt.Printf("%s %q: %s\n", pe.Type, pe.Text, pe.Reason)
 	}
 	// Output:
 	// 2026-01-01 00:00:00 +0000 UTC <nil>

@@ -180,7 +180,7 @@ func FuzzParseBound(f *testing.F) {
 		got, err := tranche.ParseBound(s, loc)
 		if err != nil {
 			pe, ok := errors.AsType[*tranche.ParseError](err)
-			if !ok || pe.Kind != "bound" || pe.Text != s || pe.Reason == "" {
+			if !ok || pe.Type != "bound" || pe.Text != s || pe.Reason == "" {
 				t.Errorf("ParseBound(%q, %v) error %#v is not the bound's ParseError", s, loc, err)
 			}
 			if !strings.Contains(err.Error(), strconv.Quote(s)) {

@@ -186,14 +186,14 @@ const acceptedGranularities = "minute, hour, day, week, month, quarter, year, a 
 // "1d" and "day" parse to the same value, whose String is "day". A cron
 // schedule is written "cron(0 2 * * 1-5)", with holidays
 // "cron(0 2 * * 1-5; except 2026-12-25 2026-12-26)" (see [ParseCron]).
-// A refused text is a [*ParseError] of Kind "granularity" whose Reason
+// A refused text is a [*ParseError] of Type "granularity" whose Reason
 // says what was wrong and lists the accepted forms.
 func ParseGranularity(s string) (TimeGranularity, error) {
 	if inner, ok := strings.CutPrefix(strings.TrimSpace(s), "cron("); ok {
 		if inner, ok = strings.CutSuffix(inner, ")"); ok {
 			g, err := parseCronText(inner)
 			if err != nil {
-				return TimeGranularity{}, &ParseError{Kind: "granularity", Text: s, Reason: reasonOf(err), Err: err}
+				return TimeGranularity{}, &ParseError{Type: "granularity", Text: s, Reason: reasonOf(err), Err: err}
 			}
 			return g, nil
 		}
@@ -237,7 +237,7 @@ func ParseGranularity(s string) (TimeGranularity, error) {
 }
 
 func granularityError(s, reason string) error {
-	return &ParseError{Kind: "granularity", Text: s, Reason: reason}
+	return &ParseError{Type: "granularity", Text: s, Reason: reason}
 }
 
 // subday reports whether g is a multiple of Minute or Hour, whose

@@ -104,7 +104,7 @@ func appendOffset(b []byte, off int) []byte {
 // than g's, a date that does not exist, a key that names an instant inside
 // a partition rather than its start (the error names the partition that
 // holds it), and, for Minute and Hour multiples, an offset that loc does
-// not have at that instant. A refused key is a [*ParseError] of Kind
+// not have at that instant. A refused key is a [*ParseError] of Type
 // "partition key" whose Reason says what was wrong ("month 13 is out of
 // range (01 to 12)", "not the start of a 3d partition; it lies in
 // 1970-01-04").
@@ -141,7 +141,7 @@ func ParsePartitionKey(g TimeGranularity, key string, loc *time.Location) (TimeP
 
 // keyError returns the ParseError of a refused key.
 func keyError(key, format string, args ...any) error {
-	return &ParseError{Kind: "partition key", Text: key, Reason: fmt.Sprintf(format, args...)}
+	return &ParseError{Type: "partition key", Text: key, Reason: fmt.Sprintf(format, args...)}
 }
 
 // malformedKey refuses a key that is not in g's form, saying what is out
@@ -203,7 +203,7 @@ func parseSlotKey(c *cursor, key string) (TimePartition, error) {
 	}
 	p, err := slotIn(c.g, fire.In(c.loc), c.loc)
 	if err != nil {
-		return TimePartition{}, &ParseError{Kind: "partition key", Text: key, Reason: reasonOf(err), Err: err}
+		return TimePartition{}, &ParseError{Type: "partition key", Text: key, Reason: reasonOf(err), Err: err}
 	}
 	if !p.hasKey(key) {
 		return TimePartition{}, keyError(key, "an offset %v does not have then; the key is %s", c.loc, p.Key())

@@ -122,19 +122,19 @@ func (p *TimePartition) UnmarshalText(text []byte) error {
 	rest, zone, ok1 := cutLast(strings.TrimSpace(s))
 	gran, key, ok2 := cutLast(rest)
 	if !ok1 || !ok2 {
-		return &ParseError{Kind: "partition", Text: s, Reason: `want "GRANULARITY KEY ZONE", as in "day 2024-03-10 America/New_York"`}
+		return &ParseError{Type: "partition", Text: s, Reason: `want "GRANULARITY KEY ZONE", as in "day 2024-03-10 America/New_York"`}
 	}
 	g, err := ParseGranularity(gran)
 	if err != nil {
-		return &ParseError{Kind: "partition", Text: s, Reason: reasonOf(err), Err: err}
+		return &ParseError{Type: "partition", Text: s, Reason: reasonOf(err), Err: err}
 	}
 	loc, err := loadZone(zone)
 	if err != nil {
-		return &ParseError{Kind: "partition", Text: s, Reason: fmt.Sprintf("zone %q: %v", zone, err), Err: err}
+		return &ParseError{Type: "partition", Text: s, Reason: fmt.Sprintf("zone %q: %v", zone, err), Err: err}
 	}
 	v, err := ParsePartitionKey(g, key, loc)
 	if err != nil {
-		return &ParseError{Kind: "partition", Text: s, Reason: reasonOf(err), Err: err}
+		return &ParseError{Type: "partition", Text: s, Reason: reasonOf(err), Err: err}
 	}
 	*p = v
 	return nil

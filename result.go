@@ -6,17 +6,17 @@ import (
 	"time"
 )
 
-// Status is how a run or an asset ended. Its string value is stable.
-type Status string
+// State is how a run or an asset ended. Its string value is stable.
+type State string
 
-// The statuses of runs and assets. A run is StatusCompleted when every
-// asset completed or was skipped, StatusFailed when an asset failed, and
-// StatusCanceled when its context was canceled before any asset failed.
+// The states a run or an asset ends in. A run is StateSucceeded when
+// every asset succeeded or was skipped, StateFailed when an asset failed, and
+// StateCanceled when its context was canceled before any asset failed.
 const (
-	StatusCompleted Status = "completed"
-	StatusFailed    Status = "failed"
-	StatusCanceled  Status = "canceled" // the asset did not finish
-	StatusSkipped   Status = "skipped"  // assets only: see ErrSkip
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateCanceled  State = "canceled" // the asset did not finish
+	StateSkipped   State = "skipped"  // assets only: see ErrSkip
 )
 
 // Result reports how a run went, asset by asset.
@@ -24,16 +24,16 @@ type Result struct {
 	RunID   string
 	Attempt int    // the run's attempt: 1 unless a backfill retries it
 	Target  string // the partition's key, the window's text form, or empty
-	Status  Status
+	State   State
 	Start   time.Time
 	End     time.Time
 
 	// Assets holds one outcome per asset, in the DAG's order.
 	Assets []AssetResult
 
-	// Completed, Failed, Canceled and Skipped name the assets that ended
+	// Succeeded, Failed, Canceled and Skipped name the assets that ended
 	// so, in the DAG's order.
-	Completed, Failed, Canceled, Skipped []string
+	Succeeded, Failed, Canceled, Skipped []string
 
 	// Rows is the number of rows the run's assets wrote, all assets
 	// together.
@@ -49,7 +49,7 @@ type Result struct {
 // AssetResult is how one asset ended in a run.
 type AssetResult struct {
 	Asset    string
-	Status   Status
+	State    State
 	Start    time.Time // zero if the asset never started
 	End      time.Time
 	Attempts int // calls made; 0 if it never started
@@ -63,7 +63,7 @@ type AssetResult struct {
 	RowsByPartition map[string]int
 
 	// Err is why the asset failed (an [*AssetError]), was canceled or
-	// skipped; nil when it completed.
+	// skipped; nil when it succeeded.
 	Err error
 }
 

@@ -27,9 +27,9 @@ import (
 // failing fast, without events. Its fields must not change once a run has
 // started; one Runner may serve many runs at once.
 type Runner struct {
-	// Concurrency is the most assets run at once. Zero means
+	// MaxConcurrentAssets is the most assets run at once. Zero means
 	// runtime.GOMAXPROCS(0); a negative value means 1.
-	Concurrency int
+	MaxConcurrentAssets int
 
 	// OnFailure says what a failed asset does to the rest of the run:
 	// "" and [FailStop] cancel the running assets and start no other,
@@ -237,13 +237,13 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	res := s.result(start)
 
 	var runErr error
-	kind := KindRunCompleted
-	switch res.Status {
-	case StatusFailed:
+	kind := KindRunSucceeded
+	switch res.State {
+	case StateFailed:
 		kind = KindRunFailed
 		var errs []error
 		for _, o := range res.Assets {
-			if o.Status == StatusFailed {
+			if o.State == StateFailed {
 				errs = append(errs, o.Err)
 			}
 		}
@@ -251,7 +251,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 		if len(errs) > 1 {
 			runErr = errors.Join(errs...)
 		}
-	case StatusCanceled:
+	case StateCanceled:
 		kind = KindRunCanceled
 		runErr = context.Cause(ctx)
 	}
@@ -272,10 +272,10 @@ func newRunID() string {
 }
 
 func (r *Runner) limit() int {
-	if r.Concurrency == 0 {
+	if r.MaxConcurrentAssets == 0 {
 		return runtime.GOMAXPROCS(0)
 	}
-	return max(1, r.Concurrency)
+	return max(1, r.MaxConcurrentAssets)
 }
 
 // target is a resolved Target.
@@ -630,12 +630,12 @@ func (c *scheduler) preempt(i int, failure error) bool {
 	o := &s.outcomes[i]
 	for _, j := range s.dag.deps[i] {
 		dep := &s.outcomes[j]
-		switch dep.Status {
-		case StatusFailed, StatusCanceled:
-			s.cancel(i, fmt.Errorf("dependency %q %s", dep.Asset, dep.Status))
+		switch dep.State {
+		case StateFailed, StateCanceled:
+			s.cancel(i, fmt.Errorf("dependency %q %s", dep.Asset, dep.State))
 			return true
-		case StatusSkipped:
-			o.Status, o.Err = StatusSkipped, fmt.Errorf("tranche: asset %q skipped: dependency %q skipped: %w", o.Asset, dep.Asset, ErrSkip)
+		case StateSkipped:
+			o.State, o.Err = StateSkipped, fmt.Errorf("tranche: asset %q skipped: dependency %q skipped: %w", o.Asset, dep.Asset, ErrSkip)
 			s.emit(&Event{Kind: KindAssetSkipped, Asset: o.Asset, Err: o.Err})
 			return true
 		}
@@ -654,7 +654,7 @@ func (c *scheduler) preempt(i int, failure error) bool {
 // cancel settles an asset as canceled for the given cause.
 func (s *runState) cancel(i int, cause error) {
 	o := &s.outcomes[i]
-	o.Status, o.Err = StatusCanceled, errCanceled(o.Asset, cause)
+	o.State, o.Err = StateCanceled, errCanceled(o.Asset, cause)
 	var took time.Duration
 	if !o.Start.IsZero() {
 		o.End = time.Now()
@@ -686,14 +686,14 @@ func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Tim
 		timedOut, err := s.try(ctx, i, attempt)
 		switch {
 		case err == nil:
-			o.Status, o.End = StatusCompleted, time.Now()
-			s.emit(&Event{Kind: KindAssetCompleted, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
+			o.State, o.End = StateSucceeded, time.Now()
+			s.emit(&Event{Kind: KindAssetSucceeded, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
 			return o.End, nil
 		case ctx.Err() != nil:
 			s.cancel(i, context.Cause(ctx))
 			return o.End, nil
 		case errors.Is(err, ErrSkip):
-			o.Status, o.End, o.Err = StatusSkipped, time.Now(), err
+			o.State, o.End, o.Err = StateSkipped, time.Now(), err
 			s.emit(&Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
 			return o.End, nil
 		case attempt < a.Retry.Attempts && (timedOut || isRetryable(err)):
@@ -709,7 +709,7 @@ func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Tim
 			}
 			continue
 		}
-		o.Status, o.End = StatusFailed, time.Now()
+		o.State, o.End = StateFailed, time.Now()
 		o.Err = &AssetError{Asset: a.Name, Target: s.target.text, Attempts: attempt, Err: err}
 		s.emit(&Event{Kind: KindAssetFailed, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
 		return o.End, o.Err
@@ -814,7 +814,7 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 		s.emit(&Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err, seq: k})
 		return err
 	}
-	s.emit(&Event{Kind: KindWriteCompleted, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows, seq: k})
+	s.emit(&Event{Kind: KindWriteSucceeded, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows, seq: k})
 	return nil
 }
 
@@ -861,17 +861,17 @@ func (s *runState) result(start time.Time) *Result {
 	var count [4]int
 	for _, o := range s.outcomes {
 		res.Rows += o.Rows
-		count[statusIndex(o.Status)]++
+		count[statusIndex(o.State)]++
 	}
 	names := make([]string, 0, len(s.outcomes))
-	lists := [4]*[]string{&res.Completed, &res.Failed, &res.Canceled, &res.Skipped}
+	lists := [4]*[]string{&res.Succeeded, &res.Failed, &res.Canceled, &res.Skipped}
 	for k, list := range lists {
 		if count[k] == 0 {
 			continue
 		}
 		from := len(names)
 		for _, o := range s.outcomes {
-			if statusIndex(o.Status) == k {
+			if statusIndex(o.State) == k {
 				names = append(names, o.Asset)
 			}
 		}
@@ -879,22 +879,22 @@ func (s *runState) result(start time.Time) *Result {
 	}
 	switch {
 	case len(res.Failed) > 0:
-		res.Status = StatusFailed
+		res.State = StateFailed
 	case len(res.Canceled) > 0:
-		res.Status = StatusCanceled
+		res.State = StateCanceled
 	default:
-		res.Status = StatusCompleted
+		res.State = StateSucceeded
 	}
 	return res
 }
 
-func statusIndex(s Status) int {
+func statusIndex(s State) int {
 	switch s {
-	case StatusFailed:
+	case StateFailed:
 		return 1
-	case StatusCanceled:
+	case StateCanceled:
 		return 2
-	case StatusSkipped:
+	case StateSkipped:
 		return 3
 	}
 	return 0

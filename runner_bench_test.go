@@ -120,7 +120,7 @@ func BenchmarkRunConcurrency(b *testing.B) {
 	p := tranche.PartitionOf(tranche.Day, jan1)
 	for _, c := range []int{1, 64} {
 		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) {
-			r := tranche.Runner{Concurrency: c}
+			r := tranche.Runner{MaxConcurrentAssets: c}
 			for b.Loop() {
 				if _, err := r.Run(ctxT, dag, p); err != nil {
 					b.Fatal(err)
@@ -211,7 +211,7 @@ func BenchmarkRunnerSideBySide(b *testing.B) {
 		}
 		dag := benchDAG(b, 1000, wait)
 		p := tranche.PartitionOf(tranche.Day, jan1)
-		one, many := tranche.Runner{Concurrency: 1}, tranche.Runner{Concurrency: 64}
+		one, many := tranche.Runner{MaxConcurrentAssets: 1}, tranche.Runner{MaxConcurrentAssets: 64}
 		var slow, fast time.Duration
 		for b.Loop() {
 			t0 := time.Now()

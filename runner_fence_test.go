@@ -50,7 +50,7 @@ func TestRetryGetsItsOwnMaterialization(t *testing.T) {
 	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, tranchetest.NewDAG(t, a), nil)
 	close(stop)
 	left.Wait()
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	var first, second int
 	for _, e := range rec.Events() {
 		if e.Kind != tranche.KindLog {
@@ -102,7 +102,7 @@ func TestRunnerFencesWrites(t *testing.T) {
 	var fence error
 	ctx := newFencedContext(func() error { return fence })
 	res, err := tranche.RunWithFence(new(tranche.Runner), ctx, dag, day(1), []int64{7})
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	if got := dest.take(); len(got) != 1 || got[0].Token != 7 || got[0].DAG != "dag" {
 		t.Fatalf("batches %+v; want one batch of token 7 of dag", got)
 	}
@@ -117,8 +117,8 @@ func TestRunnerFencesWrites(t *testing.T) {
 	res, err = tranche.RunWithFence(&tranche.Runner{OnEvent: hook}, ctx, dag, day(1), []int64{7})
 	// The failed check canceled the run's context, as a lapsed lease
 	// cancels its job's: the run is canceled, for that cause.
-	if !errors.Is(err, tranche.ErrFenced) || res.Status != tranche.StatusCanceled {
-		t.Errorf("Run with a failing fence: %v, %s; want canceled, matching ErrFenced", err, res.Status)
+	if !errors.Is(err, tranche.ErrFenced) || res.State != tranche.StateCanceled {
+		t.Errorf("Run with a failing fence: %v, %s; want canceled, matching ErrFenced", err, res.State)
 	}
 	for _, e := range rec.Events() {
 		if e.Kind == tranche.KindWriteFailed && !errors.Is(e.Err, tranche.ErrFenced) {
@@ -141,7 +141,7 @@ func TestRunnerFencesWrites(t *testing.T) {
 		}
 	}}
 	res, err = hooked.Run(ctx, dag, day(1))
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	if got := dest.take(); len(got) != 1 || got[0].Token != 0 {
 		t.Errorf("batches %+v of a run that is not fenced; want one batch of token 0", got)
 	}
@@ -155,7 +155,7 @@ func TestUnpartitionedBatchNotFenced(t *testing.T) {
 	dim.Destinations = []tranche.Destination{dest}
 	dag := tranchetest.NewDAG(t, dim, dailyAsset("a", fixed(), dest))
 	res, err := tranche.RunWithFence(new(tranche.Runner), ctxT, dag, day(1), []int64{4})
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	for _, b := range dest.take() {
 		if want := map[string]int64{"dim": 0, "a": 4}[b.Asset]; b.Token != want || (b.DAG == "") != (want == 0) {
 			t.Errorf("batch of %s: token %d, DAG %q; want token %d", b.Asset, b.Token, b.DAG, want)

@@ -74,9 +74,9 @@ func TestRunDependencyOrderAndInputs(t *testing.T) {
 		for _, conc := range []int{1, 2, 8} {
 			order = nil
 			rec := new(tranchetest.Recorder)
-			r := tranche.Runner{Concurrency: conc, OnEvent: rec.OnEvent}
+			r := tranche.Runner{MaxConcurrentAssets: conc, OnEvent: rec.OnEvent}
 			res, err := r.Run(ctxT, dag, nil)
-			tranchetest.RequireCompleted(t, res, err)
+			tranchetest.RequireSucceeded(t, res, err)
 			pos := map[string]int{}
 			for i, n := range order {
 				pos[n] = i
@@ -84,16 +84,16 @@ func TestRunDependencyOrderAndInputs(t *testing.T) {
 			if !(pos["a"] < pos["b"] && pos["a"] < pos["c"] && pos["b"] < pos["d"] && pos["c"] < pos["d"] && pos["d"] < pos["e"]) {
 				t.Errorf("concurrency %d: order %v breaks a dependency", conc, order)
 			}
-			if got, want := res.Completed, []string{"a", "b", "c", "d", "e"}; !slices.Equal(got, want) {
-				t.Errorf("Completed = %v, want %v", got, want)
+			if got, want := res.Succeeded, []string{"a", "b", "c", "d", "e"}; !slices.Equal(got, want) {
+				t.Errorf("Succeeded = %v, want %v", got, want)
 			}
 			// e sees d = b + c + 1 = (a+1) + (a+1) + 1 = 5, so e = 6.
 			if o := assetResult(res, "e"); o.Rows != 1 {
 				t.Errorf("e wrote %d rows, want 1", o.Rows)
 			}
-			tranchetest.RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunCompleted)
-			tranchetest.RequireKinds(t, rec, "d", tranche.KindAssetStarted, tranche.KindAssetCompleted)
-			if evs := rec.Events(); evs[0].Kind != tranche.KindRunStarted || evs[len(evs)-1].Kind != tranche.KindRunCompleted {
+			tranchetest.RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunSucceeded)
+			tranchetest.RequireKinds(t, rec, "d", tranche.KindAssetStarted, tranche.KindAssetSucceeded)
+			if evs := rec.Events(); evs[0].Kind != tranche.KindRunStarted || evs[len(evs)-1].Kind != tranche.KindRunSucceeded {
 				t.Errorf("run events do not bracket the run: first %s, last %s", evs[0].Kind, evs[len(evs)-1].Kind)
 			}
 		}
@@ -115,7 +115,7 @@ func TestRunInputValues(t *testing.T) {
 			return nil, err
 		}, "a"))
 	res, err := new(tranche.Runner).Run(ctxT, dag, nil)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	if got != 5 {
 		t.Errorf("b summed %d from a's rows, want 5", got)
 	}
@@ -148,8 +148,8 @@ func TestRunConcurrencyLimit(t *testing.T) {
 				}
 				dag := tranchetest.NewDAG(t, assets...)
 				start := time.Now()
-				res, err := (&tranche.Runner{Concurrency: tc.concurrency}).Run(ctxT, dag, nil)
-				tranchetest.RequireCompleted(t, res, err)
+				res, err := (&tranche.Runner{MaxConcurrentAssets: tc.concurrency}).Run(ctxT, dag, nil)
+				tranchetest.RequireSucceeded(t, res, err)
 				if got := int(peak.Load()); got != tc.wantMax {
 					t.Errorf("peak concurrency %d, want %d", got, tc.wantMax)
 				}
@@ -177,7 +177,7 @@ func TestRunZeroConcurrencyIsGOMAXPROCS(t *testing.T) {
 			}))
 		}
 		res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, assets...), nil)
-		tranchetest.RequireCompleted(t, res, err)
+		tranchetest.RequireSucceeded(t, res, err)
 		if got, want := int(peak.Load()), runtime.GOMAXPROCS(0); got != want {
 			t.Errorf("peak concurrency %d, want GOMAXPROCS = %d", got, want)
 		}
@@ -204,41 +204,41 @@ func failureDAG(t *testing.T) *tranche.DAG {
 func TestRunFailurePolicies(t *testing.T) {
 	for _, tc := range []struct {
 		policy                      tranche.FailurePolicy
-		completed, failed, canceled []string
+		succeeded, failed, canceled []string
 		took                        time.Duration
 		terminal                    map[string]tranche.Kind
 	}{
 		{
 			policy:    tranche.FailStop,
-			completed: []string{"quick"}, failed: []string{"bad"}, canceled: []string{"slow", "after", "side"},
+			succeeded: []string{"quick"}, failed: []string{"bad"}, canceled: []string{"slow", "after", "side"},
 			took: time.Second,
 			terminal: map[string]tranche.Kind{"bad": tranche.KindAssetFailed, "slow": tranche.KindAssetCanceled,
-				"after": tranche.KindAssetCanceled, "side": tranche.KindAssetCanceled, "quick": tranche.KindAssetCompleted},
+				"after": tranche.KindAssetCanceled, "side": tranche.KindAssetCanceled, "quick": tranche.KindAssetSucceeded},
 		},
 		{
 			policy:    tranche.FailContinue,
-			completed: []string{"slow", "quick", "side"}, failed: []string{"bad"}, canceled: []string{"after"},
+			succeeded: []string{"slow", "quick", "side"}, failed: []string{"bad"}, canceled: []string{"after"},
 			took: 10 * time.Second,
-			terminal: map[string]tranche.Kind{"bad": tranche.KindAssetFailed, "slow": tranche.KindAssetCompleted,
-				"after": tranche.KindAssetCanceled, "side": tranche.KindAssetCompleted, "quick": tranche.KindAssetCompleted},
+			terminal: map[string]tranche.Kind{"bad": tranche.KindAssetFailed, "slow": tranche.KindAssetSucceeded,
+				"after": tranche.KindAssetCanceled, "side": tranche.KindAssetSucceeded, "quick": tranche.KindAssetSucceeded},
 		},
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := new(tranchetest.Recorder)
-				r := tranche.Runner{Concurrency: 8, OnFailure: tc.policy, OnEvent: rec.OnEvent}
+				r := tranche.Runner{MaxConcurrentAssets: 8, OnFailure: tc.policy, OnEvent: rec.OnEvent}
 				start := time.Now()
 				res, err := r.Run(ctxT, failureDAG(t), nil)
 				if took := time.Since(start); took != tc.took {
 					t.Errorf("run took %v, want %v", took, tc.took)
 				}
-				tranchetest.RequireStatus(t, res, tranche.StatusFailed, "bad=failed")
+				tranchetest.RequireState(t, res, tranche.StateFailed, "bad=failed")
 				if ae, ok := errors.AsType[*tranche.AssetError](err); !ok || ae.Asset != "bad" || !errors.Is(err, errBoom) {
 					t.Errorf("Run error = %v, want an *AssetError for bad wrapping errBoom", err)
 				}
 				sorted := func(s []string) []string { return slices.Sorted(slices.Values(s)) }
-				if diff := cmp.Diff(sorted(tc.completed), sorted(res.Completed)); diff != "" {
-					t.Errorf("Completed mismatch (-want +got):\n%s", diff)
+				if diff := cmp.Diff(sorted(tc.succeeded), sorted(res.Succeeded)); diff != "" {
+					t.Errorf("Succeeded mismatch (-want +got):\n%s", diff)
 				}
 				if diff := cmp.Diff(tc.failed, res.Failed); diff != "" {
 					t.Errorf("Failed mismatch (-want +got):\n%s", diff)
@@ -252,8 +252,8 @@ func TestRunFailurePolicies(t *testing.T) {
 						t.Errorf("events of %s = %v, want them to end with %s", name, kinds, want)
 					}
 					o := assetResult(res, name)
-					if (o.Status == tranche.StatusCanceled) != (o.Err != nil && o.Status != tranche.StatusFailed) && o.Status != tranche.StatusCompleted {
-						t.Errorf("%s: status %s with error %v", name, o.Status, o.Err)
+					if (o.State == tranche.StateCanceled) != (o.Err != nil && o.State != tranche.StateFailed) && o.State != tranche.StateSucceeded {
+						t.Errorf("%s: status %s with error %v", name, o.State, o.Err)
 					}
 				}
 				if o := assetResult(res, "after"); !strings.Contains(fmt.Sprint(o.Err), `"bad"`) {
@@ -269,7 +269,7 @@ func TestRunFailContinueJoinsFailures(t *testing.T) {
 	errA, errB := errors.New("a broke"), errors.New("b broke")
 	dag := tranchetest.NewDAG(t, tranchetest.Fail("a", errA), tranchetest.Fail("b", errB), tranchetest.Noop("c"))
 	res, err := (&tranche.Runner{OnFailure: tranche.FailContinue}).Run(ctxT, dag, nil)
-	tranchetest.RequireStatus(t, res, tranche.StatusFailed, "a=failed", "b=failed", "c=completed")
+	tranchetest.RequireState(t, res, tranche.StateFailed, "a=failed", "b=failed", "c=succeeded")
 	if !errors.Is(err, errA) || !errors.Is(err, errB) {
 		t.Errorf("Run error = %v, want both failures", err)
 	}
@@ -302,7 +302,7 @@ func TestRunPanicIsAssetFailure(t *testing.T) {
 		}),
 	)
 	res, err := (&tranche.Runner{OnFailure: tranche.FailContinue}).Run(ctxT, dag, nil)
-	tranchetest.RequireStatus(t, res, tranche.StatusFailed, "p=failed", "q=failed")
+	tranchetest.RequireState(t, res, tranche.StateFailed, "p=failed", "q=failed")
 	for _, name := range []string{"p", "q"} {
 		o := assetResult(res, name)
 		pe, ok := errors.AsType[*tranche.PanicError](o.Err)
@@ -344,7 +344,7 @@ func TestRunCanceledContext(t *testing.T) {
 				if err != cause {
 					t.Errorf("Run error = %v, want the cause %v", err, cause)
 				}
-				tranchetest.RequireStatus(t, res, tranche.StatusCanceled, "first=completed", "long=canceled", "long2=canceled", "last=canceled")
+				tranchetest.RequireState(t, res, tranche.StateCanceled, "first=succeeded", "long=canceled", "long2=canceled", "last=canceled")
 				tranchetest.RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunCanceled)
 				tranchetest.RequireKinds(t, rec, "long", tranche.KindAssetStarted, tranche.KindAssetCanceled)
 				tranchetest.RequireKinds(t, rec, "last", tranche.KindAssetCanceled)
@@ -368,7 +368,7 @@ func TestRunAlreadyCanceled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || called {
 		t.Errorf("Run = %v (called %v), want context.Canceled without calling the asset", err, called)
 	}
-	tranchetest.RequireStatus(t, res, tranche.StatusCanceled, "a=canceled")
+	tranchetest.RequireState(t, res, tranche.StateCanceled, "a=canceled")
 }
 
 func TestRunTimeoutAndRetry(t *testing.T) {
@@ -379,44 +379,44 @@ func TestRunTimeoutAndRetry(t *testing.T) {
 		timeout    time.Duration
 		fails      int   // attempts that fail before one succeeds
 		err        error // what a failing attempt returns; nil: it blocks until its context ends
-		wantStatus tranche.Status
+		wantStatus tranche.State
 		wantTries  int
 		wantTook   time.Duration
 		wantKinds  []tranche.Kind
 	}{
 		{
 			name: "retryable then success", retry: tranche.Retry{Attempts: 3, Backoff: time.Second},
-			fails: 2, err: tranche.Retryable(errFlaky), wantStatus: tranche.StatusCompleted, wantTries: 3,
+			fails: 2, err: tranche.Retryable(errFlaky), wantStatus: tranche.StateSucceeded, wantTries: 3,
 			wantTook: 3 * time.Second, // waits 1s then 2s
 			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetRetrying, tranche.KindAssetStarted,
-				tranche.KindAssetRetrying, tranche.KindAssetStarted, tranche.KindAssetCompleted},
+				tranche.KindAssetRetrying, tranche.KindAssetStarted, tranche.KindAssetSucceeded},
 		},
 		{
 			name: "retries exhausted", retry: tranche.Retry{Attempts: 3, Backoff: time.Second, MaxBackoff: 1500 * time.Millisecond},
-			fails: 5, err: tranche.Retryable(errFlaky), wantStatus: tranche.StatusFailed, wantTries: 3,
+			fails: 5, err: tranche.Retryable(errFlaky), wantStatus: tranche.StateFailed, wantTries: 3,
 			wantTook: 2500 * time.Millisecond, // 1s, then 2s capped to 1.5s
 			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetRetrying, tranche.KindAssetStarted,
 				tranche.KindAssetRetrying, tranche.KindAssetStarted, tranche.KindAssetFailed},
 		},
 		{
 			name: "not retryable", retry: tranche.Retry{Attempts: 3},
-			fails: 1, err: errFlaky, wantStatus: tranche.StatusFailed, wantTries: 1,
+			fails: 1, err: errFlaky, wantStatus: tranche.StateFailed, wantTries: 1,
 			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetFailed},
 		},
 		{
 			name: "default backoff is a second", retry: tranche.Retry{Attempts: 2},
-			fails: 1, err: tranche.Retryable(errFlaky), wantStatus: tranche.StatusCompleted, wantTries: 2, wantTook: time.Second,
-			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetRetrying, tranche.KindAssetStarted, tranche.KindAssetCompleted},
+			fails: 1, err: tranche.Retryable(errFlaky), wantStatus: tranche.StateSucceeded, wantTries: 2, wantTook: time.Second,
+			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetRetrying, tranche.KindAssetStarted, tranche.KindAssetSucceeded},
 		},
 		{
 			name: "timeout", timeout: 5 * time.Second,
-			fails: 1, wantStatus: tranche.StatusFailed, wantTries: 1, wantTook: 5 * time.Second,
+			fails: 1, wantStatus: tranche.StateFailed, wantTries: 1, wantTook: 5 * time.Second,
 			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetFailed},
 		},
 		{
 			name: "timeout retried", timeout: 5 * time.Second, retry: tranche.Retry{Attempts: 2, Backoff: time.Minute},
-			fails: 1, wantStatus: tranche.StatusCompleted, wantTries: 2, wantTook: 5*time.Second + time.Minute,
-			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetRetrying, tranche.KindAssetStarted, tranche.KindAssetCompleted},
+			fails: 1, wantStatus: tranche.StateSucceeded, wantTries: 2, wantTook: 5*time.Second + time.Minute,
+			wantKinds: []tranche.Kind{tranche.KindAssetStarted, tranche.KindAssetRetrying, tranche.KindAssetStarted, tranche.KindAssetSucceeded},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -440,12 +440,12 @@ func TestRunTimeoutAndRetry(t *testing.T) {
 				if took := time.Since(start); took != tc.wantTook {
 					t.Errorf("run took %v, want %v", took, tc.wantTook)
 				}
-				tranchetest.RequireStatus(t, res, tc.wantStatus)
+				tranchetest.RequireState(t, res, tc.wantStatus)
 				tranchetest.RequireKinds(t, rec, "a", tc.wantKinds...)
 				if o := res.Assets[0]; o.Attempts != tc.wantTries {
 					t.Errorf("Attempts = %d, want %d", o.Attempts, tc.wantTries)
 				}
-				if tc.wantStatus == tranche.StatusFailed {
+				if tc.wantStatus == tranche.StateFailed {
 					ae, ok := errors.AsType[*tranche.AssetError](err)
 					if !ok || ae.Attempts != tc.wantTries {
 						t.Errorf("Run error = %#v, want an *AssetError with %d attempts", err, tc.wantTries)
@@ -474,7 +474,7 @@ func TestRunCanceledDuringBackoff(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Run error = %v", err)
 		}
-		tranchetest.RequireStatus(t, res, tranche.StatusCanceled, "a=canceled")
+		tranchetest.RequireState(t, res, tranche.StateCanceled, "a=canceled")
 		tranchetest.RequireKinds(t, rec, "a", tranche.KindAssetStarted, tranche.KindAssetRetrying, tranche.KindAssetCanceled)
 	})
 }
@@ -487,7 +487,7 @@ func TestRunSkip(t *testing.T) {
 	)
 	rec := new(tranchetest.Recorder)
 	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, dag, nil)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	if diff := cmp.Diff([]string{"src", "stats"}, res.Skipped); diff != "" {
 		t.Errorf("Skipped mismatch (-want +got):\n%s", diff)
 	}
@@ -541,7 +541,7 @@ func TestRunTargets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clear(got)
 			res, err := tranche.RunWithID(new(tranche.Runner), ctxT, dag, tc.target, "run-1", 1, "")
-			tranchetest.RequireCompleted(t, res, err)
+			tranchetest.RequireSucceeded(t, res, err)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(seen{})); diff != "" {
 				t.Errorf("what assets saw mismatch (-want +got):\n%s", diff)
 			}
@@ -557,7 +557,7 @@ func TestRunWindowCallsOnce(t *testing.T) {
 	})
 	a.Partitioning = tranche.Partitioning{Granularity: tranche.Day, AllowWindow: true}
 	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, a), january(t))
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	if calls != 1 {
 		t.Errorf("a window run called the asset %d times, want 1", calls)
 	}
@@ -636,7 +636,7 @@ func TestRunPartitionWithinFirst(t *testing.T) {
 	a := tranchetest.Noop("a")
 	a.Partitioning = tranche.Partitioning{Granularity: tranche.Day, First: jan1.Add(5 * time.Hour)}
 	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, a), day(1))
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 }
 
 func TestHookPanicIsReported(t *testing.T) {
@@ -650,8 +650,8 @@ func TestHookPanicIsReported(t *testing.T) {
 	}
 	r := tranche.Runner{OnEvent: hook, Logger: slog.New(slog.NewTextHandler(&logged, nil))}
 	res, err := r.Run(ctxT, tranchetest.NewDAG(t, tranchetest.Noop("a"), tranchetest.Noop("b")), nil)
-	if err != nil || res.Status != tranche.StatusCompleted {
-		t.Fatalf("a panicking hook changed the run: %v, %v", res.Status, err)
+	if err != nil || res.State != tranche.StateSucceeded {
+		t.Fatalf("a panicking hook changed the run: %v, %v", res.State, err)
 	}
 	pe, ok := errors.AsType[*tranche.PanicError](res.HookErr)
 	if !ok || pe.Value != "hook bug" || len(pe.Stack) == 0 || !strings.Contains(pe.Error(), "asset.started") {
@@ -683,8 +683,8 @@ func TestHooksAreSerializedWithinARun(t *testing.T) {
 	for i := range 50 {
 		assets = append(assets, tranchetest.Noop(fmt.Sprintf("a%02d", i)))
 	}
-	res, err := (&tranche.Runner{Concurrency: 16, OnEvent: hook}).Run(ctxT, tranchetest.NewDAG(t, assets...), nil)
-	tranchetest.RequireCompleted(t, res, err)
+	res, err := (&tranche.Runner{MaxConcurrentAssets: 16, OnEvent: hook}).Run(ctxT, tranchetest.NewDAG(t, assets...), nil)
+	tranchetest.RequireSucceeded(t, res, err)
 	if overlaps.Load() != 0 {
 		t.Errorf("the hook was entered %d times while running", overlaps.Load())
 	}
@@ -704,7 +704,7 @@ func TestEventIDsAreDeterministic(t *testing.T) {
 	ids := func(runID string, attempt int) []string {
 		rec := new(tranchetest.Recorder)
 		res, err := tranche.RunWithID(&tranche.Runner{OnEvent: rec.OnEvent}, ctxT, dag, nil, runID, attempt, "")
-		tranchetest.RequireCompleted(t, res, err)
+		tranchetest.RequireSucceeded(t, res, err)
 		var out []string
 		for _, e := range rec.Events() {
 			out = append(out, e.ID())
@@ -732,7 +732,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 	dag := tranchetest.NewDAG(t, sleeper("a", time.Millisecond), sleeper("b", time.Hour), tranchetest.Fail("c", errBoom), tranchetest.Noop("d", "a"))
 	for range 20 {
 		ctx, cancel := context.WithTimeout(ctxT, 5*time.Millisecond)
-		_, _ = (&tranche.Runner{OnFailure: tranche.FailContinue, Concurrency: 4}).Run(ctx, dag, nil)
+		_, _ = (&tranche.Runner{OnFailure: tranche.FailContinue, MaxConcurrentAssets: 4}).Run(ctx, dag, nil)
 		cancel()
 		_, _ = (&tranche.Runner{}).Run(ctxT, dag, nil)
 	}
@@ -756,7 +756,7 @@ func TestAssetLoggerFromGoroutines(t *testing.T) {
 		return nil, nil
 	}))
 	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, dag, nil)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	ids := map[string]bool{}
 	for _, e := range rec.Events() {
 		if e.Kind == tranche.KindLog {
@@ -773,7 +773,7 @@ func TestEventIDsOfTwoDestinations(t *testing.T) {
 	a.Destinations = []tranche.Destination{new(tranche.MemoryDestination), new(tranche.MemoryDestination)}
 	rec := new(tranchetest.Recorder)
 	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(ctxT, tranchetest.NewDAG(t, a), nil)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	seen := map[string]tranche.Kind{}
 	for _, e := range rec.Events() {
 		if k, dup := seen[e.ID()]; dup {
@@ -781,20 +781,20 @@ func TestEventIDsOfTwoDestinations(t *testing.T) {
 		}
 		seen[e.ID()] = e.Kind
 	}
-	tranchetest.RequireKinds(t, rec, "a", tranche.KindAssetStarted, tranche.KindWriteStarted, tranche.KindWriteCompleted,
-		tranche.KindWriteStarted, tranche.KindWriteCompleted, tranche.KindAssetCompleted)
+	tranchetest.RequireKinds(t, rec, "a", tranche.KindAssetStarted, tranche.KindWriteStarted, tranche.KindWriteSucceeded,
+		tranche.KindWriteStarted, tranche.KindWriteSucceeded, tranche.KindAssetSucceeded)
 }
 
 func TestConcurrentRunsShareAHook(t *testing.T) {
 	rec := new(tranchetest.Recorder)
 	dag := tranchetest.NewDAG(t, tranchetest.Noop("a"), tranchetest.Noop("b", "a"), tranchetest.Noop("c", "a"))
-	r := tranche.Runner{Concurrency: 2, OnEvent: rec.OnEvent}
+	r := tranche.Runner{MaxConcurrentAssets: 2, OnEvent: rec.OnEvent}
 	var wg sync.WaitGroup
 	ids := make([]string, 8)
 	for i := range ids {
 		wg.Go(func() {
 			res, err := tranche.RunWithID(&r, ctxT, dag, nil, fmt.Sprintf("run-%d", i), 1, "")
-			if err != nil || res.Status != tranche.StatusCompleted {
+			if err != nil || res.State != tranche.StateSucceeded {
 				t.Errorf("run %d: %v", i, err)
 			}
 		})
@@ -805,7 +805,7 @@ func TestConcurrentRunsShareAHook(t *testing.T) {
 		byRun[e.RunID] = append(byRun[e.RunID], e.Kind)
 	}
 	for id, kinds := range byRun {
-		if len(kinds) != 8 || kinds[0] != tranche.KindRunStarted || kinds[7] != tranche.KindRunCompleted {
+		if len(kinds) != 8 || kinds[0] != tranche.KindRunStarted || kinds[7] != tranche.KindRunSucceeded {
 			t.Errorf("run %s: events %v out of order or missing", id, kinds)
 		}
 	}

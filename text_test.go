@@ -147,7 +147,7 @@ func TestPartitionTextErrors(t *testing.T) {
 		var p tranche.TimePartition
 		err := p.UnmarshalText([]byte(tt.in))
 		pe, ok := errors.AsType[*tranche.ParseError](err)
-		if !ok || pe.Kind != "partition" || pe.Text != tt.in || !strings.Contains(err.Error(), tt.want) {
+		if !ok || pe.Type != "partition" || pe.Text != tt.in || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("UnmarshalText(%q) = %v; want a ParseError containing %q", tt.in, err, tt.want)
 		}
 	}
@@ -217,7 +217,7 @@ func TestParseErrorsTyped(t *testing.T) {
 			t.Errorf("%s %q: error %v is not a *ParseError", tt.kind, tt.text, err)
 			continue
 		}
-		if diff := cmp.Diff(tranche.ParseError{Kind: tt.kind, Text: tt.text, Reason: tt.reason}, *pe); diff != "" {
+		if diff := cmp.Diff(tranche.ParseError{Type: tt.kind, Text: tt.text, Reason: tt.reason}, *pe); diff != "" {
 			t.Errorf("%s %q (-want +got):\n%s", tt.kind, tt.text, diff)
 		}
 	}
@@ -225,7 +225,7 @@ func TestParseErrorsTyped(t *testing.T) {
 	_, err := tranche.ParseGranularity("cron(0 25 * * *)")
 	outer, _ := errors.AsType[*tranche.ParseError](err)
 	var inner *tranche.ParseError
-	if outer == nil || outer.Kind != "granularity" || !errors.As(outer.Err, &inner) || inner.Kind != "cron" || inner.Text != "0 25 * * *" {
+	if outer == nil || outer.Type != "granularity" || !errors.As(outer.Err, &inner) || inner.Type != "cron" || inner.Text != "0 25 * * *" {
 		t.Errorf("ParseGranularity(cron(0 25 * * *)) = %v; want the granularity's ParseError wrapping the cron's", err)
 	}
 }

@@ -265,7 +265,7 @@ func (w *TimePartitionWindow) UnmarshalText(text []byte) error {
 // partition keys as [TimePartition.Key] writes them and a zone: a zone
 // database name ("UTC", "Europe/Berlin") or a fixed offset ("+01:00",
 // "-03:30"). "Local" is refused: it would name the host's zone, another
-// calendar on another host. A refused text is a [*ParseError] of Kind
+// calendar on another host. A refused text is a [*ParseError] of Type
 // "window", wrapping the error of the part that was wrong.
 func ParseTimePartitionWindow(s string) (TimePartitionWindow, error) {
 	const form = `want "GRANULARITY OLDEST..NEWEST ZONE", as in "day 2024-01-01..2024-01-31 America/New_York"`
@@ -273,10 +273,10 @@ func ParseTimePartitionWindow(s string) (TimePartitionWindow, error) {
 	gran, span, ok2 := cutLast(rest)
 	oldest, newest, ok3 := strings.Cut(span, "..")
 	if !ok1 || !ok2 || !ok3 {
-		return TimePartitionWindow{}, &ParseError{Kind: "window", Text: s, Reason: form}
+		return TimePartitionWindow{}, &ParseError{Type: "window", Text: s, Reason: form}
 	}
 	fail := func(err error) (TimePartitionWindow, error) {
-		return TimePartitionWindow{}, &ParseError{Kind: "window", Text: s, Reason: reasonOf(err), Err: err}
+		return TimePartitionWindow{}, &ParseError{Type: "window", Text: s, Reason: reasonOf(err), Err: err}
 	}
 	g, err := ParseGranularity(gran)
 	if err != nil {
@@ -284,7 +284,7 @@ func ParseTimePartitionWindow(s string) (TimePartitionWindow, error) {
 	}
 	loc, err := loadZone(zone)
 	if err != nil {
-		return TimePartitionWindow{}, &ParseError{Kind: "window", Text: s, Reason: fmt.Sprintf("unknown zone %q: %v", zone, err), Err: err}
+		return TimePartitionWindow{}, &ParseError{Type: "window", Text: s, Reason: fmt.Sprintf("unknown zone %q: %v", zone, err), Err: err}
 	}
 	first, err := ParsePartitionKey(g, oldest, loc)
 	if err != nil {

@@ -367,11 +367,11 @@ func TestWindowTextFormErrors(t *testing.T) {
 	t.Run("typed", func(t *testing.T) {
 		_, err := tranche.ParseTimePartitionWindow("month 2024-01..2024-13 UTC")
 		outer, ok := errors.AsType[*tranche.ParseError](err)
-		if !ok || outer.Kind != "window" || outer.Text != "month 2024-01..2024-13 UTC" {
+		if !ok || outer.Type != "window" || outer.Text != "month 2024-01..2024-13 UTC" {
 			t.Fatalf("error %v: want a ParseError of the window", err)
 		}
 		key, ok := errors.AsType[*tranche.ParseError](outer.Err)
-		if !ok || key.Kind != "partition key" || key.Text != "2024-13" || key.Reason != "not a month key: month 13 is out of range (01 to 12); want the form 2006-01" {
+		if !ok || key.Type != "partition key" || key.Text != "2024-13" || key.Reason != "not a month key: month 13 is out of range (01 to 12); want the form 2006-01" {
 			t.Fatalf("error %v wraps %#v: want the ParseError of the key", err, outer.Err)
 		}
 	})

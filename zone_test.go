@@ -54,7 +54,7 @@ type zoneNames struct {
 	Marshaled    string // MarshalText
 	Roundtrip    bool   // UnmarshalText(MarshalText) is the same window
 	DAG          string // backfill.DAGIdentity
-	Backfill     string // BackfillID
+	Backfill     string // backfill.ID
 	PlanDAG      string // the DAG identity of Backfill.Plan
 	PlanBackfill string // the backfill id of Backfill.Plan
 	Hours        int    // hourly partitions over Berlin's spring-forward day
@@ -114,7 +114,7 @@ func namesOf(t *testing.T) map[string]zoneNames {
 		}
 		out[offset] = zoneNames{
 			Location: w.Location().String(), Window: w.String(), Marshaled: string(text), Roundtrip: back.Equal(w),
-			DAG: dagID, Backfill: backfill.BackfillID(dagID, w, 1), PlanDAG: plan.DAG, PlanBackfill: plan.Backfill,
+			DAG: dagID, Backfill: backfill.ID(dagID, w, 1), PlanDAG: plan.DAG, PlanBackfill: plan.Backfill,
 			Hours: hours.Len(), HoursText: hours.String(), Partition: string(p),
 		}
 	}

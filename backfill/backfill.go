@@ -25,8 +25,8 @@ import (
 // once its lease expires.
 //
 // The same DAG, window and chunk size always name the same backfill (see
-// [BackfillID]), and the same DAG, chosen partitions and chunk size too
-// (see [BackfillIDOf]). A backfill with nothing to run is not recorded in
+// [ID]), and the same DAG, chosen partitions and chunk size too
+// (see [IDOf]). A backfill with nothing to run is not recorded in
 // the ledger. A backfill canceled in its ledger can be resumed
 // ([Backfill.Resume]): it plans again every partition that has not
 // succeeded. Fields must not change once a method has been called. A
@@ -125,8 +125,8 @@ type Backfill struct {
 	// the partitions other workers hold: it returns when each has
 	// succeeded there, or failed there and ran here again, and it takes
 	// over those whose holders' leases expire meanwhile. By default Run
-	// returns at once, reporting them as Held, with an error matching
-	// [ErrHeldElsewhere]; it takes over only the partitions whose leases
+	// returns at once, reporting them in [Report].Held (not an error:
+	// ordinary overlap); it takes over only the partitions whose leases
 	// expired before its end.
 	WaitForOthers bool
 
@@ -136,7 +136,7 @@ type Backfill struct {
 	// event at a time and in order within one Run or Execute, with a
 	// context that carries the caller's values but is never canceled, so
 	// that the terminal events of a canceled backfill are delivered too;
-	// a panic is recovered into Result.HookErr.
+	// a panic is recovered into Report.HookErr.
 	OnEvent func(context.Context, tranche.Event)
 
 	// Now is the worker's clock: what time it is here, which judges
@@ -258,7 +258,7 @@ func (b *Backfill) fields() (*config, error) {
 	if sel.chosen() {
 		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
 	} else {
-		cfg.id = BackfillID(cfg.dag, w, cfg.chunk)
+		cfg.id = ID(cfg.dag, w, cfg.chunk)
 	}
 	if cfg.worker == "" {
 		cfg.worker = defaultWorker()
@@ -356,17 +356,11 @@ func (e *StalePlanError) Error() string {
 // ledger (see [ledger.Ledger.CancelBackfill]).
 var ErrBackfillCanceled = ledger.ErrBackfillCanceled
 
-// ErrHeldElsewhere is matched by the error of a backfill run that ended
-// while other workers still held some of its partitions, or had failed
-// them (Result.Held): the backfill is not done. Run it again, or set
-// [Backfill.WaitForOthers].
-var ErrHeldElsewhere = errors.New("tranche: partitions held by other workers")
-
 // Run plans the backfill and executes the plan: running the same backfill
 // again resumes it. It returns when every claimed partition has finished
 // and is recorded. On context cancellation, in-flight partitions are
 // recorded failed, cause canceled, before Run returns.
-func (b *Backfill) Run(ctx context.Context) (*Result, error) {
+func (b *Backfill) Run(ctx context.Context) (*Report, error) {
 	cfg, err := b.config()
 	if err != nil {
 		return nil, err
@@ -383,7 +377,7 @@ func (b *Backfill) Run(ctx context.Context) (*Result, error) {
 // returns a [*StalePlanError] holding the new plan; changes to other
 // partitions of the DAG (the live schedule running today while the plan
 // covers last year) leave the plan as it is.
-func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Result, error) {
+func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
 	cfg, err := b.config()
 	if err != nil {
 		return nil, err
@@ -445,7 +439,7 @@ func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bo
 // default, RerunFailed, runs those that failed, were canceled or never
 // ran). A backfill that was not canceled, or never recorded, simply runs:
 // resuming a failed backfill is running it again.
-func (b *Backfill) Resume(ctx context.Context) (*Result, error) {
+func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
 	cfg, err := b.config()
 	if err != nil {
 		return nil, err

@@ -182,7 +182,7 @@ func bfNoLeaks(t *testing.T) {
 }
 
 // bfCheckReport checks that a report adds up and holds the counts given.
-func bfCheckReport(t *testing.T, r *backfill.Result, total, succeeded, failed, skipped, elsewhere, held, notRun int) {
+func bfCheckReport(t *testing.T, r *backfill.Report, total, succeeded, failed, skipped, elsewhere, held, notRun int) {
 	t.Helper()
 	if r == nil {
 		t.Fatal("no report")
@@ -303,10 +303,10 @@ func TestBackfillIdentity(t *testing.T) {
 	}
 	checks := []struct{ what, got, want string }{
 		{"DAGIdentity", dagID, bfDAGID},
-		{"BackfillID of January", backfill.BackfillID(dagID, jan, 1), bfJanuaryID},
-		{"BackfillID of January, chunk 0", backfill.BackfillID(dagID, jan, 0), bfJanuaryID},
-		{"BackfillID of January, chunk 3", backfill.BackfillID(dagID, jan, 3), bfJanuary3ID},
-		{"BackfillID of February", backfill.BackfillID(dagID, feb, 1), bfFebruaryID},
+		{"ID of January", backfill.ID(dagID, jan, 1), bfJanuaryID},
+		{"ID of January, chunk 0", backfill.ID(dagID, jan, 0), bfJanuaryID},
+		{"ID of January, chunk 3", backfill.ID(dagID, jan, 3), bfJanuary3ID},
+		{"ID of February", backfill.ID(dagID, feb, 1), bfFebruaryID},
 		{"RunID of 2026-01-05", backfill.RunID(dagID, bfDay(5).Start, bfDay(5).End), bfJanuary5Run},
 		{"RunID of 2026-01-05 in Berlin", backfill.RunID(dagID, bfDay(5).Start.In(berlin), bfDay(5).End.In(berlin)), bfJanuary5Run},
 		{"DAGIdentity in Berlin", backfill.DAGIdentity(dag, tranche.Day, berlin), bfBerlinDAGID},
@@ -332,11 +332,11 @@ func TestBackfillIdentity(t *testing.T) {
 		t.Fatalf("Berlin window %s", hoursBerlin)
 	}
 	checks = append(checks,
-		struct{ what, got, want string }{"BackfillID of hours in UTC", backfill.BackfillID(dagID, hoursUTC, 1), bfHourWindowID},
-		struct{ what, got, want string }{"BackfillID of the same hours in Berlin", backfill.BackfillID(dagID, hoursBerlin, 1), bfHourWindowID},
+		struct{ what, got, want string }{"ID of hours in UTC", backfill.ID(dagID, hoursUTC, 1), bfHourWindowID},
+		struct{ what, got, want string }{"ID of the same hours in Berlin", backfill.ID(dagID, hoursBerlin, 1), bfHourWindowID},
 	)
 
-	// Backfill.ID is BackfillID of the DAG's identity.
+	// Backfill.ID is ID of the DAG's identity.
 	for _, c := range []struct {
 		chunk int
 		want  string
@@ -597,7 +597,7 @@ func TestBackfillResume(t *testing.T) {
 	}
 }
 
-const bfJanuaryResumeID = "7b1091e6b11b" // BackfillID of bfDAG over 2026-01-01..10, chunk 1
+const bfJanuaryResumeID = "7b1091e6b11b" // ID of bfDAG over 2026-01-01..10, chunk 1
 
 func TestBackfillRerunPolicies(t *testing.T) {
 	// Day 1 succeeded, 2 failed, 3 canceled, 4 was never run, 5 succeeded.
@@ -786,7 +786,7 @@ func TestBackfillChunks(t *testing.T) {
 	check(2)
 }
 
-const bfJanuary10Chunk3ID = "f99bb68ac0de" // BackfillID of bfDAG over 2026-01-01..10, chunk 3
+const bfJanuary10Chunk3ID = "f99bb68ac0de" // ID of bfDAG over 2026-01-01..10, chunk 3
 
 // FailStop claims nothing after a failure: with one partition at a time,
 // the partitions after the failed one stay pending, and the status says
@@ -915,7 +915,7 @@ func TestBackfillConcurrency(t *testing.T) {
 				return nil
 			}}
 			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 12), Ledger: memledger.New(nil), Concurrency: n}
-			done := make(chan *backfill.Result)
+			done := make(chan *backfill.Report)
 			go func() {
 				rep, err := b.Run(t.Context())
 				if err != nil {
@@ -959,7 +959,7 @@ func TestBackfillContextCanceled(t *testing.T) {
 	w := bfDays(t, 1, 10)
 	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Concurrency: 2, OnEvent: rec.OnEvent}
 	type result struct {
-		rep *backfill.Result
+		rep *backfill.Report
 		err error
 	}
 	done := make(chan result)
@@ -1200,7 +1200,7 @@ func TestBackfillRunRecorded(t *testing.T) {
 			p := new(bfProbe)
 			dag := bfDAG(t, p, true)
 			res, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(5), "daily")
-			tranchetest.RequireCompleted(t, res, err)
+			tranchetest.RequireSucceeded(t, res, err)
 			if res.RunID != bfJanuary5Run {
 				t.Errorf("RunRecorded run id %s; want %s", res.RunID, bfJanuary5Run)
 			}
@@ -1282,8 +1282,8 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 		}
 	}
 	rep, err := b.Run(t.Context())
-	if !errors.Is(err, backfill.ErrHeldElsewhere) || !strings.Contains(err.Error(), "not done: 1 partition held by other workers") {
-		t.Errorf("Run with a partition held elsewhere: %v; want ErrHeldElsewhere", err)
+	if err != nil || rep.Done() {
+		t.Errorf("Run with a partition held elsewhere: %v, done %v; want no error, not done: overlap is reported, not an error", err, rep.Done())
 	}
 	bfCheckReport(t, rep, 5, 4, 0, 0, 0, 1, 0)
 	if rep.Done() || !strings.Contains(rep.String(), "1 held by other workers (not done)") {
@@ -1376,7 +1376,7 @@ func TestBackfillFencing(t *testing.T) {
 			}
 			a := &backfill.Backfill{DAG: dag, Window: w, Ledger: gated, Worker: "A", Lease: time.Minute, Heartbeat: heartbeat, Now: clock.Now}
 			type result struct {
-				rep *backfill.Result
+				rep *backfill.Report
 				err error
 			}
 			done := make(chan result, 1)
@@ -1482,7 +1482,7 @@ func TestBackfillStalePlan(t *testing.T) {
 	}
 }
 
-const bfJanuary5DaysID = "b258991b84c7" // BackfillID of bfDAG over 2026-01-01..05, chunk 1
+const bfJanuary5DaysID = "b258991b84c7" // ID of bfDAG over 2026-01-01..05, chunk 1
 
 // bfPlanScenario is a ledger with every kind of history over the eight
 // days 2026-01-01..08, at 10:01:31 on the 8th: days 1, 2 and 5 succeeded
@@ -1737,7 +1737,7 @@ func TestBackfillEvents(t *testing.T) {
 		t.Errorf("first event %s %+v", first.Kind, *first.Progress)
 	}
 	if last.Kind != backfill.KindFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
-		!errors.Is(last.Err, backfill.ErrHeldElsewhere) || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
+		!strings.Contains(last.Err.Error(), "and 1 partition is held by other workers") || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
 		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
 	}
 	for _, e := range events {
@@ -1771,7 +1771,7 @@ func TestBackfillEvents(t *testing.T) {
 		t.Errorf("run attempts %v; want %v", got, want)
 	}
 	events = rec.Events()
-	if last := events[len(events)-1]; last.Kind != backfill.KindCompleted || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
+	if last := events[len(events)-1]; last.Kind != backfill.KindSucceeded || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
 		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
 	}
 }
@@ -1826,7 +1826,7 @@ func TestBackfillHookPanics(t *testing.T) {
 // The progress reporter writes a plain line when a partition finishes, at
 // most one a second, and one for the end, when its writer is not a
 // terminal; held partitions are counted apart from skipped ones, and a
-// run that leaves some is not called completed.
+// run that leaves some is not called succeeded.
 func TestProgressReporterPlain(t *testing.T) {
 	var buf bytes.Buffer
 	report := backfill.NewProgressReporter(&buf)
@@ -1840,7 +1840,7 @@ func TestProgressReporterPlain(t *testing.T) {
 	ev(backfill.KindPartitionClaimed, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
 	ev(backfill.KindPartitionStarted, 0, "2026-01-04", tranche.Progress{Skipped: 1, Total: 5}, nil)
 	ev(backfill.KindPartitionSucceeded, 2*time.Second, "2026-01-04", tranche.Progress{Done: 1, Skipped: 1, Total: 5, ETA: 6 * time.Second}, nil)
-	report(ctx, tranche.Event{Kind: tranche.KindRunCompleted, Time: t0.Add(3 * time.Second), Target: "2026-01-03"}) // no progress: ignored
+	report(ctx, tranche.Event{Kind: tranche.KindRunSucceeded, Time: t0.Add(3 * time.Second), Target: "2026-01-03"}) // no progress: ignored
 	ev(backfill.KindPartitionFailed, 4*time.Second, "2026-01-03", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Total: 5, ETA: 4 * time.Second}, errors.New("boom"))
 	ev(backfill.KindPartitionHeld, 4*time.Second, "2026-01-02", tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 5, ETA: 2 * time.Second}, nil)
 	ev(backfill.KindPartitionSucceeded, 5*time.Second, "2026-01-01", tranche.Progress{Done: 2, Failed: 1, Skipped: 1, Held: 1, Total: 5}, nil)
@@ -1849,10 +1849,10 @@ func TestProgressReporterPlain(t *testing.T) {
 	// Two partitions finish within a second: one line.
 	ev(backfill.KindPartitionSucceeded, 11*time.Second, "2026-01-03", tranche.Progress{Done: 1, Skipped: 3, Held: 1, Total: 5, ETA: 400 * time.Millisecond}, nil)
 	ev(backfill.KindPartitionSucceeded, 11500*time.Millisecond, "2026-01-02", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
-	ev(backfill.KindUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, backfill.ErrHeldElsewhere)
+	ev(backfill.KindUnfinished, 11500*time.Millisecond, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 2, Skipped: 2, Held: 1, Total: 5}, nil)
 	ev(backfill.KindStarted, 20*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Total: 5}, nil)
 	ev(backfill.KindPartitionSucceeded, 21*time.Second, "2026-01-05", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
-	ev(backfill.KindCompleted, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
+	ev(backfill.KindSucceeded, 21*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
 	ev(backfill.KindCanceled, 22*time.Second, "day 2026-01-01..2026-01-05 UTC", tranche.Progress{Done: 1, Skipped: 4, Total: 5}, nil)
 	bfGolden(t, "backfill_progress.txt", buf.Bytes())
 
@@ -1865,7 +1865,7 @@ func TestProgressReporterPlain(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "backfill "+bfJanuary5DaysID+": 2026-01-05 succeeded (1/5 done, 0 failed, 0 skipped") ||
-		!strings.HasPrefix(lines[1], "backfill "+bfJanuary5DaysID+" completed: 5/5 done, 0 failed, 0 skipped") {
+		!strings.HasPrefix(lines[1], "backfill "+bfJanuary5DaysID+" succeeded: 5/5 done, 0 failed, 0 skipped") {
 		t.Errorf("progress lines:\n%s", buf.String())
 	}
 }
@@ -1921,7 +1921,7 @@ func TestBackfillTwoWorkers(t *testing.T) {
 	}}
 	dag := bfDAG(t, p, false)
 	w := bfDays(t, 1, 31)
-	reports := make([]*backfill.Result, 2)
+	reports := make([]*backfill.Report, 2)
 	var wg sync.WaitGroup
 	for i := range reports {
 		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3, WaitForOthers: true}

@@ -108,7 +108,7 @@ func TestDeployDuringBackfill(t *testing.T) {
 					}
 				}}
 			type outcome struct {
-				r   *backfill.Result
+				r   *backfill.Report
 				err error
 			}
 			done := make(chan outcome, 1)

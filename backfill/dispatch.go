@@ -200,7 +200,7 @@ func (d *dispatcher) notRun(jobs []*job) {
 	for _, u := range jobs {
 		n += len(u.partitions)
 	}
-	d.x.count(func(r *Result) { r.NotRun += n })
+	d.x.count(func(r *Report) { r.NotRun += n })
 }
 
 // stoppedBefore reports whether claims stopped before job u in the order
@@ -221,7 +221,7 @@ func (x *execution) release(u *job, kept *keptLease) {
 	kept.release()
 	// Fenced: taken over, as it may be once the lease lapsed.
 	_ = x.b.Ledger.Release(x.finishCtx, kept.lease)
-	x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+	x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 }
 
 // pool runs jobs on at most n goroutines, starting them in the order it

@@ -128,7 +128,7 @@ func TestBackfillSharedByWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 			var wg sync.WaitGroup
-			reports := make([]*backfill.Result, workers)
+			reports := make([]*backfill.Report, workers)
 			for i := range workers {
 				wg.Go(func() {
 					b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 2, WaitForOthers: true}

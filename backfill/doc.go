@@ -14,7 +14,7 @@ once in the ledger. [Backfill.Plan] is a dry run; [Backfill.Run] plans
 and executes; [Backfill.Execute] refuses a plan whose partitions' history
 changed since it was made; [StatusOf] reads a backfill's progress and why
 it is stuck, if it is. A backfill of chosen partitions
-([Backfill.Partitions]) is one backfill with one id ([BackfillIDOf]). A
+([Backfill.Partitions]) is one backfill with one id ([IDOf]). A
 backfill with nothing to run is not recorded. [ledger.Ledger.CancelBackfill]
 stops a backfill's claims everywhere (and, with [ledger.CancelOptions].StopRunning, its running
 partitions at their next heartbeat) and [Backfill.Resume] lets them go
@@ -27,20 +27,21 @@ Each running partition renews its lease on its own, so that a hung ledger
 call holds up no other; a worker trusts a lease by its own clock only for
 its length less a margin since its last renewal, and past that stops the
 partition and writes nothing more for it. A run reports apart the
-partitions other workers still hold ([Result].Held, [ErrHeldElsewhere];
+partitions other workers still hold ([Report].Held, which is not an
+error: [Report.Done] says whether the backfill is done, and
 [Backfill.WaitForOthers] waits for them) and those whose claims failed
-([Result].Unclaimed).
+([Report].Unclaimed, an error).
 
 A deploy that changes the DAG gives it a new identity. A backfill leaves
 the partitions that another version of its DAG (an identity whose
 backfills record the same [tranche.DAG].Name) landed after the backfill
 was created: its plan shows them as [ActionSkipSuperseded], the ledger
 refuses their claims ([ledger.ErrSuperseded]) and the run counts them
-skipped ([Result].Superseded), so that the old code's backfill, going on
+skipped ([Report].Superseded), so that the old code's backfill, going on
 through a deploy, never replaces the new code's rows. A rollback reruns
 them under RerunAll, or from a backfill created after the deploy.
 
-[BackfillID], [RunID] and [DAGIdentity] are stable hashes. memledger.New
+[ID], [RunID] and [DAGIdentity] are stable hashes. memledger.New
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]
 shows progress on a terminal.

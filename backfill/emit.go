@@ -48,6 +48,6 @@ func (x *execution) deliver(ctx context.Context, e tranche.Event) {
 		return "backfill event hook on " + string(e.Kind)
 	})
 	if err != nil {
-		x.count(func(r *Result) { r.HookErr = errors.Join(r.HookErr, err) })
+		x.count(func(r *Report) { r.HookErr = errors.Join(r.HookErr, err) })
 	}
 }

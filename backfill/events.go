@@ -10,12 +10,13 @@ import (
 // of its partitions, with [tranche.Event.Backfill] and [tranche.Event.Progress] set.
 const (
 	KindStarted   tranche.Kind = "backfill.started"
-	KindCompleted tranche.Kind = "backfill.completed"
+	KindSucceeded tranche.Kind = "backfill.succeeded"
 	KindFailed    tranche.Kind = "backfill.failed"
 	KindCanceled  tranche.Kind = "backfill.canceled"
-	// KindUnfinished ends a run that left partitions held by
-	// other workers, not succeeded (Result.Held): the backfill is not
-	// done, and the run's error matches [ErrHeldElsewhere].
+	// KindUnfinished ends a run that did its part and left partitions
+	// held by other workers, not succeeded (Report.Held): the backfill
+	// is not done, though nothing went wrong here (the event has no
+	// error).
 	KindUnfinished tranche.Kind = "backfill.unfinished"
 
 	KindPartitionClaimed   tranche.Kind = "partition.claimed"   // this worker holds the partition's lease
@@ -46,7 +47,7 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 		return slog.LevelError, true
 	case KindUnfinished, KindPartitionUnclaimed, KindLeaseRenewFailed, KindLeaseRenewSlow:
 		return slog.LevelWarn, true
-	case KindStarted, KindCompleted, KindCanceled, KindPartitionSucceeded, KindPartitionSkipped:
+	case KindStarted, KindSucceeded, KindCanceled, KindPartitionSucceeded, KindPartitionSkipped:
 		return slog.LevelInfo, true
 	case KindPartitionClaimed, KindPartitionStarted, KindPartitionHeld:
 		return slog.LevelDebug, true

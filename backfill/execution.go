@@ -34,9 +34,9 @@ type execution struct {
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
 	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
-	report  Result
+	report  Report
 	stopped error   // why claims stopped, for the report's error
-	held    []int64 // the starts (Unix ns) of the partitions Result.Held counts
+	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts
 
 	// tried is when settleHeld last tried to take each held partition
 	// over, so that a ledger that judges its lease live (by its own
@@ -74,7 +74,7 @@ func (x *execution) ledgerNow() (time.Time, bool) {
 	return x.b.now().Add(ahead), known
 }
 
-func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Result, error) {
+func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Report, error) {
 	// A backfill with nothing to run is not recorded; should a partition
 	// call for a run after all (a lease expired since the plan), the
 	// backfill is recorded before its claim.
@@ -113,7 +113,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	if x.runner == nil {
 		x.runner = &tranche.Runner{}
 	}
-	x.report = Result{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
+	x.report = Report{Backfill: cfg.id, Worker: cfg.worker, Total: cfg.total, Plan: plan}
 	x.emit(ctx, tranche.Event{Kind: KindStarted})
 
 	d := x.newDispatcher(ctx)
@@ -137,7 +137,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 		switch u.action {
 		case ActionRun:
 			if ctx.Err() != nil || x.stop.Load() {
-				x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+				x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 				continue
 			}
 			d.add(u)
@@ -147,7 +147,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 		case ActionSkipSuperseded:
 			x.superseded(ctx, u, nil)
 		default:
-			x.count(func(r *Result) { r.Skipped += len(u.partitions) })
+			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
 			x.emitJob(ctx, KindPartitionSkipped, u, nil)
 		}
 	}
@@ -163,7 +163,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Resul
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
 		// failed): the partitions it did not reach stay pending.
-		x.count(func(r *Result) { r.NotRun += left })
+		x.count(func(r *Report) { r.NotRun += left })
 	}
 	return x.finish(ctx, scanErr)
 }
@@ -188,7 +188,7 @@ func (b *Backfill) record(ctx context.Context, cfg *config) error {
 // ledger.ErrSuperseded either way).
 func (x *execution) superseded(ctx context.Context, u *job, err error) {
 	n := len(u.partitions)
-	x.count(func(r *Result) { r.Skipped += n; r.Superseded += n })
+	x.count(func(r *Report) { r.Skipped += n; r.Superseded += n })
 	if err == nil {
 		err = fmt.Errorf("%w: %s: landed by a newer version of the DAG after backfill %s was created", ledger.ErrSuperseded, u.window, x.cfg.id)
 	}
@@ -342,7 +342,7 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 		}
 		waiting = append(waiting, start)
 	}
-	x.count(func(r *Result) { r.Elsewhere += done })
+	x.count(func(r *Report) { r.Elsewhere += done })
 	return run, waiting, wait, nil
 }
 
@@ -397,7 +397,7 @@ func (x *execution) runID(u *job) string {
 }
 
 // count updates the report under the lock.
-func (x *execution) count(f func(*Result)) {
+func (x *execution) count(f func(*Report)) {
 	x.mu.Lock()
 	f(&x.report)
 	x.mu.Unlock()
@@ -409,7 +409,7 @@ func (x *execution) count(f func(*Result)) {
 func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	cfg := x.cfg
 	if ctx.Err() != nil || x.stop.Load() {
-		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	}
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
@@ -420,7 +420,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	switch {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
-		x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	case errors.Is(err, ledger.ErrSuperseded):
 		x.superseded(ctx, u, err)
@@ -431,7 +431,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		return
 	case err != nil:
 		if ctx.Err() != nil {
-			x.count(func(r *Result) { r.NotRun += len(u.partitions) })
+			x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 			return
 		}
 		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
@@ -513,9 +513,9 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		x.halt(cause, -1)
 	case errors.Is(cause, ledger.ErrFenced):
 		failure = cause
-	case runErr == nil && res.Status == tranche.StatusCompleted && held != nil:
+	case runErr == nil && res.State == tranche.StateSucceeded && held != nil:
 		failure = held
-	case runErr == nil && res.Status == tranche.StatusCompleted:
+	case runErr == nil && res.State == tranche.StateSucceeded:
 		rows := rowsByPartition(res)
 		for i, p := range u.partitions {
 			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
@@ -528,7 +528,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	case runErr != nil:
 		failure = runErr
 	default:
-		failure = fmt.Errorf("run %s %s: %w", runID, res.Status, errors.Join(outcomeErrors(res)...))
+		failure = fmt.Errorf("run %s %s: %w", runID, res.State, errors.Join(outcomeErrors(res)...))
 	}
 	if failure != nil {
 		for i := range outcomes {
@@ -555,7 +555,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		x.fail(ctx, u, failure)
 		return
 	}
-	x.count(func(r *Result) { r.Succeeded += n })
+	x.count(func(r *Report) { r.Succeeded += n })
 	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
 }
 
@@ -563,7 +563,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 // partitions being held: they were neither run nor recorded. Claims stop
 // under tranche.FailStop.
 func (x *execution) unclaimed(ctx context.Context, u *job, err error, seq int) {
-	x.count(func(r *Result) {
+	x.count(func(r *Report) {
 		r.Unclaimed += len(u.partitions)
 		for _, p := range u.partitions {
 			r.ClaimFailures = append(r.ClaimFailures, Failure{Key: p.Key(), Err: err})
@@ -593,7 +593,7 @@ func rowsByPartition(res *tranche.Result) map[string]int {
 func outcomeErrors(res *tranche.Result) []error {
 	var errs []error
 	for _, o := range res.Assets {
-		if o.Err != nil && o.Status == tranche.StatusFailed {
+		if o.Err != nil && o.State == tranche.StateFailed {
 			errs = append(errs, o.Err)
 		}
 	}
@@ -602,7 +602,7 @@ func outcomeErrors(res *tranche.Result) []error {
 
 // fail records a failed job and stops claims under tranche.FailStop.
 func (x *execution) fail(ctx context.Context, u *job, err error) {
-	x.count(func(r *Result) {
+	x.count(func(r *Report) {
 		r.Failed += len(u.partitions)
 		for _, p := range u.partitions {
 			r.Failures = append(r.Failures, Failure{Key: p.Key(), Err: err})
@@ -629,13 +629,13 @@ func (x *execution) halt(why error, seq int) {
 	}
 }
 
-func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) {
+func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) {
 	x.mu.Lock()
 	x.report.Duration = time.Since(x.start)
 	report := x.report
 	x.mu.Unlock()
 	var err error
-	kind := KindCompleted
+	kind := KindSucceeded
 	switch {
 	case scanErr != nil && ctx.Err() == nil:
 		kind, err = KindFailed, scanErr
@@ -657,12 +657,12 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Result, error) 
 	case x.stopped != nil:
 		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Held > 0:
+		// Ordinary overlap: the run did its part, and other workers
+		// hold the rest. Not an error; the report and the event say it.
 		kind = KindUnfinished
-		err = fmt.Errorf("tranche: backfill %s: not done: %s held by other workers, not succeeded when this run ended (run again, or set WaitForOthers): %w",
-			report.Backfill, partitions(report.Held), ErrHeldElsewhere)
 	}
-	if err != nil && report.Held > 0 && kind != KindUnfinished {
-		err = fmt.Errorf("%w; and %s %s held by other workers: %w", err, partitions(report.Held), plural(report.Held, "is", "are"), ErrHeldElsewhere)
+	if err != nil && report.Held > 0 {
+		err = fmt.Errorf("%w; and %s %s held by other workers", err, partitions(report.Held), plural(report.Held, "is", "are"))
 	}
 	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err

@@ -25,7 +25,7 @@ import (
 // location: a hash of its assets (names, dependencies, partitioning), the
 // granularity and the zone's name. A ledger keys its history by it, so an
 // ordinary run and a backfill of the same DAG share their history, and
-// every id of a backfill ([BackfillID], [RunID]) starts from it.
+// every id of a backfill ([ID], [RunID]) starts from it.
 //
 // A zone is named as the window text form names it: by its zone database
 // name, and a fixed offset without one (as time.Parse returns) by the
@@ -75,21 +75,21 @@ func identityText(g tranche.TimeGranularity) string {
 	return g.String()
 }
 
-// BackfillID returns the id of the backfill of the DAG identity dag over
+// ID returns the id of the backfill of the DAG identity dag over
 // window w, run in chunks of chunk partitions (1 for one run per
 // partition): the same three always name the same backfill, so running it
 // again resumes it.
-func BackfillID(dag string, w tranche.TimePartitionWindow, chunk int) string {
+func ID(dag string, w tranche.TimePartitionWindow, chunk int) string {
 	return idhash.Sum(fmt.Sprintf("tranche/backfill/v1\ndag=%s\nfrom=%s\nto=%s\nchunk=%d\n",
 		dag, utc(w.Start()), utc(w.End()), max(chunk, 1)), 12)
 }
 
-// BackfillIDOf returns the id of the backfill of the DAG identity dag over
+// IDOf returns the id of the backfill of the DAG identity dag over
 // the chosen partitions ps (see [Backfill.Partitions]), run in chunks of
 // chunk partitions: the same set always names the same backfill, whatever
 // the order or repetitions of ps, and never the backfill of a whole
 // window, even one holding the same partitions.
-func BackfillIDOf(dag string, ps []tranche.TimePartition, chunk int) string {
+func IDOf(dag string, ps []tranche.TimePartition, chunk int) string {
 	starts := make([]time.Time, len(ps))
 	for i, p := range ps {
 		starts[i] = p.Start
@@ -97,7 +97,7 @@ func BackfillIDOf(dag string, ps []tranche.TimePartition, chunk int) string {
 	return backfillIDOf(dag, starts, chunk)
 }
 
-// backfillIDOf is BackfillIDOf of the partitions starting at starts.
+// backfillIDOf is IDOf of the partitions starting at starts.
 func backfillIDOf(dag string, starts []time.Time, chunk int) string {
 	starts = slices.Clone(starts)
 	slices.SortFunc(starts, time.Time.Compare)

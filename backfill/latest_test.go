@@ -248,7 +248,7 @@ func TestWatchReadsOnlyChanges(t *testing.T) {
 	l := newCounting(mem)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	bid := backfill.BackfillID(id, w, 1)
+	bid := backfill.ID(id, w, 1)
 	if _, err := mem.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,22 +15,22 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// Action is what a backfill does with a partition. Its string value is
-// stable.
-type Action string
+// Action is what a backfill does with a partition: what the ledger's
+// claim rules decide for it ([ledger.ClaimRequest.Judge]).
+type Action = ledger.Action
 
 // The actions of a plan.
 const (
-	ActionRun           Action = "run"
-	ActionSkipSucceeded Action = "skip: succeeded"
-	ActionSkipRunning   Action = "skip: running elsewhere"
-	ActionSkipRecorded  Action = "skip: recorded" // a failed run, under RerunNone
+	ActionRun           = ledger.ActionRun
+	ActionSkipSucceeded = ledger.ActionSkipSucceeded
+	ActionSkipRunning   = ledger.ActionSkipRunning
+	ActionSkipRecorded  = ledger.ActionSkipRecorded // a failed run, under RerunNone
 	// ActionSkipSuperseded: another version of the DAG (a deploy's new
 	// code, an identity whose backfills share the DAG's name) landed the
 	// partition after this backfill was created; the old code leaves it
 	// to the new (see ledger.ClaimRequest.JudgeVersion). Not under
 	// RerunAll, the rollback's policy.
-	ActionSkipSuperseded Action = "skip: landed by a newer version"
+	ActionSkipSuperseded = ledger.ActionSkipSuperseded
 )
 
 // Plan is what a backfill will do, computed before anything runs: every
@@ -194,28 +194,18 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 // disagrees with the ledger that executes it.
 func partitionAction(p tranche.TimePartition, a *ledger.Attempt, rerun ledger.RerunPolicy, code string, revision int64, now time.Time, v *versions) Action {
 	req := ledger.ClaimRequest{Policy: rerun, Revision: revision, CodeVersion: code}
-	verdict := req.Judge(a, now)
-	if verdict == ledger.VerdictClaim && v != nil {
+	action := req.Judge(a, now)
+	if action == ledger.ActionRun && v != nil {
 		req.Backfill = v.backfill
 		for _, o := range v.at[p.Start.UnixNano()] {
 			if o.End.Equal(p.End) {
-				if verdict = req.JudgeVersion(&o, v.since, now); verdict != ledger.VerdictClaim {
+				if action = req.JudgeVersion(&o, v.since, now); action != ledger.ActionRun {
 					break
 				}
 			}
 		}
 	}
-	switch verdict {
-	case ledger.VerdictHeld:
-		return ActionSkipRunning
-	case ledger.VerdictSucceeded:
-		return ActionSkipSucceeded
-	case ledger.VerdictRecorded:
-		return ActionSkipRecorded
-	case ledger.VerdictSuperseded:
-		return ActionSkipSuperseded
-	}
-	return ActionRun
+	return action
 }
 
 // versions are the latest attempts of other versions of a backfill's DAG
@@ -240,7 +230,7 @@ func (b *Backfill) readVersions(ctx context.Context, cfg *config, w tranche.Time
 			if err != nil {
 				return nil, fmt.Errorf("tranche: reading the partitions of %s, another version of the DAG: %w", dag, err)
 			}
-			if (ledger.ClaimRequest{Backfill: cfg.id, Policy: cfg.rerun}).JudgeVersion(&a, cfg.since, now) == ledger.VerdictClaim {
+			if (ledger.ClaimRequest{Backfill: cfg.id, Policy: cfg.rerun}).JudgeVersion(&a, cfg.since, now) == ledger.ActionRun {
 				continue
 			}
 			if v == nil {

@@ -62,7 +62,7 @@ func (r *progressReporter) onEvent(_ context.Context, e tranche.Event) {
 	if e.Kind == KindStarted || r.start.IsZero() {
 		r.start, r.last, r.failures = e.Time, time.Time{}, 0
 	}
-	final := e.Kind == KindCompleted || e.Kind == KindFailed || e.Kind == KindCanceled ||
+	final := e.Kind == KindSucceeded || e.Kind == KindFailed || e.Kind == KindCanceled ||
 		e.Kind == KindUnfinished
 	finished := e.Kind == KindPartitionSucceeded || e.Kind == KindPartitionFailed
 	due := r.last.IsZero() || e.Time.Sub(r.last) >= plainEvery
@@ -115,8 +115,8 @@ func (r *progressReporter) counts(e tranche.Event) string {
 
 func kindVerb(k tranche.Kind) string {
 	switch k {
-	case KindCompleted:
-		return "completed"
+	case KindSucceeded:
+		return "succeeded"
 	case KindFailed, KindPartitionFailed:
 		return "failed"
 	case KindCanceled:

@@ -49,8 +49,8 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	switch {
 	case runErr != nil:
 		outcome = ledger.Outcome{State: ledger.StateFailed, Err: runErr.Error()}
-	case res.Status != tranche.StatusCompleted:
-		outcome = ledger.Outcome{State: ledger.StateFailed, Err: fmt.Sprintf("run %s: %v", res.Status, errors.Join(outcomeErrors(res)...))}
+	case res.State != tranche.StateSucceeded:
+		outcome = ledger.Outcome{State: ledger.StateFailed, Err: fmt.Sprintf("run %s: %v", res.State, errors.Join(outcomeErrors(res)...))}
 	default:
 		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
 	}

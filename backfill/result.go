@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Result is what one worker's run of a backfill did. RanHere + Skipped +
+// Report is what one worker's run of a backfill did. RanHere + Skipped +
 // Elsewhere + Held + NotRun + Unclaimed == Total.
-type Result struct {
+type Report struct {
 	Backfill string
 	Worker   string
 	Total    int // partitions in the window, or chosen
@@ -37,18 +37,18 @@ type Result struct {
 }
 
 // RanHere returns the partitions this worker ran.
-func (r *Result) RanHere() int { return r.Succeeded + r.Failed }
+func (r *Report) RanHere() int { return r.Succeeded + r.Failed }
 
 // Done reports whether the run left nothing for a later run to do: every
 // partition of the window succeeded, here or elsewhere, or was left alone
 // by the rerun policy. [StatusOf] tells whether every partition has
 // succeeded.
-func (r *Result) Done() bool {
+func (r *Report) Done() bool {
 	return r.Succeeded+r.Skipped+r.Elsewhere == r.Total
 }
 
 // String summarizes the report in one line.
-func (r *Result) String() string {
+func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backfill %s by %s: %d partitions: %d succeeded here, %d failed here, %d skipped, %d done elsewhere",
 		r.Backfill, r.Worker, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere)

@@ -193,7 +193,7 @@ func (s *Status) superseded(ctx context.Context) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if (ledger.ClaimRequest{Backfill: s.Record.ID}).JudgeVersion(&a, s.Record.Created, time.Time{}) == ledger.VerdictSuperseded {
+			if (ledger.ClaimRequest{Backfill: s.Record.ID}).JudgeVersion(&a, s.Record.Created, time.Time{}) == ledger.ActionSkipSuperseded {
 				landed[a.Start.UnixNano()] = a.End
 			}
 		}

@@ -241,7 +241,7 @@ func TestWatchScheduleMoved(t *testing.T) {
 	}
 	mem := memledger.New(nil)
 	record(t, mem, id, ledger.StateSucceeded, slots[0])
-	bid := backfill.BackfillID(id, w, 1)
+	bid := backfill.ID(id, w, 1)
 	if _, err := mem.PutBackfill(t.Context(), ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestWriterLines(t *testing.T) {
 	a.Destinations = []tranche.Destination{new(tranche.MemoryDestination)}
 	runner := tranche.Runner{OnEvent: tranche.Hooks(rec.OnEvent, w.OnEvent)}
 	res, err := runner.Run(ctxT, tranchetest.NewDAG(t, a), tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	if err := w.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestWriterError(t *testing.T) {
 	bw := new(brokenWriter)
 	w := eventlog.NewWriter(bw)
 	w.OnEvent(ctxT, tranche.Event{Kind: tranche.KindRunStarted, RunID: "r"})
-	w.OnEvent(ctxT, tranche.Event{Kind: tranche.KindRunCompleted, RunID: "r"})
+	w.OnEvent(ctxT, tranche.Event{Kind: tranche.KindRunSucceeded, RunID: "r"})
 	if err := w.Err(); err == nil || !strings.Contains(err.Error(), `writing event run.started of run "r": disk full`) {
 		t.Errorf("Err() = %v", err)
 	}

@@ -17,8 +17,8 @@ import (
 // postgres.OpenLedger), so that this package, which every program
 // imports, carries no driver.
 type Address struct {
-	// Kind is the kind of ledger: "sqlite" or "postgres".
-	Kind string
+	// Scheme names the kind of ledger: "sqlite" or "postgres".
+	Scheme string
 
 	// Path is a SQLite ledger's file, as written: relative to the
 	// working directory, or absolute.
@@ -34,10 +34,10 @@ type Address struct {
 	Schema string
 }
 
-// The kinds of [Address.Kind].
+// The schemes of [Address.Scheme].
 const (
-	KindSQLite   = "sqlite"
-	KindPostgres = "postgres"
+	SchemeSQLite   = "sqlite"
+	SchemePostgres = "postgres"
 )
 
 // ErrAddress is matched, with errors.Is, by the error of a ledger
@@ -78,13 +78,13 @@ const AddressForms = "want sqlite:PATH (such as sqlite:tranche.db or sqlite:///v
 func ParseAddress(s string) (Address, error) {
 	scheme, rest, ok := strings.Cut(s, ":")
 	switch strings.ToLower(scheme) {
-	case KindSQLite:
+	case SchemeSQLite:
 		path, err := sqlitePath(s, rest)
 		if err != nil {
 			return Address{}, err
 		}
-		return Address{Kind: KindSQLite, Path: path}, nil
-	case KindPostgres, "postgresql":
+		return Address{Scheme: SchemeSQLite, Path: path}, nil
+	case SchemePostgres, "postgresql":
 		if strings.HasPrefix(rest, "//") {
 			return postgresURL(s)
 		}
@@ -132,7 +132,7 @@ func postgresURL(s string) (Address, error) {
 	if err != nil {
 		return Address{}, refuseAddress("ledger %q is not a valid URL: %s; %s", Redact(s), Redact(errors.Unwrap(err).Error()), AddressForms)
 	}
-	a := Address{Kind: KindPostgres, Conn: s}
+	a := Address{Scheme: SchemePostgres, Conn: s}
 	q := u.Query()
 	if !q.Has("schema") {
 		return a, nil
@@ -156,7 +156,7 @@ func postgresKeyValues(s, rest string) (Address, error) {
 	if len(pairs) == 0 {
 		return Address{}, refuseAddress("ledger %q names no server; %s", Redact(s), AddressForms)
 	}
-	a := Address{Kind: KindPostgres}
+	a := Address{Scheme: SchemePostgres}
 	var kept []string
 	for _, p := range pairs {
 		if p[0] == "schema" {
@@ -236,13 +236,13 @@ func quoteValue(v string) string {
 // String returns the address as [ParseAddress] reads it, with its
 // passwords masked: what errors and logs may show.
 func (a Address) String() string {
-	switch a.Kind {
-	case KindSQLite:
+	switch a.Scheme {
+	case SchemeSQLite:
 		if strings.HasPrefix(a.Path, "//") {
 			return "sqlite://" + a.Path
 		}
 		return "sqlite:" + a.Path
-	case KindPostgres:
+	case SchemePostgres:
 		if strings.HasPrefix(a.Conn, "postgres://") || strings.HasPrefix(a.Conn, "postgresql://") {
 			s := a.Conn
 			if a.Schema != "" {
@@ -260,7 +260,7 @@ func (a Address) String() string {
 		}
 		return Redact(s)
 	}
-	return fmt.Sprintf("%s:%s", a.Kind, Redact(a.Path+a.Conn))
+	return fmt.Sprintf("%s:%s", a.Scheme, Redact(a.Path+a.Conn))
 }
 
 var (
@@ -314,5 +314,5 @@ func (a Access) String() string {
 // An OpenFunc opens the ledger at an address for an access; its ledger
 // is an io.Closer when it holds connections or files. sqlite.OpenLedger
 // and postgres.OpenLedger are OpenFuncs; a program that links both
-// chooses between them by [Address.Kind].
+// chooses between them by [Address.Scheme].
 type OpenFunc func(ctx context.Context, addr Address, access Access) (Ledger, error)

@@ -19,29 +19,29 @@ func TestParseAddress(t *testing.T) {
 		str  string // String(); "" for in
 	}{
 		// The README's.
-		{in: "sqlite:tranche-demo/ledger.db", want: ledger.Address{Kind: "sqlite", Path: "tranche-demo/ledger.db"}},
-		{in: "sqlite:///abs/path", want: ledger.Address{Kind: "sqlite", Path: "/abs/path"}, str: "sqlite:/abs/path"},
-		{in: "sqlite:PATH", want: ledger.Address{Kind: "sqlite", Path: "PATH"}},
-		{in: "postgres://user@host:5432/db?schema=NAME", want: ledger.Address{Kind: "postgres", Conn: "postgres://user@host:5432/db", Schema: "NAME"}},
-		{in: "postgres://user:password@host:5432/database?sslmode=require", want: ledger.Address{Kind: "postgres", Conn: "postgres://user:password@host:5432/database?sslmode=require"},
+		{in: "sqlite:tranche-demo/ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "tranche-demo/ledger.db"}},
+		{in: "sqlite:///abs/path", want: ledger.Address{Scheme: "sqlite", Path: "/abs/path"}, str: "sqlite:/abs/path"},
+		{in: "sqlite:PATH", want: ledger.Address{Scheme: "sqlite", Path: "PATH"}},
+		{in: "postgres://user@host:5432/db?schema=NAME", want: ledger.Address{Scheme: "postgres", Conn: "postgres://user@host:5432/db", Schema: "NAME"}},
+		{in: "postgres://user:password@host:5432/database?sslmode=require", want: ledger.Address{Scheme: "postgres", Conn: "postgres://user:password@host:5432/database?sslmode=require"},
 			str: "postgres://user:xxxxx@host:5432/database?sslmode=require"},
 		// The command's documentation and the examples'.
-		{in: "sqlite:tranche.db", want: ledger.Address{Kind: "sqlite", Path: "tranche.db"}},
-		{in: "sqlite:events.db", want: ledger.Address{Kind: "sqlite", Path: "events.db"}},
-		{in: "sqlite:///var/lib/tranche.db", want: ledger.Address{Kind: "sqlite", Path: "/var/lib/tranche.db"}, str: "sqlite:/var/lib/tranche.db"},
-		{in: "postgres://user@host:5432/warehouse", want: ledger.Address{Kind: "postgres", Conn: "postgres://user@host:5432/warehouse"}},
+		{in: "sqlite:tranche.db", want: ledger.Address{Scheme: "sqlite", Path: "tranche.db"}},
+		{in: "sqlite:events.db", want: ledger.Address{Scheme: "sqlite", Path: "events.db"}},
+		{in: "sqlite:///var/lib/tranche.db", want: ledger.Address{Scheme: "sqlite", Path: "/var/lib/tranche.db"}, str: "sqlite:/var/lib/tranche.db"},
+		{in: "postgres://user@host:5432/warehouse", want: ledger.Address{Scheme: "postgres", Conn: "postgres://user@host:5432/warehouse"}},
 		// Other forms.
-		{in: "SQLITE:ledger.db", want: ledger.Address{Kind: "sqlite", Path: "ledger.db"}, str: "sqlite:ledger.db"},
-		{in: "sqlite:./ledger.db", want: ledger.Address{Kind: "sqlite", Path: "./ledger.db"}},
-		{in: "sqlite:/abs/ledger.db", want: ledger.Address{Kind: "sqlite", Path: "/abs/ledger.db"}},
-		{in: "sqlite://localhost/abs/ledger.db", want: ledger.Address{Kind: "sqlite", Path: "/abs/ledger.db"}, str: "sqlite:/abs/ledger.db"},
-		{in: "sqlite:///a%20b.db", want: ledger.Address{Kind: "sqlite", Path: "/a b.db"}, str: "sqlite:/a b.db"},
-		{in: "postgresql://bob@db/x?sslmode=disable&schema=s1", want: ledger.Address{Kind: "postgres", Conn: "postgresql://bob@db/x?sslmode=disable", Schema: "s1"}},
-		{in: "postgres:host=db.internal port=5433 dbname=warehouse", want: ledger.Address{Kind: "postgres", Conn: "host=db.internal port=5433 dbname=warehouse"}},
-		{in: "postgres:host=/tmp dbname=x schema=ledger", want: ledger.Address{Kind: "postgres", Conn: "host=/tmp dbname=x", Schema: "ledger"}},
-		{in: "postgres: host = db  password=pw user=bob", want: ledger.Address{Kind: "postgres", Conn: "host=db password=pw user=bob"},
+		{in: "SQLITE:ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "ledger.db"}, str: "sqlite:ledger.db"},
+		{in: "sqlite:./ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "./ledger.db"}},
+		{in: "sqlite:/abs/ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "/abs/ledger.db"}},
+		{in: "sqlite://localhost/abs/ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "/abs/ledger.db"}, str: "sqlite:/abs/ledger.db"},
+		{in: "sqlite:///a%20b.db", want: ledger.Address{Scheme: "sqlite", Path: "/a b.db"}, str: "sqlite:/a b.db"},
+		{in: "postgresql://bob@db/x?sslmode=disable&schema=s1", want: ledger.Address{Scheme: "postgres", Conn: "postgresql://bob@db/x?sslmode=disable", Schema: "s1"}},
+		{in: "postgres:host=db.internal port=5433 dbname=warehouse", want: ledger.Address{Scheme: "postgres", Conn: "host=db.internal port=5433 dbname=warehouse"}},
+		{in: "postgres:host=/tmp dbname=x schema=ledger", want: ledger.Address{Scheme: "postgres", Conn: "host=/tmp dbname=x", Schema: "ledger"}},
+		{in: "postgres: host = db  password=pw user=bob", want: ledger.Address{Scheme: "postgres", Conn: "host=db password=pw user=bob"},
 			str: "postgres:host=db password=xxxxx user=bob"},
-		{in: `postgres:host=db password='a \'b\' c' schema='my schema'`, want: ledger.Address{Kind: "postgres", Conn: `host=db password='a \'b\' c'`, Schema: "my schema"},
+		{in: `postgres:host=db password='a \'b\' c' schema='my schema'`, want: ledger.Address{Scheme: "postgres", Conn: `host=db password='a \'b\' c'`, Schema: "my schema"},
 			str: `postgres:host=db password=xxxxx schema='my schema'`},
 	} {
 		got, err := ledger.ParseAddress(tt.in)
@@ -142,19 +142,19 @@ func FuzzParseAddress(f *testing.F) {
 			}
 			return
 		}
-		if a.Kind != ledger.KindSQLite && a.Kind != ledger.KindPostgres {
-			t.Fatalf("ParseAddress(%q).Kind = %q", in, a.Kind)
+		if a.Scheme != ledger.SchemeSQLite && a.Scheme != ledger.SchemePostgres {
+			t.Fatalf("ParseAddress(%q).Kind = %q", in, a.Scheme)
 		}
 		if !hidden(a.String()) {
 			t.Fatalf("ParseAddress(%q).String() = %q shows the password", in, a.String())
 		}
-		if a.Kind == ledger.KindSQLite {
+		if a.Scheme == ledger.SchemeSQLite {
 			back, err := ledger.ParseAddress(a.String())
 			if err != nil || back != a {
 				t.Fatalf("ParseAddress(%q) = %+v, whose String %q reads back as %+v, %v", in, a, a.String(), back, err)
 			}
 		}
-		if a.Kind == ledger.KindPostgres && !strings.HasPrefix(a.Conn, "postgres") {
+		if a.Scheme == ledger.SchemePostgres && !strings.HasPrefix(a.Conn, "postgres") {
 			// A key=value string reads back the same, its password
 			// aside, which String masks.
 			back, err := ledger.ParseAddress("postgres:" + a.Conn)

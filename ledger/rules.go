@@ -67,51 +67,54 @@ var (
 	maxLedgerTime = time.Unix(0, math.MaxInt64).UTC()
 )
 
-// A Verdict is what the claim rules decide for one partition: whether a
+// An Action is what the claim rules decide for one partition: whether a
 // request may start an attempt at it, and if not, why. [ClaimRequest.Judge]
 // gives it; a ledger's Claim refuses (through [ClaimRequest.Admits]) and a
-// backfill's plan skips by the same verdict, so the two never disagree.
-type Verdict int
+// backfill's plan runs or skips by the same action, so the two never
+// disagree. Its string value is stable: plans print it and their JSON
+// holds it.
+type Action string
 
-// The verdicts of [ClaimRequest.Judge].
+// The actions of [ClaimRequest.Judge].
 const (
-	// VerdictClaim: no attempt yet, a failed or canceled one the policy
+	// ActionRun: no attempt yet, a failed or canceled one the policy
 	// reruns, a running one whose lease expired (taken over), or a
-	// success that RerunAll reruns.
-	VerdictClaim     Verdict = iota
-	VerdictHeld              // running under another attempt's live lease
-	VerdictSucceeded         // succeeded, and the policy does not rerun it
-	VerdictRecorded          // failed or canceled, and the policy is RerunNone
-	// VerdictSuperseded: another version of the DAG landed the
-	// partition after the backfill was created, and the policy is not
-	// RerunAll (see [ClaimRequest.JudgeVersion]).
-	VerdictSuperseded
+	// success that the policy reruns.
+	ActionRun           Action = "run"
+	ActionSkipRunning   Action = "skip: running elsewhere" // running under another attempt's live lease
+	ActionSkipSucceeded Action = "skip: succeeded"         // succeeded, and the policy does not rerun it
+	ActionSkipRecorded  Action = "skip: recorded"          // failed or canceled, and the policy is RerunNone
+	// ActionSkipSuperseded: another version of the DAG (an identity
+	// whose backfills share its name) landed the partition after the
+	// backfill was created, and the policy is not RerunAll (see
+	// [ClaimRequest.JudgeVersion]).
+	ActionSkipSuperseded Action = "skip: landed by a newer version"
 )
 
 // Judge applies the claim rules of [Ledger.Claim] to a partition whose
 // latest attempt is latest (nil if none), at the ledger's time now, under
 // req's Policy ("" is RerunFailed) and Revision.
-func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Verdict {
+func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Action {
 	switch {
 	case latest == nil:
-		return VerdictClaim
+		return ActionRun
 	case latest.State == StateRunning:
 		if now.Before(latest.LeaseUntil) {
-			return VerdictHeld
+			return ActionSkipRunning
 		}
-		return VerdictClaim // the holder's lease expired: take it over
+		return ActionRun // the holder's lease expired: take it over
 	case latest.State == StateSucceeded:
 		if req.Policy == RerunAll && latest.Revision <= req.Revision {
-			return VerdictClaim
+			return ActionRun
 		}
 		if req.Policy == RerunStale && latest.CodeVersion != req.CodeVersion {
-			return VerdictClaim
+			return ActionRun
 		}
-		return VerdictSucceeded
+		return ActionSkipSucceeded
 	case req.Policy == RerunNone:
-		return VerdictRecorded
+		return ActionSkipRecorded
 	}
-	return VerdictClaim
+	return ActionRun
 }
 
 // Admits is [ClaimRequest.Judge] as an error for partition p: nil if the
@@ -119,12 +122,12 @@ func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Verdict {
 // [ErrNotClaimable] that says why.
 func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now time.Time) error {
 	switch req.Judge(latest, now) {
-	case VerdictHeld:
+	case ActionSkipRunning:
 		return fmt.Errorf("%w: %s is held by worker %s (attempt %d) until %s",
 			ErrNotClaimable, p.Key(), latest.Worker, latest.Number, latest.LeaseUntil.Format(time.RFC3339Nano))
-	case VerdictSucceeded:
+	case ActionSkipSucceeded:
 		return fmt.Errorf("%w: %s succeeded (attempt %d by worker %s)", ErrNotClaimable, p.Key(), latest.Number, latest.Worker)
-	case VerdictRecorded:
+	case ActionSkipRecorded:
 		return fmt.Errorf("%w: %s has a recorded run (%s) and the rerun policy is none", ErrNotClaimable, p.Key(), latest.State)
 	}
 	return nil
@@ -143,43 +146,43 @@ func (req ClaimRequest) Admits(latest *Attempt, p tranche.TimePartition, now tim
 // landed (none succeeded under the old identity) and replace the new
 // code's rows with the old code's, and its claim, being the newest, would
 // pass every fence. So a success of other finished at or after since is
-// [VerdictSuperseded], and an attempt of other claimed at or after since
-// and still running under a live lease is [VerdictHeld]. What other did
+// [ActionSkipSuperseded], and an attempt of other claimed at or after since
+// and still running under a live lease is [ActionSkipRunning]. What other did
 // before since does not bind the backfill: a backfill created after a
 // deploy, a rollback to the old code among them, replaces what the new
 // code landed before it. Under RerunAll, which reruns what succeeded, the
 // rule does not apply: that is how an operator rolls back through a
 // backfill recorded before the deploy. A claim outside any backfill, and
-// a nil other, are always VerdictClaim.
-func (req ClaimRequest) JudgeVersion(other *Attempt, since, now time.Time) Verdict {
+// a nil other, are always ActionRun.
+func (req ClaimRequest) JudgeVersion(other *Attempt, since, now time.Time) Action {
 	switch {
 	case other == nil || req.Backfill == "" || req.Policy == RerunAll:
-		return VerdictClaim
+		return ActionRun
 	case other.State == StateSucceeded && !other.Finished.Before(since):
-		return VerdictSuperseded
+		return ActionSkipSuperseded
 	case other.State == StateRunning && now.Before(other.LeaseUntil) && !other.Started.Before(since):
-		return VerdictHeld
+		return ActionSkipRunning
 	}
-	return VerdictClaim
+	return ActionRun
 }
 
 // AdmitsVersion is [ClaimRequest.JudgeVersion] as an error for partition
 // p: nil if req may claim it, else an error matching [ErrNotClaimable]
 // that says why, which also matches [ErrSuperseded] for
-// VerdictSuperseded.
+// ActionSkipSuperseded.
 func (req ClaimRequest) AdmitsVersion(other *Attempt, p tranche.TimePartition, since, now time.Time) error {
 	switch req.JudgeVersion(other, since, now) {
-	case VerdictSuperseded:
+	case ActionSkipSuperseded:
 		return supersededError(fmt.Sprintf("%v: %s was landed by another version of the DAG (identity %s, attempt %d by worker %s, finished %s) after backfill %s was created (%s)",
 			ErrNotClaimable, p.Key(), other.DAG, other.Number, other.Worker, other.Finished.Format(time.RFC3339Nano), req.Backfill, since.Format(time.RFC3339Nano)))
-	case VerdictHeld:
+	case ActionSkipRunning:
 		return fmt.Errorf("%w: %s is held by worker %s of another version of the DAG (identity %s, attempt %d) until %s",
 			ErrNotClaimable, p.Key(), other.Worker, other.DAG, other.Number, other.LeaseUntil.Format(time.RFC3339Nano))
 	}
 	return nil
 }
 
-// supersededError is the error of [VerdictSuperseded]: it matches both
+// supersededError is the error of [ActionSkipSuperseded]: it matches both
 // [ErrNotClaimable] and [ErrSuperseded].
 type supersededError string
 

@@ -10,7 +10,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// TestJudge is the claim rules' table: the verdict for each latest
+// TestJudge is the claim rules' table: the action for each latest
 // attempt and policy, and Admits refusing exactly what Judge does not
 // admit, with an error matching ErrNotClaimable.
 func TestJudge(t *testing.T) {
@@ -24,17 +24,17 @@ func TestJudge(t *testing.T) {
 		latest *ledger.Attempt
 		policy ledger.RerunPolicy
 		rev    int64
-		want   ledger.Verdict
+		want   ledger.Action
 	}{
-		{"no attempt", nil, ledger.RerunNone, 0, ledger.VerdictClaim},
-		{"running, live lease", at(ledger.StateRunning, now.Add(time.Second), 1), ledger.RerunAll, 9, ledger.VerdictHeld},
-		{"running, lease expired now", at(ledger.StateRunning, now, 1), ledger.RerunNone, 0, ledger.VerdictClaim},
-		{"succeeded, rerun failed", at(ledger.StateSucceeded, time.Time{}, 1), ledger.RerunFailed, 9, ledger.VerdictSucceeded},
-		{"succeeded, rerun all, before the plan", at(ledger.StateSucceeded, time.Time{}, 5), ledger.RerunAll, 5, ledger.VerdictClaim},
-		{"succeeded, rerun all, after the plan", at(ledger.StateSucceeded, time.Time{}, 6), ledger.RerunAll, 5, ledger.VerdictSucceeded},
-		{"failed, rerun none", at(ledger.StateFailed, time.Time{}, 1), ledger.RerunNone, 0, ledger.VerdictRecorded},
-		{"failed, default policy", at(ledger.StateFailed, time.Time{}, 1), "", 0, ledger.VerdictClaim},
-		{"canceled, rerun failed", at(ledger.StateCanceled, time.Time{}, 1), ledger.RerunFailed, 0, ledger.VerdictClaim},
+		{"no attempt", nil, ledger.RerunNone, 0, ledger.ActionRun},
+		{"running, live lease", at(ledger.StateRunning, now.Add(time.Second), 1), ledger.RerunAll, 9, ledger.ActionSkipRunning},
+		{"running, lease expired now", at(ledger.StateRunning, now, 1), ledger.RerunNone, 0, ledger.ActionRun},
+		{"succeeded, rerun failed", at(ledger.StateSucceeded, time.Time{}, 1), ledger.RerunFailed, 9, ledger.ActionSkipSucceeded},
+		{"succeeded, rerun all, before the plan", at(ledger.StateSucceeded, time.Time{}, 5), ledger.RerunAll, 5, ledger.ActionRun},
+		{"succeeded, rerun all, after the plan", at(ledger.StateSucceeded, time.Time{}, 6), ledger.RerunAll, 5, ledger.ActionSkipSucceeded},
+		{"failed, rerun none", at(ledger.StateFailed, time.Time{}, 1), ledger.RerunNone, 0, ledger.ActionSkipRecorded},
+		{"failed, default policy", at(ledger.StateFailed, time.Time{}, 1), "", 0, ledger.ActionRun},
+		{"canceled, rerun failed", at(ledger.StateCanceled, time.Time{}, 1), ledger.RerunFailed, 0, ledger.ActionRun},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,7 +43,7 @@ func TestJudge(t *testing.T) {
 				t.Errorf("Judge = %v; want %v", got, tt.want)
 			}
 			err := req.Admits(tt.latest, p, now)
-			if (err == nil) != (tt.want == ledger.VerdictClaim) || (err != nil && !errors.Is(err, ledger.ErrNotClaimable)) {
+			if (err == nil) != (tt.want == ledger.ActionRun) || (err != nil && !errors.Is(err, ledger.ErrNotClaimable)) {
 				t.Errorf("Admits = %v; want nil exactly when Judge admits, else ErrNotClaimable", err)
 			}
 		})
@@ -66,19 +66,19 @@ func TestJudgeVersion(t *testing.T) {
 		other    *ledger.Attempt
 		policy   ledger.RerunPolicy
 		backfill string
-		want     ledger.Verdict
+		want     ledger.Action
 	}{
-		{"none", nil, ledger.RerunFailed, "bf", ledger.VerdictClaim},
-		{"succeeded after the backfill's creation", other(ledger.StateSucceeded, after, after, after), ledger.RerunFailed, "bf", ledger.VerdictSuperseded},
-		{"succeeded at its creation", other(ledger.StateSucceeded, before, since, since), ledger.RerunNone, "bf", ledger.VerdictSuperseded},
-		{"started before, succeeded after", other(ledger.StateSucceeded, before, after, after), ledger.RerunStale, "bf", ledger.VerdictSuperseded},
-		{"succeeded before: a rollback created afterwards", other(ledger.StateSucceeded, before, before, before), ledger.RerunFailed, "bf", ledger.VerdictClaim},
-		{"succeeded after, under RerunAll: a rollback", other(ledger.StateSucceeded, after, after, after), ledger.RerunAll, "bf", ledger.VerdictClaim},
-		{"succeeded after, an ordinary run", other(ledger.StateSucceeded, after, after, after), ledger.RerunFailed, "", ledger.VerdictClaim},
-		{"running, claimed after, live lease", other(ledger.StateRunning, after, time.Time{}, now.Add(time.Second)), ledger.RerunFailed, "bf", ledger.VerdictHeld},
-		{"running, claimed after, lease expired", other(ledger.StateRunning, after, time.Time{}, now), ledger.RerunFailed, "bf", ledger.VerdictClaim},
-		{"running, claimed before", other(ledger.StateRunning, before, time.Time{}, now.Add(time.Second)), ledger.RerunFailed, "bf", ledger.VerdictClaim},
-		{"failed after", other(ledger.StateFailed, after, after, after), ledger.RerunFailed, "bf", ledger.VerdictClaim},
+		{"none", nil, ledger.RerunFailed, "bf", ledger.ActionRun},
+		{"succeeded after the backfill's creation", other(ledger.StateSucceeded, after, after, after), ledger.RerunFailed, "bf", ledger.ActionSkipSuperseded},
+		{"succeeded at its creation", other(ledger.StateSucceeded, before, since, since), ledger.RerunNone, "bf", ledger.ActionSkipSuperseded},
+		{"started before, succeeded after", other(ledger.StateSucceeded, before, after, after), ledger.RerunStale, "bf", ledger.ActionSkipSuperseded},
+		{"succeeded before: a rollback created afterwards", other(ledger.StateSucceeded, before, before, before), ledger.RerunFailed, "bf", ledger.ActionRun},
+		{"succeeded after, under RerunAll: a rollback", other(ledger.StateSucceeded, after, after, after), ledger.RerunAll, "bf", ledger.ActionRun},
+		{"succeeded after, an ordinary run", other(ledger.StateSucceeded, after, after, after), ledger.RerunFailed, "", ledger.ActionRun},
+		{"running, claimed after, live lease", other(ledger.StateRunning, after, time.Time{}, now.Add(time.Second)), ledger.RerunFailed, "bf", ledger.ActionSkipRunning},
+		{"running, claimed after, lease expired", other(ledger.StateRunning, after, time.Time{}, now), ledger.RerunFailed, "bf", ledger.ActionRun},
+		{"running, claimed before", other(ledger.StateRunning, before, time.Time{}, now.Add(time.Second)), ledger.RerunFailed, "bf", ledger.ActionRun},
+		{"failed after", other(ledger.StateFailed, after, after, after), ledger.RerunFailed, "bf", ledger.ActionRun},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,10 +87,10 @@ func TestJudgeVersion(t *testing.T) {
 				t.Errorf("JudgeVersion = %v; want %v", got, tt.want)
 			}
 			err := req.AdmitsVersion(tt.other, p, since, now)
-			if (err == nil) != (tt.want == ledger.VerdictClaim) || (err != nil && !errors.Is(err, ledger.ErrNotClaimable)) {
-				t.Errorf("AdmitsVersion = %v; want an error matching ErrNotClaimable exactly when the verdict is not VerdictClaim", err)
+			if (err == nil) != (tt.want == ledger.ActionRun) || (err != nil && !errors.Is(err, ledger.ErrNotClaimable)) {
+				t.Errorf("AdmitsVersion = %v; want an error matching ErrNotClaimable exactly when the verdict is not ActionRun", err)
 			}
-			if got := errors.Is(err, ledger.ErrSuperseded); got != (tt.want == ledger.VerdictSuperseded) {
+			if got := errors.Is(err, ledger.ErrSuperseded); got != (tt.want == ledger.ActionSkipSuperseded) {
 				t.Errorf("AdmitsVersion = %v: matches ErrSuperseded %v; want %v", err, got, !got)
 			}
 		})

@@ -282,7 +282,7 @@ func TestEvents(t *testing.T) {
 				}
 			}
 		}
-		if !runKinds[tranche.KindRunStarted] || !runKinds[tranche.KindAssetCompleted] || !runKinds[tranche.KindRunCompleted] {
+		if !runKinds[tranche.KindRunStarted] || !runKinds[tranche.KindAssetSucceeded] || !runKinds[tranche.KindRunSucceeded] {
 			t.Errorf("OnEvent saw run kinds %v, want the runs' events", runKinds)
 		}
 		for _, e := range runnerEv.list() {

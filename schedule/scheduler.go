@@ -1027,7 +1027,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		}
 	}
 	lost := k.release()
-	completed := waitErr == nil && runErr == nil && res.Status == tranche.StatusCompleted
+	completed := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
 
 	var kind tranche.Kind
 	var why error
@@ -1059,7 +1059,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		} else {
 			why = runErr
 			if why == nil {
-				why = fmt.Errorf("run %s %s: %w", lease.RunID, res.Status, errors.Join(assetErrors(res)...))
+				why = fmt.Errorf("run %s %s: %w", lease.RunID, res.State, errors.Join(assetErrors(res)...))
 			}
 			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error(), Ran: took}
 		}
@@ -1118,7 +1118,7 @@ const finishTimeout = 30 * time.Second
 func assetErrors(res *tranche.Result) []error {
 	var errs []error
 	for _, o := range res.Assets {
-		if o.Err != nil && o.Status == tranche.StatusFailed {
+		if o.Err != nil && o.State == tranche.StateFailed {
 			errs = append(errs, o.Err)
 		}
 	}

@@ -23,7 +23,7 @@
 // postgres://user@host:5432/database?schema=NAME, or
 // postgres:host=HOST dbname=DATABASE schema=NAME. The program links the
 // drivers it chooses (sqlite.OpenLedger, postgres.OpenLedger, or a
-// function choosing between them by [ledger.Address.Kind]). The read
+// function choosing between them by [ledger.Address.Scheme]). The read
 // commands (ls, status, history, plan) open the ledger for
 // [ledger.AccessRead]: they never create, migrate or write it, so that
 // a read-only file or a role allowed only SELECT can be read; cancel

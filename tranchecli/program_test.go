@@ -851,7 +851,7 @@ func TestOpenLedgerAccess(t *testing.T) {
 	var got []string
 	p := &tranchecli.Program{
 		OpenLedger: func(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
-			got = append(got, addr.Kind+":"+addr.Path+" "+access.String())
+			got = append(got, addr.Scheme+":"+addr.Path+" "+access.String())
 			return mem, nil
 		},
 		DAGs:   map[string]*tranche.DAG{"events": eventsDAG(t, &f)},

@@ -216,7 +216,7 @@ func runRun(ctx context.Context, c *call) error {
 }
 
 // report prints a run's result and returns its error.
-func (c *call) report(res *backfill.Result, err error) error {
+func (c *call) report(res *backfill.Report, err error) error {
 	if res != nil {
 		fmt.Fprintln(c.stdout, res)
 		for i, f := range res.Failures {
@@ -237,12 +237,11 @@ func (c *call) report(res *backfill.Result, err error) error {
 
 // heldOnly reports whether a backfill's run left nothing wrong but
 // partitions other workers hold: everything it ran succeeded, nothing
-// was left unclaimed or unrun. The library reports that as an error
-// matching backfill.ErrHeldElsewhere, for callers that must wait for
-// the others; an operator meets ordinary overlap, exit code 4.
-func heldOnly(res *backfill.Result, err error) bool {
-	return res != nil && err != nil && errors.Is(err, backfill.ErrHeldElsewhere) &&
-		res.Held > 0 && res.Failed == 0 && res.Unclaimed == 0 && res.NotRun == 0
+// was left unclaimed or unrun. The library reports that in
+// Report.Held, not as an error; an operator meets it as exit code 4,
+// so that a script can tell "done" from "others still run the rest".
+func heldOnly(res *backfill.Report, err error) bool {
+	return res != nil && err == nil && res.Held > 0 && res.Failed == 0 && res.Unclaimed == 0 && res.NotRun == 0
 }
 
 func plural(n int, one, many string) string {

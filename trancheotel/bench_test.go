@@ -153,9 +153,9 @@ func directTelemetry(b *testing.B, sampler sdktrace.Sampler, dag *tranche.DAG) f
 	var sets []metric.MeasurementOption
 	for a := range dag.Assets() {
 		names = append(names, a.Name)
-		sets = append(sets, metric.WithAttributeSet(attribute.NewSet(attribute.String("asset", a.Name), attribute.String("status", "completed"))))
+		sets = append(sets, metric.WithAttributeSet(attribute.NewSet(attribute.String("asset", a.Name), attribute.String("status", "succeeded"))))
 	}
-	runSet := metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "completed")))
+	runSet := metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "succeeded")))
 	return func(ctx context.Context) {
 		now := time.Now()
 		rctx, run := tracer.Start(ctx, "run bench", trace.WithTimestamp(now), trace.WithAttributes(
@@ -164,11 +164,11 @@ func directTelemetry(b *testing.B, sampler sdktrace.Sampler, dag *tranche.DAG) f
 		for i, name := range names {
 			actx, span := tracer.Start(rctx, "asset "+name, trace.WithTimestamp(now),
 				trace.WithAttributes(attribute.String("asset", name), attribute.Int("attempt", 1)))
-			span.SetAttributes(attribute.String("status", "completed"), attribute.Int("rows", 0))
+			span.SetAttributes(attribute.String("status", "succeeded"), attribute.Int("rows", 0))
 			span.End(trace.WithTimestamp(now))
 			assets.Record(actx, 0, sets[i])
 		}
-		run.SetAttributes(attribute.String("status", "completed"), attribute.Int("rows", 0))
+		run.SetAttributes(attribute.String("status", "succeeded"), attribute.Int("rows", 0))
 		run.End(trace.WithTimestamp(now))
 		runs.Record(rctx, 0, runSet)
 	}
@@ -222,7 +222,7 @@ func BenchmarkSDK(b *testing.B) {
 		for b.Loop() {
 			_, span := tracer.Start(ctx, "asset a", trace.WithTimestamp(now),
 				trace.WithAttributes(attribute.String("tranche.asset", "a"), attribute.Int("tranche.asset.attempt", 1)))
-			span.SetAttributes(attribute.String("tranche.status", "completed"), attribute.Int("tranche.rows", 0))
+			span.SetAttributes(attribute.String("tranche.status", "succeeded"), attribute.Int("tranche.rows", 0))
 			span.End(trace.WithTimestamp(now))
 		}
 	})
@@ -233,7 +233,7 @@ func BenchmarkSDK(b *testing.B) {
 			b.Fatal(err)
 		}
 		set := metric.WithAttributeSet(attribute.NewSet(attribute.String("tranche.asset", "a"),
-			attribute.String("tranche.status", "completed"), attribute.String("tranche.dag", "bench")))
+			attribute.String("tranche.status", "succeeded"), attribute.String("tranche.dag", "bench")))
 		sctx, span := tracer.Start(ctx, "run")
 		defer span.End()
 		b.ReportAllocs()

@@ -27,7 +27,7 @@ else, for a backfill's run, the DAG name its backfill's events carry), and
 tranche.partition.key (a partition run's key) or tranche.window (a window
 run's text form); an attempt's, tranche.asset and tranche.asset.attempt; a
 write's, tranche.destination. When a step ends its span gets
-tranche.status (completed, failed, canceled, skipped, or retrying for an
+tranche.status (succeeded, failed, canceled, skipped, or retrying for an
 attempt followed by another), and tranche.rows for runs, completed attempts
 and writes. A failed or canceled step, and an attempt that is retried, has
 status Error with its error recorded ([trace.Span.RecordError]); a skipped

@@ -193,7 +193,7 @@ type hook struct {
 func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 	if h.dag == "" && e.DAG != "" && e.Backfill != "" {
 		switch e.Kind {
-		case backfill.KindCompleted, backfill.KindFailed, backfill.KindCanceled:
+		case backfill.KindSucceeded, backfill.KindFailed, backfill.KindCanceled:
 			h.dags.Delete(e.Backfill)
 		default:
 			if v, ok := h.dags.Load(e.Backfill); !ok || v.(string) != e.DAG {
@@ -204,13 +204,13 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 	switch e.Kind {
 	case tranche.KindRunStarted:
 		h.runStarted(ctx, &e)
-	case tranche.KindRunCompleted, tranche.KindRunFailed, tranche.KindRunCanceled:
+	case tranche.KindRunSucceeded, tranche.KindRunFailed, tranche.KindRunCanceled:
 		h.metrics.run(h.runEnded(ctx, &e), h, &e)
 	case tranche.KindAssetStarted:
 		if r := h.lockRun(&e); r != nil {
 			r.assetStarted(h, &e)
 		}
-	case tranche.KindAssetRetrying, tranche.KindAssetCompleted, tranche.KindAssetFailed,
+	case tranche.KindAssetRetrying, tranche.KindAssetSucceeded, tranche.KindAssetFailed,
 		tranche.KindAssetCanceled, tranche.KindAssetSkipped:
 		if r := h.lockRun(&e); r != nil {
 			ctx = r.assetEnded(ctx, &e)
@@ -220,7 +220,7 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 		if r := h.lockRun(&e); r != nil {
 			r.writeStarted(h, &e)
 		}
-	case tranche.KindWriteCompleted, tranche.KindWriteFailed:
+	case tranche.KindWriteSucceeded, tranche.KindWriteFailed:
 		if r := h.lockRun(&e); r != nil {
 			ctx = r.writeEnded(ctx, &e)
 		}
@@ -228,7 +228,7 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 	case backfill.KindPartitionSucceeded, backfill.KindPartitionFailed, backfill.KindPartitionHeld, backfill.KindPartitionSkipped:
 		h.metrics.partitions(ctx, h, &e)
 	case tranche.KindLog, backfill.KindPartitionClaimed, backfill.KindPartitionStarted,
-		backfill.KindStarted, backfill.KindCompleted, backfill.KindFailed, backfill.KindCanceled:
+		backfill.KindStarted, backfill.KindSucceeded, backfill.KindFailed, backfill.KindCanceled:
 		// Logs belong to a log pipeline (an otelslog handler on
 		// Runner.Logger); the backfill's lifecycle is in its partitions'
 		// counts and, for a trace, in the caller's span around

@@ -66,7 +66,7 @@ func TestRunSpans(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
 		hook, runs := tel.hook(trancheotel.WithDAG("daily"))
-		r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+		r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 		t0 := time.Now()
 		res, err := r.Run(t.Context(), pipeline(t, new(tranche.MemoryDestination)), day(2))
 		if err != nil {
@@ -75,13 +75,13 @@ func TestRunSpans(t *testing.T) {
 		if n := runs(); n != 0 {
 			t.Errorf("the hook holds %d runs after the run ended", n)
 		}
-		want := `run daily completed
-  asset dim completed
-  asset raw completed
-    write memory completed
+		want := `run daily succeeded
+  asset dim succeeded
+  asset raw succeeded
+    write memory succeeded
   asset stats retrying ERROR
-  asset stats completed
-  asset report completed
+  asset stats succeeded
+  asset report succeeded
 `
 		if diff := cmp.Diff(want, tree(t, tel)); diff != "" {
 			t.Errorf("span tree (-want +got):\n%s", diff)
@@ -90,7 +90,7 @@ func TestRunSpans(t *testing.T) {
 		run := named(tel, "run daily")[0]
 		wantRun := map[string]string{
 			"tranche.run.id": res.RunID, "tranche.run.attempt": "1", "tranche.dag": "daily",
-			"tranche.partition.key": "2026-01-02", "tranche.status": "completed", "tranche.rows": "1",
+			"tranche.partition.key": "2026-01-02", "tranche.status": "succeeded", "tranche.rows": "1",
 		}
 		if diff := cmp.Diff(wantRun, attrs(run)); diff != "" {
 			t.Errorf("run attributes (-want +got):\n%s", diff)
@@ -106,14 +106,14 @@ func TestRunSpans(t *testing.T) {
 		}
 
 		raw := named(tel, "asset raw")[0]
-		if diff := cmp.Diff(map[string]string{"tranche.asset": "raw", "tranche.asset.attempt": "1", "tranche.status": "completed", "tranche.rows": "1"}, attrs(raw)); diff != "" {
+		if diff := cmp.Diff(map[string]string{"tranche.asset": "raw", "tranche.asset.attempt": "1", "tranche.status": "succeeded", "tranche.rows": "1"}, attrs(raw)); diff != "" {
 			t.Errorf("raw's attributes (-want +got):\n%s", diff)
 		}
 		if d := raw.EndTime().Sub(raw.StartTime()); d != 1500*time.Millisecond {
 			t.Errorf("raw's span lasted %v, want 1.5s", d)
 		}
 		write := named(tel, "write memory")[0]
-		if diff := cmp.Diff(map[string]string{"tranche.destination": "memory", "tranche.rows": "1", "tranche.status": "completed"}, attrs(write)); diff != "" {
+		if diff := cmp.Diff(map[string]string{"tranche.destination": "memory", "tranche.rows": "1", "tranche.status": "succeeded"}, attrs(write)); diff != "" {
 			t.Errorf("write attributes (-want +got):\n%s", diff)
 		}
 
@@ -137,25 +137,25 @@ func TestRunSpans(t *testing.T) {
 
 		got := tel.collect(t)
 		wantMetrics := map[string]map[string]point{
-			trancheotel.MetricRunDuration: {"tranche.dag=daily,tranche.status=completed": {Value: 31.5, Count: 1}},
+			trancheotel.MetricRunDuration: {"tranche.dag=daily,tranche.status=succeeded": {Value: 31.5, Count: 1}},
 			trancheotel.MetricAssetDuration: {
-				"tranche.asset=dim,tranche.dag=daily,tranche.status=completed":    {Value: 0, Count: 1},
-				"tranche.asset=raw,tranche.dag=daily,tranche.status=completed":    {Value: 1.5, Count: 1},
-				"tranche.asset=stats,tranche.dag=daily,tranche.status=completed":  {Value: 30, Count: 1},
-				"tranche.asset=report,tranche.dag=daily,tranche.status=completed": {Value: 0, Count: 1},
+				"tranche.asset=dim,tranche.dag=daily,tranche.status=succeeded":    {Value: 0, Count: 1},
+				"tranche.asset=raw,tranche.dag=daily,tranche.status=succeeded":    {Value: 1.5, Count: 1},
+				"tranche.asset=stats,tranche.dag=daily,tranche.status=succeeded":  {Value: 30, Count: 1},
+				"tranche.asset=report,tranche.dag=daily,tranche.status=succeeded": {Value: 0, Count: 1},
 			},
-			trancheotel.MetricWriteDuration: {"tranche.asset=raw,tranche.dag=daily,tranche.destination=memory,tranche.status=completed": {Value: 0, Count: 1}},
+			trancheotel.MetricWriteDuration: {"tranche.asset=raw,tranche.dag=daily,tranche.destination=memory,tranche.status=succeeded": {Value: 0, Count: 1}},
 			trancheotel.MetricRowsWritten:   {"tranche.asset=raw,tranche.dag=daily,tranche.destination=memory": {Value: 1}},
 		}
 		if diff := cmp.Diff(wantMetrics, got); diff != "" {
 			t.Errorf("metrics (-want +got):\n%s", diff)
 		}
 		// A measurement's exemplar points to the span of its step.
-		wantExemplars := map[string][]trace.SpanID{"tranche.dag=daily,tranche.status=completed": {run.SpanContext().SpanID()}}
+		wantExemplars := map[string][]trace.SpanID{"tranche.dag=daily,tranche.status=succeeded": {run.SpanContext().SpanID()}}
 		if diff := cmp.Diff(wantExemplars, tel.exemplarSpans(t, trancheotel.MetricRunDuration)); diff != "" {
 			t.Errorf("run duration exemplars (-want +got):\n%s", diff)
 		}
-		if got := tel.exemplarSpans(t, trancheotel.MetricAssetDuration)["tranche.asset=raw,tranche.dag=daily,tranche.status=completed"]; !slices.Equal(got, []trace.SpanID{raw.SpanContext().SpanID()}) {
+		if got := tel.exemplarSpans(t, trancheotel.MetricAssetDuration)["tranche.asset=raw,tranche.dag=daily,tranche.status=succeeded"]; !slices.Equal(got, []trace.SpanID{raw.SpanContext().SpanID()}) {
 			t.Errorf("raw's duration exemplars %v, want raw's span %v", got, raw.SpanContext().SpanID())
 		}
 	})
@@ -167,7 +167,7 @@ func TestFailedRunSpans(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
 		hook, runs := tel.hook()
-		r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+		r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 		_, runErr := r.Run(t.Context(), pipeline(t, new(tranche.MemoryDestination)), days(t, 1, 2))
 		if runErr == nil {
 			t.Fatal("the window run succeeded")
@@ -176,9 +176,9 @@ func TestFailedRunSpans(t *testing.T) {
 			t.Errorf("the hook holds %d runs after the run ended", n)
 		}
 		want := `run failed ERROR
-  asset dim completed
-  asset raw completed
-    write memory completed
+  asset dim succeeded
+  asset raw succeeded
+    write memory succeeded
   asset stats failed ERROR
 `
 		if diff := cmp.Diff(want, tree(t, tel)); diff != "" {
@@ -237,7 +237,7 @@ func TestCanceledRunSpans(t *testing.T) {
 		dag := tranchetest.NewDAG(t, slow, flaky, tranchetest.Noop("after", "slow"))
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(10*time.Second, func() { cancel(errors.New("operator stop")) })
-		r := tranche.Runner{Concurrency: 2, OnEvent: hook}
+		r := tranche.Runner{MaxConcurrentAssets: 2, OnEvent: hook}
 		if _, err := r.Run(ctx, dag, nil); err == nil || err.Error() != "operator stop" {
 			t.Fatalf("Run: %v, want the cause", err)
 		}
@@ -336,18 +336,18 @@ func TestBackfill(t *testing.T) {
 		t.Errorf("the hook holds %d runs after the backfill", n)
 	}
 	want := `backfill 
-  run daily completed
-    asset events completed
-      write memory completed
-    asset rollup completed
-  run daily completed
-    asset events completed
-      write memory completed
-    asset rollup completed
   run daily failed ERROR
-    asset events completed
-      write memory completed
+    asset events succeeded
+      write memory succeeded
     asset rollup failed ERROR
+  run daily succeeded
+    asset events succeeded
+      write memory succeeded
+    asset rollup succeeded
+  run daily succeeded
+    asset events succeeded
+      write memory succeeded
+    asset rollup succeeded
 `
 	if diff := cmp.Diff(want, sortedRuns(tree(t, tel))); diff != "" {
 		t.Errorf("span tree (-want +got):\n%s", diff)
@@ -367,7 +367,7 @@ func TestBackfill(t *testing.T) {
 			t.Errorf("run %s is not a child of the span around the backfill", a["tranche.partition.key"])
 		}
 	}
-	if diff := cmp.Diff(map[string]string{"2026-01-03": "failed", "2026-01-04": "completed", "2026-01-05": "completed"}, keys); diff != "" {
+	if diff := cmp.Diff(map[string]string{"2026-01-03": "failed", "2026-01-04": "succeeded", "2026-01-05": "succeeded"}, keys); diff != "" {
 		t.Errorf("runs by partition (-want +got):\n%s", diff)
 	}
 	got := tel.collect(t)
@@ -390,12 +390,12 @@ func TestBackfill(t *testing.T) {
 		}
 	}
 	wantCounts := map[string]uint64{
-		"tranche.run.duration tranche.dag=daily,tranche.status=completed,tranche.trigger=backfill":                          2,
+		"tranche.run.duration tranche.dag=daily,tranche.status=succeeded,tranche.trigger=backfill":                          2,
 		"tranche.run.duration tranche.dag=daily,tranche.status=failed,tranche.trigger=backfill":                             1,
-		"tranche.asset.duration tranche.asset=events,tranche.dag=daily,tranche.status=completed":                            3,
-		"tranche.asset.duration tranche.asset=rollup,tranche.dag=daily,tranche.status=completed":                            2,
+		"tranche.asset.duration tranche.asset=events,tranche.dag=daily,tranche.status=succeeded":                            3,
+		"tranche.asset.duration tranche.asset=rollup,tranche.dag=daily,tranche.status=succeeded":                            2,
 		"tranche.asset.duration tranche.asset=rollup,tranche.dag=daily,tranche.status=failed":                               1,
-		"tranche.write.duration tranche.asset=events,tranche.dag=daily,tranche.destination=memory,tranche.status=completed": 3,
+		"tranche.write.duration tranche.asset=events,tranche.dag=daily,tranche.destination=memory,tranche.status=succeeded": 3,
 	}
 	if diff := cmp.Diff(wantCounts, counts); diff != "" {
 		t.Errorf("measurements (-want +got):\n%s", diff)
@@ -408,7 +408,7 @@ func TestBackfill(t *testing.T) {
 	failing = nil
 	mu.Unlock()
 	// The partition another worker holds keeps the run from being done.
-	if _, err := b.Run(ctx); err != nil && !errors.Is(err, backfill.ErrHeldElsewhere) {
+	if _, err := b.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rerun := named(tel, "run daily")
@@ -458,18 +458,18 @@ func TestUnknownKinds(t *testing.T) {
 	}
 	ev("lease.lost", "nobody", 1, 0, errors.New("fenced"))                // no such run
 	ev(tranche.KindAssetStarted, "nobody", 1, 0, nil)                     // no such run
-	ev(tranche.KindRunCompleted, "nobody", 1, 0, nil)                     // no such run
+	ev(tranche.KindRunSucceeded, "nobody", 1, 0, nil)                     // no such run
 	ev("partition.relinquished", "", 0, 0, nil)                           // not of a run
 	ev(tranche.KindRunStarted, "r", 1, 0, nil)                            //
 	ev(tranche.KindAssetStarted, "r", 1, time.Second, nil)                //
 	ev("lease.renewal_failed", "r", 0, 2*time.Second, errors.New("slow")) // a kind added later
-	ev(tranche.KindAssetCompleted, "r", 1, 3*time.Second, nil)            //
-	ev(tranche.KindRunCompleted, "r", 1, 4*time.Second, nil)              //
+	ev(tranche.KindAssetSucceeded, "r", 1, 3*time.Second, nil)            //
+	ev(tranche.KindRunSucceeded, "r", 1, 4*time.Second, nil)              //
 	ev("lease.renewal_failed", "r", 0, 5*time.Second, nil)                // after the run: ignored
 	if n := runs(); n != 0 {
 		t.Errorf("the hook holds %d runs", n)
 	}
-	if diff := cmp.Diff("run completed\n  asset a completed\n", tree(t, tel)); diff != "" {
+	if diff := cmp.Diff("run succeeded\n  asset a succeeded\n", tree(t, tel)); diff != "" {
 		t.Errorf("span tree (-want +got):\n%s", diff)
 	}
 	run := named(tel, "run")[0]
@@ -509,8 +509,8 @@ func TestOverlappingAttempts(t *testing.T) {
 	if n := runs(); n != 1 {
 		t.Errorf("the hook holds %d runs, want 1", n)
 	}
-	ev(tranche.KindAssetCompleted, 1, 6*time.Second)
-	ev(tranche.KindRunCompleted, 3, 7*time.Second)
+	ev(tranche.KindAssetSucceeded, 1, 6*time.Second)
+	ev(tranche.KindRunSucceeded, 3, 7*time.Second)
 	if n := runs(); n != 0 {
 		t.Errorf("the hook holds %d runs, want none", n)
 	}
@@ -551,7 +551,7 @@ func TestNoopProviders(t *testing.T) {
 	if _, err := r.Run(t.Context(), dag, nil); err != nil {
 		t.Fatal(err)
 	}
-	if p := tel.collect(t)[trancheotel.MetricRunDuration]["tranche.status=completed"]; p.Count != 1 {
+	if p := tel.collect(t)[trancheotel.MetricRunDuration]["tranche.status=succeeded"]; p.Count != 1 {
 		t.Errorf("run duration without a tracer: %+v", p)
 	}
 
@@ -561,7 +561,7 @@ func TestNoopProviders(t *testing.T) {
 	if _, err := r.Run(t.Context(), dag, nil); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("run completed\n  asset a completed\n  asset b completed\n", tree(t, tel)); diff != "" {
+	if diff := cmp.Diff("run succeeded\n  asset a succeeded\n  asset b succeeded\n", tree(t, tel)); diff != "" {
 		t.Errorf("span tree (-want +got):\n%s", diff)
 	}
 
@@ -579,7 +579,7 @@ func TestNoopProviders(t *testing.T) {
 	if held != 0 || len(tel.spans.Ended()) != 0 {
 		t.Errorf("an unsampled run: %d runs held during it, %d spans", held, len(tel.spans.Ended()))
 	}
-	if p := tel.collect(t)[trancheotel.MetricRunDuration]["tranche.status=completed"]; p.Count != 1 {
+	if p := tel.collect(t)[trancheotel.MetricRunDuration]["tranche.status=succeeded"]; p.Count != 1 {
 		t.Errorf("an unsampled run is still measured: %+v", p)
 	}
 }
@@ -612,10 +612,10 @@ func TestGlobalProviders(t *testing.T) {
 	if _, err := r.Run(t.Context(), tranchetest.NewDAG(t, tranchetest.Noop("a")), nil); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("run completed\n  asset a completed\n", tree(t, tel)); diff != "" {
+	if diff := cmp.Diff("run succeeded\n  asset a succeeded\n", tree(t, tel)); diff != "" {
 		t.Errorf("span tree through the global provider (-want +got):\n%s", diff)
 	}
-	if p := tel.collect(t)[trancheotel.MetricRunDuration]["tranche.status=completed"]; p.Count != 1 {
+	if p := tel.collect(t)[trancheotel.MetricRunDuration]["tranche.status=succeeded"]; p.Count != 1 {
 		t.Errorf("run duration through the global provider: %+v", p)
 	}
 	otel.SetTracerProvider(tracenoop.NewTracerProvider())
@@ -638,7 +638,7 @@ func TestConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
-			r := tranche.Runner{OnEvent: hook, Concurrency: 3, OnFailure: tranche.FailContinue}
+			r := tranche.Runner{OnEvent: hook, MaxConcurrentAssets: 3, OnFailure: tranche.FailContinue}
 			for range each {
 				if _, err := r.Run(t.Context(), dag, nil); err == nil {
 					t.Error("the run did not fail")
@@ -730,7 +730,7 @@ func TestProcessorPanics(t *testing.T) {
 	tel := newTelemetry()
 	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panicky{tel.spans, "asset b"}))
 	hook, runs := tel.hook()
-	r := tranche.Runner{Concurrency: 1, OnEvent: hook}
+	r := tranche.Runner{MaxConcurrentAssets: 1, OnEvent: hook}
 	dag := tranchetest.NewDAG(t, tranchetest.Noop("a"), tranchetest.Noop("b", "a"), tranchetest.Noop("c", "b"))
 	done := make(chan *tranche.Result, 1)
 	go func() {
@@ -755,7 +755,7 @@ func TestProcessorPanics(t *testing.T) {
 	if n := runs(); n != 0 {
 		t.Errorf("the hook holds %d runs", n)
 	}
-	if diff := cmp.Diff("run completed\n  asset a completed\n  asset c completed\n", tree(t, tel)); diff != "" {
+	if diff := cmp.Diff("run succeeded\n  asset a succeeded\n  asset c succeeded\n", tree(t, tel)); diff != "" {
 		t.Errorf("span tree (-want +got):\n%s", diff)
 	}
 }

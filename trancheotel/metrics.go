@@ -147,7 +147,7 @@ func (m *instruments) write(ctx context.Context, h *hook, e *tranche.Event) {
 		m.writeDuration.Record(ctx, e.Duration.Seconds(),
 			h.measurement(setKey{instrument: writeSet, asset: e.Asset, destination: e.Destination, status: status(e.Kind)}))
 	}
-	if e.Kind == tranche.KindWriteCompleted && e.Rows > 0 && m.rows.Enabled(ctx) {
+	if e.Kind == tranche.KindWriteSucceeded && e.Rows > 0 && m.rows.Enabled(ctx) {
 		m.rows.Add(ctx, int64(e.Rows), h.measurement(setKey{instrument: rowsSet, asset: e.Asset, destination: e.Destination}))
 	}
 }

@@ -210,7 +210,7 @@ func (r *runSpans) assetEnded(_ context.Context, e *tranche.Event) context.Conte
 	var buf [2]attribute.KeyValue
 	attrs := append(buf[:0], attribute.String(keyStatus, status(e.Kind)))
 	switch e.Kind {
-	case tranche.KindAssetCompleted:
+	case tranche.KindAssetSucceeded:
 		attrs = append(attrs, attribute.Int(keyRows, e.Rows))
 	case tranche.KindAssetRetrying:
 		attrs = append(attrs, attribute.String(keyRetryWait, e.Duration.String()))
@@ -289,8 +289,8 @@ func setError(span trace.Span, e *tranche.Event) {
 // status names how a step ended, as the attribute tranche.status.
 func status(k tranche.Kind) string {
 	switch k {
-	case tranche.KindRunCompleted, tranche.KindAssetCompleted, tranche.KindWriteCompleted:
-		return "completed"
+	case tranche.KindRunSucceeded, tranche.KindAssetSucceeded, tranche.KindWriteSucceeded:
+		return "succeeded"
 	case tranche.KindRunFailed, tranche.KindAssetFailed, tranche.KindWriteFailed:
 		return "failed"
 	case tranche.KindRunCanceled, tranche.KindAssetCanceled:

@@ -39,7 +39,7 @@ const Worker = "tranchetest"
 //
 // It returns the report and error of Run, failures included, for the
 // test to judge; [RequireSucceededOnce] checks the ledger after.
-func RunBackfill(ctx context.Context, clock *ledgertest.Clock, b *backfill.Backfill) (*backfill.Result, error) {
+func RunBackfill(ctx context.Context, clock *ledgertest.Clock, b *backfill.Backfill) (*backfill.Report, error) {
 	if clock == nil {
 		clock = ledgertest.NewClock(b.Window.End())
 	}

@@ -32,13 +32,13 @@ func ExampleRecorder() {
 	}
 	rec := new(tranchetest.Recorder)
 	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(context.Background(), dag, nil)
-	fmt.Println(res.Status, err)
+	fmt.Println(res.State, err)
 	fmt.Println(rec.Kinds(""))
 	fmt.Println(rec.Kinds("sum"))
 	// Output:
-	// completed <nil>
-	// [run.started run.completed]
-	// [asset.started asset.completed]
+	// succeeded <nil>
+	// [run.started run.succeeded]
+	// [asset.started asset.succeeded]
 }
 
 // RunBackfill runs a backfill on an in-memory ledger whose clock stands

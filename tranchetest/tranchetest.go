@@ -1,8 +1,8 @@
 // Package tranchetest helps test code that uses tranche: a hook that
 // records events ([Recorder]), assets and DAGs built from plain functions
 // ([Func], [Noop], [Rows], [Fail], [NewDAG]), assertions on results, events
-// and the rows of a [tranche.MemoryDestination] ([RequireCompleted],
-// [RequireStatus], [RequireKinds], [RequireRows], [RequireKeys]),
+// and the rows of a [tranche.MemoryDestination] ([RequireSucceeded],
+// [RequireState], [RequireKinds], [RequireRows], [RequireKeys]),
 // backfills on a settable [ledgertest.Clock] and an in-memory ledger ([RunBackfill])
 // with a check that every partition succeeded exactly once
 // ([CheckSucceededOnce], [RequireSucceededOnce]), the rows of a
@@ -22,8 +22,8 @@
 //	)
 //	runner := tranche.Runner{OnEvent: rec.OnEvent}
 //	res, err := runner.Run(ctx, dag, nil)
-//	tranchetest.RequireCompleted(t, res, err)
-//	tranchetest.RequireKinds(t, rec, "sum", tranche.KindAssetStarted, tranche.KindAssetCompleted)
+//	tranchetest.RequireSucceeded(t, res, err)
+//	tranchetest.RequireKinds(t, rec, "sum", tranche.KindAssetStarted, tranche.KindAssetSucceeded)
 //
 // A test of a backfill:
 //
@@ -137,48 +137,48 @@ type testingT interface {
 	Fatalf(format string, args ...any)
 }
 
-// RequireCompleted fails the test unless the run completed: err is nil,
-// the status is [tranche.StatusCompleted], and no hook panicked. The
+// RequireSucceeded fails the test unless the run succeeded: err is nil,
+// the status is [tranche.StateSucceeded], and no hook panicked. The
 // message lists every asset that did not complete, with its error.
-func RequireCompleted(tb testing.TB, res *tranche.Result, err error) {
+func RequireSucceeded(tb testing.TB, res *tranche.Result, err error) {
 	tb.Helper()
-	requireCompleted(tb, res, err)
+	requireSucceeded(tb, res, err)
 }
 
-func requireCompleted(t testingT, res *tranche.Result, err error) {
+func requireSucceeded(t testingT, res *tranche.Result, err error) {
 	t.Helper()
 	switch {
 	case res == nil:
 		t.Fatalf("run did not start: %v", err)
-	case err != nil || res.Status != tranche.StatusCompleted:
-		t.Fatalf("run %s %s, want completed: %v%s", res.RunID, res.Status, err, outcomes(res))
+	case err != nil || res.State != tranche.StateSucceeded:
+		t.Fatalf("run %s %s, want succeeded: %v%s", res.RunID, res.State, err, outcomes(res))
 	case res.HookErr != nil:
-		t.Fatalf("run %s completed, but a hook panicked: %v", res.RunID, res.HookErr)
+		t.Fatalf("run %s succeeded, but a hook panicked: %v", res.RunID, res.HookErr)
 	}
 }
 
-// RequireStatus fails the test unless the run ended with status want, and
+// RequireState fails the test unless the run ended with status want, and
 // each asset named in assets (as "name=status", for instance
 // "load=failed") ended with the status given.
-func RequireStatus(tb testing.TB, res *tranche.Result, want tranche.Status, assets ...string) {
+func RequireState(tb testing.TB, res *tranche.Result, want tranche.State, assets ...string) {
 	tb.Helper()
-	requireStatus(tb, res, want, assets...)
+	requireState(tb, res, want, assets...)
 }
 
-func requireStatus(t testingT, res *tranche.Result, want tranche.Status, assets ...string) {
+func requireState(t testingT, res *tranche.Result, want tranche.State, assets ...string) {
 	t.Helper()
 	if res == nil {
 		t.Fatalf("run did not start (nil Result), want status %s", want)
 		return
 	}
-	if res.Status != want {
-		t.Fatalf("run %s %s, want %s%s", res.RunID, res.Status, want, outcomes(res))
+	if res.State != want {
+		t.Fatalf("run %s %s, want %s%s", res.RunID, res.State, want, outcomes(res))
 		return
 	}
 	for _, spec := range assets {
 		name, status, ok := strings.Cut(spec, "=")
 		if !ok {
-			t.Fatalf("RequireStatus: %q is not name=status", spec)
+			t.Fatalf("RequireState: %q is not name=state", spec)
 			return
 		}
 		i := slices.IndexFunc(res.Assets, func(o tranche.AssetResult) bool { return o.Asset == name })
@@ -186,8 +186,8 @@ func requireStatus(t testingT, res *tranche.Result, want tranche.Status, assets 
 		case i < 0:
 			t.Fatalf("run %s has no asset %q", res.RunID, name)
 			return
-		case string(res.Assets[i].Status) != status:
-			t.Fatalf("asset %q %s, want %s%s", name, res.Assets[i].Status, status, outcomes(res))
+		case string(res.Assets[i].State) != status:
+			t.Fatalf("asset %q %s, want %s%s", name, res.Assets[i].State, status, outcomes(res))
 			return
 		}
 	}
@@ -196,7 +196,7 @@ func requireStatus(t testingT, res *tranche.Result, want tranche.Status, assets 
 func outcomes(res *tranche.Result) string {
 	var b strings.Builder
 	for _, o := range res.Assets {
-		fmt.Fprintf(&b, "\n\t%s: %s", o.Asset, o.Status)
+		fmt.Fprintf(&b, "\n\t%s: %s", o.Asset, o.State)
 		if o.Err != nil {
 			fmt.Fprintf(&b, ": %v", o.Err)
 		}

@@ -50,10 +50,10 @@ func TestRecorderAndHelpers(t *testing.T) {
 	sink.Partitioning = tranche.Partitioning{Granularity: tranche.Day}
 	dag := NewDAG(t, src, sink)
 	res, err := (&tranche.Runner{OnEvent: rec.OnEvent}).Run(context.Background(), dag, day1)
-	RequireCompleted(t, res, err)
-	RequireStatus(t, res, tranche.StatusCompleted, "src=completed", "sink=completed")
-	RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunCompleted)
-	RequireKinds(t, rec, "sink", tranche.KindAssetStarted, tranche.KindAssetCompleted)
+	RequireSucceeded(t, res, err)
+	RequireState(t, res, tranche.StateSucceeded, "src=succeeded", "sink=succeeded")
+	RequireKinds(t, rec, "", tranche.KindRunStarted, tranche.KindRunSucceeded)
+	RequireKinds(t, rec, "sink", tranche.KindAssetStarted, tranche.KindAssetSucceeded)
 	RequireRows(t, dest, "src", "2026-01-01", []tranche.Row{{"day": "2026-01-01", "n": 1}})
 	RequireKeys(t, dest, "src", "2026-01-01")
 	if n := len(rec.Events()); n != 8 {
@@ -66,26 +66,26 @@ func TestRecorderAndHelpers(t *testing.T) {
 
 	failed, ferr := new(tranche.Runner).Run(context.Background(), NewDAG(t, Fail("f", errors.New("nope")), Noop("g", "f")), nil)
 
-	check(t, "completed run", false, "", func(t testingT) { requireCompleted(t, res, err) })
-	check(t, "failed run", true, `run `+failed.RunID+` failed, want completed: tranche: asset "f" failed: nope`,
-		func(t testingT) { requireCompleted(t, failed, ferr) })
-	check(t, "failed run lists outcomes", true, "\n\tg: canceled: ", func(t testingT) { requireCompleted(t, failed, ferr) })
-	check(t, "not started", true, "run did not start: boom", func(t testingT) { requireCompleted(t, nil, errors.New("boom")) })
+	check(t, "succeeded run", false, "", func(t testingT) { requireSucceeded(t, res, err) })
+	check(t, "failed run", true, `run `+failed.RunID+` failed, want succeeded: tranche: asset "f" failed: nope`,
+		func(t testingT) { requireSucceeded(t, failed, ferr) })
+	check(t, "failed run lists outcomes", true, "\n\tg: canceled: ", func(t testingT) { requireSucceeded(t, failed, ferr) })
+	check(t, "not started", true, "run did not start: boom", func(t testingT) { requireSucceeded(t, nil, errors.New("boom")) })
 	check(t, "hook panic", true, "a hook panicked: x", func(t testingT) {
-		requireCompleted(t, &tranche.Result{Status: tranche.StatusCompleted, HookErr: errors.New("x")}, nil)
+		requireSucceeded(t, &tranche.Result{State: tranche.StateSucceeded, HookErr: errors.New("x")}, nil)
 	})
-	check(t, "status", false, "", func(t testingT) { requireStatus(t, failed, tranche.StatusFailed, "f=failed", "g=canceled") })
-	check(t, "wrong status", true, "failed, want completed", func(t testingT) { requireStatus(t, failed, tranche.StatusCompleted) })
-	check(t, "wrong asset status", true, `asset "g" canceled, want completed`, func(t testingT) { requireStatus(t, failed, tranche.StatusFailed, "g=completed") })
-	check(t, "unknown asset", true, `has no asset "h"`, func(t testingT) { requireStatus(t, failed, tranche.StatusFailed, "h=completed") })
-	check(t, "bad spec", true, `"g" is not name=status`, func(t testingT) { requireStatus(t, failed, tranche.StatusFailed, "g") })
-	check(t, "nil result", true, "nil Result", func(t testingT) { requireStatus(t, nil, tranche.StatusFailed) })
+	check(t, "status", false, "", func(t testingT) { requireState(t, failed, tranche.StateFailed, "f=failed", "g=canceled") })
+	check(t, "wrong status", true, "failed, want succeeded", func(t testingT) { requireState(t, failed, tranche.StateSucceeded) })
+	check(t, "wrong asset status", true, `asset "g" canceled, want succeeded`, func(t testingT) { requireState(t, failed, tranche.StateFailed, "g=succeeded") })
+	check(t, "unknown asset", true, `has no asset "h"`, func(t testingT) { requireState(t, failed, tranche.StateFailed, "h=succeeded") })
+	check(t, "bad spec", true, `"g" is not name=state`, func(t testingT) { requireState(t, failed, tranche.StateFailed, "g") })
+	check(t, "nil result", true, "nil Result", func(t testingT) { requireState(t, nil, tranche.StateFailed) })
 
 	rec2 := new(Recorder)
 	rec2.OnEvent(context.Background(), tranche.Event{Kind: tranche.KindRunStarted})
 	check(t, "kinds", false, "", func(t testingT) { requireKinds(t, rec2, "", tranche.KindRunStarted) })
-	check(t, "wrong kinds", true, "run events:\n\tgot  [run.started]\n\twant [run.completed]", func(t testingT) {
-		requireKinds(t, rec2, "", tranche.KindRunCompleted)
+	check(t, "wrong kinds", true, "run events:\n\tgot  [run.started]\n\twant [run.succeeded]", func(t testingT) {
+		requireKinds(t, rec2, "", tranche.KindRunSucceeded)
 	})
 	check(t, "asset kinds", true, `events of asset "a"`, func(t testingT) { requireKinds(t, rec2, "a", tranche.KindLog) })
 

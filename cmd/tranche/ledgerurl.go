@@ -28,14 +28,14 @@ func openLedger(ctx context.Context, raw string) (ledger.Ledger, error) {
 // tranchecli closes.
 func openAddress(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
 	access = min(access, ledger.AccessWrite)
-	switch addr.Kind {
-	case ledger.KindSQLite:
+	switch addr.Scheme {
+	case ledger.SchemeSQLite:
 		l, err := sqlite.OpenLedger(ctx, addr, access)
 		if err != nil {
 			return nil, fmt.Errorf("ledger %s: %w", addr, err)
 		}
 		return l, nil
-	case ledger.KindPostgres:
+	case ledger.SchemePostgres:
 		l, err := postgres.OpenLedger(ctx, addr, access)
 		if err != nil {
 			// The ledger's errors name the server, never the password;
@@ -44,7 +44,7 @@ func openAddress(ctx context.Context, addr ledger.Address, access ledger.Access)
 		}
 		return l, nil
 	}
-	return nil, fmt.Errorf("ledger %s: %w: unknown kind %q; %s", addr, ledger.ErrAddress, addr.Kind, ledger.AddressForms)
+	return nil, fmt.Errorf("ledger %s: %w: unknown kind %q; %s", addr, ledger.ErrAddress, addr.Scheme, ledger.AddressForms)
 }
 
 // redactedError is a failure of the PostgreSQL ledger whose message has

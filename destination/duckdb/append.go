@@ -75,7 +75,7 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 	// comes.
 	conv := make([]sqldest.Converter, len(columns))
 	for j := range cols {
-		conv[j] = cols[j].converter(rows, j, rows.Columns()[j].Kind)
+		conv[j] = cols[j].converter(rows, j, rows.Columns()[j].Type)
 	}
 	fit := !rows.Convert(conv)
 	whole := len(columns) == len(names)
@@ -392,7 +392,7 @@ func (c *column) fit(v any) (any, string, error) {
 // a float64, a string, a bool, a time.Time, a []byte), when the type
 // takes them as they are, go through one type switch; any other value,
 // and a NULL, goes through the spec's check (rows.Value), then fit.
-func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Kind) sqldest.Converter {
+func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Type) sqldest.Converter {
 	slow := func(v any) (any, string, error) {
 		cv, want, err := rows.Value(j, v)
 		if err != nil {

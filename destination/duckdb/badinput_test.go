@@ -84,8 +84,8 @@ func holder(t *testing.T, path string) *exec.Cmd {
 }
 
 var events = sqldest.Table{Name: "events", Partition: "day", Columns: []sqldest.Column{
-	{Name: "day", Kind: sqldest.Time},
-	{Name: "n", Kind: sqldest.Int},
+	{Name: "day", Type: sqldest.Time},
+	{Name: "n", Type: sqldest.Int},
 }}
 
 var jan1 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -165,20 +165,20 @@ const narrowDDL = `CREATE TABLE narrow (
 )`
 
 var narrow = sqldest.Table{Name: "narrow", Partition: "day", Columns: []sqldest.Column{
-	{Name: "day", Kind: sqldest.Time},
-	{Name: "tiny", Kind: sqldest.Int, Null: true},
-	{Name: "utiny", Kind: sqldest.Int, Null: true},
-	{Name: "int32", Kind: sqldest.Int, Null: true},
-	{Name: "ubig", Kind: sqldest.Int, Null: true},
-	{Name: "price", Kind: sqldest.Float, Null: true},
-	{Name: "cents", Key: "price_int", Kind: sqldest.Int, Null: true, Type: "DECIMAL(4,2)"},
-	{Name: "ratio", Kind: sqldest.Float, Null: true},
-	{Name: "whole", Kind: sqldest.Int, Null: true},
-	{Name: "name", Kind: sqldest.String, Null: true},
-	{Name: "at_ns", Kind: sqldest.Time, Null: true},
-	{Name: "at_us", Kind: sqldest.Time, Null: true},
-	{Name: "at_tz", Kind: sqldest.Time, Null: true},
-	{Name: "at_s", Kind: sqldest.Time, Null: true},
+	{Name: "day", Type: sqldest.Time},
+	{Name: "tiny", Type: sqldest.Int, Null: true},
+	{Name: "utiny", Type: sqldest.Int, Null: true},
+	{Name: "int32", Type: sqldest.Int, Null: true},
+	{Name: "ubig", Type: sqldest.Int, Null: true},
+	{Name: "price", Type: sqldest.Float, Null: true},
+	{Name: "cents", Key: "price_int", Type: sqldest.Int, Null: true, SQLType: "DECIMAL(4,2)"},
+	{Name: "ratio", Type: sqldest.Float, Null: true},
+	{Name: "whole", Type: sqldest.Int, Null: true},
+	{Name: "name", Type: sqldest.String, Null: true},
+	{Name: "at_ns", Type: sqldest.Time, Null: true},
+	{Name: "at_us", Type: sqldest.Time, Null: true},
+	{Name: "at_tz", Type: sqldest.Time, Null: true},
+	{Name: "at_s", Type: sqldest.Time, Null: true},
 }}
 
 func openNarrow(t *testing.T) *duckdb.Destination {
@@ -334,10 +334,10 @@ func TestValuesThatFit(t *testing.T) {
 // of the spec's kinds, and into a table that is missing.
 func TestTableThatDoesNotFit(t *testing.T) {
 	d, err := duckdb.Open(t.Context(), "", sqldest.Table{Name: "t", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Kind: sqldest.Time},
-		{Name: "n", Kind: sqldest.Int},
-	}}, sqldest.Table{Name: "u", Columns: []sqldest.Column{{Name: "id", Kind: sqldest.String}}},
-		sqldest.Table{Name: "missing", Columns: []sqldest.Column{{Name: "id", Kind: sqldest.String}}})
+		{Name: "day", Type: sqldest.Time},
+		{Name: "n", Type: sqldest.Int},
+	}}, sqldest.Table{Name: "u", Columns: []sqldest.Column{{Name: "id", Type: sqldest.String}}},
+		sqldest.Table{Name: "missing", Columns: []sqldest.Column{{Name: "id", Type: sqldest.String}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestNaiveTimestampNeedsUTC(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1) // one connection, whose zone the SET changes
-	tbl := sqldest.Table{Name: "naive", Partition: "day", Columns: []sqldest.Column{{Name: "day", Kind: sqldest.Time, Type: "TIMESTAMP"}}}
+	tbl := sqldest.Table{Name: "naive", Partition: "day", Columns: []sqldest.Column{{Name: "day", Type: sqldest.Time, SQLType: "TIMESTAMP"}}}
 	d, err := duckdb.New(t.Context(), db, "duckdb mine", tbl)
 	if err != nil {
 		t.Fatal(err)

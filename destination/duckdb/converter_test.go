@@ -19,7 +19,7 @@ import (
 
 // kindTypes are, for each kind, the column types the destination
 // writes it into, and one it refuses.
-var kindTypes = map[sqldest.Kind][]string{
+var kindTypes = map[sqldest.Type][]string{
 	sqldest.Int:    append(append([]string{}, castTypes...), "DOUBLE", "FLOAT", "DECIMAL(4,2)", "DECIMAL(38,0)", "VARCHAR"),
 	sqldest.Float:  {"DOUBLE", "FLOAT", "DECIMAL(4,2)", "DECIMAL(18,6)", "BIGINT"},
 	sqldest.String: {"VARCHAR", "BLOB"},
@@ -55,7 +55,7 @@ func anyValue() *rapid.Generator[any] {
 // captureRows returns the *sqldest.Rows that a write of rows gives a
 // dialect's Insert, for a table of one column "v" of the given kind
 // (allowing NULL when null), unpartitioned.
-func captureRows(t *testing.T, db *sql.DB, kind sqldest.Kind, null bool, rows []tranche.Row) *sqldest.Rows {
+func captureRows(t *testing.T, db *sql.DB, kind sqldest.Type, null bool, rows []tranche.Row) *sqldest.Rows {
 	t.Helper()
 	var got *sqldest.Rows
 	dialect := Dialect
@@ -63,7 +63,7 @@ func captureRows(t *testing.T, db *sql.DB, kind sqldest.Kind, null bool, rows []
 		got = r
 		return nil
 	}
-	tbl := sqldest.Table{Name: "conv", Columns: []sqldest.Column{{Name: "v", Kind: kind, Null: null}}}
+	tbl := sqldest.Table{Name: "conv", Columns: []sqldest.Column{{Name: "v", Type: kind, Null: null}}}
 	d, err := sqldest.New(t.Context(), db, sqldest.Options{Dialect: &dialect, Name: "capture"}, tbl)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestConvertersAgreeWithFit(t *testing.T) {
 		}
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		kind := rapid.SampledFrom([]sqldest.Kind{sqldest.Int, sqldest.Float, sqldest.String, sqldest.Bool, sqldest.Time, sqldest.Bytes}).Draw(rt, "kind")
+		kind := rapid.SampledFrom([]sqldest.Type{sqldest.Int, sqldest.Float, sqldest.String, sqldest.Bool, sqldest.Time, sqldest.Bytes}).Draw(rt, "kind")
 		typ := rapid.SampledFrom(kindTypes[kind]).Draw(rt, "type")
 		null := rapid.Bool().Draw(rt, "null")
 		n := 0

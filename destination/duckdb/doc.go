@@ -8,8 +8,8 @@ with DuckDB's dialect ([Dialect]), through github.com/duckdb/duckdb-go/v2
 
 	d, err := duckdb.Open(ctx, "warehouse.duckdb", sqldest.Table{
 		Name: "events", Partition: "day", Columns: []sqldest.Column{
-			{Name: "day", Kind: sqldest.Time},
-			{Name: "n", Kind: sqldest.Int},
+			{Name: "day", Type: sqldest.Time},
+			{Name: "n", Type: sqldest.Int},
 		}})
 	if err != nil {
 		return err

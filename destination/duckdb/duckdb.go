@@ -116,7 +116,7 @@ func openError(name, file string, err error) error {
 	if hint == "" {
 		hint = "the file cannot be opened"
 	}
-	return &sqldest.Error{Destination: name, Op: fmt.Sprintf("opening %s", file), Kind: kind, Hint: hint, Err: err}
+	return &sqldest.Error{Destination: name, Op: fmt.Sprintf("opening %s", file), Class: kind, Hint: hint, Err: err}
 }
 
 // Dialect is the dialect of DuckDB through github.com/duckdb/duckdb-go/v2,

@@ -27,11 +27,11 @@ func ExampleOpen() {
 	defer os.RemoveAll(dir)
 
 	views := sqldest.Table{Name: "page_views", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Kind: sqldest.Time},
-		{Name: "page", Kind: sqldest.String},
+		{Name: "day", Type: sqldest.Time},
+		{Name: "page", Type: sqldest.String},
 		// A narrower type than the Int kind's BIGINT: each value is
 		// checked against it.
-		{Name: "views", Kind: sqldest.Int, Type: "SMALLINT"},
+		{Name: "views", Type: sqldest.Int, SQLType: "SMALLINT"},
 	}}
 	dest, err := duckdb.Open(ctx, filepath.Join(dir, "warehouse.duckdb"), views)
 	if err != nil {

@@ -109,7 +109,7 @@ func TestFitAgreesWithDuckDB(t *testing.T) {
 		if sqlType == "DOUBLE" {
 			kind = sqldest.Float
 		}
-		d, err := New(ctx, db, "duckdb test", sqldest.Table{Name: name, Columns: []sqldest.Column{{Name: "v", Kind: kind, Type: typ}}})
+		d, err := New(ctx, db, "duckdb test", sqldest.Table{Name: name, Columns: []sqldest.Column{{Name: "v", Type: kind, SQLType: typ}}})
 		if err != nil {
 			rt.Fatal(err)
 		}

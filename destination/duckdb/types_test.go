@@ -110,11 +110,11 @@ func TestTableAlteredBetweenWrites(t *testing.T) {
 // first); nothing is written. Those that fit are in every row.
 func TestMetaColumnsFitted(t *testing.T) {
 	tbl := sqldest.Table{Name: "audit", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Kind: sqldest.Time},
-		{Name: "n", Kind: sqldest.Int, Type: "TINYINT"},
-		{Name: "tok", Kind: sqldest.Int, Type: "TINYINT", Meta: sqldest.FromToken},
-		{Name: "run", Kind: sqldest.String, Meta: sqldest.FromRunID},
-		{Name: "delivery", Kind: sqldest.String, Meta: sqldest.FromDeliveryID},
+		{Name: "day", Type: sqldest.Time},
+		{Name: "n", Type: sqldest.Int, SQLType: "TINYINT"},
+		{Name: "tok", Type: sqldest.Int, SQLType: "TINYINT", Meta: sqldest.FromToken},
+		{Name: "run", Type: sqldest.String, Meta: sqldest.FromRunID},
+		{Name: "delivery", Type: sqldest.String, Meta: sqldest.FromDeliveryID},
 	}}
 	d, err := duckdb.Open(t.Context(), "", tbl)
 	if err != nil {

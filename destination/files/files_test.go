@@ -80,10 +80,10 @@ func TestFilesDestination(t *testing.T) {
 
 	for range 2 { // the second run replaces every file
 		res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, dailyAsset("views", fixed(rows...), dest), dim), w)
-		tranchetest.RequireCompleted(t, res, err)
+		tranchetest.RequireSucceeded(t, res, err)
 	}
 	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, hourly), tranche.PartitionOf(tranche.Hour, jan1.Add(5*time.Hour)))
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 
 	want := map[string]string{
 		"views/day=2026-01-01/data.jsonl":            `{"day":"2026-01-01","page":"/","views":1}` + "\n",
@@ -109,7 +109,7 @@ func TestFilesDestinationRefusesWholeWrite(t *testing.T) {
 	}
 	good := []tranche.Row{{"day": "2026-01-01", "v": 1}, {"day": "2026-01-03", "v": 3}}
 	res, err := new(tranche.Runner).Run(ctxT, tranchetest.NewDAG(t, dailyAsset("a", fixed(good...), dest)), w)
-	tranchetest.RequireCompleted(t, res, err)
+	tranchetest.RequireSucceeded(t, res, err)
 	before := readTree(t, dir)
 
 	// Partition 2026-01-03's second row cannot be encoded: nothing at all
@@ -119,7 +119,7 @@ func TestFilesDestinationRefusesWholeWrite(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `asset "a", partition 2026-01-03, row 1: json: unsupported type: chan int`) {
 		t.Fatalf("Run error = %v", err)
 	}
-	tranchetest.RequireStatus(t, res, tranche.StatusFailed)
+	tranchetest.RequireState(t, res, tranche.StateFailed)
 	if diff := cmp.Diff(before, readTree(t, dir)); diff != "" {
 		t.Errorf("a refused write changed the files (-before +after):\n%s", diff)
 	}

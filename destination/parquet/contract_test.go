@@ -24,7 +24,7 @@ func TestParquetDestinationContract(t *testing.T) {
 				d := &parquet.Destination{Dir: t.TempDir()}
 				if declared {
 					d.Schemas = map[string]parquet.Schema{destinationtest.Asset: {Columns: []parquet.Column{
-						{Name: "n", Kind: parquet.Int}, {Name: "note", Kind: parquet.String}}}}
+						{Name: "n", Type: parquet.Int}, {Name: "note", Type: parquet.String}}}}
 				}
 				return destinationtest.Subject{Destination: d, Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
 					rows, err := d.Rows(destinationtest.Asset, destinationtest.Column, p.Key())

@@ -6,10 +6,10 @@
 //
 //	lake := &parquet.Destination{Dir: "lake", Schemas: map[string]parquet.Schema{
 //		"orders": {Columns: []parquet.Column{
-//			{Name: "id", Kind: parquet.Int},
-//			{Name: "amount", Kind: parquet.Float},
-//			{Name: "customer", Kind: parquet.String, Null: true},
-//			{Name: "placed_at", Kind: parquet.Time},
+//			{Name: "id", Type: parquet.Int},
+//			{Name: "amount", Type: parquet.Float},
+//			{Name: "customer", Type: parquet.String, Null: true},
+//			{Name: "placed_at", Type: parquet.Time},
 //		}},
 //	}}
 //	asset := tranche.Asset{Name: "orders", Destinations: []tranche.Destination{lake}, ...}
@@ -44,7 +44,7 @@
 // # Schemas
 //
 // [Destination.Schemas] declares an asset's columns, in their order in
-// the files, each of a [Kind] and nullable or not. Every row of a batch
+// the files, each of a [Type] and nullable or not. Every row of a batch
 // must fit: each value of a Go type its column's kind takes, null (nil,
 // or a missing key) only where the column allows it, and no key that is
 // not a column but the partition column. An asset without a declared

@@ -97,11 +97,11 @@ func orders(p tranche.TimePartition) []tranche.Row {
 }
 
 var ordersSchema = Schema{Columns: []Column{
-	{Name: "id", Kind: Int},
-	{Name: "amount", Kind: Float},
-	{Name: "customer", Kind: String, Null: true},
-	{Name: "paid", Kind: Bool},
-	{Name: "placed_at", Kind: Time},
+	{Name: "id", Type: Int},
+	{Name: "amount", Type: Float},
+	{Name: "customer", Type: String, Null: true},
+	{Name: "paid", Type: Bool},
+	{Name: "placed_at", Type: Time},
 }}
 
 // TestBackfillDuckDB backfills January through the destination on the

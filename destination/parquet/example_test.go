@@ -24,10 +24,10 @@ func backfillLake(ctx context.Context, dir string) (*parquet.Destination, error)
 	lake := &parquet.Destination{
 		Dir: dir,
 		Schemas: map[string]parquet.Schema{"orders": {Columns: []parquet.Column{
-			{Name: "id", Kind: parquet.Int},
-			{Name: "amount", Kind: parquet.Float},
-			{Name: "customer", Kind: parquet.String, Null: true},
-			{Name: "placed_at", Kind: parquet.Time},
+			{Name: "id", Type: parquet.Int},
+			{Name: "amount", Type: parquet.Float},
+			{Name: "customer", Type: parquet.String, Null: true},
+			{Name: "placed_at", Type: parquet.Time},
 		}}},
 	}
 	dag, err := tranche.NewDAG(tranche.Asset{

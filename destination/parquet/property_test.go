@@ -29,7 +29,7 @@ func genSchema(t *rapid.T) Schema {
 	for _, n := range names {
 		s.Columns = append(s.Columns, Column{
 			Name: n,
-			Kind: Kind(rapid.IntRange(int(Int), int(Bytes)).Draw(t, n+".kind")),
+			Type: Type(rapid.IntRange(int(Int), int(Bytes)).Draw(t, n+".kind")),
 			Null: rapid.Bool().Draw(t, n+".null"),
 		})
 	}
@@ -39,7 +39,7 @@ func genSchema(t *rapid.T) Schema {
 // genValue draws a value of the column's kind, of any Go type the kind
 // takes, and returns it with the value reading the file gives back.
 func genValue(t *rapid.T, c Column, label string) (in, out any) {
-	switch c.Kind {
+	switch c.Type {
 	case Int:
 		switch rapid.IntRange(0, 4).Draw(t, label+".type") {
 		case 0:
@@ -145,7 +145,7 @@ func TestPropertyRoundTrip(t *testing.T) {
 					w = nil
 				}
 				if !cmp.Equal(w, vals[j], cmpopts.EquateNaNs(), cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })) {
-					t.Fatalf("row %d, column %q (%v): DuckDB reads %#v; want %#v", i, c.Name, c.Kind, vals[j], w)
+					t.Fatalf("row %d, column %q (%v): DuckDB reads %#v; want %#v", i, c.Name, c.Type, vals[j], w)
 				}
 			}
 		}

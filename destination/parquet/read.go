@@ -55,7 +55,7 @@ func readRows(f *os.File) ([]tranche.Row, error) {
 		return nil, err
 	}
 	fields := file.Schema().Fields()
-	kinds := make([]Kind, len(fields))
+	kinds := make([]Type, len(fields))
 	for i, field := range fields {
 		if !field.Leaf() || field.Repeated() {
 			return nil, fmt.Errorf("column %q is not a flat column", field.Name())
@@ -91,7 +91,7 @@ func readRows(f *os.File) ([]tranche.Row, error) {
 }
 
 // kindOfNode returns the kind of a leaf column of a file Write wrote.
-func kindOfNode(n pq.Field) (Kind, error) {
+func kindOfNode(n pq.Field) (Type, error) {
 	t := n.Type()
 	var logical format.LogicalTypeValue
 	if lt := t.LogicalType(); lt != nil {
@@ -117,7 +117,7 @@ func kindOfNode(n pq.Field) (Kind, error) {
 }
 
 // goValue returns the Go value of a non-null Parquet value of the kind.
-func goValue(k Kind, v pq.Value) any {
+func goValue(k Type, v pq.Value) any {
 	switch k {
 	case Int:
 		return v.Int64()

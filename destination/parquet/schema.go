@@ -16,18 +16,18 @@ import (
 	"github.com/tranche-dev/tranche/internal/integer"
 )
 
-// Kind is the kind of Go values a column takes, and the Parquet type it
+// Type is the type of Go values a column takes, and the Parquet type it
 // is written as.
-type Kind int
+type Type int
 
-// The kinds of columns. A value must be of one of the Go types its kind
+// The types of columns. A value must be of one of the Go types its type
 // lists; nil, or a row without the column, is null, for a column that
 // allows it.
 const (
 	// Int takes int, int8, int16, int32, int64, uint8, uint16, uint32,
 	// and uint and uint64 up to math.MaxInt64; it is written as a
 	// signed 64-bit INT64 (DuckDB's BIGINT).
-	Int Kind = iota + 1
+	Int Type = iota + 1
 	// Float takes float64 and float32, and integers of the Int types up
 	// to 2^53 in magnitude, which a float64 holds exactly; it is
 	// written as a DOUBLE.
@@ -49,18 +49,18 @@ const (
 	Bytes
 )
 
-var kindNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
+var typeNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
 
-// String returns the kind's name, such as "Int".
-func (k Kind) String() string {
+// String returns the type's name, such as "Int".
+func (k Type) String() string {
 	if k < Int || k > Bytes {
-		return fmt.Sprintf("Kind(%d)", int(k))
+		return fmt.Sprintf("Type(%d)", int(k))
 	}
-	return kindNames[k]
+	return typeNames[k]
 }
 
-// accepts says, for errors, which Go values a kind takes.
-func (k Kind) accepts() string {
+// accepts says, for errors, which Go values a type takes.
+func (k Type) accepts() string {
 	switch k {
 	case Int:
 		return "an integer (int, int8 to int64, uint8 to uint64 up to 2^63-1)"
@@ -79,7 +79,7 @@ func (k Kind) accepts() string {
 }
 
 // node is the Parquet node of a column of the kind.
-func (k Kind) node() pq.Node {
+func (k Type) node() pq.Node {
 	switch k {
 	case Int:
 		return pq.Int(64)
@@ -98,7 +98,7 @@ func (k Kind) node() pq.Node {
 // Column is one column of a [Schema].
 type Column struct {
 	Name string // the rows' key, and the column's name in the files
-	Kind Kind
+	Type Type
 	// Null allows null: a nil value, or a row without the column. A
 	// column that does not allow it refuses both, and is written as a
 	// required Parquet column.
@@ -199,8 +199,8 @@ func compile(asset, partitionColumn string, s Schema) (*layout, error) {
 			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q: column %d has no name", asset, i)
 		case dup:
 			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q names column %q twice", asset, c.Name)
-		case c.Kind < Int || c.Kind > Bytes:
-			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q: column %q has kind %v; want Int, Float, String, Bool, Time or Bytes", asset, c.Name, c.Kind)
+		case c.Type < Int || c.Type > Bytes:
+			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q: column %q has type %v; want Int, Float, String, Bool, Time or Bytes", asset, c.Name, c.Type)
 		case partitionColumn != "" && c.Name == partitionColumn:
 			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q declares its partition column %q, which the folder names hold (%s=KEY): leave it out, and put any finer value in a column of its own", asset, c.Name, c.Name)
 		}
@@ -252,7 +252,7 @@ func infer(b *tranche.Batch) (*layout, *columns, error) {
 			}
 			j := len(l.cols)
 			l.index[k] = j
-			l.cols = append(l.cols, Column{Name: k, Kind: kind, Null: true})
+			l.cols = append(l.cols, Column{Name: k, Type: kind, Null: true})
 			l.inferred = append(l.inferred, i)
 			cs.add(kind, n)
 			if err := l.take(b, cs, i, j, v); err != nil {
@@ -277,12 +277,12 @@ func (l *layout) take(b *tranche.Batch, cs *columns, i, j int, v any) error {
 		return nil
 	}
 	c := &l.cols[j]
-	if !set(cs, c.Kind, j, i, v) {
+	if !set(cs, c.Type, j, i, v) {
 		kind, ok := kindOf(v)
 		switch {
 		case !ok:
 			return noKind(b, i, c.Name, v)
-		case kind != Float || c.Kind != Int:
+		case kind != Float || c.Type != Int:
 			return l.refuse(b, i, j, v, ErrMistyped)
 		}
 		if err := l.promote(b, cs, j); err != nil {
@@ -301,7 +301,7 @@ func noKind(b *tranche.Batch, i int, k string, v any) error {
 }
 
 // add appends a column of the kind for n rows, every value null.
-func (cs *columns) add(k Kind, n int) {
+func (cs *columns) add(k Type, n int) {
 	var nums []uint64
 	var bufs [][]byte
 	switch k {
@@ -327,12 +327,12 @@ func (l *layout) promote(b *tranche.Batch, cs *columns, j int) error {
 			continue
 		}
 		if n := int64(v); n < -1<<53 || n > 1<<53 {
-			c.Kind = Float
+			c.Type = Float
 			return l.refuse(b, i, j, b.Rows[i][c.Name], ErrMistyped)
 		}
 		cs.nums[j][i] = math.Float64bits(float64(int64(v)))
 	}
-	c.Kind = Float
+	c.Type = Float
 	return nil
 }
 
@@ -357,7 +357,7 @@ func sortColumns(l *layout, cs *columns) {
 
 // kindOf returns the kind of column a value would infer, and whether it
 // is of one.
-func kindOf(v any) (Kind, bool) {
+func kindOf(v any) (Type, bool) {
 	switch v.(type) {
 	case int, int8, int16, int32, int64, uint8, uint16, uint32, uint, uint64:
 		return Int, true
@@ -381,7 +381,7 @@ func (l *layout) build() {
 	g := pq.Group{}
 	order := make([]string, len(l.cols))
 	for i, c := range l.cols {
-		n := c.Kind.node()
+		n := c.Type.node()
 		if c.Null {
 			n = pq.Optional(n)
 		}
@@ -408,7 +408,7 @@ func (l *layout) convert(b *tranche.Batch) (*columns, error) {
 	n := len(b.Rows)
 	cs := &columns{n: n, nums: make([][]uint64, len(l.cols)), bufs: make([][][]byte, len(l.cols)), nulls: make([][]bool, len(l.cols))}
 	for j, c := range l.cols {
-		switch c.Kind {
+		switch c.Type {
 		case String, Bytes:
 			cs.bufs[j] = make([][]byte, n)
 		default:
@@ -433,7 +433,7 @@ func (l *layout) convert(b *tranche.Batch) (*columns, error) {
 				cs.nulls[j][i] = true
 				continue
 			}
-			if !set(cs, c.Kind, j, i, v) {
+			if !set(cs, c.Type, j, i, v) {
 				return nil, l.refuse(b, i, j, v, ErrMistyped)
 			}
 		}
@@ -453,7 +453,7 @@ func (cs *columns) rows(l *layout, start int, buf []pq.Value, out []pq.Row) {
 	k, n := len(l.cols), len(out)
 	for j := range l.cols {
 		c := &l.cols[j]
-		switch c.Kind {
+		switch c.Type {
 		case Int, Time:
 			for i, x := range cs.nums[j][start : start+n] {
 				buf[i*k+j] = pq.Int64Value(int64(x))
@@ -503,12 +503,12 @@ func (l *layout) unknown(b *tranche.Batch, i int) error {
 // refuse returns the error for value v of column j in row i.
 func (l *layout) refuse(b *tranche.Batch, i, j int, v any, err error) error {
 	c := l.cols[j]
-	want := c.Kind.accepts()
+	want := c.Type.accepts()
 	if errors.Is(err, ErrNull) {
 		want = "a value: " + want
 	}
 	if l.inferred != nil {
-		want += fmt.Sprintf(", the kind %v inferred from row %d (declare the asset's schema to choose another)", c.Kind, l.inferred[j])
+		want += fmt.Sprintf(", the type %v inferred from row %d (declare the asset's schema to choose another)", c.Type, l.inferred[j])
 	}
 	return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: c.Name, Value: v, Err: err, Want: want}
 }
@@ -527,7 +527,7 @@ func (l *layout) names() string {
 
 // set stores value v of row i in column j of the kind, and reports
 // whether the kind takes it.
-func set(cs *columns, k Kind, j, i int, v any) bool {
+func set(cs *columns, k Type, j, i int, v any) bool {
 	switch k {
 	case Int:
 		if n, ok := integer.Int64(v); ok {

@@ -407,7 +407,7 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 		var args []any
 		switch {
 		case t.part < 0:
-		case t.cols[t.part].Kind == Time:
+		case t.cols[t.part].Type == Time:
 			args = []any{d.dialect.timeValue(w.partition.Start), d.dialect.timeValue(w.partition.End)}
 		default:
 			args = []any{w.key}
@@ -569,12 +569,12 @@ func (d *Destination) retry(ctx context.Context, op string, f func() error) erro
 
 // Error is a database failure of a destination. Its message names the
 // destination, what it was writing and, when the dialect knows, what
-// went wrong in words; it matches Kind and the driver's error with
+// went wrong in words; it matches Class and the driver's error with
 // errors.Is and errors.As. The transaction was rolled back.
 type Error struct {
 	Destination string
 	Op          string // such as "writing table events, partition 2026-01-01"
-	Kind        error  // sqlledger.ErrLocked, ...; nil when the dialect did not say
+	Class       error  // sqlledger.ErrLocked, ...; nil when the dialect did not say
 	Hint        string
 	Err         error
 }
@@ -587,12 +587,12 @@ func (e *Error) Error() string {
 	return msg + e.Err.Error()
 }
 
-// Unwrap returns Kind, when set, and the driver's error.
+// Unwrap returns Class, when set, and the driver's error.
 func (e *Error) Unwrap() []error {
-	if e.Kind == nil {
+	if e.Class == nil {
 		return []error{e.Err}
 	}
-	return []error{e.Kind, e.Err}
+	return []error{e.Class, e.Err}
 }
 
 // wrap turns a failure of op into an [*Error], leaving alone the
@@ -620,5 +620,5 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 		strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
 		hint = "a table is missing: create the tables first (Destination.CreateTables, or the statements of Table.DDL)"
 	}
-	return &Error{Destination: d.name, Op: op, Kind: kind, Hint: hint, Err: err}
+	return &Error{Destination: d.name, Op: op, Class: kind, Hint: hint, Err: err}
 }

@@ -15,7 +15,7 @@ it, refusing those that do not fit with [ErrOutOfRange]).
 
 A [Table] maps the keys of an asset's rows to the columns of a table:
 each [Column] has a name, the row key it reads (its name by default), a
-[Kind] of Go values it takes, an SQL type for the table's creation, and
+[Type] of Go values it takes, an SQL type for the table's creation, and
 whether it allows NULL. Every value of every batch is checked: a row key
 that is no column, a value of the wrong kind, and a missing or nil value
 where NULL is not allowed refuse the write with a [*ValueError] that

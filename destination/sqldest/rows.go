@@ -117,7 +117,7 @@ func (r *Rows) Convert(conv []Converter) bool {
 func newRows(d *Destination, t *table, b *tranche.Batch) *Rows {
 	r := &Rows{t: t, dialect: d.dialect, dest: d.name, asset: b.Asset, key: b.Partition.Key(),
 		rows: b.Rows, n: len(b.Rows), steps: t.steps}
-	if t.part >= 0 && t.cols[t.part].Kind == Time {
+	if t.part >= 0 && t.cols[t.part].Type == Time {
 		r.start = d.dialect.timeValue(b.Partition.Start)
 	}
 	if len(t.metas) > 0 {
@@ -149,7 +149,7 @@ func (r *Rows) Len() int { return r.n }
 // Row puts the values of row i, 0 <= i < Len(), into vals, one for each
 // of the table's columns in its order (the columns given to Insert),
 // len(vals) of them: a row's value converted for the driver as its
-// column's [Kind] says (an int64, a float64, a string, a bool, a
+// column's [Type] says (an int64, a float64, a string, a bool, a
 // time.Time or what the dialect's Time makes of it, a []byte), the
 // batch's for a [Meta] column, and nil for NULL. It refuses the row with
 // a [*ValueError] naming the destination, the table, the asset, the
@@ -222,7 +222,7 @@ func (r *Rows) refuse(i int, col string, v any, err error, want string) error {
 // partitionValue converts a row's partition value, which the runner has
 // checked lies in the batch's partition, to the partition column's kind.
 func (r *Rows) partitionValue(v any) (any, bool) {
-	kind := r.t.cols[r.t.part].Kind
+	kind := r.t.cols[r.t.part].Type
 	switch tv := v.(type) {
 	case time.Time:
 		if kind == Time {

@@ -14,7 +14,7 @@ import (
 // handed to a ledger's transaction does, keeping every converted value.
 func BenchmarkRows(b *testing.B) {
 	c, err := compile(Table{Name: "bench", Partition: "day", Columns: []Column{
-		{Name: "day", Kind: Time}, {Name: "n", Kind: Int}, {Name: "name", Kind: String}, {Name: "value", Kind: Float},
+		{Name: "day", Type: Time}, {Name: "n", Type: Int}, {Name: "name", Type: String}, {Name: "value", Type: Float},
 	}})
 	if err != nil {
 		b.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // whole at Write keep their values and decline the converters.
 func TestRowsConvert(t *testing.T) {
 	c, err := compile(Table{Name: "t", Partition: "day", Columns: []Column{
-		{Name: "day", Kind: Time}, {Name: "n", Kind: Int}, {Name: "tok", Kind: Int, Meta: FromToken},
+		{Name: "day", Type: Time}, {Name: "n", Type: Int}, {Name: "tok", Type: Int, Meta: FromToken},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,16 +11,16 @@ import (
 	"github.com/tranche-dev/tranche/internal/integer"
 )
 
-// Kind is the kind of Go values a column takes.
-type Kind int
+// Type is the type of Go values a column takes.
+type Type int
 
-// The kinds of columns. A value must be of one of the Go types its kind
+// The types of columns. A value must be of one of the Go types its type
 // lists; nil is NULL, for a column that allows it.
 const (
 	// Int takes int, int8, int16, int32, int64, uint8, uint16, uint32,
 	// and uint and uint64 up to math.MaxInt64; it is written as an
 	// int64.
-	Int Kind = iota + 1
+	Int Type = iota + 1
 	// Float takes float64 and float32, and integers of the Int types up
 	// to 2^53 in magnitude, which a float64 holds exactly.
 	Float
@@ -39,18 +39,18 @@ const (
 	Bytes
 )
 
-var kindNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
+var typeNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
 
-// String returns the kind's name, such as "Int".
-func (k Kind) String() string {
+// String returns the type's name, such as "Int".
+func (k Type) String() string {
 	if k < Int || k > Bytes {
-		return fmt.Sprintf("Kind(%d)", int(k))
+		return fmt.Sprintf("Type(%d)", int(k))
 	}
-	return kindNames[k]
+	return typeNames[k]
 }
 
-// accepts says, for errors, which Go values a kind takes.
-func (k Kind) accepts() string {
+// accepts says, for errors, which Go values a type takes.
+func (k Type) accepts() string {
 	switch k {
 	case Int:
 		return "an integer (int, int8 to int64, uint8 to uint64 up to 2^63-1)"
@@ -91,13 +91,13 @@ const (
 type Column struct {
 	Name string // the column's name in the table
 	Key  string // the rows' key; "" means Name
-	Kind Kind
-	// Type is the column's SQL type, for [Destination.CreateTables] and
-	// [Table.DDL]; "" means the dialect's type for Kind (on SQLite
+	Type Type
+	// SQLType is the column's SQL type, for [Destination.CreateTables] and
+	// [Table.DDL]; "" means the dialect's type for Type (on SQLite
 	// INTEGER, REAL, TEXT, INTEGER, TEXT, BLOB; on PostgreSQL BIGINT,
 	// DOUBLE PRECISION, TEXT, BOOLEAN, TIMESTAMPTZ, BYTEA; on DuckDB
 	// BIGINT, DOUBLE, VARCHAR, BOOLEAN, TIMESTAMPTZ, BLOB).
-	Type string
+	SQLType string
 	// Null allows NULL: a nil value, or a row without the key. A column
 	// that does not allow it refuses both.
 	Null bool
@@ -262,12 +262,12 @@ func compile(t Table) (*table, error) {
 			continue
 		case names[col.Name]:
 			bad("column %q named twice", col.Name)
-		case col.Kind < Int || col.Kind > Bytes:
-			bad("column %q: kind %v; want Int, Float, String, Bool, Time or Bytes", col.Name, col.Kind)
+		case col.Type < Int || col.Type > Bytes:
+			bad("column %q: type %v; want Int, Float, String, Bool, Time or Bytes", col.Name, col.Type)
 		}
 		names[col.Name] = true
 		c.columnNames = append(c.columnNames, col.Name)
-		c.bytes = c.bytes || col.Kind == Bytes
+		c.bytes = c.bytes || col.Type == Bytes
 		key := ""
 		switch col.Meta {
 		case FromRow:
@@ -282,13 +282,13 @@ func compile(t Table) (*table, error) {
 			c.fromRows++
 			keys = append(keys, key)
 		case FromToken:
-			if col.Kind != Int {
-				bad("column %q takes the token, an Int; kind %v", col.Name, col.Kind)
+			if col.Type != Int {
+				bad("column %q takes the token, an Int; type %v", col.Name, col.Type)
 			}
 		case FromRunID, FromDeliveryID:
 			c.delivery = c.delivery || col.Meta == FromDeliveryID
-			if col.Kind != String {
-				bad("column %q takes the run or delivery id, a String; kind %v", col.Name, col.Kind)
+			if col.Type != String {
+				bad("column %q takes the run or delivery id, a String; type %v", col.Name, col.Type)
 			}
 		default:
 			bad("column %q: meta %d; want FromRow, FromToken, FromRunID or FromDeliveryID", col.Name, col.Meta)
@@ -304,8 +304,8 @@ func compile(t Table) (*table, error) {
 			switch {
 			case col.Meta != FromRow:
 				bad("partition column %q must come from the rows", col.Name)
-			case col.Kind != Time && col.Kind != String:
-				bad("partition column %q: kind %v; want Time (bounds) or String (keys)", col.Name, col.Kind)
+			case col.Type != Time && col.Type != String:
+				bad("partition column %q: type %v; want Time (bounds) or String (keys)", col.Name, col.Type)
 			case col.Null:
 				bad("partition column %q must not allow NULL", col.Name)
 			}
@@ -328,7 +328,7 @@ func compile(t Table) (*table, error) {
 	switch {
 	case t.Partition == "":
 		c.qDelete = "DELETE FROM " + c.ident
-	case c.cols[c.part].Kind == Time:
+	case c.cols[c.part].Type == Time:
 		p := quote(t.Partition)
 		c.qDelete = "DELETE FROM " + c.ident + " WHERE " + p + " >= $1 AND " + p + " < $2"
 	default:
@@ -394,9 +394,9 @@ func (t Table) DDL(d *Dialect) ([]string, error) {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		typ := col.Type
+		typ := col.SQLType
 		if typ == "" {
-			typ = d.Types[col.Kind]
+			typ = d.Types[col.Type]
 		}
 		b.WriteString("\n\t" + quote(col.Name) + " " + typ)
 		if !col.Null {
@@ -418,11 +418,11 @@ func (d *Dialect) value(col *Column, v any) (any, string, error) {
 		if col.Null {
 			return nil, "", nil
 		}
-		return nil, col.Kind.accepts(), ErrNull
+		return nil, col.Type.accepts(), ErrNull
 	}
 	// A value already of the written type is returned as it came, not
 	// boxed anew: a batch of a million values allocates none for them.
-	switch col.Kind {
+	switch col.Type {
 	case Int:
 		if _, ok := v.(int64); ok {
 			return v, "", nil
@@ -466,7 +466,7 @@ func (d *Dialect) value(col *Column, v any) (any, string, error) {
 			return v, "", nil
 		}
 	}
-	return nil, col.Kind.accepts(), ErrMistyped
+	return nil, col.Type.accepts(), ErrMistyped
 }
 
 func (d *Dialect) timeValue(t time.Time) any {

@@ -12,7 +12,7 @@ import (
 )
 
 func TestTableSpecErrors(t *testing.T) {
-	col := func(name string, k Kind) Column { return Column{Name: name, Kind: k} }
+	col := func(name string, k Type) Column { return Column{Name: name, Type: k} }
 	cases := []struct {
 		name string
 		t    Table
@@ -21,14 +21,14 @@ func TestTableSpecErrors(t *testing.T) {
 		{"no name", Table{Columns: []Column{col("a", Int)}}, []string{"without a name"}},
 		{"no columns", Table{Name: "t"}, []string{"no columns"}},
 		{"column twice", Table{Name: "t", Columns: []Column{col("a", Int), col("a", String)}}, []string{`column "a" named twice`}},
-		{"key twice", Table{Name: "t", Columns: []Column{col("a", Int), {Name: "b", Key: "a", Kind: Int}}}, []string{`key "a" mapped to two columns`}},
-		{"bad kind", Table{Name: "t", Columns: []Column{col("a", 0)}}, []string{`kind Kind(0)`}},
+		{"key twice", Table{Name: "t", Columns: []Column{col("a", Int), {Name: "b", Key: "a", Type: Int}}}, []string{`key "a" mapped to two columns`}},
+		{"bad kind", Table{Name: "t", Columns: []Column{col("a", 0)}}, []string{`type Type(0)`}},
 		{"missing partition", Table{Name: "t", Partition: "day", Columns: []Column{col("a", Int)}}, []string{`partition column "day" is none of its columns`}},
-		{"partition kind", Table{Name: "t", Partition: "a", Columns: []Column{col("a", Int)}}, []string{`partition column "a": kind Int; want Time`}},
-		{"partition null", Table{Name: "t", Partition: "a", Columns: []Column{{Name: "a", Kind: Time, Null: true}}}, []string{"must not allow NULL"}},
-		{"token kind", Table{Name: "t", Columns: []Column{{Name: "tok", Kind: String, Meta: FromToken}}}, []string{`column "tok" takes the token, an Int`}},
+		{"partition kind", Table{Name: "t", Partition: "a", Columns: []Column{col("a", Int)}}, []string{`partition column "a": type Int; want Time`}},
+		{"partition null", Table{Name: "t", Partition: "a", Columns: []Column{{Name: "a", Type: Time, Null: true}}}, []string{"must not allow NULL"}},
+		{"token kind", Table{Name: "t", Columns: []Column{{Name: "tok", Type: String, Meta: FromToken}}}, []string{`column "tok" takes the token, an Int`}},
 		{"several at once", Table{Name: "t", Partition: "p", Columns: []Column{col("a", 0), col("a", Int)}},
-			[]string{"kind Kind(0)", "named twice", `partition column "p"`}},
+			[]string{"type Type(0)", "named twice", `partition column "p"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -47,10 +47,10 @@ func TestTableSpecErrors(t *testing.T) {
 
 func TestDDL(t *testing.T) {
 	tbl := Table{Schema: "wh", Name: "page views", Partition: "day", Columns: []Column{
-		{Name: "day", Kind: Time},
-		{Name: "views", Kind: Int},
-		{Name: "note", Kind: String, Null: true, Type: "VARCHAR(80)"},
-		{Name: "token", Kind: Int, Meta: FromToken},
+		{Name: "day", Type: Time},
+		{Name: "views", Type: Int},
+		{Name: "note", Type: String, Null: true, SQLType: "VARCHAR(80)"},
+		{Name: "token", Type: Int, Meta: FromToken},
 	}}
 	got, err := tbl.DDL(&SQLite)
 	if err != nil {
@@ -78,7 +78,7 @@ func TestValueKinds(t *testing.T) {
 		"big-uint64": uint64(math.MaxUint64), "big-int": int64(1<<53 + 1), "bad-utf8": "\xff", "nul": "a\x00b",
 		"struct": struct{}{}, "pointer": new(int),
 	}
-	takes := map[Kind][]string{
+	takes := map[Type][]string{
 		Int:    {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "big-int"},
 		Float:  {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "float32", "float64"},
 		String: {"string"},
@@ -87,7 +87,7 @@ func TestValueKinds(t *testing.T) {
 		Bytes:  {"bytes"},
 	}
 	for k := Int; k <= Bytes; k++ {
-		col := Column{Name: "c", Kind: k}
+		col := Column{Name: "c", Type: k}
 		for name, v := range values {
 			_, want, err := d.value(&col, v)
 			ok := false

@@ -189,7 +189,7 @@ func TestConfirmOnTerminal(t *testing.T) {
 		s.expect("Run 7 partitions? [y/N] ")
 		io.WriteString(s.tty, "y\n")
 		code, out := s.wait()
-		if code != 0 || !strings.Contains(out, "completed: 7/7 done") {
+		if code != 0 || !strings.Contains(out, "succeeded: 7/7 done") {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 		bs := e.backfills()

@@ -215,7 +215,7 @@ func worker(ctx context.Context) error {
 			return err
 		}
 		if err != nil && !errors.Is(err, postgres.ErrConnectionLost) && !errors.Is(err, postgres.ErrConnect) &&
-			!errors.Is(err, backfill.ErrHeldElsewhere) && (report == nil || report.Failed == 0) {
+			(report == nil || report.Failed == 0) {
 			return err
 		}
 		// Partitions held by other workers, or that failed, are not done

@@ -44,12 +44,12 @@ func main() {
 // trips is the table of the trips asset. The fare is a DECIMAL, and the
 // passengers a TINYINT: the destination checks every value against them.
 var trips = sqldest.Table{Name: "trips", Partition: "pickup_day", Columns: []sqldest.Column{
-	{Name: "pickup_day", Kind: sqldest.Time},
-	{Name: "pickup", Kind: sqldest.Time},
-	{Name: "zone", Kind: sqldest.String},
-	{Name: "passengers", Kind: sqldest.Int, Type: "TINYINT"},
-	{Name: "fare", Kind: sqldest.Float, Type: "DECIMAL(8,2)"},
-	{Name: "attempt", Kind: sqldest.Int, Meta: sqldest.FromToken},
+	{Name: "pickup_day", Type: sqldest.Time},
+	{Name: "pickup", Type: sqldest.Time},
+	{Name: "zone", Type: sqldest.String},
+	{Name: "passengers", Type: sqldest.Int, SQLType: "TINYINT"},
+	{Name: "fare", Type: sqldest.Float, SQLType: "DECIMAL(8,2)"},
+	{Name: "attempt", Type: sqldest.Int, Meta: sqldest.FromToken},
 }}
 
 func run(ctx context.Context, out io.Writer, dir, month string) error {

@@ -34,12 +34,12 @@ func (p *progress) OnEvent(_ context.Context, e tranche.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Kind {
-	case tranche.KindAssetCompleted:
+	case tranche.KindAssetSucceeded:
 		p.assetsDone++
 	case tranche.KindAssetRetrying:
 		p.retries++
-	case tranche.KindRunCompleted, tranche.KindRunFailed:
-		if e.Kind == tranche.KindRunCompleted {
+	case tranche.KindRunSucceeded, tranche.KindRunFailed:
+		if e.Kind == tranche.KindRunSucceeded {
 			p.runsDone++
 		} else {
 			p.runsFailed++

@@ -53,7 +53,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("run %s: %d call(s), %d rows\n", res.Status, calls, res.Rows)
+	fmt.Printf("run %s: %d call(s), %d rows\n", res.State, calls, res.Rows)
 	o := res.Assets[0] // the DAG's one asset; Assets are in the DAG's order
 	for p := range week.OldestFirst() {
 		rows, _ := dest.Rows("orders", p.Key())

@@ -71,7 +71,7 @@ func readsBackfill(t testing.TB, l ledger.Ledger, dag *tranche.DAG, w tranche.Ti
 	} else if rev == 0 {
 		Fill(t, l, id, w, "host-12345")
 	}
-	bid := backfill.BackfillID(id, w, 1)
+	bid := backfill.ID(id, w, 1)
 	if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func MeasureChosenReads(t *testing.T, l ledger.Ledger, n int, strides []int, pat
 			}
 			i++
 		}
-		bid := backfill.BackfillIDOf(id, ps, 1)
+		bid := backfill.IDOf(id, ps, 1)
 		if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Partitions: starts, Chunk: 1}); err != nil {
 			t.Fatal(err)
 		}

@@ -142,7 +142,7 @@ func (s Shared) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.W
 				}
 			}
 		}
-		if err != nil && !errors.Is(err, backfill.ErrHeldElsewhere) && len(res.Errors) < 10 {
+		if err != nil && len(res.Errors) < 10 {
 			res.Errors = append(res.Errors, err.Error())
 		}
 		// The README's loop: run, then ask the ledger whether every

@@ -27,14 +27,14 @@ var AuditTable = sqldest.Table{Name: "events_audit", Asset: "events", Partition:
 
 func eventsColumns(audit bool) []sqldest.Column {
 	cols := []sqldest.Column{
-		{Name: "day", Kind: sqldest.Time},
-		{Name: "n", Kind: sqldest.Int},
-		{Name: "worker", Kind: sqldest.String},
-		{Name: "attempt", Kind: sqldest.Int},
-		{Name: "token", Kind: sqldest.Int, Meta: sqldest.FromToken},
+		{Name: "day", Type: sqldest.Time},
+		{Name: "n", Type: sqldest.Int},
+		{Name: "worker", Type: sqldest.String},
+		{Name: "attempt", Type: sqldest.Int},
+		{Name: "token", Type: sqldest.Int, Meta: sqldest.FromToken},
 	}
 	if audit {
-		cols = append(cols, sqldest.Column{Name: "delivery", Kind: sqldest.String, Meta: sqldest.FromDeliveryID})
+		cols = append(cols, sqldest.Column{Name: "delivery", Type: sqldest.String, Meta: sqldest.FromDeliveryID})
 	}
 	return cols
 }

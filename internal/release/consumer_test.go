@@ -109,7 +109,7 @@ func main() {
 	}
 	runner := tranche.Runner{OnEvent: trancheotel.NewHook(trancheotel.WithDAG("empty"))}
 	res, err := runner.Run(context.Background(), dag, nil)
-	fmt.Println(res.Status, err)
+	fmt.Println(res.State, err)
 }
 `
 
@@ -266,8 +266,8 @@ func TestConsumer(t *testing.T) {
 	}
 
 	run(app, "build", "-mod=readonly", "-o", filepath.Join(tmp, "otel"), "./cmd/otel")
-	if out, err := exec.CommandContext(ctx, filepath.Join(tmp, "otel")).CombinedOutput(); err != nil || string(out) != "completed <nil>\n" {
-		t.Errorf("the OpenTelemetry program printed %q, %v; want \"completed <nil>\\n\"", out, err)
+	if out, err := exec.CommandContext(ctx, filepath.Join(tmp, "otel")).CombinedOutput(); err != nil || string(out) != "succeeded <nil>\n" {
+		t.Errorf("the OpenTelemetry program printed %q, %v; want \"succeeded <nil>\\n\"", out, err)
 	}
 	run(app, "build", "-mod=readonly", "-o", filepath.Join(tmp, "lake"), "./cmd/lake")
 	out, err = exec.CommandContext(ctx, filepath.Join(tmp, "lake"), t.TempDir()).CombinedOutput()

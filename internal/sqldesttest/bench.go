@@ -17,10 +17,10 @@ import (
 // string and a float a row.
 func BenchTable(name string) sqldest.Table {
 	return sqldest.Table{Name: name, Asset: "bench", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Kind: sqldest.Time},
-		{Name: "n", Kind: sqldest.Int},
-		{Name: "name", Kind: sqldest.String},
-		{Name: "value", Kind: sqldest.Float},
+		{Name: "day", Type: sqldest.Time},
+		{Name: "n", Type: sqldest.Int},
+		{Name: "name", Type: sqldest.String},
+		{Name: "value", Type: sqldest.Float},
 	}}
 }
 

@@ -47,20 +47,20 @@ type Env struct {
 // Events is the table of the events asset: the partition column day (a
 // Time), n, worker, and the token of the write.
 var Events = sqldest.Table{Name: "events", Partition: "day", Columns: []sqldest.Column{
-	{Name: "day", Kind: sqldest.Time},
-	{Name: "n", Kind: sqldest.Int},
-	{Name: "worker", Kind: sqldest.String, Null: true},
-	{Name: "token", Kind: sqldest.Int, Meta: sqldest.FromToken},
+	{Name: "day", Type: sqldest.Time},
+	{Name: "n", Type: sqldest.Int},
+	{Name: "worker", Type: sqldest.String, Null: true},
+	{Name: "token", Type: sqldest.Int, Meta: sqldest.FromToken},
 }}
 
 // Audit is a second table of the events asset that appends every write:
 // counting its deliveries per partition counts the writes that landed.
 var Audit = sqldest.Table{Name: "events_audit", Asset: "events", Partition: "day", Append: true, Columns: []sqldest.Column{
-	{Name: "day", Kind: sqldest.Time},
-	{Name: "n", Kind: sqldest.Int},
-	{Name: "worker", Kind: sqldest.String, Null: true},
-	{Name: "token", Kind: sqldest.Int, Meta: sqldest.FromToken},
-	{Name: "delivery", Kind: sqldest.String, Meta: sqldest.FromDeliveryID},
+	{Name: "day", Type: sqldest.Time},
+	{Name: "n", Type: sqldest.Int},
+	{Name: "worker", Type: sqldest.String, Null: true},
+	{Name: "token", Type: sqldest.Int, Meta: sqldest.FromToken},
+	{Name: "delivery", Type: sqldest.String, Meta: sqldest.FromDeliveryID},
 }}
 
 // Row is a row of Events or Audit as read back.
@@ -167,9 +167,9 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 // writes through a destination apart from the ledger.
 var ContractTable = sqldest.Table{Name: "contract_events", Asset: destinationtest.Asset, Partition: destinationtest.Column,
 	Columns: []sqldest.Column{
-		{Name: destinationtest.Column, Kind: sqldest.Time},
-		{Name: "n", Kind: sqldest.Int},
-		{Name: "note", Kind: sqldest.String},
+		{Name: destinationtest.Column, Type: sqldest.Time},
+		{Name: "n", Type: sqldest.Int},
+		{Name: "note", Type: sqldest.String},
 	}}
 
 // runContract runs the destination contract's suite on a destination
@@ -399,12 +399,12 @@ func testReplace(t *testing.T, e *Env) {
 func testPartitionKinds(t *testing.T, e *Env) {
 	ctx := t.Context()
 	byKey := sqldest.Table{Name: "by_key", Asset: "events", Partition: "part", Columns: []sqldest.Column{
-		{Name: "part", Key: "day", Kind: sqldest.String},
-		{Name: "n", Kind: sqldest.Int},
-		{Name: "w", Key: "worker", Kind: sqldest.String},
-		{Name: "run", Kind: sqldest.String, Meta: sqldest.FromRunID},
+		{Name: "part", Key: "day", Type: sqldest.String},
+		{Name: "n", Type: sqldest.Int},
+		{Name: "w", Key: "worker", Type: sqldest.String},
+		{Name: "run", Type: sqldest.String, Meta: sqldest.FromRunID},
 	}}
-	whole := sqldest.Table{Name: "totals", Columns: []sqldest.Column{{Name: "total", Kind: sqldest.Float}, {Name: "ok", Kind: sqldest.Bool}, {Name: "blob", Kind: sqldest.Bytes, Null: true}}}
+	whole := sqldest.Table{Name: "totals", Columns: []sqldest.Column{{Name: "total", Type: sqldest.Float}, {Name: "ok", Type: sqldest.Bool}, {Name: "blob", Type: sqldest.Bytes, Null: true}}}
 	d := e.Separate(t, byKey, whole)
 	for i, w := range []string{"a", "b"} {
 		if err := d.Write(ctx, []tranche.Batch{batch(day(0), rowsOf(day(0), 2+i, w), "run-"+w, 0), batch(day(1), rowsOf(day(1), 1, w), "run-"+w, 0)}); err != nil {
@@ -675,7 +675,7 @@ func testSharedUnfenced(t *testing.T, e *Env) {
 		t.Fatal(err)
 	}
 	res, err := new(tranche.Runner).Run(t.Context(), dag, day(7))
-	if err != nil || res.Status != tranche.StatusCompleted {
+	if err != nil || res.State != tranche.StateSucceeded {
 		t.Fatalf("Run = %v, %v", res, err)
 	}
 	if got := read(t, e, "events")[day(7).Key()]; len(got) != 2 || got[0].Token != 0 {

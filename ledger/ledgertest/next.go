@@ -345,7 +345,7 @@ func testClaimNextPolicies(s *ledgerSuite) {
 				if h := s.history(p); len(h) > 0 {
 					latest = &h[len(h)-1]
 				}
-				if c.Judge(latest, s.clock.Now()) != ledger.VerdictClaim {
+				if c.Judge(latest, s.clock.Now()) != ledger.ActionRun {
 					s.expect(r, "R")
 					s.refuse(c, "") // Claim agrees
 					return
@@ -1228,7 +1228,7 @@ func testClaimNextModel(s *ledgerSuite) {
 					} else {
 						c := r.Claim(j)
 						for _, h := range hs {
-							if c.Judge(latestOf(h), now) != ledger.VerdictClaim {
+							if c.Judge(latestOf(h), now) != ledger.ActionRun {
 								code = 'R'
 							}
 						}

@@ -137,6 +137,6 @@ func fullDisk(t *testing.T) {
 	if fullAttempts == 0 {
 		t.Error("no attempt failed for the full disk")
 	}
-	t.Logf("the disk filled after %v; %d failures naming it before it grew, %d attempts recorded failed so; the same workers then completed the backfill in %v",
+	t.Logf("the disk filled after %v; %d failures naming it before it grew, %d attempts recorded failed so; the same workers then succeeded the backfill in %v",
 		grewAt.Sub(start).Round(time.Millisecond), failedBefore, fullAttempts, time.Since(grewAt).Round(time.Millisecond))
 }

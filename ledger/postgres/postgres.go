@@ -210,7 +210,7 @@ func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error
 // programs that open ledgers by address (tranchecli.Program.OpenLedger);
 // the ledger is a *Ledger.
 func OpenLedger(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
-	if addr.Kind != ledger.KindPostgres {
+	if addr.Scheme != ledger.SchemePostgres {
 		return nil, fmt.Errorf("tranche: ledger %s: %w: this program opens PostgreSQL ledgers only (postgres://…)", addr, ledger.ErrAddress)
 	}
 	opts := Options{Schema: addr.Schema}
@@ -248,7 +248,7 @@ func (c *conn) fail(ctx context.Context, op string, err error) error {
 		return err
 	}
 	kind, hint, _ := c.dialect.Classify(err)
-	return &sqlledger.Error{Ledger: c.name, Op: op, Kind: kind, Hint: hint, Err: err}
+	return &sqlledger.Error{Ledger: c.name, Op: op, Class: kind, Hint: hint, Err: err}
 }
 
 // connect checks the options and the connection string, connects, and

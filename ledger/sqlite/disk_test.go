@@ -184,7 +184,7 @@ func fullDisk(t *testing.T, c string) {
 	w.checkFiles()
 	w.checkIntegrity()
 	t.Logf("%s: the disk filled after %v, %d partitions succeeded, %d left running (taken over after), %d failures naming the full disk (%d fenced), e.g. %q; "+
-		"with room again the backfill completed in %v",
+		"with room again the backfill succeeded in %v",
 		c, faultAt.Sub(start).Round(time.Millisecond), succeeded, running, named, fenced, sample, time.Since(faultAt).Round(time.Millisecond))
 }
 

@@ -31,9 +31,9 @@ func ExampleNewDestination() {
 	defer lg.Close()
 
 	views := sqldest.Table{Name: "page_views", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Kind: sqldest.Time},
-		{Name: "page", Kind: sqldest.String},
-		{Name: "views", Kind: sqldest.Int},
+		{Name: "day", Type: sqldest.Time},
+		{Name: "page", Type: sqldest.String},
+		{Name: "views", Type: sqldest.Int},
 	}}
 	dest, err := sqlite.NewDestination(ctx, lg, views)
 	if err != nil {

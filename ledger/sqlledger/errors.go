@@ -26,12 +26,12 @@ var ErrNoLedger = errors.New("sqlledger: no ledger in the database")
 
 // Error is a database failure during a ledger operation. Its message names
 // the ledger (the file, for SQLite), the operation and, when the dialect
-// knows, what went wrong in words. It matches Kind and the driver's error
+// knows, what went wrong in words. It matches Class and the driver's error
 // with errors.Is and errors.As.
 type Error struct {
 	Ledger string // the ledger's name, such as "sqlite ledger /var/lib/tranche/ledger.db"
 	Op     string // what the ledger was doing, such as "claiming 2026-01-31"
-	Kind   error  // ErrLocked, ErrFull, ...; nil when the dialect did not say
+	Class  error  // ErrLocked, ErrFull, ...; nil when the dialect did not say
 	Hint   string // what the failure means and what to do; may be empty
 	Err    error  // the driver's error
 }
@@ -44,12 +44,12 @@ func (e *Error) Error() string {
 	return msg + e.Err.Error()
 }
 
-// Unwrap returns Kind, when set, and the driver's error.
+// Unwrap returns Class, when set, and the driver's error.
 func (e *Error) Unwrap() []error {
-	if e.Kind == nil {
+	if e.Class == nil {
 		return []error{e.Err}
 	}
-	return []error{e.Kind, e.Err}
+	return []error{e.Class, e.Err}
 }
 
 // SchemaError refuses a database whose ledger schema is newer than this
@@ -92,5 +92,5 @@ func (l *Ledger) wrap(ctx context.Context, op string, err error) error {
 		return err
 	}
 	kind, hint, _ := l.dialect.classify(err)
-	return &Error{Ledger: l.name, Op: op, Kind: kind, Hint: hint, Err: err}
+	return &Error{Ledger: l.name, Op: op, Class: kind, Hint: hint, Err: err}
 }

@@ -92,7 +92,7 @@ type summary struct {
 	Errors    []string `json:"errors"`    // the first run-level errors
 	Done      bool     `json:"done"`      // every partition succeeded
 	// Superseded counts the partitions its runs skipped as landed by a
-	// newer version of the DAG (Result.Superseded), over all its runs.
+	// newer version of the DAG (Report.Superseded), over all its runs.
 	Superseded int `json:"superseded"`
 	// FencedKeys are the partitions of the Fenced failures, once each:
 	// those this worker knew it no longer held, and stopped.
@@ -225,8 +225,7 @@ func run() error {
 				}
 			}
 		}
-		held := r != nil && r.Failed == 0 && r.Unclaimed == 0 && errors.Is(err, backfill.ErrHeldElsewhere)
-		if !held && (err != nil && r == nil || err != nil && r.Failed == 0) {
+		if err != nil && (r == nil || r.Failed == 0) {
 			if lost(err) {
 				out.Lost++
 			}
@@ -352,7 +351,7 @@ func (l *runLog) hook(b *backfill.Backfill) {
 			l.runs[ev.RunID] = run
 		case tranche.KindWriteStarted:
 			l.writes[ev.RunID] = now
-		case tranche.KindRunCompleted, tranche.KindRunFailed, tranche.KindRunCanceled:
+		case tranche.KindRunSucceeded, tranche.KindRunFailed, tranche.KindRunCanceled:
 			delete(l.runs, ev.RunID)
 			delete(l.writes, ev.RunID)
 		}
@@ -361,7 +360,7 @@ func (l *runLog) hook(b *backfill.Backfill) {
 		switch ev.Kind {
 		case tranche.KindRunStarted:
 			l.add(run)
-		case tranche.KindWriteCompleted, tranche.KindWriteFailed:
+		case tranche.KindWriteSucceeded, tranche.KindWriteFailed:
 			l.add(l.entry(runLogEntry{Ev: "write", Key: run.Key, Attempt: run.Attempt, At: at, End: now}, ev.Err))
 		}
 	}
@@ -373,7 +372,7 @@ func (l *runLog) hook(b *backfill.Backfill) {
 }
 
 // run logs a Run that began at began and returned r and err.
-func (l *runLog) run(n int, began time.Time, r *backfill.Result, err error) {
+func (l *runLog) run(n int, began time.Time, r *backfill.Report, err error) {
 	if l == nil {
 		return
 	}

@@ -84,7 +84,7 @@ type report struct {
 	Failed    int    `json:"failed"`
 	Skipped   int    `json:"skipped"`
 	// Superseded counts those of Skipped that another version of the
-	// DAG landed (Result.Superseded).
+	// DAG landed (Report.Superseded).
 	Superseded int       `json:"superseded"`
 	Elsewhere  int       `json:"elsewhere"`
 	Held       int       `json:"held"`
