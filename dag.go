@@ -21,7 +21,11 @@ type DAG struct {
 	// "clicks+orders"), beyond three the first three and how many more;
 	// set it where the DAG is built, before its first use. A name is a
 	// label, not an identity: renaming a DAG keeps its history, and
-	// two DAGs of one name stay two.
+	// two DAGs of one name keep two histories. It does link them as
+	// versions of one DAG across a deploy: a backfill leaves the
+	// partitions another identity of its name landed after the backfill
+	// was created (see ledger.ClaimRequest.JudgeVersion), so keep it the
+	// same from one version to the next.
 	Name string
 
 	assets     []Asset // topological order, ties broken by name

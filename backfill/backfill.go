@@ -169,6 +169,12 @@ type config struct {
 	lease, heartbeat   time.Duration
 	selection                            // what the backfill covers
 	match              slotmatch.Matcher // how attempts match its partitions
+	// versions are the other versions of the DAG (identities whose
+	// backfills share its name) whose attempts the plan judges by the
+	// ledger's rule of deploys (ledger.ClaimRequest.JudgeVersion), and
+	// since is when the backfill was recorded; set by the plan.
+	versions []string
+	since    time.Time
 }
 
 // config validates the backfill before anything is read or written.

@@ -118,6 +118,10 @@ func (d *dispatcher) claim(keep int) {
 		sawClock := false
 		for i, g := range grants {
 			u := d.queue[i]
+			if errors.Is(g.Err, ledger.ErrSuperseded) {
+				x.superseded(d.ctx, u, g.Err)
+				continue
+			}
 			if g.Lease == nil {
 				x.holdElsewhere(u)
 				x.emitJob(d.ctx, KindPartitionHeld, u, g.Err)

@@ -31,6 +31,16 @@ partitions other workers still hold ([Report].Held, which is not an
 error: [Report.Done] says whether the backfill is done, and
 [Backfill.WaitForOthers] waits for them) and those whose claims failed
 ([Report].Unclaimed, an error).
+
+A deploy that changes the DAG gives it a new identity. A backfill leaves
+the partitions that another version of its DAG (an identity whose
+backfills record the same [tranche.DAG].Name) landed after the backfill
+was created: its plan shows them as [ActionSkipSuperseded], the ledger
+refuses their claims ([ledger.ErrSuperseded]) and the run counts them
+skipped ([Report].Superseded), so that the old code's backfill, going on
+through a deploy, never replaces the new code's rows. A rollback reruns
+them under RerunAll, or from a backfill created after the deploy.
+
 [ID], [RunID] and [DAGIdentity] are stable hashes. memledger.New
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]

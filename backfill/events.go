@@ -23,7 +23,7 @@ const (
 	KindPartitionStarted   tranche.Kind = "partition.started"   // its run starts
 	KindPartitionSucceeded tranche.Kind = "partition.succeeded" // its run completed and is recorded
 	KindPartitionFailed    tranche.Kind = "partition.failed"    // its run failed
-	KindPartitionSkipped   tranche.Kind = "partition.skipped"   // it already succeeded
+	KindPartitionSkipped   tranche.Kind = "partition.skipped"   // it already succeeded, or a newer version of the DAG landed it (Err matches ledger.ErrSuperseded)
 	KindPartitionHeld      tranche.Kind = "partition.held"      // another worker holds its lease
 	KindPartitionUnclaimed tranche.Kind = "partition.unclaimed" // its claim failed (Err: the ledger unreachable): neither run nor recorded
 

@@ -148,6 +148,8 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		case ActionSkipRunning:
 			x.holdElsewhere(u)
 			x.emitJob(ctx, KindPartitionHeld, u, nil)
+		case ActionSkipSuperseded:
+			x.superseded(ctx, u, nil)
 		default:
 			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
 			x.emitJob(ctx, KindPartitionSkipped, u, nil)
@@ -183,6 +185,19 @@ func (b *Backfill) record(ctx context.Context, cfg *config) error {
 		return fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id)
 	}
 	return nil
+}
+
+// superseded counts a job's partitions that another version of the DAG
+// landed since the backfill was created as skipped, and reports them
+// skipped, with err, the ledger's refusal when it gave one (matching
+// ledger.ErrSuperseded either way).
+func (x *execution) superseded(ctx context.Context, u *job, err error) {
+	n := len(u.partitions)
+	x.count(func(r *Report) { r.Skipped += n; r.Superseded += n })
+	if err == nil {
+		err = fmt.Errorf("%w: %s: landed by a newer version of the DAG after backfill %s was created", ledger.ErrSuperseded, u.window, x.cfg.id)
+	}
+	x.emitJob(ctx, KindPartitionSkipped, u, err)
 }
 
 // holdElsewhere counts a job's partitions held by other workers, to be
@@ -411,6 +426,9 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
+		return
+	case errors.Is(err, ledger.ErrSuperseded):
+		x.superseded(ctx, u, err)
 		return
 	case errors.Is(err, ledger.ErrNotClaimable):
 		x.holdElsewhere(u)

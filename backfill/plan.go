@@ -25,6 +25,12 @@ const (
 	ActionSkipSucceeded = ledger.ActionSkipSucceeded
 	ActionSkipRunning   = ledger.ActionSkipRunning
 	ActionSkipRecorded  = ledger.ActionSkipRecorded // a failed run, under RerunNone
+	// ActionSkipSuperseded: another version of the DAG (a deploy's new
+	// code, an identity whose backfills share the DAG's name) landed the
+	// partition after this backfill was created; the old code leaves it
+	// to the new (see ledger.ClaimRequest.JudgeVersion). Not under
+	// RerunAll, the rollback's policy.
+	ActionSkipSuperseded = ledger.ActionSkipSuperseded
 )
 
 // Plan is what a backfill will do, computed before anything runs: every
@@ -68,6 +74,9 @@ type Plan struct {
 	Warnings []string
 
 	backfill *Backfill
+	// versions and since are config's, as the plan found them.
+	versions []string
+	since    time.Time
 }
 
 // PlanCounts counts a plan's partitions by action, and the runs it makes.
@@ -77,7 +86,9 @@ type PlanCounts struct {
 	SkipSucceeded int `json:"skip_succeeded"`
 	SkipRunning   int `json:"skip_running"`
 	SkipRecorded  int `json:"skip_recorded"`
-	Runs          int `json:"runs"` // runs to make: partitions, or chunks
+	// SkipSuperseded counts ActionSkipSuperseded.
+	SkipSuperseded int `json:"skip_superseded,omitempty"`
+	Runs           int `json:"runs"` // runs to make: partitions, or chunks
 }
 
 // PlanItem is one partition of a plan.
@@ -151,13 +162,18 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 				yield(nil, err)
 				return
 			}
+			v, err := b.readVersions(ctx, cfg, bw, now)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
 			// The batch's chunks come newest first, ending where the
 			// previous one starts.
 			jobs := make([]job, 0, n/cfg.chunk+1)
 			end := n
 			for cw := range bw.Chunks(cfg.chunk) {
 				start := end - cw.Len()
-				jobs = appendJob(jobs, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, cfg.codeVersion, revision, now)
+				jobs = appendJob(jobs, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, cfg.codeVersion, revision, now, v)
 				end = start
 			}
 			if order == OldestFirst {
@@ -172,11 +188,80 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 	}
 }
 
-// partitionAction judges one partition by its latest attempt, by the
-// ledger's own claim rules (ledger.ClaimRequest.Judge): a plan never
+// partitionAction judges partition p by its latest attempt a, and by
+// what other versions of the DAG did there (v), by the ledger's own claim
+// rules (ledger.ClaimRequest.Judge and JudgeVersion): a plan never
 // disagrees with the ledger that executes it.
-func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, code string, revision int64, now time.Time) Action {
-	return ledger.ClaimRequest{Policy: rerun, Revision: revision, CodeVersion: code}.Judge(a, now)
+func partitionAction(p tranche.TimePartition, a *ledger.Attempt, rerun ledger.RerunPolicy, code string, revision int64, now time.Time, v *versions) Action {
+	req := ledger.ClaimRequest{Policy: rerun, Revision: revision, CodeVersion: code}
+	action := req.Judge(a, now)
+	if action == ledger.ActionRun && v != nil {
+		req.Backfill = v.backfill
+		for _, o := range v.at[p.Start.UnixNano()] {
+			if o.End.Equal(p.End) {
+				if action = req.JudgeVersion(&o, v.since, now); action != ledger.ActionRun {
+					break
+				}
+			}
+		}
+	}
+	return action
+}
+
+// versions are the latest attempts of other versions of a backfill's DAG
+// at the partitions of a batch, by start (Unix ns), which its claims are
+// judged by (ledger.ClaimRequest.JudgeVersion).
+type versions struct {
+	backfill string
+	since    time.Time
+	at       map[int64][]ledger.Attempt
+}
+
+// readVersions reads the latest attempts of the other versions of the
+// DAG (config.versions) at the partitions of window w; nil when there are
+// none, or none that can bind a claim.
+func (b *Backfill) readVersions(ctx context.Context, cfg *config, w tranche.TimePartitionWindow, now time.Time) (*versions, error) {
+	if len(cfg.versions) == 0 || cfg.rerun == ledger.RerunAll {
+		return nil, nil
+	}
+	var v *versions
+	for _, dag := range cfg.versions {
+		for a, err := range b.Ledger.Latest(ctx, dag, w.Start(), w.End()) {
+			if err != nil {
+				return nil, fmt.Errorf("tranche: reading the partitions of %s, another version of the DAG: %w", dag, err)
+			}
+			if (ledger.ClaimRequest{Backfill: cfg.id, Policy: cfg.rerun}).JudgeVersion(&a, cfg.since, now) == ledger.ActionRun {
+				continue
+			}
+			if v == nil {
+				v = &versions{backfill: cfg.id, since: cfg.since, at: map[int64][]ledger.Attempt{}}
+			}
+			v.at[a.Start.UnixNano()] = append(v.at[a.Start.UnixNano()], a)
+		}
+	}
+	return v, nil
+}
+
+// findVersions sets cfg.versions and cfg.since from the ledger's record
+// of the backfill: none for a backfill not recorded yet, which nothing
+// before it binds, or under RerunAll. name is the DAG's name, which a run
+// records.
+func (b *Backfill) findVersions(ctx context.Context, cfg *config, name string) error {
+	cfg.versions, cfg.since = nil, time.Time{}
+	if name == "" || cfg.rerun == ledger.RerunAll {
+		return nil
+	}
+	records, err := b.Ledger.Backfills(ctx)
+	if err != nil {
+		return fmt.Errorf("tranche: reading the ledger's backfills: %w", err)
+	}
+	for _, r := range records {
+		if r.ID == cfg.id {
+			r.DAGName = name
+			cfg.versions, cfg.since = r.Versions(records), r.Created
+		}
+	}
+	return nil
 }
 
 // appendJob judges a run by its partitions' actions and appends it to
@@ -185,12 +270,12 @@ func partitionAction(a *ledger.Attempt, rerun ledger.RerunPolicy, code string, r
 // backfill of another chunk size holds) is split into runs of consecutive
 // partitions with the same action, newest first, since a ledger claims a
 // chunk all or nothing and would refuse the whole chunk forever.
-func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, code string, revision int64, now time.Time) []job {
-	u.action = partitionAction(u.latest[0], rerun, code, revision, now)
+func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, code string, revision int64, now time.Time, v *versions) []job {
+	u.action = partitionAction(u.partitions[0], u.latest[0], rerun, code, revision, now, v)
 	n := len(u.partitions)
 	uniform := true
-	for _, a := range u.latest[1:] {
-		if partitionAction(a, rerun, code, revision, now) != u.action {
+	for i, a := range u.latest[1:] {
+		if partitionAction(u.partitions[i+1], a, rerun, code, revision, now, v) != u.action {
 			uniform = false
 			break
 		}
@@ -200,7 +285,7 @@ func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, code string, revisio
 	}
 	actions := make([]Action, n)
 	for i, a := range u.latest {
-		actions[i] = partitionAction(a, rerun, code, revision, now)
+		actions[i] = partitionAction(u.partitions[i], a, rerun, code, revision, now, v)
 	}
 	for j := n; j > 0; {
 		i := j - 1
@@ -236,6 +321,8 @@ func (c *PlanCounts) addN(action Action, n int) {
 		c.SkipRunning += n
 	case ActionSkipRecorded:
 		c.SkipRecorded += n
+	case ActionSkipSuperseded:
+		c.SkipSuperseded += n
 	}
 }
 
@@ -258,10 +345,10 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 		}
 		attempted := 0
 		for _, c := range counts {
-			p.Counts.addN(partitionAction(c.Sample(req), cfg.rerun, cfg.codeVersion, p.Revision, now), c.N)
+			p.Counts.addN(partitionAction(tranche.TimePartition{}, c.Sample(req), cfg.rerun, cfg.codeVersion, p.Revision, now, nil), c.N)
 			attempted += c.N
 		}
-		p.Counts.addN(partitionAction(nil, cfg.rerun, cfg.codeVersion, p.Revision, now), cfg.total-attempted)
+		p.Counts.addN(partitionAction(tranche.TimePartition{}, nil, cfg.rerun, cfg.codeVersion, p.Revision, now, nil), cfg.total-attempted)
 		p.Counts.Runs = p.Counts.Run
 		return nil
 	}
@@ -274,7 +361,7 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 	// into as many runs as it has stretches of partitions to run, which
 	// only its partitions say, so those chunks alone are read partition
 	// by partition, as the scan reads them.
-	pending := partitionAction(nil, cfg.rerun, cfg.codeVersion, p.Revision, now)
+	pending := partitionAction(tranche.TimePartition{}, nil, cfg.rerun, cfg.codeVersion, p.Revision, now, nil)
 	batch := cfg.chunk * max(1, planBatch/cfg.chunk)
 	var chunks []tranche.TimePartitionWindow // newest first, as the scan meets them
 	flush := func() error {
@@ -294,7 +381,7 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 		attempted := make([]int, len(chunks))
 		run := make([]int, len(chunks))
 		for _, c := range counts {
-			a := partitionAction(c.Sample(req), cfg.rerun, cfg.codeVersion, p.Revision, now)
+			a := partitionAction(tranche.TimePartition{}, c.Sample(req), cfg.rerun, cfg.codeVersion, p.Revision, now, nil)
 			p.Counts.addN(a, c.N)
 			k := last - c.Range
 			attempted[k] += c.N
@@ -361,7 +448,7 @@ func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chu
 		end := n
 		for _, cw := range chunks[:k] {
 			start := end - cw.Len()
-			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, cfg.codeVersion, p.Revision, now) {
+			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, cfg.codeVersion, p.Revision, now, nil) {
 				if u.action == ActionRun {
 					p.Counts.Runs++
 				}
@@ -394,10 +481,15 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		Revision: revision, Created: b.now(), backfill: b,
 	}
 	p.Counts.Total = cfg.total
+	if err := b.findVersions(ctx, cfg, b.DAG.Name); err != nil {
+		return nil, err
+	}
+	p.versions, p.since = cfg.versions, cfg.since
 	lr, ok := b.Ledger.(ledger.LatestReader)
 	// The counts of latest attempts know no code versions, which
-	// rerun policy stale reads of each attempt.
-	ok = ok && cfg.rerun != ledger.RerunStale
+	// rerun policy stale reads of each attempt, nor other versions of
+	// the DAG, which a deploy leaves.
+	ok = ok && cfg.rerun != ledger.RerunStale && len(cfg.versions) == 0
 	if ok {
 		// As Status.latestReader: a schedule's slots matched by fire
 		// are counted only while no former schedule's attempt lies
@@ -542,6 +634,7 @@ func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
 			yield(PlanItem{}, err)
 			return
 		}
+		cfg.versions, cfg.since = p.versions, p.since
 		for u, err := range p.backfill.scan(ctx, cfg, p.Revision, p.Order) {
 			if err != nil {
 				yield(PlanItem{}, err)
@@ -574,6 +667,9 @@ func (p *Plan) String() string {
 	if p.Counts.SkipRecorded > 0 {
 		s += fmt.Sprintf(", %d failed left alone", p.Counts.SkipRecorded)
 	}
+	if p.Counts.SkipSuperseded > 0 {
+		s += fmt.Sprintf(", %d landed by a newer version", p.Counts.SkipSuperseded)
+	}
 	if p.Estimate > 0 {
 		s += fmt.Sprintf("; about %v", approx(p.Estimate))
 	}
@@ -597,6 +693,9 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 		p.Order, p.Concurrency, p.ChunkSize, p.Rerun, p.OnFailure, p.Revision)
 	fmt.Fprintf(&b, "  counts      run %d (%d %s), skip: succeeded %d, skip: running elsewhere %d, skip: recorded %d\n",
 		p.Counts.Run, p.Counts.Runs, plural(p.Counts.Runs, "run", "runs"), p.Counts.SkipSucceeded, p.Counts.SkipRunning, p.Counts.SkipRecorded)
+	if p.Counts.SkipSuperseded > 0 {
+		fmt.Fprintf(&b, "              skip: landed by a newer version %d\n", p.Counts.SkipSuperseded)
+	}
 	if p.Estimate > 0 {
 		fmt.Fprintf(&b, "  estimate    %v\n", p.Estimate.Round(time.Millisecond))
 	}

@@ -16,10 +16,15 @@ type Report struct {
 	Succeeded int // partitions this worker ran that succeeded
 	Failed    int // partitions this worker ran that failed (or lost to a newer attempt)
 	Skipped   int // partitions that had succeeded already, or were left alone by the rerun policy
-	Elsewhere int // partitions other workers held during the run, and finished: succeeded there (or, under RerunNone, failed there)
-	Held      int // partitions other workers held during the run, not succeeded when it ended: running there still, or failed there
-	NotRun    int // partitions left pending: the backfill stopped, was canceled, or its context ended
-	Unclaimed int // partitions whose claims failed (the ledger unreachable): never run, nor recorded
+	// Superseded counts those of Skipped that another version of the
+	// DAG landed after the backfill was created (a deploy: the new
+	// code's rows, which this backfill leaves; see
+	// ledger.ClaimRequest.JudgeVersion).
+	Superseded int
+	Elsewhere  int // partitions other workers held during the run, and finished: succeeded there (or, under RerunNone, failed there)
+	Held       int // partitions other workers held during the run, not succeeded when it ended: running there still, or failed there
+	NotRun     int // partitions left pending: the backfill stopped, was canceled, or its context ended
+	Unclaimed  int // partitions whose claims failed (the ledger unreachable): never run, nor recorded
 
 	Failures      []Failure // the failed partitions, in the order they failed
 	ClaimFailures []Failure // the partitions Unclaimed counts, with why their claims failed
@@ -47,6 +52,9 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backfill %s by %s: %d partitions: %d succeeded here, %d failed here, %d skipped, %d done elsewhere",
 		r.Backfill, r.Worker, r.Total, r.Succeeded, r.Failed, r.Skipped, r.Elsewhere)
+	if r.Superseded > 0 {
+		fmt.Fprintf(&b, ", %d of the skipped landed by a newer version of the DAG", r.Superseded)
+	}
 	if r.Held > 0 {
 		fmt.Fprintf(&b, ", %d held by other workers (not done)", r.Held)
 	}

@@ -32,13 +32,22 @@ type Status struct {
 	// freely.
 	Blocked []string
 
+	// Superseded counts the partitions not succeeded under the
+	// backfill's DAG that another version of it (an identity whose
+	// backfills share its DAG name) succeeded at after the backfill was
+	// created: a deploy's new code landed them, and the backfill leaves
+	// them to it (see ledger.ClaimRequest.JudgeVersion). They count as
+	// done.
+	Superseded int
+
 	ledger ledger.Ledger
 	sel    selection
 	match  slotmatch.Matcher
 }
 
-// Done reports whether every partition succeeded.
-func (s *Status) Done() bool { return s.Counts[ledger.StateSucceeded] == s.sel.total }
+// Done reports whether every partition succeeded, here or, after a
+// deploy, under a newer version of the DAG (Superseded).
+func (s *Status) Done() bool { return s.Counts[ledger.StateSucceeded]+s.Superseded == s.sel.total }
 
 // String summarizes the status in one line.
 func (s *Status) String() string {
@@ -48,6 +57,9 @@ func (s *Status) String() string {
 		fmt.Fprintf(&b, " %d %s,", s.Counts[st], st)
 	}
 	out := strings.TrimSuffix(b.String(), ",")
+	if s.Superseded > 0 {
+		out += fmt.Sprintf(" (%d of them landed by a newer version)", s.Superseded)
+	}
 	if s.Record.Canceled {
 		out += " (canceled)"
 	}
@@ -150,14 +162,55 @@ func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*
 	}
 	var b blockers
 	lr, err := s.tally(ctx, b.see)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case lr != nil:
+	}
+	if s.Superseded, err = s.superseded(ctx); err != nil {
+		return nil, err
+	}
+	if lr != nil {
 		return s, s.explain(ctx, lr, now)
 	}
 	s.block(b.running, b.lastFailure, now)
 	return s, nil
+}
+
+// superseded counts Status.Superseded: nothing to read for a backfill
+// whose DAG has no name or no other version; otherwise the other
+// versions' latest attempts in the window, then, if they landed any
+// partition since the backfill was created, the backfill's own.
+func (s *Status) superseded(ctx context.Context) (int, error) {
+	if s.Record.DAGName == "" {
+		return 0, nil
+	}
+	records, err := s.ledger.Backfills(ctx)
+	if err != nil {
+		return 0, err
+	}
+	landed := map[int64]time.Time{} // start (Unix ns) -> end
+	for _, dag := range s.Record.Versions(records) {
+		for a, err := range s.ledger.Latest(ctx, dag, s.sel.window.Start(), s.sel.window.End()) {
+			if err != nil {
+				return 0, err
+			}
+			if (ledger.ClaimRequest{Backfill: s.Record.ID}).JudgeVersion(&a, s.Record.Created, time.Time{}) == ledger.ActionSkipSuperseded {
+				landed[a.Start.UnixNano()] = a.End
+			}
+		}
+	}
+	if len(landed) == 0 {
+		return 0, nil
+	}
+	n := 0
+	for ps, err := range s.Partitions(ctx) {
+		if err != nil {
+			return 0, err
+		}
+		if end, ok := landed[ps.Partition.Start.UnixNano()]; ok && ps.State != ledger.StateSucceeded && end.Equal(ps.Partition.End) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // blockers gathers what block reports from a walk of every partition's

@@ -8,6 +8,16 @@
 // [TakeoverReason]), so that each applies them alike and a backfill's
 // plan agrees with the ledger that executes it.
 //
+// A deploy that changes a DAG changes its identity, and so starts its
+// history afresh. The identities whose backfills record one DAG name
+// ([BackfillRecord.DAGName]; [BackfillRecord.Versions]) are versions of
+// one DAG: a backfill's claim of a partition that another version landed
+// after the backfill was created is refused ([ClaimRequest.JudgeVersion],
+// [ErrSuperseded]), unless under [RerunAll], so that the old code's
+// backfill, going on through a deploy, never replaces the new code's
+// rows, while a rollback (RerunAll, or a backfill created after the
+// deploy) may.
+//
 // A ledger may also be a [LatestReader], an optional interface as
 // io.WriterTo is to an io.Reader: it counts latest attempts where it
 // keeps them, grouped by what [ClaimRequest.Judge] reads, so that a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -36,9 +37,12 @@ type Ledger interface {
 	// [ErrNotClaimable] when any partition is held under a live lease
 	// by another attempt or its history does not call for a run under
 	// req.Policy, when req.Backfill was canceled (then also matching
-	// [ErrBackfillCanceled]), or when req.NotBefore is after the
-	// ledger's clock (then an [*EarlyError], which says how long to
-	// wait). A partition whose
+	// [ErrBackfillCanceled]), when req.NotBefore is after the ledger's
+	// clock (then an [*EarlyError], which says how long to wait), or
+	// when, for a backfill's claim, another version of the DAG landed or
+	// holds a partition since the backfill was created
+	// ([ClaimRequest.JudgeVersion]; a landed one also matches
+	// [ErrSuperseded]). A partition whose
 	// holder's lease has expired is taken over: the stale attempt is
 	// recorded failed and the new one starts.
 	Claim(ctx context.Context, req ClaimRequest) (*Lease, error)
@@ -175,6 +179,12 @@ var (
 	ErrFenced           = tranche.ErrFenced
 	ErrUnknownBackfill  = errors.New("tranche: unknown backfill")
 	ErrBackfillCanceled = errors.New("tranche: backfill canceled")
+	// ErrSuperseded is matched, with ErrNotClaimable, by the refusal of
+	// a backfill's claim of a partition that another version of its DAG
+	// landed after the backfill was created (see
+	// [ClaimRequest.JudgeVersion]): a deploy's new code, whose rows the
+	// old code's backfill must not replace.
+	ErrSuperseded = errors.New("tranche: partition landed by another version of the DAG")
 )
 
 // State is the state of a partition attempt. New states may be added.
@@ -473,6 +483,22 @@ type BackfillRecord struct {
 	// StopRunning: canceled with its running partitions to stop
 	// ([Ledger.CancelBackfill] with CancelOptions.StopRunning); cleared on resume.
 	StopRunning bool
+}
+
+// Versions returns the identities of the other versions of b's DAG
+// among records: those of the backfills recorded under b's DAGName,
+// other than b's own, each once, in the order of records. A DAG without
+// a name has none: versions are linked by name alone, since a deploy
+// changes the identity ([ClaimRequest.JudgeVersion] judges a partition
+// against them).
+func (b BackfillRecord) Versions(records []BackfillRecord) []string {
+	var ids []string
+	for _, r := range records {
+		if b.DAGName != "" && r.DAGName == b.DAGName && r.DAG != b.DAG && !slices.Contains(ids, r.DAG) {
+			ids = append(ids, r.DAG)
+		}
+	}
+	return ids
 }
 
 // MarshalText implements [encoding.TextMarshaler]: "none", "failed",

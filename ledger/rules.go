@@ -84,6 +84,11 @@ const (
 	ActionSkipRunning   Action = "skip: running elsewhere" // running under another attempt's live lease
 	ActionSkipSucceeded Action = "skip: succeeded"         // succeeded, and the policy does not rerun it
 	ActionSkipRecorded  Action = "skip: recorded"          // failed or canceled, and the policy is RerunNone
+	// ActionSkipSuperseded: another version of the DAG (an identity
+	// whose backfills share its name) landed the partition after the
+	// backfill was created, and the policy is not RerunAll (see
+	// [ClaimRequest.JudgeVersion]).
+	ActionSkipSuperseded Action = "skip: landed by a newer version"
 )
 
 // Judge applies the claim rules of [Ledger.Claim] to a partition whose
@@ -172,6 +177,65 @@ func (e *EarlyError) Error() string {
 
 // Is reports whether target is [ErrNotClaimable].
 func (e *EarlyError) Is(target error) bool { return target == ErrNotClaimable }
+
+// JudgeVersion applies the rule of deploys to a partition that
+// [ClaimRequest.Judge] lets req claim: other is the latest attempt at the
+// same partition (same bounds) under another version of the DAG, an
+// identity that a backfill recorded under the same non-empty DAG name
+// ([BackfillRecord.DAGName]) as req's backfill, and since is when req's
+// backfill was created ([BackfillRecord.Created]).
+//
+// A backfill does not replace what a newer version of its DAG landed
+// after the backfill was created: the old code's backfill, still running
+// through a deploy, would otherwise claim every partition the new code
+// landed (none succeeded under the old identity) and replace the new
+// code's rows with the old code's, and its claim, being the newest, would
+// pass every fence. So a success of other finished at or after since is
+// [ActionSkipSuperseded], and an attempt of other claimed at or after since
+// and still running under a live lease is [ActionSkipRunning]. What other did
+// before since does not bind the backfill: a backfill created after a
+// deploy, a rollback to the old code among them, replaces what the new
+// code landed before it. Under RerunAll, which reruns what succeeded, the
+// rule does not apply: that is how an operator rolls back through a
+// backfill recorded before the deploy. A claim outside any backfill, and
+// a nil other, are always ActionRun.
+func (req ClaimRequest) JudgeVersion(other *Attempt, since, now time.Time) Action {
+	switch {
+	case other == nil || req.Backfill == "" || req.Policy == RerunAll:
+		return ActionRun
+	case other.State == StateSucceeded && !other.Finished.Before(since):
+		return ActionSkipSuperseded
+	case other.State == StateRunning && now.Before(other.LeaseUntil) && !other.Started.Before(since):
+		return ActionSkipRunning
+	}
+	return ActionRun
+}
+
+// AdmitsVersion is [ClaimRequest.JudgeVersion] as an error for partition
+// p: nil if req may claim it, else an error matching [ErrNotClaimable]
+// that says why, which also matches [ErrSuperseded] for
+// ActionSkipSuperseded.
+func (req ClaimRequest) AdmitsVersion(other *Attempt, p tranche.TimePartition, since, now time.Time) error {
+	switch req.JudgeVersion(other, since, now) {
+	case ActionSkipSuperseded:
+		return supersededError(fmt.Sprintf("%v: %s was landed by another version of the DAG (identity %s, attempt %d by worker %s, finished %s) after backfill %s was created (%s)",
+			ErrNotClaimable, p.Key(), other.DAG, other.Number, other.Worker, other.Finished.Format(time.RFC3339Nano), req.Backfill, since.Format(time.RFC3339Nano)))
+	case ActionSkipRunning:
+		return fmt.Errorf("%w: %s is held by worker %s of another version of the DAG (identity %s, attempt %d) until %s",
+			ErrNotClaimable, p.Key(), other.Worker, other.DAG, other.Number, other.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// supersededError is the error of [ActionSkipSuperseded]: it matches both
+// [ErrNotClaimable] and [ErrSuperseded].
+type supersededError string
+
+func (e supersededError) Error() string { return string(e) }
+
+func (e supersededError) Is(target error) bool {
+	return target == ErrNotClaimable || target == ErrSuperseded
+}
 
 // TakeoverReason is the error a ledger records on an attempt whose lease
 // expired at until when worker took its partition over.

@@ -51,6 +51,13 @@ type Events struct {
 	// deploy makes (see EventsDAG).
 	Version string
 
+	// Name, when not "", names the DAG (tranche.DAG.Name): DAGs of one
+	// name are versions of one DAG, so that the old version's backfill
+	// leaves what the new one landed (see ledger.ClaimRequest.JudgeVersion).
+	// NewDAG names the events DAG "events" and a Version's
+	// "events+deploy_VERSION", which link no versions.
+	Name string
+
 	// Audit, when not nil, receives a line for every batch the files
 	// destination wrote ("wrote KEY WORKER TOKEN"), once its write
 	// returned: the destination's history, which replacing the files
@@ -148,6 +155,9 @@ func (e Events) Backfill(w tranche.TimePartitionWindow, l ledger.Ledger) (*backf
 	dag, err := tranche.NewDAG(assets...)
 	if err != nil {
 		return nil, err
+	}
+	if e.Name != "" {
+		dag.Name = e.Name
 	}
 	return &backfill.Backfill{
 		DAG: dag, Window: w, Ledger: l, Worker: e.Worker, OnFailure: tranche.FailContinue,

@@ -141,6 +141,14 @@ func (c *Clock) Advance(d time.Duration) {
 //     jobs out of order, a partition twice) and fails for a canceled
 //     backfill with an error matching both ErrBackfillCanceled and
 //     ErrNotClaimable, claiming nothing;
+//   - a deploy: a backfill's claim (Claim and ClaimNext) of a partition
+//     that another identity of its DAG name (a backfill recorded under
+//     the same BackfillRecord.DAGName) succeeded at, or holds under a
+//     live lease, since the backfill was created is refused, a landed one
+//     with an error matching [ledger.ErrSuperseded], writing nothing; what
+//     the other version did before the backfill's creation, a partition
+//     of other bounds, a backfill of no name or of another name, and
+//     RerunAll are not bound;
 //   - Release withdraws a lease's attempts so that History, Latest,
 //     RevisionIn and ChangedIn read as before the claim and the next
 //     claim takes the same numbers, while Revision still moves forward;
@@ -318,6 +326,7 @@ var ledgerTests = []struct {
 	{"BackfillDAGName", testBackfillDAGName},
 	{"CodeVersions", testCodeVersions},
 	{"NotBefore", testNotBefore},
+	{"DeployVersions", testDeployVersions},
 	{"RevisionIn", testRevisionIn},
 	{"RecentSuccesses", testRecentSuccesses},
 	{"BadClaims", testBadClaims},
@@ -1771,6 +1780,113 @@ func testCodeVersions(s *ledgerSuite) {
 	}
 	stale.Partitions, stale.RunID = parts(3), "run-stale-plain"
 	s.finish(s.claim(stale), succeeded) // "" is another version than events=v2
+}
+
+// testDeployVersions checks the rule of deploys
+// (ledger.ClaimRequest.JudgeVersion): the old DAG's backfill, created
+// before the new DAG (another identity, one name) landed partitions, does
+// not claim them, in Claim or ClaimNext, unless under RerunAll; a backfill
+// created after them (a rollback started afresh) does, and so do a
+// backfill of no name and a partition of other bounds.
+func testDeployVersions(s *ledgerSuite) {
+	const (
+		oldDAG, newDAG = suiteDAG + "-v1", suiteDAG + "-v2"
+		name           = "deploy-events"
+	)
+	put := func(id, dag, name string) {
+		s.t.Helper()
+		if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: id, DAG: dag, DAGName: name, Window: "2024-03", Chunk: 1}); err != nil {
+			s.t.Fatalf("PutBackfill(%s) = %v", id, err)
+		}
+	}
+	claim := func(dag, backfill, worker string, policy ledger.RerunPolicy, ps ...tranche.TimePartition) ledger.ClaimRequest {
+		r := req(worker, ps...)
+		r.DAG, r.Backfill, r.Policy, r.RunID = dag, backfill, policy, "run-"+backfill+"-"+ps[0].Key()
+		return r
+	}
+	day := tranche.PartitionOf(tranche.Day, part(48).Start) // starts with part(48), ends later
+	// The new DAG lands part(9) before the old DAG's backfill exists.
+	put("bf-new", newDAG, name)
+	s.finish(s.claim(claim(newDAG, "bf-new", beta, "", part(9))), succeeded)
+	s.clock.Advance(time.Second)
+	put("bf-old", oldDAG, name)
+	put("bf-unnamed", oldDAG, "")
+	put("bf-other-name", oldDAG, "other")
+	s.clock.Advance(time.Second)
+	// The deploy: the new DAG lands 0, 1, 2, 15 and the day, and holds 3.
+	for _, p := range []tranche.TimePartition{part(0), part(1), part(2), part(15), day} {
+		s.finish(s.claim(claim(newDAG, "bf-new", beta, "", p)), succeeded)
+	}
+	running := s.claim(claim(newDAG, "bf-new", beta, "", part(3)))
+	s.clock.Advance(time.Second)
+
+	// The old DAG's backfill skips what the new DAG landed since it was
+	// created, and waits for what it holds.
+	for _, ps := range [][]tranche.TimePartition{parts(0), parts(1), parts(4, 5, 2)} {
+		r := claim(oldDAG, "bf-old", alpha, ledger.RerunFailed, ps...)
+		s.refuse(r, beta)
+		if _, err := s.l.Claim(s.ctx, r); !errors.Is(err, ledger.ErrSuperseded) {
+			s.t.Errorf("%s = %v; want an error matching ErrSuperseded", describeReq(r), err)
+		}
+	}
+	s.refuse(claim(oldDAG, "bf-old", alpha, ledger.RerunStale, part(3)), beta)
+	if _, err := s.l.Claim(s.ctx, claim(oldDAG, "bf-old", alpha, "", part(3))); errors.Is(err, ledger.ErrSuperseded) {
+		s.t.Errorf("a claim of a partition the new DAG is running = %v; want it held, not superseded", err)
+	}
+	next := ledger.NextRequest{DAG: oldDAG, Backfill: "bf-old", Worker: alpha, Want: 3, Lease: suiteLease, Policy: ledger.RerunFailed,
+		Jobs: []ledger.Job{{RunID: "next-0", Partitions: parts(0)}, {RunID: "next-1", Partitions: parts(1)}, {RunID: "next-3", Partitions: parts(3)},
+			{RunID: "next-4", Partitions: parts(4)}, {RunID: "next-5", Partitions: parts(5, 6)}, {RunID: "next-7", Partitions: parts(7, 8, 9)}}}
+	grants := s.expect(next, "RRRLLL")
+	for i, want := range []bool{true, true, false} {
+		if got := errors.Is(grants[i].Err, ledger.ErrSuperseded); got != want {
+			s.t.Errorf("ClaimNext: job %d refused with %v; want ErrSuperseded %v", i, grants[i].Err, want)
+		}
+	}
+	finishAll := func(ls []*ledger.Lease) {
+		s.t.Helper()
+		for _, l := range ls {
+			outcomes := make([]any, len(l.Partitions))
+			for i := range outcomes {
+				outcomes[i] = succeeded
+			}
+			s.finish(l, outcomes...)
+		}
+	}
+	finishAll(leases(grants))
+	// The next ClaimNext, descending, refuses the new DAG's partitions
+	// again and claims what is left.
+	desc := ledger.NextRequest{DAG: oldDAG, Backfill: "bf-old", Worker: alpha, Want: 2, Lease: suiteLease, Policy: ledger.RerunFailed, Descending: true,
+		Jobs: []ledger.Job{{RunID: "desc-11", Partitions: parts(11)}, {RunID: "desc-2", Partitions: parts(2)}, {RunID: "desc-1", Partitions: parts(1)}, {RunID: "desc-0", Partitions: parts(0)}}}
+	finishAll(leases(s.expect(desc, "LRRR")))
+
+	// What the new DAG landed before the backfill was created, a
+	// partition of other bounds, and RerunAll are not bound; nor are
+	// backfills of no name or another name.
+	for _, r := range []ledger.ClaimRequest{
+		claim(oldDAG, "bf-old", alpha, ledger.RerunFailed, part(48)),
+		claim(oldDAG, "bf-old", alpha, ledger.RerunAll, part(0)),
+		claim(oldDAG, "bf-unnamed", gamma, ledger.RerunFailed, part(1)),
+		claim(oldDAG, "bf-other-name", gamma, ledger.RerunFailed, part(2)),
+	} {
+		s.finish(s.claim(r), succeeded)
+	}
+	// A rollback started afresh (a backfill created after the deploy)
+	// replaces what the new DAG landed before it, not after.
+	s.clock.Advance(time.Second)
+	put("bf-rollback", oldDAG, name)
+	s.clock.Advance(time.Second)
+	s.finish(running, succeeded) // part(3), after the rollback's creation
+	s.finish(s.claim(claim(newDAG, "bf-new", beta, "", part(12))), succeeded)
+	s.clock.Advance(time.Second)
+	rollback := ledger.NextRequest{DAG: oldDAG, Backfill: "bf-rollback", Worker: gamma, Want: 4, Lease: suiteLease, Policy: ledger.RerunFailed,
+		Jobs: []ledger.Job{{RunID: "rb-3", Partitions: parts(3)}, {RunID: "rb-12", Partitions: parts(12)},
+			{RunID: "rb-13", Partitions: parts(13)}, {RunID: "rb-15", Partitions: parts(15)}}}
+	grants = s.expect(rollback, "RRLL")
+	for _, i := range []int{0, 1} {
+		if !errors.Is(grants[i].Err, ledger.ErrSuperseded) {
+			s.t.Errorf("the rollback's job %d = %v; want ErrSuperseded: the new DAG landed it after the rollback was created", i, grants[i].Err)
+		}
+	}
 }
 
 // testBackfillDAGName checks that a backfill keeps its DAG's name, a

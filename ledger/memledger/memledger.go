@@ -146,7 +146,36 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 	if err := req.CheckNotBefore(now); err != nil {
 		return nil, err
 	}
-	return l.claim(req, now)
+	return l.claim(req, now, l.versions(req.Backfill))
+}
+
+// versions returns, under l.mu, the other versions of the DAG of
+// backfill id (ledger.BackfillRecord.Versions) that have a history,
+// and the backfill's record; none for an unknown backfill.
+func (l *Ledger) versions(id string) (v versions) {
+	rec, ok := l.backfills[id]
+	if !ok || rec.DAGName == "" {
+		return v
+	}
+	records := make([]ledger.BackfillRecord, len(l.order))
+	for i, id := range l.order {
+		records[i] = l.backfills[id]
+	}
+	for _, id := range rec.Versions(records) {
+		if d := l.dags[id]; d != nil {
+			v.dags = append(v.dags, d)
+		}
+	}
+	v.since = rec.Created
+	return v
+}
+
+// versions are the other versions of a backfill's DAG, and when the
+// backfill was created, by which a claim is judged
+// (ledger.ClaimRequest.JudgeVersion).
+type versions struct {
+	dags  []*memoryDAG
+	since time.Time
 }
 
 // ClaimNext implements [ledger.Ledger]. Claims take turns on the
@@ -167,6 +196,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 	at, moved := l.cursors[key]
 	moved = moved && at.revision > req.Revision
 	now := l.now()
+	v := l.versions(req.Backfill)
 	var grants []ledger.Grant
 	claimed := 0
 	for _, j := range req.Jobs {
@@ -177,7 +207,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 		if moved && !req.Before(at.start, j.Start()) {
 			g.Err = ledger.PassedError(j)
 		} else {
-			g.Lease, g.Err = l.claim(req.Claim(j), now)
+			g.Lease, g.Err = l.claim(req.Claim(j), now, v)
 		}
 		if g.Lease != nil {
 			claimed++
@@ -195,8 +225,9 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 	return grants, nil
 }
 
-// claim judges and claims, under l.mu, the partitions of req at now.
-func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time) (*ledger.Lease, error) {
+// claim judges and claims, under l.mu, the partitions of req at now,
+// and against the other versions v of its DAG.
+func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time, v versions) (*ledger.Lease, error) {
 	d := l.dag(req.DAG)
 	latest := make([]*ledger.Attempt, len(req.Partitions))
 	for i, p := range req.Partitions {
@@ -205,6 +236,15 @@ func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time) (*ledger.Lease, e
 		}
 		if err := req.Admits(latest[i], p, now); err != nil {
 			return nil, err
+		}
+		for _, o := range v.dags {
+			h := o.history[p.Start.UnixNano()]
+			if len(h) == 0 || !h[len(h)-1].End.Equal(p.End) {
+				continue // none, or a partition of other bounds
+			}
+			if err := req.AdmitsVersion(&h[len(h)-1], p, v.since, now); err != nil {
+				return nil, err
+			}
 		}
 	}
 	d.revision++

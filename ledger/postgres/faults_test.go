@@ -158,6 +158,9 @@ type summary struct {
 	Lost      int      `json:"lost"`
 	Errors    []string `json:"errors"`
 	Done      bool     `json:"done"`
+	// Superseded counts the partitions skipped as landed by a newer
+	// version of the DAG.
+	Superseded int `json:"superseded"`
 	// FencedKeys are the partitions the worker knew it no longer held.
 	FencedKeys []string `json:"fenced_keys"`
 }

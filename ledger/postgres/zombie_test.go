@@ -130,3 +130,72 @@ func TestZombieAcrossDeploy(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployDuringBackfill is issue 23's deploy with the old code's
+// backfill still to run, as the SQLite ledger's test of the same name
+// runs it: the old DAG's worker stops itself inside the write of its
+// first partition (newest first), a worker of the new DAG of the same
+// name (another identity) lands every partition, and the old worker
+// resumes and goes on, running its backfill until its status says done.
+// It lands nothing: every partition keeps the deployed worker's rows, on
+// the files destination and the PostgreSQL destination sharing the
+// ledger.
+func TestDeployDuringBackfill(t *testing.T) {
+	r := proctest.Rand(t, "FAULT")
+	for _, sink := range []string{"files", "sql"} {
+		for rep := range proctest.Repeat("FAULT", 2) {
+			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) {
+				const days = 8
+				w := newWorld(t, days)
+				audit := filepath.Join(w.dir, "audit.log")
+				key := w.partition(days - 1).Key() // the old worker's first, newest first
+				at := proctest.PauseWrite
+				if r.IntN(2) == 0 && sink != "files" {
+					at = proctest.PauseStaged
+				}
+				a := w.start("zombie", append(proctest.ZombieArgs(sink, at, key, audit), "-name", "events")...)
+				proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
+				b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2", "-name", "events")...).report(t)
+				if b.Failed != 0 || b.Succeeded != days {
+					t.Errorf("the deployed worker's summary %+v; want every partition run", b)
+				}
+				a.cmd.Process.Signal(syscall.SIGCONT)
+				if err := a.wait(); err != nil {
+					t.Fatalf("the old worker: %v\n%s", err, a.stderr.String())
+				}
+				var za summary
+				if err := json.Unmarshal(a.stdout.Bytes(), &za); err != nil {
+					t.Fatalf("the old worker's summary %q: %v", a.stdout.String(), err)
+				}
+				if za.Succeeded != 0 || za.Superseded < days-1 || !za.Done {
+					t.Errorf("the old worker's summary %+v; want nothing succeeded, %d or more skipped as landed by a newer version, done", za, days-1)
+				}
+				holders := map[string][]string{}
+				if sink == "files" {
+					for i := range days {
+						k := w.partition(i).Key()
+						for _, row := range proctest.Rows(t, w.dest, k) {
+							holders[k] = append(holders[k], row.Worker)
+						}
+					}
+				} else {
+					db := admin(t, withParams(t, w.url, "search_path", w.schema))
+					for k, rows := range proctest.SQLRows(t, db, false) {
+						for _, row := range rows {
+							holders[k] = append(holders[k], row.Worker)
+						}
+					}
+				}
+				old := 0
+				for i := range days {
+					k := w.partition(i).Key()
+					if got := holders[k]; !slices.Equal(got, []string{"deployed", "deployed", "deployed"}) {
+						old++
+						t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
+					}
+				}
+				t.Logf("%s, old worker stopped %s on %s: %d partitions of %d with the old code's rows; its summary %+v", sink, at, key, old, days, za)
+			})
+		}
+	}
+}

@@ -128,16 +128,17 @@ func (p *proc) wait() error {
 
 // workerReport is crashworker's output in backfill mode.
 type workerReport struct {
-	Worker    string `json:"worker"`
-	Total     int    `json:"total"`
-	Succeeded int    `json:"succeeded"`
-	Failed    int    `json:"failed"`
-	Skipped   int    `json:"skipped"`
-	Elsewhere int    `json:"elsewhere"`
-	Held      int    `json:"held"`
-	NotRun    int    `json:"not_run"`
-	Unclaimed int    `json:"unclaimed"`
-	Failures  []struct {
+	Worker     string `json:"worker"`
+	Total      int    `json:"total"`
+	Succeeded  int    `json:"succeeded"`
+	Failed     int    `json:"failed"`
+	Skipped    int    `json:"skipped"`
+	Superseded int    `json:"superseded"`
+	Elsewhere  int    `json:"elsewhere"`
+	Held       int    `json:"held"`
+	NotRun     int    `json:"not_run"`
+	Unclaimed  int    `json:"unclaimed"`
+	Failures   []struct {
 		Key    string `json:"key"`
 		Err    string `json:"err"`
 		Fenced bool   `json:"fenced"`
@@ -575,6 +576,76 @@ func TestZombieAcrossDeploy(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { zombieAcrossDeploy(t, r, sink) })
 		}
 	}
+}
+
+// TestDeployDuringBackfill is issue 23's deploy with the old code's
+// backfill still to run: the old DAG's worker stops itself inside the
+// write of its first partition (newest first), the deployed worker (a
+// new DAG identity of the same name) lands every partition, and the old
+// worker resumes and goes on with its backfill. Its held write is
+// refused by the fence, and it skips every other partition as landed by
+// a newer version: every partition keeps the deployed worker's rows, on
+// the files destination and the SQL destination sharing the ledger.
+// (Without the rule, the old worker claimed and replaced the partitions
+// the new code had landed: 17 to 54 partitions in 5 trials.)
+func TestDeployDuringBackfill(t *testing.T) {
+	r := rng(t)
+	for _, sink := range []string{"files", "sql"} {
+		for rep := range repeat(2) {
+			t.Run(fmt.Sprintf("%s/%d", sink, rep), func(t *testing.T) { deployDuringBackfill(t, r, sink) })
+		}
+	}
+}
+
+func deployDuringBackfill(t *testing.T, r *rand.Rand, sink string) {
+	const days = 8
+	w := newWorld(t, days)
+	audit := filepath.Join(w.dir, "audit.log")
+	key := w.partition(days - 1).Key() // the old worker's first, newest first
+	at := proctest.PauseWrite
+	if r.IntN(2) == 0 && sink != "files" {
+		at = proctest.PauseStaged
+	}
+	a := w.start("zombie", append(proctest.ZombieArgs(sink, at, key, audit), "-name", "events")...)
+	proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
+	b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2", "-name", "events")...).report(t)
+	if b.Succeeded != days || b.Err != "" {
+		t.Errorf("the deployed worker's report %+v; want every partition run", b)
+	}
+	a.signal(t, syscall.SIGCONT)
+	ra := a.report(t)
+	if ra.Superseded != days-1 || ra.Succeeded != 0 {
+		t.Errorf("the old worker's report %+v; want %d partitions skipped as landed by a newer version, none succeeded", ra, days-1)
+	}
+	holders := map[string][]string{}
+	if sink == "files" {
+		for i := range days {
+			k := w.partition(i).Key()
+			for _, row := range w.rows(k) {
+				holders[k] = append(holders[k], row.Worker)
+			}
+		}
+	} else {
+		db, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for k, rows := range proctest.SQLRows(t, db, false) {
+			for _, row := range rows {
+				holders[k] = append(holders[k], row.Worker)
+			}
+		}
+	}
+	old := 0
+	for i := range days {
+		k := w.partition(i).Key()
+		if got := holders[k]; !slices.Equal(got, []string{"deployed", "deployed", "deployed"}) {
+			old++
+			t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
+		}
+	}
+	t.Logf("%s, old worker stopped %s on %s: %d partitions of %d with the old code's rows; its report %+v", sink, at, key, old, days, ra)
 }
 
 func zombieAcrossDeploy(t *testing.T, r *rand.Rand, sink string) {

@@ -456,15 +456,28 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		starts[i] = p.Start.Unix()
 	}
 	op := "claiming " + describe(req.Partitions)
-	if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
-		if lease != nil {
-			l.held(lease)
+	// The other versions of the DAG are read before the claim's
+	// transaction, so that a fresh partition's claim stays one
+	// statement when they bind none of its partitions (a version that
+	// lands one meanwhile is one whose claim was judged before this
+	// one's began); when they may, the transaction reads them again and
+	// judges them by the ledger's clock.
+	versions, err := l.readVersions(ctx, nil, req.Backfill, req.Policy, slices.Min(starts), slices.Max(starts))
+	if err != nil {
+		return nil, l.wrap(ctx, op, err)
+	}
+	bound := len(versions.at) > 0
+	if !bound {
+		if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
+			if lease != nil {
+				l.held(lease)
+			}
+			return lease, err
 		}
-		return lease, err
 	}
 	var lease *ledger.Lease
 	var newDAG int64
-	err := l.write(ctx, op, func(tx *sql.Tx) error {
+	err = l.write(ctx, op, func(tx *sql.Tx) error {
 		lease, newDAG = nil, 0
 		dagID, created, err := l.ensureDAG(ctx, tx, req.DAG)
 		if err != nil {
@@ -488,6 +501,15 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		}
 		if err := req.CheckNotBefore(now); err != nil {
 			return err // judged by the clock the first statement read
+		}
+		if bound {
+			v, err := l.readVersions(ctx, tx, req.Backfill, req.Policy, slices.Min(starts), slices.Max(starts))
+			if err != nil {
+				return err
+			}
+			if err := admitVersions(req, v, now); err != nil {
+				return err
+			}
 		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {
@@ -589,6 +611,78 @@ func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*late
 		}
 	}
 	return attempts, takeovers, nil
+}
+
+// versionsAt are the attempts of other versions of a backfill's DAG that
+// may bind its claims (qVersions), by partition start (Unix seconds), and
+// when the backfill was created.
+type versionsAt struct {
+	since time.Time
+	at    map[int64][]ledger.Attempt
+}
+
+// readVersions reads, in tx (or outside any, when nil), the attempts of
+// other versions of the DAG of backfill at partitions starting in
+// [lo, hi] (Unix seconds) that may bind its claims: one statement, for
+// every job of a claim. A claim outside a backfill, or under RerunAll,
+// which the rule does not bind, reads nothing.
+func (l *Ledger) readVersions(ctx context.Context, tx *sql.Tx, backfill string, policy ledger.RerunPolicy, lo, hi int64) (versionsAt, error) {
+	var v versionsAt
+	if backfill == "" || policy == ledger.RerunAll {
+		return v, nil
+	}
+	var rows *sql.Rows
+	var err error
+	switch s := l.wstmts[qVersions]; {
+	case tx != nil:
+		rows, err = l.query(ctx, tx, qVersions, lo, hi, backfill)
+	case s != nil:
+		rows, err = s.QueryContext(ctx, lo, hi, backfill)
+	default:
+		rows, err = l.db.QueryContext(ctx, l.q(qVersions), lo, hi, backfill)
+	}
+	if err != nil {
+		return v, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a ledger.Attempt
+		var start, end, started, until, created int64
+		var finished sql.NullInt64
+		if err := rows.Scan(&start, &end, &a.DAG, &a.Number, &a.Worker, &a.State, &started, &finished, &until, &created); err != nil {
+			return v, err
+		}
+		a.Start, a.End = time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
+		a.Started, a.LeaseUntil = time.UnixMilli(started).UTC(), time.UnixMilli(until).UTC()
+		if finished.Valid {
+			a.Finished = time.UnixMilli(finished.Int64).UTC()
+		}
+		if v.at == nil {
+			v.at = map[int64][]ledger.Attempt{}
+		}
+		v.at[start] = append(v.at[start], a)
+		v.since = time.UnixMilli(created).UTC()
+	}
+	return v, rows.Err()
+}
+
+// admitVersions applies ClaimRequest.AdmitsVersion to the partitions of
+// req, at now, against the attempts of other versions v of its DAG.
+func admitVersions(req ledger.ClaimRequest, v versionsAt, now time.Time) error {
+	if len(v.at) == 0 {
+		return nil
+	}
+	for _, p := range req.Partitions {
+		for _, a := range v.at[p.Start.Unix()] {
+			if !a.End.Equal(p.End) {
+				continue // a partition of other bounds
+			}
+			if err := req.AdmitsVersion(&a, p, v.since, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // claimFresh claims one partition never claimed before in one statement,

@@ -29,7 +29,12 @@ import (
 // dialect runs an INSERT inside WITH (PostgreSQL), a round's one
 // statement also starts the attempts of its jobs of fresh partitions and
 // moves the cursor past them: four statements, three of them while the
-// workers wait for the cursor.
+// workers wait for the cursor. When the cursor's statement finds that
+// other identities have backfills of the backfill's DAG name (a deploy),
+// one more reads what those versions of the DAG did at the jobs'
+// partitions since the backfill was created, for all the jobs
+// (ledger.ClaimRequest.JudgeVersion); a job they bind is refused without
+// a statement, and ends the round before it.
 //
 // A job is claimed all or none: the rows inserted for a job refused
 // (another of its partitions was held) are deleted before the commit,
@@ -66,7 +71,17 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 		if st.canceled {
 			return ledger.CanceledError(req.Backfill)
 		}
-		passed, grants, err = l.claimNext(ctx, tx, dagID, req, cur, st)
+		lo, hi := req.Jobs[0].Start().Unix(), req.Jobs[len(req.Jobs)-1].Start().Unix()
+		if req.Descending {
+			lo, hi = hi, lo
+		}
+		var v versionsAt
+		if cur.versions {
+			if v, err = l.readVersions(ctx, tx, req.Backfill, req.Policy, lo, hi+maxPartitionsSpan(req.Jobs)); err != nil {
+				return err
+			}
+		}
+		passed, grants, err = l.claimNext(ctx, tx, dagID, req, cur, st, v)
 		if err != nil || req.CodeVersion == "" {
 			return err
 		}
@@ -124,6 +139,9 @@ func validateNext(req ledger.NextRequest) error {
 type cursorAt struct {
 	start    time.Time
 	revision int64 // 0: never moved
+	// versions: other identities have backfills of the backfill's DAG
+	// name, whose attempts may bind its claims.
+	versions bool
 }
 
 // lockCursor locks, in tx, the cursor of req, creating it if it is new,
@@ -132,12 +150,13 @@ func (l *Ledger) lockCursor(ctx context.Context, tx *sql.Tx, dagID int64, req le
 	var cur cursorAt
 	var st txStart
 	var start int64
+	var versions int
 	row := l.queryRow(ctx, tx, l.dialect.qLockCursor(), dagID, req.Backfill, boolInt(req.Descending), req.Jobs[0].Start().Unix(),
-		dagID, req.Backfill)
-	if err := st.scan(row, &start, &cur.revision); err != nil {
+		req.Backfill, dagID, req.Backfill)
+	if err := st.scan(row, &start, &cur.revision, &versions); err != nil {
 		return cur, st, err
 	}
-	cur.start = time.Unix(start, 0).UTC()
+	cur.start, cur.versions = time.Unix(start, 0).UTC(), versions != 0
 	if l.clock != nil {
 		st.now = time.UnixMilli(l.clock().UnixMilli()).UTC()
 	}
@@ -148,7 +167,7 @@ func (l *Ledger) lockCursor(ctx context.Context, tx *sql.Tx, dagID int64, req le
 // st, and claims those it may until it has claimed req.Want; it returns
 // how many jobs it passed over because the cursor had passed them, the
 // first of req.Jobs, and a grant for each job it examined after them.
-func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, cur cursorAt, st txStart) (int, []ledger.Grant, error) {
+func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, cur cursorAt, st txStart, v versionsAt) (int, []ledger.Grant, error) {
 	var grants []ledger.Grant
 	passed := 0
 	if cur.revision > req.Revision {
@@ -169,7 +188,19 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 		moved   = -1            // the job the cursor was moved to in tx, if any
 	)
 	for i < len(req.Jobs) && len(leases) < req.Want {
-		round := req.Jobs[i:min(len(req.Jobs), i+req.Want-len(leases))]
+		// A job that another version of the DAG binds is refused
+		// before any statement, and ends the round before it, so that
+		// the round's insert never starts its attempts.
+		if err := admitVersions(req.Claim(req.Jobs[i]), v, st.now); err != nil {
+			grants = append(grants, ledger.Grant{Err: err})
+			i++
+			continue
+		}
+		end := i + 1
+		for end < min(len(req.Jobs), i+req.Want-len(leases)) && admitVersions(req.Claim(req.Jobs[end]), v, st.now) == nil {
+			end++
+		}
+		round := req.Jobs[i:end]
 		fresh, started, err := l.insertRound(ctx, tx, dagID, req, round, st)
 		if err != nil {
 			return 0, nil, err
@@ -419,4 +450,15 @@ func (l *Ledger) Release(ctx context.Context, lease *ledger.Lease) error {
 		l.forget(lease)
 	}
 	return err
+}
+
+// maxPartitionsSpan is how far, in seconds, the last partition of a job
+// of jobs starts after the job does: the reach of a chunk beyond its
+// start.
+func maxPartitionsSpan(jobs []ledger.Job) int64 {
+	var span int64
+	for _, j := range jobs {
+		span = max(span, j.Partitions[len(j.Partitions)-1].Start.Unix()-j.Start().Unix())
+	}
+	return span
 }

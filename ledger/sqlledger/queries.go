@@ -57,6 +57,21 @@ const (
 		FROM tranche_backfills WHERE true
 		ON CONFLICT (id) DO NOTHING`
 
+	// qVersions reads the latest attempts, running or succeeded, that
+	// the other versions of the DAG of backfill $3 (the identities of
+	// the backfills of its non-empty DAG name) made at partitions
+	// starting in [$1, $2] and that may have changed since the backfill
+	// was created, with its creation: what ClaimRequest.JudgeVersion
+	// judges a claim of the backfill by. A backfill without a name, or
+	// whose name no other identity's backfill has, reads nothing.
+	qVersions = `SELECT a.start_s, a.end_s, d.dag, a.attempt, a.worker, a.state, a.started_ms, a.finished_ms, a.lease_until_ms, b.created_ms
+		FROM tranche_backfills b
+		JOIN tranche_dags d ON d.dag <> b.dag AND d.dag IN (SELECT o.dag FROM tranche_backfills o WHERE o.dag_name = b.dag_name)
+		JOIN tranche_attempts a ON a.dag_id = d.id AND a.start_s >= $1 AND a.start_s <= $2
+		JOIN tranche_partitions p ON p.dag_id = a.dag_id AND p.start_s = a.start_s AND p.latest = a.attempt
+		WHERE b.id = $3 AND b.dag_name <> '' AND a.state IN ('succeeded', 'running')
+			AND COALESCE(a.finished_ms, a.lease_until_ms) >= b.created_ms`
+
 	// qRenameBackfill sets the DAG name of backfill $2 to $1: a label,
 	// which the DAG's program may change between runs.
 	qRenameBackfill = `UPDATE tranche_backfills SET dag_name = $1 WHERE id = $2`
@@ -222,14 +237,19 @@ func (d *Dialect) qInsertFresh(n int, start bool) string {
 // qLockCursor locks the cursor of DAG $1, backfill $2 and order $3 (1:
 // descending), creating it at $4 and revision 0, never moved, if it is
 // new, and returns where it is and what qStart reads: the clock, a new
-// revision of DAG $5, whether backfill $6 was canceled. Workers of one
-// backfill take turns on its row, from this statement to their commit.
-// (The update changes nothing but locks the row; RETURNING reads it as
-// it was.)
+// revision of DAG $5, whether backfill $6 was canceled; and before the
+// clock, 1 when another identity has a backfill of the DAG name of
+// backfill $5 (not ”), so that a claim reads the other versions of the
+// DAG (qVersions) only when there are some. Workers of one backfill take
+// turns on its row, from this statement to their commit. (The update
+// changes nothing but locks the row; RETURNING reads it as it was.)
 func (d *Dialect) qLockCursor() string {
 	return `INSERT INTO tranche_cursors (dag_id, backfill, descending, start_s, revision) VALUES ($1, $2, $3, $4, 0)
 		ON CONFLICT (dag_id, backfill, descending) DO UPDATE SET revision = tranche_cursors.revision
-		RETURNING start_s, revision, ` + d.Now + `, ` + d.nextRevision(5) + `, (SELECT canceled FROM tranche_backfills WHERE id = $6)`
+		RETURNING start_s, revision,
+			CASE WHEN EXISTS (SELECT 1 FROM tranche_backfills b JOIN tranche_backfills o ON o.dag_name = b.dag_name AND o.dag <> b.dag
+				WHERE b.id = $5 AND b.dag_name <> '') THEN 1 ELSE 0 END,
+			` + d.Now + `, ` + d.nextRevision(6) + `, (SELECT canceled FROM tranche_backfills WHERE id = $7)`
 }
 
 // qClaimRound claims the jobs of a round of ClaimNext whose partitions
@@ -366,7 +386,7 @@ func (l *Ledger) prepare(ctx context.Context) error {
 	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill,
 		l.dialect.qCancelBackfill(), l.dialect.qResumeBackfill(), qInsertBackfill,
 		qTakeover, qFinishEach, l.dialect.qInsertFresh(1, true), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1),
-		l.dialect.qLockCursor(), qMoveCursor, qReleased, qRewindLatest(1), qWithdraw(1), qDeletePartitions(1)}
+		l.dialect.qLockCursor(), qMoveCursor, qReleased, qVersions, qRewindLatest(1), qWithdraw(1), qDeletePartitions(1)}
 	if l.dialect.InsertInWith {
 		writes = append(writes, l.dialect.qClaimFresh())
 	}

@@ -76,6 +76,7 @@ var (
 	skew        = flag.Duration("skew", 0, "how far the worker's clock (Backfill.Now) is ahead of the machine's, the ledger's: negative is behind")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 	version     = flag.String("version", "", "the DAG's version: another adds an asset, and so makes another DAG identity (a deploy)")
+	dagName     = flag.String("name", "", "the DAG's name (tranche.DAG.Name): DAGs of one name are versions of one DAG")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's schema, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 	runLogPath  = flag.String("runlog", "", "a log of this worker's runs, failures, executions, writes and failed lease renewals, one JSON object a line, appended to")
 )
@@ -90,6 +91,9 @@ type summary struct {
 	Lost      int      `json:"lost"`      // of those, and of run errors, how many lost the server
 	Errors    []string `json:"errors"`    // the first run-level errors
 	Done      bool     `json:"done"`      // every partition succeeded
+	// Superseded counts the partitions its runs skipped as landed by a
+	// newer version of the DAG (Report.Superseded), over all its runs.
+	Superseded int `json:"superseded"`
 	// FencedKeys are the partitions of the Fenced failures, once each:
 	// those this worker knew it no longer held, and stopped.
 	FencedKeys []string `json:"fenced_keys"`
@@ -139,7 +143,7 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Version: *version, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Version: *version, Name: *dagName, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
 		if *ignoreCtx {
 			time.Sleep(*work)
 			return nil
@@ -203,6 +207,7 @@ func run() error {
 		if r != nil {
 			out.Succeeded += r.Succeeded
 			out.Failed += r.Failed
+			out.Superseded += r.Superseded
 			for _, f := range r.Failures {
 				switch {
 				case errors.Is(f.Err, tranche.ErrFenced):

@@ -73,20 +73,24 @@ var (
 	skew        = flag.Duration("skew", 0, "how far the worker's clock (Backfill.Now) is ahead of the machine's, the ledger's: negative is behind")
 	auditPath   = flag.String("audit", "", "a log of every batch the destination wrote, appended to")
 	version     = flag.String("version", "", "the DAG's version: another adds an asset, and so makes another DAG identity (a deploy)")
+	dagName     = flag.String("name", "", "the DAG's name (tranche.DAG.Name): DAGs of one name are versions of one DAG")
 )
 
 // report is the worker's output: the backfill's Result, flattened.
 type report struct {
-	Worker    string    `json:"worker"`
-	Total     int       `json:"total"`
-	Succeeded int       `json:"succeeded"`
-	Failed    int       `json:"failed"`
-	Skipped   int       `json:"skipped"`
-	Elsewhere int       `json:"elsewhere"`
-	Held      int       `json:"held"`
-	NotRun    int       `json:"not_run"`
-	Unclaimed int       `json:"unclaimed"`
-	Failures  []failure `json:"failures"`
+	Worker    string `json:"worker"`
+	Total     int    `json:"total"`
+	Succeeded int    `json:"succeeded"`
+	Failed    int    `json:"failed"`
+	Skipped   int    `json:"skipped"`
+	// Superseded counts those of Skipped that another version of the
+	// DAG landed (Report.Superseded).
+	Superseded int       `json:"superseded"`
+	Elsewhere  int       `json:"elsewhere"`
+	Held       int       `json:"held"`
+	NotRun     int       `json:"not_run"`
+	Unclaimed  int       `json:"unclaimed"`
+	Failures   []failure `json:"failures"`
 	// ClaimFailures are the partitions Unclaimed counts.
 	ClaimFailures []failure `json:"claim_failures,omitempty"`
 	Err           string    `json:"err,omitempty"`
@@ -159,7 +163,7 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Version: *version, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
+	events := proctest.Events{Worker: *worker, Dest: *dest, Log: logFile, Rows: *rows, Version: *version, Name: *dagName, Pause: proctest.Pause{At: *pauseAt, Key: *pauseKey}, Work: func(ctx context.Context, key string) error {
 		for range int(*work / (5 * time.Millisecond)) {
 			if err := ctx.Err(); err != nil && !*ignoreCtx {
 				return err
@@ -217,7 +221,7 @@ func run() error {
 	out := report{Worker: *worker}
 	if r != nil {
 		out = report{Worker: r.Worker, Total: r.Total, Succeeded: r.Succeeded, Failed: r.Failed,
-			Skipped: r.Skipped, Elsewhere: r.Elsewhere, Held: r.Held, NotRun: r.NotRun, Unclaimed: r.Unclaimed}
+			Skipped: r.Skipped, Superseded: r.Superseded, Elsewhere: r.Elsewhere, Held: r.Held, NotRun: r.NotRun, Unclaimed: r.Unclaimed}
 		for _, f := range r.Failures {
 			out.Failures = append(out.Failures, failure{Key: f.Key, Err: f.Err.Error(), Fenced: errors.Is(f.Err, tranche.ErrFenced), Full: full(f.Err), IO: errors.Is(f.Err, sqlledger.ErrIO)})
 		}
