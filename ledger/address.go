@@ -266,8 +266,10 @@ func (a Address) String() string {
 var (
 	// userinfo's password: scheme://user:PASSWORD@host
 	userPassword = regexp.MustCompile(`(://[^:/?#@\s]*:)[^@\s]*@`)
-	// a password parameter of a URL or a key=value string
-	passwordParam = regexp.MustCompile(`(?i)((?:^|[?&\s:])(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)`)
+	// a password parameter of a URL or a key=value string, or what reads
+	// as one anywhere in a value ("0= password=x" is key 0's value
+	// "password=x" to libpq, but masking it costs nothing)
+	passwordParam = regexp.MustCompile(`(?i)((?:^|[^a-z0-9_])(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)`)
 )
 
 // Redact masks the passwords in s, an address or a message quoting one:

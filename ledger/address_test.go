@@ -121,6 +121,7 @@ func FuzzParseAddress(f *testing.F) {
 	f.Add("postgres://bob:%s@db.example:5432/warehouse?sslmode=disable", "hunter2-secret")
 	f.Add("postgres:host=db password=%s dbname=x", "longpassword")
 	f.Add("postgres://bob@db/x?password=%s&schema=s", "another-secret")
+	f.Add("postgres:0= password=%s", "000000") // key 0's value reads back as 0=password=...
 	f.Fuzz(func(t *testing.T, in, pass string) {
 		// pass is a password only where the text puts one.
 		if passwordAt.MatchString(in) {
