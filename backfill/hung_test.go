@@ -31,7 +31,7 @@ func (l *stuckLedger) block(ctx context.Context, call string, parts []tranche.Ti
 		return nil, false
 	}
 	time.Sleep(l.hang)
-	return ctx.Err(), true
+	return errors.New("the stuck call returned at last"), true
 }
 
 func (l *stuckLedger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []ledger.Outcome) error {
@@ -61,6 +61,13 @@ func (l *stuckLedger) Release(ctx context.Context, lease *ledger.Lease) error {
 		return err
 	}
 	return l.Ledger.Release(ctx, lease)
+}
+
+func (l *stuckLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Lease, error) {
+	if err, ok := l.block(ctx, "Claim", req.Partitions); ok {
+		return nil, err
+	}
+	return l.Ledger.Claim(ctx, req)
 }
 
 func (l *stuckLedger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledger.Grant, error) {
@@ -106,6 +113,10 @@ func TestRunReturnsPastHungCall(t *testing.T) {
 		// leftBehind is the partition the call left behind carries, ""
 		// for a claim, which lists what it asked for.
 		leftBehind string
+		// heldElsewhere makes another worker hold hungKey's partition
+		// under a lease that expires during the run, which then takes
+		// it over by a Claim of its own.
+		heldElsewhere bool
 	}{
 		{name: "Finish", call: "Finish of " + hungKey, leftBehind: hungKey,
 			stuck: func(_ *atomic.Int64, call string, parts []tranche.TimePartition) bool {
@@ -124,6 +135,10 @@ func TestRunReturnsPastHungCall(t *testing.T) {
 		{name: "ClaimNext", call: "ClaimNext of ", batch: true,
 			stuck: func(n *atomic.Int64, call string, _ []tranche.TimePartition) bool {
 				return call == "ClaimNext" && n.Add(1) == 2
+			}},
+		{name: "Claim", call: "Claim of " + hungKey, batch: true, heldElsewhere: true, leftBehind: hungKey,
+			stuck: func(_ *atomic.Int64, call string, parts []tranche.TimePartition) bool {
+				return call == "Claim" && has(parts, hungKey)
 			}},
 	}
 	for _, tt := range tests {
@@ -162,6 +177,15 @@ func TestRunReturnsPastHungCall(t *testing.T) {
 				}
 				b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 20), Ledger: l, Worker: "a", Concurrency: 2,
 					Lease: lease, Heartbeat: heartbeat, OnFailure: onFailure}
+				if tt.heldElsewhere {
+					// Its lease expires while this run runs the others
+					// (100 ms each, two at a time).
+					_, err := stuck.Ledger.Claim(t.Context(), ledger.ClaimRequest{DAG: backfill.DAGIdentity(dag, tranche.Day, time.UTC),
+						Worker: "b", RunID: "elsewhere", Partitions: []tranche.TimePartition{bfDay(2)}, Lease: 500 * time.Millisecond})
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
 				start := time.Now()
 				res, err := b.Run(t.Context())
 				returned := time.Now()
