@@ -82,7 +82,7 @@ const (
 	// FromRunID: the batch's run id, in a String column.
 	FromRunID
 	// FromDeliveryID: the batch's delivery id
-	// ([tranche.Batch.DeliveryID]), in a String column: what an
+	// ([destination.DeliveryID]), in a String column: what an
 	// appending table deduplicates by.
 	FromDeliveryID
 )
