@@ -1060,7 +1060,7 @@ func TestBackfillStopCountsSkipped(t *testing.T) {
 // bfSlowerThanLookahead is a partition's work long enough that a
 // worker claims no partition ahead of its run: the claim of the next is
 // seen to follow what the run before it did to the ledger.
-const bfSlowerThanLookahead = 60 * time.Millisecond
+const bfSlowerThanLookahead = 210 * time.Millisecond // above claimAhead
 
 func TestBackfillCancel(t *testing.T) {
 	bfNoLeaks(t)

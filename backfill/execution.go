@@ -30,6 +30,9 @@ type execution struct {
 	// longer than that.
 	finishCtx context.Context
 	keeper    *leaseKeeper
+	// finisher records successes in batches; nil when the ledger
+	// records one finish a call.
+	finisher *finisher
 
 	stop    atomic.Bool // no more claims
 	mu      sync.Mutex
@@ -90,6 +93,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	var stopFinish func()
 	x.finishCtx, stopFinish = finishContext(ctx)
 	defer stopFinish()
+	x.finisher = newFinisher(x)
 	// Every worker looks at each heartbeat whether the backfill was
 	// canceled with its running partitions to stop: the operator who
 	// cancels so (CancelBackfill with CancelOptions.StopRunning) cannot reach the
@@ -159,6 +163,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		d.queue, d.jobs = nil, nil
 	}
 	d.pool.wait()
+	x.finisher.wait()
 	x.keeper.close()
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
@@ -503,7 +508,6 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		lost = held
 	}
 	cause := context.Cause(runCtx)
-	kept.release()
 
 	outcomes := make([]ledger.Outcome, n)
 	var failure error
@@ -537,28 +541,21 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error(), Ran: ran}
 		}
 	}
-	if lost == nil {
-		// Record the outcome even when ctx ended, or the lease lapsed
-		// by this worker's clock: a partition must not stay running
-		// until its lease expires. The ledger fences the call, so a
-		// partition taken over meanwhile records nothing.
-		err := b.Ledger.Finish(x.finishCtx, lease, outcomes)
-		switch {
-		case err == nil:
-		case errors.Is(err, ledger.ErrFenced) && failure != nil:
-			// Taken over: the newer attempt records it.
-		case failure == nil:
-			failure = fmt.Errorf("tranche: recording %s: %w", u.window, err)
-		default:
-			failure = fmt.Errorf("%w; and recording the failure failed, so the partition stays running until its lease expires: %w", failure, err)
-		}
+	if failure == nil && x.finisher.takes(lease) {
+		// Recorded with others, the lease renewed until then.
+		x.finisher.add(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
+		return
 	}
-	if failure != nil {
+	kept.release()
+	if lost != nil {
 		x.fail(ctx, u, failure)
 		return
 	}
-	x.count(func(r *Report) { r.Succeeded += n })
-	x.emitJob(ctx, KindPartitionSucceeded, u, nil)
+	// Record the outcome even when ctx ended, or the lease lapsed by
+	// this worker's clock: a partition must not stay running until its
+	// lease expires. The ledger fences the call, so a partition taken
+	// over meanwhile records nothing.
+	x.settle(ctx, u, lease, outcomes, failure)
 }
 
 // unclaimed records a job whose claim failed for a reason other than its

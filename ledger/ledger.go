@@ -62,7 +62,9 @@ type Ledger interface {
 	// over without being read: they were examined for that worker. The
 	// others are judged as Claim judges a partition; those another
 	// transaction is claiming at that moment are passed over too, and
-	// never waited for. The cursor then moves to the last job examined.
+	// never waited for. The cursor then moves to the last job examined,
+	// unless every job was passed over: then it stays, so that it never
+	// moves back over jobs it was given to others.
 	//
 	// It returns one [Grant] for each job examined, in order: the first
 	// len(grants) of req.Jobs; a job left unexamined (Want was reached)

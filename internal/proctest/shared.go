@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -126,6 +129,18 @@ func (s Shared) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.W
 	}
 	if _, err := bufio.NewReader(in).ReadString('\n'); err != nil && err != io.EOF {
 		return fmt.Errorf("waiting for the start: %w", err)
+	}
+	if dir := os.Getenv("TRANCHE_SHARED_CPUPROFILE"); dir != "" {
+		// A profile of each worker, from its start, for pprof.
+		f, err := os.Create(filepath.Join(dir, s.Worker+".pprof"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res := SharedResult{Worker: s.Worker}
 	progressed, succeeded := time.Now(), 0

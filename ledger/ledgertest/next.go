@@ -1267,7 +1267,10 @@ func testClaimNextModel(s *ledgerSuite) {
 				if leased > 0 && after <= rev {
 					rt.Fatalf("%s granted %d jobs and Revision went from %d to %d; want it to grow", describeNext(r), leased, rev, after)
 				}
-				*cursors[r.Descending] = cursor{moved: true, start: r.Jobs[len(grants)-1].Start(), revision: after}
+				if !passing || want[len(want)-1] != 'P' {
+					// A call that passed over every job leaves the cursor.
+					*cursors[r.Descending] = cursor{moved: true, start: r.Jobs[len(grants)-1].Start(), revision: after}
+				}
 			case 3: // Claim of one or two partitions, as an ordinary run or another worker might
 				i := rapid.IntRange(0, n-1).Draw(rt, "partition")
 				ps := parts(i)

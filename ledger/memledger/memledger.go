@@ -118,6 +118,7 @@ func New(now func() time.Time) *Ledger {
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
+var _ ledger.BatchFinisher = (*Ledger)(nil)
 
 func (l *Ledger) dag(id string) *memoryDAG {
 	d := l.dags[id]
@@ -212,6 +213,11 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 			claimed++
 		}
 		grants = append(grants, g)
+	}
+	if last := grants[len(grants)-1]; moved && last.Lease == nil && !req.Before(at.start, req.Jobs[len(grants)-1].Start()) {
+		// Every job was passed over: the cursor stays, rather than
+		// move back to the last of them.
+		return grants, nil
 	}
 	d := l.dag(req.DAG)
 	d.revision++ // the cursor's move
@@ -317,6 +323,38 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.finish(lease, outcomes)
+}
+
+// FinishBatch implements [ledger.BatchFinisher]: each finish as Finish
+// records it, under one hold of the ledger's lock.
+func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error {
+	errs := make([]error, len(batch))
+	for i, f := range batch {
+		errs[i] = f.Lease.CheckOutcomes(f.Outcomes)
+	}
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = cmp.Or(errs[i], err)
+		}
+		return errs
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, f := range batch {
+		if errs[i] == nil {
+			errs[i] = l.finish(f.Lease, f.Outcomes)
+		}
+	}
+	return errs
+}
+
+// FinishesAlone implements [ledger.BatchFinisher]: never, as nothing
+// shares the ledger's lock.
+func (l *Ledger) FinishesAlone(*ledger.Lease) bool { return false }
+
+// finish records the outcomes of a lease, under l.mu.
+func (l *Ledger) finish(lease *ledger.Lease, outcomes []ledger.Outcome) error {
 	attempts, err := l.leased(lease)
 	if err != nil {
 		return err

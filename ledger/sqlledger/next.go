@@ -261,7 +261,9 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 	if err := l.advanceLatest(ctx, tx, dagID, seen); err != nil {
 		return 0, nil, err
 	}
-	if last := passed + len(grants) - 1; moved != last {
+	// A call whose jobs the cursor had all passed leaves it where it is,
+	// rather than move it back to the last of them.
+	if last := passed + len(grants) - 1; len(grants) > 0 && moved != last {
 		if _, err := l.exec(ctx, tx, qMoveCursor, req.Jobs[last].Start().Unix(), st.rev, dagID, req.Backfill, boolInt(req.Descending)); err != nil {
 			return 0, nil, err
 		}

@@ -1,0 +1,84 @@
+package backfill_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+)
+
+// latentLedger is the in-memory ledger whose finishes take as long as a
+// server's round trip, counted: the real ledger records them.
+type latentLedger struct {
+	*memledger.Ledger
+	latency time.Duration
+	alone   bool // FinishesAlone's answer, as for a destination sharing the ledger
+
+	mu       sync.Mutex
+	batches  []int // the size of each FinishBatch call
+	finishes int   // Finish calls
+}
+
+func (l *latentLedger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error {
+	time.Sleep(l.latency)
+	l.mu.Lock()
+	l.batches = append(l.batches, len(batch))
+	l.mu.Unlock()
+	return l.Ledger.FinishBatch(ctx, batch)
+}
+
+func (l *latentLedger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []ledger.Outcome) error {
+	time.Sleep(l.latency)
+	l.mu.Lock()
+	l.finishes++
+	l.mu.Unlock()
+	return l.Ledger.Finish(ctx, lease, outcomes)
+}
+
+func (l *latentLedger) FinishesAlone(*ledger.Lease) bool { return l.alone }
+
+// TestFinishBatches runs short partitions on a ledger whose finishes
+// take 2 ms: their successes are recorded in batches, every one of them
+// once, and a ledger that finishes a lease alone (a destination's writes
+// commit with it) is given each success through Finish.
+func TestFinishBatches(t *testing.T) {
+	const days = 50
+	for _, alone := range []bool{false, true} {
+		bfNoLeaks(t)
+		l := &latentLedger{Ledger: memledger.New(nil), latency: 2 * time.Millisecond, alone: alone}
+		b := &backfill.Backfill{DAG: bfDAG(t, &bfProbe{}, false), Window: bfDays(t, 1, days), Ledger: l, Worker: "w1", Concurrency: 4}
+		rep, err := b.Run(t.Context())
+		if err != nil {
+			t.Fatalf("alone=%v: Run: %v", alone, err)
+		}
+		bfCheckReport(t, rep, days, days, 0, 0, 0, 0, 0)
+		recorded := 0
+		for a, err := range l.Latest(t.Context(), backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location()), bfDay(1).Start, bfDay(days+1).Start) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.State == ledger.StateSucceeded && a.Number == 1 {
+				recorded++
+			}
+		}
+		if recorded != days {
+			t.Errorf("alone=%v: %d partitions recorded succeeded at their first attempt; want %d", alone, recorded, days)
+		}
+		l.mu.Lock()
+		sum := 0
+		for _, n := range l.batches {
+			sum += n
+		}
+		switch {
+		case alone && (len(l.batches) > 0 || l.finishes != days):
+			t.Errorf("a ledger that finishes each lease alone: %d FinishBatch calls, %d Finish calls; want none, %d", len(l.batches), l.finishes, days)
+		case !alone && (sum != days || l.finishes != 0 || len(l.batches) > days/2):
+			t.Errorf("%d successes in %d FinishBatch calls (%v), %d Finish calls; want %d in at most %d calls, no Finish", sum, len(l.batches), l.batches, l.finishes, days, days/2)
+		}
+		l.mu.Unlock()
+	}
+}

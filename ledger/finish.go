@@ -1,0 +1,67 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+)
+
+// A BatchFinisher is a [Ledger] that records the outcomes of many leases
+// in one call, so that a worker running short partitions pays one
+// round trip and one commit for many of them rather than one each. It
+// is optional, as the ...Context interfaces of database/sql/driver are
+// to a driver: [FinishBatch] asks a ledger for it with a type assertion
+// and calls [Ledger.Finish] once a lease when the ledger lacks it.
+type BatchFinisher interface {
+	// FinishBatch records each finish as [Ledger.Finish] would, and
+	// returns one error for each, in order, nil where it was recorded.
+	// Each finish is fenced alone, as Finish fences it: one whose lease
+	// no longer holds every partition fails with [ErrFenced] and records
+	// nothing, while the others of the batch are recorded. The outcomes
+	// of one finish are recorded all or none; those of different
+	// finishes may be recorded by one transaction or by several. A
+	// finish that Finish would record in a transaction of its own, with
+	// writes the ledger was handed for it (a destination sharing the
+	// ledger's transactions), is recorded so still.
+	FinishBatch(ctx context.Context, batch []Finish) []error
+
+	// FinishesAlone reports whether the ledger records the finish of
+	// lease in a transaction of its own, with writes it was handed for
+	// the lease's partitions (a destination sharing its transactions),
+	// so that a worker gains nothing by holding the finish back for a
+	// batch, and should call [Ledger.Finish] as soon as it can.
+	FinishesAlone(lease *Lease) bool
+}
+
+// Finish is one lease's finish in a [BatchFinisher.FinishBatch]: what
+// [Ledger.Finish] is given.
+type Finish struct {
+	Lease    *Lease
+	Outcomes []Outcome // Outcomes[i] for Lease.Partitions[i]
+}
+
+// FinishBatch records the finishes of batch in l: through
+// [BatchFinisher.FinishBatch] when l implements it, and otherwise
+// through [Ledger.Finish], one lease at a time. It returns one error for
+// each finish, nil where it was recorded.
+func FinishBatch(ctx context.Context, l Ledger, batch []Finish) []error {
+	if bf, ok := l.(BatchFinisher); ok {
+		errs := bf.FinishBatch(ctx, batch)
+		if len(errs) == len(batch) {
+			return errs
+		}
+		// A ledger that broke the contract: say so for every finish
+		// rather than guess which were recorded.
+		out := make([]error, len(batch))
+		for i := range out {
+			out[i] = errBatchLength
+		}
+		return out
+	}
+	errs := make([]error, len(batch))
+	for i, f := range batch {
+		errs[i] = l.Finish(ctx, f.Lease, f.Outcomes)
+	}
+	return errs
+}
+
+var errBatchLength = errors.New("tranche: FinishBatch returned a number of errors other than the finishes'")
