@@ -18,7 +18,7 @@ type Kind string
 // Run, asset, write and log events, emitted by [Runner.Run].
 const (
 	KindRunStarted   Kind = "run.started"   // before the first asset
-	KindRunSucceeded Kind = "run.succeeded" // every asset completed or was skipped
+	KindRunSucceeded Kind = "run.succeeded" // every asset succeeded or was skipped
 	KindRunFailed    Kind = "run.failed"    // an asset failed
 	KindRunCanceled  Kind = "run.canceled"  // the run's context was canceled
 

@@ -21,7 +21,7 @@ const (
 
 	KindPartitionClaimed   tranche.Kind = "partition.claimed"   // this worker holds the partition's lease
 	KindPartitionStarted   tranche.Kind = "partition.started"   // its run starts
-	KindPartitionSucceeded tranche.Kind = "partition.succeeded" // its run completed and is recorded
+	KindPartitionSucceeded tranche.Kind = "partition.succeeded" // its run succeeded and is recorded
 	KindPartitionFailed    tranche.Kind = "partition.failed"    // its run failed
 	KindPartitionSkipped   tranche.Kind = "partition.skipped"   // it already succeeded, or a newer version of the DAG landed it (Err matches ledger.ErrSuperseded)
 	KindPartitionHeld      tranche.Kind = "partition.held"      // another worker holds its lease

@@ -312,7 +312,9 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 				probe, first = start, a.LeaseUntil
 			}
 		}
-		if probe >= 0 && !now.After(first) && time.Since(x.probed) < x.cfg.heartbeat {
+		// A lease is live only before its end (ledger.ClaimRequest.Judge):
+		// one that ends at now has expired, and is tried at once.
+		if probe >= 0 && now.Before(first) && time.Since(x.probed) < x.cfg.heartbeat {
 			probe = -1
 		}
 		if probe >= 0 {

@@ -17,7 +17,7 @@ import (
 // a partition finishes, at most one a second (the first ten failures
 // each get theirs), so that a backfill of a million partitions writes a
 // line a second rather than a million. The last line says how the
-// backfill ended: completed, failed, canceled, or unfinished when other
+// backfill ended: succeeded, failed, canceled, or unfinished when other
 // workers still hold some of its partitions, which the counts show apart
 // from the skipped ones ("held elsewhere"). Give it as
 // [Backfill.OnEvent], or combine it with other hooks through [tranche.Hooks].

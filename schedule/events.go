@@ -17,7 +17,7 @@ const (
 	KindStopped tranche.Kind = "schedule.stopped" // Run ended: its context ended and its runs are over
 
 	KindClaimed   tranche.Kind = "slot.claimed"   // this scheduler holds the slot's lease; its run starts (with a Budget, once it has a place)
-	KindSucceeded tranche.Kind = "slot.succeeded" // its run completed and is recorded
+	KindSucceeded tranche.Kind = "slot.succeeded" // its run succeeded and is recorded
 	KindFailed    tranche.Kind = "slot.failed"    // its run failed and is recorded failed (Err says why); no scheduler runs it again
 
 	// KindInterrupted reports a run stopped before it ended: Run's

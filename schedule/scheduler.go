@@ -1103,7 +1103,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		}
 	}
 	lost := k.release()
-	completed := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
+	succeeded := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
 
 	var kind tranche.Kind
 	var why error
@@ -1120,14 +1120,14 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 			why = fmt.Errorf("%w; the attempt is left to its lease (releasing it: %v)", why, err)
 		}
 		cancel()
-	case r.ctx.Err() != nil && !completed:
+	case r.ctx.Err() != nil && !succeeded:
 		kind, why = KindInterrupted, fmt.Errorf("canceled: %w", context.Cause(r.ctx))
 	default:
 		// Ran makes the attempt's Started the run's start, after any wait
 		// for a place in the budget.
 		outcome := ledger.Outcome{State: ledger.StateSucceeded, Ran: took}
 		kind = KindSucceeded
-		if completed {
+		if succeeded {
 			for _, o := range res.Assets {
 				rows += o.RowsByPartition[sl.p.Key()]
 			}

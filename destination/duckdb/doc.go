@@ -47,7 +47,7 @@ by the delivery id, [sqldest.FromDeliveryID]).
 
 # Types
 
-The default types of the kinds are BIGINT, DOUBLE, VARCHAR, BOOLEAN,
+The default SQL types of the column types are BIGINT, DOUBLE, VARCHAR, BOOLEAN,
 TIMESTAMPTZ and BLOB. A table created otherwise may declare narrower
 types, which each write reads from the table (the types of the
 columns of a query of it that returns no row, in the write's

@@ -45,7 +45,7 @@
 //
 // [Destination.Schemas] declares an asset's columns, in their order in
 // the files, each of a [Type] and nullable or not. Every row of a batch
-// must fit: each value of a Go type its column's kind takes, null (nil,
+// must fit: each value of a Go type its column's type takes, null (nil,
 // or a missing key) only where the column allows it, and no key that is
 // not a column but the partition column. An asset without a declared
 // schema has one inferred from each batch's rows: a nullable column for

@@ -18,7 +18,7 @@ import (
 // Rows reads back the rows of the asset's partition with the given key,
 // in column (an empty column and key for an unpartitioned asset), from
 // its part file: what tests of a pipeline check. Each row holds its
-// non-null values as the kinds of their columns read them: int64,
+// non-null values as the types of their columns read them: int64,
 // float64, string, bool, time.Time in UTC, and []byte. The partition
 // column, which is in the folder's name, is not among them. A folder
 // without a part file, as an empty partition with an inferred schema
@@ -43,7 +43,7 @@ func (d *Destination) Rows(asset, column, key string) ([]tranche.Row, error) {
 	return rows, nil
 }
 
-// readRows decodes a Parquet file of flat columns of the kinds Write
+// readRows decodes a Parquet file of flat columns of the types Write
 // writes.
 func readRows(f *os.File) ([]tranche.Row, error) {
 	info, err := f.Stat()

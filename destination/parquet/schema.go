@@ -297,7 +297,7 @@ func (l *layout) take(b *tranche.Batch, cs *columns, i, j int, v any) error {
 // noKind is the error for a value of no kind in an inferred schema.
 func noKind(b *tranche.Batch, i int, k string, v any) error {
 	return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: k, Value: v, Err: ErrMistyped,
-		Want: "a value of one of the kinds Parquet columns hold: an integer, a float, a string, a bool, a time.Time or a []byte (or declare the asset's schema)"}
+		Want: "a value of one of the types Parquet columns hold: an integer, a float, a string, a bool, a time.Time or a []byte (or declare the asset's schema)"}
 }
 
 // add appends a column of the kind for n rows, every value null.

@@ -615,10 +615,10 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 	if _, ok := errors.AsType[*Error](err); ok {
 		return err
 	}
-	kind, hint, _ := d.dialect.classify(err)
+	class, hint, _ := d.dialect.classify(err)
 	if msg := err.Error(); hint == "" && (strings.Contains(msg, "no such table") ||
 		strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
 		hint = "a table is missing: create the tables first (Destination.CreateTables, or the statements of Table.DDL)"
 	}
-	return &Error{Destination: d.name, Op: op, Class: kind, Hint: hint, Err: err}
+	return &Error{Destination: d.name, Op: op, Class: class, Hint: hint, Err: err}
 }

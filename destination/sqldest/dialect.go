@@ -25,7 +25,7 @@ type Dialect struct {
 	// in order, so [sqlledger.PositionalRebind] may replace them with ?.
 	Rebind func(query string) string
 
-	// Types are the SQL types of the kinds, for [Table.DDL].
+	// Types are the SQL types of the column types (by [Type]), for [Table.DDL].
 	Types [Bytes + 1]string
 
 	// Time converts a time.Time for the driver, where the database has
@@ -50,7 +50,7 @@ type Dialect struct {
 	Insert func(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string, columns []string, rows *Rows) error
 
 	// Integers, when set, has [Rows.Row] give an Int column's value as
-	// the row holds it, of any of the Go integer types the kind takes
+	// the row holds it, of any of the Go integer types the column's type takes
 	// (checked: a uint or uint64 up to math.MaxInt64), rather than
 	// converted to an int64, which boxes most values anew: for a driver
 	// that takes every Go integer type (DuckDB's appender).
@@ -103,10 +103,10 @@ type Dialect struct {
 	LockSchema string
 
 	// Classify tells what a driver error means, as
-	// [sqlledger.Dialect.Classify] does: a kind (one of sqlledger's
+	// [sqlledger.Dialect.Classify] does: a class (one of sqlledger's
 	// sentinels, or the driver module's), a hint, and whether the whole
 	// transaction may be tried again.
-	Classify func(err error) (kind error, hint string, retry bool)
+	Classify func(err error) (class error, hint string, retry bool)
 }
 
 // SQLite is the dialect of SQLite through modernc.org/sqlite. Times are
@@ -137,7 +137,7 @@ func (d *Dialect) rebind(q string) string {
 	return d.Rebind(q)
 }
 
-func (d *Dialect) classify(err error) (kind error, hint string, retry bool) {
+func (d *Dialect) classify(err error) (class error, hint string, retry bool) {
 	if d.Classify == nil {
 		return nil, "", false
 	}

@@ -220,7 +220,7 @@ func (r *Rows) refuse(i int, col string, v any, err error, want string) error {
 }
 
 // partitionValue converts a row's partition value, which the runner has
-// checked lies in the batch's partition, to the partition column's kind.
+// checked lies in the batch's partition, to the partition column's type.
 func (r *Rows) partitionValue(v any) (any, bool) {
 	kind := r.t.cols[r.t.part].Type
 	switch tv := v.(type) {

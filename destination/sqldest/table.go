@@ -82,7 +82,7 @@ const (
 	// FromRunID: the batch's run id, in a String column.
 	FromRunID
 	// FromDeliveryID: the batch's delivery id
-	// ([tranche.Batch.DeliveryID]), in a String column: what an
+	// ([destination.DeliveryID]), in a String column: what an
 	// appending table deduplicates by.
 	FromDeliveryID
 )
@@ -125,7 +125,7 @@ type Table struct {
 	// String column holds the partition's key, and its rows with the
 	// key are replaced; a row's partition value may be a time.Time or a
 	// key string either way, as the runner accepts them, and is written
-	// as the column's kind. "" for the table of an unpartitioned asset,
+	// as the column's type. "" for the table of an unpartitioned asset,
 	// which each write replaces whole.
 	Partition string
 	// Append keeps every write's rows instead of replacing the
@@ -150,7 +150,7 @@ var (
 )
 
 // ValueError refuses a write, which writes nothing, for one value of one
-// row: a key that is no column of the table, a value the column's kind
+// row: a key that is no column of the table, a value the column's type
 // does not take, or a missing or nil value where NULL is not allowed; or,
 // from a dialect that checks the table's own column types as it inserts,
 // a value the column cannot hold ([ErrOutOfRange]). A write committing
@@ -381,7 +381,7 @@ func (c *table) insertQuery(d *Dialect, n int) string {
 //
 // (without the index where the dialect says NoPartitionIndex). A table
 // created otherwise needs the columns the spec names, of types
-// that take its kinds' values, and should have that index: every write
+// that take its column types' values, and should have that index: every write
 // deletes by the partition column.
 func (t Table) DDL(d *Dialect) ([]string, error) {
 	c, err := compile(t)

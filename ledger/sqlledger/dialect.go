@@ -144,7 +144,7 @@ type Dialect struct {
 	// transaction may simply be tried again (a serialization failure or
 	// a deadlock; not a lock timeout, which already waited). Nil
 	// classifies nothing.
-	Classify func(err error) (kind error, hint string, retry bool)
+	Classify func(err error) (class error, hint string, retry bool)
 }
 
 // PositionalRebind replaces every $n placeholder of query with ?, for
@@ -173,7 +173,7 @@ func (d *Dialect) ddl(stmt string) string {
 	return strings.NewReplacer("{{id}}", d.IDColumn, "{{table_options}}", d.TableOptions).Replace(stmt)
 }
 
-func (d *Dialect) classify(err error) (kind error, hint string, retry bool) {
+func (d *Dialect) classify(err error) (class error, hint string, retry bool) {
 	if d.Classify == nil {
 		return nil, "", false
 	}
@@ -219,7 +219,7 @@ const (
 	sqliteIOErrWrite = sqliteIOErr | 3<<8 // SQLITE_IOERR_WRITE
 )
 
-func classifySQLite(err error) (kind error, hint string, retry bool) {
+func classifySQLite(err error) (class error, hint string, retry bool) {
 	var coded interface{ Code() int }
 	if !errors.As(err, &coded) {
 		return nil, "", false

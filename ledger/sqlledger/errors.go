@@ -91,6 +91,6 @@ func (l *Ledger) wrap(ctx context.Context, op string, err error) error {
 	if _, ok := errors.AsType[*SchemaError](err); ok {
 		return err
 	}
-	kind, hint, _ := l.dialect.classify(err)
-	return &Error{Ledger: l.name, Op: op, Class: kind, Hint: hint, Err: err}
+	class, hint, _ := l.dialect.classify(err)
+	return &Error{Ledger: l.name, Op: op, Class: class, Hint: hint, Err: err}
 }

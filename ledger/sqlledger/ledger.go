@@ -442,7 +442,9 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 // Partitions never claimed before, the common case of a backfill, get
 // their row and first attempt without being read: a claim of fresh
 // partitions is three statements (the partitions, which return the
-// transaction's start, the attempts, and the commit) besides BEGIN.
+// transaction's start, the attempts, and the commit) besides BEGIN, and
+// for a backfill's claim not under RerunAll one more, which reads what
+// other versions of its DAG did there (ledger.ClaimRequest.JudgeVersion).
 func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	if err := validateClaim(req); err != nil {
 		return nil, err
@@ -456,28 +458,29 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		starts[i] = p.Start.Unix()
 	}
 	op := "claiming " + describe(req.Partitions)
-	// The other versions of the DAG are read before the claim's
-	// transaction, so that a fresh partition's claim stays one
-	// statement when they bind none of its partitions (a version that
-	// lands one meanwhile is one whose claim was judged before this
-	// one's began); when they may, the transaction reads them again and
-	// judges them by the ledger's clock.
-	versions, err := l.readVersions(ctx, nil, req.Backfill, req.Policy, slices.Min(starts), slices.Max(starts))
-	if err != nil {
-		return nil, l.wrap(ctx, op, err)
-	}
-	bound := len(versions.at) > 0
-	if !bound {
-		if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
-			if lease != nil {
-				l.held(lease)
+	// A fresh partition's claim is one statement outside any
+	// transaction, taken only when the other versions of the DAG,
+	// read just before it, bind none of the partitions; the
+	// transaction's way reads them again within the transaction, which
+	// under SQLite's write lock no other version's claim or finish can
+	// come between, and judges them by the ledger's clock.
+	if l.freshClaims(req) {
+		versions, err := l.readVersions(ctx, nil, req.Backfill, req.Policy, slices.Min(starts), slices.Max(starts))
+		if err != nil {
+			return nil, l.wrap(ctx, op, err)
+		}
+		if len(versions.at) == 0 {
+			if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
+				if lease != nil {
+					l.held(lease)
+				}
+				return lease, err
 			}
-			return lease, err
 		}
 	}
 	var lease *ledger.Lease
 	var newDAG int64
-	err = l.write(ctx, op, func(tx *sql.Tx) error {
+	err := l.write(ctx, op, func(tx *sql.Tx) error {
 		lease, newDAG = nil, 0
 		dagID, created, err := l.ensureDAG(ctx, tx, req.DAG)
 		if err != nil {
@@ -502,14 +505,12 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err := req.CheckNotBefore(now); err != nil {
 			return err // judged by the clock the first statement read
 		}
-		if bound {
-			v, err := l.readVersions(ctx, tx, req.Backfill, req.Policy, slices.Min(starts), slices.Max(starts))
-			if err != nil {
-				return err
-			}
-			if err := admitVersions(req, v, now); err != nil {
-				return err
-			}
+		v, err := l.readVersions(ctx, tx, req.Backfill, req.Policy, slices.Min(starts), slices.Max(starts))
+		if err != nil {
+			return err
+		}
+		if err := admitVersions(req, v, now); err != nil {
+			return err
 		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {
@@ -685,6 +686,12 @@ func admitVersions(req ledger.ClaimRequest, v versionsAt, now time.Time) error {
 	return nil
 }
 
+// freshClaims reports whether claimFresh may claim req: one partition,
+// no code version, where the dialect runs an INSERT inside WITH.
+func (l *Ledger) freshClaims(req ledger.ClaimRequest) bool {
+	return l.dialect.InsertInWith && len(req.Partitions) == 1 && req.CodeVersion == ""
+}
+
 // claimFresh claims one partition never claimed before in one statement,
 // where the dialect runs an INSERT inside WITH. It returns no lease and no
 // error when it cannot: the DAG or the partition has a row already, or the
@@ -692,7 +699,7 @@ func admitVersions(req ledger.ClaimRequest, v versionsAt, now time.Time) error {
 // A claim before its NotBefore, by the clock the statement read, is
 // refused by the statement's answer, with no other.
 func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequest) (*ledger.Lease, error) {
-	if !l.dialect.InsertInWith || len(req.Partitions) != 1 || req.CodeVersion != "" {
+	if !l.freshClaims(req) {
 		return nil, nil
 	}
 	dagID, err := l.dagID(ctx, nil, req.DAG)
