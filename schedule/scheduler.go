@@ -476,6 +476,12 @@ type slot struct {
 	// not closed by the ledger's clock); claimed again then, by the
 	// system's clock. Zero when not refused so.
 	notBefore time.Time
+	// decide: under OverlapSkip, whether the slot runs or is skipped is
+	// decided at notBefore, its close by the ledger's clock: it came due
+	// by this scheduler's clock, and the ledger refused to record it
+	// skipped (or missed) as early. Until then it is neither claimed nor
+	// recorded, nor is any later slot claimed.
+	decide bool
 	// byBackfill: the holder is a backfill, whose run is no earlier live
 	// run for the overlap policy.
 	byBackfill bool
@@ -627,6 +633,9 @@ func (r *run) step(ctx context.Context) error {
 		r.started = true
 		first := r.next
 		r.emit(KindStarted, nil, func(e *tranche.Event) { e.Partition, e.Target = first, first.Key() })
+	}
+	if err := r.decide(ctx); err != nil {
+		return err
 	}
 	if err := r.advance(ctx, now); err != nil {
 		return err
@@ -786,17 +795,27 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		if busy {
 			keep = len(due)
 		}
-		for _, sl := range due[:keep] {
-			recorded, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped, sl.trigger)
+		left := keep // the first slot left pending
+		for i, sl := range due[:keep] {
+			recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped, sl.trigger)
 			if err != nil {
 				return err
+			}
+			if !retry.IsZero() {
+				// Not closed by the ledger's clock, nor is any later
+				// slot: each is decided at its close.
+				for _, later := range due[i:] {
+					r.postpone(later, retry, later == sl)
+				}
+				left = i
+				break
 			}
 			if recorded {
 				r.count(func(st *Status) { st.Skipped++ })
 				r.emit(KindSkipped, sl, nil)
 			}
 		}
-		due = due[keep:]
+		due = due[left:]
 	}
 	r.pending = append(r.pending, due...)
 	r.next, r.lastLook = newest.Next(), now
@@ -816,10 +835,31 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	if len(ps) == 0 {
 		return nil
 	}
-	recorded, err := r.record(ctx, ps, whyMissed, TriggerCatchUp)
+	recorded, retry, err := r.record(ctx, ps, whyMissed, TriggerCatchUp)
 	switch {
 	case err != nil:
 		return err
+	case !retry.IsZero():
+		// The last slot, at least, has not closed by the ledger's clock:
+		// this scheduler's runs ahead of it by more than the catch-up
+		// window. A slot not closed by the ledger's clock is not missed,
+		// it is the next to come due: those are not recorded, and wait
+		// for their close as due slots do, to run then (under
+		// OverlapSkip, to be decided then). The others are recorded.
+		ledgerNow := r.ledgerNow(time.Now())
+		i := min(len(ps)-1, slices.IndexFunc(ps, func(p tranche.TimePartition) bool { return r.cfg.due(p).After(ledgerNow) }))
+		if i < 0 {
+			i = len(ps) - 1
+		}
+		if err := r.recordMissed(ctx, ps[:i]); err != nil {
+			return err
+		}
+		for j, p := range ps[i:] {
+			sl := &slot{p: p, trigger: TriggerCatchUp, check: true}
+			r.postpone(sl, retry, j == 0)
+			r.pending = append(r.pending, sl)
+		}
+		return nil
 	case !recorded && len(ps) > 1:
 		for _, p := range ps {
 			if err := r.recordMissed(ctx, []tranche.TimePartition{p}); err != nil {
@@ -843,16 +883,31 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 // policy (failed) runs them. It reports false when the ledger refused
 // the claim: another worker recorded a slot, or holds it. The attempts
 // carry trigger, the scheduler's, so that none reads as a run by hand.
-func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string, trigger Trigger) (bool, error) {
+//
+// The claim carries the close of the last slot plus Delay as NotBefore,
+// as a run's does: this scheduler judges that the slots came due by its
+// own clock, and a decision not to run a slot is taken no earlier than
+// one to run it. When the ledger refuses it as early, record reports
+// retry, when (by the system's clock) the ledger's will have reached
+// that close; zero otherwise.
+func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string, trigger Trigger) (recorded bool, retry time.Time, _ error) {
 	cfg := r.cfg
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone,
-		Trigger: trigger})
+		Trigger: trigger, NotBefore: cfg.due(ps[len(ps)-1])})
+	answered := time.Now()
+	var early *ledger.EarlyError
 	switch {
+	case errors.As(err, &early):
+		r.ahead, r.clockKnown = early.Now.Sub(answered), true
+		return false, answered.Add(max(early.Wait(), time.Millisecond)), nil
 	case errors.Is(err, ledger.ErrNotClaimable):
-		return false, nil
+		return false, time.Time{}, nil
 	case err != nil:
-		return false, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
+		return false, time.Time{}, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
+	}
+	if !lease.Claimed.IsZero() {
+		r.ahead, r.clockKnown = lease.Claimed.Sub(answered), true
 	}
 	outcomes := make([]ledger.Outcome, len(ps))
 	for i := range outcomes {
@@ -863,16 +918,82 @@ func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string
 	if err := r.s.Ledger.Finish(finishCtx, lease, outcomes); err != nil {
 		// The attempts stay running until the lease expires; then a
 		// scheduler takes them over as slots left running.
-		return false, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
+		return false, time.Time{}, fmt.Errorf("tranche: recording slot %s: %w", ps[0].Key(), err)
 	}
-	return true, nil
+	return true, time.Time{}, nil
+}
+
+// postpone makes sl, which the ledger refused to record as early, wait
+// for its close by the ledger's clock: at retry, or, for a later slot,
+// at its own close as the ledger's clock reads (run.ahead). Under
+// OverlapSkip, whether it runs is decided then (see run.decide). The
+// refused slot's KindEarly is emitted when refused is set.
+func (r *run) postpone(sl *slot, retry time.Time, refused bool) {
+	sl.notBefore = retry
+	if at := r.cfg.due(sl.p).Add(-r.ahead); at.After(retry) {
+		sl.notBefore = at
+	}
+	sl.decide = r.cfg.overlap == OverlapSkip
+	if refused {
+		wait := max(time.Until(retry), 0)
+		r.emit(KindEarly, sl, func(e *tranche.Event) {
+			e.Duration = wait
+			e.Attrs = append(e.Attrs, slog.Time("ledger_time", r.ledgerNow(time.Now())))
+		})
+	}
+}
+
+// decide takes the OverlapSkip decisions that waited for their slots'
+// close by the ledger's clock (slot.decide), oldest first, as advance
+// takes them when a slot comes due: a slot is skipped when an earlier
+// one runs (here, or under another scheduler's lease) or waits to run,
+// or when the next slot has closed too; otherwise it is left pending, to
+// be claimed. A slot another worker holds is left to it.
+func (r *run) decide(ctx context.Context) error {
+	for i := 0; i < len(r.pending); {
+		sl := r.pending[i]
+		now := time.Now()
+		switch {
+		case !sl.decide, !sl.heldUntil.IsZero():
+			i++
+			continue
+		case now.Before(sl.notBefore):
+			return nil // not closed by the ledger's clock, nor is any later slot
+		}
+		busy := i+1 < len(r.pending) && r.pending[i+1].decide && !now.Before(r.pending[i+1].notBefore)
+		if !busy {
+			var err error
+			if busy, err = r.busy(ctx, sl.p); err != nil {
+				return err
+			}
+		}
+		if !busy {
+			sl.decide = false
+			i++
+			continue
+		}
+		recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped, sl.trigger)
+		switch {
+		case err != nil:
+			return err
+		case !retry.IsZero():
+			r.postpone(sl, retry, true)
+			return nil
+		}
+		r.pending = slices.Delete(r.pending, i, i+1)
+		if recorded {
+			r.count(func(st *Status) { st.Skipped++ })
+			r.emit(KindSkipped, sl, nil)
+		}
+	}
+	return nil
 }
 
 // busy reports, for OverlapSkip, whether a slot before p runs here or
 // under another scheduler's lease, or waits to run here. A backfill's
 // run does not count.
 func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
-	if r.inflight > 0 || slices.ContainsFunc(r.pending, func(sl *slot) bool { return !sl.byBackfill }) {
+	if r.inflight > 0 || slices.ContainsFunc(r.pending, func(sl *slot) bool { return !sl.byBackfill && sl.p.Start.Before(p.Start) }) {
 		return true, nil
 	}
 	prev := p.Prev()
@@ -1001,6 +1122,8 @@ func (r *run) dispatch(ctx context.Context) error {
 		case !sl.heldUntil.IsZero():
 			i++
 			continue
+		case sl.decide:
+			return nil // run or skipped: decided at its close by the ledger's clock
 		case time.Now().Before(sl.notBefore):
 			// Not closed by the ledger's clock, nor is any later slot.
 			return nil

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
@@ -194,4 +195,57 @@ type countingLedger struct {
 func (c *countingLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	c.n.Add(1)
 	return c.Ledger.Claim(ctx, req)
+}
+
+// TestFastReplicaSkip runs one scheduler under OverlapSkip whose clock is
+// 5 minutes ahead of the ledger's: a slot that comes due by its clock
+// while an earlier one runs is not recorded skipped before it closes by
+// the ledger's clock. The decision waits for the close: slot 01:00, whose
+// predecessor ends at 01:57, three minutes before its close, runs at
+// 02:00; slot 03:00, whose predecessor runs until 04:30, is skipped at
+// its close, 04:00, and not before.
+func TestFastReplicaSkip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Date(2026, 2, 1, 0, 30, 0, 0, time.UTC)
+		truth := offsetClock(base)
+		l := memledger.New(truth)
+		w := newWork(t, tranche.Hour, time.UTC, truth)
+		w.take = func(key string) time.Duration {
+			switch key {
+			case "2026-02-01T00:00Z":
+				return 57 * time.Minute // ends at 01:57
+			case "2026-02-01T02:00Z":
+				return 90 * time.Minute // ends at 04:30
+			}
+			return 10 * time.Minute
+		}
+		var ev events
+		s := &schedule.Scheduler{DAG: w.dag, Ledger: l, Worker: "fast", Overlap: schedule.OverlapSkip,
+			Now: func() time.Time { return truth().Add(5 * time.Minute) }, OnEvent: ev.hook}
+		runFor(t, s, 5*time.Hour) // to 05:30 by the ledger's clock
+		var got []string
+		for _, c := range w.callList() {
+			got = append(got, c.key[11:16]+" at "+c.at.Format("15:04"))
+		}
+		want := []string{"00:00 at 01:00", "01:00 at 02:00", "02:00 at 03:00", "04:00 at 05:00"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("runs by the ledger's clock (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"2026-02-01T03:00Z live"}, ev.of(schedule.KindSkipped)); diff != "" {
+			t.Errorf("skipped (-want +got):\n%s", diff)
+		}
+		id := s.Status().DAG
+		for p := tranche.PartitionOf(tranche.Hour, base.Add(-30*time.Minute)); p.End.Before(base.Add(5 * time.Hour)); p = p.Next() {
+			h, err := l.History(t.Context(), id, p.Start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range h {
+				if a.Started.Before(p.End) {
+					t.Errorf("slot %s: attempt %d (%s, %q) started at %v, before its close %v by the ledger's clock",
+						p.Key(), a.Number, a.State, a.Err, a.Started.Format("15:04:05"), p.End.Format("15:04"))
+				}
+			}
+		}
+	})
 }
