@@ -249,3 +249,65 @@ func TestFastReplicaSkip(t *testing.T) {
 		}
 	})
 }
+
+// TestFastReplicaMissed: a scheduler that catches nothing up
+// (MaxCatchUp -1) and whose clock runs 90 minutes ahead of the ledger's
+// resumes after its last run, 05:00, at 10:00 by the ledger's clock: by
+// its own it is 11:30, and slots 06:00 to 10:00 are missed. Slot 10:00
+// has not closed by the ledger's clock: it is not recorded missed, it
+// waits for its close and runs then; the others are recorded missed.
+//
+// Under OverlapSkip too: slot 10:00, decided at its close, runs, nothing
+// running then, and so does slot 11:00, which came due by the
+// scheduler's clock while 10:00 waited.
+func TestFastReplicaMissed(t *testing.T) {
+	for _, overlap := range []schedule.Overlap{schedule.OverlapQueue, schedule.OverlapSkip} {
+		t.Run(string(overlap), func(t *testing.T) { testFastReplicaMissed(t, overlap) })
+	}
+}
+
+func testFastReplicaMissed(t *testing.T, overlap schedule.Overlap) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)
+		truth := offsetClock(base)
+		l := memledger.New(truth)
+		w := newWork(t, tranche.Hour, time.UTC, truth)
+		id := backfill.DAGIdentity(w.dag, tranche.Hour, time.UTC)
+		last := tranche.PartitionOf(tranche.Hour, time.Date(2026, 2, 1, 5, 0, 0, 0, time.UTC))
+		lease, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: id, Worker: "earlier", RunID: backfill.RunID(id, last.Start, last.End),
+			Partitions: []tranche.TimePartition{last}, Lease: backfill.DefaultLease, Policy: ledger.RerunNone, Trigger: ledger.TriggerLive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+			t.Fatal(err)
+		}
+		var ev events
+		s := &schedule.Scheduler{DAG: w.dag, Ledger: l, Worker: "fast", MaxCatchUp: -1, Overlap: overlap,
+			Now: func() time.Time { return truth().Add(90 * time.Minute) }, OnEvent: ev.hook}
+		runFor(t, s, 150*time.Minute) // to 12:30 by the ledger's clock
+		var got []string
+		for _, c := range w.callList() {
+			got = append(got, c.key[11:16]+" at "+c.at.Format("15:04"))
+		}
+		if diff := cmp.Diff([]string{"10:00 at 11:00", "11:00 at 12:00"}, got); diff != "" {
+			t.Errorf("runs by the ledger's clock (-want +got):\n%s", diff)
+		}
+		want := []string{"2026-02-01T06:00Z", "2026-02-01T07:00Z", "2026-02-01T08:00Z", "2026-02-01T09:00Z"}
+		if diff := cmp.Diff(want, ev.of(schedule.KindMissed)); diff != "" {
+			t.Errorf("missed (-want +got):\n%s", diff)
+		}
+		for p := last.Next(); p.End.Before(base.Add(150 * time.Minute)); p = p.Next() {
+			h, err := l.History(t.Context(), id, p.Start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range h {
+				if a.Started.Before(p.End) {
+					t.Errorf("slot %s: attempt %d (%s, %q) started at %v, before its close %v by the ledger's clock",
+						p.Key(), a.Number, a.State, a.Err, a.Started.Format("15:04:05"), p.End.Format("15:04"))
+				}
+			}
+		}
+	})
+}
