@@ -44,12 +44,14 @@ const (
 	// its error saying it was skipped.
 	KindSkipped tranche.Kind = "slot.skipped"
 
-	// KindEarly reports a claim of a due slot that the ledger refused
-	// as early: the slot has not closed (plus Delay) by the ledger's
-	// clock, which runs behind this scheduler's. Duration is how long
-	// until it does, by the ledger's clock, after which the slot is
-	// claimed again; the ledger_time attribute is the ledger's time at
-	// the refusal. It is DEBUG: the slot runs at its close, as it should.
+	// KindEarly reports a claim of a due slot, to run it or to record it
+	// skipped or missed, that the ledger refused as early: the slot has
+	// not closed (plus Delay) by the ledger's clock, which runs behind
+	// this scheduler's. Duration is how long until it does, by the
+	// ledger's clock, after which the slot is claimed again (or, under
+	// [OverlapSkip], whether it runs is decided again); the ledger_time
+	// attribute is the ledger's time at the refusal. It is DEBUG: the
+	// slot is run, or not, at its close, as it should be.
 	KindEarly tranche.Kind = "slot.early"
 
 	// KindLedgerError reports a call to the ledger that failed (Err):

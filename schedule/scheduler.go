@@ -40,7 +40,10 @@ import (
 // before, by the clock that judges leases. A replica whose clock runs
 // ahead of the ledger's is told how long to wait ([KindEarly]) and claims
 // the slot again then, so that no slot starts before its close by the
-// ledger's clock, however fast a replica's clock runs.
+// ledger's clock, however fast a replica's clock runs. The claims that
+// record slots not run, skipped or missed, carry the bound too: refused
+// as early, the scheduler decides again at the close, so that no slot is
+// skipped because an earlier one ran when it came due by a fast clock.
 //
 // # Exactly once
 //
