@@ -506,9 +506,6 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err != nil {
 			return err
 		}
-		if err := admitVersions(req, v, now); err != nil {
-			return err
-		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {
 			if !fresh[s] {
@@ -519,7 +516,7 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err != nil {
 			return err
 		}
-		attempts, takeovers, err := judge(req, fresh, latest, now, func(p tranche.TimePartition) error {
+		attempts, takeovers, err := judge(req, fresh, latest, v, now, func(p tranche.TimePartition) error {
 			return fmt.Errorf("%w: %s is being claimed by another worker", ledger.ErrNotClaimable, p.Key())
 		})
 		if err != nil {
@@ -575,18 +572,26 @@ func (l *Ledger) stampCodeVersion(ctx context.Context, tx *sql.Tx, dagID int64, 
 
 // judge applies the claim rules to the partitions of req, at now, in a
 // transaction that found those of fresh without a row and gave them one,
-// and read the latest attempts of the others (readLatest). It returns the
-// attempt a claim starts at each partition and the indexes of those it
-// takes over, running attempts whose lease expired, or the error of the
-// first partition it may not claim: claiming's for one that another
-// transaction is claiming (its row was not read).
-func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*latestRow, now time.Time,
+// and read the latest attempts of the others (readLatest) and what the
+// other versions v of the DAG did there. It judges each partition as the
+// in-memory ledger and a backfill's plan do: by its own history first
+// (ClaimRequest.Admits), then by the other versions
+// (ClaimRequest.AdmitsVersion), so that a partition the backfill's DAG
+// holds is refused as held even where another version landed it. It
+// returns the attempt a claim starts at each partition and the indexes
+// of those it takes over, running attempts whose lease expired, or the
+// error of the first partition it may not claim: claiming's for one that
+// another transaction is claiming (its row was not read).
+func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*latestRow, v versionsAt, now time.Time,
 	claiming func(tranche.TimePartition) error) (attempts, takeovers []int, err error) {
 	attempts = make([]int, len(req.Partitions))
 	for i, p := range req.Partitions {
 		s := p.Start.Unix()
 		if fresh[s] {
 			if err := req.Admits(nil, p, now); err != nil {
+				return nil, nil, err
+			}
+			if err := v.admit(req, p, now); err != nil {
 				return nil, nil, err
 			}
 			attempts[i] = 1
@@ -601,6 +606,9 @@ func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*late
 			a = &r.attempt
 		}
 		if err := req.Admits(a, p, now); err != nil {
+			return nil, nil, err
+		}
+		if err := v.admit(req, p, now); err != nil {
 			return nil, nil, err
 		}
 		attempts[i] = r.latest + 1
@@ -671,13 +679,22 @@ func admitVersions(req ledger.ClaimRequest, v versionsAt, now time.Time) error {
 		return nil
 	}
 	for _, p := range req.Partitions {
-		for _, a := range v.at[p.Start.Unix()] {
-			if !a.End.Equal(p.End) {
-				continue // a partition of other bounds
-			}
-			if err := req.AdmitsVersion(&a, p, v.since, now); err != nil {
-				return err
-			}
+		if err := v.admit(req, p, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// admit applies ClaimRequest.AdmitsVersion to partition p of req, at
+// now, against the attempts of the other versions at p's bounds.
+func (v versionsAt) admit(req ledger.ClaimRequest, p tranche.TimePartition, now time.Time) error {
+	for _, a := range v.at[p.Start.Unix()] {
+		if !a.End.Equal(p.End) {
+			continue // a partition of other bounds
+		}
+		if err := req.AdmitsVersion(&a, p, v.since, now); err != nil {
+			return err
 		}
 	}
 	return nil
