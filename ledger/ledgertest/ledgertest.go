@@ -327,6 +327,7 @@ var ledgerTests = []struct {
 	{"CodeVersions", testCodeVersions},
 	{"NotBefore", testNotBefore},
 	{"DeployVersions", testDeployVersions},
+	{"DeployVersionsHeld", testDeployVersionsHeld},
 	{"RevisionIn", testRevisionIn},
 	{"RecentSuccesses", testRecentSuccesses},
 	{"BadClaims", testBadClaims},
@@ -1886,6 +1887,63 @@ func testDeployVersions(s *ledgerSuite) {
 		if !errors.Is(grants[i].Err, ledger.ErrSuperseded) {
 			s.t.Errorf("the rollback's job %d = %v; want ErrSuperseded: the new DAG landed it after the rollback was created", i, grants[i].Err)
 		}
+	}
+}
+
+// testDeployVersionsHeld checks the order of the claim rules where both
+// bind: a partition that the backfill's own DAG holds under a live lease
+// and that another version of the DAG landed since the backfill was
+// created is refused as held by its own DAG's worker, in Claim and
+// ClaimNext, as a backfill's plan judges it (its own history first,
+// ledger.ClaimRequest.Judge, then ledger.ClaimRequest.JudgeVersion);
+// not as superseded.
+func testDeployVersionsHeld(s *ledgerSuite) {
+	const (
+		oldDAG, newDAG = suiteDAG + "-v1", suiteDAG + "-v2"
+		name           = "deploy-held"
+	)
+	put := func(id, dag string) {
+		s.t.Helper()
+		if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: id, DAG: dag, DAGName: name, Window: "2024-03", Chunk: 1}); err != nil {
+			s.t.Fatalf("PutBackfill(%s) = %v", id, err)
+		}
+	}
+	claim := func(dag, backfill, worker string, ps ...tranche.TimePartition) ledger.ClaimRequest {
+		r := req(worker, ps...)
+		r.DAG, r.Backfill, r.RunID = dag, backfill, "run-"+dag+"-"+worker+"-"+ps[0].Key()
+		return r
+	}
+	// The old DAG's backfill holds 0 and 2; the deploy's backfill,
+	// created after those claims (which therefore do not bind it),
+	// lands 0, 1 and 2.
+	put("bf-old", oldDAG)
+	s.clock.Advance(time.Second)
+	s.claim(claim(oldDAG, "bf-old", alpha, part(0)))
+	s.claim(claim(oldDAG, "bf-old", alpha, part(2)))
+	s.clock.Advance(time.Second)
+	put("bf-new", newDAG)
+	s.clock.Advance(time.Second)
+	for _, p := range parts(0, 1, 2) {
+		s.finish(s.claim(claim(newDAG, "bf-new", beta, p)), succeeded)
+	}
+	s.clock.Advance(time.Second)
+	for _, r := range []ledger.ClaimRequest{
+		claim(oldDAG, "bf-old", gamma, part(0)),
+		claim(oldDAG, "bf-old", gamma, part(2), part(1)), // part(2) first: held, before part(1)'s superseded
+	} {
+		s.refuse(r, alpha)
+		if _, err := s.l.Claim(s.ctx, r); errors.Is(err, ledger.ErrSuperseded) {
+			s.t.Errorf("%s = %v; want it held by the backfill's own DAG, judged first, not superseded", describeReq(r), err)
+		}
+	}
+	next := ledger.NextRequest{DAG: oldDAG, Backfill: "bf-old", Worker: gamma, Want: 1, Lease: suiteLease, Policy: ledger.RerunFailed,
+		Jobs: []ledger.Job{{RunID: "next-0", Partitions: parts(0)}, {RunID: "next-1", Partitions: parts(1)}, {RunID: "next-3", Partitions: parts(3)}}}
+	grants := s.expect(next, "RRL")
+	if err := grants[0].Err; errors.Is(err, ledger.ErrSuperseded) || !strings.Contains(err.Error(), alpha) {
+		s.t.Errorf("ClaimNext: job 0 refused with %v; want it held by %s, not superseded", err, alpha)
+	}
+	if err := grants[1].Err; !errors.Is(err, ledger.ErrSuperseded) {
+		s.t.Errorf("ClaimNext: job 1 refused with %v; want ErrSuperseded", err)
 	}
 }
 

@@ -445,6 +445,9 @@ func (l *Ledger) readLatest(ctx context.Context, tx *sql.Tx, dagID int64, starts
 // transaction's start, the attempts, and the commit) besides BEGIN, and
 // for a backfill's claim not under RerunAll one more, which reads what
 // other versions of its DAG did there (ledger.ClaimRequest.JudgeVersion).
+// Where the dialect runs an INSERT inside WITH, a claim of one fresh
+// partition without a code version is one statement, whose WHERE clause
+// applies that rule too.
 func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Lease, error) {
 	if err := validateClaim(req); err != nil {
 		return nil, err
@@ -459,23 +462,17 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 	}
 	op := "claiming " + describe(req.Partitions)
 	// A fresh partition's claim is one statement outside any
-	// transaction, taken only when the other versions of the DAG,
-	// read just before it, bind none of the partitions; the
-	// transaction's way reads them again within the transaction, which
-	// under SQLite's write lock no other version's claim or finish can
-	// come between, and judges them by the ledger's clock.
+	// transaction, which also tests that no other version of the DAG
+	// binds it (ledger.ClaimRequest.JudgeVersion): the test and the
+	// claim read one snapshot, so that another version's claim or
+	// finish committed before it is seen. When it claims nothing, the
+	// transaction's way judges the claim again and says why.
 	if l.freshClaims(req) {
-		versions, err := l.readVersions(ctx, nil, req.Backfill, req.Policy, slices.Min(starts), slices.Max(starts))
-		if err != nil {
-			return nil, l.wrap(ctx, op, err)
-		}
-		if len(versions.at) == 0 {
-			if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
-				if lease != nil {
-					l.held(lease)
-				}
-				return lease, err
+		if lease, err := l.claimFresh(ctx, op, req); lease != nil || err != nil {
+			if lease != nil {
+				l.held(lease)
 			}
+			return lease, err
 		}
 	}
 	var lease *ledger.Lease
@@ -509,9 +506,6 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err != nil {
 			return err
 		}
-		if err := admitVersions(req, v, now); err != nil {
-			return err
-		}
 		var seen []int64 // the partitions with a row before, to read and lock
 		for _, s := range starts {
 			if !fresh[s] {
@@ -522,7 +516,7 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err != nil {
 			return err
 		}
-		attempts, takeovers, err := judge(req, fresh, latest, now, func(p tranche.TimePartition) error {
+		attempts, takeovers, err := judge(req, fresh, latest, v, now, func(p tranche.TimePartition) error {
 			return fmt.Errorf("%w: %s is being claimed by another worker", ledger.ErrNotClaimable, p.Key())
 		})
 		if err != nil {
@@ -578,18 +572,26 @@ func (l *Ledger) stampCodeVersion(ctx context.Context, tx *sql.Tx, dagID int64, 
 
 // judge applies the claim rules to the partitions of req, at now, in a
 // transaction that found those of fresh without a row and gave them one,
-// and read the latest attempts of the others (readLatest). It returns the
-// attempt a claim starts at each partition and the indexes of those it
-// takes over, running attempts whose lease expired, or the error of the
-// first partition it may not claim: claiming's for one that another
-// transaction is claiming (its row was not read).
-func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*latestRow, now time.Time,
+// and read the latest attempts of the others (readLatest) and what the
+// other versions v of the DAG did there. It judges each partition as the
+// in-memory ledger and a backfill's plan do: by its own history first
+// (ClaimRequest.Admits), then by the other versions
+// (ClaimRequest.AdmitsVersion), so that a partition the backfill's DAG
+// holds is refused as held even where another version landed it. It
+// returns the attempt a claim starts at each partition and the indexes
+// of those it takes over, running attempts whose lease expired, or the
+// error of the first partition it may not claim: claiming's for one that
+// another transaction is claiming (its row was not read).
+func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*latestRow, v versionsAt, now time.Time,
 	claiming func(tranche.TimePartition) error) (attempts, takeovers []int, err error) {
 	attempts = make([]int, len(req.Partitions))
 	for i, p := range req.Partitions {
 		s := p.Start.Unix()
 		if fresh[s] {
 			if err := req.Admits(nil, p, now); err != nil {
+				return nil, nil, err
+			}
+			if err := v.admit(req, p, now); err != nil {
 				return nil, nil, err
 			}
 			attempts[i] = 1
@@ -604,6 +606,9 @@ func judge(req ledger.ClaimRequest, fresh map[int64]bool, latest map[int64]*late
 			a = &r.attempt
 		}
 		if err := req.Admits(a, p, now); err != nil {
+			return nil, nil, err
+		}
+		if err := v.admit(req, p, now); err != nil {
 			return nil, nil, err
 		}
 		attempts[i] = r.latest + 1
@@ -674,13 +679,22 @@ func admitVersions(req ledger.ClaimRequest, v versionsAt, now time.Time) error {
 		return nil
 	}
 	for _, p := range req.Partitions {
-		for _, a := range v.at[p.Start.Unix()] {
-			if !a.End.Equal(p.End) {
-				continue // a partition of other bounds
-			}
-			if err := req.AdmitsVersion(&a, p, v.since, now); err != nil {
-				return err
-			}
+		if err := v.admit(req, p, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// admit applies ClaimRequest.AdmitsVersion to partition p of req, at
+// now, against the attempts of the other versions at p's bounds.
+func (v versionsAt) admit(req ledger.ClaimRequest, p tranche.TimePartition, now time.Time) error {
+	for _, a := range v.at[p.Start.Unix()] {
+		if !a.End.Equal(p.End) {
+			continue // a partition of other bounds
+		}
+		if err := req.AdmitsVersion(&a, p, v.since, now); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -694,8 +708,9 @@ func (l *Ledger) freshClaims(req ledger.ClaimRequest) bool {
 
 // claimFresh claims one partition never claimed before in one statement,
 // where the dialect runs an INSERT inside WITH. It returns no lease and no
-// error when it cannot: the DAG or the partition has a row already, or the
-// backfill was canceled; Claim then takes its usual way, which tells why.
+// error when it cannot: the DAG or the partition has a row already, the
+// backfill was canceled, or another version of the DAG binds the claim;
+// Claim then takes its usual way, which tells why.
 // A claim before its NotBefore, by the clock the statement read, is
 // refused by the statement's answer, with no other.
 func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequest) (*ledger.Lease, error) {
@@ -711,10 +726,15 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 		clock = l.clock().UnixMilli()
 	}
 	p := req.Partitions[0]
+	versions := req.Backfill // the backfill whose other versions bind the claim
+	if req.Policy == ledger.RerunAll {
+		versions = ""
+	}
 	var now int64
 	var started, canceled sql.NullInt64
 	err = l.retry(ctx, op, func() error {
-		return l.queryRow(ctx, nil, l.dialect.qClaimFresh(), clock, dagID, p.Start.Unix(), notBeforeMillis(req.NotBefore), req.Backfill, dagID,
+		return l.queryRow(ctx, nil, l.dialect.qClaimFresh(), clock, dagID, p.Start.Unix(), notBeforeMillis(req.NotBefore), req.Backfill,
+			p.Start.Unix(), versions, p.End.Unix(), dagID,
 			p.End.Unix(), p.Key(), req.Backfill, req.RunID, req.Worker, req.Lease.Milliseconds(),
 			string(ledger.TriggerOf(req.Trigger, req.Backfill)), req.Backfill).Scan(&now, &started, &canceled)
 	})

@@ -189,9 +189,14 @@ func (l *Ledger) claimNext(ctx context.Context, tx *sql.Tx, dagID int64, req led
 	)
 	for i < len(req.Jobs) && len(leases) < req.Want {
 		// A job that another version of the DAG binds is refused
-		// before any statement, and ends the round before it, so that
-		// the round's insert never starts its attempts.
-		if err := admitVersions(req.Claim(req.Jobs[i]), v, st.now); err != nil {
+		// before the round's statement, and ends the round before it,
+		// so that the round's insert never starts its attempts; the
+		// refusal is judged as Claim judges, its own history first.
+		if c := req.Claim(req.Jobs[i]); admitVersions(c, v, st.now) != nil {
+			err := l.refuseVersioned(ctx, tx, dagID, c, v, st.now)
+			if !errors.Is(err, ledger.ErrNotClaimable) {
+				return 0, nil, err
+			}
 			grants = append(grants, ledger.Grant{Err: err})
 			i++
 			continue
@@ -327,6 +332,34 @@ func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req l
 	return fresh, started, rows.Close()
 }
 
+// refuseVersioned returns the error of claim c, one that the other
+// versions v of its DAG bind (admitVersions), as judge gives it: each
+// partition by its own history first, read in tx without a lock, then by
+// v; it matches ErrNotClaimable unless the read fails.
+func (l *Ledger) refuseVersioned(ctx context.Context, tx *sql.Tx, dagID int64, c ledger.ClaimRequest, v versionsAt, now time.Time) error {
+	starts := make([]int64, len(c.Partitions))
+	for i, p := range c.Partitions {
+		starts[i] = p.Start.Unix()
+	}
+	latest, err := l.readLatest(ctx, tx, dagID, starts, "")
+	if err != nil {
+		return err
+	}
+	for _, p := range c.Partitions {
+		var a *ledger.Attempt
+		if r := latest[p.Start.Unix()]; r != nil && r.latest > 0 {
+			a = &r.attempt
+		}
+		if err := c.Admits(a, p, now); err != nil {
+			return err
+		}
+		if err := v.admit(c, p, now); err != nil {
+			return err
+		}
+	}
+	return admitVersions(c, v, now)
+}
+
 // claimJob judges job j of req as Claim judges its partitions, and takes
 // over those whose lease expired; it returns the lease that claims j, or
 // the error, matching [ledger.ErrNotClaimable], that says why not. The
@@ -334,7 +367,7 @@ func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req l
 func (l *Ledger) claimJob(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, j ledger.Job,
 	fresh map[int64]bool, latest map[int64]*latestRow, st txStart) (*ledger.Lease, error) {
 	c := req.Claim(j)
-	attempts, takeovers, err := judge(c, fresh, latest, st.now, func(ledger.TimePartition) error { return ledger.PassedError(j) })
+	attempts, takeovers, err := judge(c, fresh, latest, versionsAt{}, st.now, func(ledger.TimePartition) error { return ledger.PassedError(j) })
 	if err != nil {
 		return nil, err
 	}

@@ -188,14 +188,21 @@ func laterStart(began, ran string) string {
 }
 
 // qClaimFresh claims partition $3 of DAG $2, at its first attempt, if it
-// has no row, the clock has reached $4 (NULL for no bound) and backfill $5
-// was not canceled, in one statement; the clock is $1's or, when NULL, the
-// database's, read once, the revision a new one of DAG $6. $7 to $13 are
-// the attempt's end, key, backfill, run, worker, lease in milliseconds and
-// trigger. It returns one row: the clock, the attempt's start, NULL when
-// it claimed nothing, and whether backfill $14 was canceled (NULL when
-// there is no such backfill), so that a claim refused as early needs no
-// other statement to say so. Only for dialects with InsertInWith.
+// has no row, the clock has reached $4 (NULL for no bound), backfill $5
+// was not canceled and no other version of the DAG binds the claim, in
+// one statement; the clock is $1's or, when NULL, the database's, read
+// once, the revision a new one of DAG $9. The other versions are those
+// of backfill $7 (empty for a claim the rule of deploys does not bind),
+// judged as ClaimRequest.JudgeVersion judges them at the partition
+// starting at $6 and ending at $8: the claim is not made when one's
+// latest attempt there succeeded at or after the backfill's creation, or
+// runs under a live lease claimed at or after it, so that the test and
+// the claim read one snapshot. $10 to $16 are the attempt's end, key,
+// backfill, run, worker, lease in milliseconds and trigger. It returns
+// one row: the clock, the attempt's start, NULL when it claimed nothing,
+// and whether backfill $17 was canceled (NULL when there is no such
+// backfill), so that a claim refused as early needs no other statement
+// to say so. Only for dialects with InsertInWith.
 func (d *Dialect) qClaimFresh() string {
 	return `WITH c AS (SELECT COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) AS now_ms),
 		p AS (
@@ -203,18 +210,26 @@ func (d *Dialect) qClaimFresh() string {
 			SELECT CAST($2 AS BIGINT), CAST($3 AS BIGINT), 1 FROM c
 			WHERE c.now_ms >= COALESCE(CAST($4 AS BIGINT), c.now_ms)
 				AND NOT EXISTS (SELECT 1 FROM tranche_backfills WHERE id = $5 AND canceled <> 0)
+				AND NOT EXISTS (
+					SELECT 1 FROM tranche_backfills b
+					JOIN tranche_dags od ON od.dag <> b.dag AND od.dag IN (SELECT o.dag FROM tranche_backfills o WHERE o.dag_name = b.dag_name)
+					JOIN tranche_partitions op ON op.dag_id = od.id AND op.start_s = CAST($6 AS BIGINT)
+					JOIN tranche_attempts oa ON oa.dag_id = op.dag_id AND oa.start_s = op.start_s AND oa.attempt = op.latest
+					WHERE b.id = $7 AND b.dag_name <> '' AND oa.end_s = CAST($8 AS BIGINT)
+						AND ((oa.state = 'succeeded' AND oa.finished_ms >= b.created_ms)
+							OR (oa.state = 'running' AND oa.lease_until_ms > c.now_ms AND oa.started_ms >= b.created_ms)))
 			ON CONFLICT (dag_id, start_s) DO NOTHING
-			RETURNING dag_id, start_s, ` + d.nextRevision(6) + ` AS rev
+			RETURNING dag_id, start_s, ` + d.nextRevision(9) + ` AS rev
 		),
 		a AS (
 			INSERT INTO tranche_attempts
 				(dag_id, start_s, attempt, end_s, partition_key, backfill, run_id, worker, started_ms, lease_until_ms, error, row_count, revision, state, run_trigger)
-			SELECT p.dag_id, p.start_s, 1, CAST($7 AS BIGINT), CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS TEXT), CAST($11 AS TEXT),
-				c.now_ms, c.now_ms + CAST($12 AS BIGINT), '', 0, p.rev, 'running', CAST($13 AS TEXT)
+			SELECT p.dag_id, p.start_s, 1, CAST($10 AS BIGINT), CAST($11 AS TEXT), CAST($12 AS TEXT), CAST($13 AS TEXT), CAST($14 AS TEXT),
+				c.now_ms, c.now_ms + CAST($15 AS BIGINT), '', 0, p.rev, 'running', CAST($16 AS TEXT)
 			FROM p, c
 			RETURNING started_ms
 		)
-		SELECT c.now_ms, a.started_ms, (SELECT canceled FROM tranche_backfills WHERE id = $14) FROM c LEFT JOIN a ON true`
+		SELECT c.now_ms, a.started_ms, (SELECT canceled FROM tranche_backfills WHERE id = $17) FROM c LEFT JOIN a ON true`
 }
 
 // qInsertFresh gives those of n partitions (dag_id, start_s pairs from
