@@ -97,27 +97,11 @@ func (d *dispatcher) claim(keep int) {
 			return
 		}
 		claimed := x.keeper.now()
-		req := ledger.NextRequest{
+		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
 			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
 			Want: d.want(), Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
-		}
-		asked := d.queue[:min(req.Want, len(d.queue))]
-		var parts []tranche.TimePartition
-		for _, u := range asked {
-			parts = append(parts, u.partitions...)
-		}
-		grants, err := bounded(x, d.ctx, func() string { return claimCall("ClaimNext", asked) }, parts, func(ctx context.Context) ([]ledger.Grant, error) {
-			return x.b.Ledger.ClaimNext(ctx, req)
 		})
 		switch {
-		case errors.Is(err, ErrLeftBehind):
-			// The ledger may have granted any of the jobs asked for,
-			// which are then held here until their leases expire: they
-			// count as not claimed, and claims stop, the ledger not
-			// answering within a lease.
-			d.queue, d.jobs = d.queue[len(asked):], d.jobs[len(asked):]
-			x.leftBehindClaims(d.ctx, asked, err, d.nextSeq())
-			continue
 		case errors.Is(err, ledger.ErrBackfillCanceled):
 			x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)
 			continue
@@ -243,12 +227,7 @@ func (x *execution) stoppedBefore(u *job) bool {
 func (x *execution) release(u *job, kept *keptLease) {
 	kept.release()
 	// Fenced: taken over, as it may be once the lease lapsed.
-	// Not once the ledger left a call behind: its lease expires.
-	if !x.hung.Load() {
-		_, _ = bounded(x, x.finishCtx, leaseCall("Release", kept.lease), kept.lease.Partitions, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, x.b.Ledger.Release(ctx, kept.lease)
-		})
-	}
+	_ = x.b.Ledger.Release(x.finishCtx, kept.lease)
 	x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 }
 
@@ -285,30 +264,3 @@ func (p *pool) free() int {
 
 // wait waits for the jobs given so far; more may be given after.
 func (p *pool) wait() { p.wg.Wait() }
-
-// claimCall names a claim of jobs, for an error that says it was left
-// behind.
-func claimCall(name string, jobs []*job) string {
-	n := 0
-	for _, u := range jobs {
-		n += len(u.partitions)
-	}
-	if n == 1 {
-		return fmt.Sprintf("%s of %s", name, jobs[0].partitions[0].Key())
-	}
-	return fmt.Sprintf("%s of %s and %d more", name, jobs[0].partitions[0].Key(), n-1)
-}
-
-// leftBehindClaims counts the jobs of a claim left behind as not
-// claimed (bounded stopped claims).
-func (x *execution) leftBehindClaims(ctx context.Context, jobs []*job, err error, seq int) {
-	if ctx.Err() != nil {
-		for _, u := range jobs {
-			x.count(func(r *Report) { r.NotRun += len(u.partitions) })
-		}
-		return
-	}
-	for _, u := range jobs {
-		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), seq)
-	}
-}

@@ -24,11 +24,9 @@ concurrency: those before it still run. Plans estimate their duration from
 the DAG's recent successes ([ledger.Ledger.RecentSuccesses]), wherever they lie.
 
 Each running partition renews its lease on its own, so that a hung ledger
-call holds up no other, and a call that ignores its context holds up Run
-for at most a lease ([Report].LeftBehind, [ErrLeftBehind]); a worker
-trusts a lease by its own clock only for its length less a margin since
-its last renewal, and past that stops the partition and writes nothing
-more for it. A run reports apart the
+call holds up no other; a worker trusts a lease by its own clock only for
+its length less a margin since its last renewal, and past that stops the
+partition and writes nothing more for it. A run reports apart the
 partitions other workers still hold ([Report].Held, which is not an
 error: [Report.Done] says whether the backfill is done, and
 [Backfill.WaitForOthers] waits for them) and those whose claims failed

@@ -26,8 +26,8 @@ type execution struct {
 
 	// finishCtx records outcomes: it outlives the run's context by
 	// finishGrace, so that the partitions in flight when it ends are
-	// still recorded; a call that ignores it is left behind (see
-	// bounded).
+	// still recorded, while a ledger that hangs cannot hold the backfill
+	// longer than that.
 	finishCtx context.Context
 	keeper    *leaseKeeper
 	// finisher records successes in batches; nil when the ledger
@@ -35,7 +35,6 @@ type execution struct {
 	finisher *finisher
 
 	stop    atomic.Bool // no more claims
-	hung    atomic.Bool // a ledger call was left behind (see bounded)
 	mu      sync.Mutex
 	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
 	report  Report
@@ -165,9 +164,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	}
 	d.pool.wait()
 	x.finisher.wait()
-	if left := x.keeper.close(); len(left) > 0 {
-		x.count(func(r *Report) { r.LeftBehind = append(r.LeftBehind, left...) })
-	}
+	x.keeper.close()
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
 		// failed): the partitions it did not reach stay pending.
@@ -423,17 +420,11 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		return
 	}
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
-	req := ledger.ClaimRequest{
+	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
-	}
-	lease, err := bounded(x, ctx, func() string { return claimCall("Claim", []*job{u}) }, u.partitions, func(ctx context.Context) (*ledger.Lease, error) {
-		return x.b.Ledger.Claim(ctx, req)
 	})
 	switch {
-	case errors.Is(err, ErrLeftBehind):
-		x.leftBehindClaims(ctx, []*job{u}, err, d.nextSeq())
-		return
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
@@ -476,10 +467,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		// with the partitions held elsewhere. It never runs under a
 		// lease it may have lost.
 		kept.release()
-		_, err := bounded(x, x.finishCtx, leaseCall("Release", lease), lease.Partitions, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, b.Ledger.Release(ctx, lease)
-		})
-		switch {
+		switch err := b.Ledger.Release(x.finishCtx, lease); {
 		case err == nil:
 			x.holdElsewhere(u)
 		case errors.Is(err, ledger.ErrFenced):
@@ -665,8 +653,6 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 		first := report.ClaimFailures[0]
 		err = fmt.Errorf("tranche: backfill %s: %s not claimed, neither run nor recorded (first %s: %w)",
 			report.Backfill, partitions(report.Unclaimed), first.Key, first.Err)
-	case errors.Is(x.stopped, ErrLeftBehind):
-		kind, err = KindFailed, x.stopped
 	case x.stopped != nil:
 		kind, err = KindCanceled, fmt.Errorf("tranche: backfill %s: %w", report.Backfill, x.stopped)
 	case report.Held > 0:
@@ -676,17 +662,6 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 	}
 	if err != nil && report.Held > 0 {
 		err = fmt.Errorf("%w; and %s %s held by other workers", err, partitions(report.Held), plural(report.Held, "is", "are"))
-	}
-	if n := len(report.LeftBehind); n > 0 && !errors.Is(err, ErrLeftBehind) {
-		// Said even when the run went well otherwise: what the calls
-		// left behind did is unknown here.
-		first := report.LeftBehind[0]
-		if err == nil {
-			kind = KindFailed
-			err = fmt.Errorf("tranche: backfill %s: ledger calls of %s left behind (first %s: %w)", report.Backfill, partitions(n), first.Key, first.Err)
-		} else {
-			err = fmt.Errorf("%w; and ledger calls of %s left behind (first %s: %w)", err, partitions(n), first.Key, first.Err)
-		}
 	}
 	x.emit(ctx, tranche.Event{Kind: kind, Err: err, Duration: report.Duration})
 	return &report, err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -152,19 +151,7 @@ func (f *finisher) record(batch []*finishing) {
 	if len(calls) == 0 {
 		return
 	}
-	var parts []tranche.TimePartition
-	for _, c := range calls {
-		parts = append(parts, c.Lease.Partitions...)
-	}
-	errs, err := bounded(x, f.ctx, func() string { return batchCall(calls) }, parts, func(ctx context.Context) ([]error, error) {
-		return ledger.FinishBatch(ctx, x.b.Ledger, calls), nil
-	})
-	if err != nil {
-		errs = make([]error, len(calls))
-		for i := range errs {
-			errs[i] = err
-		}
-	}
+	errs := ledger.FinishBatch(f.ctx, x.b.Ledger, calls)
 	for i, fi := range sent {
 		fi.kept.release()
 		x.recorded(fi.ctx, fi.u, nil, errs[i])
@@ -174,18 +161,7 @@ func (f *finisher) record(batch []*finishing) {
 // settle records a job's outcomes alone, through Finish, and settles
 // the job: failure is why it failed, nil for a success.
 func (x *execution) settle(ctx context.Context, u *job, lease *ledger.Lease, outcomes []ledger.Outcome, failure error) {
-	_, err := bounded(x, x.finishCtx, leaseCall("Finish", lease), lease.Partitions, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, x.b.Ledger.Finish(ctx, lease, outcomes)
-	})
-	x.recorded(ctx, u, failure, err)
-}
-
-// batchCall names a FinishBatch call by its finishes.
-func batchCall(calls []ledger.Finish) string {
-	if len(calls) == 1 {
-		return leaseCall("FinishBatch", calls[0].Lease)()
-	}
-	return fmt.Sprintf("FinishBatch of %d finishes (the first %s)", len(calls), leaseCall("finish", calls[0].Lease)())
+	x.recorded(ctx, u, failure, x.b.Ledger.Finish(x.finishCtx, lease, outcomes))
 }
 
 // recorded settles a job once its outcome was recorded, or failed to be

@@ -408,7 +408,7 @@ func (k *leaseKeeper) checkStop() {
 // partition's lease (an error matching [ErrLeftBehind] that names the
 // call and how long it has been in flight), and reports nothing once it
 // returns.
-func (k *leaseKeeper) close() (left []Failure) {
+func (k *leaseKeeper) close() {
 	k.mu.Lock()
 	k.closed = true
 	if k.stopTimer != nil {
@@ -427,30 +427,26 @@ func (k *leaseKeeper) close() (left []Failure) {
 	select {
 	case <-waited:
 		k.stopReports()
-		return nil
+		return
 	case <-timer.C:
 	}
 	now := k.now()
 	k.mu.Lock()
-	inFlight := make(map[*keptLease]time.Duration, len(k.inFlight))
+	left := make(map[*keptLease]time.Duration, len(k.inFlight))
 	for kl, sent := range k.inFlight {
-		inFlight[kl] = sent
+		left[kl] = sent
 	}
 	k.mu.Unlock()
-	for kl, sent := range inFlight {
-		err := &leftBehindError{call: leaseCall("Heartbeat", kl.lease)(), since: now - sent}
-		for _, p := range kl.lease.Partitions {
-			left = append(left, Failure{Key: p.Key(), Err: err})
-		}
+	for kl, sent := range left {
 		if kl.renewFailed == nil {
 			continue
 		}
 		kl.mu.Lock()
-		kl.report(err, now-sent)
+		kl.report(&leftBehindError{call: fmt.Sprintf("Heartbeat of %s (attempt %d of worker %s)",
+			describeLease(kl.lease), kl.lease.Attempts[0], kl.lease.Worker), since: now - sent}, now-sent)
 		kl.mu.Unlock()
 	}
 	k.stopReports()
-	return left
 }
 
 func (k *leaseKeeper) stopReports() {
@@ -468,13 +464,11 @@ func describeLease(l *ledger.Lease) string {
 	return fmt.Sprintf("%s and %d more", l.Partitions[0].Key(), len(l.Partitions)-1)
 }
 
-// ErrLeftBehind is matched by the error of each ledger call a backfill
-// stopped waiting for, as it ignored the end of its context: a
-// heartbeat still in flight a heartbeat interval after its partitions
-// ended (reported by a failed-renewal event, [KindLeaseRenewFailed]), or
-// a claim, finish or release still in flight a lease after it was sent
-// (the error of its partitions' failure or claim). Each is listed in
-// [Report].LeftBehind and named by Run's error.
+// ErrLeftBehind is matched by the error of the failed-renewal event
+// ([KindLeaseRenewFailed]) that a backfill reports, as it returns, of
+// each heartbeat still in flight a moment after its partitions ended:
+// the ledger call ignored the cancellation of its context, and the
+// backfill returned without waiting for it.
 var ErrLeftBehind = errors.New("tranche: ledger call left behind")
 
 // leftBehindError is a call that close stopped waiting for.
@@ -484,7 +478,7 @@ type leftBehindError struct {
 }
 
 func (e *leftBehindError) Error() string {
-	return fmt.Sprintf("tranche: %s still in flight after %v, past its context's end: left behind, its outcome for the ledger to tell",
+	return fmt.Sprintf("tranche: %s still in flight after %v, past its context's cancellation: left behind as the backfill returns",
 		e.call, e.since.Round(time.Millisecond))
 }
 
@@ -503,70 +497,3 @@ func (e *lapsedError) Error() string {
 }
 
 func (e *lapsedError) Is(target error) bool { return target == ledger.ErrFenced }
-
-// bounded makes a ledger call, f, that Run may wait for, and waits for
-// it as the keeper's close waits for a heartbeat: f's context, derived
-// from parent, ends the lease less a heartbeat interval after the call
-// is sent, and a call that has not returned a heartbeat interval after
-// its context ended (at most the lease after it was sent) is left
-// behind. Then bounded returns an error matching [ErrLeftBehind] that
-// names the call (call, computed only then) and lists it in the report
-// under the partitions parts, whose outcome only the ledger knows: the
-// next claimer learns it once the lease expires. The call returns into
-// a buffered channel that nothing reads any more: it cannot write into
-// the report after Run returned.
-//
-// A call left behind stops the run: no job is started or claimed after
-// it, the jobs claimed and not started are not released (their leases
-// expire), and each later call is waited for at most a heartbeat
-// interval, so that a ledger that hangs every call holds Run up for
-// about a lease, not a lease a call.
-func bounded[T any](x *execution, parent context.Context, call func() string, parts []tranche.TimePartition, f func(context.Context) (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	limit, grace := x.cfg.lease-x.cfg.heartbeat, x.keeper.closeWait()
-	if x.hung.Load() {
-		// The ledger left a call behind already: a heartbeat interval.
-		limit, grace = grace, 10*time.Millisecond
-	}
-	sent := time.Now()
-	ctx, cancel := context.WithTimeout(parent, limit)
-	done := make(chan result, 1)
-	go func() {
-		defer cancel()
-		v, err := f(ctx)
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-	}
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-timer.C:
-	}
-	err := &leftBehindError{call: call(), since: time.Since(sent)}
-	x.hung.Store(true)
-	x.halt(fmt.Errorf("tranche: backfill %s stopped, the ledger not answering: %w", x.cfg.id, err), -1)
-	x.count(func(r *Report) {
-		for _, p := range parts {
-			r.LeftBehind = append(r.LeftBehind, Failure{Key: p.Key(), Err: err})
-		}
-	})
-	var zero T
-	return zero, err
-}
-
-// leaseCall names a call about a lease, for an error that says it was
-// left behind.
-func leaseCall(name string, l *ledger.Lease) func() string {
-	return func() string {
-		return fmt.Sprintf("%s of %s (attempt %d of worker %s)", name, describeLease(l), l.Attempts[0], l.Worker)
-	}
-}

@@ -28,18 +28,8 @@ type Report struct {
 
 	Failures      []Failure // the failed partitions, in the order they failed
 	ClaimFailures []Failure // the partitions Unclaimed counts, with why their claims failed
-	// LeftBehind lists the partitions of each ledger call that the run
-	// stopped waiting for (a heartbeat, claim, finish or release still
-	// in flight a lease after it was sent, or a heartbeat interval after
-	// its context ended), each with an error matching [ErrLeftBehind]
-	// that names the call. What such a call did is for the ledger to
-	// tell: the next claimer finds it once the lease expires. A
-	// partition listed here is also counted elsewhere: a finish left
-	// behind counts as Failed, a claim as Unclaimed, a release as NotRun
-	// or Held.
-	LeftBehind []Failure
-	Duration   time.Duration
-	Plan       *Plan
+	Duration      time.Duration
+	Plan          *Plan
 
 	// HookErr joins the panics of OnEvent, each a [*PanicError]; nil when
 	// none panicked. A panicking hook does not change the backfill.
