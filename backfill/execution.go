@@ -89,7 +89,12 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		recorded = true
 	}
 	x := &execution{b: b, cfg: cfg, plan: plan, runner: b.Runner, start: time.Now()}
-	x.probed = x.start
+	if b.WaitForOthers {
+		// It settles held partitions in rounds until they are done, so
+		// its first try of a running one can wait an interval; a run
+		// that does not wait settles them in one round, which must try.
+		x.probed = x.start
+	}
 	var stopFinish func()
 	x.finishCtx, stopFinish = finishContext(ctx)
 	defer stopFinish()

@@ -60,3 +60,32 @@ func TestSkewedWorkerClock(t *testing.T) {
 		})
 	}
 }
+
+// A run that does not wait for others settles the partitions they hold
+// in one round. When every other partition is done, a worker whose
+// clock is minutes behind has claimed nothing that would show it the
+// ledger's clock; that round must still try the held partition whose
+// lease expired, or a worker that runs again and again (as a replica
+// loop does, each run shorter than a heartbeat) never takes it over.
+func TestSkewedWorkerTakesOverWithoutWaiting(t *testing.T) {
+	bfNoLeaks(t)
+	l := memledger.New(time.Now)
+	dag := leaseDAG(t, new(tranche.MemoryDestination), func(context.Context, string) error { return nil })
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l, Worker: "behind",
+		Now: func() time.Time { return time.Now().Add(-5 * time.Minute) }, Lease: time.Minute, Heartbeat: 20 * time.Second}
+	id, err := b.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	p := bfDay(1)
+	if _, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: "stopped", RunID: backfill.RunID(dagID, p.Start, p.End),
+		Partitions: []tranche.TimePartition{p}, Lease: time.Millisecond, Policy: ledger.RerunFailed}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	rep, err := b.Run(t.Context())
+	if err != nil || rep.Succeeded != 1 || rep.Held != 0 {
+		t.Fatalf("Run: %+v, %v; want the partition whose lease expired taken over in the one round", rep, err)
+	}
+}
