@@ -153,7 +153,16 @@ func (f *finisher) record(batch []*finishing) {
 	}
 	errs := ledger.FinishBatch(f.ctx, x.b.Ledger, calls)
 	for i, fi := range sent {
+		lapsed, _ := fi.kept.state()
 		fi.kept.release()
+		if err := errs[i]; err != nil && lapsed != nil && !errors.Is(err, ledger.ErrFenced) {
+			// The call failed (a connection lost, say) while the lease
+			// lapsed: what the ledger holds is an attempt another worker
+			// takes over, so the job lost its lease, which is what it
+			// reports, and the call's error with it.
+			x.fail(fi.ctx, fi.u, fmt.Errorf("%w; its success was not recorded: %w", lapsed, err))
+			continue
+		}
 		x.recorded(fi.ctx, fi.u, nil, errs[i])
 	}
 }
