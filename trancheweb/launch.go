@@ -320,13 +320,13 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		defer func() {
-			cancel()
-			h.launches.mu.Lock()
-			delete(h.launches.running, p.Backfill)
-			h.launches.mu.Unlock()
-		}()
 		_, err := b.Execute(ctx, p)
+		// No longer running before the answer is given: a stale plan's
+		// page, drawn from it, offers the new plan's start.
+		cancel()
+		h.launches.mu.Lock()
+		delete(h.launches.running, p.Backfill)
+		h.launches.mu.Unlock()
 		if err != nil && h.opts.Logger != nil {
 			h.opts.Logger.Warn("trancheweb: a backfill started from the page ended", "backfill", p.Backfill, "err", err)
 		}
