@@ -17,7 +17,7 @@ func FuzzLedgerURL(f *testing.F) {
 	f.Add("bob", "hunter2-secret", "db.example:5432", "warehouse", "sslmode=disable")
 	f.Add("a:b", "p@ss:w/rd?#", "127.0.0.1:notaport", "x", "schema=")
 	f.Add("", "longpassword", "[::1]:5432", "", "password=another")
-	f.Add("", "000 000", "h", "d", "schema=000+000") // a password the query spells decoded
+	f.Add("", "000 000", "h", "d", "schema=000+000")   // a password the query spells decoded
 	f.Add("  ", "000 000", "0", "0", "%0X0000000+000") // a password the query spells escaped, which does not decode
 	f.Fuzz(func(t *testing.T, user, pass, host, db, query string) {
 		u := url.URL{Scheme: "postgres", User: url.UserPassword(user, pass), Host: host, Path: "/" + db, RawQuery: query}
