@@ -23,7 +23,7 @@ var _ ledger.BatchFinisher = (*Ledger)(nil)
 // partitions but not all, so that each lease is recorded all or none. A
 // finish with work deferred to it ([Ledger.Defer]) is recorded by
 // [Ledger.Finish], its work and its success in one transaction, as
-// before.
+// before. The record of each backfill finished is read once after.
 func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error {
 	errs := make([]error, len(batch))
 	type group struct {
@@ -79,7 +79,27 @@ func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error
 		}
 		l.finishGroup(ctx, g.dagID, batch, idx, errs)
 	}
+	l.readCanceled(ctx, batch, errs)
 	return errs
+}
+
+// readCanceled sets the Canceled field of the finishes of batch that
+// were recorded, reading each of their backfills once. A backfill that
+// cannot be read leaves it false: the worker's next claim or heartbeat
+// reads it again.
+func (l *Ledger) readCanceled(ctx context.Context, batch []ledger.Finish, errs []error) {
+	canceled := map[string]bool{}
+	for i, f := range batch {
+		id := f.Lease.Backfill
+		if errs[i] != nil || id == "" {
+			continue
+		}
+		if _, ok := canceled[id]; !ok {
+			b, err := l.Backfill(ctx, id)
+			canceled[id] = err == nil && b.Canceled
+		}
+		batch[i].Canceled = canceled[id]
+	}
 }
 
 // FinishesAlone implements [ledger.BatchFinisher]: a lease with work
@@ -242,7 +262,7 @@ func (l *Ledger) finishRows(ctx context.Context, tx *sql.Tx, dagID int64, batch 
 	for _, i := range todo {
 		lease := batch[i].Lease
 		for j, o := range batch[i].Outcomes {
-			args = append(args, lease.Partitions[j].Start.Unix(), lease.Attempts[j], string(o.State), o.Err, o.Rows, o.Ran.Milliseconds())
+			args = append(args, lease.Partitions[j].Start.Unix(), lease.Attempts[j], string(o.State), o.Err, o.Rows, ranMillis(o.Ran))
 		}
 	}
 	args = append(args, dagID, batch[todo[0]].Lease.Worker)
@@ -284,7 +304,7 @@ func (l *Ledger) finishEach(ctx context.Context, tx *sql.Tx, dagID int64, batch 
 		for j, o := range batch[i].Outcomes {
 			var began int64 // 0: the attempt's start stays
 			if o.Ran > 0 {
-				began = st.now.Add(-o.Ran).UnixMilli()
+				began = st.now.UnixMilli() - o.Ran.Milliseconds()
 			}
 			res, err := l.exec(ctx, tx, qFinishEach, string(o.State), o.Err, o.Rows, st.now.UnixMilli(), st.rev, began, dagID, lease.Worker,
 				lease.Partitions[j].Start.Unix(), lease.Attempts[j])
