@@ -323,6 +323,12 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 			x.probed = time.Now()
 		}
 	}
+	// The running partitions judged by the probe's answer wait for it:
+	// until its next try, when it was tried less than an interval ago.
+	var probeWait time.Duration
+	if since := time.Since(x.tried[probe]); probe >= 0 && since < x.cfg.heartbeat {
+		probeWait = x.cfg.heartbeat - since
+	}
 	wait, done := x.cfg.heartbeat, 0
 	for _, start := range held {
 		a, ok := latest[start]
@@ -336,7 +342,7 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 			wait = min(wait, a.LeaseUntil.Sub(now))
 		case ok && a.State == ledger.StateRunning && !clockKnown && start != probe:
 			// Judged by the probe's answer, in a later round.
-			wait = min(wait, max(a.LeaseUntil.Sub(now), 0))
+			wait = min(wait, max(a.LeaseUntil.Sub(now), probeWait))
 		case time.Since(x.tried[start]) < x.cfg.heartbeat:
 			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
 		default:

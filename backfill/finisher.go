@@ -188,7 +188,7 @@ func (f *finisher) record(batch []*finishing) {
 		return
 	}
 	errs := ledger.FinishBatch(f.ctx, x.b.Ledger, calls)
-	x.sawCanceled(calls)
+	x.sawCanceled(calls, errs)
 	for i, fi := range sent {
 		lapsed, _ := fi.kept.state()
 		fi.kept.release()
@@ -208,19 +208,28 @@ func (f *finisher) record(batch []*finishing) {
 // why it failed, nil for a success.
 func (x *execution) settle(ctx context.Context, u *job, lease *ledger.Lease, outcomes []ledger.Outcome, failure error) {
 	calls := []ledger.Finish{{Lease: lease, Outcomes: outcomes}}
-	err := ledger.FinishBatch(x.finishCtx, x.b.Ledger, calls)[0]
-	x.sawCanceled(calls)
-	x.recorded(ctx, u, failure, err)
+	errs := ledger.FinishBatch(x.finishCtx, x.b.Ledger, calls)
+	x.sawCanceled(calls, errs)
+	x.recorded(ctx, u, failure, errs[0])
 }
 
 // sawCanceled stops the backfill before every job not started yet when
-// a finish just recorded says that it was canceled.
-func (x *execution) sawCanceled(calls []ledger.Finish) {
-	for _, c := range calls {
-		if c.Canceled {
-			x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)
-			return
-		}
+// a finish just recorded says that it was canceled. A finish that failed
+// says nothing, so that the backfill's record is read then: the next
+// job of the slot starts only once a call that ended after the run has
+// said whether the backfill was canceled.
+func (x *execution) sawCanceled(calls []ledger.Finish, errs []error) {
+	canceled, unknown := false, false
+	for i, c := range calls {
+		canceled = canceled || c.Canceled
+		unknown = unknown || errs[i] != nil && !errors.Is(errs[i], ledger.ErrFenced)
+	}
+	if !canceled && unknown {
+		record, err := x.b.Ledger.Backfill(x.finishCtx, x.cfg.id)
+		canceled = err == nil && record.Canceled
+	}
+	if canceled {
+		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)
 	}
 }
 
