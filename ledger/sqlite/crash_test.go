@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(schematest.NextWorkerEnv) != "" {
 		os.Exit(runNextProcess()) // a worker of TestClaimNextProcesses
 	}
+	if path := os.Getenv(holdLockEnv); path != "" {
+		os.Exit(holdWriteLock(path)) // the paused process of TestOpenWhileLocked
+	}
 	code := m.Run()
 	worker.Remove()
 	os.Exit(code)
