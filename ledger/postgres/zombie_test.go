@@ -125,6 +125,7 @@ func TestZombieAcrossDeploy(t *testing.T) {
 						t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
 					}
 				}
+				proctest.CheckRefusedNotSucceeded(t, admin(t, withParams(t, w.url, "search_path", w.schema)), key)
 				t.Logf("%s, zombie stopped %s on %s: %d stale partitions of %d; the zombie's summary %+v", sink, at, key, stale, days, za)
 			})
 		}
@@ -194,6 +195,7 @@ func TestDeployDuringBackfill(t *testing.T) {
 						t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
 					}
 				}
+				proctest.CheckRefusedNotSucceeded(t, admin(t, withParams(t, w.url, "search_path", w.schema)), key)
 				t.Logf("%s, old worker stopped %s on %s: %d partitions of %d with the old code's rows; its summary %+v", sink, at, key, old, days, za)
 			})
 		}

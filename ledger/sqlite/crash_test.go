@@ -92,6 +92,17 @@ type proc struct {
 }
 
 // start starts a worker; later flags override earlier ones.
+// readDB opens the ledger's file for reading, closed when the test ends.
+func (w *world) readDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+w.ledger+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func (w *world) start(name string, args ...string) *proc {
 	w.t.Helper()
 	all := append([]string{"-ledger", w.ledger, "-dest", w.dest, "-log", w.log, "-worker", name,
@@ -648,6 +659,7 @@ func deployDuringBackfill(t *testing.T, r *rand.Rand, sink string) {
 			t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
 		}
 	}
+	proctest.CheckRefusedNotSucceeded(t, w.readDB(t), key)
 	t.Logf("%s, old worker stopped %s on %s: %d partitions of %d with the old code's rows; its report %+v", sink, at, key, old, days, ra)
 }
 
@@ -727,5 +739,6 @@ func zombieAcrossDeploy(t *testing.T, r *rand.Rand, sink string) {
 			}
 		}
 	}
+	proctest.CheckRefusedNotSucceeded(t, w.readDB(t), key)
 	t.Logf("%s, zombie stopped %s on %s: %d stale partitions of %d; the zombie's report %+v", sink, at, key, stale, days, ra)
 }
