@@ -233,6 +233,7 @@ type call struct {
 	opt            options
 	ledger         ledger.Ledger
 	closer         io.Closer
+	access         ledger.Access // what the ledger is opened for, beyond the command's: serve's writes
 
 	staleCount  int    // status: the backfill's stale partitions
 	codeVersion string // status: the code version they were judged by
@@ -380,7 +381,7 @@ func (c *call) getLedger(ctx context.Context) (ledger.Ledger, error) {
 		if err != nil {
 			return nil, badUsage("%v", err)
 		}
-		if l, err = c.p.OpenLedger(ctx, addr, c.cmd.access); err != nil {
+		if l, err = c.p.OpenLedger(ctx, addr, max(c.cmd.access, c.access)); err != nil {
 			return nil, err
 		}
 	case c.p.Open != nil:

@@ -137,6 +137,7 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	mux.HandleFunc("GET /backfills/{id}/span", h.span)
 	mux.HandleFunc("POST /backfills/{id}/cancel", h.cancel)
 	mux.HandleFunc("POST /backfills/{id}/resume", h.resume)
+	mux.HandleFunc("POST /backfills/{id}/retry", h.retry)
 	mux.HandleFunc("GET /dags/{dag}", h.dagPage)
 	mux.HandleFunc("GET /dags/{dag}/status.json", h.dagStatusJSON)
 	mux.HandleFunc("GET /dags/{dag}/live", h.dagLive)
@@ -273,7 +274,8 @@ func (h *handler) writeJSON(w http.ResponseWriter, r *http.Request, v any, err e
 // refuse answers status with message on the error page.
 func (h *handler) refuse(w http.ResponseWriter, r *http.Request, status int, message string) {
 	var buf bytes.Buffer
-	if err := h.tmpl.ExecuteTemplate(&buf, "error.html", page{Title: http.StatusText(status), Data: errorData{status, message}}); err != nil {
+	p := page{Title: http.StatusText(status), Writes: h.opts.WriteToken != "", Data: errorData{status, message}}
+	if err := h.tmpl.ExecuteTemplate(&buf, "error.html", p); err != nil {
 		http.Error(w, message, status)
 		return
 	}
@@ -514,6 +516,9 @@ type liveData struct {
 
 	// Failure leads the page of a backfill with failed partitions.
 	Failure *failureData
+	// Here says the program registers the backfill's DAG: resume and
+	// retry run it in this process.
+	Here bool
 	// Stuck says why the backfill is not progressing, when it is not:
 	// nothing runs and partitions are left, or partitions are held and
 	// none finished within Quiet. Running lists the held partitions of a
@@ -644,6 +649,9 @@ func (h *handler) liveOf(ctx context.Context, id string) (liveData, error) {
 		Total: total, Succeeded: percent(s.Counts[ledger.StateSucceeded], total),
 		Counts: counts(s.Counts, total), Blocked: s.Blocked, Done: s.Done(), Signature: signature(s),
 		Grid: gridOf("/backfills/"+url.PathEscape(s.Record.ID), s.Window, g, ledger.StatePending),
+	}
+	if b, err := h.registeredBackfill(s.Record); err == nil && b != nil {
+		live.Here = true
 	}
 	return live, h.triage(ctx, s, &live)
 }
@@ -1034,8 +1042,51 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// resume undoes a cancel; a backfill of a registered DAG then runs here,
+// as tranchecli's resume runs it, since the program serving the pages may
+// be the only one that has its DAG.
 func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
-	h.write(w, r, h.l.ResumeBackfill)
+	h.write(w, r, func(ctx context.Context, id string) error {
+		return h.runAgain(ctx, id, true)
+	})
+}
+
+// retry runs the failed and canceled partitions of a backfill of a
+// registered DAG again, here, as a rerun of its command does.
+func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
+	h.write(w, r, func(ctx context.Context, id string) error {
+		return h.runAgain(ctx, id, false)
+	})
+}
+
+// runAgain resumes backfill id (resume) or runs it again (retry) in this
+// process when its DAG is registered; a resume of another DAG's backfill
+// only marks it resumed, for its workers, and a retry of one is refused.
+func (h *handler) runAgain(ctx context.Context, id string, resume bool) error {
+	record, err := h.l.Backfill(ctx, id)
+	if err != nil {
+		return err
+	}
+	b, err := h.registeredBackfill(record)
+	switch {
+	case err != nil:
+		return err
+	case b == nil && resume:
+		return h.l.ResumeBackfill(ctx, id)
+	case b == nil:
+		return &badRequest{fmt.Sprintf("backfill %s is of DAG %s, which this program does not register (Options.DAGs): its workers retry it when run again", id, record.DAG)}
+	}
+	err = h.runHere(ctx, id, b, func(ctx context.Context) error {
+		_, err := b.Resume(ctx)
+		return err
+	})
+	if errors.Is(err, errRunningHere) && resume {
+		return h.l.ResumeBackfill(ctx, id) // its run here goes on once resumed
+	}
+	if errors.Is(err, errRunningHere) {
+		return nil
+	}
+	return err
 }
 
 // instant formats t for a URL: RFC 3339 in UTC.

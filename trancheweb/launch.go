@@ -293,48 +293,13 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Revision = revision // the plan as the operator saw it: Execute checks the history since
 
-	h.launches.mu.Lock()
-	_, running := h.launches.running[p.Backfill]
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	if !running {
-		h.launches.running[p.Backfill] = cancel
-	}
-	h.launches.mu.Unlock()
-	if running {
-		cancel()
+	err = h.runHere(r.Context(), p.Backfill, b, func(ctx context.Context) error {
+		_, err := b.Execute(ctx, p)
+		return err
+	})
+	if errors.Is(err, errRunningHere) {
 		http.Redirect(w, r, "/backfills/"+url.PathEscape(p.Backfill), http.StatusSeeOther)
 		return
-	}
-	// Execute checks the plan, then records the backfill and runs it: the
-	// answer waits for the first (a stale plan) or the backfill's start.
-	started := make(chan struct{})
-	var once sync.Once
-	own := b.OnEvent
-	b.OnEvent = func(ctx context.Context, e tranche.Event) {
-		if e.Kind == backfill.KindStarted {
-			once.Do(func() { close(started) })
-		}
-		if own != nil {
-			own(ctx, e)
-		}
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.Execute(ctx, p)
-		// No longer running before the answer is given: a stale plan's
-		// page, drawn from it, offers the new plan's start.
-		cancel()
-		h.launches.mu.Lock()
-		delete(h.launches.running, p.Backfill)
-		h.launches.mu.Unlock()
-		if err != nil && h.opts.Logger != nil {
-			h.opts.Logger.Warn("trancheweb: a backfill started from the page ended", "backfill", p.Backfill, "err", err)
-		}
-		done <- err
-	}()
-	select {
-	case <-started:
-	case err = <-done:
 	}
 	var stale *backfill.StalePlanError
 	switch {
@@ -356,4 +321,92 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.Redirect(w, r, "/backfills/"+url.PathEscape(p.Backfill), http.StatusSeeOther)
+}
+
+// errRunningHere is runHere's refusal of a backfill this process runs
+// already: a second start would only race the first for its partitions.
+var errRunningHere = errors.New("tranche: the backfill runs in this process already")
+
+// runHere runs backfill id in this process, in the background, with run
+// (b's Execute or Resume): under a context of its own, which the request's
+// end does not cancel, and in h.launches until it ends. It returns once
+// the backfill started (backfill.KindStarted) or run returned, with run's
+// error then; errRunningHere when id runs here already.
+func (h *handler) runHere(ctx context.Context, id string, b *backfill.Backfill, run func(context.Context) error) error {
+	h.launches.mu.Lock()
+	_, running := h.launches.running[id]
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if !running {
+		h.launches.running[id] = cancel
+	}
+	h.launches.mu.Unlock()
+	if running {
+		cancel()
+		return errRunningHere
+	}
+	// The answer waits for the first of a refusal (a stale plan, a
+	// canceled backfill) and the backfill's start.
+	started := make(chan struct{})
+	var once sync.Once
+	own := b.OnEvent
+	b.OnEvent = func(ctx context.Context, e tranche.Event) {
+		if e.Kind == backfill.KindStarted {
+			once.Do(func() { close(started) })
+		}
+		if own != nil {
+			own(ctx, e)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx)
+		// No longer running before the answer is given: a stale plan's
+		// page, drawn from it, offers the new plan's start.
+		cancel()
+		h.launches.mu.Lock()
+		delete(h.launches.running, id)
+		h.launches.mu.Unlock()
+		if err != nil && h.opts.Logger != nil {
+			h.opts.Logger.Warn("trancheweb: a backfill run from the page ended", "backfill", id, "err", err)
+		}
+		done <- err
+	}()
+	select {
+	case <-started:
+		return nil
+	case err := <-done:
+		return err
+	}
+}
+
+// registeredBackfill returns the backfill of record over the registered
+// DAG it was made of, from Options.Backfill's template, or nil when no
+// registered DAG has its identity and id: then workers elsewhere run it.
+func (h *handler) registeredBackfill(record ledger.BackfillRecord) (*backfill.Backfill, error) {
+	if len(h.opts.DAGs) == 0 {
+		return nil, nil
+	}
+	w, err := tranche.ParseTimePartitionWindow(record.Window)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: backfill %s: its recorded window: %w", record.ID, err)
+	}
+	for _, dag := range h.opts.DAGs {
+		if backfill.DAGIdentity(dag, w.Granularity(), w.Location()) != record.DAG {
+			continue
+		}
+		b := &backfill.Backfill{}
+		if h.opts.Backfill != nil {
+			*b = *h.opts.Backfill
+		}
+		b.DAG, b.Ledger, b.Window, b.Partitions, b.ChunkSize = dag, h.l, w, nil, record.Chunk
+		b.Rerun, b.Concurrency = ledger.RerunFailed, max(b.Concurrency, 1)
+		for _, start := range record.Partitions {
+			b.Partitions = append(b.Partitions, tranche.PartitionOf(w.Granularity(), start.In(w.Location())))
+		}
+		if id, err := b.ID(); err != nil || id != record.ID {
+			continue // another backfill of the DAG: its workers run it
+		}
+		return b, nil
+	}
+	return nil, nil
 }
