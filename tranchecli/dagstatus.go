@@ -72,7 +72,7 @@ func (c *call) registeredDAG(name string, records []ledger.BackfillRecord) dagRe
 	if dag == nil {
 		return d
 	}
-	g, loc, err := partitioningOf(dag)
+	g, loc, err := backfill.PartitioningOf(dag)
 	if err != nil {
 		return d
 	}
@@ -82,9 +82,6 @@ func (c *call) registeredDAG(name string, records []ledger.BackfillRecord) dagRe
 			d.id, d.g, d.loc = r.DAG, w.Granularity(), w.Location()
 			return d
 		}
-	}
-	if loc == nil {
-		loc = time.UTC
 	}
 	d.id, d.g, d.loc = backfill.DAGIdentity(dag, g, loc), g, loc
 	return d

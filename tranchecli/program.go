@@ -521,8 +521,8 @@ func planFlags(c *call, fs *flag.FlagSet) {
 // backfillFlags are the flags that choose a backfill and how it runs.
 func backfillFlags(c *call, fs *flag.FlagSet) {
 	runPolicyFlags(c, fs)
-	fs.StringVar(&c.opt.from, "from", "", "the window's first `bound`, with an offset or zone (2026-01-01T00:00:00Z); for a cron DAG, the first fire, a date meaning its start")
-	fs.StringVar(&c.opt.to, "to", "", "the window's end `bound`, excluded; for a cron DAG, the last fire, included (a date: through its end; empty: now)")
+	fs.StringVar(&c.opt.from, "from", "", "the window's first `day or time`, in the DAG's zone unless it has an offset (a date: from its start); for a cron DAG, the first fire")
+	fs.StringVar(&c.opt.to, "to", "", "the window's last `day or time`, in the DAG's zone unless it has an offset (a date: through its end; a time: the window's end); for a cron DAG, the last fire, included (empty: now)")
 	fs.Func("slot", "a fire `time` of the DAG's schedule whose slot to run (repeatable), in place of --from and --to", func(s string) error {
 		c.opt.slots = append(c.opt.slots, s)
 		return nil

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
@@ -28,38 +27,11 @@ type launches struct {
 // assets' granularity and zone (UTC when none names one), or "" when its
 // assets are not partitioned alike.
 func identityOf(dag *tranche.DAG) string {
-	g, loc, err := partitioningOf(dag)
+	g, loc, err := backfill.PartitioningOf(dag)
 	if err != nil {
 		return ""
 	}
 	return backfill.DAGIdentity(dag, g, loc)
-}
-
-// partitioningOf returns the granularity and zone of dag's partitioned
-// assets, UTC when none names a zone.
-func partitioningOf(dag *tranche.DAG) (tranche.TimeGranularity, *time.Location, error) {
-	var g tranche.TimeGranularity
-	var loc *time.Location
-	for a := range dag.Assets() {
-		pt := a.Partitioning
-		switch {
-		case !pt.Granularity.IsValid():
-			continue
-		case g.IsValid() && pt.Granularity != g:
-			return g, nil, fmt.Errorf("its assets are partitioned by %v and %v; a backfill takes one granularity", g, pt.Granularity)
-		}
-		g = pt.Granularity
-		if pt.Location != nil {
-			loc = pt.Location
-		}
-	}
-	if !g.IsValid() {
-		return g, nil, errors.New("no asset is partitioned")
-	}
-	if loc == nil {
-		loc = time.UTC
-	}
-	return g, loc, nil
 }
 
 // planQuery is what the form asks: a window (from, to) or slots, and the
@@ -86,7 +58,7 @@ func (q planQuery) empty() bool { return q.From == "" && q.To == "" && q.Slots =
 // name, from Options.Backfill's template; a wrong query is a badRequest.
 func (h *handler) backfillOf(name string, q planQuery) (*backfill.Backfill, error) {
 	dag := h.opts.DAGs[name]
-	g, loc, err := partitioningOf(dag)
+	g, _, err := backfill.PartitioningOf(dag)
 	if err != nil {
 		return nil, &badRequest{fmt.Sprintf("DAG %s: %v", name, err)}
 	}
@@ -110,43 +82,21 @@ func (h *handler) backfillOf(name string, q planQuery) (*backfill.Backfill, erro
 		}
 		b.Concurrency = n
 	}
+	// The library's one rule, as tranchecli's --from and --to: in the
+	// DAG's zone, a date the start of its day for from and its end for to.
 	switch slots := strings.Fields(q.Slots); {
 	case len(slots) > 0 && (q.From != "" || q.To != ""):
 		return nil, bad("slots and a window both given: name a window (from, to) or slots, not both")
 	case len(slots) > 0 && !g.IsSchedule():
 		return nil, bad("slots name the fire times of a cron schedule, and DAG %s is partitioned by %v: give from and to", name, g)
 	case len(slots) > 0:
-		var errs []error
-		for _, s := range slots {
-			t, err := tranche.ParseBound(s, loc)
-			if err == nil {
-				var p tranche.TimePartition
-				if p, err = tranche.SlotAt(g, t.In(loc)); err == nil {
-					b.Partitions = append(b.Partitions, p)
-					continue
-				}
-			}
-			errs = append(errs, fmt.Errorf("slot %s: %w", s, err))
-		}
-		if len(errs) > 0 {
-			return nil, &badRequest{errors.Join(errs...).Error()}
+		if b.Partitions, err = backfill.ParseSlots(dag, slots); err != nil {
+			return nil, &badRequest{err.Error()}
 		}
 	case q.From == "" || q.To == "":
-		return nil, bad("no window: give from and to (the end excluded), or slots")
-	case g.IsSchedule():
-		if b.Window, err = tranche.SlotWindow(g, q.From, q.To, h.opts.Now().In(loc)); err != nil {
-			return nil, bad("from %s to %s: %v", q.From, q.To, err)
-		}
+		return nil, bad("no window: give from and to (a date: through its end), or slots")
 	default:
-		from, err := tranche.ParseBound(q.From, loc)
-		if err != nil {
-			return nil, bad("from: %v", err)
-		}
-		to, err := tranche.ParseBound(q.To, loc)
-		if err != nil {
-			return nil, bad("to: %v", err)
-		}
-		if b.Window, err = tranche.WindowBetween(g, from, to); err != nil {
+		if b.Window, err = backfill.ParseWindow(dag, q.From, q.To, h.opts.Now()); err != nil {
 			return nil, bad("from %s to %s: %v", q.From, q.To, err)
 		}
 	}
@@ -229,7 +179,7 @@ func (h *handler) planDataOf(ctx context.Context, name, dag string, q planQuery)
 
 // formData is the plan page's form for DAG name, filled with q.
 func (h *handler) formData(name, dag string, q planQuery) planData {
-	g, _, _ := partitioningOf(h.opts.DAGs[name])
+	g, _, _ := backfill.PartitioningOf(h.opts.DAGs[name])
 	return planData{Name: name, DAG: dag, Query: q, Schedule: g.IsSchedule(),
 		Rerun:     []string{string(ledger.RerunFailed), string(ledger.RerunNone), string(ledger.RerunAll)},
 		OnFailure: []string{string(tranche.FailStop), string(tranche.FailContinue)}}

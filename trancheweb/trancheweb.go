@@ -84,7 +84,9 @@
 // (the span of chosen partitions, for a backfill of chosen partitions),
 // and from and to narrow it to the partitions that start in [from, to):
 // RFC 3339, or a date or wall time read in the DAG's zone, as
-// [tranche.ParseBound] reads them (400 Bad Request otherwise). The
+// [backfill.ParseSpan] reads them, a date to meaning through its end (400
+// Bad Request otherwise). The plan form reads its from and to by the same
+// rule ([backfill.ParseWindow]), as tranchecli's --from and --to. The
 // backfills of a DAG share its granularity and zone, which its identity
 // names; a daily or hourly cron schedule moved to another minute or hour
 // keeps its identity, and the page then draws the newest backfill's
