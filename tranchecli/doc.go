@@ -41,9 +41,14 @@
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
 //	       --interval 1s        the least time between two checks of the ledger by --watch
 //	       --color auto         auto, always or never: colour the grid
-//	history ID KEY              every attempt at a partition of the backfill
+//	history ID KEY              every attempt at a partition of the backfill (of a DAG: whichever made it)
 //	cancel ID [--stop-running]  workers claim nothing more; with --stop-running they also stop what runs
 //	resume ID                   undo a cancel; the backfill runs here when its DAG is registered
+//
+// An ID is a backfill's id, or a start of it of 4 characters or more that
+// names one backfill only, or a DAG, by the program's name of it, the name
+// its backfills recorded, or its identity: cancel then acts on its open
+// backfill and resume on its canceled one, refusing a DAG with several.
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM

@@ -62,34 +62,61 @@ type unknownError struct{ msg string }
 func (e *unknownError) Error() string        { return e.msg }
 func (e *unknownError) Is(target error) bool { return target == ledger.ErrUnknownBackfill }
 
-// backfillID returns the id of the backfill arg names: its id, or an
-// unambiguous prefix of it. An id that names none is refused with what
-// lists them, and a prefix of several ids with those ids.
-func (c *call) backfillID(ctx context.Context, l ledger.Ledger, arg string) (string, error) {
-	_, err := l.Backfill(ctx, arg)
+// minPrefix is the fewest characters of an id that name its backfill:
+// a character or two would act on whichever backfill happens to start
+// with them.
+const minPrefix = 4
+
+// resolve returns what arg names: a backfill's whole id; else a DAG, by
+// the program's name of it, the name its backfills recorded, or its
+// identity (isDAG true); else the backfill whose id starts with arg, of
+// minPrefix characters or more, when only one does. An empty arg is bad
+// usage; an arg that names nothing is refused with what lists them, and
+// a prefix of several ids with those ids.
+func (c *call) resolve(ctx context.Context, l ledger.Ledger, arg string) (id string, d dagRef, isDAG bool, err error) {
+	if strings.TrimSpace(arg) == "" {
+		return "", d, false, badUsage("an empty ID: give a backfill's id (or its first %d characters or more) or a DAG's name", minPrefix)
+	}
+	_, err = l.Backfill(ctx, arg)
 	if err == nil || !errors.Is(err, ledger.ErrUnknownBackfill) {
-		return arg, err
+		return arg, d, false, err
+	}
+	if d, ok, err := c.findDAG(ctx, l, arg); err != nil || ok {
+		return "", d, ok, err
 	}
 	records, err := l.Backfills(ctx)
 	if err != nil {
-		return "", err
+		return "", d, false, err
 	}
 	var ids []string
 	for _, r := range records {
-		if arg != "" && strings.HasPrefix(r.ID, arg) {
+		if strings.HasPrefix(r.ID, arg) {
 			ids = append(ids, r.ID)
 		}
 	}
 	switch {
+	case len(ids) > 0 && len(arg) < minPrefix:
+		return "", d, false, &unknownError{fmt.Sprintf("%q is too short a start of an id (%d backfills' ids start with it): give %d characters or more", arg, len(ids), minPrefix)}
 	case len(ids) == 1:
-		return ids[0], nil
+		return ids[0], d, false, nil
 	case len(ids) > 1:
 		if len(ids) > 5 {
 			ids = append(ids[:5], fmt.Sprintf("and %d more", len(ids)-5))
 		}
-		return "", &unknownError{fmt.Sprintf("%q is the start of %d backfills' ids (%s); give more of it", arg, len(ids), strings.Join(ids, ", "))}
+		return "", d, false, &unknownError{fmt.Sprintf("%q is the start of %d backfills' ids (%s); give more of it", arg, len(ids), strings.Join(ids, ", "))}
 	}
-	return "", &unknownError{fmt.Sprintf("no backfill %q in the ledger; '%s ls' lists them", arg, c.name)}
+	return "", d, false, &unknownError{fmt.Sprintf("no backfill or DAG %q in the ledger; '%s ls' lists them", arg, c.name)}
+}
+
+// backfillID returns the id of the backfill arg names, as resolve reads
+// it; a DAG stands for its backfill that cancel (canceled false) or
+// resume (canceled true) means (see dagBackfill).
+func (c *call) backfillID(ctx context.Context, l ledger.Ledger, arg string, canceled bool) (string, error) {
+	id, d, isDAG, err := c.resolve(ctx, l, arg)
+	if err != nil || !isDAG {
+		return id, err
+	}
+	return c.dagBackfill(ctx, l, d, canceled)
 }
 
 func runLs(ctx context.Context, c *call) error {
@@ -158,19 +185,14 @@ func runStatus(ctx context.Context, c *call) error {
 		return err
 	}
 	arg := c.args[0]
-	if _, err := l.Backfill(ctx, arg); errors.Is(err, ledger.ErrUnknownBackfill) {
-		// Not a backfill's whole id: the status of a DAG, by its name or
-		// identity, when one has it; else the start of a backfill's id.
-		if d, ok, derr := c.findDAG(ctx, l, arg); derr != nil || ok {
-			if derr == nil && c.opt.watch {
-				return badUsage("--watch follows a backfill; %s is a DAG", arg)
-			}
-			return errors.Join(derr, c.dagStatus(ctx, l, d))
-		}
-	}
-	id, err := c.backfillID(ctx, l, arg)
-	if err != nil {
+	id, d, isDAG, err := c.resolve(ctx, l, arg)
+	switch {
+	case err != nil:
 		return err
+	case isDAG && c.opt.watch:
+		return badUsage("--watch follows a backfill; %s is a DAG", arg)
+	case isDAG:
+		return c.dagStatus(ctx, l, d)
 	}
 	if c.opt.watch {
 		return c.watch(ctx, l, id)
@@ -395,40 +417,58 @@ func runHistory(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id, key := c.args[0], c.args[1]
-	if id, err = c.backfillID(ctx, l, id); err != nil {
-		return err
-	}
-	record, err := l.Backfill(ctx, id)
+	arg, key := c.args[0], c.args[1]
+	id, d, isDAG, err := c.resolve(ctx, l, arg)
 	if err != nil {
 		return err
 	}
-	w, err := tranche.ParseTimePartitionWindow(record.Window)
-	if err != nil {
-		return fmt.Errorf("backfill %s: its recorded window: %w", id, err)
+	var p tranche.TimePartition
+	dag, label := d.id, d.label()
+	if isDAG {
+		// Every attempt at the DAG's partition, whichever backfill or run
+		// made it.
+		if !d.g.IsValid() {
+			return fmt.Errorf("DAG %s: its granularity is unknown: no backfill of it recorded one", label)
+		}
+		if p, err = tranche.ParsePartitionKey(d.g, key, d.loc); err != nil {
+			return err
+		}
+	} else {
+		record, err := l.Backfill(ctx, id)
+		if err != nil {
+			return err
+		}
+		w, err := tranche.ParseTimePartitionWindow(record.Window)
+		if err != nil {
+			return fmt.Errorf("backfill %s: its recorded window: %w", id, err)
+		}
+		if p, err = tranche.ParsePartitionKey(w.Granularity(), key, w.Location()); err != nil {
+			return err
+		}
+		if !w.Contains(p.Start) {
+			return fmt.Errorf("partition %s is not in the window of backfill %s, %s", key, id, w)
+		}
+		if len(record.Partitions) > 0 && !slices.ContainsFunc(record.Partitions, p.Start.Equal) {
+			return fmt.Errorf("partition %s is not one of the %d chosen partitions of backfill %s", key, len(record.Partitions), id)
+		}
+		dag, label = record.DAG, c.dagLabelOf(ctx, l, record)
 	}
-	p, err := tranche.ParsePartitionKey(w.Granularity(), key, w.Location())
-	if err != nil {
-		return err
-	}
-	if !w.Contains(p.Start) {
-		return fmt.Errorf("partition %s is not in the window of backfill %s, %s", key, id, w)
-	}
-	if len(record.Partitions) > 0 && !slices.ContainsFunc(record.Partitions, p.Start.Equal) {
-		return fmt.Errorf("partition %s is not one of the %d chosen partitions of backfill %s", key, len(record.Partitions), id)
-	}
-	attempts, err := l.History(ctx, record.DAG, p.Start)
+	attempts, err := l.History(ctx, dag, p.Start)
 	if err != nil {
 		return err
 	}
 	if c.opt.format == formatJSON {
-		j := historyJSON{Backfill: id, DAG: record.DAG, Key: p.Key(), Attempts: make([]attemptJSON, len(attempts))}
+		j := historyJSON{Backfill: id, DAG: dag, Key: p.Key(), Attempts: make([]attemptJSON, len(attempts))}
 		for i, a := range attempts {
 			j.Attempts[i] = attemptOf(a)
 		}
 		return writeJSON(c.stdout, j)
 	}
-	fmt.Fprintf(c.stdout, "partition %s of backfill %s (DAG %s)\n", p.Key(), id, record.DAG)
+	if isDAG {
+		fmt.Fprintf(c.stdout, "partition %s of DAG %s\n", p.Key(), label)
+	} else {
+		fmt.Fprintf(c.stdout, "partition %s of backfill %s (DAG %s)\n", p.Key(), id, label)
+	}
 	if len(attempts) == 0 {
 		fmt.Fprintln(c.stdout, "  no attempt yet: pending")
 		return nil
@@ -487,4 +527,19 @@ func (c *call) gridStyle() gridStyle {
 		st.color = isTerminal(c.stdout) && os.Getenv("NO_COLOR") == ""
 	}
 	return st
+}
+
+// dagLabelOf names the DAG of record in text: the program's name of it,
+// else the newest name its backfills recorded, beside its identity.
+func (c *call) dagLabelOf(ctx context.Context, l ledger.Ledger, record ledger.BackfillRecord) string {
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		records = []ledger.BackfillRecord{record}
+	}
+	for _, d := range c.dags(records) {
+		if d.id == record.DAG {
+			return d.label()
+		}
+	}
+	return record.DAG
 }

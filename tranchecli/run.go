@@ -199,7 +199,7 @@ func runResume(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id, err := c.backfillID(ctx, l, c.args[0])
+	id, err := c.backfillID(ctx, l, c.args[0], true)
 	if err != nil {
 		return err
 	}
@@ -268,7 +268,7 @@ func runCancel(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id, err := c.backfillID(ctx, l, c.args[0])
+	id, err := c.backfillID(ctx, l, c.args[0], false)
 	if err != nil {
 		return err
 	}

@@ -138,13 +138,13 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	mux.HandleFunc("POST /backfills/{id}/cancel", h.cancel)
 	mux.HandleFunc("POST /backfills/{id}/resume", h.resume)
 	mux.HandleFunc("POST /backfills/{id}/retry", h.retry)
-	mux.HandleFunc("GET /dags/{dag}", h.dagPage)
-	mux.HandleFunc("GET /dags/{dag}/status.json", h.dagStatusJSON)
-	mux.HandleFunc("GET /dags/{dag}/live", h.dagLive)
-	mux.HandleFunc("GET /dags/{dag}/partition", h.dagPartition)
-	mux.HandleFunc("GET /dags/{dag}/span", h.dagSpanPage)
-	mux.HandleFunc("GET /dags/{dag}/plan", h.planPage)
-	mux.HandleFunc("POST /dags/{dag}/backfills", h.start)
+	mux.HandleFunc("GET /dags/{dag}", h.byName(h.dagPage))
+	mux.HandleFunc("GET /dags/{dag}/status.json", h.byName(h.dagStatusJSON))
+	mux.HandleFunc("GET /dags/{dag}/live", h.byName(h.dagLive))
+	mux.HandleFunc("GET /dags/{dag}/partition", h.byName(h.dagPartition))
+	mux.HandleFunc("GET /dags/{dag}/span", h.byName(h.dagSpanPage))
+	mux.HandleFunc("GET /dags/{dag}/plan", h.byName(h.planPage))
+	mux.HandleFunc("POST /dags/{dag}/backfills", h.byName(h.start))
 	h.mux = mux
 	return h
 }
@@ -711,6 +711,14 @@ func signature(s *backfill.Status) string {
 
 func (h *handler) backfillPage(w http.ResponseWriter, r *http.Request) {
 	live, err := h.liveOf(r.Context(), r.PathValue("id"))
+	if errors.Is(err, ledger.ErrUnknownBackfill) {
+		// A DAG's name or identity, or the start of one backfill's id, as
+		// the commands take them: their page.
+		if to := h.pageNamed(r.Context(), r.PathValue("id")); to != "" {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -1109,4 +1117,85 @@ func duration(d time.Duration) string {
 		return d.Round(time.Millisecond).String()
 	}
 	return d.Round(100 * time.Millisecond).String()
+}
+
+// minPrefix is the fewest characters of a backfill's id that name it, as
+// tranchecli's commands take them.
+const minPrefix = 4
+
+// byName sends a request that names a DAG by its name (a registered
+// name, an Options.Names name, or the name its backfills recorded)
+// rather than its identity to the identity's URL, which every link of
+// the pages uses: 307, so that a form's POST is sent again as it was.
+func (h *handler) byName(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		dag := r.PathValue("dag")
+		if id := h.identityNamed(r.Context(), dag); id != "" && id != dag {
+			u := *r.URL
+			u.Path = "/dags/" + id + strings.TrimPrefix(r.URL.Path, "/dags/"+dag)
+			u.RawPath = ""
+			http.Redirect(w, r, u.String(), http.StatusTemporaryRedirect)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// identityNamed returns the identity of the DAG that name names, or ""
+// when name is an identity the ledger or the program knows, or names
+// none.
+func (h *handler) identityNamed(ctx context.Context, name string) string {
+	if name == "" || h.byID[name] != "" {
+		return ""
+	}
+	if id := h.registered[name]; id != "" {
+		return id
+	}
+	for id, n := range h.opts.Names {
+		if n == name {
+			return id
+		}
+	}
+	records, err := h.l.Backfills(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, r := range slices.Backward(records) {
+		switch {
+		case r.DAG == name:
+			return ""
+		case r.DAGName == name:
+			return r.DAG
+		}
+	}
+	return ""
+}
+
+// pageNamed returns the page of what arg names that is no backfill's id:
+// a DAG by its name or identity, or the one backfill whose id starts
+// with arg (minPrefix characters or more); "" for none.
+func (h *handler) pageNamed(ctx context.Context, arg string) string {
+	if id := h.identityNamed(ctx, arg); id != "" {
+		return "/dags/" + url.PathEscape(id)
+	}
+	if h.byID[arg] != "" {
+		return "/dags/" + url.PathEscape(arg)
+	}
+	records, err := h.l.Backfills(ctx)
+	if err != nil {
+		return ""
+	}
+	var found []string
+	for _, r := range records {
+		switch {
+		case r.DAG == arg:
+			return "/dags/" + url.PathEscape(arg)
+		case len(arg) >= minPrefix && strings.HasPrefix(r.ID, arg):
+			found = append(found, r.ID)
+		}
+	}
+	if len(found) == 1 {
+		return "/backfills/" + url.PathEscape(found[0])
+	}
+	return ""
 }
