@@ -49,6 +49,7 @@
 // names one backfill only, or a DAG, by the program's name of it, the name
 // its backfills recorded, or its identity: cancel then acts on its open
 // backfill and resume on its canceled one, refusing a DAG with several.
+//
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
