@@ -44,17 +44,16 @@
 //	history ID KEY              every attempt at a partition of the backfill (of a DAG: whichever made it)
 //	cancel ID [--stop-running]  workers claim nothing more; with --stop-running they also stop what runs
 //	resume ID                   undo a cancel; the backfill runs here when its DAG is registered
-//
-// An ID is a backfill's id, or a start of it of 4 characters or more that
-// names one backfill only, or a DAG, by the program's name of it, the name
-// its backfills recorded, or its identity: cancel then acts on its open
-// backfill and resume on its canceled one, refusing a DAG with several.
-//
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
 //	serve [--allow-writes]      the backfills and DAGs as web pages (package trancheweb); with writes and
 //	                            $TRANCHE_TOKEN, a DAG's page plans a backfill and starts that plan here
+//
+// An ID is a backfill's id, or a start of it of 4 characters or more that
+// names one backfill only, or a DAG, by the program's name of it, the name
+// its backfills recorded, or its identity: cancel then acts on its open
+// backfill and resume on its canceled one, refusing a DAG with several.
 //
 // The flags of plan and run choose the backfill: --from and --to, the
 // bounds of its window as [backfill.ParseWindow] reads them, by the one
