@@ -210,11 +210,15 @@ func runStatus(ctx context.Context, c *call) error {
 		return err
 	}
 	c.staleCount = len(stale)
+	pace, err := c.triage(ctx, l, s)
+	if err != nil {
+		return err
+	}
 	if c.opt.format == formatJSON {
-		return c.statusJSON(ctx, s, g)
+		return c.statusJSON(ctx, s, g, pace)
 	}
 	w := bufio.NewWriter(c.stdout)
-	writeStatus(w, s)
+	writeStatus(w, s, pace)
 	if c.staleCount > 0 {
 		fmt.Fprintf(w, "  %-11s %s ran other code than %s; '--rerun stale' runs %s again\n", "stale", counted(c.staleCount, "partition"),
 			versionText(c.codeVersion), map[bool]string{true: "it", false: "them"}[c.staleCount == 1])
@@ -235,8 +239,9 @@ func runStatus(ctx context.Context, c *call) error {
 
 // statusJSON writes the status as one JSON object, streaming its
 // partitions when they are asked for.
-func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.Grid) error {
+func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.Grid, pc pace) error {
 	j := statusOf(s)
+	j.Running, j.ETAMS = pc.running, pc.eta.Milliseconds()
 	j.Grid = gridOf(g)
 	j.Stale, j.CodeVersion = c.staleCount, c.codeVersion
 	head, err := json.Marshal(j)
@@ -268,7 +273,7 @@ func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.G
 
 // writeStatus writes the header of a status: the backfill, its counts
 // and why it is not progressing.
-func writeStatus(w io.Writer, s *backfill.Status) {
+func writeStatus(w io.Writer, s *backfill.Status, pc pace) {
 	j := statusOf(s)
 	chosen := ""
 	if j.Backfill.Chosen > 0 {
@@ -280,6 +285,16 @@ func writeStatus(w io.Writer, s *backfill.Status) {
 	fmt.Fprintf(w, "  created     %s\n", j.Backfill.Created)
 	fmt.Fprintf(w, "  state       %s\n", j.State)
 	fmt.Fprintf(w, "  counts      %s\n", countsText(j.Counts))
+	if pc.eta > 0 {
+		fmt.Fprintf(w, "  %-11s about %s left at the pace of the DAG's recent successes\n", "eta", left(pc.eta))
+	}
+	for i, b := range pc.running {
+		label := ""
+		if i == 0 {
+			label = "running"
+		}
+		fmt.Fprintf(w, "  %-11s %s\n", label, b)
+	}
 	for i, b := range j.Blocked {
 		label := ""
 		if i == 0 {
@@ -287,6 +302,76 @@ func writeStatus(w io.Writer, s *backfill.Status) {
 		}
 		fmt.Fprintf(w, "  %-11s %s\n", label, b)
 	}
+}
+
+// pace is how a backfill moves: the partitions its workers hold while it
+// progresses, and the time left.
+type pace struct {
+	running []string
+	eta     time.Duration
+}
+
+// triage judges whether backfill s progresses, as its page does: it holds
+// partitions and one finished within the last lease (backfill.DefaultLease,
+// or twice the newest run's duration when longer). Then its held
+// partitions are running, not a reason it is stuck, and leave s.Blocked.
+// The time left is the median of the DAG's recent successes for every
+// round of the partitions left, as many at once as run now.
+func (c *call) triage(ctx context.Context, l ledger.Ledger, s *backfill.Status) (pace, error) {
+	var pc pace
+	if s.Done() {
+		return pc, nil
+	}
+	recent, err := l.RecentSuccesses(ctx, s.Record.DAG, 20)
+	if err != nil {
+		return pc, err
+	}
+	running := s.Counts[ledger.StateRunning]
+	if left := s.Counts[ledger.StatePending] + running; left > 0 && len(recent) > 0 && !s.Record.Canceled {
+		ds := make([]time.Duration, len(recent))
+		for i, a := range recent {
+			ds[i] = a.Duration()
+		}
+		slices.Sort(ds)
+		at := max(running, 1)
+		pc.eta = max(ds[len(ds)/2], time.Millisecond) * time.Duration((left+at-1)/at)
+	}
+	if running == 0 || s.Record.Canceled {
+		return pc, nil
+	}
+	last, err := s.Finished(ctx, 1, ledger.StateFailed, ledger.StateCanceled)
+	if err != nil {
+		return pc, err
+	}
+	for _, a := range recent {
+		if a.Backfill == s.Record.ID && (len(last) == 0 || a.Finished.After(last[0].Finished)) {
+			last = []ledger.Attempt{a}
+			break
+		}
+	}
+	// A backfill created or resumed within a lease has had no time to
+	// finish one; else one must have finished within the lease, or twice
+	// the newest run's duration.
+	since, quiet := s.Record.Created, backfill.DefaultLease
+	if s.Record.ResumedAt.After(since) {
+		since = s.Record.ResumedAt
+	}
+	if len(last) > 0 {
+		since, quiet = maxTime(since, last[0].Finished), max(quiet, 2*last[0].Duration())
+	}
+	if time.Since(since) > quiet {
+		return pc, nil
+	}
+	var blocked []string
+	for _, b := range s.Blocked {
+		if strings.Contains(b, " held by worker ") {
+			pc.running = append(pc.running, b)
+		} else {
+			blocked = append(blocked, b)
+		}
+	}
+	s.Blocked = blocked
+	return pc, nil
 }
 
 // dagLabel names a backfill's DAG as the text output shows it: by its
@@ -362,7 +447,11 @@ func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
 		if err != nil {
 			return err
 		}
-		c.watchLine(s)
+		pc, err := c.triage(ctx, l, s)
+		if err != nil {
+			return err
+		}
+		c.watchLine(s, pc)
 		if s.Done() {
 			if c.opt.format == formatText {
 				fmt.Fprintf(c.stdout, "Backfill %s succeeded.\n", id)
@@ -385,7 +474,7 @@ func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
 			if c.opt.format == formatText {
 				fmt.Fprintf(c.stdout, "Backfill %s ended %s, not succeeded.\n", id, stateOf(again))
 			} else {
-				c.watchLine(again)
+				c.watchLine(again, pace{})
 			}
 			return exitErr(exitFail)
 		}
@@ -393,8 +482,9 @@ func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
 	return fmt.Errorf("watching backfill %s: the watch ended early", id)
 }
 
-func (c *call) watchLine(s *backfill.Status) {
+func (c *call) watchLine(s *backfill.Status, pc pace) {
 	j := statusOf(s)
+	j.Running, j.ETAMS = pc.running, pc.eta.Milliseconds()
 	if c.opt.format == formatJSON {
 		line, _ := json.Marshal(j) // plain fields: cannot fail
 		fmt.Fprintf(c.stdout, "%s\n", line)
@@ -403,6 +493,9 @@ func (c *call) watchLine(s *backfill.Status) {
 	line := fmt.Sprintf("%s  %s  %d/%d succeeded, %d running, %d failed, %d canceled, %d pending",
 		time.Now().UTC().Format(time.TimeOnly), j.State, j.Counts.Succeeded, j.Total, j.Counts.Running,
 		j.Counts.Failed, j.Counts.Canceled, j.Counts.Pending)
+	if pc.eta > 0 {
+		line += ", about " + left(pc.eta) + " left"
+	}
 	if len(j.Blocked) > 0 {
 		line += "; " + j.Blocked[0]
 		if n := len(j.Blocked); n > 1 {
@@ -542,4 +635,16 @@ func (c *call) dagLabelOf(ctx context.Context, l ledger.Ledger, record ledger.Ba
 		}
 	}
 	return record.DAG
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// left rounds a time left for a person, as age does, a second at least.
+func left(d time.Duration) string {
+	return age(max(d, time.Second))
 }
