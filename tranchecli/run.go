@@ -219,7 +219,7 @@ func runResume(ctx context.Context, c *call) error {
 		if err := l.ResumeBackfill(ctx, id); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "Resumed backfill %s. Its DAG (%s) is not registered in %s: the workers running it take it up.\n", id, record.DAG, c.name)
+		fmt.Fprintf(c.stdout, "Resumed backfill %s. Its DAG, %s, is not registered in %s: the workers running it take it up.\n", id, c.dagLabelOf(ctx, l, record), c.name)
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, record.Window)
