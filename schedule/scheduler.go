@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -64,9 +65,10 @@ import (
 //
 // Slots that came due while no scheduler ran (the process was down, the
 // machine slept, the wall clock jumped) are missed. When the scheduler
-// starts, or wakes to find more than the slot it waited for due, the
-// missed slots within the catch-up window run, oldest first, triggered
-// [TriggerCatchUp]; older missed slots without an attempt are not run:
+// starts, or wakes to find more than the slot it waited for due (by one
+// rule for both: none of them is live), the missed slots within the
+// catch-up window run, oldest first, triggered [TriggerCatchUp]; older
+// missed slots without an attempt are not run:
 // each is a [KindMissed] event, counts in [Status].Missed, and is
 // recorded in the ledger canceled, its error saying it was missed, so
 // that it shows in a backfill's status and grid, no later start reports
@@ -74,12 +76,16 @@ import (
 // window is the newest MaxCatchUp missed slots, and, when CatchUpWindow
 // is set, only those of them that came due within it.
 //
-// On its very first run, when the ledger holds no ordinary run of the
-// DAG (one with no backfill, as this scheduler's and
-// [backfill.RunRecorded]'s are), the scheduler starts from now: it waits
+// On its very first run, when the ledger holds no attempt of a scheduler
+// (triggered live or catch-up), the scheduler starts from now: it waits
 // for the next slot to close and catches nothing up. The past is a
 // backfill's, whose window says how far back to go. Later, it resumes
-// after the newest ordinary run it finds in the ledger.
+// after the newest slot a scheduler ran or recorded: a run by hand
+// ([backfill.RunRecorded]) counts for its own slot only. The slots that
+// came due after it while a scheduler still ran (queued behind a long
+// run: due before that attempt finished, or before its lease ran out,
+// by the ledger's clock) are not missed: they run, in order, however
+// many there are, as the scheduler that queued them would have run them.
 //
 // Fields must not change once Run has been called. A zero field takes the
 // default its comment gives: a Scheduler with only DAG and Ledger set
@@ -315,6 +321,10 @@ func (s *Scheduler) config() (*config, error) {
 	}
 	if s.Ledger == nil {
 		fail("no Ledger")
+	} else if v := reflect.ValueOf(s.Ledger); nilable(v.Kind()) && v.IsNil() {
+		// An Open whose error was dropped: refused here, before a call
+		// on it panics in the loop.
+		fail("Ledger is a nil %T", s.Ledger)
 	}
 	cfg := &config{worker: s.Worker, delay: s.Delay, window: s.CatchUpWindow, lease: s.Lease, heartbeat: s.Heartbeat,
 		now: s.Now, after: s.After, maxCatchUp: s.MaxCatchUp}
@@ -369,6 +379,15 @@ func (s *Scheduler) config() (*config, error) {
 		cfg.after = time.After
 	}
 	return cfg, nil
+}
+
+// nilable reports whether a value of kind k can be nil.
+func nilable(k reflect.Kind) bool {
+	switch k {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return true
+	}
+	return false
 }
 
 // partitioning returns the granularity and zone of the DAG's slots, as a
@@ -499,7 +518,13 @@ type run struct {
 
 	next     tranche.TimePartition // the oldest slot not looked at yet
 	lastLook time.Time             // the scheduler's clock when it last looked for due slots
-	pending  []*slot               // due slots to run, oldest first
+	// alive is the last sign of life, by the ledger's clock, of the
+	// scheduler that made the newest scheduler's attempt begin found:
+	// when it finished it, or until when its lease held. Slots that came
+	// due by then came due while a scheduler ran, queued behind a slot
+	// it ran: they are not missed. Zero when begin found none.
+	alive    time.Time
+	pending  []*slot // due slots to run, oldest first
 	inflight int
 	started  bool          // the ledger was read and next set
 	retryAt  time.Time     // after a ledger error, when to try again (system clock)
@@ -649,8 +674,8 @@ func (r *run) step(ctx context.Context) error {
 	return r.dispatch(ctx)
 }
 
-// begin finds where the scheduler resumes: after the newest ordinary run
-// of the DAG in the ledger, or, when there is none, at the next slot to
+// begin finds where the scheduler resumes: after the newest slot a
+// scheduler ran or recorded, or, when there is none, at the next slot to
 // come due.
 func (r *run) begin(ctx context.Context, now time.Time) error {
 	cfg := r.cfg
@@ -659,10 +684,14 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	r.lastLook = now // what is due now came due while no scheduler ran
+	r.lastLook = now // what is due now came due while this scheduler did not run
 	if h == nil {
 		r.next = newest.Next()
 	} else {
+		r.alive = h.Finished
+		if h.State == ledger.StateRunning {
+			r.alive = h.LeaseUntil
+		}
 		r.next = tranche.PartitionOf(cfg.g, h.Start.In(cfg.loc))
 		if h.State.Terminal() && r.next.Start.Equal(h.Start) && r.next.End.Equal(h.End) {
 			// The newest run is over: resume after it. (A slot of a
@@ -699,9 +728,13 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 // minLedgerStart is the oldest partition start a ledger keys.
 var minLedgerStart = time.Unix(0, math.MinInt64)
 
-// horizon returns the newest ordinary attempt (no backfill) of the DAG
-// at a slot starting before now, or nil when there is none: the
-// scheduler's own history. It reads the ledger backwards over spans that
+// horizon returns the newest attempt of a scheduler (no backfill, and
+// triggered live or catch-up: a slot run, or recorded skipped or missed)
+// of the DAG at a slot starting before now, or nil when there is none:
+// the scheduler's own history. A manual run ([backfill.RunRecorded])
+// counts for its own slot only, which a catch-up finds run; it does not
+// move where the catch-up starts, so that the slots before it that no
+// scheduler ran are caught up or reported missed. It reads the ledger backwards over spans that
 // grow fourfold, so that a recent run is found at once, and an empty
 // ledger answers in a dozen reads.
 func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, error) {
@@ -716,7 +749,7 @@ func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, erro
 			if err != nil {
 				return nil, fmt.Errorf("tranche: reading ledger: %w", err)
 			}
-			if a.Backfill == "" && (best == nil || a.End.After(best.End)) {
+			if scheduled(a) && (best == nil || a.End.After(best.End)) {
 				best = &a
 			}
 		}
@@ -727,13 +760,23 @@ func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, erro
 	}
 }
 
+// scheduled reports whether a is an attempt of a scheduler.
+func scheduled(a ledger.Attempt) bool {
+	return a.Backfill == "" && (a.Trigger == TriggerLive || a.Trigger == TriggerCatchUp)
+}
+
 // missedBatch is how many missed slots are read from the ledger at once.
 const missedBatch = 4096
 
-// advance takes the slots that came due since the scheduler last looked:
-// the slot it waited for is live, older ones missed; missed slots in the
-// catch-up window join the pending slots, older ones without an attempt
-// are reported missed.
+// advance takes the slots that came due since the scheduler last looked.
+// When only the slot it waited for did, that slot is live. When more did
+// at once (it starts, or the machine slept, or its clock stepped, or the
+// ledger did not answer), none is: those that came due while a scheduler
+// ran (queued behind a slot it ran, see run.alive) join the pending
+// slots; the others are missed, and the rule is the same for a scheduler
+// that starts and one that runs: the missed slots in the catch-up window
+// join the pending slots, older ones without an attempt are reported
+// missed.
 func (r *run) advance(ctx context.Context, now time.Time) error {
 	cfg := r.cfg
 	newest := cfg.newestDue(now)
@@ -741,10 +784,14 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		r.lastLook = now
 		return nil
 	}
-	live := cfg.due(newest).After(r.lastLook)
+	live := newest.Start.Equal(r.next.Start) && cfg.due(newest).After(r.lastLook)
 	newestMissed := newest
 	if live {
 		newestMissed = newest.Prev()
+	}
+	var queued []tranche.TimePartition
+	for ; !r.next.Start.After(newest.Start) && !cfg.due(r.next).After(r.alive); r.next = r.next.Next() {
+		queued = append(queued, r.next)
 	}
 	oldest := cfg.catchUpFrom(newestMissed, now, r.next.Start)
 	for r.next.Start.Before(oldest.Start) {
@@ -782,6 +829,13 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		r.next = parts[len(parts)-1].Next()
 	}
 	var due []*slot
+	for _, p := range queued {
+		trigger := TriggerCatchUp
+		if live && p.Start.Equal(newest.Start) {
+			trigger = TriggerLive
+		}
+		due = append(due, &slot{p: p, trigger: trigger, check: true})
+	}
 	for p := r.next; !p.Start.After(newest.Start); p = p.Next() {
 		trigger := TriggerCatchUp
 		if live && p.Start.Equal(newest.Start) {
