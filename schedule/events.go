@@ -16,6 +16,13 @@ const (
 	KindStarted tranche.Kind = "schedule.started" // Run began; Target is the first slot it waits for
 	KindStopped tranche.Kind = "schedule.stopped" // Run ended: its context ended and its runs are over
 
+	// KindPaused reports that the scheduler found its schedule paused
+	// ([Scheduler.Pause]), when it starts or once it runs; KindResumed,
+	// resumed. Their attributes by, note and since say who, why and
+	// when, by the ledger's clock.
+	KindPaused  tranche.Kind = "schedule.paused"
+	KindResumed tranche.Kind = "schedule.resumed"
+
 	KindClaimed   tranche.Kind = "slot.claimed"   // this scheduler holds the slot's lease; its run starts (with a Budget, once it has a place)
 	KindSucceeded tranche.Kind = "slot.succeeded" // its run succeeded and is recorded
 	KindFailed    tranche.Kind = "slot.failed"    // its run failed and is recorded failed (Err says why); no scheduler runs it again
@@ -71,7 +78,7 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 		return slog.LevelWarn, true
 	case KindEarly:
 		return slog.LevelDebug, true
-	case KindStarted, KindStopped, KindClaimed, KindSucceeded, KindFailed,
+	case KindStarted, KindStopped, KindPaused, KindResumed, KindClaimed, KindSucceeded, KindFailed,
 		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped:
 		return slog.LevelInfo, true
 	}

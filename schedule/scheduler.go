@@ -279,9 +279,43 @@ type Status struct {
 	Missed      int // missed slots older than the catch-up window, reported and not run
 	Skipped     int // slots not run under OverlapSkip
 
+	// Pause is the schedule's pause as the scheduler last read it from
+	// the ledger ([Scheduler.Pause]): while Pause.Paused, it starts no
+	// slot.
+	Pause ledger.SchedulePause
+
 	// HookErr is the last panic of OnEvent, a [*tranche.PanicError]; nil
 	// when none panicked. A panicking hook changes nothing else.
 	HookErr error
+}
+
+// Pause pauses the schedule of s's DAG in its Ledger, recording by (who)
+// and note (why), so that every scheduler of the DAG on that ledger, in
+// any process, starts no slot from its next look at the ledger: each
+// reads the pause before it claims a slot, and while paused, once a
+// heartbeat interval. Slots running go on to their end. The slots that
+// come due while paused are missed, as while no scheduler runs: once
+// resumed, the catch-up window's run ([TriggerCatchUp]), and the older
+// are recorded missed, saying the schedule was paused. Backfills and
+// runs by hand ignore a pause. Pausing a paused schedule changes
+// nothing; Pause returns the pause in force. s need not be running.
+func (s *Scheduler) Pause(ctx context.Context, by, note string) (ledger.SchedulePause, error) {
+	return s.setPause(ctx, ledger.SchedulePause{Paused: true, By: by, Note: note})
+}
+
+// Resume resumes the schedule of s's DAG paused by [Scheduler.Pause],
+// recording by and note; resuming a schedule that is not paused changes
+// nothing.
+func (s *Scheduler) Resume(ctx context.Context, by, note string) (ledger.SchedulePause, error) {
+	return s.setPause(ctx, ledger.SchedulePause{By: by, Note: note})
+}
+
+func (s *Scheduler) setPause(ctx context.Context, p ledger.SchedulePause) (ledger.SchedulePause, error) {
+	cfg, err := s.config()
+	if err != nil {
+		return ledger.SchedulePause{}, err
+	}
+	return s.Ledger.SetSchedulePause(ctx, cfg.dag, p)
 }
 
 // Status returns what the scheduler has done since its last Run began.
@@ -539,6 +573,11 @@ type run struct {
 	ahead      time.Duration
 	clockKnown bool
 
+	// pause is the schedule's pause as last read, each step; pauseRead
+	// says whether it has been.
+	pause     ledger.SchedulePause
+	pauseRead bool
+
 	hookMu sync.Mutex // serializes OnEvent
 }
 
@@ -612,6 +651,11 @@ func (r *run) loop() {
 // a failed call is tried again; negative for no such wait).
 func (r *run) waits() (time.Duration, time.Duration) {
 	wait := maxSleep
+	if r.pause.Paused && r.retryAt.IsZero() {
+		// The pause is read again a heartbeat interval later: the
+		// slots pending wait for the resume.
+		return wait, r.cfg.heartbeat
+	}
 	if r.started && r.retryAt.IsZero() {
 		wait = min(max(r.cfg.due(r.next).Sub(r.cfg.now()), 0), maxSleep)
 	}
@@ -651,9 +695,13 @@ func (r *run) stop() {
 	r.emit(KindStopped, nil, func(e *tranche.Event) { e.Err = context.Cause(r.ctx) })
 }
 
-// step looks at the clock and the ledger, and starts what is due.
+// step looks at the clock and the ledger, and starts what is due: nothing
+// while the schedule is paused.
 func (r *run) step(ctx context.Context) error {
 	now := r.cfg.now()
+	if err := r.readPause(ctx); err != nil {
+		return err
+	}
 	if !r.started {
 		if err := r.begin(ctx, now); err != nil {
 			return err
@@ -661,6 +709,12 @@ func (r *run) step(ctx context.Context) error {
 		r.started = true
 		first := r.next
 		r.emit(KindStarted, nil, func(e *tranche.Event) { e.Partition, e.Target = first, first.Key() })
+	}
+	if r.pause.Paused {
+		// What comes due meanwhile comes due while no scheduler runs
+		// it: missed, by the catch-up rules, once resumed.
+		r.lastLook = now
+		return nil
 	}
 	if err := r.decide(ctx); err != nil {
 		return err
@@ -672,6 +726,37 @@ func (r *run) step(ctx context.Context) error {
 		return err
 	}
 	return r.dispatch(ctx)
+}
+
+// readPause reads the schedule's pause from the ledger, before anything
+// is claimed, so that a pause recorded before the read stops every
+// replica's next start, and reports a change.
+func (r *run) readPause(ctx context.Context) error {
+	p, err := r.s.Ledger.SchedulePause(ctx, r.cfg.dag)
+	if err != nil {
+		return fmt.Errorf("tranche: reading the schedule's pause: %w", err)
+	}
+	changed := r.pauseRead && p.Paused != r.pause.Paused
+	first := !r.pauseRead && p.Paused
+	r.pause, r.pauseRead = p, true
+	r.count(func(st *Status) { st.Pause = p })
+	if changed || first {
+		kind := KindResumed
+		if p.Paused {
+			kind = KindPaused
+		}
+		r.emit(kind, nil, func(e *tranche.Event) {
+			e.Attrs = append(e.Attrs, slog.String("by", p.By), slog.String("note", p.Note), slog.Time("since", p.Since))
+		})
+	}
+	return nil
+}
+
+// pausedAt reports whether slot p came due while the schedule was paused,
+// as the pause last read says (by the ledger's clock).
+func (r *run) pausedAt(p tranche.TimePartition) bool {
+	pz, due := r.pause, r.cfg.due(p)
+	return !pz.PausedAt.IsZero() && !due.Before(pz.PausedAt) && (pz.Paused || !due.After(pz.Since))
 }
 
 // begin finds where the scheduler resumes: after the newest slot a
@@ -693,6 +778,11 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 			r.alive = h.LeaseUntil
 		}
 		r.next = tranche.PartitionOf(cfg.g, h.Start.In(cfg.loc))
+		if pz := r.pause; !pz.PausedAt.IsZero() && pz.PausedAt.Before(r.alive) && (pz.Paused || pz.Since.After(cfg.due(r.next))) {
+			// Paused after that slot came due: what came due after the
+			// pause was not queued, it was paused.
+			r.alive = pz.PausedAt
+		}
 		if h.State.Terminal() && r.next.Start.Equal(h.Start) && r.next.End.Equal(h.End) {
 			// The newest run is over: resume after it. (A slot of a
 			// moved schedule that merely overlaps it is looked at.)
@@ -881,8 +971,9 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 
 // Why a slot that did not run is recorded canceled.
 const (
-	whyMissed  = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
-	whySkipped = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
+	whyMissed       = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
+	whyMissedPaused = "missed: it came due while the schedule was paused, before the catch-up window; a backfill runs it"
+	whySkipped      = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
 )
 
 // recordMissed records adjacent slots with no attempt missed and reports
@@ -892,7 +983,19 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	if len(ps) == 0 {
 		return nil
 	}
-	recorded, retry, err := r.record(ctx, ps, whyMissed, TriggerCatchUp)
+	paused := r.pausedAt(ps[0])
+	if i := slices.IndexFunc(ps, func(p tranche.TimePartition) bool { return r.pausedAt(p) != paused }); i > 0 {
+		// Recorded apart, each saying why.
+		if err := r.recordMissed(ctx, ps[:i]); err != nil {
+			return err
+		}
+		return r.recordMissed(ctx, ps[i:])
+	}
+	why := whyMissed
+	if paused {
+		why = whyMissedPaused
+	}
+	recorded, retry, err := r.record(ctx, ps, why, TriggerCatchUp)
 	switch {
 	case err != nil:
 		return err
@@ -929,7 +1032,11 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	}
 	for _, p := range ps {
 		r.count(func(st *Status) { st.Missed++ })
-		r.emit(KindMissed, &slot{p: p}, nil)
+		r.emit(KindMissed, &slot{p: p}, func(e *tranche.Event) {
+			if paused {
+				e.Attrs = append(e.Attrs, slog.Bool("paused", true))
+			}
+		})
 	}
 	return nil
 }

@@ -202,7 +202,8 @@ var commands = []*command{
 	{name: "status", args: "ID", min: 1, max: 1, summary: "a backfill's progress, why it is stuck, and its partitions as a grid", flags: statusFlags, run: runStatus},
 	{name: "history", args: "ID KEY", min: 2, max: 2, summary: "every attempt at a partition of a backfill", flags: readFlags, run: runHistory},
 	{name: "cancel", args: "ID", min: 1, max: 1, access: ledger.AccessWrite, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
-	{name: "resume", args: "ID", min: 1, max: 1, access: ledger.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
+	{name: "resume", args: "ID|DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered, or a DAG's paused schedule", flags: resumeFlags, run: runResume},
+	{name: "pause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "pause a DAG's schedule: its schedulers, in every process, start no slot until it is resumed", flags: pauseFlags, run: runPause},
 	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan},
 	{name: "run", args: "DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun},
 	{name: "schedule", args: "[DAG...]", max: math.MaxInt, access: ledger.AccessCreate, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
@@ -248,6 +249,7 @@ type options struct {
 	partitions  bool
 	interval    time.Duration
 	stopRunning bool
+	note, by    string
 
 	from, to       string
 	slots          []string
@@ -510,6 +512,7 @@ func runPolicyFlags(c *call, fs *flag.FlagSet) {
 
 func resumeFlags(c *call, fs *flag.FlagSet) {
 	runPolicyFlags(c, fs)
+	pauseFlags(c, fs)
 }
 
 func planFlags(c *call, fs *flag.FlagSet) {

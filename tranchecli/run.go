@@ -259,6 +259,12 @@ func runResume(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
+	switch d, ok, err := c.scheduleArg(ctx, l, c.args[0]); {
+	case err != nil:
+		return err
+	case ok:
+		return c.resumeSchedule(ctx, l, d)
+	}
 	id, err := c.backfillID(ctx, l, c.args[0])
 	if err != nil {
 		return err
