@@ -141,8 +141,9 @@ func (d *dispatcher) claim(keep int) {
 // want is how many jobs to claim: the pool's free slots, and as many
 // more as the slots run in claimAhead by the average job. Jobs slower
 // than that are claimed only as slots free up, so that a partition of
-// minutes is never held waiting; before any job has run, only the free
-// slots are claimed.
+// minutes is never held waiting: with no slot free and none to claim
+// ahead, want waits for a slot to free. Before any job has run, only the
+// free slots are claimed.
 func (d *dispatcher) want() int {
 	d.mu.Lock()
 	avg := d.avg
@@ -151,25 +152,43 @@ func (d *dispatcher) want() int {
 	if avg > 0 {
 		// A job claimed ahead that waits longer than an interval is
 		// released: claim well within one.
-		ahead = int(min(int64(d.x.cfg.concurrency)*int64(min(claimAhead, d.x.cfg.heartbeat/8)/avg), maxLookahead))
+		ahead = int(min(int64(d.x.cfg.concurrency)*int64(min(claimAhead, d.x.cfg.heartbeat/8))/int64(avg), maxLookahead))
 	}
-	return max(d.pool.free(), 1) + ahead
+	free := d.pool.free()
+	if free == 0 && ahead == 0 {
+		d.pool.awaitFree()
+		free = d.pool.free()
+	}
+	return max(free+ahead, 1)
 }
 
-// start keeps the lease of a claimed job and hands the job to the pool,
-// waiting for a free slot.
+// start keeps the lease of a claimed job and, once a slot of the pool
+// is free, begins it on the dispatcher's goroutine, so that jobs begin
+// (their budget taken, their started event sent) in the order of claims,
+// and runs it in the slot.
 func (d *dispatcher) start(u *job, lease *ledger.Lease, claimed time.Duration) {
 	x := d.x
 	u.claimed = claimed
 	kept, runCtx := x.keeper.keep(lease, claimed, x.renewFailed(d.ctx, u))
 	x.emitJob(d.ctx, KindPartitionClaimed, u, nil)
-	if x.stoppedBefore(u) {
-		x.release(u, kept)
+	d.begin(u, lease, kept, runCtx)
+}
+
+// begin takes a slot of the pool for a claimed job, begins it and runs
+// it there.
+func (d *dispatcher) begin(u *job, lease *ledger.Lease, kept *keptLease, runCtx context.Context) {
+	x := d.x
+	d.pool.acquire()
+	if !x.begin(d.ctx, u, lease, kept) {
+		d.pool.release()
 		return
 	}
 	d.pool.run(func() {
 		began := time.Now()
 		x.runClaimed(d.ctx, u, lease, kept, runCtx)
+		if x.b.Budget != nil {
+			x.b.Budget.Release()
+		}
 		d.ran(time.Since(began))
 	})
 }
@@ -231,9 +250,11 @@ func (x *execution) release(u *job, kept *keptLease) {
 	x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 }
 
-// pool runs jobs on at most n goroutines, starting them in the order it
-// is given them. With n 1 a job runs on the calling goroutine: no
-// goroutine per partition for a sequential backfill.
+// pool runs jobs on at most n goroutines. Its slots are taken by one
+// goroutine, the dispatcher's, which takes a slot (acquire), begins the
+// job and then runs it there (run), or gives the slot back (release).
+// With n 1 a job runs on the calling goroutine: no goroutine per
+// partition for a sequential backfill.
 type pool struct {
 	slots chan struct{}
 	wg    sync.WaitGroup
@@ -241,26 +262,35 @@ type pool struct {
 
 func newPool(n int) *pool { return &pool{slots: make(chan struct{}, n)} }
 
-// run runs f once a slot is free, waiting for one.
+// acquire waits for a free slot and takes it.
+func (p *pool) acquire() { p.slots <- struct{}{} }
+
+// release gives back a slot taken by acquire that runs nothing.
+func (p *pool) release() { <-p.slots }
+
+// run runs f in a slot taken by acquire, and frees the slot once f
+// returns.
 func (p *pool) run(f func()) {
 	if cap(p.slots) == 1 {
+		defer p.release()
 		f()
 		return
 	}
-	p.slots <- struct{}{}
 	p.wg.Go(func() {
-		defer func() { <-p.slots }()
+		defer p.release()
 		f()
 	})
 }
 
-// free returns how many slots are free.
-func (p *pool) free() int {
-	if cap(p.slots) == 1 {
-		return 1
-	}
-	return cap(p.slots) - len(p.slots)
+// awaitFree waits until a slot is free, without taking it: only the
+// dispatcher's goroutine takes slots.
+func (p *pool) awaitFree() {
+	p.acquire()
+	p.release()
 }
+
+// free returns how many slots are free.
+func (p *pool) free() int { return cap(p.slots) - len(p.slots) }
 
 // wait waits for the jobs given so far; more may be given after.
 func (p *pool) wait() { p.wg.Wait() }

@@ -252,7 +252,7 @@ func (x *execution) settleHeld(ctx context.Context, d *dispatcher) {
 		}
 		for _, part := range run {
 			u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun}
-			d.pool.run(func() { x.claimJob(ctx, d, u) })
+			x.claimJob(ctx, d, u)
 		}
 		switch {
 		case !x.b.WaitForOthers:
@@ -415,11 +415,12 @@ func (x *execution) count(f func(*Report)) {
 	x.mu.Unlock()
 }
 
-// claimJob claims one partition or chunk alone, and runs and records
-// it: a partition settled after the scan, which the cursor of
-// ClaimNext has passed.
+// claimJob claims one partition or chunk alone, once a slot of the pool
+// is free, and runs and records it: a partition settled after the scan,
+// which the cursor of ClaimNext has passed.
 func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	cfg := x.cfg
+	d.pool.awaitFree()
 	if ctx.Err() != nil || x.stop.Load() {
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
@@ -450,20 +451,23 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		return
 	}
 	x.sawLease(lease)
-	u.seq, u.claimed = d.nextSeq(), claimed
-	kept, runCtx := x.keeper.keep(lease, claimed, x.renewFailed(ctx, u))
-	x.emitJob(ctx, KindPartitionClaimed, u, nil)
-	x.runClaimed(ctx, u, lease, kept, runCtx)
+	u.seq = d.nextSeq()
+	d.start(u, lease, claimed)
 }
 
-// runClaimed runs and records a claimed partition or chunk, unless the
-// backfill stopped before it in the order of claims or its context
-// ended: then its claim is released and it stays pending.
-func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease, kept *keptLease, runCtx context.Context) {
-	b, cfg, n := x.b, x.cfg, len(u.partitions)
+// begin decides, on the dispatcher's goroutine and in the order of
+// claims, whether a claimed job starts: not when the backfill stopped
+// before it in that order or its context ended (its claim is released
+// and it stays pending), nor when it waited so long since its claim
+// that its lease may be better spent by another worker. Under a Budget
+// it takes the job's place there, so that places go in the order of
+// claims too; the caller gives it back once the job is recorded. It
+// sends the job's started event.
+func (x *execution) begin(ctx context.Context, u *job, lease *ledger.Lease, kept *keptLease) bool {
+	b, cfg := x.b, x.cfg
 	if ctx.Err() != nil || x.stoppedBefore(u) {
 		x.release(u, kept)
-		return
+		return false
 	}
 	if x.keeper.now()-u.claimed > cfg.heartbeat {
 		// Claimed ahead, and the jobs before it ran longer than the
@@ -484,17 +488,30 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 			// finds it then.
 			x.holdElsewhere(u)
 		}
-		return
+		return false
 	}
 	if b.Budget != nil {
 		if err := b.Budget.Acquire(ctx); err != nil {
 			x.release(u, kept)
-			return
+			return false
 		}
-		defer b.Budget.Release()
+		if x.stoppedBefore(u) {
+			// Stopped while it waited for its place.
+			b.Budget.Release()
+			x.release(u, kept)
+			return false
+		}
 	}
-	runID := x.runID(u)
 	x.emitJob(ctx, KindPartitionStarted, u, nil)
+	return true
+}
+
+// runClaimed runs a job that began and records its outcome, holding its
+// slot until the outcome is recorded: a success counts, is reported and
+// lets the next job start only once it is durable in the ledger.
+func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease, kept *keptLease, runCtx context.Context) {
+	b, cfg, n := x.b, x.cfg, len(u.partitions)
+	runID := x.runID(u)
 	var target tranche.Target
 	if n == 1 {
 		target = u.partitions[0]
@@ -547,8 +564,9 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		}
 	}
 	if failure == nil && x.finisher.takes(lease) {
-		// Recorded with others, the lease renewed until then.
-		x.finisher.add(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
+		// Recorded with the successes of the other slots that end
+		// meanwhile, the lease renewed until then.
+		x.finisher.finish(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
 		return
 	}
 	kept.release()

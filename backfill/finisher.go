@@ -5,42 +5,46 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// A finisher records the successes of a run's jobs in batches, through
-// a ledger that is a [ledger.BatchFinisher]: a job that succeeded hands
-// its outcomes over and frees its slot, and the finisher records what
-// was handed over while its last call was in flight in one call, so that
-// short partitions cost a commit a batch, not one each, and a worker of
-// Concurrency 1 runs the next partition while the last one's success is
-// recorded. Up to maxFinishCalls calls are in flight at a time, each
-// taking what waits when it starts: the batch grows with the ledger's
-// latency and the rate of successes, and a call that hangs on a
+// A finisher records the successes of a run's jobs in groups, through a
+// ledger that is a [ledger.BatchFinisher]: a job that succeeded hands
+// its outcomes over and waits, keeping its slot, until they are
+// recorded; the finisher records what was handed over while its last
+// call was in flight in one call (a group commit), so that the slots,
+// and the workers, that finish at once share a commit, while a success
+// is never counted, reported or followed by its slot's next job before
+// it is durable. Up to maxFinishCalls calls are in flight at a time,
+// each taking what waits when it starts: a call that hangs on a
 // connection lost holds up only the successes it carries, not those
 // after it, whose leases would lapse behind it.
 //
 // A job's lease is renewed until its outcome is recorded, and checked
 // again just before: one lost meanwhile is not recorded a success. The
-// job's success is counted and its event sent once recorded, as a job
-// that records its own. Failures are not handed over: they are recorded
-// at once, so that a failure under FailStop stops claims before the next
-// job starts, as without a finisher. A ledger that records a finish with
-// writes a destination deferred to it (package sqlledger) says so
-// ([ledger.BatchFinisher.FinishesAlone]): such a success is recorded at
-// once, through Finish, its writes in its transaction, as without a
-// finisher.
+// answer of each call also says whether the backfill was canceled
+// ([ledger.Finish.Canceled]): then the backfill stops before any job
+// claimed after those recorded starts, so that a cancellation is seen
+// by the call that ends each run, which a worker makes anyway. Failures
+// are not handed over: they are recorded at once, through the same
+// call, so that a failure under FailStop stops claims before the next
+// job starts. A ledger that records a finish with writes a destination
+// deferred to it (package sqlledger) says so
+// ([ledger.BatchFinisher.FinishesAlone]): such a success is recorded
+// alone, its writes in its transaction.
 type finisher struct {
 	x   *execution
 	l   ledger.BatchFinisher
 	ctx context.Context // the execution's finishCtx
 
-	mu      sync.Mutex
-	queue   []*finishing
-	running int // calls in flight, or about to be
-	idle    int // of those, loops looking for more
-	wg      sync.WaitGroup
+	mu    sync.Mutex
+	queue []*finishing
+	loops int // loops running, each in a call or about to take the queue
+	ready int // of those, about to take the queue
+	stuck int // of those, in a call for longer than finishStuck
+	wg    sync.WaitGroup
 }
 
 const (
@@ -49,6 +53,11 @@ const (
 	// maxFinishCalls bounds the calls in flight: the SQL ledgers'
 	// default pool.
 	maxFinishCalls = 4
+	// finishStuck is how long a call may be in flight before the
+	// successes that wait behind it go in another call: one call at a
+	// time groups the most, but one on a connection lost would hold
+	// every slot of the worker.
+	finishStuck = 250 * time.Millisecond
 )
 
 // finishing is a job whose success waits to be recorded.
@@ -58,6 +67,7 @@ type finishing struct {
 	lease    *ledger.Lease
 	kept     *keptLease
 	outcomes []ledger.Outcome
+	done     chan struct{} // closed once the job is settled
 }
 
 // newFinisher returns the finisher of x, or nil when its ledger records
@@ -76,40 +86,61 @@ func (f *finisher) takes(lease *ledger.Lease) bool {
 	return f != nil && !f.l.FinishesAlone(lease)
 }
 
-// add hands over a job's success, to be recorded with the next batch.
-func (f *finisher) add(fi *finishing) {
+// finish hands over a job's success, to be recorded with the next
+// group, and returns once the job is settled.
+func (f *finisher) finish(fi *finishing) {
+	fi.done = make(chan struct{})
 	f.mu.Lock()
 	f.queue = append(f.queue, fi)
-	if f.running-f.idle >= maxFinishCalls || f.idle > 0 {
-		// Taken by a loop about to call, or once one returns.
-		f.mu.Unlock()
-		return
-	}
-	f.running++
-	f.idle++
-	f.wg.Add(1)
+	f.spawn()
 	f.mu.Unlock()
-	go f.loop()
+	<-fi.done
 }
 
-// loop records batches until none is waiting.
+// spawn starts a loop to record what waits, unless one is about to take
+// it, or one is in a call that is not stuck (it takes it once the call
+// returns). Called under mu.
+func (f *finisher) spawn() {
+	if len(f.queue) == 0 || f.ready > 0 || f.loops-f.stuck > 0 || f.loops >= maxFinishCalls {
+		return
+	}
+	f.loops++
+	f.ready++
+	f.wg.Go(f.loop)
+}
+
+// loop records groups until none is waiting.
 func (f *finisher) loop() {
-	defer f.wg.Done()
 	for {
 		f.mu.Lock()
 		n := min(len(f.queue), maxFinishBatch)
 		batch := f.queue[:n:n]
 		f.queue = f.queue[n:]
-		f.idle--
+		f.ready--
 		if n == 0 {
-			f.running--
+			f.loops--
 			f.mu.Unlock()
 			return
 		}
 		f.mu.Unlock()
+		stuck, done := false, false
+		t := time.AfterFunc(finishStuck, func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if !done {
+				stuck = true
+				f.stuck++
+				f.spawn()
+			}
+		})
 		f.record(batch)
+		t.Stop()
 		f.mu.Lock()
-		f.idle++
+		done = true
+		if stuck {
+			f.stuck--
+		}
+		f.ready++
 		f.mu.Unlock()
 	}
 }
@@ -125,6 +156,11 @@ func (f *finisher) wait() {
 // record records a batch, and then settles each of its jobs.
 func (f *finisher) record(batch []*finishing) {
 	x := f.x
+	defer func() {
+		for _, fi := range batch {
+			close(fi.done)
+		}
+	}()
 	calls := make([]ledger.Finish, 0, len(batch))
 	sent := make([]*finishing, 0, len(batch))
 	for _, fi := range batch {
@@ -152,6 +188,7 @@ func (f *finisher) record(batch []*finishing) {
 		return
 	}
 	errs := ledger.FinishBatch(f.ctx, x.b.Ledger, calls)
+	x.sawCanceled(calls)
 	for i, fi := range sent {
 		lapsed, _ := fi.kept.state()
 		fi.kept.release()
@@ -167,10 +204,24 @@ func (f *finisher) record(batch []*finishing) {
 	}
 }
 
-// settle records a job's outcomes alone, through Finish, and settles
-// the job: failure is why it failed, nil for a success.
+// settle records a job's outcomes alone and settles the job: failure is
+// why it failed, nil for a success.
 func (x *execution) settle(ctx context.Context, u *job, lease *ledger.Lease, outcomes []ledger.Outcome, failure error) {
-	x.recorded(ctx, u, failure, x.b.Ledger.Finish(x.finishCtx, lease, outcomes))
+	calls := []ledger.Finish{{Lease: lease, Outcomes: outcomes}}
+	err := ledger.FinishBatch(x.finishCtx, x.b.Ledger, calls)[0]
+	x.sawCanceled(calls)
+	x.recorded(ctx, u, failure, err)
+}
+
+// sawCanceled stops the backfill before every job not started yet when
+// a finish just recorded says that it was canceled.
+func (x *execution) sawCanceled(calls []ledger.Finish) {
+	for _, c := range calls {
+		if c.Canceled {
+			x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)
+			return
+		}
+	}
 }
 
 // recorded settles a job once its outcome was recorded, or failed to be

@@ -14,6 +14,8 @@ import (
 type BatchFinisher interface {
 	// FinishBatch records each finish as [Ledger.Finish] would, and
 	// returns one error for each, in order, nil where it was recorded.
+	// It sets the Canceled field of each finish it recorded, as that
+	// field says.
 	// Each finish is fenced alone, as Finish fences it: one whose lease
 	// no longer holds every partition fails with [ErrFenced] and records
 	// nothing, while the others of the batch are recorded. The outcomes
@@ -28,7 +30,8 @@ type BatchFinisher interface {
 	// lease in a transaction of its own, with writes it was handed for
 	// the lease's partitions (a destination sharing its transactions),
 	// so that a worker gains nothing by holding the finish back for a
-	// batch, and should call [Ledger.Finish] as soon as it can.
+	// batch, and should record it as soon as it can, alone (a batch of
+	// one).
 	FinishesAlone(lease *Lease) bool
 }
 
@@ -37,12 +40,21 @@ type BatchFinisher interface {
 type Finish struct {
 	Lease    *Lease
 	Outcomes []Outcome // Outcomes[i] for Lease.Partitions[i]
+
+	// Canceled is set by FinishBatch, once the finish is recorded, to
+	// whether the lease's backfill was canceled (and not resumed) at
+	// that moment, so that a worker learns of a cancellation from the
+	// call that ends each of its runs, one it makes anyway, and starts
+	// nothing more of the backfill. Always false for a lease of no
+	// backfill.
+	Canceled bool
 }
 
 // FinishBatch records the finishes of batch in l: through
 // [BatchFinisher.FinishBatch] when l implements it, and otherwise
-// through [Ledger.Finish], one lease at a time. It returns one error for
-// each finish, nil where it was recorded.
+// through [Ledger.Finish], one lease at a time, reading the record of
+// each backfill of the leases recorded once to set [Finish.Canceled].
+// It returns one error for each finish, nil where it was recorded.
 func FinishBatch(ctx context.Context, l Ledger, batch []Finish) []error {
 	if bf, ok := l.(BatchFinisher); ok {
 		errs := bf.FinishBatch(ctx, batch)
@@ -58,8 +70,24 @@ func FinishBatch(ctx context.Context, l Ledger, batch []Finish) []error {
 		return out
 	}
 	errs := make([]error, len(batch))
+	canceled := map[string]bool{}
 	for i, f := range batch {
 		errs[i] = l.Finish(ctx, f.Lease, f.Outcomes)
+		if errs[i] == nil && f.Lease.Backfill != "" {
+			canceled[f.Lease.Backfill] = false
+		}
+	}
+	for id := range canceled {
+		// A record that cannot be read says nothing: the worker's next
+		// claim or heartbeat reads it again.
+		if b, err := l.Backfill(ctx, id); err == nil {
+			canceled[id] = b.Canceled
+		}
+	}
+	for i := range batch {
+		if errs[i] == nil {
+			batch[i].Canceled = canceled[batch[i].Lease.Backfill]
+		}
 	}
 	return errs
 }

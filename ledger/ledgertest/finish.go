@@ -101,6 +101,51 @@ func testFinishBatch(s *ledgerSuite) {
 	s.unchanged(before, "FinishBatch of finished leases")
 }
 
+// testFinishBatchCanceled records finishes of a backfill's leases, of
+// one partition and of several, before and after the backfill is
+// canceled, beside a lease of no backfill: each recorded finish tells
+// whether its backfill was canceled as it was recorded
+// (ledger.Finish.Canceled), so that a worker learns of a cancellation
+// from the call that ends a run.
+func testFinishBatchCanceled(s *ledgerSuite) {
+	if _, err := s.l.PutBackfill(s.ctx, ledger.BackfillRecord{ID: suiteBackfill, DAG: suiteDAG, Window: "2024-03-01/2024-03-31", Chunk: 1}); err != nil {
+		s.t.Fatalf("PutBackfill = %v", err)
+	}
+	before := s.claim(req(alpha, part(0)))
+	one := s.claim(req(alpha, part(1)))
+	chunk := s.claim(req(alpha, part(2), part(3)))
+	plain := req(alpha, part(4))
+	plain.Backfill = ""
+	none := s.claim(plain)
+	batch := []ledger.Finish{fin(before, succeeded)}
+	if errs := s.finishBatch(batch); errs[0] != nil || batch[0].Canceled {
+		s.t.Errorf("FinishBatch before the cancel: %v, Canceled %v; want nil, false", errs[0], batch[0].Canceled)
+	}
+	if err := s.l.CancelBackfill(s.ctx, suiteBackfill, ledger.CancelOptions{}); err != nil {
+		s.t.Fatalf("CancelBackfill = %v", err)
+	}
+	batch = []ledger.Finish{fin(one, succeeded), fin(chunk, succeeded, ledger.StateFailed), fin(none, succeeded)}
+	for i, err := range s.finishBatch(batch) {
+		if want := i < 2; err != nil || batch[i].Canceled != want {
+			s.t.Errorf("FinishBatch after the cancel: finish %d (%s) = %v, Canceled %v; want nil, %v", i, describeLease(batch[i].Lease), err, batch[i].Canceled, want)
+		}
+	}
+	alone := []ledger.Finish{fin(s.claimAfterResume(), succeeded)}
+	if errs := s.finishBatch(alone); errs[0] != nil || alone[0].Canceled {
+		s.t.Errorf("FinishBatch after the resume: %v, Canceled %v; want nil, false", errs[0], alone[0].Canceled)
+	}
+}
+
+// claimAfterResume resumes the suite's backfill and claims a partition
+// of it.
+func (s *ledgerSuite) claimAfterResume() *ledger.Lease {
+	s.t.Helper()
+	if err := s.l.ResumeBackfill(s.ctx, suiteBackfill); err != nil {
+		s.t.Fatalf("ResumeBackfill = %v", err)
+	}
+	return s.claim(req(alpha, part(5)))
+}
+
 // testFinishBatchFenced records a batch that mixes live leases with
 // leases taken over, finished, forged and taken over in part: the live
 // ones are recorded, the others fail with ErrFenced and write nothing,

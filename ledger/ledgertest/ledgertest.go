@@ -322,6 +322,7 @@ var ledgerTests = []struct {
 	{"FinishRacesTakeover", testFinishRacesTakeover},
 	{"FinishBatch", testFinishBatch},
 	{"FinishBatchFenced", testFinishBatchFenced},
+	{"FinishBatchCanceled", testFinishBatchCanceled},
 	{"FinishBatchRacesTakeover", testFinishBatchRacesTakeover},
 	{"Backfills", testBackfills},
 	{"ConcurrentPutBackfill", testConcurrentPutBackfill},

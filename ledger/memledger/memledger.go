@@ -328,7 +328,8 @@ func (l *Ledger) Finish(ctx context.Context, lease *ledger.Lease, outcomes []led
 }
 
 // FinishBatch implements [ledger.BatchFinisher]: each finish as Finish
-// records it, under one hold of the ledger's lock.
+// records it, under one hold of the ledger's lock, which also reads
+// whether its backfill was canceled.
 func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error {
 	errs := make([]error, len(batch))
 	for i, f := range batch {
@@ -345,6 +346,9 @@ func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error
 	for i, f := range batch {
 		if errs[i] == nil {
 			errs[i] = l.finish(f.Lease, f.Outcomes)
+		}
+		if b, ok := l.backfills[f.Lease.Backfill]; ok && errs[i] == nil {
+			batch[i].Canceled = b.Canceled
 		}
 	}
 	return errs

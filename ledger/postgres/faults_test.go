@@ -567,3 +567,51 @@ func TestServerRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestKillCostsOnlyInFlight kills a worker of Concurrency 1 with SIGKILL
+// while the third of five daily partitions runs (stopped there by
+// itself), and runs the same backfill again: the two partitions that
+// ran before it are recorded succeeded (a success counts once it is
+// recorded, before the next partition starts), and neither runs again;
+// only the one in flight does.
+func TestKillCostsOnlyInFlight(t *testing.T) {
+	for rep := range repeat(20) {
+		t.Run(strconv.Itoa(rep), func(t *testing.T) {
+			w := newWorld(t, 5, "-concurrency", "1", "-work", "5ms", "-lease", "500ms", "-heartbeat", "150ms")
+			third := w.partition(2).Key() // newest first: days 4 and 3 run before it
+			a := w.start("killed", "-pause", proctest.PauseMaterialize, "-pausekey", third)
+			deadline := time.Now().Add(30 * time.Second)
+			for !slices.ContainsFunc(w.executions(), func(e proctest.Execution) bool { return e.What == "start" && e.Key == third }) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the third partition never started; executions: %v", w.executions())
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			a.cmd.Process.Signal(syscall.SIGKILL)
+			a.wait()
+			hs := w.histories()
+			before := []string{w.partition(4).Key(), w.partition(3).Key()}
+			for _, key := range before {
+				if h := hs[key]; len(h) != 1 || h[0].State != ledger.StateSucceeded {
+					t.Errorf("partition %s, run before the kill: history\n%s want one attempt, succeeded", key, formatHistory(h))
+				}
+			}
+			w.start("rerun").report(t)
+			n := map[string]int{}
+			for _, e := range w.executions() {
+				if e.What == "start" {
+					n[e.Key]++
+				}
+			}
+			for _, key := range before {
+				if n[key] != 1 {
+					t.Errorf("partition %s executed %d times; want once: it succeeded before the kill", key, n[key])
+				}
+			}
+			if n[third] != 2 {
+				t.Errorf("partition %s, in flight at the kill, executed %d times; want twice", third, n[third])
+			}
+			w.checkLanded()
+		})
+	}
+}

@@ -726,3 +726,43 @@ func zombieAcrossDeploy(t *testing.T, r *rand.Rand, sink string) {
 	}
 	t.Logf("%s, zombie stopped %s on %s: %d stale partitions of %d; the zombie's report %+v", sink, at, key, stale, days, ra)
 }
+
+// TestKillCostsOnlyInFlight kills a worker of Concurrency 1 with SIGKILL
+// while the third of five daily partitions runs, and runs the same
+// backfill again: the two partitions that ran before it are recorded
+// succeeded (a success counts once it is recorded, before the next
+// partition starts), and neither runs again; only the one in flight
+// does.
+func TestKillCostsOnlyInFlight(t *testing.T) {
+	for rep := range repeat(20) {
+		t.Run(strconv.Itoa(rep), func(t *testing.T) {
+			w := newWorld(t, 5)
+			third := w.partition(2).Key() // newest first: days 4 and 3 run before it
+			args := []string{"-concurrency", "1", "-work", "5ms", "-lease", "500ms", "-heartbeat", "150ms"}
+			a := w.start("killed", append(args, "-gate", third, "-gatefile", filepath.Join(w.dir, "never"))...)
+			w.waitFor("the third partition's start", func(es []proctest.Execution) bool {
+				return slices.ContainsFunc(es, func(e proctest.Execution) bool { return e.What == "start" && e.Key == third })
+			})
+			a.signal(t, syscall.SIGKILL)
+			a.wait()
+			hs := w.histories()
+			before := []string{w.partition(4).Key(), w.partition(3).Key()}
+			for _, key := range before {
+				if h := hs[key]; len(h) != 1 || h[0].State != ledger.StateSucceeded {
+					t.Errorf("partition %s, run before the kill: history\n%s want one attempt, succeeded", key, formatHistory(h))
+				}
+			}
+			w.start("rerun", append(args, "-waitothers")...).report(t)
+			n := starts(w.executions())
+			for _, key := range before {
+				if n[key] != 1 {
+					t.Errorf("partition %s executed %d times; want once: it succeeded before the kill", key, n[key])
+				}
+			}
+			if n[third] != 2 {
+				t.Errorf("partition %s, in flight at the kill, executed %d times; want twice", third, n[third])
+			}
+			w.checkLanded()
+		})
+	}
+}

@@ -187,7 +187,7 @@ func (d *Dialect) classify(err error) (class error, hint string, retry bool) {
 // does.
 var SQLite = Dialect{
 	Name: "sqlite",
-	Now:  "CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)",
+	Now:  "CAST(unixepoch('subsec') * 1000 AS INTEGER)", // truncated, as PostgreSQL's (see laterStart)
 	// SQLite would take $1 as a parameter named "$1", and looks names up
 	// one by one: binding a chunk's thousands is quadratic. ? is not.
 	Rebind:       PositionalRebind,

@@ -23,7 +23,7 @@ var _ ledger.BatchFinisher = (*Ledger)(nil)
 // partitions but not all, so that each lease is recorded all or none. A
 // finish with work deferred to it ([Ledger.Defer]) is recorded by
 // [Ledger.Finish], its work and its success in one transaction, as
-// before.
+// before. The record of each backfill finished is read once after.
 func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error {
 	errs := make([]error, len(batch))
 	type group struct {
@@ -67,9 +67,10 @@ func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error
 		}
 		groups[g] = append(groups[g], i)
 	}
+	known := make([]bool, len(batch)) // Canceled set from the finish's own statement
 	for _, g := range order {
 		idx := groups[g]
-		if len(idx) == 1 {
+		if len(idx) == 1 && len(batch[idx[0]].Lease.Partitions) > 1 {
 			f := batch[idx[0]]
 			errs[idx[0]] = l.finishPlain(ctx, "finishing "+describe(f.Lease.Partitions), g.dagID, f.Lease, f.Outcomes)
 			if err := errs[idx[0]]; err == nil || errors.Is(err, ledger.ErrFenced) {
@@ -77,9 +78,29 @@ func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error
 			}
 			continue
 		}
-		l.finishGroup(ctx, g.dagID, batch, idx, errs)
+		l.finishGroup(ctx, g.dagID, batch, idx, errs, known)
 	}
+	l.readCanceled(ctx, batch, errs, known)
 	return errs
+}
+
+// readCanceled sets the Canceled field of the finishes of batch that
+// were recorded by a statement that did not read it (known), reading
+// each of their backfills once. A backfill that cannot be read leaves
+// it false: the worker's next claim or heartbeat reads it again.
+func (l *Ledger) readCanceled(ctx context.Context, batch []ledger.Finish, errs []error, known []bool) {
+	canceled := map[string]bool{}
+	for i, f := range batch {
+		id := f.Lease.Backfill
+		if errs[i] != nil || id == "" || known[i] {
+			continue
+		}
+		if _, ok := canceled[id]; !ok {
+			b, err := l.Backfill(ctx, id)
+			canceled[id] = err == nil && b.Canceled
+		}
+		batch[i].Canceled = canceled[id]
+	}
 }
 
 // FinishesAlone implements [ledger.BatchFinisher]: a lease with work
@@ -105,8 +126,9 @@ type partKey struct {
 }
 
 // finishGroup records the finishes batch[idx] of one DAG and one worker,
-// setting errs[idx[k]].
-func (l *Ledger) finishGroup(ctx context.Context, dagID int64, batch []ledger.Finish, idx []int, errs []error) {
+// setting errs[idx[k]], and the Canceled field of those recorded by one
+// statement, which reads it (known[idx[k]]).
+func (l *Ledger) finishGroup(ctx context.Context, dagID int64, batch []ledger.Finish, idx []int, errs []error, known []bool) {
 	// A partition's attempt named twice (a lease given twice) is
 	// finished after the others, alone, and is fenced by them.
 	owner := map[partKey]int{}
@@ -130,6 +152,7 @@ func (l *Ledger) finishGroup(ctx context.Context, dagID int64, batch []ledger.Fi
 	op := fmt.Sprintf("finishing the leases of %d partitions", len(owner))
 	partial := map[int]bool{} // leases the fence let through in part, left out
 	var changed map[int]int
+	var canceled map[int]bool
 	err := l.retry(ctx, op, func() error {
 		for {
 			var todo []int
@@ -143,7 +166,7 @@ func (l *Ledger) finishGroup(ctx context.Context, dagID int64, batch []ledger.Fi
 				return nil
 			}
 			var err error
-			changed, err = l.tryFinishGroup(ctx, dagID, batch, todo, owner)
+			changed, canceled, err = l.tryFinishGroup(ctx, dagID, batch, todo, owner)
 			if !errors.Is(err, errPartial) {
 				return err
 			}
@@ -161,6 +184,7 @@ func (l *Ledger) finishGroup(ctx context.Context, dagID int64, batch []ledger.Fi
 			errs[i] = err
 		case !partial[i] && changed[i] == len(lease.Partitions):
 			errs[i] = nil
+			batch[i].Canceled, known[i] = canceled[i]
 		default:
 			fenced := fmt.Errorf("%w: %d of %d partitions of the lease of worker %s changed hands", ledger.ErrFenced,
 				len(lease.Partitions)-changed[i], len(lease.Partitions), lease.Worker)
@@ -181,10 +205,13 @@ var errPartial = errors.New("sqlledger: a lease fenced in part")
 
 // tryFinishGroup records the finishes batch[todo] of one DAG and worker
 // once, and returns how many partitions of each it changed (by index in
-// batch); it fails with errPartial, having rolled everything back, when
-// one lease changed some of its partitions but not all.
-func (l *Ledger) tryFinishGroup(ctx context.Context, dagID int64, batch []ledger.Finish, todo []int, owner map[partKey]int) (map[int]int, error) {
+// batch), and, for those recorded by a statement that read it, whether
+// their backfill was canceled; it fails with errPartial, having rolled
+// everything back, when one lease changed some of its partitions but
+// not all.
+func (l *Ledger) tryFinishGroup(ctx context.Context, dagID int64, batch []ledger.Finish, todo []int, owner map[partKey]int) (map[int]int, map[int]bool, error) {
 	changed := make(map[int]int, len(todo))
+	canceled := make(map[int]bool, len(todo))
 	parts, single := 0, true
 	for _, i := range todo {
 		parts += len(batch[i].Lease.Partitions)
@@ -193,11 +220,11 @@ func (l *Ledger) tryFinishGroup(ctx context.Context, dagID int64, batch []ledger
 	if single && parts <= batchRows {
 		// No lease can be fenced in part: one statement, its own
 		// transaction.
-		return changed, l.finishRows(ctx, nil, dagID, batch, todo, owner, changed)
+		return changed, canceled, l.finishRows(ctx, nil, dagID, batch, todo, owner, changed, canceled)
 	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if l.dialect.InProcess {
 		err = l.finishEach(ctx, tx, dagID, batch, todo, changed)
@@ -208,7 +235,7 @@ func (l *Ledger) tryFinishGroup(ctx context.Context, dagID int64, batch []ledger
 				n += len(batch[todo[hi]].Lease.Partitions)
 				hi++
 			}
-			err = l.finishRows(ctx, tx, dagID, batch, todo[lo:hi], owner, changed)
+			err = l.finishRows(ctx, tx, dagID, batch, todo[lo:hi], owner, changed, canceled)
 			lo = hi
 		}
 	}
@@ -221,15 +248,16 @@ func (l *Ledger) tryFinishGroup(ctx context.Context, dagID int64, batch []ledger
 	}
 	if err != nil {
 		_ = tx.Rollback()
-		return changed, err
+		return changed, nil, err
 	}
-	return changed, tx.Commit()
+	return changed, canceled, tx.Commit()
 }
 
 // finishRows records the finishes batch[todo] by one UPDATE (qFinish), in
 // tx or, when tx is nil, as a statement of its own, counting the
-// partitions it changed of each.
-func (l *Ledger) finishRows(ctx context.Context, tx *sql.Tx, dagID int64, batch []ledger.Finish, todo []int, owner map[partKey]int, changed map[int]int) error {
+// partitions it changed of each, and reading whether their backfill was
+// canceled.
+func (l *Ledger) finishRows(ctx context.Context, tx *sql.Tx, dagID int64, batch []ledger.Finish, todo []int, owner map[partKey]int, changed map[int]int, canceled map[int]bool) error {
 	n := 0
 	for _, i := range todo {
 		n += len(batch[i].Lease.Partitions)
@@ -242,11 +270,12 @@ func (l *Ledger) finishRows(ctx context.Context, tx *sql.Tx, dagID int64, batch 
 	for _, i := range todo {
 		lease := batch[i].Lease
 		for j, o := range batch[i].Outcomes {
-			args = append(args, lease.Partitions[j].Start.Unix(), lease.Attempts[j], string(o.State), o.Err, o.Rows, o.Ran.Milliseconds())
+			args = append(args, lease.Partitions[j].Start.Unix(), lease.Attempts[j], string(o.State), o.Err, o.Rows, ranMillis(o.Ran))
 		}
 	}
 	args = append(args, dagID, batch[todo[0]].Lease.Worker)
-	query := l.dialect.qFinish(n) + ` RETURNING tranche_attempts.start_s, tranche_attempts.attempt`
+	query := l.dialect.qFinish(n) + ` RETURNING tranche_attempts.start_s, tranche_attempts.attempt,
+		(SELECT b.canceled FROM tranche_backfills b WHERE b.id = tranche_attempts.backfill)`
 	var rows *sql.Rows
 	var err error
 	if tx == nil {
@@ -260,11 +289,13 @@ func (l *Ledger) finishRows(ctx context.Context, tx *sql.Tx, dagID int64, batch 
 	defer rows.Close()
 	for rows.Next() {
 		var k partKey
-		if err := rows.Scan(&k.start, &k.attempt); err != nil {
+		var c sql.NullInt64
+		if err := rows.Scan(&k.start, &k.attempt, &c); err != nil {
 			return err
 		}
 		if i, ok := owner[k]; ok {
 			changed[i]++
+			canceled[i] = c.Int64 != 0
 		}
 	}
 	return rows.Err()
@@ -284,7 +315,7 @@ func (l *Ledger) finishEach(ctx context.Context, tx *sql.Tx, dagID int64, batch 
 		for j, o := range batch[i].Outcomes {
 			var began int64 // 0: the attempt's start stays
 			if o.Ran > 0 {
-				began = st.now.Add(-o.Ran).UnixMilli()
+				began = st.now.UnixMilli() - o.Ran.Milliseconds()
 			}
 			res, err := l.exec(ctx, tx, qFinishEach, string(o.State), o.Err, o.Rows, st.now.UnixMilli(), st.rev, began, dagID, lease.Worker,
 				lease.Partitions[j].Start.Unix(), lease.Attempts[j])

@@ -1059,7 +1059,7 @@ func (l *Ledger) finishArgs(dagID int64, lease *ledger.Lease, outcomes []ledger.
 		args[1] = l.clock().UnixMilli()
 	}
 	for i, o := range outcomes {
-		args = append(args, lease.Partitions[i].Start.Unix(), lease.Attempts[i], string(o.State), o.Err, o.Rows, o.Ran.Milliseconds())
+		args = append(args, lease.Partitions[i].Start.Unix(), lease.Attempts[i], string(o.State), o.Err, o.Rows, ranMillis(o.Ran))
 	}
 	return append(args, dagID, lease.Worker)
 }
@@ -1078,7 +1078,7 @@ func (l *Ledger) finishAll(ctx context.Context, tx *sql.Tx, dagID int64, lease *
 	for i, o := range outcomes {
 		var began int64 // 0: the attempt's start stays
 		if o.Ran > 0 {
-			began = st.now.Add(-o.Ran).UnixMilli()
+			began = st.now.UnixMilli() - o.Ran.Milliseconds()
 		}
 		res, err := l.exec(ctx, tx, qFinishEach, string(o.State), o.Err, o.Rows, st.now.UnixMilli(), st.rev, began, dagID, lease.Worker,
 			lease.Partitions[i].Start.Unix(), lease.Attempts[i])

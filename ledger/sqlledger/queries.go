@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The ledger's queries, written once for every dialect with $n
@@ -87,7 +88,8 @@ const (
 	//
 	// $6 is when the run began, in milliseconds by the clock of $4 (0
 	// keeps the attempt's start), a FROM item so that it is read twice
-	// (see laterStart).
+	// (see laterStart): $4 less the run's whole milliseconds, never
+	// before the instant of the finish that preceded the run.
 	qFinishEach = `UPDATE tranche_attempts
 		SET state = $1, error = $2, row_count = $3, finished_ms = $4, revision = $5,
 			started_ms = CASE WHEN b.began > started_ms THEN b.began ELSE started_ms END
@@ -152,7 +154,8 @@ func (d *Dialect) qStart() string {
 // holds: the lease's worker (the fence, $6n+4) still runs the lease's
 // attempt at each. Each outcome is six values from $3: the partition's
 // start, the attempt, the state, the error, the rows and how long its run
-// took in milliseconds (Outcome.Ran; 0 keeps the attempt's start). The
+// took in whole milliseconds (Outcome.Ran, see ranMillis; -1 keeps the
+// attempt's start). The
 // revision is a new one of DAG $1 (a subquery of no row's, evaluated
 // once); the clock is $2's or, when NULL, the database's, read once; and
 // the DAG is $6n+3.
@@ -180,11 +183,25 @@ func (d *Dialect) qFinish(n int) string {
 
 // laterStart is the SQL of an attempt's start once its run is known to
 // have begun at began, an expression of columns, when its run's length
-// ran is positive: the later of the two, so that an attempt claimed
-// ahead of its run reports how long it ran, and one whose worker's clock
-// ran fast never starts before its claim.
+// ran is known (not negative): the later of the two, so that an attempt
+// claimed ahead of its run reports how long it ran, and one whose
+// worker's clock ran fast never starts before its claim. The clock and
+// ran being whole milliseconds, truncated, began is never before the
+// recorded finish of a run that ended before this one began (the
+// floor of a difference is at most the difference of floors), so that a
+// worker's runs one after another never overlap in the records, even
+// under a millisecond apart.
 func laterStart(began, ran string) string {
-	return `CASE WHEN ` + ran + ` > 0 AND ` + began + ` > started_ms THEN ` + began + ` ELSE started_ms END`
+	return `CASE WHEN ` + ran + ` >= 0 AND ` + began + ` > started_ms THEN ` + began + ` ELSE started_ms END`
+}
+
+// ranMillis is Outcome.Ran as qFinish takes it: whole milliseconds,
+// or -1 when the run's length is not known.
+func ranMillis(ran time.Duration) int64 {
+	if ran <= 0 {
+		return -1
+	}
+	return ran.Milliseconds()
 }
 
 // qClaimFresh claims partition $3 of DAG $2, at its first attempt, if it
