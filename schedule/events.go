@@ -46,10 +46,17 @@ const (
 	// (rerun policy failed, its default) runs it.
 	KindMissed tranche.Kind = "slot.missed"
 
-	// KindSkipped reports a slot that came due while an earlier one still
-	// ran, under [OverlapSkip]: it is not run, and is recorded canceled,
-	// its error saying it was skipped.
+	// KindSkipped reports a slot not run under its overlap policy: it
+	// came due while an earlier one still ran ([OverlapSkip]), while the
+	// queue was full ([OverlapBufferOne], [Scheduler].MaxQueue), or with
+	// a later one ([OverlapCancelOther]). It is recorded canceled, its
+	// error saying it was skipped and why, for a backfill to run.
 	KindSkipped tranche.Kind = "slot.skipped"
+
+	// KindCanceled reports a run stopped because a later slot came due,
+	// under [OverlapCancelOther]: it is recorded canceled, its error
+	// saying so, for a backfill to run again.
+	KindCanceled tranche.Kind = "slot.canceled"
 
 	// KindEarly reports a claim of a due slot, to run it or to record it
 	// skipped or missed, that the ledger refused as early: the slot has
@@ -79,7 +86,7 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	case KindEarly:
 		return slog.LevelDebug, true
 	case KindStarted, KindStopped, KindPaused, KindResumed, KindClaimed, KindSucceeded, KindFailed,
-		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped:
+		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped, KindCanceled:
 		return slog.LevelInfo, true
 	}
 	return 0, false

@@ -426,6 +426,8 @@ func TestInvalid(t *testing.T) {
 			[]string{"time.Local"}},
 		{"policies", &schedule.Scheduler{DAG: daily, Ledger: l, Overlap: "later", Delay: -time.Hour, CatchUpWindow: -time.Minute, Lease: time.Second, Heartbeat: time.Second},
 			[]string{`unknown overlap policy "later"`, "delay -1h0m0s", "catch-up window -1m0s", "longer than the heartbeat"}},
+		{"negative queue", &schedule.Scheduler{DAG: daily, Ledger: l, MaxQueue: -1}, []string{"max queue -1"}},
+		{"queue bound under skip", &schedule.Scheduler{DAG: daily, Ledger: l, MaxQueue: 3, Overlap: schedule.OverlapSkip}, []string{"max queue 3 under overlap policy skip"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.s.Run(context.Background())

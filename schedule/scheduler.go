@@ -123,13 +123,21 @@ type Scheduler struct {
 	CatchUpWindow time.Duration
 
 	// Overlap says what a slot that comes due while an earlier one still
-	// runs does: wait for it ([OverlapQueue], "" too), not run
-	// ([OverlapSkip]) or run beside it ([OverlapConcurrent]). An earlier
+	// runs does: wait for it ([OverlapQueue], "" too), wait unless one
+	// waits already ([OverlapBufferOne]), not run ([OverlapSkip]), run
+	// beside it ([OverlapConcurrent]) or stop it and run
+	// ([OverlapCancelOther]). An earlier
 	// slot runs here, or under another scheduler's live lease; one a
 	// backfill runs does not count, since a backfill is not the live
 	// run the policy orders, and a backfill of a year beside the
 	// scheduler would otherwise hold every live slot back.
 	Overlap Overlap
+
+	// MaxQueue bounds the slots waiting under OverlapQueue: a slot that
+	// comes due while MaxQueue wait is not run, and is recorded skipped
+	// ([KindSkipped]). 0 means no bound; it must be 0 under the other
+	// policies (OverlapBufferOne is a bound of one).
+	MaxQueue int
 
 	// Budget, when not nil, is a concurrency budget the scheduler shares
 	// with the backfills and other schedulers of its process: each slot,
@@ -207,8 +215,10 @@ const DefaultMaxCatchUp = 5
 const maxSleep = time.Minute
 
 // Overlap says what a slot that comes due while an earlier slot runs
-// does. Its text forms are "queue", "skip" and "concurrent"; "" means
-// [OverlapQueue].
+// does. Its text forms are "queue", "buffer-one", "skip", "concurrent"
+// and "cancel-other"; "" means [OverlapQueue]. A slot a policy does not
+// run is recorded in the ledger canceled, its error saying why, so that
+// a backfill (rerun policy failed, its default) finds and runs it.
 type Overlap string
 
 const (
@@ -222,6 +232,19 @@ const (
 	// OverlapConcurrent runs every slot as soon as it is due, beside
 	// those still running.
 	OverlapConcurrent Overlap = "concurrent"
+	// OverlapBufferOne queues at most one slot, as Temporal's BUFFER_ONE:
+	// a slot that comes due while another runs waits, unless one waits
+	// already; then it is not run ([KindSkipped]). OverlapQueue with
+	// MaxQueue 1.
+	OverlapBufferOne Overlap = "buffer-one"
+	// OverlapCancelOther stops the slot running when a later one comes
+	// due, and runs the later one, as Temporal's CANCEL_OTHER: the
+	// stopped run is recorded canceled ([KindCanceled]); of the slots
+	// that come due at once, after downtime, only the newest runs, and
+	// the others are skipped. Each replica stops its own runs when it
+	// sees the later slot come due (by its clock), and the later one does
+	// not wait for another replica's.
+	OverlapCancelOther Overlap = "cancel-other"
 )
 
 // MarshalText implements [encoding.TextMarshaler]: the policy's text
@@ -235,16 +258,16 @@ func (o Overlap) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler]: "queue" ("" too),
-// "skip" or "concurrent"; any other text is refused with an error that
-// lists them.
+// "buffer-one", "skip", "concurrent" or "cancel-other"; any other text is
+// refused with an error that lists them.
 func (o *Overlap) UnmarshalText(text []byte) error {
 	switch v := Overlap(text); v {
 	case "":
 		*o = OverlapQueue
-	case OverlapQueue, OverlapSkip, OverlapConcurrent:
+	case OverlapQueue, OverlapBufferOne, OverlapSkip, OverlapConcurrent, OverlapCancelOther:
 		*o = v
 	default:
-		return fmt.Errorf("tranche: unknown overlap policy %q; accepted: queue, skip, concurrent", text)
+		return fmt.Errorf("tranche: unknown overlap policy %q; accepted: queue, buffer-one, skip, concurrent, cancel-other", text)
 	}
 	return nil
 }
@@ -277,7 +300,8 @@ type Status struct {
 	Interrupted int // runs here stopped before they ended, not recorded
 	Elsewhere   int // due slots found finished by another worker
 	Missed      int // missed slots older than the catch-up window, reported and not run
-	Skipped     int // slots not run under OverlapSkip
+	Skipped     int // slots not run under OverlapSkip, OverlapBufferOne, OverlapCancelOther or MaxQueue
+	Canceled    int // runs here stopped and recorded canceled under OverlapCancelOther
 
 	// Pause is the schedule's pause as the scheduler last read it from
 	// the ledger ([Scheduler.Pause]): while Pause.Paused, it starts no
@@ -338,6 +362,7 @@ type config struct {
 	maxCatchUp       int // negative: none
 	window           time.Duration
 	overlap          Overlap
+	maxQueue         int // the bound on waiting slots; 0: none
 	lease, heartbeat time.Duration
 	first            time.Time // the start of the oldest slot every asset takes; zero when none is bounded
 	match            slotmatch.Matcher
@@ -367,6 +392,16 @@ func (s *Scheduler) config() (*config, error) {
 	}
 	if s.Delay < 0 {
 		fail("delay %v: want 0 or more", s.Delay)
+	}
+	switch {
+	case s.MaxQueue < 0:
+		fail("max queue %d: want 0 (no bound) or more", s.MaxQueue)
+	case s.MaxQueue > 0 && cfg.overlap != OverlapQueue:
+		fail("max queue %d under overlap policy %s: it bounds the queue of policy queue", s.MaxQueue, cfg.overlap)
+	}
+	cfg.maxQueue = s.MaxQueue
+	if cfg.overlap == OverlapBufferOne {
+		cfg.maxQueue = 1
 	}
 	if s.CatchUpWindow < 0 {
 		fail("catch-up window %v: want 0 (no bound by time) or more", s.CatchUpWindow)
@@ -543,6 +578,14 @@ type slot struct {
 	byBackfill bool
 }
 
+// superseded is why a run is stopped under OverlapCancelOther: a later
+// slot came due.
+type superseded struct{ by tranche.TimePartition }
+
+func (e *superseded) Error() string {
+	return fmt.Sprintf("canceled: slot %s came due while it ran, under the overlap policy cancel-other; a backfill runs it again", e.by.Key())
+}
+
 // run is the state of one Run. The loop goroutine owns every field but
 // hookMu; the goroutines of the slots' runs report to it on done.
 type run struct {
@@ -572,6 +615,11 @@ type run struct {
 	// has answered. The leases of slots others hold are judged by it.
 	ahead      time.Duration
 	clockKnown bool
+
+	// stops cancels the runs in flight, by slot, for OverlapCancelOther;
+	// the loop adds to it, and each run removes itself as it ends.
+	stopMu sync.Mutex
+	stops  map[tranche.TimePartition]context.CancelCauseFunc
 
 	// pause is the schedule's pause as last read, each step; pauseRead
 	// says whether it has been.
@@ -605,7 +653,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.running = false
 		s.mu.Unlock()
 	}()
-	r := &run{s: s, cfg: cfg, ctx: ctx, done: make(chan struct{})}
+	r := &run{s: s, cfg: cfg, ctx: ctx, done: make(chan struct{}), stops: map[tranche.TimePartition]context.CancelCauseFunc{}}
 	r.loop()
 	return nil
 }
@@ -933,47 +981,159 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		}
 		due = append(due, &slot{p: p, trigger: trigger, check: true})
 	}
-	if cfg.overlap == OverlapSkip && len(due) > 0 {
-		busy, err := r.busy(ctx, due[len(due)-1].p)
-		if err != nil {
-			return err
-		}
-		keep := len(due) - 1
-		if busy {
-			keep = len(due)
-		}
-		left := keep // the first slot left pending
-		for i, sl := range due[:keep] {
-			recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped, sl.trigger)
+	if len(due) > 0 {
+		switch {
+		case cfg.overlap == OverlapSkip:
+			busy, err := r.busy(ctx, due[len(due)-1].p)
 			if err != nil {
 				return err
 			}
-			if !retry.IsZero() {
-				// Not closed by the ledger's clock, nor is any later
-				// slot: each is decided at its close.
-				for _, later := range due[i:] {
-					r.postpone(later, retry, later == sl)
-				}
-				left = i
-				break
+			keep := len(due) - 1
+			if busy {
+				keep = len(due)
 			}
-			if recorded {
-				r.count(func(st *Status) { st.Skipped++ })
-				r.emit(KindSkipped, sl, nil)
+			if due, err = r.skipOlder(ctx, due, keep, whySkipped); err != nil {
+				return err
+			}
+		case cfg.overlap == OverlapCancelOther:
+			var err error
+			if due, err = r.skipOlder(ctx, due, len(due)-1, whySkippedAtOnce); err != nil {
+				return err
+			}
+			if len(due) > 0 {
+				r.cancelOlder(due[len(due)-1].p)
+			}
+		case cfg.maxQueue > 0:
+			var err error
+			if due, err = r.bound(ctx, due); err != nil {
+				return err
 			}
 		}
-		due = due[left:]
 	}
 	r.pending = append(r.pending, due...)
 	r.next, r.lastLook = newest.Next(), now
 	return nil
 }
 
+// skipOlder records the first keep slots of due skipped, saying why,
+// and returns those left pending. A slot the ledger refuses to record as
+// early is not closed by its clock, nor is any later one: those are
+// postponed, and decided at their close under OverlapSkip.
+func (r *run) skipOlder(ctx context.Context, due []*slot, keep int, why string) ([]*slot, error) {
+	for i, sl := range due[:keep] {
+		recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, why, sl.trigger)
+		if err != nil {
+			return nil, err
+		}
+		if !retry.IsZero() {
+			for _, later := range due[i:] {
+				r.postpone(later, retry, later == sl)
+			}
+			return due[i:], nil
+		}
+		if recorded {
+			r.count(func(st *Status) { st.Skipped++ })
+			r.emit(KindSkipped, sl, nil)
+		}
+	}
+	return due[keep:], nil
+}
+
+// bound keeps of due, oldest first, the slots the queue's bound lets
+// wait, and records the others skipped. A slot waits when another runs
+// (here, or under another scheduler's lease) or waits before it; the
+// first of the queue starts when nothing runs.
+func (r *run) bound(ctx context.Context, due []*slot) ([]*slot, error) {
+	cfg := r.cfg
+	running, waiting := r.inflight > 0, 0
+	for _, sl := range r.pending {
+		switch {
+		case sl.byBackfill:
+		case !sl.heldUntil.IsZero():
+			running = true
+		default:
+			waiting++
+		}
+	}
+	if !running {
+		first := due[0].p
+		if len(r.pending) > 0 {
+			first = r.pending[0].p
+		}
+		var err error
+		if running, err = r.runsBefore(ctx, first); err != nil {
+			return nil, err
+		}
+	}
+	free := !running // the first of the queue starts now
+	if free && waiting > 0 {
+		free, waiting = false, waiting-1
+	}
+	why := fmt.Sprintf("skipped: it came due while %d slots waited to run, under the overlap policy %s (at most %d waiting); a backfill runs it",
+		cfg.maxQueue, cfg.overlap, cfg.maxQueue)
+	kept := due[:0:0]
+	for _, sl := range due {
+		switch {
+		case free:
+			free = false
+		case waiting < cfg.maxQueue:
+			waiting++
+		default:
+			recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, why, sl.trigger)
+			switch {
+			case err != nil:
+				return nil, err
+			case !retry.IsZero():
+				// Not closed by the ledger's clock: it waits for its
+				// close, as the slots before it do.
+				r.postpone(sl, retry, true)
+			case recorded:
+				r.count(func(st *Status) { st.Skipped++ })
+				r.emit(KindSkipped, sl, nil)
+				continue
+			default:
+				continue // another worker recorded or holds it
+			}
+		}
+		kept = append(kept, sl)
+	}
+	return kept, nil
+}
+
+// runsBefore reports whether the slot before p runs under a scheduler's
+// live lease, by the ledger.
+func (r *run) runsBefore(ctx context.Context, p tranche.TimePartition) (bool, error) {
+	prev := p.Prev()
+	now := r.ledgerNow(time.Now())
+	for a, err := range r.s.Ledger.Latest(ctx, r.cfg.dag, prev.Start, p.Start) {
+		if err != nil {
+			return false, fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		if a.State == ledger.StateRunning && a.Backfill == "" && now.Before(a.LeaseUntil) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// cancelOlder stops the runs in flight here of slots before p, for
+// OverlapCancelOther: each is recorded canceled as it ends.
+func (r *run) cancelOlder(p tranche.TimePartition) {
+	r.stopMu.Lock()
+	defer r.stopMu.Unlock()
+	for q, stop := range r.stops {
+		if q.Start.Before(p.Start) {
+			stop(&superseded{by: p})
+		}
+	}
+}
+
 // Why a slot that did not run is recorded canceled.
 const (
-	whyMissed       = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
-	whyMissedPaused = "missed: it came due while the schedule was paused, before the catch-up window; a backfill runs it"
-	whySkipped      = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
+	whyMissed        = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
+	whyMissedPaused  = "missed: it came due while the schedule was paused, before the catch-up window; a backfill runs it"
+	whySkipped       = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
+	whySkippedAtOnce = "skipped: a later slot came due with it, under the overlap policy cancel-other; a backfill runs it"
 )
 
 // recordMissed records adjacent slots with no attempt missed and reports
@@ -1275,7 +1435,9 @@ func minTime(a, b time.Time) time.Time {
 // the oldest, once nothing runs here. A slot a backfill holds is passed
 // over: its run is not an earlier live run that later slots wait for.
 func (r *run) dispatch(ctx context.Context) error {
-	concurrent := r.cfg.overlap == OverlapConcurrent
+	// Under OverlapCancelOther a slot does not wait for an earlier one:
+	// this scheduler stopped its own, and each replica stops its own.
+	concurrent := r.cfg.overlap == OverlapConcurrent || r.cfg.overlap == OverlapCancelOther
 	for i := 0; i < len(r.pending); {
 		sl := r.pending[i]
 		switch {
@@ -1372,7 +1534,17 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		}
 		r.emit(kind, sl, func(e *tranche.Event) { e.Err, e.Duration = err, took })
 	}
-	k, runCtx := keep(r.ctx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
+	slotCtx, stop := context.WithCancelCause(r.ctx)
+	defer stop(nil)
+	r.stopMu.Lock()
+	r.stops[sl.p] = stop
+	r.stopMu.Unlock()
+	defer func() {
+		r.stopMu.Lock()
+		delete(r.stops, sl.p)
+		r.stopMu.Unlock()
+	}()
+	k, runCtx := keep(slotCtx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
 	opts := tranche.RunOptions{RunID: lease.RunID, Attempt: lease.Attempts[0], Tokens: lease.Tokens(), DAG: cfg.dag,
 		Trigger: string(lease.Trigger)}
 	var res *tranche.Result
@@ -1391,6 +1563,10 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 	}
 	lost := k.release()
 	succeeded := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
+	var stopped *superseded
+	if !succeeded && r.ctx.Err() == nil && lost == nil {
+		errors.As(context.Cause(slotCtx), &stopped)
+	}
 
 	var kind tranche.Kind
 	var why error
@@ -1409,6 +1585,14 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		cancel()
 	case r.ctx.Err() != nil && !succeeded:
 		kind, why = KindInterrupted, fmt.Errorf("canceled: %w", context.Cause(r.ctx))
+	case stopped != nil:
+		kind, why = KindCanceled, stopped
+		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
+		err := r.s.Ledger.Finish(finishCtx, lease, []ledger.Outcome{{State: ledger.StateCanceled, Err: why.Error(), Ran: took}})
+		cancel()
+		if err != nil {
+			kind, why = KindInterrupted, fmt.Errorf("tranche: recording slot %s: %w; the attempt is left to its lease", sl.p.Key(), err)
+		}
 	default:
 		// Ran makes the attempt's Started the run's start, after any wait
 		// for a place in the budget.
@@ -1442,6 +1626,8 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		case KindFailed:
 			st.Failed++
 			state = ledger.StateFailed
+		case KindCanceled:
+			st.Canceled++
 		default:
 			st.Interrupted++
 		}

@@ -88,7 +88,8 @@
 // --max-catch-up, how many missed slots, the newest, run after downtime
 // (5; 0 for none, the older ones being reported missed, for run to
 // backfill); --catch-up-window, a bound by time on those;
-// --overlap queue|skip|concurrent; --lease, renewed every third of it;
+// --overlap queue|buffer-one|skip|concurrent|cancel-other; --max-queue,
+// a bound on the slots waiting under queue; --lease, renewed every third of it;
 // --worker, the name in the ledger (Program.Worker by default). A
 // negative duration or count, an unknown policy or DAG is bad usage. It
 // prints a line as each scheduler starts (its settings and first slot)

@@ -262,7 +262,7 @@ type options struct {
 	dryRun, yes    bool
 
 	delay, catchUpWindow, lease time.Duration
-	maxCatchUp                  int
+	maxCatchUp, maxQueue        int
 	overlap                     schedule.Overlap
 	worker                      string
 

@@ -302,7 +302,7 @@ func TestScheduleBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--overlap", "sometimes"}, `invalid value "sometimes" for flag -overlap: tranche: unknown overlap policy "sometimes"; accepted: queue, skip, concurrent`},
+		{[]string{"--overlap", "sometimes"}, `invalid value "sometimes" for flag -overlap: tranche: unknown overlap policy "sometimes"; accepted: queue, buffer-one, skip, concurrent, cancel-other`},
 		{[]string{"--max-catch-up", "-1"}, "--max-catch-up -1: want 0 (none) or more"},
 		{[]string{"--delay", "-1h"}, "--delay -1h0m0s: want 0 or more"},
 		{[]string{"--catch-up-window", "-1s"}, "--catch-up-window -1s: want 0 (no bound by time) or more"},
