@@ -23,7 +23,10 @@ const (
 	KindPaused  tranche.Kind = "schedule.paused"
 	KindResumed tranche.Kind = "schedule.resumed"
 
-	KindClaimed   tranche.Kind = "slot.claimed"   // this scheduler holds the slot's lease; its run starts (with a Budget, once it has a place)
+	// KindClaimed: this scheduler holds the slot's lease; its run starts
+	// (with a Budget, once it has a place). Duration is the lag from the
+	// slot's close (its End) to the claim, by the scheduler's clock.
+	KindClaimed   tranche.Kind = "slot.claimed"
 	KindSucceeded tranche.Kind = "slot.succeeded" // its run succeeded and is recorded
 	KindFailed    tranche.Kind = "slot.failed"    // its run failed and is recorded failed (Err says why); no scheduler runs it again
 
@@ -68,6 +71,11 @@ const (
 	// slot is run, or not, at its close, as it should be.
 	KindEarly tranche.Kind = "slot.early"
 
+	// KindQueue reports a change in the number of due slots this
+	// scheduler waits to run (queued behind a running one, or held by
+	// another worker): the attribute queued. It is DEBUG.
+	KindQueue tranche.Kind = "schedule.queue"
+
 	// KindLedgerError reports a call to the ledger that failed (Err):
 	// reading the history, or claiming a slot. The scheduler tries again
 	// a heartbeat interval later.
@@ -83,7 +91,7 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	switch k {
 	case KindLedgerError:
 		return slog.LevelWarn, true
-	case KindEarly:
+	case KindEarly, KindQueue:
 		return slog.LevelDebug, true
 	case KindStarted, KindStopped, KindPaused, KindResumed, KindClaimed, KindSucceeded, KindFailed,
 		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped, KindCanceled:

@@ -299,9 +299,13 @@ type Status struct {
 	Failed      int // slots run here that failed
 	Interrupted int // runs here stopped before they ended, not recorded
 	Elsewhere   int // due slots found finished by another worker
-	Missed      int // missed slots older than the catch-up window, reported and not run
-	Skipped     int // slots not run under OverlapSkip, OverlapBufferOne, OverlapCancelOther or MaxQueue
-	Canceled    int // runs here stopped and recorded canceled under OverlapCancelOther
+	// Missed counts the slots recorded missed in the ledger (older than
+	// the catch-up window, not run) whose latest attempt is still that
+	// record: read from the ledger when Run starts (those a backfill ran
+	// since are not counted), plus those this Run records.
+	Missed   int
+	Skipped  int // slots not run under OverlapSkip, OverlapBufferOne, OverlapCancelOther or MaxQueue
+	Canceled int // runs here stopped and recorded canceled under OverlapCancelOther
 
 	// Pause is the schedule's pause as the scheduler last read it from
 	// the ledger ([Scheduler.Pause]): while Pause.Paused, it starts no
@@ -621,6 +625,8 @@ type run struct {
 	stopMu sync.Mutex
 	stops  map[tranche.TimePartition]context.CancelCauseFunc
 
+	queued int // len(pending) as publish last reported it
+
 	// pause is the schedule's pause as last read, each step; pauseRead
 	// says whether it has been.
 	pause     ledger.SchedulePause
@@ -818,6 +824,9 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 		return err
 	}
 	r.lastLook = now // what is due now came due while this scheduler did not run
+	if err := r.countMissed(ctx, now); err != nil {
+		return err
+	}
 	if h == nil {
 		r.next = newest.Next()
 	} else {
@@ -860,6 +869,27 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 	if r.next.Start.Before(cfg.first) {
 		r.next = tranche.PartitionOf(cfg.g, cfg.first.In(cfg.loc))
 	}
+	return nil
+}
+
+// missedLookback bounds how far back Run reads the slots recorded
+// missed, for Status.Missed: as far as a DAG's summary looks
+// (backfill.SummaryLookback).
+const missedLookback = backfill.SummaryLookback
+
+// countMissed sets Status.Missed to the slots of the last missedLookback
+// whose latest attempt is a scheduler's record of a missed slot.
+func (r *run) countMissed(ctx context.Context, now time.Time) error {
+	n := 0
+	for a, err := range r.s.Ledger.Latest(ctx, r.cfg.dag, now.Add(-missedLookback), now) {
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		if scheduled(a) && a.State == ledger.StateCanceled && strings.HasPrefix(a.Err, "missed:") {
+			n++
+		}
+	}
+	r.count(func(st *Status) { st.Missed = n })
 	return nil
 }
 
@@ -1517,7 +1547,11 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 		st.Running = append(st.Running, sl.p)
 		slices.SortFunc(st.Running, tranche.TimePartition.Compare)
 	})
-	r.emit(KindClaimed, sl, func(e *tranche.Event) { e.Attempt = lease.Attempts[0] })
+	// The lag from the slot's close to its claim, by the scheduler's
+	// clock: what an operator alerts on (trancheotel's
+	// tranche.schedule.lag).
+	lag := started.Sub(sl.p.End)
+	r.emit(KindClaimed, sl, func(e *tranche.Event) { e.Attempt, e.Duration = lease.Attempts[0], lag })
 	r.wg.Add(1)
 	go r.execute(sl, lease, sent)
 	return true, nil
@@ -1701,11 +1735,16 @@ func (r *run) count(f func(*Status)) {
 	r.s.mu.Unlock()
 }
 
-// publish copies what the loop owns into the status.
+// publish copies what the loop owns into the status, and reports a change
+// in the number of slots waiting ([KindQueue]).
 func (r *run) publish() {
 	waiting := make([]tranche.TimePartition, len(r.pending))
 	for i, sl := range r.pending {
 		waiting[i] = sl.p
+	}
+	if n := len(waiting); n != r.queued {
+		r.queued = n
+		r.emit(KindQueue, nil, func(e *tranche.Event) { e.Attrs = append(e.Attrs, slog.Int("queued", n)) })
 	}
 	r.count(func(st *Status) {
 		st.Waiting = waiting
@@ -1720,7 +1759,7 @@ func (r *run) emit(kind tranche.Kind, sl *slot, more func(*tranche.Event)) {
 	if r.s.OnEvent == nil {
 		return
 	}
-	e := tranche.Event{Kind: kind, Time: time.Now()}
+	e := tranche.Event{Kind: kind, Time: time.Now(), DAG: r.s.DAG.Name}
 	e.Level, _ = kindLevel(kind)
 	if sl != nil {
 		e.Partition, e.Target = sl.p, sl.p.Key()

@@ -214,6 +214,10 @@ func (pr *slotPrinter) describe(e tranche.Event, s *schedule.Scheduler) string {
 		return fmt.Sprintf("%s skipped under --overlap %s; '%s run' backfills it", slot, overlap, pr.program)
 	case schedule.KindCanceled:
 		return fmt.Sprintf("%s canceled: a later slot came due (--overlap cancel-other); '%s run' backfills it", slot, pr.program)
+	case schedule.KindPaused:
+		return fmt.Sprintf("paused by %s since %s: no slot starts until '%s resume' of the DAG (%s)", attr(e, "by"), attr(e, "since"), pr.program, attr(e, "note"))
+	case schedule.KindResumed:
+		return fmt.Sprintf("resumed by %s", attr(e, "by"))
 	case schedule.KindLedgerError:
 		return fmt.Sprintf("ledger error: %v; trying again", e.Err)
 	case backfill.KindLeaseRenewFailed:
@@ -236,8 +240,12 @@ func brief(d time.Duration) time.Duration {
 // attr returns the string value of the event's attribute key, or "?".
 func attr(e tranche.Event, key string) string {
 	for _, a := range e.Attrs {
-		if a.Key == key && a.Value.Kind() == slog.KindString {
+		switch {
+		case a.Key != key:
+		case a.Value.Kind() == slog.KindString:
 			return a.Value.String()
+		case a.Value.Kind() == slog.KindTime:
+			return stamp(a.Value.Time())
 		}
 	}
 	return "?"
