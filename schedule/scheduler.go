@@ -308,8 +308,9 @@ type Status struct {
 	Canceled int // runs here stopped and recorded canceled under OverlapCancelOther
 
 	// Pause is the schedule's pause as the scheduler last read it from
-	// the ledger ([Scheduler.Pause]): while Pause.Paused, it starts no
-	// slot.
+	// the ledger ([Scheduler.Pause]): when Run starts, before it claims
+	// or records a slot, and while paused once a heartbeat interval.
+	// While Pause.Paused, it starts no slot.
 	Pause ledger.SchedulePause
 
 	// HookErr is the last panic of OnEvent, a [*tranche.PanicError]; nil
@@ -627,8 +628,8 @@ type run struct {
 
 	queued int // len(pending) as publish last reported it
 
-	// pause is the schedule's pause as last read, each step; pauseRead
-	// says whether it has been.
+	// pause is the schedule's pause as last read, before each step that
+	// may claim; pauseRead says whether it has been.
 	pause     ledger.SchedulePause
 	pauseRead bool
 
@@ -753,8 +754,12 @@ func (r *run) stop() {
 // while the schedule is paused.
 func (r *run) step(ctx context.Context) error {
 	now := r.cfg.now()
-	if err := r.readPause(ctx); err != nil {
-		return err
+	// The pause is read before anything is claimed or recorded, and
+	// while paused; a wake with nothing due reads nothing.
+	if !r.started || r.pause.Paused || len(r.pending) > 0 || !r.cfg.newestDue(now).Start.Before(r.next.Start) {
+		if err := r.readPause(ctx); err != nil {
+			return err
+		}
 	}
 	if !r.started {
 		if err := r.begin(ctx, now); err != nil {
