@@ -224,23 +224,33 @@ func TestProcessReplicaKilled(t *testing.T) {
 }
 
 // TestProcessReplicaJoinsQueue runs three scheduler processes on one
-// SQLite file; the one that takes the slot of 00:00 runs it for 10 s
-// (10 hours of the clock), so that the later slots queue behind it
-// (OverlapQueue). A fourth process joins with 8 slots queued: it records
-// none of them missed, and every slot, queued ones included, succeeds
-// exactly once.
+// SQLite file, and on one PostgreSQL ledger; the one that takes the slot
+// of 00:00 runs it for 10 s (10 hours of the clock), so that the later
+// slots queue behind it (OverlapQueue). A fourth process joins with 8
+// slots queued: it records none of them missed, and every slot, queued
+// ones included, succeeds exactly once.
 func TestProcessReplicaJoinsQueue(t *testing.T) {
 	bin := buildWorker(t)
-	dir := t.TempDir()
-	db, audit := filepath.Join(dir, "ledger.db"), filepath.Join(dir, "audit")
+	c := springClock(t, 3600, 14) // 14 hours in 14 seconds, from the first subtest's start
+	t.Run("sqlite", func(t *testing.T) {
+		c.epoch = time.Now()
+		joinQueue(t, bin, c, []string{"-db", filepath.Join(t.TempDir(), "ledger.db")})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		c.epoch = time.Now()
+		joinQueue(t, bin, c, pgLedger(t, bin, c))
+	})
+}
+
+func joinQueue(t *testing.T, bin string, c procClock, ledgerArgs []string) {
+	audit := filepath.Join(t.TempDir(), "audit")
 	const slow = "2024-03-10T00:00-05:00"
-	c := springClock(t, 3600, 14) // 14 hours in 14 seconds
 	var procs []*exec.Cmd
 	var outputs []*bytes.Buffer
 	launch := func(worker string) {
 		var out bytes.Buffer
-		cmd := exec.Command(bin, append([]string{"-db", db, "-worker", worker, "-audit", audit,
-			"-slow", slow, "-slowtake", "10s"}, c.args()...)...)
+		cmd := exec.Command(bin, append(append([]string{"-worker", worker, "-audit", audit,
+			"-slow", slow, "-slowtake", "10s"}, ledgerArgs...), c.args()...)...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -307,7 +317,7 @@ func TestProcessReplicaJoinsQueue(t *testing.T) {
 	if queued < 8 {
 		t.Errorf("%d slots queued when the joiner started; want 8", queued)
 	}
-	slots := readReport(t, bin, db, c)
+	slots := reportOf(t, bin, ledgerArgs, c)
 	checkOnce(t, slots, keys)
 	t.Logf("%d slots queued when the joiner started, %v after the epoch; %d slots checked", queued, joined.Sub(c.epoch), len(keys))
 }
