@@ -25,7 +25,10 @@ type DAG struct {
 	// versions of one DAG across a deploy: a backfill leaves the
 	// partitions another identity of its name landed after the backfill
 	// was created (see ledger.ClaimRequest.JudgeVersion), so keep it the
-	// same from one version to the next.
+	// same from one version to the next: a backfill of a DAG under this
+	// default name refuses to run when the ledger holds one of what looks
+	// like an earlier version under another default name (see
+	// backfill.ErrUnnamedDAG).
 	Name string
 
 	assets     []Asset // topological order, ties broken by name

@@ -365,6 +365,9 @@ func (b *Backfill) Run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkName(ctx, cfg); err != nil {
+		return nil, err
+	}
 	plan, err := b.plan(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -384,6 +387,9 @@ func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
 	}
 	if plan.Backfill != cfg.id {
 		return nil, fmt.Errorf("tranche: plan of backfill %s given to backfill %s", plan.Backfill, cfg.id)
+	}
+	if err := b.checkName(ctx, cfg); err != nil {
+		return nil, err
 	}
 	changed, err := b.changedSince(ctx, cfg, plan.Revision)
 	if err != nil {
@@ -446,6 +452,9 @@ func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
 	}
 	if err := b.Ledger.ResumeBackfill(ctx, cfg.id); err != nil && !errors.Is(err, ledger.ErrUnknownBackfill) {
 		return nil, fmt.Errorf("tranche: resuming backfill %s: %w", cfg.id, err)
+	}
+	if err := b.checkName(ctx, cfg); err != nil {
+		return nil, err
 	}
 	plan, err := b.plan(ctx, cfg)
 	if err != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,5 +225,69 @@ func TestDeployDuringBackfill(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeployAddingLeafUnnamed is issue 30's deploy that adds an asset
+// nothing depends on, both versions under NewDAG's default name: the
+// old code's backfill is held inside its first partition; the new
+// code's backfill refuses to run (ErrUnnamedDAG, naming the old name)
+// and lands nothing, since unlinked, the old backfill would replace what
+// it lands; named as the old version is, the new code lands every
+// partition, and the old backfill, resumed, leaves them.
+func TestDeployAddingLeafUnnamed(t *testing.T) {
+	// The deploy's claims come later by the ledger's clock, which a
+	// second's step puts beyond the old code's claim without a sleep.
+	var ahead atomic.Int64
+	l := memledger.New(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+	dest := &tranche.MemoryDestination{}
+	w := bfDays(t, 1, 8)
+	held, release := make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	old := deployDAG(t, "", "v1", dest, func(key string) {
+		once.Do(func() { held <- key; <-release })
+	})
+	oldRun := make(chan error, 1)
+	go func() {
+		_, err := (&backfill.Backfill{DAG: old, Window: w, Ledger: l, Worker: "old", OnFailure: tranche.FailContinue}).Run(t.Context())
+		oldRun <- err
+	}()
+	<-held
+	ahead.Store(int64(time.Second))
+
+	newDAG := func() *tranche.DAG {
+		d := deployDAG(t, "", "v2", dest, nil)
+		leaf := tranche.Asset{Name: "summary", Deps: []string{"events"}, Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
+			Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }}
+		assets := append(slices.Collect(d.Assets()), leaf)
+		d, err := tranche.NewDAG(assets...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	unnamed := newDAG()
+	if unnamed.Name == old.Name {
+		t.Fatalf("the new DAG's default name %q is the old one's; the test needs a deploy that changes it", unnamed.Name)
+	}
+	rep, err := (&backfill.Backfill{DAG: unnamed, Window: w, Ledger: l, Worker: "new"}).Run(t.Context())
+	if !errors.Is(err, backfill.ErrUnnamedDAG) || !strings.Contains(err.Error(), fmt.Sprintf("set DAG.Name to %q", old.Name)) {
+		t.Fatalf("Run of the new code under its default name = %v, %v; want ErrUnnamedDAG saying to name it %q", rep, err, old.Name)
+	}
+
+	named := newDAG()
+	named.Name = old.Name
+	rep, err = (&backfill.Backfill{DAG: named, Window: w, Ledger: l, Worker: "new"}).Run(t.Context())
+	if err != nil || rep.Succeeded != 8 {
+		t.Fatalf("Run of the new code named %q = %+v, %v; want 8 partitions", named.Name, rep, err)
+	}
+	close(release)
+	if err := <-oldRun; err != nil && !errors.Is(err, tranche.ErrFenced) {
+		t.Errorf("the old backfill: %v", err)
+	}
+	for key, code := range codeOf(t, dest, w) {
+		if code != "v2" {
+			t.Errorf("partition %s holds %s", key, code)
+		}
 	}
 }

@@ -323,6 +323,12 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 			x.probed = time.Now()
 		}
 	}
+	// The running partitions judged by the probe's answer wait for it:
+	// until its next try, when it was tried less than an interval ago.
+	var probeWait time.Duration
+	if since := time.Since(x.tried[probe]); probe >= 0 && since < x.cfg.heartbeat {
+		probeWait = x.cfg.heartbeat - since
+	}
 	wait, done := x.cfg.heartbeat, 0
 	for _, start := range held {
 		a, ok := latest[start]
@@ -336,7 +342,7 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 			wait = min(wait, a.LeaseUntil.Sub(now))
 		case ok && a.State == ledger.StateRunning && !clockKnown && start != probe:
 			// Judged by the probe's answer, in a later round.
-			wait = min(wait, max(a.LeaseUntil.Sub(now), 0))
+			wait = min(wait, max(a.LeaseUntil.Sub(now), probeWait))
 		case time.Since(x.tried[start]) < x.cfg.heartbeat:
 			wait = min(wait, x.cfg.heartbeat-time.Since(x.tried[start]))
 		default:
@@ -569,8 +575,8 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		x.finisher.finish(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
 		return
 	}
-	kept.release()
 	if lost != nil {
+		kept.release()
 		x.fail(ctx, u, failure)
 		return
 	}
@@ -578,7 +584,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	// this worker's clock: a partition must not stay running until its
 	// lease expires. The ledger fences the call, so a partition taken
 	// over meanwhile records nothing.
-	x.settle(ctx, u, lease, outcomes, failure)
+	x.settle(ctx, u, kept, outcomes, failure)
 }
 
 // unclaimed records a job whose claim failed for a reason other than its

@@ -83,27 +83,17 @@
 // only once the lease it takes over has expired, and a rerun once the
 // attempt it reruns has finished, so the newest attempt of a partition
 // always holds its highest token. Tokens are opaque otherwise: compare
-// them, never count on their values (ledger.TokenAttempt reads the
-// attempt number back).
+// them by the rule, never count on their values (ledger.TokenAttempt
+// reads the attempt number back).
 //
-// [Fence.Admit] decides by these rules, which every fenced destination
-// shares:
-//
-//   - Token 0 is a write outside any ledger (a plain tranche.Runner.Run,
-//     or an unpartitioned asset): it is not fenced, replaces its
-//     partition whatever token wrote it last, and keeps that token, so
-//     that a stale attempt is still refused after it.
-//   - A token below the partition's fence is stale: the attempt that
-//     wrote it was taken over, or the DAG was deployed anew since and
-//     the new DAG claimed the partition. Between tokens of one DAG
-//     identity the attempt numbers decide (ledger.TokenAttempt: a
-//     ledger numbers a partition's attempts in order, so even a ledger
-//     clock that stepped back between two claims cannot reorder them);
-//     between identities the whole tokens do, which count the claims'
-//     instants. The write is refused with a [*tranche.StaleWriteError].
-//   - A token at or above the fence is admitted and becomes the fence,
-//     with its DAG identity: the same attempt delivering again, or a
-//     newer claim.
+// The rule that compares them is written once, in the documentation of
+// [Fence.Admit], which every fenced destination calls (and, for readers
+// of the repository, in docs/destinations.md, "Fences: one rule"): within
+// one DAG identity the attempt numbers decide, across identities the
+// whole tokens. A destination that follows a rule of its own (comparing
+// tokens within one identity only, say, and letting another identity
+// replace the partition) lets a worker of the old code overwrite what a
+// deploy's new code landed.
 //
 // # Deploys and rollbacks
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -44,11 +45,18 @@ func (c *call) dags(records []ledger.BackfillRecord) []dagRef {
 		seen[d.id] = true
 		out = append(out, d)
 	}
+	// The others by the name their newest backfill recorded, in the zone
+	// and granularity of that backfill's window.
+	names := backfill.DAGNames(records)
 	var others []dagRef
-	for _, r := range records {
+	for _, r := range slices.Backward(records) {
 		if !seen[r.DAG] {
 			seen[r.DAG] = true
-			others = append(others, dagRef{id: r.DAG})
+			d := dagRef{id: r.DAG, name: names[r.DAG]}
+			if w, err := tranche.ParseTimePartitionWindow(r.Window); err == nil {
+				d.g, d.loc = w.Granularity(), w.Location()
+			}
+			others = append(others, d)
 		}
 	}
 	slices.SortFunc(others, func(a, b dagRef) int {
@@ -72,7 +80,7 @@ func (c *call) registeredDAG(name string, records []ledger.BackfillRecord) dagRe
 	if dag == nil {
 		return d
 	}
-	g, loc, err := partitioningOf(dag)
+	g, loc, err := backfill.PartitioningOf(dag)
 	if err != nil {
 		return d
 	}
@@ -82,9 +90,6 @@ func (c *call) registeredDAG(name string, records []ledger.BackfillRecord) dagRe
 			d.id, d.g, d.loc = r.DAG, w.Granularity(), w.Location()
 			return d
 		}
-	}
-	if loc == nil {
-		loc = time.UTC
 	}
 	d.id, d.g, d.loc = backfill.DAGIdentity(dag, g, loc), g, loc
 	return d
@@ -97,12 +102,73 @@ func (c *call) findDAG(ctx context.Context, l ledger.Ledger, arg string) (dagRef
 	if err != nil {
 		return dagRef{}, false, err
 	}
+	if arg == "" {
+		return dagRef{}, false, nil
+	}
 	for _, d := range c.dags(records) {
 		if d.id != "" && (d.name == arg || d.id == arg) {
 			return d, true, nil
 		}
 	}
+	// A name that an older identity's backfills recorded (the DAG before
+	// a deploy): the newest identity of that name.
+	for _, r := range slices.Backward(records) {
+		if r.DAGName == arg {
+			for _, d := range c.dags(records) {
+				if d.id == r.DAG {
+					return d, true, nil
+				}
+			}
+		}
+	}
 	return dagRef{}, false, nil
+}
+
+// dagBackfill returns the backfill of DAG d that cancel (canceled false:
+// its open backfill, neither canceled nor done) or resume (canceled true:
+// its canceled one) means when named by the DAG, refusing none and
+// several with what to type instead.
+func (c *call) dagBackfill(ctx context.Context, l ledger.Ledger, d dagRef, canceled bool) (string, error) {
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		return "", err
+	}
+	var ids []string
+	for _, r := range slices.Backward(records) {
+		if r.DAG != d.id || r.Canceled != canceled {
+			continue
+		}
+		if !canceled {
+			s, err := backfill.CountOf(ctx, l, r)
+			if err != nil {
+				return "", err
+			}
+			if s.Done() {
+				continue
+			}
+		}
+		ids = append(ids, r.ID)
+	}
+	what := "open (neither done nor canceled)"
+	if canceled {
+		what = "canceled"
+	}
+	switch len(ids) {
+	case 1:
+		return ids[0], nil
+	case 0:
+		return "", &unknownError{fmt.Sprintf("DAG %s has no %s backfill; '%s status %s' shows its latest", d.label(), what, c.name, d.nameOrID())}
+	}
+	return "", &unknownError{fmt.Sprintf("DAG %s has %d %s backfills (%s); name one by its id", d.label(), len(ids), what, strings.Join(ids, ", "))}
+}
+
+// nameOrID is what a command takes for the DAG: its name, else its
+// identity.
+func (d dagRef) nameOrID() string {
+	if d.name != "" {
+		return d.name
+	}
+	return d.id
 }
 
 // dagStatus writes the status of a DAG: its latest run, its latest

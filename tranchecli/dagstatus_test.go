@@ -100,7 +100,7 @@ func TestStatusOfDAG(t *testing.T) {
 // TestPauseSchedule: pause DAG records the pause in the ledger, by whom
 // and why; status and ls say paused, by whom and since when, the JSON
 // holds it, and "waiting for scheduler" is not said of a paused
-// schedule; resume DAG resumes it. Pausing a paused schedule, or
+// schedule; unpause DAG resumes it. Pausing a paused schedule, or
 // resuming one that is not, changes nothing (exit 3).
 func TestPauseSchedule(t *testing.T) {
 	h := newHarness(t)
@@ -145,13 +145,13 @@ func TestPauseSchedule(t *testing.T) {
 	if !strings.Contains(out, `"paused":{"by":"alice","note":"source down","since":"`) || strings.Contains(out, `"waiting":true`) {
 		t.Errorf("status --format json while paused: %s", out)
 	}
-	if out := h.must(0, "resume", "events", "--by", "bob"); !strings.Contains(out, "Resumed the schedule of DAG events") {
+	if out := h.must(0, "unpause", "events", "--by", "bob"); !strings.Contains(out, "Resumed the schedule of DAG events") {
 		t.Errorf("resume: %s", out)
 	}
 	if p, _ := l.SchedulePause(context.Background(), id); p.Paused || p.By != "bob" {
 		t.Errorf("the ledger's pause after resume: %+v", p)
 	}
-	if out := h.must(3, "resume", "events"); !strings.Contains(out, "is not paused") {
+	if out := h.must(3, "unpause", "events"); !strings.Contains(out, "is not paused") {
 		t.Errorf("resume again: %s", out)
 	}
 	if out := h.must(0, "status", "events"); strings.Contains(out, "PAUSED") {

@@ -27,7 +27,7 @@
 // commands (ls, status, history, plan) open the ledger for
 // [ledger.AccessRead]: they never create, migrate or write it, so that
 // a read-only file or a role allowed only SELECT can be read; cancel
-// and pause open it for [ledger.AccessWrite], and resume, run and schedule, which
+// pause and unpause open it for [ledger.AccessWrite], and resume, run and schedule, which
 // run backfills, for [ledger.AccessCreate].
 //
 // # Subcommands
@@ -41,35 +41,42 @@
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
 //	       --interval 1s        the least time between two checks of the ledger by --watch
 //	       --color auto         auto, always or never: colour the grid
-//	history ID KEY              every attempt at a partition of the backfill
+//	history ID KEY              every attempt at a partition of the backfill (of a DAG: whichever made it)
 //	cancel ID [--stop-running]  workers claim nothing more; with --stop-running they also stop what runs
 //	resume ID                   undo a cancel; the backfill runs here when its DAG is registered
 //	pause DAG [--note TEXT]     pause the DAG's schedule in the ledger: no scheduler of it, in any process,
-//	          [--by WHO]        starts a slot until resumed; slots due meanwhile are missed (catch-up rules)
-//	resume DAG [--note TEXT]    resume a paused schedule; --by WHO is user@host by default
+//	          [--by WHO]        starts a slot until unpaused; slots due meanwhile are missed (catch-up rules)
+//	unpause DAG [--note TEXT]   resume a paused schedule; --by WHO is user@host by default
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
 //	serve [--allow-writes]      the backfills and DAGs as web pages (package trancheweb); with writes and
 //	                            $TRANCHE_TOKEN, a DAG's page plans a backfill and starts that plan here
 //
+// An ID is a backfill's id, or a start of it of 4 characters or more that
+// names one backfill only, or a DAG, by the program's name of it, the name
+// its backfills recorded, or its identity: cancel then acts on its open
+// backfill and resume on its canceled one, refusing a DAG with several.
+//
 // The flags of plan and run choose the backfill: --from and --to, the
-// bounds of its window as [tranche.ParseBound] reads them (half-open:
-// --to is excluded), or for a DAG partitioned by a cron schedule as
-// [tranche.SlotWindow] reads them (both fires included, a date meaning
-// its whole day); or --slot, repeated, the fire times of chosen slots
-// (each read as [tranche.SlotAt] reads a fire time, in the schedule's
-// CRON_TZ zone, else the DAG's Partitioning.Location or UTC, as --from
-// and --to are, whatever offset spells it: a slot run alone and a range
-// holding it share one DAG identity); --chunk, partitions per run; --rerun
+// bounds of its window as [backfill.ParseWindow] reads them, by the one
+// rule the pages' form follows too: in the DAG's zone (its
+// Partitioning.Location, else UTC; a cron schedule's CRON_TZ), a date
+// means the start of that day for --from and its end for --to, so that
+// "--from 2026-03-01 --to 2026-03-31" is March, its hours or days, DST
+// days whole; a time without an offset is read in that zone, and a time
+// ends the window at that instant (for a cron DAG, the last fire,
+// included); or --slot, repeated, the fire times of chosen slots
+// ([backfill.ParseSlots]: in the same zone, whatever offset spells it, so
+// that a slot run alone and a range holding it share one DAG identity); --chunk, partitions per run; --rerun
 // none|failed|all|stale (stale: also the partitions whose latest success ran
 // other code, see backfill.CodeVersion); --on-failure stop|continue (stop, the default, runs
 // none of the partitions after a failure in the run's order; those before
 // it finish); --max-concurrency;
 // --order newest-first|oldest-first; --max-partitions, the most the
 // window may hold (100,000 by default). run takes --dry-run (print the plan
-// only) and --yes. A bound with neither an offset nor a zone (the DAG's
-// Partitioning.Location), an unknown policy, a --slot that is not a fire
+// only) and --yes. A bound that is no time, a wall time the zone skips
+// or repeats, an unknown policy, a --slot that is not a fire
 // time, --max-concurrency 0, an unknown subcommand or flag: each is bad
 // usage, refused before the ledger is opened, with the library's
 // message, and Main returns 2. Main returns 1 when a subcommand fails

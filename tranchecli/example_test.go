@@ -85,7 +85,7 @@ func Example() {
 	// 2026-01  # # X #
 	//
 	// # succeeded 3   X failed 1   > running 0   - canceled 0   . pending 0
-	// partition 2026-01-03 of backfill 6aac6a7647ce (DAG 6506f89e85f073c8)
+	// partition 2026-01-03 of backfill 6aac6a7647ce (DAG events (6506f89e85f073c8))
 	//   #  STATE   WORKER   STARTED               FINISHED              TOOK  ROWS  BACKFILL      TRIGGER   ERROR
 	//   1  failed  example  2026-02-01T09:00:00Z  2026-02-01T09:00:00Z  0s    0     6aac6a7647ce  backfill  tranche: asset "events" failed for 2026-01-03: the source timed out
 }

@@ -41,6 +41,12 @@ type statusJSON struct {
 	Total    int          `json:"total"`
 	Counts   countsJSON   `json:"counts"`
 	Blocked  []string     `json:"blocked"`
+	// Running lists the partitions held by the workers of a backfill
+	// that progresses (one finished within a lease): not a reason it is
+	// stuck. ETAMS is the time left at the pace of the DAG's recent
+	// successes, as a plan estimates it; 0 when unknown or done.
+	Running []string `json:"running,omitempty"`
+	ETAMS   int64    `json:"eta_ms,omitempty"`
 	// Stale counts the partitions whose latest success ran other code
 	// than CodeVersion (status only; 0 in --watch lines).
 	Stale       int       `json:"stale"`

@@ -2,7 +2,6 @@ package tranchecli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -32,7 +31,7 @@ func defaultBy() string {
 }
 
 // runPause pauses the schedule of a DAG, by its name or identity: every
-// scheduler of it on the ledger starts no slot until it is resumed.
+// scheduler of it on the ledger starts no slot until it is unpaused.
 func runPause(ctx context.Context, c *call) error {
 	l, err := c.getLedger(ctx)
 	if err != nil {
@@ -50,7 +49,7 @@ func runPause(ctx context.Context, c *call) error {
 		return err
 	}
 	if before.Paused {
-		fmt.Fprintf(c.stdout, "The schedule of DAG %s was paused already, by %s at %s: nothing was changed. '%s resume %s' resumes it.\n",
+		fmt.Fprintf(c.stdout, "The schedule of DAG %s was paused already, by %s at %s: nothing was changed. '%s unpause %s' resumes it.\n",
 			d.label(), before.By, stamp(before.Since), c.name, c.args[0])
 		return exitErr(exitNothing)
 	}
@@ -58,13 +57,25 @@ func runPause(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "Paused the schedule of DAG %s at %s: its schedulers start no slot until '%s resume %s'; slots running finish, and those that come due meanwhile are missed, caught up by the catch-up rules once resumed.\n",
+	fmt.Fprintf(c.stdout, "Paused the schedule of DAG %s at %s: its schedulers start no slot until '%s unpause %s'; slots running finish, and those that come due meanwhile are missed, caught up by the catch-up rules once resumed.\n",
 		d.label(), stamp(p.Since), c.name, c.args[0])
 	return nil
 }
 
-// resumeSchedule resumes the schedule of DAG d, for resume given a DAG.
-func (c *call) resumeSchedule(ctx context.Context, l ledger.Ledger, d dagRef) error {
+// runUnpause resumes the paused schedule of a DAG, by its name or
+// identity.
+func runUnpause(ctx context.Context, c *call) error {
+	l, err := c.getLedger(ctx)
+	if err != nil {
+		return err
+	}
+	d, ok, err := c.findDAG(ctx, l, c.args[0])
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return &unknownError{fmt.Sprintf("no DAG %q: give a DAG's name or identity, as '%s ls' lists them", c.args[0], c.name)}
+	}
 	before, err := l.SchedulePause(ctx, d.id)
 	if err != nil {
 		return err
@@ -80,13 +91,4 @@ func (c *call) resumeSchedule(ctx context.Context, l ledger.Ledger, d dagRef) er
 	fmt.Fprintf(c.stdout, "Resumed the schedule of DAG %s at %s, paused since %s by %s: its schedulers catch up what came due meanwhile within their catch-up window, and report the rest missed.\n",
 		d.label(), stamp(p.Since), stamp(before.Since), before.By)
 	return nil
-}
-
-// scheduleArg returns the DAG that resume's argument names, when it
-// names no backfill: ok false when it names a backfill, or nothing.
-func (c *call) scheduleArg(ctx context.Context, l ledger.Ledger, arg string) (dagRef, bool, error) {
-	if _, err := l.Backfill(ctx, arg); !errors.Is(err, ledger.ErrUnknownBackfill) {
-		return dagRef{}, false, err
-	}
-	return c.findDAG(ctx, l, arg)
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -132,6 +133,11 @@ func (p *Program) Main(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	cmd := commandNamed(args[0])
+	if cmd != nil && cmd.needsDAGs && len(p.DAGs) == 0 {
+		fmt.Fprintf(c.stderr, "%s: %s needs the DAGs of a program built with the package tranchecli, and %s has none; see 'tranchecli' in docs/command.md\n", c.name, cmd.name, c.name)
+		c.usage(c.stderr)
+		return exitUsage
+	}
 	if cmd == nil {
 		fmt.Fprintf(c.stderr, "%s: unknown command %q\n", c.name, args[0])
 		c.usage(c.stderr)
@@ -194,6 +200,9 @@ type command struct {
 	// programOnly hides the command from the usage of a program without
 	// DAGs (the tranche command, which serves pages of its own).
 	programOnly bool
+	// needsDAGs hides the command from the usage of a program without
+	// DAGs, and refuses it there: it does nothing without them.
+	needsDAGs bool
 }
 
 // commands are the subcommands, in the order usage lists them.
@@ -202,14 +211,16 @@ var commands = []*command{
 	{name: "status", args: "ID", min: 1, max: 1, summary: "a backfill's progress, why it is stuck, and its partitions as a grid", flags: statusFlags, run: runStatus},
 	{name: "history", args: "ID KEY", min: 2, max: 2, summary: "every attempt at a partition of a backfill", flags: readFlags, run: runHistory},
 	{name: "cancel", args: "ID", min: 1, max: 1, access: ledger.AccessWrite, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
-	{name: "resume", args: "ID|DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered, or a DAG's paused schedule", flags: resumeFlags, run: runResume},
-	{name: "pause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "pause a DAG's schedule: its schedulers, in every process, start no slot until it is resumed", flags: pauseFlags, run: runPause},
-	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan},
-	{name: "run", args: "DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun},
+	{name: "resume", args: "ID", min: 1, max: 1, access: ledger.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
+	{name: "pause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "pause a DAG's schedule: its schedulers, in every process, start no slot until unpaused", flags: pauseFlags, run: runPause},
+	{name: "unpause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "resume a DAG's paused schedule", flags: pauseFlags, run: runUnpause},
+	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan, needsDAGs: true},
+	{name: "run", args: "DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun, needsDAGs: true},
 	{name: "schedule", args: "[DAG...]", max: math.MaxInt, access: ledger.AccessCreate, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
-		flags: scheduleFlags, run: runSchedule},
+		flags: scheduleFlags, run: runSchedule, needsDAGs: true},
 	{name: "serve", summary: "serve the backfills and DAGs as web pages, which plan and start backfills with --allow-writes", help: serveHelp,
 		flags: serveFlags, run: runServe, programOnly: true},
+	{name: "version", summary: "print the program's version and tranche's, as the build recorded them", flags: func(*call, *flag.FlagSet) {}, run: runVersion},
 }
 
 func commandNamed(name string) *command {
@@ -234,6 +245,7 @@ type call struct {
 	opt            options
 	ledger         ledger.Ledger
 	closer         io.Closer
+	access         ledger.Access // what the ledger is opened for, beyond the command's: serve's writes
 
 	staleCount  int    // status: the backfill's stale partitions
 	codeVersion string // status: the code version they were judged by
@@ -278,6 +290,7 @@ func (c *call) flags(cmd *command) *flag.FlagSet {
 		fs.StringVar(&c.opt.ledgerURL, "ledger", "", "the ledger's `URL` (default $"+LedgerEnv+")")
 	}
 	cmd.flags(c, fs)
+	cliargs.Once(fs, "slot")
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "usage: %s %s [flags]%s\n\n%s.\n", c.name, cmd.name, spaced(cmd.args), upper(cmd.summary))
@@ -288,7 +301,7 @@ func (c *call) flags(cmd *command) *flag.FlagSet {
 			fmt.Fprintf(out, "\nDAGs: %s\n", strings.Join(c.dagNames(), ", "))
 		}
 		fmt.Fprintln(out, "\nflags:")
-		fs.PrintDefaults()
+		cliargs.PrintDefaults(out, fs)
 	}
 	c.fs = fs
 	return fs
@@ -298,7 +311,7 @@ func (c *call) flags(cmd *command) *flag.FlagSet {
 func (c *call) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s COMMAND [flags] [arguments]\n\ncommands:\n", c.name)
 	for _, cmd := range commands {
-		if cmd.programOnly && len(c.p.DAGs) == 0 {
+		if (cmd.programOnly || cmd.needsDAGs) && len(c.p.DAGs) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "  %-8s %-8s %s\n", cmd.name, cmd.args, cmd.summary)
@@ -382,7 +395,7 @@ func (c *call) getLedger(ctx context.Context) (ledger.Ledger, error) {
 		if err != nil {
 			return nil, badUsage("%v", err)
 		}
-		if l, err = c.p.OpenLedger(ctx, addr, c.cmd.access); err != nil {
+		if l, err = c.p.OpenLedger(ctx, addr, max(c.cmd.access, c.access)); err != nil {
 			return nil, err
 		}
 	case c.p.Open != nil:
@@ -512,7 +525,9 @@ func runPolicyFlags(c *call, fs *flag.FlagSet) {
 
 func resumeFlags(c *call, fs *flag.FlagSet) {
 	runPolicyFlags(c, fs)
-	pauseFlags(c, fs)
+	// resume asks nothing, but a script that gives run --yes gives it
+	// resume too.
+	fs.BoolVar(&c.opt.yes, "yes", false, "accepted for symmetry with run: resume never asks")
 }
 
 func planFlags(c *call, fs *flag.FlagSet) {
@@ -523,8 +538,8 @@ func planFlags(c *call, fs *flag.FlagSet) {
 // backfillFlags are the flags that choose a backfill and how it runs.
 func backfillFlags(c *call, fs *flag.FlagSet) {
 	runPolicyFlags(c, fs)
-	fs.StringVar(&c.opt.from, "from", "", "the window's first `bound`, with an offset or zone (2026-01-01T00:00:00Z); for a cron DAG, the first fire, a date meaning its start")
-	fs.StringVar(&c.opt.to, "to", "", "the window's end `bound`, excluded; for a cron DAG, the last fire, included (a date: through its end; empty: now)")
+	fs.StringVar(&c.opt.from, "from", "", "the window's first `day or time`, in the DAG's zone unless it has an offset (a date: from its start); for a cron DAG, the first fire")
+	fs.StringVar(&c.opt.to, "to", "", "the window's last `day or time`, in the DAG's zone unless it has an offset (a date: through its end; a time: the window's end); for a cron DAG, the last fire, included (empty: now)")
 	fs.Func("slot", "a fire `time` of the DAG's schedule whose slot to run (repeatable), in place of --from and --to", func(s string) error {
 		c.opt.slots = append(c.opt.slots, s)
 		return nil
@@ -540,3 +555,30 @@ func runFlags(c *call, fs *flag.FlagSet) {
 	fs.BoolVar(&c.opt.dryRun, "dry-run", false, "print the plan and run nothing")
 	fs.BoolVar(&c.opt.yes, "yes", false, "run without asking (required when standard input is not a terminal)")
 }
+
+// runVersion prints the main module's version and the tranche module's
+// it was built with, from the build information: "(devel)" for a build
+// from a work tree that go build could not stamp.
+func runVersion(_ context.Context, c *call) error {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return errors.New("tranche: this binary carries no build information")
+	}
+	fmt.Fprintf(c.stdout, "%s %s (%s %s)\n", c.name, bi.Main.Version, bi.Main.Path, bi.GoVersion)
+	if bi.Main.Path == trancheModule {
+		return nil
+	}
+	for _, m := range bi.Deps {
+		if m.Path == trancheModule {
+			v := m.Version
+			if m.Replace != nil {
+				v += " => " + m.Replace.Path + " " + m.Replace.Version
+			}
+			fmt.Fprintf(c.stdout, "%s %s\n", trancheModule, strings.TrimSpace(v))
+		}
+	}
+	return nil
+}
+
+// trancheModule is the root module's path.
+const trancheModule = "github.com/tranche-dev/tranche"

@@ -229,8 +229,8 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"ls", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"status"}, "status takes ID; got 0"},
 		{[]string{"ls", "extra"}, "tr ls: ls takes no arguments; got 1\nusage: tr ls [flags] (see 'tr help ls')"},
-		{[]string{"run", "events", "--yes", "--from", "2026-01-01", "--to", "2026-01-08T00:00:00Z"}, `--from: tranche: bound "2026-01-01"`},
-		{[]string{"run", "events", "--yes", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08"}, `--to: tranche: bound "2026-01-08"`},
+		{[]string{"run", "events", "--yes", "--from", "2026-01-01", "--to", "2026-02-30"}, `tranche: bound "2026-02-30"`},
+		{[]string{"run", "events", "--yes", "--from", "2026-01-08", "--to", "2026-01-06"}, `from 2026-01-08T00:00:00Z is not before to 2026-01-07T00:00:00Z`},
 		{[]string{"run", "events", "--yes", "--rerun", "sometimes", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, `invalid value "sometimes" for flag -rerun`},
 		{[]string{"run", "events", "--yes", "--on-failure", "panic", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, `invalid value "panic" for flag -on-failure`},
 		{[]string{"run", "events", "--yes", "--max-concurrency", "0", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-08T00:00:00Z"}, "--max-concurrency 0: want 1 or more"},
@@ -276,7 +276,7 @@ func TestUnknownBackfill(t *testing.T) {
 	h := newHarness(t)
 	for _, args := range [][]string{{"status", "nosuch"}, {"status", "nosuch", "--watch"}, {"history", "nosuch", "2026-01-01"}, {"cancel", "nosuch"}, {"resume", "nosuch"}} {
 		code, _, errs := h.run(args...)
-		want := "tr " + args[0] + ": no backfill \"nosuch\" in the ledger; 'tr ls' lists them\n"
+		want := "tr " + args[0] + ": no backfill or DAG \"nosuch\" in the ledger; 'tr ls' lists them\n"
 		if code != 1 || errs != want {
 			t.Errorf("tr %s: exit %d, stderr %q; want 1 and %q", strings.Join(args, " "), code, errs, want)
 		}
@@ -288,24 +288,37 @@ func TestUnknownBackfill(t *testing.T) {
 // refused with them, and nothing is changed by a refusal.
 func TestBackfillIDPrefix(t *testing.T) {
 	h := newHarness(t)
-	for _, id := range []string{"abc123", "abd456", "abd789"} {
+	for _, id := range []string{"abcd123", "abde456", "abde789"} {
 		if _, err := h.l.PutBackfill(context.Background(), ledger.BackfillRecord{ID: id, DAG: "d", Window: "day 2026-01-01..2026-01-02 UTC", Chunk: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if out := h.must(0, "status", "abc"); !strings.Contains(out, "backfill abc123\n") {
-		t.Errorf("status abc:\n%s", out)
+	if out := h.must(0, "status", "abcd"); !strings.Contains(out, "backfill abcd123\n") {
+		t.Errorf("status abcd:\n%s", out)
 	}
-	if out := h.must(0, "cancel", "abc1"); !strings.Contains(out, "Canceled backfill abc123") {
-		t.Errorf("cancel abc1:\n%s", out)
+	if out := h.must(0, "cancel", "abcd1"); !strings.Contains(out, "Canceled backfill abcd123") {
+		t.Errorf("cancel abcd1:\n%s", out)
 	}
-	code, _, errs := h.run("cancel", "abd")
-	if code != 1 || !strings.Contains(errs, `"abd" is the start of 2 backfills' ids (abd456, abd789); give more of it`) {
-		t.Errorf("cancel abd: exit %d, %s; want 1 naming both", code, errs)
+	code, _, errs := h.run("cancel", "abde")
+	if code != 1 || !strings.Contains(errs, `"abde" is the start of 2 backfills' ids (abde456, abde789); give more of it`) {
+		t.Errorf("cancel abde: exit %d, %s; want 1 naming both", code, errs)
 	}
-	for _, id := range []string{"abd456", "abd789"} {
+	// A start shorter than 4 characters names nothing, even one backfill.
+	for _, short := range []string{"a", "abd", "abc"} {
+		code, _, errs := h.run("cancel", short)
+		if code != 1 || !strings.Contains(errs, "too short a start of an id") {
+			t.Errorf("cancel %s: exit %d, %s; want 1, too short", short, code, errs)
+		}
+	}
+	for _, id := range []string{"abde456", "abde789"} {
 		if r, _ := h.l.Backfill(context.Background(), id); r.Canceled {
-			t.Errorf("an ambiguous cancel canceled %s", id)
+			t.Errorf("an ambiguous or short cancel canceled %s", id)
+		}
+	}
+	// An empty id is bad usage, whatever the command.
+	for _, args := range [][]string{{"status", ""}, {"cancel", ""}, {"resume", " "}, {"history", "", "2026-01-01"}} {
+		if code, _, errs := h.run(args...); code != 2 || !strings.Contains(errs, "an empty ID") {
+			t.Errorf("%q: exit %d, %s; want 2, an empty ID", args, code, errs)
 		}
 	}
 }

@@ -62,34 +62,61 @@ type unknownError struct{ msg string }
 func (e *unknownError) Error() string        { return e.msg }
 func (e *unknownError) Is(target error) bool { return target == ledger.ErrUnknownBackfill }
 
-// backfillID returns the id of the backfill arg names: its id, or an
-// unambiguous prefix of it. An id that names none is refused with what
-// lists them, and a prefix of several ids with those ids.
-func (c *call) backfillID(ctx context.Context, l ledger.Ledger, arg string) (string, error) {
-	_, err := l.Backfill(ctx, arg)
+// minPrefix is the fewest characters of an id that name its backfill:
+// a character or two would act on whichever backfill happens to start
+// with them.
+const minPrefix = 4
+
+// resolve returns what arg names: a backfill's whole id; else a DAG, by
+// the program's name of it, the name its backfills recorded, or its
+// identity (isDAG true); else the backfill whose id starts with arg, of
+// minPrefix characters or more, when only one does. An empty arg is bad
+// usage; an arg that names nothing is refused with what lists them, and
+// a prefix of several ids with those ids.
+func (c *call) resolve(ctx context.Context, l ledger.Ledger, arg string) (id string, d dagRef, isDAG bool, err error) {
+	if strings.TrimSpace(arg) == "" {
+		return "", d, false, badUsage("an empty ID: give a backfill's id (or its first %d characters or more) or a DAG's name", minPrefix)
+	}
+	_, err = l.Backfill(ctx, arg)
 	if err == nil || !errors.Is(err, ledger.ErrUnknownBackfill) {
-		return arg, err
+		return arg, d, false, err
+	}
+	if d, ok, err := c.findDAG(ctx, l, arg); err != nil || ok {
+		return "", d, ok, err
 	}
 	records, err := l.Backfills(ctx)
 	if err != nil {
-		return "", err
+		return "", d, false, err
 	}
 	var ids []string
 	for _, r := range records {
-		if arg != "" && strings.HasPrefix(r.ID, arg) {
+		if strings.HasPrefix(r.ID, arg) {
 			ids = append(ids, r.ID)
 		}
 	}
 	switch {
+	case len(ids) > 0 && len(arg) < minPrefix:
+		return "", d, false, &unknownError{fmt.Sprintf("%q is too short a start of an id (%d backfills' ids start with it): give %d characters or more", arg, len(ids), minPrefix)}
 	case len(ids) == 1:
-		return ids[0], nil
+		return ids[0], d, false, nil
 	case len(ids) > 1:
 		if len(ids) > 5 {
 			ids = append(ids[:5], fmt.Sprintf("and %d more", len(ids)-5))
 		}
-		return "", &unknownError{fmt.Sprintf("%q is the start of %d backfills' ids (%s); give more of it", arg, len(ids), strings.Join(ids, ", "))}
+		return "", d, false, &unknownError{fmt.Sprintf("%q is the start of %d backfills' ids (%s); give more of it", arg, len(ids), strings.Join(ids, ", "))}
 	}
-	return "", &unknownError{fmt.Sprintf("no backfill %q in the ledger; '%s ls' lists them", arg, c.name)}
+	return "", d, false, &unknownError{fmt.Sprintf("no backfill or DAG %q in the ledger; '%s ls' lists them", arg, c.name)}
+}
+
+// backfillID returns the id of the backfill arg names, as resolve reads
+// it; a DAG stands for its backfill that cancel (canceled false) or
+// resume (canceled true) means (see dagBackfill).
+func (c *call) backfillID(ctx context.Context, l ledger.Ledger, arg string, canceled bool) (string, error) {
+	id, d, isDAG, err := c.resolve(ctx, l, arg)
+	if err != nil || !isDAG {
+		return id, err
+	}
+	return c.dagBackfill(ctx, l, d, canceled)
 }
 
 func runLs(ctx context.Context, c *call) error {
@@ -158,19 +185,14 @@ func runStatus(ctx context.Context, c *call) error {
 		return err
 	}
 	arg := c.args[0]
-	if _, err := l.Backfill(ctx, arg); errors.Is(err, ledger.ErrUnknownBackfill) {
-		// Not a backfill's whole id: the status of a DAG, by its name or
-		// identity, when one has it; else the start of a backfill's id.
-		if d, ok, derr := c.findDAG(ctx, l, arg); derr != nil || ok {
-			if derr == nil && c.opt.watch {
-				return badUsage("--watch follows a backfill; %s is a DAG", arg)
-			}
-			return errors.Join(derr, c.dagStatus(ctx, l, d))
-		}
-	}
-	id, err := c.backfillID(ctx, l, arg)
-	if err != nil {
+	id, d, isDAG, err := c.resolve(ctx, l, arg)
+	switch {
+	case err != nil:
 		return err
+	case isDAG && c.opt.watch:
+		return badUsage("--watch follows a backfill; %s is a DAG", arg)
+	case isDAG:
+		return c.dagStatus(ctx, l, d)
 	}
 	if c.opt.watch {
 		return c.watch(ctx, l, id)
@@ -188,11 +210,15 @@ func runStatus(ctx context.Context, c *call) error {
 		return err
 	}
 	c.staleCount = len(stale)
+	pace, err := c.triage(ctx, l, s)
+	if err != nil {
+		return err
+	}
 	if c.opt.format == formatJSON {
-		return c.statusJSON(ctx, s, g)
+		return c.statusJSON(ctx, s, g, pace)
 	}
 	w := bufio.NewWriter(c.stdout)
-	writeStatus(w, s)
+	writeStatus(w, s, pace)
 	if c.staleCount > 0 {
 		fmt.Fprintf(w, "  %-11s %s ran other code than %s; '--rerun stale' runs %s again\n", "stale", counted(c.staleCount, "partition"),
 			versionText(c.codeVersion), map[bool]string{true: "it", false: "them"}[c.staleCount == 1])
@@ -213,8 +239,9 @@ func runStatus(ctx context.Context, c *call) error {
 
 // statusJSON writes the status as one JSON object, streaming its
 // partitions when they are asked for.
-func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.Grid) error {
+func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.Grid, pc pace) error {
 	j := statusOf(s)
+	j.Running, j.ETAMS = pc.running, pc.eta.Milliseconds()
 	j.Grid = gridOf(g)
 	j.Stale, j.CodeVersion = c.staleCount, c.codeVersion
 	head, err := json.Marshal(j)
@@ -246,7 +273,7 @@ func (c *call) statusJSON(ctx context.Context, s *backfill.Status, g *backfill.G
 
 // writeStatus writes the header of a status: the backfill, its counts
 // and why it is not progressing.
-func writeStatus(w io.Writer, s *backfill.Status) {
+func writeStatus(w io.Writer, s *backfill.Status, pc pace) {
 	j := statusOf(s)
 	chosen := ""
 	if j.Backfill.Chosen > 0 {
@@ -258,6 +285,16 @@ func writeStatus(w io.Writer, s *backfill.Status) {
 	fmt.Fprintf(w, "  created     %s\n", j.Backfill.Created)
 	fmt.Fprintf(w, "  state       %s\n", j.State)
 	fmt.Fprintf(w, "  counts      %s\n", countsText(j.Counts))
+	if pc.eta > 0 {
+		fmt.Fprintf(w, "  %-11s about %s left at the pace of the DAG's recent successes\n", "eta", left(pc.eta))
+	}
+	for i, b := range pc.running {
+		label := ""
+		if i == 0 {
+			label = "running"
+		}
+		fmt.Fprintf(w, "  %-11s %s\n", label, b)
+	}
 	for i, b := range j.Blocked {
 		label := ""
 		if i == 0 {
@@ -265,6 +302,76 @@ func writeStatus(w io.Writer, s *backfill.Status) {
 		}
 		fmt.Fprintf(w, "  %-11s %s\n", label, b)
 	}
+}
+
+// pace is how a backfill moves: the partitions its workers hold while it
+// progresses, and the time left.
+type pace struct {
+	running []string
+	eta     time.Duration
+}
+
+// triage judges whether backfill s progresses, as its page does: it holds
+// partitions and one finished within the last lease (backfill.DefaultLease,
+// or twice the newest run's duration when longer). Then its held
+// partitions are running, not a reason it is stuck, and leave s.Blocked.
+// The time left is the median of the DAG's recent successes for every
+// round of the partitions left, as many at once as run now.
+func (c *call) triage(ctx context.Context, l ledger.Ledger, s *backfill.Status) (pace, error) {
+	var pc pace
+	if s.Done() {
+		return pc, nil
+	}
+	recent, err := l.RecentSuccesses(ctx, s.Record.DAG, 20)
+	if err != nil {
+		return pc, err
+	}
+	running := s.Counts[ledger.StateRunning]
+	if left := s.Counts[ledger.StatePending] + running; left > 0 && len(recent) > 0 && !s.Record.Canceled {
+		ds := make([]time.Duration, len(recent))
+		for i, a := range recent {
+			ds[i] = a.Duration()
+		}
+		slices.Sort(ds)
+		at := max(running, 1)
+		pc.eta = max(ds[len(ds)/2], time.Millisecond) * time.Duration((left+at-1)/at)
+	}
+	if running == 0 || s.Record.Canceled {
+		return pc, nil
+	}
+	last, err := s.Finished(ctx, 1, ledger.StateFailed, ledger.StateCanceled)
+	if err != nil {
+		return pc, err
+	}
+	for _, a := range recent {
+		if a.Backfill == s.Record.ID && (len(last) == 0 || a.Finished.After(last[0].Finished)) {
+			last = []ledger.Attempt{a}
+			break
+		}
+	}
+	// A backfill created or resumed within a lease has had no time to
+	// finish one; else one must have finished within the lease, or twice
+	// the newest run's duration.
+	since, quiet := s.Record.Created, backfill.DefaultLease
+	if s.Record.ResumedAt.After(since) {
+		since = s.Record.ResumedAt
+	}
+	if len(last) > 0 {
+		since, quiet = maxTime(since, last[0].Finished), max(quiet, 2*last[0].Duration())
+	}
+	if time.Since(since) > quiet {
+		return pc, nil
+	}
+	var blocked []string
+	for _, b := range s.Blocked {
+		if strings.Contains(b, " held by worker ") {
+			pc.running = append(pc.running, b)
+		} else {
+			blocked = append(blocked, b)
+		}
+	}
+	s.Blocked = blocked
+	return pc, nil
 }
 
 // dagLabel names a backfill's DAG as the text output shows it: by its
@@ -340,7 +447,11 @@ func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
 		if err != nil {
 			return err
 		}
-		c.watchLine(s)
+		pc, err := c.triage(ctx, l, s)
+		if err != nil {
+			return err
+		}
+		c.watchLine(s, pc)
 		if s.Done() {
 			if c.opt.format == formatText {
 				fmt.Fprintf(c.stdout, "Backfill %s succeeded.\n", id)
@@ -363,7 +474,7 @@ func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
 			if c.opt.format == formatText {
 				fmt.Fprintf(c.stdout, "Backfill %s ended %s, not succeeded.\n", id, stateOf(again))
 			} else {
-				c.watchLine(again)
+				c.watchLine(again, pace{})
 			}
 			return exitErr(exitFail)
 		}
@@ -371,8 +482,9 @@ func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
 	return fmt.Errorf("watching backfill %s: the watch ended early", id)
 }
 
-func (c *call) watchLine(s *backfill.Status) {
+func (c *call) watchLine(s *backfill.Status, pc pace) {
 	j := statusOf(s)
+	j.Running, j.ETAMS = pc.running, pc.eta.Milliseconds()
 	if c.opt.format == formatJSON {
 		line, _ := json.Marshal(j) // plain fields: cannot fail
 		fmt.Fprintf(c.stdout, "%s\n", line)
@@ -381,6 +493,9 @@ func (c *call) watchLine(s *backfill.Status) {
 	line := fmt.Sprintf("%s  %s  %d/%d succeeded, %d running, %d failed, %d canceled, %d pending",
 		time.Now().UTC().Format(time.TimeOnly), j.State, j.Counts.Succeeded, j.Total, j.Counts.Running,
 		j.Counts.Failed, j.Counts.Canceled, j.Counts.Pending)
+	if pc.eta > 0 {
+		line += ", about " + left(pc.eta) + " left"
+	}
 	if len(j.Blocked) > 0 {
 		line += "; " + j.Blocked[0]
 		if n := len(j.Blocked); n > 1 {
@@ -395,40 +510,58 @@ func runHistory(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id, key := c.args[0], c.args[1]
-	if id, err = c.backfillID(ctx, l, id); err != nil {
-		return err
-	}
-	record, err := l.Backfill(ctx, id)
+	arg, key := c.args[0], c.args[1]
+	id, d, isDAG, err := c.resolve(ctx, l, arg)
 	if err != nil {
 		return err
 	}
-	w, err := tranche.ParseTimePartitionWindow(record.Window)
-	if err != nil {
-		return fmt.Errorf("backfill %s: its recorded window: %w", id, err)
+	var p tranche.TimePartition
+	dag, label := d.id, d.label()
+	if isDAG {
+		// Every attempt at the DAG's partition, whichever backfill or run
+		// made it.
+		if !d.g.IsValid() {
+			return fmt.Errorf("DAG %s: its granularity is unknown: no backfill of it recorded one", label)
+		}
+		if p, err = tranche.ParsePartitionKey(d.g, key, d.loc); err != nil {
+			return err
+		}
+	} else {
+		record, err := l.Backfill(ctx, id)
+		if err != nil {
+			return err
+		}
+		w, err := tranche.ParseTimePartitionWindow(record.Window)
+		if err != nil {
+			return fmt.Errorf("backfill %s: its recorded window: %w", id, err)
+		}
+		if p, err = tranche.ParsePartitionKey(w.Granularity(), key, w.Location()); err != nil {
+			return err
+		}
+		if !w.Contains(p.Start) {
+			return fmt.Errorf("partition %s is not in the window of backfill %s, %s", key, id, w)
+		}
+		if len(record.Partitions) > 0 && !slices.ContainsFunc(record.Partitions, p.Start.Equal) {
+			return fmt.Errorf("partition %s is not one of the %d chosen partitions of backfill %s", key, len(record.Partitions), id)
+		}
+		dag, label = record.DAG, c.dagLabelOf(ctx, l, record)
 	}
-	p, err := tranche.ParsePartitionKey(w.Granularity(), key, w.Location())
-	if err != nil {
-		return err
-	}
-	if !w.Contains(p.Start) {
-		return fmt.Errorf("partition %s is not in the window of backfill %s, %s", key, id, w)
-	}
-	if len(record.Partitions) > 0 && !slices.ContainsFunc(record.Partitions, p.Start.Equal) {
-		return fmt.Errorf("partition %s is not one of the %d chosen partitions of backfill %s", key, len(record.Partitions), id)
-	}
-	attempts, err := l.History(ctx, record.DAG, p.Start)
+	attempts, err := l.History(ctx, dag, p.Start)
 	if err != nil {
 		return err
 	}
 	if c.opt.format == formatJSON {
-		j := historyJSON{Backfill: id, DAG: record.DAG, Key: p.Key(), Attempts: make([]attemptJSON, len(attempts))}
+		j := historyJSON{Backfill: id, DAG: dag, Key: p.Key(), Attempts: make([]attemptJSON, len(attempts))}
 		for i, a := range attempts {
 			j.Attempts[i] = attemptOf(a)
 		}
 		return writeJSON(c.stdout, j)
 	}
-	fmt.Fprintf(c.stdout, "partition %s of backfill %s (DAG %s)\n", p.Key(), id, record.DAG)
+	if isDAG {
+		fmt.Fprintf(c.stdout, "partition %s of DAG %s\n", p.Key(), label)
+	} else {
+		fmt.Fprintf(c.stdout, "partition %s of backfill %s (DAG %s)\n", p.Key(), id, label)
+	}
 	if len(attempts) == 0 {
 		fmt.Fprintln(c.stdout, "  no attempt yet: pending")
 		return nil
@@ -487,4 +620,31 @@ func (c *call) gridStyle() gridStyle {
 		st.color = isTerminal(c.stdout) && os.Getenv("NO_COLOR") == ""
 	}
 	return st
+}
+
+// dagLabelOf names the DAG of record in text: the program's name of it,
+// else the newest name its backfills recorded, beside its identity.
+func (c *call) dagLabelOf(ctx context.Context, l ledger.Ledger, record ledger.BackfillRecord) string {
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		records = []ledger.BackfillRecord{record}
+	}
+	for _, d := range c.dags(records) {
+		if d.id == record.DAG {
+			return d.label()
+		}
+	}
+	return record.DAG
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// left rounds a time left for a person, as age does, a second at least.
+func left(d time.Duration) string {
+	return age(max(d, time.Second))
 }

@@ -23,9 +23,9 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	if !ok {
 		return nil, badUsage("unknown DAG %q; this program has %s", name, strings.Join(c.dagNames(), ", "))
 	}
-	g, loc, err := partitioningOf(dag)
+	g, _, err := backfill.PartitioningOf(dag)
 	if err != nil {
-		return nil, badUsage("DAG %q: %w", name, err)
+		return nil, badUsage("DAG %q: %s", name, unprefixed(err))
 	}
 	b := &backfill.Backfill{
 		DAG: dag, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: c.opt.chunk, Order: c.opt.order,
@@ -40,62 +40,30 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	if c.opt.chunk < 1 {
 		return nil, badUsage("--chunk %d: want 1 or more partitions per run", c.opt.chunk)
 	}
-	// A schedule without CRON_TZ follows the location of the times it is
-	// given: the DAG's, else UTC, for --slot (SlotAt's fire) and for
-	// --from/--to (SlotWindow's now) alike, never the offset an operator
-	// typed, so that both record one DAG identity. A CRON_TZ schedule's
-	// slots are in its zone either way.
-	slotLoc := time.UTC
-	if loc != nil {
-		slotLoc = loc
-	}
+	// The bounds and slots are read by the library's one rule, as the
+	// pages read them: in the DAG's zone (UTC when it names none), a
+	// date meaning the start of its day for --from and its end for --to.
 	switch {
 	case len(c.opt.slots) > 0 && (c.opt.from != "" || c.opt.to != ""):
 		return nil, badUsage("--slot and --from/--to both given; name a window or slots, not both")
 	case len(c.opt.slots) > 0 && !g.IsSchedule():
 		return nil, badUsage("--slot names fire times of a cron schedule, and DAG %q is partitioned by %v; give --from and --to", name, g)
 	case len(c.opt.slots) > 0:
-		var ps []tranche.TimePartition
-		var errs []error
-		for _, s := range c.opt.slots {
-			t, err := tranche.ParseBound(s, loc)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--slot %s: %w", s, err))
-				continue
-			}
-			p, err := tranche.SlotAt(g, t.In(slotLoc))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--slot %s: %w", s, err))
-				continue
-			}
-			ps = append(ps, p)
-		}
-		if len(errs) > 0 {
-			return nil, &usageErr{errors.Join(errs...)}
+		ps, err := backfill.ParseSlots(dag, c.opt.slots)
+		if err != nil {
+			return nil, &usageErr{err}
 		}
 		b.Partitions = ps
 	case c.opt.from == "":
 		return nil, badUsage("no window: give --from and --to, or --slot")
-	case g.IsSchedule():
-		w, err := tranche.SlotWindow(g, c.opt.from, c.opt.to, time.Now().In(slotLoc))
+	case c.opt.to == "" && !g.IsSchedule():
+		return nil, badUsage("--from %s without --to: give the window's last day or bound (a date: through its end)", c.opt.from)
+	default:
+		w, err := backfill.ParseWindow(dag, c.opt.from, c.opt.to, time.Now())
 		if err != nil {
 			return nil, &usageErr{fmt.Errorf("--from %s --to %s: %w", c.opt.from, c.opt.to, err)}
 		}
 		b.Window = w
-	case c.opt.to == "":
-		return nil, badUsage("--from %s without --to: give the window's end, excluded", c.opt.from)
-	default:
-		from, err := tranche.ParseBound(c.opt.from, loc)
-		if err != nil {
-			return nil, &usageErr{fmt.Errorf("--from: %w", err)}
-		}
-		to, err := tranche.ParseBound(c.opt.to, loc)
-		if err != nil {
-			return nil, &usageErr{fmt.Errorf("--to: %w", err)}
-		}
-		if b.Window, err = tranche.WindowBetween(g, from, to); err != nil {
-			return nil, &usageErr{fmt.Errorf("--from %s --to %s: %w", c.opt.from, c.opt.to, err)}
-		}
 	}
 	// ID checks every field before the ledger is opened.
 	if _, err := b.ID(); err != nil {
@@ -111,34 +79,6 @@ func (c *call) checkPolicies() error {
 		return badUsage("--max-concurrency %d: want 1 or more partitions at once", c.opt.maxConcurrency)
 	}
 	return nil
-}
-
-// partitioningOf returns the granularity and location of the DAG's
-// partitioned assets; loc is nil when none sets one.
-func partitioningOf(dag *tranche.DAG) (g tranche.TimeGranularity, loc *time.Location, err error) {
-	var from string
-	for a := range dag.Assets() {
-		pt := a.Partitioning
-		if !pt.Granularity.IsValid() {
-			continue
-		}
-		if g.IsValid() && pt.Granularity != g {
-			return g, nil, fmt.Errorf("its assets %s (%v) and %s (%v) are partitioned differently; a backfill takes one granularity", from, g, a.Name, pt.Granularity)
-		}
-		if from == "" {
-			g, from = pt.Granularity, a.Name
-		}
-		if pt.Location != nil {
-			if loc != nil && loc.String() != pt.Location.String() {
-				return g, nil, fmt.Errorf("its assets are partitioned in zones %s and %s; a backfill takes one", loc, pt.Location)
-			}
-			loc = pt.Location
-		}
-	}
-	if !g.IsValid() {
-		return g, nil, errors.New("no asset is partitioned; a backfill needs partitioned assets")
-	}
-	return g, loc, nil
 }
 
 func runPlan(ctx context.Context, c *call) error {
@@ -259,13 +199,7 @@ func runResume(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	switch d, ok, err := c.scheduleArg(ctx, l, c.args[0]); {
-	case err != nil:
-		return err
-	case ok:
-		return c.resumeSchedule(ctx, l, d)
-	}
-	id, err := c.backfillID(ctx, l, c.args[0])
+	id, err := c.backfillID(ctx, l, c.args[0], true)
 	if err != nil {
 		return err
 	}
@@ -285,7 +219,7 @@ func runResume(ctx context.Context, c *call) error {
 		if err := l.ResumeBackfill(ctx, id); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "Resumed backfill %s. Its DAG (%s) is not registered in %s: the workers running it take it up.\n", id, record.DAG, c.name)
+		fmt.Fprintf(c.stdout, "Resumed backfill %s. Its DAG, %s, is not registered in %s: the workers running it take it up.\n", id, c.dagLabelOf(ctx, l, record), c.name)
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, record.Window)
@@ -334,7 +268,7 @@ func runCancel(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	id, err := c.backfillID(ctx, l, c.args[0])
+	id, err := c.backfillID(ctx, l, c.args[0], false)
 	if err != nil {
 		return err
 	}

@@ -85,8 +85,8 @@ func (c *call) newSchedulers() ([]*schedule.Scheduler, []string, error) {
 			return nil, nil, badUsage("DAG %q named twice", name)
 		}
 		seen[name] = true
-		if _, _, err := partitioningOf(dag); err != nil {
-			return nil, nil, badUsage("DAG %q: %w", name, err)
+		if _, _, err := backfill.PartitioningOf(dag); err != nil {
+			return nil, nil, badUsage("DAG %q: %s", name, unprefixed(err))
 		}
 		scheds = append(scheds, &schedule.Scheduler{
 			DAG: dag, Runner: c.p.Runner, Worker: worker, Delay: o.delay, MaxCatchUp: maxCatchUp,

@@ -324,7 +324,7 @@ func TestScheduleBadUsage(t *testing.T) {
 		})
 	}
 	p := &tranchecli.Program{Name: "tr", Ledger: memledger.New(nil), Stdout: &syncBuffer{}, Stderr: &syncBuffer{}}
-	if code := p.Main(context.Background(), []string{"schedule"}); code != 2 || !strings.Contains(p.Stderr.(*syncBuffer).String(), "no DAG to schedule: tr registers none") {
+	if code := p.Main(context.Background(), []string{"schedule"}); code != 2 || !strings.Contains(p.Stderr.(*syncBuffer).String(), "schedule needs the DAGs of a program built with the package tranchecli, and tr has none") {
 		t.Errorf("schedule in a program without DAGs: exit %d, %s", code, p.Stderr)
 	}
 }

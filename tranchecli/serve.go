@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/trancheweb"
 )
 
@@ -52,6 +53,10 @@ func runServe(ctx context.Context, c *call) error {
 		return badUsage("--allow-writes needs a token of %d characters or more in $%s or --token-file (for instance: openssl rand -hex 16)", minToken, TokenEnv)
 	case !c.opt.allowWrites:
 		token = ""
+	default:
+		// The pages cancel, resume and retry, and run the backfills they
+		// start here: the ledger is opened as run opens it.
+		c.access = ledger.AccessCreate
 	}
 	l, err := c.getLedger(ctx)
 	if err != nil {
@@ -70,7 +75,7 @@ func runServe(ctx context.Context, c *call) error {
 	}
 	mode := "read-only"
 	if token != "" {
-		mode = "plans, starts, cancels and resumes with the token"
+		mode = "plans, starts, cancels, resumes and retries with the token"
 	}
 	fmt.Fprintf(c.stderr, "%s serve: http://%s/ (%s; DAGs %s)\n", c.name, ln.Addr(), mode, strings.Join(c.dagNames(), ", "))
 	done := make(chan error, 1)

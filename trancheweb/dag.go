@@ -150,24 +150,13 @@ func spanOf(b ledger.BackfillRecord) (tranche.TimePartitionWindow, error) {
 	return s, nil
 }
 
-// boundsOf reads the DAG page's optional from and to, as tranche.ParseBound
-// reads them in the DAG's zone: RFC 3339, a date or a wall time.
+// boundsOf reads the DAG page's optional from and to as
+// backfill.ParseSpan reads them in the DAG's zone: RFC 3339, a wall
+// time, or a date, whose day to includes.
 func boundsOf(r *http.Request, loc *time.Location) (from, to time.Time, err error) {
 	q := r.URL.Query()
-	for _, b := range []struct {
-		name string
-		t    *time.Time
-	}{{"from", &from}, {"to", &to}} {
-		v := q.Get(b.name)
-		if v == "" {
-			continue
-		}
-		if *b.t, err = tranche.ParseBound(v, loc); err != nil {
-			return from, to, &badRequest{fmt.Sprintf("query %s=%q: %v", b.name, v, err)}
-		}
-	}
-	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
-		return from, to, &badRequest{fmt.Sprintf("from %s is not before to %s; want a span of at least one instant", instant(from), instant(to))}
+	if from, to, err = backfill.ParseSpan(q.Get("from"), q.Get("to"), loc); err != nil {
+		return from, to, &badRequest{fmt.Sprintf("query from=%q to=%q: %v", q.Get("from"), q.Get("to"), err)}
 	}
 	return from, to, nil
 }

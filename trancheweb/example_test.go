@@ -78,7 +78,7 @@ func ExampleOptions_dAGs() {
 	defer srv.Close()
 
 	dag := backfill.DAGIdentity(events, tranche.Day, time.UTC)
-	week := url.Values{"from": {"2026-01-01"}, "to": {"2026-01-08"}, "rerun": {"failed"}, "on_failure": {"stop"}, "concurrency": {"2"}}
+	week := url.Values{"from": {"2026-01-01"}, "to": {"2026-01-07"}, "rerun": {"failed"}, "on_failure": {"stop"}, "concurrency": {"2"}}
 	res, err := http.Get(srv.URL + "/dags/" + dag + "/plan?" + week.Encode())
 	if err != nil {
 		fmt.Println(err)

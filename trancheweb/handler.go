@@ -137,15 +137,16 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	mux.HandleFunc("GET /backfills/{id}/span", h.span)
 	mux.HandleFunc("POST /backfills/{id}/cancel", h.cancel)
 	mux.HandleFunc("POST /backfills/{id}/resume", h.resume)
-	mux.HandleFunc("GET /dags/{dag}", h.dagPage)
-	mux.HandleFunc("GET /dags/{dag}/status.json", h.dagStatusJSON)
-	mux.HandleFunc("GET /dags/{dag}/live", h.dagLive)
-	mux.HandleFunc("GET /dags/{dag}/partition", h.dagPartition)
-	mux.HandleFunc("GET /dags/{dag}/span", h.dagSpanPage)
-	mux.HandleFunc("GET /dags/{dag}/plan", h.planPage)
-	mux.HandleFunc("POST /dags/{dag}/backfills", h.start)
-	mux.HandleFunc("POST /dags/{dag}/pause", h.pauseSchedule(true))
-	mux.HandleFunc("POST /dags/{dag}/resume", h.pauseSchedule(false))
+	mux.HandleFunc("POST /backfills/{id}/retry", h.retry)
+	mux.HandleFunc("GET /dags/{dag}", h.byName(h.dagPage))
+	mux.HandleFunc("GET /dags/{dag}/status.json", h.byName(h.dagStatusJSON))
+	mux.HandleFunc("GET /dags/{dag}/live", h.byName(h.dagLive))
+	mux.HandleFunc("GET /dags/{dag}/partition", h.byName(h.dagPartition))
+	mux.HandleFunc("GET /dags/{dag}/span", h.byName(h.dagSpanPage))
+	mux.HandleFunc("GET /dags/{dag}/plan", h.byName(h.planPage))
+	mux.HandleFunc("POST /dags/{dag}/backfills", h.byName(h.start))
+	mux.HandleFunc("POST /dags/{dag}/pause", h.byName(h.pauseSchedule(true)))
+	mux.HandleFunc("POST /dags/{dag}/resume", h.byName(h.pauseSchedule(false)))
 	h.mux = mux
 	return h
 }
@@ -275,7 +276,8 @@ func (h *handler) writeJSON(w http.ResponseWriter, r *http.Request, v any, err e
 // refuse answers status with message on the error page.
 func (h *handler) refuse(w http.ResponseWriter, r *http.Request, status int, message string) {
 	var buf bytes.Buffer
-	if err := h.tmpl.ExecuteTemplate(&buf, "error.html", page{Title: http.StatusText(status), Data: errorData{status, message}}); err != nil {
+	p := page{Title: http.StatusText(status), Writes: h.opts.WriteToken != "", Data: errorData{status, message}}
+	if err := h.tmpl.ExecuteTemplate(&buf, "error.html", p); err != nil {
 		http.Error(w, message, status)
 		return
 	}
@@ -516,6 +518,9 @@ type liveData struct {
 
 	// Failure leads the page of a backfill with failed partitions.
 	Failure *failureData
+	// Here says the program registers the backfill's DAG: resume and
+	// retry run it in this process.
+	Here bool
 	// Stuck says why the backfill is not progressing, when it is not:
 	// nothing runs and partitions are left, or partitions are held and
 	// none finished within Quiet. Running lists the held partitions of a
@@ -647,6 +652,9 @@ func (h *handler) liveOf(ctx context.Context, id string) (liveData, error) {
 		Counts: counts(s.Counts, total), Blocked: s.Blocked, Done: s.Done(), Signature: signature(s),
 		Grid: gridOf("/backfills/"+url.PathEscape(s.Record.ID), s.Window, g, ledger.StatePending),
 	}
+	if b, err := h.registeredBackfill(s.Record); err == nil && b != nil {
+		live.Here = true
+	}
 	return live, h.triage(ctx, s, &live)
 }
 
@@ -705,6 +713,14 @@ func signature(s *backfill.Status) string {
 
 func (h *handler) backfillPage(w http.ResponseWriter, r *http.Request) {
 	live, err := h.liveOf(r.Context(), r.PathValue("id"))
+	if errors.Is(err, ledger.ErrUnknownBackfill) {
+		// A DAG's name or identity, or the start of one backfill's id, as
+		// the commands take them: their page.
+		if to := h.pageNamed(r.Context(), r.PathValue("id")); to != "" {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -1036,8 +1052,51 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// resume undoes a cancel; a backfill of a registered DAG then runs here,
+// as tranchecli's resume runs it, since the program serving the pages may
+// be the only one that has its DAG.
 func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
-	h.write(w, r, h.l.ResumeBackfill)
+	h.write(w, r, func(ctx context.Context, id string) error {
+		return h.runAgain(ctx, id, true)
+	})
+}
+
+// retry runs the failed and canceled partitions of a backfill of a
+// registered DAG again, here, as a rerun of its command does.
+func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
+	h.write(w, r, func(ctx context.Context, id string) error {
+		return h.runAgain(ctx, id, false)
+	})
+}
+
+// runAgain resumes backfill id (resume) or runs it again (retry) in this
+// process when its DAG is registered; a resume of another DAG's backfill
+// only marks it resumed, for its workers, and a retry of one is refused.
+func (h *handler) runAgain(ctx context.Context, id string, resume bool) error {
+	record, err := h.l.Backfill(ctx, id)
+	if err != nil {
+		return err
+	}
+	b, err := h.registeredBackfill(record)
+	switch {
+	case err != nil:
+		return err
+	case b == nil && resume:
+		return h.l.ResumeBackfill(ctx, id)
+	case b == nil:
+		return &badRequest{fmt.Sprintf("backfill %s is of DAG %s, which this program does not register (Options.DAGs): its workers retry it when run again", id, record.DAG)}
+	}
+	err = h.runHere(ctx, id, b, func(ctx context.Context) error {
+		_, err := b.Resume(ctx)
+		return err
+	})
+	if errors.Is(err, errRunningHere) && resume {
+		return h.l.ResumeBackfill(ctx, id) // its run here goes on once resumed
+	}
+	if errors.Is(err, errRunningHere) {
+		return nil
+	}
+	return err
 }
 
 // pauseSchedule returns the handler that pauses (or resumes) a DAG's
@@ -1089,4 +1148,85 @@ func duration(d time.Duration) string {
 		return d.Round(time.Millisecond).String()
 	}
 	return d.Round(100 * time.Millisecond).String()
+}
+
+// minPrefix is the fewest characters of a backfill's id that name it, as
+// tranchecli's commands take them.
+const minPrefix = 4
+
+// byName sends a request that names a DAG by its name (a registered
+// name, an Options.Names name, or the name its backfills recorded)
+// rather than its identity to the identity's URL, which every link of
+// the pages uses: 307, so that a form's POST is sent again as it was.
+func (h *handler) byName(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		dag := r.PathValue("dag")
+		if id := h.identityNamed(r.Context(), dag); id != "" && id != dag {
+			u := *r.URL
+			u.Path = "/dags/" + id + strings.TrimPrefix(r.URL.Path, "/dags/"+dag)
+			u.RawPath = ""
+			http.Redirect(w, r, u.String(), http.StatusTemporaryRedirect)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// identityNamed returns the identity of the DAG that name names, or ""
+// when name is an identity the ledger or the program knows, or names
+// none.
+func (h *handler) identityNamed(ctx context.Context, name string) string {
+	if name == "" || h.byID[name] != "" {
+		return ""
+	}
+	if id := h.registered[name]; id != "" {
+		return id
+	}
+	for id, n := range h.opts.Names {
+		if n == name {
+			return id
+		}
+	}
+	records, err := h.l.Backfills(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, r := range slices.Backward(records) {
+		switch {
+		case r.DAG == name:
+			return ""
+		case r.DAGName == name:
+			return r.DAG
+		}
+	}
+	return ""
+}
+
+// pageNamed returns the page of what arg names that is no backfill's id:
+// a DAG by its name or identity, or the one backfill whose id starts
+// with arg (minPrefix characters or more); "" for none.
+func (h *handler) pageNamed(ctx context.Context, arg string) string {
+	if id := h.identityNamed(ctx, arg); id != "" {
+		return "/dags/" + url.PathEscape(id)
+	}
+	if h.byID[arg] != "" {
+		return "/dags/" + url.PathEscape(arg)
+	}
+	records, err := h.l.Backfills(ctx)
+	if err != nil {
+		return ""
+	}
+	var found []string
+	for _, r := range records {
+		switch {
+		case r.DAG == arg:
+			return "/dags/" + url.PathEscape(arg)
+		case len(arg) >= minPrefix && strings.HasPrefix(r.ID, arg):
+			found = append(found, r.ID)
+		}
+	}
+	if len(found) == 1 {
+		return "/backfills/" + url.PathEscape(found[0])
+	}
+	return ""
 }

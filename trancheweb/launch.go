@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
@@ -28,38 +27,11 @@ type launches struct {
 // assets' granularity and zone (UTC when none names one), or "" when its
 // assets are not partitioned alike.
 func identityOf(dag *tranche.DAG) string {
-	g, loc, err := partitioningOf(dag)
+	g, loc, err := backfill.PartitioningOf(dag)
 	if err != nil {
 		return ""
 	}
 	return backfill.DAGIdentity(dag, g, loc)
-}
-
-// partitioningOf returns the granularity and zone of dag's partitioned
-// assets, UTC when none names a zone.
-func partitioningOf(dag *tranche.DAG) (tranche.TimeGranularity, *time.Location, error) {
-	var g tranche.TimeGranularity
-	var loc *time.Location
-	for a := range dag.Assets() {
-		pt := a.Partitioning
-		switch {
-		case !pt.Granularity.IsValid():
-			continue
-		case g.IsValid() && pt.Granularity != g:
-			return g, nil, fmt.Errorf("its assets are partitioned by %v and %v; a backfill takes one granularity", g, pt.Granularity)
-		}
-		g = pt.Granularity
-		if pt.Location != nil {
-			loc = pt.Location
-		}
-	}
-	if !g.IsValid() {
-		return g, nil, errors.New("no asset is partitioned")
-	}
-	if loc == nil {
-		loc = time.UTC
-	}
-	return g, loc, nil
 }
 
 // planQuery is what the form asks: a window (from, to) or slots, and the
@@ -86,7 +58,7 @@ func (q planQuery) empty() bool { return q.From == "" && q.To == "" && q.Slots =
 // name, from Options.Backfill's template; a wrong query is a badRequest.
 func (h *handler) backfillOf(name string, q planQuery) (*backfill.Backfill, error) {
 	dag := h.opts.DAGs[name]
-	g, loc, err := partitioningOf(dag)
+	g, _, err := backfill.PartitioningOf(dag)
 	if err != nil {
 		return nil, &badRequest{fmt.Sprintf("DAG %s: %v", name, err)}
 	}
@@ -110,43 +82,21 @@ func (h *handler) backfillOf(name string, q planQuery) (*backfill.Backfill, erro
 		}
 		b.Concurrency = n
 	}
+	// The library's one rule, as tranchecli's --from and --to: in the
+	// DAG's zone, a date the start of its day for from and its end for to.
 	switch slots := strings.Fields(q.Slots); {
 	case len(slots) > 0 && (q.From != "" || q.To != ""):
 		return nil, bad("slots and a window both given: name a window (from, to) or slots, not both")
 	case len(slots) > 0 && !g.IsSchedule():
 		return nil, bad("slots name the fire times of a cron schedule, and DAG %s is partitioned by %v: give from and to", name, g)
 	case len(slots) > 0:
-		var errs []error
-		for _, s := range slots {
-			t, err := tranche.ParseBound(s, loc)
-			if err == nil {
-				var p tranche.TimePartition
-				if p, err = tranche.SlotAt(g, t.In(loc)); err == nil {
-					b.Partitions = append(b.Partitions, p)
-					continue
-				}
-			}
-			errs = append(errs, fmt.Errorf("slot %s: %w", s, err))
-		}
-		if len(errs) > 0 {
-			return nil, &badRequest{errors.Join(errs...).Error()}
+		if b.Partitions, err = backfill.ParseSlots(dag, slots); err != nil {
+			return nil, &badRequest{err.Error()}
 		}
 	case q.From == "" || q.To == "":
-		return nil, bad("no window: give from and to (the end excluded), or slots")
-	case g.IsSchedule():
-		if b.Window, err = tranche.SlotWindow(g, q.From, q.To, h.opts.Now().In(loc)); err != nil {
-			return nil, bad("from %s to %s: %v", q.From, q.To, err)
-		}
+		return nil, bad("no window: give from and to (a date: through its end), or slots")
 	default:
-		from, err := tranche.ParseBound(q.From, loc)
-		if err != nil {
-			return nil, bad("from: %v", err)
-		}
-		to, err := tranche.ParseBound(q.To, loc)
-		if err != nil {
-			return nil, bad("to: %v", err)
-		}
-		if b.Window, err = tranche.WindowBetween(g, from, to); err != nil {
+		if b.Window, err = backfill.ParseWindow(dag, q.From, q.To, h.opts.Now()); err != nil {
 			return nil, bad("from %s to %s: %v", q.From, q.To, err)
 		}
 	}
@@ -229,7 +179,7 @@ func (h *handler) planDataOf(ctx context.Context, name, dag string, q planQuery)
 
 // formData is the plan page's form for DAG name, filled with q.
 func (h *handler) formData(name, dag string, q planQuery) planData {
-	g, _, _ := partitioningOf(h.opts.DAGs[name])
+	g, _, _ := backfill.PartitioningOf(h.opts.DAGs[name])
 	return planData{Name: name, DAG: dag, Query: q, Schedule: g.IsSchedule(),
 		Rerun:     []string{string(ledger.RerunFailed), string(ledger.RerunNone), string(ledger.RerunAll)},
 		OnFailure: []string{string(tranche.FailStop), string(tranche.FailContinue)}}
@@ -293,48 +243,13 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Revision = revision // the plan as the operator saw it: Execute checks the history since
 
-	h.launches.mu.Lock()
-	_, running := h.launches.running[p.Backfill]
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	if !running {
-		h.launches.running[p.Backfill] = cancel
-	}
-	h.launches.mu.Unlock()
-	if running {
-		cancel()
+	err = h.runHere(r.Context(), p.Backfill, b, func(ctx context.Context) error {
+		_, err := b.Execute(ctx, p)
+		return err
+	})
+	if errors.Is(err, errRunningHere) {
 		http.Redirect(w, r, "/backfills/"+url.PathEscape(p.Backfill), http.StatusSeeOther)
 		return
-	}
-	// Execute checks the plan, then records the backfill and runs it: the
-	// answer waits for the first (a stale plan) or the backfill's start.
-	started := make(chan struct{})
-	var once sync.Once
-	own := b.OnEvent
-	b.OnEvent = func(ctx context.Context, e tranche.Event) {
-		if e.Kind == backfill.KindStarted {
-			once.Do(func() { close(started) })
-		}
-		if own != nil {
-			own(ctx, e)
-		}
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.Execute(ctx, p)
-		// No longer running before the answer is given: a stale plan's
-		// page, drawn from it, offers the new plan's start.
-		cancel()
-		h.launches.mu.Lock()
-		delete(h.launches.running, p.Backfill)
-		h.launches.mu.Unlock()
-		if err != nil && h.opts.Logger != nil {
-			h.opts.Logger.Warn("trancheweb: a backfill started from the page ended", "backfill", p.Backfill, "err", err)
-		}
-		done <- err
-	}()
-	select {
-	case <-started:
-	case err = <-done:
 	}
 	var stale *backfill.StalePlanError
 	switch {
@@ -356,4 +271,92 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.Redirect(w, r, "/backfills/"+url.PathEscape(p.Backfill), http.StatusSeeOther)
+}
+
+// errRunningHere is runHere's refusal of a backfill this process runs
+// already: a second start would only race the first for its partitions.
+var errRunningHere = errors.New("tranche: the backfill runs in this process already")
+
+// runHere runs backfill id in this process, in the background, with run
+// (b's Execute or Resume): under a context of its own, which the request's
+// end does not cancel, and in h.launches until it ends. It returns once
+// the backfill started (backfill.KindStarted) or run returned, with run's
+// error then; errRunningHere when id runs here already.
+func (h *handler) runHere(ctx context.Context, id string, b *backfill.Backfill, run func(context.Context) error) error {
+	h.launches.mu.Lock()
+	_, running := h.launches.running[id]
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if !running {
+		h.launches.running[id] = cancel
+	}
+	h.launches.mu.Unlock()
+	if running {
+		cancel()
+		return errRunningHere
+	}
+	// The answer waits for the first of a refusal (a stale plan, a
+	// canceled backfill) and the backfill's start.
+	started := make(chan struct{})
+	var once sync.Once
+	own := b.OnEvent
+	b.OnEvent = func(ctx context.Context, e tranche.Event) {
+		if e.Kind == backfill.KindStarted {
+			once.Do(func() { close(started) })
+		}
+		if own != nil {
+			own(ctx, e)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx)
+		// No longer running before the answer is given: a stale plan's
+		// page, drawn from it, offers the new plan's start.
+		cancel()
+		h.launches.mu.Lock()
+		delete(h.launches.running, id)
+		h.launches.mu.Unlock()
+		if err != nil && h.opts.Logger != nil {
+			h.opts.Logger.Warn("trancheweb: a backfill run from the page ended", "backfill", id, "err", err)
+		}
+		done <- err
+	}()
+	select {
+	case <-started:
+		return nil
+	case err := <-done:
+		return err
+	}
+}
+
+// registeredBackfill returns the backfill of record over the registered
+// DAG it was made of, from Options.Backfill's template, or nil when no
+// registered DAG has its identity and id: then workers elsewhere run it.
+func (h *handler) registeredBackfill(record ledger.BackfillRecord) (*backfill.Backfill, error) {
+	if len(h.opts.DAGs) == 0 {
+		return nil, nil
+	}
+	w, err := tranche.ParseTimePartitionWindow(record.Window)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: backfill %s: its recorded window: %w", record.ID, err)
+	}
+	for _, dag := range h.opts.DAGs {
+		if backfill.DAGIdentity(dag, w.Granularity(), w.Location()) != record.DAG {
+			continue
+		}
+		b := &backfill.Backfill{}
+		if h.opts.Backfill != nil {
+			*b = *h.opts.Backfill
+		}
+		b.DAG, b.Ledger, b.Window, b.Partitions, b.ChunkSize = dag, h.l, w, nil, record.Chunk
+		b.Rerun, b.Concurrency = ledger.RerunFailed, max(b.Concurrency, 1)
+		for _, start := range record.Partitions {
+			b.Partitions = append(b.Partitions, tranche.PartitionOf(w.Granularity(), start.In(w.Location())))
+		}
+		if id, err := b.ID(); err != nil || id != record.ID {
+			continue // another backfill of the DAG: its workers run it
+		}
+		return b, nil
+	}
+	return nil, nil
 }

@@ -47,7 +47,7 @@ func TestLaunch(t *testing.T) {
 	if status, body, _ := get(t, h, base+"/plan"); status != 200 || !strings.Contains(body, `id="plan-form"`) || strings.Contains(body, `id="plan"`) {
 		t.Fatalf("the empty form: %d\n%s", status, body)
 	}
-	query := url.Values{"from": {"2026-01-01"}, "to": {"2026-01-08"}, "rerun": {"failed"}, "on_failure": {"continue"}, "concurrency": {"2"}}
+	query := url.Values{"from": {"2026-01-01"}, "to": {"2026-01-07"}, "rerun": {"failed"}, "on_failure": {"continue"}, "concurrency": {"2"}}
 	status, body, _ := get(t, h, base+"/plan?"+query.Encode())
 	revision := regexp.MustCompile(`<span id="plan-revision">(\d+)</span>`).FindStringSubmatch(body)
 	if status != 200 || revision == nil || !strings.Contains(body, "<tr><td>run</td><td class=\"num\">7</td></tr>") || !strings.Contains(body, `id="start-form"`) {

@@ -38,7 +38,11 @@
 // forms that POST the token, which the operator types into the page. The handler compares it with the
 // configured token in constant time and answers 403 Forbidden, writing
 // nothing, to a missing or wrong token, and to every write while writes
-// are disabled. No GET ever writes.
+// are disabled. No GET ever writes. A backfill of one of the program's
+// DAGs ([Options.DAGs]) is run by this process when it is resumed, and
+// its page offers to retry its failed partitions, which runs them again
+// here ([backfill.Backfill.Resume] under ledger.RerunFailed): the program
+// serving the pages may be the only one that has the DAG.
 //
 // # Launching backfills
 //
@@ -64,7 +68,8 @@
 //	GET  /backfills/{id}/partition?start=T   the history of the partition starting at T (RFC 3339)
 //	GET  /backfills/{id}/span?from=T&to=U    the backfill's partitions in [T, U), each with its latest attempt
 //	POST /backfills/{id}/cancel              token=…, stop_running=on to stop running partitions too
-//	POST /backfills/{id}/resume              token=…
+//	POST /backfills/{id}/resume              token=…; a registered DAG's backfill then runs here
+//	POST /backfills/{id}/retry               token=…: a registered DAG's backfill runs its failed partitions again here
 //	GET  /dags/{dag}?from=T&to=U             a DAG's page: its partitions over the span of its backfills' windows
 //	GET  /dags/{dag}/status.json?from=T&to=U its status, for polling (below)
 //	GET  /dags/{dag}/live?from=T&to=U        the part of its page that polling redraws: counts, progress, grid, backfills
@@ -81,7 +86,9 @@
 // (the span of chosen partitions, for a backfill of chosen partitions),
 // and from and to narrow it to the partitions that start in [from, to):
 // RFC 3339, or a date or wall time read in the DAG's zone, as
-// [tranche.ParseBound] reads them (400 Bad Request otherwise). The
+// [backfill.ParseSpan] reads them, a date to meaning through its end (400
+// Bad Request otherwise). The plan form reads its from and to by the same
+// rule ([backfill.ParseWindow]), as tranchecli's --from and --to. The
 // backfills of a DAG share its granularity and zone, which its identity
 // names; a daily or hourly cron schedule moved to another minute or hour
 // keeps its identity, and the page then draws the newest backfill's

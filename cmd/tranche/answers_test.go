@@ -21,7 +21,7 @@ func TestHonestAnswers(t *testing.T) {
 	path, f := newLedgerFile(t)
 	t.Setenv("TRANCHE_LEDGER", "sqlite:"+path)
 	code, _, errs := runTranche(t, "status", "nope")
-	if want := "tranche status: no backfill \"nope\" in the ledger; 'tranche ls' lists them\n"; code != 1 || errs != want {
+	if want := "tranche status: no backfill or DAG \"nope\" in the ledger; 'tranche ls' lists them\n"; code != 1 || errs != want {
 		t.Errorf("status nope: exit %d, stderr %q; want 1 and %q", code, errs, want)
 	}
 	if code, out, errs := runTranche(t, "status", f.ID[:5]); code != 0 || !strings.Contains(out, "backfill "+f.ID+"\n") {

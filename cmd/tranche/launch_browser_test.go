@@ -92,7 +92,7 @@ func TestLaunchInChromium(t *testing.T) {
 	}
 	do(t, ctx, "the plan of a week", chromedp.Click(css("a.plan")), chromedp.WaitVisible(css("#plan-form")),
 		chromedp.SendKeys(css(`#plan-form input[name="from"]`), "2026-01-01"),
-		chromedp.SendKeys(css(`#plan-form input[name="to"]`), "2026-01-08"),
+		chromedp.SendKeys(css(`#plan-form input[name="to"]`), "2026-01-07"),
 		chromedp.SetValue(css(`#plan-form select[name="on_failure"]`), "continue"),
 		chromedp.SetValue(css(`#plan-form input[name="concurrency"]`), "2"),
 		chromedp.Click(css(`#plan-form button`)), chromedp.WaitVisible(css("#plan")))

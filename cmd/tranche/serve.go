@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/cliargs"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/tranchecli"
 	"github.com/tranche-dev/tranche/trancheweb"
@@ -55,9 +56,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(dagNames, "name", "IDENTITY=NAME: show the DAG of that identity by NAME, in place of the name its backfills recorded (repeatable)")
 	maxCells := fs.Int("max-cells", trancheweb.DefaultMaxCells, "the most cells of a backfill's or a DAG's grid")
 	refresh := fs.Duration("refresh", trancheweb.DefaultRefresh, "how often the page of a running backfill, or of a DAG with one, polls its status")
+	cliargs.Once(fs, "name")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s serve [flags]\n\nServes the backfills of the ledger as web pages: an index of DAGs and backfills;\nper backfill its counts, progress, grid and partition histories; and per DAG\n(/dags/IDENTITY?from=&to=) the grid and counts of its partitions across all its\nbackfills, each in the state of its latest attempt, missing where none was made.\n\nflags:\n", name)
-		fs.PrintDefaults()
+		cliargs.PrintDefaults(fs.Output(), fs)
 	}
 	if isHelpArgs(args) {
 		fs.SetOutput(stdout)

@@ -101,10 +101,9 @@
 //
 // The destination is fenced by [tranche.Batch.Token], the ledger's
 // token of the claim that wrote it, by the rule every destination shares
-// (destination.Fence.Admit): a write whose token is older than the token of the
-// partition's last fenced write is refused with a [*tranche.StaleWriteError],
-// matching [tranche.ErrFenced], leaving every partition of the write as
-// it was. A worker that stalled past its lease, while another took the
+// (destination.Fence.Admit): a write that it finds stale is refused
+// with a [*tranche.StaleWriteError], matching [tranche.ErrFenced],
+// leaving every partition of the write as it was. A worker that stalled past its lease, while another took the
 // partition over and wrote it, cannot then overwrite the newer rows. The
 // same token is admitted again (a redelivery of the same attempt's
 // write); a write with token 0, which a run outside a ledger makes, is
@@ -117,9 +116,7 @@
 // flock(2) (Windows), the lock, and so the fence, hold only between the
 // writes of one Destination value.
 //
-// Tokens number the attempts of one DAG's ledger history
-// ([tranche.Batch.DAG]): a DAG that changes (an asset added, say) has a
-// new identity, whose attempts start again from 1, so the first write
-// under a new identity replaces the partition and its fence whatever its
-// token, as the root's memory and files destinations do.
+// Tokens compare by the one rule of destination.Fence.Admit, within a
+// DAG identity ([tranche.Batch.DAG]) and across a deploy's identities
+// alike.
 package parquet

@@ -197,6 +197,16 @@ func (d *Destination) createTables(ctx context.Context, tables []*table) error {
 	op := "creating the token table"
 	if len(tables) > 0 {
 		op = "creating the tables"
+	} else if d.dialect.HasTable != "" {
+		// Read first, outside any transaction: the transaction below
+		// takes SQLite's write lock (PostgreSQL's advisory lock), which
+		// a worker paused in a write may hold for as long as it is
+		// stopped, and a destination whose table exists must open
+		// without waiting for it.
+		var exists bool
+		if err := d.db.QueryRowContext(ctx, d.dialect.rebind(d.dialect.HasTable), TokenTable).Scan(&exists); err == nil && exists {
+			return nil
+		}
 	}
 	return d.retry(ctx, op, func() error {
 		tx, err := d.db.BeginTx(ctx, nil)

@@ -119,6 +119,7 @@ var SQLite = Dialect{
 	Time:          SQLiteTime,
 	TableOptions:  " WITHOUT ROWID",
 	RowsPerInsert: 64,
+	HasTable:      sqlledger.SQLite.HasTable,
 	Classify:      sqlledger.SQLite.Classify,
 }
 

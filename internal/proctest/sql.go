@@ -198,3 +198,48 @@ func formatAttempts(h []ledger.Attempt) string {
 	}
 	return b.String()
 }
+
+// CheckRefusedNotSucceeded checks, in the ledger's tables on db, the
+// attempts at partition key of a deploy's test: the old code's worker
+// (any but "deployed") stopped in its write there, past its lease, while
+// the deployed worker landed the partition, and the fence refused its
+// write when it resumed. Each of the old code's attempts is recorded
+// failed, none succeeded, and the deployed worker's attempt succeeded
+// once: an attempt whose write a fence refused is never recorded
+// succeeded (issue 30: deploy trials recorded the old worker's attempt
+// succeeded after the new code had landed the partition, through a
+// destination that compared tokens within one DAG identity only).
+func CheckRefusedNotSucceeded(t testing.TB, db *sql.DB, key string) {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), `SELECT d.dag, a.attempt, a.worker, a.state, a.error
+		FROM tranche_attempts a JOIN tranche_dags d ON d.id = a.dag_id
+		WHERE a.partition_key = $1 ORDER BY a.started_ms, a.attempt`, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var old, deployed []string
+	for rows.Next() {
+		var dag, worker, state, msg string
+		var attempt int
+		if err := rows.Scan(&dag, &attempt, &worker, &state, &msg); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%s attempt %d by %s: %s %s", dag, attempt, worker, state, msg)
+		switch {
+		case worker != "deployed":
+			old = append(old, line)
+			if state != string(ledger.StateFailed) {
+				t.Errorf("partition %s: %s; want the old code's attempt, whose write the fence refused, failed", key, line)
+			}
+		case state == string(ledger.StateSucceeded):
+			deployed = append(deployed, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(old) == 0 || len(deployed) != 1 {
+		t.Errorf("partition %s: the old code's attempts %q, the deployed worker's successes %q; want one or more of the first, one of the second", key, old, deployed)
+	}
+}

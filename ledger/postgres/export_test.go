@@ -17,3 +17,7 @@ func DestinationDialect() *sqldest.Dialect { return destDialect(nil) }
 func DialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
 	return dialectFor(cfg, schema)
 }
+
+// LockClass is the first key of the advisory lock of migrations, for the
+// test that holds it in another process.
+const LockClass = lockClass

@@ -41,6 +41,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(schematest.NextWorkerEnv) != "" {
 		os.Exit(runNextProcess()) // a worker of TestClaimNextProcesses
 	}
+	if v := os.Getenv(holdLocksEnv); v != "" {
+		url, schema, _ := strings.Cut(v, "\n")
+		os.Exit(holdLocks(url, schema)) // the paused process of TestOpenWhileLocked
+	}
 	code := m.Run()
 	worker.Remove()
 	os.Exit(code)

@@ -84,7 +84,10 @@ func TestZombieAcrossDeploy(t *testing.T) {
 				// deploy (stop the old identity's backfills).
 				a := w.start("zombie", append(proctest.ZombieArgs(sink, at, key, audit), "-loop=false")...)
 				proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
-				b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2")...).report(t)
+				// Another name: not linked, only the fence stands
+				// between them (under NewDAG's default names the
+				// deployed worker would refuse to run).
+				b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2", "-name", "events-2")...).report(t)
 				if b.Failed != 0 || b.Succeeded != days {
 					t.Errorf("the deployed worker's summary %+v; want every partition run", b)
 				}
@@ -124,6 +127,12 @@ func TestZombieAcrossDeploy(t *testing.T) {
 						stale++
 						t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
 					}
+				}
+				// Paused after a write that commits on its own (files,
+				// sql-separate), the zombie landed its rows before the deploy's,
+				// which replaced them: no fence refused it.
+				if at == proctest.PauseWrite || sink == "sql" {
+					proctest.CheckRefusedNotSucceeded(t, admin(t, withParams(t, w.url, "search_path", w.schema)), key)
 				}
 				t.Logf("%s, zombie stopped %s on %s: %d stale partitions of %d; the zombie's summary %+v", sink, at, key, stale, days, za)
 			})
@@ -194,6 +203,7 @@ func TestDeployDuringBackfill(t *testing.T) {
 						t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
 					}
 				}
+				proctest.CheckRefusedNotSucceeded(t, admin(t, withParams(t, w.url, "search_path", w.schema)), key)
 				t.Logf("%s, old worker stopped %s on %s: %d partitions of %d with the old code's rows; its summary %+v", sink, at, key, old, days, za)
 			})
 		}

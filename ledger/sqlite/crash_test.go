@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(schematest.NextWorkerEnv) != "" {
 		os.Exit(runNextProcess()) // a worker of TestClaimNextProcesses
 	}
+	if path := os.Getenv(holdLockEnv); path != "" {
+		os.Exit(holdWriteLock(path)) // the paused process of TestOpenWhileLocked
+	}
 	code := m.Run()
 	worker.Remove()
 	os.Exit(code)
@@ -89,6 +92,17 @@ type proc struct {
 }
 
 // start starts a worker; later flags override earlier ones.
+// readDB opens the ledger's file for reading, closed when the test ends.
+func (w *world) readDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+w.ledger+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func (w *world) start(name string, args ...string) *proc {
 	w.t.Helper()
 	all := append([]string{"-ledger", w.ledger, "-dest", w.dest, "-log", w.log, "-worker", name,
@@ -645,7 +659,68 @@ func deployDuringBackfill(t *testing.T, r *rand.Rand, sink string) {
 			t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
 		}
 	}
+	proctest.CheckRefusedNotSucceeded(t, w.readDB(t), key)
 	t.Logf("%s, old worker stopped %s on %s: %d partitions of %d with the old code's rows; its report %+v", sink, at, key, old, days, ra)
+}
+
+// TestDeployUnnamed is issue 30's deploy that adds an asset, both
+// versions under NewDAG's default name ("events", then
+// "deploy_2+events"): the old code's worker stops itself inside the
+// write of its first partition; the deployed worker, under its default
+// name, refuses to run (backfill.ErrUnnamedDAG) and lands nothing; named
+// as the old version is ("events"), it lands every partition; the old
+// worker resumes and leaves them, its held write refused by the fence.
+// (Before the refusal the deployed worker ran, unlinked, and the old
+// code's backfill replaced what it landed: 27 to 52 partitions a trial.)
+func TestDeployUnnamed(t *testing.T) {
+	for _, sink := range []string{"files", "sql"} {
+		t.Run(sink, func(t *testing.T) {
+			const days = 8
+			w := newWorld(t, days)
+			audit := filepath.Join(w.dir, "audit.log")
+			key := w.partition(days - 1).Key()
+			a := w.start("zombie", proctest.ZombieArgs(sink, proctest.PauseWrite, key, audit)...)
+			proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
+			refused := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2")...).report(t)
+			if refused.Succeeded != 0 || !strings.Contains(refused.Err, "set DAG.Name to \"events\"") {
+				t.Errorf("the deployed worker under its default name: %+v; want it refused, naming \"events\", nothing run", refused)
+			}
+			b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2", "-name", "events")...).report(t)
+			if b.Succeeded != days || b.Err != "" {
+				t.Errorf("the deployed worker named as the old version: %+v; want every partition run", b)
+			}
+			a.signal(t, syscall.SIGCONT)
+			ra := a.report(t)
+			if ra.Succeeded != 0 {
+				t.Errorf("the old worker's report %+v; want nothing succeeded", ra)
+			}
+			holders := map[string][]string{}
+			if sink == "files" {
+				for i := range days {
+					k := w.partition(i).Key()
+					for _, row := range w.rows(k) {
+						holders[k] = append(holders[k], row.Worker)
+					}
+				}
+			} else {
+				for k, rows := range proctest.SQLRows(t, w.readDB(t), false) {
+					for _, row := range rows {
+						holders[k] = append(holders[k], row.Worker)
+					}
+				}
+			}
+			old := 0
+			for i := range days {
+				k := w.partition(i).Key()
+				if got := holders[k]; !slices.Equal(got, []string{"deployed", "deployed", "deployed"}) {
+					old++
+					t.Errorf("partition %s holds rows of %v; want the deployed worker's 3", k, got)
+				}
+			}
+			proctest.CheckRefusedNotSucceeded(t, w.readDB(t), key)
+			t.Logf("%s: %d partitions of %d with the old code's rows; the refusal: %s", sink, old, days, refused.Err)
+		})
+	}
 }
 
 func zombieAcrossDeploy(t *testing.T, r *rand.Rand, sink string) {
@@ -661,7 +736,11 @@ func zombieAcrossDeploy(t *testing.T, r *rand.Rand, sink string) {
 	}
 	a := w.start("zombie", proctest.ZombieArgs(sink, at, key, audit)...)
 	proctest.AwaitPause(t, a.cmd.Process.Pid, w.log, key)
-	b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2")...).report(t)
+	// Another name: the versions are not linked, and only the fence
+	// stands between the zombie and the deployed rows. (Under NewDAG's
+	// default names the deployed worker would refuse to run:
+	// TestDeployUnnamed.)
+	b := w.start("deployed", append(proctest.TakeoverArgs(sink, audit), "-version", "2", "-name", "events-2")...).report(t)
 	if b.Succeeded != days || b.Err != "" {
 		t.Errorf("the deployed worker's report %+v; want every partition run", b)
 	}
@@ -723,6 +802,12 @@ func zombieAcrossDeploy(t *testing.T, r *rand.Rand, sink string) {
 				t.Errorf("the audit table holds the zombie's write of %s: %+v", key, row)
 			}
 		}
+	}
+	// Paused after a write that commits on its own (files,
+	// sql-separate), the zombie landed its rows before the deploy's,
+	// which replaced them: no fence refused it.
+	if at == proctest.PauseWrite || sink == "sql" {
+		proctest.CheckRefusedNotSucceeded(t, w.readDB(t), key)
 	}
 	t.Logf("%s, zombie stopped %s on %s: %d stale partitions of %d; the zombie's report %+v", sink, at, key, stale, days, ra)
 }

@@ -206,7 +206,22 @@ const createSchemaTable = `CREATE TABLE IF NOT EXISTS tranche_schema (
 
 // migrate brings the schema up to date in one transaction, refusing a
 // newer one. It returns the version found before.
+//
+// It reads the version first, outside any transaction, and writes only
+// when the schema is behind: the write transaction takes SQLite's write
+// lock (PostgreSQL's advisory lock of migrations), which a worker paused
+// in a claim or a finish may hold for as long as it is stopped, and a
+// second worker's open of a current ledger must not wait for it, nor
+// fail at the busy timeout.
 func (l *Ledger) migrate(ctx context.Context) (found int, err error) {
+	if found, ok := l.currentVersion(ctx); ok {
+		if found > SchemaVersion {
+			return found, &SchemaError{Ledger: l.name, Found: found, Known: SchemaVersion}
+		}
+		if found == SchemaVersion {
+			return found, nil
+		}
+	}
 	err = l.write(ctx, "migrating the schema", func(tx *sql.Tx) error {
 		if l.dialect.LockSchema != "" {
 			if _, err := tx.ExecContext(ctx, l.dialect.LockSchema); err != nil {
@@ -258,6 +273,23 @@ func (l *Ledger) migrate(ctx context.Context) (found int, err error) {
 		return nil
 	})
 	return found, err
+}
+
+// currentVersion reads the schema's version on the writing database,
+// outside any transaction; ok is false when it could not be read (no
+// ledger yet, a dialect without HasTable, any failure), which the
+// migration's transaction then reads again under its lock.
+func (l *Ledger) currentVersion(ctx context.Context) (found int, ok bool) {
+	if l.dialect.HasTable != "" {
+		var exists bool
+		if err := l.db.QueryRowContext(ctx, l.q(l.dialect.HasTable), "tranche_schema").Scan(&exists); err != nil || !exists {
+			return 0, false
+		}
+	}
+	if err := l.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM tranche_schema`).Scan(&found); err != nil {
+		return 0, false
+	}
+	return found, true
 }
 
 // checkSchema refuses, for [Options.Existing], a database without a
