@@ -521,6 +521,7 @@ func runPolicyFlags(c *call, fs *flag.FlagSet) {
 	fs.TextVar(&c.opt.rerun, "rerun", ledger.RerunFailed, "which recorded partitions run again: none, failed, all, or stale (the failed ones, and those whose latest success ran other code: an older version of an asset)")
 	fs.TextVar(&c.opt.onFailure, "on-failure", tranche.FailStop, "after a failed partition: stop or continue")
 	fs.IntVar(&c.opt.maxConcurrency, "max-concurrency", 1, "how many partitions (or chunks) run at once")
+	fs.DurationVar(&c.opt.lease, "lease", backfill.DefaultLease, "how long a claim holds without a heartbeat (renewed every third of it); a run after a crash waits up to this long for the dead worker's partitions")
 }
 
 func resumeFlags(c *call, fs *flag.FlagSet) {

@@ -30,6 +30,7 @@ func (c *call) newBackfill() (*backfill.Backfill, error) {
 	b := &backfill.Backfill{
 		DAG: dag, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: c.opt.chunk, Order: c.opt.order,
 		Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency, MaxPartitions: c.opt.maxPartitions,
+		Lease: c.opt.lease,
 	}
 	if err := c.checkPolicies(); err != nil {
 		return nil, err
@@ -129,7 +130,7 @@ func runRun(ctx context.Context, c *call) error {
 	if lw.cut {
 		fmt.Fprintf(c.stdout, "  ... (%d partitions in all: '%s plan' lists every one)\n", plan.Counts.Total, c.name)
 	}
-	if plan.Counts.Run == 0 {
+	if plan.Counts.Run == 0 && plan.Counts.SkipRunning == 0 {
 		fmt.Fprintln(c.stdout, "Nothing to run.")
 		return nil
 	}
@@ -137,6 +138,11 @@ func runRun(ctx context.Context, c *call) error {
 		what := counted(plan.Counts.Run, "partition")
 		if plan.Counts.Runs != plan.Counts.Run {
 			what += " in " + counted(plan.Counts.Runs, "run")
+		}
+		if plan.Counts.Run == 0 {
+			// Held elsewhere: a worker killed leaves them running until
+			// their leases lapse, and the run takes them over then.
+			what = counted(plan.Counts.SkipRunning, "partition") + " held by other workers, should their leases lapse"
 		}
 		fmt.Fprintf(c.stderr, "Run %s? [y/N] ", what)
 		answer, err := bufio.NewReader(c.stdin).ReadString('\n')
@@ -243,7 +249,7 @@ func (c *call) registered(record ledger.BackfillRecord, l ledger.Ledger) (*backf
 		}
 		b := &backfill.Backfill{
 			DAG: dag, Window: w, Ledger: l, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: record.Chunk,
-			Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency,
+			Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency, Lease: c.opt.lease,
 		}
 		for _, start := range record.Partitions {
 			b.Partitions = append(b.Partitions, tranche.PartitionOf(w.Granularity(), start.In(w.Location())))

@@ -13,7 +13,9 @@
 //	go run ./examples/cli schedule [--delay 2h]   # each day once it ends, until SIGINT or SIGTERM
 //
 // EVENTS_FAIL=2026-01-03,2026-01-05 makes those days fail, as a source
-// that is down would.
+// that is down would; EVENTS_HANG=2026-01-03 makes that day's run hang,
+// as a stuck source would, after creating the file $EVENTS_HANG_MARK
+// when set.
 package main
 
 import (
@@ -59,6 +61,15 @@ func extract(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, er
 	}
 	if slices.Contains(strings.Split(os.Getenv("EVENTS_FAIL"), ","), p.Key()) {
 		return nil, fmt.Errorf("the source of %s is down", p.Key())
+	}
+	if os.Getenv("EVENTS_HANG") == p.Key() {
+		if mark := os.Getenv("EVENTS_HANG_MARK"); mark != "" {
+			if err := os.WriteFile(mark, nil, 0o644); err != nil {
+				return nil, err
+			}
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return []tranche.Row{{"day": p.Key(), "events": 100 + p.Start.Day()}}, nil
 }

@@ -466,3 +466,44 @@ func TestLedgerAddress(t *testing.T) {
 		t.Errorf("reading the read-only ledger left %v beside it", names)
 	}
 }
+
+// TestRerunAfterKill kills the program with SIGKILL while the third of a
+// week's days runs (newest first), and runs the same command again: the
+// rerun waits for the dead process's lease (2 s) to lapse, saying so,
+// takes the day over, runs the rest, and exits 0 within a lease and a
+// moment of the kill; the two days that ran before the kill run once.
+func TestRerunAfterKill(t *testing.T) {
+	e := newEnv(t)
+	mark := filepath.Join(e.dir, "hung")
+	args := append([]string{"run", "events", "--yes", "--lease", "2s"}, week...)
+	cmd := exec.Command(binary, args...)
+	cmd.Dir, cmd.Env = e.dir, e.environ("EVENTS_HANG=2026-01-05", "EVENTS_HANG_MARK="+mark)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the third day never started")
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	killed := time.Now()
+	out := e.must(0, args...)
+	if took := time.Since(killed); took > 5*time.Second {
+		t.Errorf("the rerun exited %v after the kill; want within the lease (2s) and a moment", took)
+	}
+	if !strings.Contains(out, "5 succeeded here") || !strings.Contains(out, "2 skipped") {
+		t.Errorf("rerun output:\n%s\nwant 5 succeeded here (the dead process's day among them), 2 skipped", out)
+	}
+	id, _ := e.backfills()[0]["id"].(string)
+	for _, day := range []string{"2026-01-07", "2026-01-06"} {
+		if h := e.must(0, "history", id, day); !strings.Contains(h, "  1  succeeded") || strings.Contains(h, "\n  2  ") {
+			t.Errorf("history of %s, which ran before the kill:\n%s\nwant one attempt", day, h)
+		}
+	}
+}
