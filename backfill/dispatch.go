@@ -103,13 +103,10 @@ func (d *dispatcher) claim(keep int) {
 		d.takeOverDue()
 		want := d.want() // may wait for a slot: before the lease's clock starts
 		claimed := x.keeper.now()
-		ctx, cancel := x.claimContext(d.ctx)
-		grants, err := x.b.Ledger.ClaimNext(ctx, ledger.NextRequest{
+		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
 			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
 			Want: want, Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
 		})
-		err = x.claimErr(ctx, err)
-		cancel()
 		switch {
 		case errors.Is(err, ledger.ErrBackfillCanceled):
 			x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)

@@ -548,13 +548,10 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		return
 	}
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
-	cctx, cancel := x.claimContext(ctx)
-	lease, err := x.b.Ledger.Claim(cctx, ledger.ClaimRequest{
+	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
 	})
-	err = x.claimErr(cctx, err)
-	cancel()
 	switch {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
@@ -578,26 +575,6 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	x.sawLease(lease)
 	u.seq = d.nextSeq()
 	d.start(u, lease, claimed)
-}
-
-// claimContext bounds a claim at a lease: a claim that takes longer
-// grants leases that have lapsed by this worker's clock when it answers,
-// and one that does not answer (a connection cut) must not hold the run.
-// A claim that landed though it timed out here leaves leases that
-// expire, and other workers take those partitions over.
-func (x *execution) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, x.cfg.lease, errNoAnswer)
-}
-
-// errNoAnswer is why a claim was given up.
-var errNoAnswer = errors.New("tranche: no answer from the ledger within a lease: the connection may be lost")
-
-// claimErr names a claim that claimContext gave up.
-func (x *execution) claimErr(ctx context.Context, err error) error {
-	if err != nil && errors.Is(context.Cause(ctx), errNoAnswer) && !errors.Is(err, errNoAnswer) {
-		return fmt.Errorf("%w (%v): %w", errNoAnswer, x.cfg.lease, err)
-	}
-	return err
 }
 
 // begin decides, on the dispatcher's goroutine and in the order of

@@ -232,12 +232,14 @@ func (x *execution) settle(ctx context.Context, u *job, kept *keptLease, outcome
 // finishCall records calls, whose leases are kept, and returns what the
 // ledger answered; or, when the call hangs, a nil answer and why it was
 // left behind. The leases are renewed while the call is in flight for a
-// heartbeat interval, then no more, and once each has lapsed by this
-// worker's clock the call is left behind: a ledger call that hangs (a
-// connection cut, a server that stopped) holds neither the run, which
-// returns within about a lease, nor the partitions, which other workers
-// take over once the leases expire, and should the call land after
-// that, the ledger's fence refuses it.
+// heartbeat interval, then no more, so that other workers may take the
+// partitions over once they expire; the answer is waited for until a
+// lease after they have lapsed by this worker's clock (a ledger slow
+// for a moment, a lock held by a stopped worker, still answers, and a
+// call that lands after a takeover is refused as fenced), and then the
+// call is left behind: a ledger call that hangs (a connection cut, a
+// server that stopped) does not hold the run for longer than about two
+// leases, and should it land after that, the ledger's fence refuses it.
 func (x *execution) finishCall(calls []ledger.Finish, kept []*keptLease) ([]error, error) {
 	answer := make(chan []error, 1)
 	sent := time.Now()
@@ -253,7 +255,7 @@ func (x *execution) finishCall(calls []ledger.Finish, kept []*keptLease) ([]erro
 	for _, k := range kept {
 		until = max(until, k.stopRenewing())
 	}
-	hung.Reset(max(until-x.keeper.now(), 0))
+	hung.Reset(max(until+x.cfg.lease-x.keeper.now(), 0))
 	select {
 	case errs := <-answer:
 		return errs, nil

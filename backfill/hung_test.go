@@ -40,9 +40,9 @@ func (l *hungFinishLedger) Finish(ctx context.Context, lease *ledger.Lease, outc
 }
 
 // TestHungFinishHoldsNothing hangs the finish of worker a's third
-// partition for a minute (lease 2 s): a's Run returns within the lease
-// and a heartbeat of that partition's end, its failure matching
-// ErrLeftBehind; worker b takes the partition over once the lease
+// partition for a minute (lease 2 s): a's Run returns within a
+// heartbeat, the lease and a lease's grace of that partition's end, its
+// failure matching ErrLeftBehind and ErrFenced; worker b takes the partition over once the lease
 // expires and lands it; and the hung finish, landing a minute later, is
 // refused by the fence.
 func TestHungFinishHoldsNothing(t *testing.T) {
@@ -57,11 +57,11 @@ func TestHungFinishHoldsNothing(t *testing.T) {
 		a := &backfill.Backfill{DAG: dag, Window: w, Ledger: hung, Worker: "a", Order: backfill.OldestFirst, Lease: lease, Heartbeat: heartbeat}
 		rep, err := a.Run(t.Context())
 		took := time.Since(start)
-		if !errors.Is(err, backfill.ErrLeftBehind) || rep.Failed != 1 || rep.Succeeded != 2 {
+		if !errors.Is(err, backfill.ErrLeftBehind) || !errors.Is(err, tranche.ErrFenced) || rep.Failed != 1 || rep.Succeeded != 2 {
 			t.Errorf("a: Run = %v, %d succeeded, %d failed; want an error matching ErrLeftBehind, 2 succeeded, 1 failed", err, rep.Succeeded, rep.Failed)
 		}
-		if limit := 3*run + heartbeat + lease; took > limit {
-			t.Errorf("a's Run returned after %v; want within %v (the partitions' runs, a heartbeat and the lease)", took, limit)
+		if limit := 3*run + heartbeat + 2*lease; took > limit {
+			t.Errorf("a's Run returned after %v; want within %v (the partitions' runs, a heartbeat, the lease and a lease's grace)", took, limit)
 		}
 		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: mem, Worker: "b", Lease: lease, Heartbeat: heartbeat, WaitForOthers: true}
 		delete(p.starts, bfDay(3).Key()) // run again by b, as it may be

@@ -507,7 +507,11 @@ func (e *leftBehindError) Error() string {
 		e.call, e.since.Round(time.Millisecond))
 }
 
-func (e *leftBehindError) Is(target error) bool { return target == ErrLeftBehind }
+// Is matches ErrLeftBehind, and, for a finish left behind once its
+// lease lapsed, ErrFenced: the worker no longer holds the partition.
+func (e *leftBehindError) Is(target error) bool {
+	return target == ErrLeftBehind || e.lapsed && target == ledger.ErrFenced
+}
 
 // lapsedError is a lease that its worker stopped trusting: not renewed
 // for longer than the lease less a margin, by the worker's own clock. It
