@@ -176,15 +176,14 @@ func isRetryable(err error) bool {
 // dependencies. It is valid only during the call.
 type Materialization struct {
 	run     *runState
-	index   int // the asset's position in the DAG
-	node    int // the run's node: index, unless the run has a plan
+	index   int // the run's node: the asset's position in the DAG, unless the run has a plan
 	attempt int
 	logger  atomic.Pointer[slog.Logger]
 	logSeq  atomic.Int64
 }
 
 // Asset returns the name of the asset being materialized.
-func (m *Materialization) Asset() string { return m.run.dag.assets[m.index].Name }
+func (m *Materialization) Asset() string { return m.run.assetOf(m.index).Name }
 
 // RunID returns the id of the run.
 func (m *Materialization) RunID() string { return m.run.id }
@@ -196,9 +195,9 @@ func (m *Materialization) RunID() string { return m.run.id }
 // time should do then.
 func (m *Materialization) Partition() (TimePartition, error) {
 	name := m.Asset()
-	t := m.run.targetOf(m.node)
+	t := m.run.targetOf(m.index)
 	switch {
-	case !m.run.dag.assets[m.index].partitioned():
+	case !m.run.assetOf(m.index).partitioned():
 		return TimePartition{}, fmt.Errorf("tranche: asset %q is unpartitioned: it has no partition", name)
 	case t.isWindow:
 		return TimePartition{}, fmt.Errorf("tranche: asset %q is materialized for window %s, not one partition; use Window", name, t.window)
@@ -221,12 +220,12 @@ func (m *Materialization) Partition() (TimePartition, error) {
 // (destination.Fence.Admit), and names its deliveries
 // (destination.DeliveryID).
 func (m *Materialization) Batches() []Batch {
-	a := &m.run.dag.assets[m.index]
+	a := m.run.assetOf(m.index)
 	if !a.partitioned() {
 		return []Batch{{Asset: a.Name, RunID: m.run.id}}
 	}
 	var batches []Batch
-	t := m.run.targetOf(m.node)
+	t := m.run.targetOf(m.index)
 	if !t.isWindow {
 		batches = []Batch{{Asset: a.Name, Column: a.Partitioning.Column, Partition: t.partition}}
 	} else {
@@ -235,7 +234,7 @@ func (m *Materialization) Batches() []Batch {
 			batches = append(batches, Batch{Asset: a.Name, Column: a.Partitioning.Column, Partition: p})
 		}
 	}
-	if p := m.run.plan; p == nil || p.nodes[m.node].own {
+	if p := m.run.plan; p == nil || p.nodes[m.index].own {
 		m.run.stamp(batches)
 	} else {
 		for k := range batches {
@@ -249,10 +248,10 @@ func (m *Materialization) Batches() []Batch {
 // window, or a window of the one partition of a single-partition run. It
 // returns the empty window for an unpartitioned asset.
 func (m *Materialization) Window() TimePartitionWindow {
-	if !m.run.dag.assets[m.index].partitioned() {
+	if !m.run.assetOf(m.index).partitioned() {
 		return TimePartitionWindow{}
 	}
-	return m.run.targetOf(m.node).asWindow()
+	return m.run.targetOf(m.index).asWindow()
 }
 
 // Logger returns a logger whose records become [KindLog] events of the
@@ -276,14 +275,14 @@ func (m *Materialization) Logger() *slog.Logger {
 // the asset's dependencies.
 func (m *Materialization) Input(dep string) ([]Row, error) {
 	d := m.run.dag
-	for k, j := range d.deps[m.index] {
+	for k, j := range d.deps[m.run.assetIndex(m.index)] {
 		if d.assets[j].Name != dep {
 			continue
 		}
 		if m.run.plan == nil {
 			return m.run.assets[j].rows, nil
 		}
-		batches, err := m.run.inputs(m.node, k, j)
+		batches, err := m.run.inputs(m.index, k, j)
 		if err != nil {
 			return nil, err
 		}
@@ -308,12 +307,12 @@ func (m *Materialization) Input(dep string) ([]Row, error) {
 // partition.
 func (m *Materialization) Inputs(dep string) ([]Batch, error) {
 	d := m.run.dag
-	for k, j := range d.deps[m.index] {
+	for k, j := range d.deps[m.run.assetIndex(m.index)] {
 		if d.assets[j].Name != dep {
 			continue
 		}
 		if m.run.plan != nil {
-			return m.run.inputs(m.node, k, j)
+			return m.run.inputs(m.index, k, j)
 		}
 		a, t, rows := &d.assets[j], &m.run.target, m.run.assets[j].rows
 		switch {
@@ -336,7 +335,7 @@ func (m *Materialization) Inputs(dep string) ([]Batch, error) {
 // noDependency is the error of Input and Inputs for a name that is not a
 // dependency.
 func (m *Materialization) noDependency(dep string) error {
-	a := m.run.dag.assets[m.index]
+	a := *m.run.assetOf(m.index)
 	deps := "none"
 	if len(a.Deps) > 0 {
 		deps = strings.Join(a.Deps, ", ")

@@ -471,8 +471,7 @@ type runState struct {
 	fencing  *RunOptions     // nil when the run is not fenced
 	ctx      context.Context // the run's context, checked before each fenced write
 	target   target
-	plan     *runPlan   // nil for a uniform DAG: each node is the asset of its index
-	readMu   sync.Mutex // guards plan.readRows
+	plan     *runPlan // nil for a uniform DAG: each node is the asset of its index
 
 	runner   *Runner // its OnEvent, Logger and Read
 	logHook  func(context.Context, Event)
@@ -480,6 +479,7 @@ type runState struct {
 	mu       sync.Mutex // serializes hook calls; guards hookErrs and closed
 	hookErrs []error
 	closed   bool // the run's last event was delivered
+	failFast bool // the first failure stops the run (FailStop); beside closed, where it costs no padding
 
 	outcomes []AssetResult // by node (DAG position when there is no plan), each written by one goroutine at a time
 	assets   []assetState  // by node
@@ -490,7 +490,6 @@ type runState struct {
 type assetState struct {
 	m         Materialization // its first attempt's; a retry gets its own, see try
 	rows      []Row           // its rows, once it completed and until its dependents finish
-	batches   []Batch         // a planned window node's rows by partition, when it completed
 	waiting   int             // its unfinished dependencies
 	consumers int             // its unfinished dependents
 	queued    int             // the scheduler's queue: the k-th asset to become ready is assets[k].queued
@@ -504,6 +503,14 @@ func (s *runState) assetOf(i int) *Asset {
 		return &s.dag.assets[i]
 	}
 	return &s.dag.assets[s.plan.nodes[i].asset]
+}
+
+// assetIndex returns the DAG position of node i's asset.
+func (s *runState) assetIndex(i int) int {
+	if s.plan == nil {
+		return i
+	}
+	return s.plan.nodes[i].asset
 }
 
 // targetOf returns the target of node i.
@@ -617,8 +624,9 @@ func (s *runState) schedule(ctx context.Context, start time.Time, limit int, pol
 		return
 	}
 	c := &s.sched
-	c.s, c.ctx, c.limit, c.failFast = s, ctx, limit, policy == FailStop
-	if c.failFast && limit > 1 && n > 1 {
+	c.s, c.ctx, c.limit = s, ctx, limit
+	s.failFast = policy == FailStop
+	if s.failFast && limit > 1 && n > 1 {
 		// Running assets are canceled at the first failure. With one
 		// worker, no other asset runs then, and the failure flag alone
 		// stops the rest.
@@ -648,12 +656,11 @@ func (s *runState) schedule(ctx context.Context, start time.Time, limit int, pol
 
 // scheduler is the state of schedule's workers.
 type scheduler struct {
-	s        *runState
-	ctx      context.Context
-	limit    int
-	failFast bool
-	cancel   context.CancelCauseFunc // cancels ctx at the first failure, when failing fast with several workers
-	g        errgroup.Group
+	s      *runState
+	ctx    context.Context
+	limit  int
+	cancel context.CancelCauseFunc // cancels ctx at the first failure, when failing fast with several workers
+	g      errgroup.Group
 
 	mu         sync.Mutex
 	head, tail int   // the queue of ready assets, in runState.assets: each enters it once
@@ -685,7 +692,7 @@ func (c *scheduler) worker(now time.Time) {
 
 		if !c.preempt(i, failure) {
 			var err error
-			if now, err = c.s.runAsset(c.ctx, i, now); err != nil && c.failFast {
+			if now, err = c.s.runAsset(c.ctx, i, now); err != nil && c.s.failFast {
 				c.mu.Lock()
 				if c.failure == nil {
 					c.failure = err
@@ -714,7 +721,7 @@ func (c *scheduler) finish(i int) {
 	}
 	for _, k := range s.nodeDeps(i) {
 		if assets[k].consumers--; assets[k].consumers == 0 {
-			assets[k].rows, assets[k].batches = nil, nil
+			assets[k].rows = nil
 		}
 	}
 	// This worker takes one of the queued assets itself.
@@ -853,9 +860,8 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 	if n > 1 {
 		m = new(Materialization)
 	}
-	m.run, m.index, m.node, m.attempt = s, i, i, n
+	m.run, m.index, m.attempt = s, i, n
 	if s.plan != nil {
-		m.index = s.plan.nodes[i].asset
 		if err := s.readInputs(actx, i); err != nil {
 			return false, err
 		}
@@ -896,7 +902,7 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 	}
 	s.assets[i].rows = rows
 	if s.plan != nil && t.isWindow {
-		s.assets[i].batches = batches
+		s.plan.batches[i] = batches
 	}
 	return false, nil
 }

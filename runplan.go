@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -17,12 +18,14 @@ type runPlan struct {
 	nodes      []planNode
 	deps       [][]int // nodes each node waits for
 	dependents [][]int
-	byAsset    [][]int            // each asset's nodes, oldest first
-	nodeOf     []map[int64]int    // per partitioned asset: a partition's start → the node materializing it
-	cursors    []*cursor          // per partitioned asset: its partitions in the run's location
-	first      []int64            // per partitioned asset: the start of its first partition, or minInt64
-	read       bool               // mapped partitions outside the target's are read (Runner.Read), not run
-	readRows   map[[2]int64][]Row // rows read before a node's call: (asset, start) → rows; guarded by each node's own use
+	byAsset    [][]int         // each asset's nodes, oldest first
+	nodeOf     []map[int64]int // per partitioned asset: a partition's start → the node materializing it
+	cursors    []*cursor       // per partitioned asset: its partitions in the run's location
+	first      []int64         // per partitioned asset: the start of its first partition, or minInt64
+	read       bool            // mapped partitions outside the target's are read (Runner.Read), not run
+	readMu     sync.Mutex
+	readRows   map[[2]int64][]Row // rows read before a node's call: (asset, start) → rows
+	batches    [][]Batch          // a window node's rows by partition, once it completed
 }
 
 // planNode is one asset for one target in a run's plan.
@@ -162,6 +165,7 @@ func buildPlan(d *DAG, t *target, read bool) (*runPlan, error) {
 			k = j
 		}
 	}
+	p.batches = make([][]Batch, len(p.nodes))
 	// The edges and each node's inputs.
 	p.deps = make([][]int, len(p.nodes))
 	p.dependents = make([][]int, len(p.nodes))
@@ -315,12 +319,12 @@ func (s *runState) readInputs(ctx context.Context, i int) error {
 			if err != nil {
 				return fmt.Errorf("tranche: reading partition %s of dependency %q: %w", q.Key(), a.Name, err)
 			}
-			s.readMu.Lock()
+			s.plan.readMu.Lock()
 			if p.readRows == nil {
 				p.readRows = make(map[[2]int64][]Row)
 			}
 			p.readRows[[2]int64{int64(j), u}] = rows
-			s.readMu.Unlock()
+			s.plan.readMu.Unlock()
 		}
 	}
 	return nil
@@ -351,16 +355,16 @@ func (s *runState) inputs(x, k, j int) ([]Batch, error) {
 			}
 			// A window node's rows by partition, which try kept: it
 			// has a column, unless it is the run's target.
-			ys := &s.assets[y]
-			if ys.batches == nil {
+			ys := p.batches[y]
+			if ys == nil {
 				return nil, fmt.Errorf("tranche: dependency %q ran for window %s without a Partitioning.Column, so its rows cannot be told apart by partition; give it a column, or use Input", a.Name, t.text)
 			}
-			k := sortSearch(ys.batches, u)
-			b.Partition, b.Rows = ys.batches[k].Partition, ys.batches[k].Rows
+			k := sortSearch(ys, u)
+			b.Partition, b.Rows = ys[k].Partition, ys[k].Rows
 		default:
-			s.readMu.Lock()
+			s.plan.readMu.Lock()
 			b.Rows = p.readRows[[2]int64{int64(j), u}]
-			s.readMu.Unlock()
+			s.plan.readMu.Unlock()
 			b.Partition = c.partition(u)
 		}
 		batches = append(batches, b)
