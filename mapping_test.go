@@ -496,3 +496,38 @@ func TestRunScheduleSlotMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFencedWritesOnlyTarget: a fenced run (a backfill's) of a day
+// whose model reads the two days before writes the target's partitions
+// only, with its token; the days before feed the model unwritten.
+func TestRunFencedWritesOnlyTarget(t *testing.T) {
+	rec := newRecorder()
+	dst := new(tranche.MemoryDestination)
+	daily := rec.asset("daily", tranche.Partitioning{Granularity: tranche.Day})
+	daily.Destinations = []tranche.Destination{dst}
+	model := rec.asset("model", tranche.Partitioning{Granularity: tranche.Day}, "daily")
+	model.Mappings = map[string]tranche.Mapping{"daily": {Lookback: 2, Offset: 1}}
+	model.Destinations = []tranche.Destination{dst}
+	dag, err := tranche.NewDAG(daily, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tranche.RunWithTokens(&tranche.Runner{}, context.Background(), dag, day(10), "fenced", []int64{7 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"2026-01-08", "2026-01-09"}, rec.read["model"]["daily"]); diff != "" {
+		t.Errorf("model read (-want +got):\n%s", diff)
+	}
+	for _, a := range []string{"daily", "model"} {
+		if diff := cmp.Diff([]string{"2026-01-10"}, dst.Keys(a)); diff != "" {
+			t.Errorf("%s written (-want +got):\n%s", a, diff)
+		}
+	}
+	// Unfenced, the run writes every partition it materialized.
+	if _, err := (&tranche.Runner{}).Run(context.Background(), dag, day(10)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"2026-01-08", "2026-01-09", "2026-01-10"}, dst.Keys("daily")); diff != "" {
+		t.Errorf("daily written (-want +got):\n%s", diff)
+	}
+}

@@ -151,8 +151,10 @@ func (TimePartitionWindow) isTarget() {}
 // of whose partitions the target holds or a running asset reads (the
 // monthly report of a day's run) is skipped, with an error wrapping
 // [ErrSkip] that says so. Its [AssetResult] gathers the asset's
-// partitions: the worst state, summed attempts and rows. In a fenced run
-// (RunOptions.Tokens) only the target's batches carry its tokens.
+// partitions: the worst state, summed attempts and rows. A fenced run
+// (RunOptions.Tokens, a backfill's) writes only its target's partitions,
+// which its tokens fence: the others feed the assets that read them, and
+// are written by runs of their own.
 //
 // Before anything runs or any event is emitted, Run checks the target
 // against the assets, and refuses, with a nil Result, a nil target while
@@ -887,7 +889,11 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 			}
 		}
 	}
-	for k, dst := range a.Destinations {
+	dsts := a.Destinations
+	if s.fencing != nil && s.plan != nil && !s.plan.nodes[i].own {
+		dsts = nil // no token fences it: its own run writes it
+	}
+	for k, dst := range dsts {
 		if err := s.write(actx, i, a, n, k, dst, batches, len(rows)); err != nil {
 			return false, err
 		}
