@@ -501,9 +501,15 @@ func TestRunScheduleSlotMapping(t *testing.T) {
 // whose model reads the two days before writes the target's partitions
 // only, with its token; the days before feed the model unwritten.
 func TestRunFencedWritesOnlyTarget(t *testing.T) {
+	for _, window := range []bool{false, true} {
+		t.Run(fmt.Sprintf("AllowWindow=%v", window), func(t *testing.T) { fencedWritesOnlyTarget(t, window) })
+	}
+}
+
+func fencedWritesOnlyTarget(t *testing.T, window bool) {
 	rec := newRecorder()
 	dst := new(tranche.MemoryDestination)
-	daily := rec.asset("daily", tranche.Partitioning{Granularity: tranche.Day})
+	daily := rec.asset("daily", tranche.Partitioning{Granularity: tranche.Day, AllowWindow: window})
 	daily.Destinations = []tranche.Destination{dst}
 	model := rec.asset("model", tranche.Partitioning{Granularity: tranche.Day}, "daily")
 	model.Mappings = map[string]tranche.Mapping{"daily": {Lookback: 2, Offset: 1}}

@@ -132,22 +132,27 @@ func buildPlan(d *DAG, t *target, read bool) (*runPlan, error) {
 		}
 		slices.Sort(starts)
 		c := p.cursors[i]
-		if a.Partitioning.Granularity == g && len(starts) == len(own) {
-			// Exactly the target's partitions: one node for the target,
-			// a window run as the DAG's window runs are.
-			for _, s := range starts {
-				p.nodeOf[i][s] = len(p.nodes)
-			}
-			add(planNode{t: *t, own: true})
-			continue
+		isOwn := func(s int64) bool {
+			_, ok := ownEnd[s]
+			return ok && a.Partitioning.Granularity == g
 		}
-		// Partitions run one at a time, or by runs of consecutive ones
-		// for an asset that allows windows and whose rows can be told
-		// apart by partition.
+		// The target's partitions are one node for the target, a window
+		// run as the DAG's window runs are, whose batches its fencing
+		// tokens number. Other partitions run one at a time, or by runs
+		// of consecutive ones for an asset that allows windows and whose
+		// rows can be told apart by partition.
 		windows := a.Partitioning.AllowWindow && a.Partitioning.Column != ""
 		for k := 0; k < len(starts); {
+			if isOwn(starts[k]) {
+				for _, s := range own {
+					p.nodeOf[i][s] = len(p.nodes)
+				}
+				add(planNode{t: *t, own: true})
+				k += len(own)
+				continue
+			}
 			j := k + 1
-			for windows && j < len(starts) && need[i][starts[j-1]] == starts[j] {
+			for windows && j < len(starts) && need[i][starts[j-1]] == starts[j] && !isOwn(starts[j]) {
 				j++
 			}
 			for _, s := range starts[k:j] {
@@ -161,7 +166,7 @@ func buildPlan(d *DAG, t *target, read bool) (*runPlan, error) {
 				w := c.window(starts[k], starts[j-1], need[i][starts[j-1]])
 				nt = target{isWindow: true, window: w, text: w.String()}
 			}
-			add(planNode{t: nt, own: a.Partitioning.Granularity == g && j-k == len(own) && starts[k] == own[0]})
+			add(planNode{t: nt})
 			k = j
 		}
 	}
