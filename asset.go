@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -26,6 +27,14 @@ type Asset struct {
 	// before this one starts, and its rows reach this one through
 	// [Materialization.Input].
 	Deps []string
+
+	// Mappings says, by dependency name, which of a partitioned
+	// dependency's partitions each partition of this asset reads (see
+	// [Mapping]). A dependency without an entry reads the partitions
+	// that cover this asset's: the same partition when both share a
+	// granularity, as before mappings existed. Every key must name one
+	// of Deps.
+	Mappings map[string]Mapping
 
 	// Partitioning says how the asset is divided in time. The zero value
 	// means unpartitioned: the asset is materialized whole on every run.
@@ -167,14 +176,14 @@ func isRetryable(err error) bool {
 // dependencies. It is valid only during the call.
 type Materialization struct {
 	run     *runState
-	index   int
+	index   int // the run's node: the asset's position in the DAG, unless the run has a plan
 	attempt int
 	logger  atomic.Pointer[slog.Logger]
 	logSeq  atomic.Int64
 }
 
 // Asset returns the name of the asset being materialized.
-func (m *Materialization) Asset() string { return m.run.dag.assets[m.index].Name }
+func (m *Materialization) Asset() string { return m.run.assetOf(m.index).Name }
 
 // RunID returns the id of the run.
 func (m *Materialization) RunID() string { return m.run.id }
@@ -186,13 +195,14 @@ func (m *Materialization) RunID() string { return m.run.id }
 // time should do then.
 func (m *Materialization) Partition() (TimePartition, error) {
 	name := m.Asset()
+	t := m.run.targetOf(m.index)
 	switch {
-	case !m.run.dag.assets[m.index].partitioned():
+	case !m.run.assetOf(m.index).partitioned():
 		return TimePartition{}, fmt.Errorf("tranche: asset %q is unpartitioned: it has no partition", name)
-	case m.run.target.isWindow:
-		return TimePartition{}, fmt.Errorf("tranche: asset %q is materialized for window %s, not one partition; use Window", name, m.run.target.window)
+	case t.isWindow:
+		return TimePartition{}, fmt.Errorf("tranche: asset %q is materialized for window %s, not one partition; use Window", name, t.window)
 	}
-	return m.run.target.partition, nil
+	return t.partition, nil
 }
 
 // Batches returns what the runner gives each destination of the asset
@@ -210,12 +220,12 @@ func (m *Materialization) Partition() (TimePartition, error) {
 // (destination.Fence.Admit), and names its deliveries
 // (destination.DeliveryID).
 func (m *Materialization) Batches() []Batch {
-	a := &m.run.dag.assets[m.index]
+	a := m.run.assetOf(m.index)
 	if !a.partitioned() {
 		return []Batch{{Asset: a.Name, RunID: m.run.id}}
 	}
 	var batches []Batch
-	t := &m.run.target
+	t := m.run.targetOf(m.index)
 	if !t.isWindow {
 		batches = []Batch{{Asset: a.Name, Column: a.Partitioning.Column, Partition: t.partition}}
 	} else {
@@ -224,7 +234,13 @@ func (m *Materialization) Batches() []Batch {
 			batches = append(batches, Batch{Asset: a.Name, Column: a.Partitioning.Column, Partition: p})
 		}
 	}
-	m.run.stamp(batches)
+	if p := m.run.plan; p == nil || p.nodes[m.index].own {
+		m.run.stamp(batches)
+	} else {
+		for k := range batches {
+			batches[k].RunID = m.run.id
+		}
+	}
 	return batches
 }
 
@@ -232,10 +248,10 @@ func (m *Materialization) Batches() []Batch {
 // window, or a window of the one partition of a single-partition run. It
 // returns the empty window for an unpartitioned asset.
 func (m *Materialization) Window() TimePartitionWindow {
-	if !m.run.dag.assets[m.index].partitioned() {
+	if !m.run.assetOf(m.index).partitioned() {
 		return TimePartitionWindow{}
 	}
-	return m.run.target.asWindow()
+	return m.run.targetOf(m.index).asWindow()
 }
 
 // Logger returns a logger whose records become [KindLog] events of the
@@ -250,27 +266,87 @@ func (m *Materialization) Logger() *slog.Logger {
 	return m.logger.Load()
 }
 
-// Input returns the rows the dependency named dep produced in this run,
-// for the same partition or window. It fails, naming both assets, when dep
-// is not one of the asset's dependencies.
+// Input returns the rows of the dependency named dep that the asset
+// reads: those of every partition its mapping ([Asset.Mappings]) maps the
+// partition or window to, oldest partition first (by default the same
+// partition or window, or every finer partition inside it), or the whole
+// rows of an unpartitioned dependency. [Materialization.Inputs] gives
+// them by partition. It fails, naming both assets, when dep is not one of
+// the asset's dependencies.
 func (m *Materialization) Input(dep string) ([]Row, error) {
 	d := m.run.dag
-	for _, j := range d.deps[m.index] {
-		if d.assets[j].Name == dep {
+	for k, j := range d.deps[m.run.assetIndex(m.index)] {
+		if d.assets[j].Name != dep {
+			continue
+		}
+		if m.run.plan == nil {
 			return m.run.assets[j].rows, nil
 		}
+		batches, err := m.run.inputs(m.index, k, j)
+		if err != nil {
+			return nil, err
+		}
+		if len(batches) == 1 {
+			return batches[0].Rows, nil
+		}
+		var rows []Row
+		for _, b := range batches {
+			rows = append(rows, b.Rows...)
+		}
+		return rows, nil
 	}
-	a := d.assets[m.index]
+	return nil, m.noDependency(dep)
+}
+
+// Inputs returns what [Materialization.Input] does, by partition: one
+// [Batch] per partition of dep that the asset reads, oldest first, each
+// with the dependency's name, partition column, partition and rows (one
+// batch without a partition for an unpartitioned dependency). It fails
+// when dep is not a dependency, and when dep ran for a whole window
+// without a Partitioning.Column, whose rows cannot be told apart by
+// partition.
+func (m *Materialization) Inputs(dep string) ([]Batch, error) {
+	d := m.run.dag
+	for k, j := range d.deps[m.run.assetIndex(m.index)] {
+		if d.assets[j].Name != dep {
+			continue
+		}
+		if m.run.plan != nil {
+			return m.run.inputs(m.index, k, j)
+		}
+		a, t, rows := &d.assets[j], &m.run.target, m.run.assets[j].rows
+		switch {
+		case !a.partitioned():
+			return []Batch{{Asset: a.Name, RunID: m.run.id, Rows: rows}}, nil
+		case !t.isWindow:
+			return []Batch{{Asset: a.Name, Column: a.Partitioning.Column, Partition: t.partition, RunID: m.run.id, Rows: rows}}, nil
+		case a.Partitioning.Column == "":
+			return nil, fmt.Errorf("tranche: dependency %q ran for window %s without a Partitioning.Column, so its rows cannot be told apart by partition; give it a column, or use Input", a.Name, t.text)
+		}
+		batches, err := split(a, t, rows)
+		for k := range batches {
+			batches[k].RunID = m.run.id
+		}
+		return batches, err
+	}
+	return nil, m.noDependency(dep)
+}
+
+// noDependency is the error of Input and Inputs for a name that is not a
+// dependency.
+func (m *Materialization) noDependency(dep string) error {
+	a := *m.run.assetOf(m.index)
 	deps := "none"
 	if len(a.Deps) > 0 {
 		deps = strings.Join(a.Deps, ", ")
 	}
-	return nil, fmt.Errorf("tranche: asset %q has no dependency %q; its dependencies: %s", a.Name, dep, deps)
+	return fmt.Errorf("tranche: asset %q has no dependency %q; its dependencies: %s", a.Name, dep, deps)
 }
 
 // clone returns a copy of a that shares nothing mutable with it.
 func (a Asset) clone() Asset {
 	a.Deps = slices.Clone(a.Deps)
+	a.Mappings = maps.Clone(a.Mappings)
 	a.Destinations = slices.Clone(a.Destinations)
 	return a
 }

@@ -35,6 +35,12 @@ type DAG struct {
 	index      map[string]int
 	deps       [][]int // positions of each asset's dependencies
 	dependents [][]int // positions of the assets depending on each
+
+	// uniform is true when the partitioned assets share one granularity
+	// and every dependency reads the same partition: a run then gives
+	// each asset the run's target, as before mappings existed, and
+	// plans nothing.
+	uniform bool
 }
 
 // NewDAG validates the assets and returns the DAG they form. It refuses,
@@ -44,8 +50,11 @@ type DAG struct {
 // the DAG, cycles (one error for each group of assets that depend on each
 // other, showing one cycle, as in "a -> b -> a"), a partitioned asset
 // feeding an unpartitioned one, dependent partitioned assets with
-// different granularities or locations, and partitioning, timeout or retry
-// settings that cannot work. Every asset is checked, a duplicate too, so
+// different locations, a mapping of an asset that is not a dependency,
+// of an unpartitioned one, or with a negative count, a mapping that reads
+// a partition that may not have closed (a coarser one) without
+// Mapping.Open, and partitioning, timeout or retry settings that cannot
+// work. Every asset is checked, a duplicate too, so
 // that one call reports everything to fix.
 //
 // NewDAG() with no assets is the empty DAG, not an error: it has no
@@ -83,10 +92,16 @@ func NewDAG(assets ...Asset) (*DAG, error) {
 			case !exists:
 				errs = append(errs, fmt.Errorf("tranche: asset %s depends on %q, which is not in the DAG", assetLabel(i, a), dep))
 			default:
-				errs = append(errs, checkEdge(assets[j], a)...)
+				m, declared := a.Mappings[dep]
+				errs = append(errs, checkEdge(assets[j], a, m, declared)...)
 				deps = append(deps, dep)
 			}
 			seen[dep] = true
+		}
+		for _, dep := range sortedKeys(a.Mappings) {
+			if !seen[dep] {
+				errs = append(errs, fmt.Errorf("tranche: asset %s maps %q, which is not one of its dependencies; list it in Deps, or drop its mapping", assetLabel(i, a), dep))
+			}
 		}
 		if j, ok := first[a.Name]; ok && j == i {
 			graph = append(graph, Asset{Name: a.Name, Deps: deps})
@@ -108,11 +123,24 @@ func NewDAG(assets ...Asset) (*DAG, error) {
 	}
 	d.deps = make([][]int, len(order))
 	d.dependents = make([][]int, len(order))
+	var g TimeGranularity // the one granularity of a uniform DAG
+	d.uniform = true
 	for i, a := range d.assets {
+		if a.partitioned() {
+			if g.IsValid() && a.Partitioning.Granularity != g {
+				d.uniform = false
+			}
+			g = a.Partitioning.Granularity
+		}
 		for _, dep := range a.Deps {
 			j := d.index[dep]
 			d.deps[i] = append(d.deps[i], j)
 			d.dependents[j] = append(d.dependents[j], i)
+		}
+		for _, m := range a.Mappings {
+			if m != (Mapping{}) {
+				d.uniform = false
+			}
 		}
 	}
 	d.Name = defaultName(d)
@@ -171,23 +199,25 @@ func checkAsset(label string, a Asset) []error {
 	return errs
 }
 
-// checkEdge returns the problems of the dependency of to on from.
-func checkEdge(from, to Asset) []error {
+// checkEdge returns the problems of the dependency of to on from, which
+// to reads through m (declared when to names it in its Mappings).
+func checkEdge(from, to Asset, m Mapping, declared bool) []error {
 	fp, tp := from.Partitioning, to.Partitioning
 	switch {
 	case !from.partitioned():
+		if declared && m != (Mapping{}) {
+			return []error{fmt.Errorf("tranche: asset %q maps unpartitioned asset %q (%s); an unpartitioned dependency is read whole, so drop its mapping",
+				to.Name, from.Name, m.describe())}
+		}
 		return nil
 	case !to.partitioned():
 		return []error{fmt.Errorf("tranche: partitioned asset %q (%v) feeds unpartitioned asset %q; partition %q too, or drop the dependency",
 			from.Name, fp.Granularity, to.Name, to.Name)}
-	case fp.Granularity != tp.Granularity:
-		return []error{fmt.Errorf("tranche: asset %q (%v) depends on asset %q (%v); dependent partitioned assets must share a granularity",
-			to.Name, tp.Granularity, from.Name, fp.Granularity)}
 	case fp.Location != nil && tp.Location != nil && !sameZone(fp.Location, tp.Location):
 		return []error{fmt.Errorf("tranche: asset %q (in %v) depends on asset %q (in %v); dependent partitioned assets must share a location",
 			to.Name, tp.Location, from.Name, fp.Location)}
 	}
-	return nil
+	return checkMapping(from, to, m)
 }
 
 // topoSort orders assets, whose names are unique and whose dependencies

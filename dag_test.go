@@ -43,7 +43,7 @@ func TestNewDAGRefuses(t *testing.T) {
 		{"partitioned feeds unpartitioned", []tranche.Asset{partitioned(noop("p"), daily), noop("u", "p")},
 			[]string{`partitioned asset "p" (day) feeds unpartitioned asset "u"`}},
 		{"granularities differ", []tranche.Asset{partitioned(noop("d"), daily), partitioned(noop("h", "d"), tranche.Partitioning{Granularity: tranche.Hour})},
-			[]string{`asset "h" (hour) depends on asset "d" (day); dependent partitioned assets must share a granularity`}},
+			[]string{`asset "h" (hour) depends on asset "d" (day): each hour partition reads the day partition holding it, which has not closed when it does; declare Mappings["d"] = Mapping{Open: true}`}},
 		{"locations differ", []tranche.Asset{partitioned(noop("d"), tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC}),
 			partitioned(noop("e", "d"), tranche.Partitioning{Granularity: tranche.Day, Location: ny})},
 			[]string{`asset "e" (in America/New_York) depends on asset "d" (in UTC)`}},

@@ -54,6 +54,18 @@ type Runner struct {
 	// Logger, when not nil, receives every event through [SlogHook], as
 	// well as the panics of OnEvent. Nil means silent.
 	Logger *slog.Logger
+
+	// Read, when not nil, gives the rows of a dependency's partition
+	// that an asset reads through a mapping ([Asset.Mappings]) but that
+	// the run does not materialize: a run then materializes only the
+	// partitions of its target (and unpartitioned assets), and reads
+	// every other mapped partition through Read, before the call of the
+	// asset that reads it, in that call's attempt (an error fails the
+	// attempt as the asset's own would). A program reads them from
+	// where its destinations wrote them. Nil means a run materializes
+	// every mapped partition too, each once, before the assets that
+	// read it (see [Runner.Run]).
+	Read func(ctx context.Context, asset string, p TimePartition) ([]Row, error)
 }
 
 // FailurePolicy says what a failure does to the rest of the work: to the
@@ -126,6 +138,23 @@ func (TimePartitionWindow) isTarget() {}
 // partition at a time); it is refused unless every partitioned asset
 // allows windows. Unpartitioned assets run on every run. The result's
 // RunID is new for each call.
+//
+// A DAG whose assets have several granularities, or that maps a
+// dependency to other partitions than its own ([Asset.Mappings]), runs
+// each asset of the target's granularity for the target, and, unless
+// [Runner.Read] is set, every partition of a dependency they map to,
+// transitively, each once and before the assets that read it: one
+// partition at a time, or runs of consecutive partitions as one window
+// for an asset that allows windows and has a Partitioning.Column. A run
+// of a New York day thus materializes its 23, 24 or 25 hours first, and
+// a seven-day trailing model's day the seven days before. An asset none
+// of whose partitions the target holds or a running asset reads (the
+// monthly report of a day's run) is skipped, with an error wrapping
+// [ErrSkip] that says so. Its [AssetResult] gathers the asset's
+// partitions: the worst state, summed attempts and rows. A fenced run
+// (RunOptions.Tokens, a backfill's) writes only its target's partitions,
+// which its tokens fence: the others feed the assets that read them, and
+// are written by runs of their own.
 //
 // Before anything runs or any event is emitted, Run checks the target
 // against the assets, and refuses, with a nil Result, a nil target while
@@ -206,7 +235,16 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	if err := preflight(dag, &t); err != nil {
 		return nil, err
 	}
+	var plan *runPlan
+	if !dag.uniform && !t.none {
+		if plan, err = buildPlan(dag, &t, r.Read != nil); err != nil {
+			return nil, err
+		}
+	}
 	n := len(dag.assets)
+	if plan != nil {
+		n = len(plan.nodes)
+	}
 	s := &runState{
 		dag:      dag,
 		id:       runID,
@@ -214,6 +252,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 		backfill: backfill,
 		trigger:  trigger,
 		target:   t,
+		plan:     plan,
 		runner:   r,
 		outcomes: make([]AssetResult, n),
 		assets:   make([]assetState, n),
@@ -229,7 +268,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 		s.hookCtx = context.WithoutCancel(ctx)
 	}
 	for i := range s.outcomes {
-		s.outcomes[i].Asset = dag.assets[i].Name
+		s.outcomes[i].Asset = s.assetOf(i).Name
 	}
 	start := time.Now()
 	s.emit(&Event{Kind: KindRunStarted, Time: start, Attempt: attempt})
@@ -242,7 +281,7 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	case StateFailed:
 		kind = KindRunFailed
 		var errs []error
-		for _, o := range res.Assets {
+		for _, o := range s.outcomes {
 			if o.State == StateFailed {
 				errs = append(errs, o.Err)
 			}
@@ -349,6 +388,17 @@ func (t *target) asWindow() TimePartitionWindow {
 func preflight(dag *DAG, t *target) error {
 	var partitioned, forbid []string
 	var errs []error
+	// A DAG of several granularities runs the assets of the target's,
+	// and maps the others; it needs one of the target's.
+	mixed := false
+	if !dag.uniform && !t.none {
+		for i := range dag.assets {
+			if dag.assets[i].Partitioning.Granularity == t.granularity() {
+				mixed = true
+				break
+			}
+		}
+	}
 	for i := range dag.assets {
 		a := &dag.assets[i]
 		if !a.partitioned() {
@@ -359,10 +409,17 @@ func preflight(dag *DAG, t *target) error {
 			continue
 		}
 		p := a.Partitioning
+		g, loc := t.granularity(), t.location()
+		if mixed && p.Granularity != g {
+			if p.Location != nil && !sameZone(p.Location, loc) {
+				errs = append(errs, fmt.Errorf("tranche: asset %q is partitioned in %v, but the run's target %s is in %v",
+					a.Name, p.Location, t.text, loc))
+			}
+			continue
+		}
 		if t.isWindow && !p.AllowWindow {
 			forbid = append(forbid, a.Name)
 		}
-		g, loc := t.granularity(), t.location()
 		if p.Granularity != g {
 			errs = append(errs, fmt.Errorf("tranche: asset %q is partitioned by %v, but the run's target %s is by %v",
 				a.Name, p.Granularity, t.text, g))
@@ -416,16 +473,18 @@ type runState struct {
 	fencing  *RunOptions     // nil when the run is not fenced
 	ctx      context.Context // the run's context, checked before each fenced write
 	target   target
+	plan     *runPlan // nil for a uniform DAG: each node is the asset of its index
 
-	runner   *Runner // its OnEvent and Logger
+	runner   *Runner // its OnEvent, Logger and Read
 	logHook  func(context.Context, Event)
 	hookCtx  context.Context
 	mu       sync.Mutex // serializes hook calls; guards hookErrs and closed
 	hookErrs []error
 	closed   bool // the run's last event was delivered
+	failFast bool // the first failure stops the run (FailStop); beside closed, where it costs no padding
 
-	outcomes []AssetResult // by DAG position, each written by one goroutine at a time
-	assets   []assetState  // by DAG position
+	outcomes []AssetResult // by node (DAG position when there is no plan), each written by one goroutine at a time
+	assets   []assetState  // by node
 	sched    scheduler
 }
 
@@ -440,6 +499,62 @@ type assetState struct {
 
 func (s *runState) hasHooks() bool { return s.runner.OnEvent != nil || s.logHook != nil }
 
+// assetOf returns the asset node i materializes.
+func (s *runState) assetOf(i int) *Asset {
+	if s.plan == nil {
+		return &s.dag.assets[i]
+	}
+	return &s.dag.assets[s.plan.nodes[i].asset]
+}
+
+// assetIndex returns the DAG position of node i's asset.
+func (s *runState) assetIndex(i int) int {
+	if s.plan == nil {
+		return i
+	}
+	return s.plan.nodes[i].asset
+}
+
+// targetOf returns the target of node i.
+func (s *runState) targetOf(i int) *target {
+	if s.plan == nil {
+		return &s.target
+	}
+	return &s.plan.nodes[i].t
+}
+
+// nodeDeps returns the nodes node i waits for, and nodeDependents those
+// waiting for it.
+func (s *runState) nodeDeps(i int) []int {
+	if s.plan == nil {
+		return s.dag.deps[i]
+	}
+	return s.plan.deps[i]
+}
+
+func (s *runState) nodeDependents(i int) []int {
+	if s.plan == nil {
+		return s.dag.dependents[i]
+	}
+	return s.plan.dependents[i]
+}
+
+// emitAt is emit for an event of node i: it carries the node's target
+// when the node is not for the run's.
+func (s *runState) emitAt(i int, e *Event) {
+	if s.plan != nil && s.hasHooks() {
+		if t := &s.plan.nodes[i].t; !t.none && !s.plan.nodes[i].own {
+			e.Target = t.text
+			if t.isWindow {
+				e.Window = t.window
+			} else {
+				e.Partition = t.partition
+			}
+		}
+	}
+	s.emit(e)
+}
+
 // emit completes e with the run's fields and delivers it to the hooks.
 func (s *runState) emit(e *Event) {
 	if !s.hasHooks() {
@@ -449,7 +564,7 @@ func (s *runState) emit(e *Event) {
 	if l, ok := e.Kind.level(); ok {
 		e.Level = l
 	}
-	if !s.target.none {
+	if !s.target.none && e.Target == "" {
 		if s.target.isWindow {
 			e.Window = s.target.window
 		} else {
@@ -506,13 +621,14 @@ func (s *runState) deliver(hook func(context.Context, Event), e *Event, report b
 // the one-worker case without a context; the first failure is kept in
 // the scheduler and cancels the workers' context with its cause.
 func (s *runState) schedule(ctx context.Context, start time.Time, limit int, policy FailurePolicy) {
-	n := len(s.dag.assets)
+	n := len(s.assets)
 	if n == 0 {
 		return
 	}
 	c := &s.sched
-	c.s, c.ctx, c.limit, c.failFast = s, ctx, limit, policy == FailStop
-	if c.failFast && limit > 1 && n > 1 {
+	c.s, c.ctx, c.limit = s, ctx, limit
+	s.failFast = policy == FailStop
+	if s.failFast && limit > 1 && n > 1 {
 		// Running assets are canceled at the first failure. With one
 		// worker, no other asset runs then, and the failure flag alone
 		// stops the rest.
@@ -526,7 +642,7 @@ func (s *runState) schedule(ctx context.Context, start time.Time, limit int, pol
 	}
 	for i := range n {
 		a := &s.assets[i]
-		a.waiting, a.consumers = len(s.dag.deps[i]), len(s.dag.dependents[i])
+		a.waiting, a.consumers = len(s.nodeDeps(i)), len(s.nodeDependents(i))
 		if a.waiting == 0 {
 			s.assets[c.tail].queued = i
 			c.tail++
@@ -542,12 +658,11 @@ func (s *runState) schedule(ctx context.Context, start time.Time, limit int, pol
 
 // scheduler is the state of schedule's workers.
 type scheduler struct {
-	s        *runState
-	ctx      context.Context
-	limit    int
-	failFast bool
-	cancel   context.CancelCauseFunc // cancels ctx at the first failure, when failing fast with several workers
-	g        errgroup.Group
+	s      *runState
+	ctx    context.Context
+	limit  int
+	cancel context.CancelCauseFunc // cancels ctx at the first failure, when failing fast with several workers
+	g      errgroup.Group
 
 	mu         sync.Mutex
 	head, tail int   // the queue of ready assets, in runState.assets: each enters it once
@@ -579,7 +694,7 @@ func (c *scheduler) worker(now time.Time) {
 
 		if !c.preempt(i, failure) {
 			var err error
-			if now, err = c.s.runAsset(c.ctx, i, now); err != nil && c.failFast {
+			if now, err = c.s.runAsset(c.ctx, i, now); err != nil && c.s.failFast {
 				c.mu.Lock()
 				if c.failure == nil {
 					c.failure = err
@@ -598,15 +713,15 @@ func (c *scheduler) worker(now time.Time) {
 // workers for them if fewer than limit are busy, and frees the rows no
 // dependent needs any more.
 func (c *scheduler) finish(i int) {
-	d, assets := c.s.dag, c.s.assets
+	s, assets := c.s, c.s.assets
 	c.mu.Lock()
-	for _, j := range d.dependents[i] {
+	for _, j := range s.nodeDependents(i) {
 		if assets[j].waiting--; assets[j].waiting == 0 {
 			assets[c.tail].queued = j
 			c.tail++
 		}
 	}
-	for _, k := range d.deps[i] {
+	for _, k := range s.nodeDeps(i) {
 		if assets[k].consumers--; assets[k].consumers == 0 {
 			assets[k].rows = nil
 		}
@@ -628,15 +743,24 @@ func (c *scheduler) finish(i int) {
 func (c *scheduler) preempt(i int, failure error) bool {
 	s := c.s
 	o := &s.outcomes[i]
-	for _, j := range s.dag.deps[i] {
+	if s.plan != nil && s.plan.nodes[i].out != nil {
+		o.State, o.Err = StateSkipped, s.plan.nodes[i].out
+		s.emit(&Event{Kind: KindAssetSkipped, Asset: o.Asset, Err: o.Err})
+		return true
+	}
+	for _, j := range s.nodeDeps(i) {
 		dep := &s.outcomes[j]
 		switch dep.State {
 		case StateFailed, StateCanceled:
-			s.cancel(i, fmt.Errorf("dependency %q %s", dep.Asset, dep.State))
+			what := fmt.Sprintf("dependency %q %s", dep.Asset, dep.State)
+			if s.plan != nil && !s.plan.nodes[j].t.none {
+				what = fmt.Sprintf("dependency %q %s for %s", dep.Asset, dep.State, s.plan.nodes[j].t.text)
+			}
+			s.cancel(i, errors.New(what))
 			return true
 		case StateSkipped:
 			o.State, o.Err = StateSkipped, fmt.Errorf("tranche: asset %q skipped: dependency %q skipped: %w", o.Asset, dep.Asset, ErrSkip)
-			s.emit(&Event{Kind: KindAssetSkipped, Asset: o.Asset, Err: o.Err})
+			s.emitAt(i, &Event{Kind: KindAssetSkipped, Asset: o.Asset, Err: o.Err})
 			return true
 		}
 	}
@@ -660,13 +784,13 @@ func (s *runState) cancel(i int, cause error) {
 		o.End = time.Now()
 		took = o.End.Sub(o.Start)
 	}
-	s.emit(&Event{Kind: KindAssetCanceled, Asset: o.Asset, Attempt: o.Attempts, Duration: took, Err: o.Err})
+	s.emitAt(i, &Event{Kind: KindAssetCanceled, Asset: o.Asset, Attempt: o.Attempts, Duration: took, Err: o.Err})
 }
 
 // runAsset runs one asset's attempts from now (the zero time: the
 // present), and returns when it ended and its failure.
 func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Time, error) {
-	a := &s.dag.assets[i]
+	a := s.assetOf(i)
 	o := &s.outcomes[i]
 	if now.IsZero() {
 		now = time.Now()
@@ -682,23 +806,23 @@ func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Tim
 		if attempt > 1 {
 			started = time.Now()
 		}
-		s.emit(&Event{Kind: KindAssetStarted, Time: started, Asset: a.Name, Attempt: attempt})
+		s.emitAt(i, &Event{Kind: KindAssetStarted, Time: started, Asset: a.Name, Attempt: attempt})
 		timedOut, err := s.try(ctx, i, attempt)
 		switch {
 		case err == nil:
 			o.State, o.End = StateSucceeded, time.Now()
-			s.emit(&Event{Kind: KindAssetSucceeded, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
+			s.emitAt(i, &Event{Kind: KindAssetSucceeded, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Rows: o.Rows})
 			return o.End, nil
 		case ctx.Err() != nil:
 			s.cancel(i, context.Cause(ctx))
 			return o.End, nil
 		case errors.Is(err, ErrSkip):
 			o.State, o.End, o.Err = StateSkipped, time.Now(), err
-			s.emit(&Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
+			s.emitAt(i, &Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
 			return o.End, nil
 		case attempt < a.Retry.Attempts && (timedOut || isRetryable(err)):
 			wait := a.Retry.delay(attempt)
-			s.emit(&Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
+			s.emitAt(i, &Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
 			timer := time.NewTimer(wait)
 			select {
 			case <-timer.C:
@@ -710,15 +834,15 @@ func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Tim
 			continue
 		}
 		o.State, o.End = StateFailed, time.Now()
-		o.Err = &AssetError{Asset: a.Name, Target: s.target.text, Attempts: attempt, Err: err}
-		s.emit(&Event{Kind: KindAssetFailed, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
+		o.Err = &AssetError{Asset: a.Name, Target: s.targetOf(i).text, Attempts: attempt, Err: err}
+		s.emitAt(i, &Event{Kind: KindAssetFailed, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: o.Err})
 		return o.End, o.Err
 	}
 }
 
 // try calls the asset once and writes its rows, under its timeout.
 func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error) {
-	a := &s.dag.assets[i]
+	a := s.assetOf(i)
 	actx := ctx
 	if a.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -739,6 +863,11 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 		m = new(Materialization)
 	}
 	m.run, m.index, m.attempt = s, i, n
+	if s.plan != nil {
+		if err := s.readInputs(actx, i); err != nil {
+			return false, err
+		}
+	}
 	rows, err := materialize(actx, a, m)
 	if err == nil {
 		err = context.Cause(actx) // a call that outlived its timeout failed it
@@ -747,14 +876,25 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 		return false, err
 	}
 	var batches []Batch
+	t := s.targetOf(i)
 	if len(a.Destinations) > 0 || a.Partitioning.Column != "" {
-		if batches, err = split(a, &s.target, rows); err != nil {
+		if batches, err = split(a, t, rows); err != nil {
 			return false, err
 		}
-		s.stamp(batches)
+		if s.plan == nil || s.plan.nodes[i].own {
+			s.stamp(batches)
+		} else {
+			for k := range batches {
+				batches[k].RunID = s.id
+			}
+		}
 	}
-	for k, dst := range a.Destinations {
-		if err := s.write(actx, a, n, k, dst, batches, len(rows)); err != nil {
+	dsts := a.Destinations
+	if s.fencing != nil && s.plan != nil && !s.plan.nodes[i].own {
+		dsts = nil // no token fences it: its own run writes it
+	}
+	for k, dst := range dsts {
+		if err := s.write(actx, i, a, n, k, dst, batches, len(rows)); err != nil {
 			return false, err
 		}
 	}
@@ -767,6 +907,9 @@ func (s *runState) try(ctx context.Context, i, n int) (timedOut bool, err error)
 		}
 	}
 	s.assets[i].rows = rows
+	if s.plan != nil && t.isWindow {
+		s.plan.batches[i] = batches
+	}
 	return false, nil
 }
 
@@ -788,9 +931,9 @@ func (s *runState) stamp(batches []Batch) {
 
 // write writes the batches to the asset's destination number k, with
 // its events.
-func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Destination, batches []Batch, rows int) (err error) {
+func (s *runState) write(ctx context.Context, i int, a *Asset, attempt, k int, dst Destination, batches []Batch, rows int) (err error) {
 	name := destinationName(dst)
-	s.emit(&Event{Kind: KindWriteStarted, Asset: a.Name, Destination: name, Attempt: attempt, Rows: rows, seq: k})
+	s.emitAt(i, &Event{Kind: KindWriteStarted, Asset: a.Name, Destination: name, Attempt: attempt, Rows: rows, seq: k})
 	start := time.Now()
 	func() {
 		defer func() {
@@ -811,10 +954,10 @@ func (s *runState) write(ctx context.Context, a *Asset, attempt, k int, dst Dest
 	took := time.Since(start)
 	if err != nil {
 		err = fmt.Errorf("destination %s: %w", name, err)
-		s.emit(&Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err, seq: k})
+		s.emitAt(i, &Event{Kind: KindWriteFailed, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Err: err, seq: k})
 		return err
 	}
-	s.emit(&Event{Kind: KindWriteSucceeded, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows, seq: k})
+	s.emitAt(i, &Event{Kind: KindWriteSucceeded, Asset: a.Name, Destination: name, Attempt: attempt, Duration: took, Rows: rows, seq: k})
 	return nil
 }
 
@@ -845,10 +988,14 @@ func (e *timeoutError) Is(target error) bool { return target == context.Deadline
 
 // result gathers the outcomes into a Result.
 func (s *runState) result(start time.Time) *Result {
-	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: start, Assets: s.outcomes}
+	outcomes := s.outcomes
+	if s.plan != nil {
+		outcomes = s.gather()
+	}
+	res := &Result{RunID: s.id, Attempt: s.attempt, Target: s.target.text, Start: start, End: start, Assets: outcomes}
 	// The run ended when its last asset did; when some asset never
 	// started, at the present.
-	for _, o := range s.outcomes {
+	for _, o := range outcomes {
 		if o.End.IsZero() {
 			res.End = time.Now()
 			break
@@ -859,18 +1006,18 @@ func (s *runState) result(start time.Time) *Result {
 	}
 	// The four name lists share one array, each capped at its length.
 	var count [4]int
-	for _, o := range s.outcomes {
+	for _, o := range outcomes {
 		res.Rows += o.Rows
 		count[statusIndex(o.State)]++
 	}
-	names := make([]string, 0, len(s.outcomes))
+	names := make([]string, 0, len(outcomes))
 	lists := [4]*[]string{&res.Succeeded, &res.Failed, &res.Canceled, &res.Skipped}
 	for k, list := range lists {
 		if count[k] == 0 {
 			continue
 		}
 		from := len(names)
-		for _, o := range s.outcomes {
+		for _, o := range outcomes {
 			if statusIndex(o.State) == k {
 				names = append(names, o.Asset)
 			}
