@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tranche-dev/tranche/internal/hookcall"
-	"github.com/tranche-dev/tranche/internal/runctx"
 )
 
 // Runner materializes the assets of a [DAG] for a partition, a window, or
@@ -169,9 +168,9 @@ type RunOptions struct {
 	Tokens []int64
 	DAG    string
 	// Trigger says why the run runs, copied to every event of the run
-	// (Event.Trigger) and given to its assets in the context they
-	// receive (ledger.TriggerFrom reads it): the trigger its ledger
-	// records (ledger.Trigger's values); "" for none.
+	// (Event.Trigger) and given to its assets ([Materialization.Trigger]):
+	// the trigger its ledger records (ledger.Trigger's values); "" for
+	// none.
 	Trigger string
 }
 
@@ -188,9 +187,6 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	}
 	if runID == "" {
 		runID = newRunID()
-	}
-	if trigger != "" {
-		ctx = runctx.WithTrigger(ctx, trigger)
 	}
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/internal/runctx"
 )
 
 // A Ledger records every attempt at every partition of a DAG, so that a
@@ -451,13 +450,6 @@ func TriggerOf(t Trigger, backfill string) Trigger {
 	}
 	return TriggerManual
 }
-
-// TriggerFrom returns the trigger of the run whose asset received ctx
-// (tranche.RunOptions.Trigger, which backfills and schedulers set to the
-// trigger of their claim), or "" for a run without one: the asset's view
-// of why it runs, so that it may, say, read a cheaper source for a
-// backfill than for the live slot.
-func TriggerFrom(ctx context.Context) Trigger { return Trigger(runctx.Trigger(ctx)) }
 
 // BackfillRecord is what a ledger keeps of a backfill besides its
 // partitions' attempts.
