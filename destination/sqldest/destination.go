@@ -14,6 +14,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
@@ -266,7 +267,7 @@ func (w *write) batch() tranche.Batch {
 }
 
 // Write implements [tranche.Destination]. A value of a row that its
-// table's spec does not take refuses the write with a [*ValueError], and
+// table's spec does not take refuses the write with a [*column.ValueError], and
 // nothing of the write is written. For a destination sharing a ledger
 // and batches with a fencing token, it checks and converts every value
 // at once, then hands the writes to the ledger, which commits them with
@@ -417,7 +418,7 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 		var args []any
 		switch {
 		case t.part < 0:
-		case t.cols[t.part].Type == Time:
+		case t.cols[t.part].Type == column.Time:
 			args = []any{d.dialect.timeValue(w.partition.Start), d.dialect.timeValue(w.partition.End)}
 		default:
 			args = []any{w.key}
@@ -431,7 +432,7 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 	}
 	if d.dialect.Insert != nil {
 		err := d.dialect.Insert(ctx, conn, tx, [2]string{t.Schema, t.Name}, t.columnNames, w.rows)
-		if ve, ok := errors.AsType[*ValueError](err); ok {
+		if ve, ok := errors.AsType[*column.ValueError](err); ok {
 			ve.Destination, ve.Table, ve.Asset, ve.Partition = d.name, t.name, t.Asset, w.key
 			return ve
 		}
@@ -619,7 +620,7 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 	if _, ok := errors.AsType[*TokenError](err); ok {
 		return err
 	}
-	if _, ok := errors.AsType[*ValueError](err); ok {
+	if _, ok := errors.AsType[*column.ValueError](err); ok {
 		return err
 	}
 	if _, ok := errors.AsType[*Error](err); ok {
