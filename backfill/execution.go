@@ -575,8 +575,8 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		x.finisher.finish(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
 		return
 	}
-	kept.release()
 	if lost != nil {
+		kept.release()
 		x.fail(ctx, u, failure)
 		return
 	}
@@ -584,7 +584,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	// this worker's clock: a partition must not stay running until its
 	// lease expires. The ledger fences the call, so a partition taken
 	// over meanwhile records nothing.
-	x.settle(ctx, u, lease, outcomes, failure)
+	x.settle(ctx, u, kept, outcomes, failure)
 }
 
 // unclaimed records a job whose claim failed for a reason other than its

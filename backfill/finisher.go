@@ -1,6 +1,7 @@
 package backfill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -177,8 +178,7 @@ func (f *finisher) record(batch []*finishing) {
 			for i := range fi.outcomes {
 				fi.outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: held.Error(), Ran: fi.outcomes[i].Ran}
 			}
-			fi.kept.release()
-			x.settle(fi.ctx, fi.u, fi.lease, fi.outcomes, held)
+			x.settle(fi.ctx, fi.u, fi.kept, fi.outcomes, held)
 			continue
 		}
 		calls = append(calls, ledger.Finish{Lease: fi.lease, Outcomes: fi.outcomes})
@@ -187,7 +187,18 @@ func (f *finisher) record(batch []*finishing) {
 	if len(calls) == 0 {
 		return
 	}
-	errs := ledger.FinishBatch(f.ctx, x.b.Ledger, calls)
+	kept := make([]*keptLease, len(sent))
+	for i, fi := range sent {
+		kept[i] = fi.kept
+	}
+	errs, left := x.finishCall(calls, kept)
+	if left != nil {
+		for _, fi := range sent {
+			fi.kept.release()
+			x.fail(fi.ctx, fi.u, left)
+		}
+		return
+	}
 	x.sawCanceled(calls, errs)
 	for i, fi := range sent {
 		lapsed, _ := fi.kept.state()
@@ -204,13 +215,52 @@ func (f *finisher) record(batch []*finishing) {
 	}
 }
 
-// settle records a job's outcomes alone and settles the job: failure is
-// why it failed, nil for a success.
-func (x *execution) settle(ctx context.Context, u *job, lease *ledger.Lease, outcomes []ledger.Outcome, failure error) {
-	calls := []ledger.Finish{{Lease: lease, Outcomes: outcomes}}
-	errs := ledger.FinishBatch(x.finishCtx, x.b.Ledger, calls)
+// settle records a job's outcomes alone, its lease kept until then, and
+// settles the job: failure is why it failed, nil for a success.
+func (x *execution) settle(ctx context.Context, u *job, kept *keptLease, outcomes []ledger.Outcome, failure error) {
+	calls := []ledger.Finish{{Lease: kept.lease, Outcomes: outcomes}}
+	errs, left := x.finishCall(calls, []*keptLease{kept})
+	kept.release()
+	if left != nil {
+		x.fail(ctx, u, cmp.Or(failure, left))
+		return
+	}
 	x.sawCanceled(calls, errs)
 	x.recorded(ctx, u, failure, errs[0])
+}
+
+// finishCall records calls, whose leases are kept, and returns what the
+// ledger answered; or, when the call hangs, a nil answer and why it was
+// left behind. The leases are renewed while the call is in flight for a
+// heartbeat interval, then no more, and once each has lapsed by this
+// worker's clock the call is left behind: a ledger call that hangs (a
+// connection cut, a server that stopped) holds neither the run, which
+// returns within about a lease, nor the partitions, which other workers
+// take over once the leases expire, and should the call land after
+// that, the ledger's fence refuses it.
+func (x *execution) finishCall(calls []ledger.Finish, kept []*keptLease) ([]error, error) {
+	answer := make(chan []error, 1)
+	sent := time.Now()
+	go func() { answer <- ledger.FinishBatch(x.finishCtx, x.b.Ledger, calls) }()
+	hung := time.NewTimer(x.cfg.heartbeat)
+	defer hung.Stop()
+	select {
+	case errs := <-answer:
+		return errs, nil
+	case <-hung.C:
+	}
+	var until time.Duration
+	for _, k := range kept {
+		until = max(until, k.stopRenewing())
+	}
+	hung.Reset(max(until-x.keeper.now(), 0))
+	select {
+	case errs := <-answer:
+		return errs, nil
+	case <-hung.C:
+	}
+	return nil, &leftBehindError{call: fmt.Sprintf("the finish of %s (attempt %d of worker %s)",
+		describeLease(calls[0].Lease), calls[0].Lease.Attempts[0], calls[0].Lease.Worker), since: time.Since(sent), lapsed: true}
 }
 
 // sawCanceled stops the backfill before every job not started yet when

@@ -121,6 +121,7 @@ type keptLease struct {
 	lost     error         // why the lease no longer holds, once it does not
 	byLedger bool          // lost to a newer attempt, as the ledger said
 	released bool
+	frozen   bool // renewed no more: it lapses in its time
 	beat     *time.Timer
 	lapse    *time.Timer // set by the first heartbeat: the lease cannot lapse before it
 }
@@ -254,12 +255,25 @@ func (kl *keptLease) release() {
 	k.mu.Unlock()
 }
 
+// stopRenewing stops renewing the lease, which then lapses in its time,
+// and returns when, on the keeper's clock: its holder no longer holds
+// it then, and other workers may take it over once it expires.
+func (kl *keptLease) stopRenewing() time.Duration {
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	kl.frozen = true
+	if kl.beat != nil {
+		kl.beat.Stop()
+	}
+	return kl.renewed + kl.k.d - kl.k.margin
+}
+
 // heartbeat renews the lease once, on its timer's goroutine, and sets the
 // timer for the next.
 func (kl *keptLease) heartbeat() {
 	k := kl.k
 	kl.mu.Lock()
-	if kl.released || kl.lost != nil {
+	if kl.released || kl.lost != nil || kl.frozen {
 		kl.mu.Unlock()
 		return
 	}
@@ -466,18 +480,29 @@ func describeLease(l *ledger.Lease) string {
 
 // ErrLeftBehind is matched by the error of the failed-renewal event
 // ([KindLeaseRenewFailed]) that a backfill reports, as it returns, of
-// each heartbeat still in flight a moment after its partitions ended:
-// the ledger call ignored the cancellation of its context, and the
-// backfill returned without waiting for it.
+// each heartbeat still in flight a moment after its partitions ended
+// (the ledger call ignored the cancellation of its context, and the
+// backfill returned without waiting for it), and by the failure of a
+// partition whose finish hung past its lease: the backfill stopped
+// waiting for it, so that a hung call holds neither the run nor the
+// partition, which another worker takes over once its lease expires.
+// Should the finish land after that, the ledger refuses it.
 var ErrLeftBehind = errors.New("tranche: ledger call left behind")
 
-// leftBehindError is a call that close stopped waiting for.
+// leftBehindError is a call that the backfill stopped waiting for: a
+// heartbeat still in flight when it returned, or a finish in flight
+// once its leases lapsed (lapsed).
 type leftBehindError struct {
-	call  string
-	since time.Duration
+	call   string
+	since  time.Duration
+	lapsed bool
 }
 
 func (e *leftBehindError) Error() string {
+	if e.lapsed {
+		return fmt.Sprintf("tranche: %s still in flight after %v, once its lease lapsed: left behind, its outcome unknown (the ledger refuses it if another worker took the partition over)",
+			e.call, e.since.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("tranche: %s still in flight after %v, past its context's cancellation: left behind as the backfill returns",
 		e.call, e.since.Round(time.Millisecond))
 }
