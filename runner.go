@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tranche-dev/tranche/internal/hookcall"
+	"github.com/tranche-dev/tranche/internal/wait"
 )
 
 // Runner materializes the assets of a [DAG] for a partition, a window, or
@@ -693,13 +694,9 @@ func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Tim
 			s.emit(&Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
 			return o.End, nil
 		case attempt < a.Retry.Attempts && (timedOut || isRetryable(err)):
-			wait := a.Retry.delay(attempt)
-			s.emit(&Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				timer.Stop()
+			delay := a.Retry.delay(attempt)
+			s.emit(&Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: delay, Err: err})
+			if wait.Sleep(ctx, delay) != nil {
 				s.cancel(i, context.Cause(ctx))
 				return o.End, nil
 			}

@@ -168,22 +168,25 @@ type CancelOptions struct {
 	StopRunning bool
 }
 
-// Errors a [Ledger] returns, matched with errors.Is. ErrFenced is also
-// matched by a worker's refusal to write or record a success once its
-// lease has lapsed by its own clock (see the Lease field of
+// Errors a [Ledger] returns, matched with errors.Is. ErrFenced is
+// tranche.ErrFenced, named here too as the contract's word for a ledger's
+// refusal of a stale lease, which is how implementations and callers of
+// this package write it; it is also matched by a worker's refusal to
+// write or record a success once its lease has lapsed by its own clock
+// (see the Lease field of
 // [github.com/tranche-dev/tranche/backfill.Backfill]), and by a fenced
 // destination's refusal of a stale write ([tranche.StaleWriteError]).
 var (
-	ErrNotClaimable     = errors.New("tranche: partition not claimable")
+	ErrNotClaimable     = errors.New("ledger: partition not claimable")
 	ErrFenced           = tranche.ErrFenced
-	ErrUnknownBackfill  = errors.New("tranche: unknown backfill")
-	ErrBackfillCanceled = errors.New("tranche: backfill canceled")
+	ErrUnknownBackfill  = errors.New("ledger: unknown backfill")
+	ErrBackfillCanceled = errors.New("ledger: backfill canceled")
 	// ErrSuperseded is matched, with ErrNotClaimable, by the refusal of
 	// a backfill's claim of a partition that another version of its DAG
 	// landed after the backfill was created (see
 	// [ClaimRequest.JudgeVersion]): a deploy's new code, whose rows the
 	// old code's backfill must not replace.
-	ErrSuperseded = errors.New("tranche: partition landed by another version of the DAG")
+	ErrSuperseded = errors.New("ledger: partition landed by another version of the DAG")
 )
 
 // State is the state of a partition attempt. New states may be added.
@@ -295,12 +298,8 @@ type NextRequest struct {
 // materialize it.
 type Job struct {
 	RunID      string
-	Partitions []TimePartition // oldest first
+	Partitions []tranche.TimePartition // oldest first
 }
-
-// TimePartition is tranche.TimePartition, named here so that a ledger's
-// requests read without the import.
-type TimePartition = tranche.TimePartition
 
 // Start returns the start of the job's oldest partition, which a cursor
 // records.

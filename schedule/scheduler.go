@@ -66,7 +66,7 @@ import (
 // machine slept, the wall clock jumped) are missed. When the scheduler
 // starts, or wakes to find more than the slot it waited for due, the
 // missed slots within the catch-up window run, oldest first, triggered
-// [TriggerCatchUp]; older missed slots without an attempt are not run:
+// [ledger.TriggerCatchUp]; older missed slots without an attempt are not run:
 // each is a [KindMissed] event, counts in [Status].Missed, and is
 // recorded in the ledger canceled, its error saying it was missed, so
 // that it shows in a backfill's status and grid, no later start reports
@@ -463,7 +463,7 @@ func (c *config) catchUpFrom(newest tranche.TimePartition, now, floor time.Time)
 // slot is a due slot this scheduler means to run, while it waits.
 type slot struct {
 	p       tranche.TimePartition
-	trigger Trigger
+	trigger ledger.Trigger
 	// check: read the slot's history before claiming it.
 	check bool
 	// heldUntil: another worker holds the slot; look again then (by the
@@ -685,7 +685,7 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 			}
 			for i, a := range att {
 				if a != nil && a.State == ledger.StateRunning {
-					r.add(parts[i], TriggerCatchUp)
+					r.add(parts[i], ledger.TriggerCatchUp)
 				}
 			}
 		}
@@ -773,7 +773,7 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 			if a.State == ledger.StateRunning {
 				// Left running by a worker that may be gone: its lease
 				// says.
-				r.add(parts[i], TriggerCatchUp)
+				r.add(parts[i], ledger.TriggerCatchUp)
 			}
 		}
 		if err := flush(); err != nil {
@@ -783,9 +783,9 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 	}
 	var due []*slot
 	for p := r.next; !p.Start.After(newest.Start); p = p.Next() {
-		trigger := TriggerCatchUp
+		trigger := ledger.TriggerCatchUp
 		if live && p.Start.Equal(newest.Start) {
-			trigger = TriggerLive
+			trigger = ledger.TriggerLive
 		}
 		due = append(due, &slot{p: p, trigger: trigger, check: true})
 	}
@@ -838,7 +838,7 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	if len(ps) == 0 {
 		return nil
 	}
-	recorded, retry, err := r.record(ctx, ps, whyMissed, TriggerCatchUp)
+	recorded, retry, err := r.record(ctx, ps, whyMissed, ledger.TriggerCatchUp)
 	switch {
 	case err != nil:
 		return err
@@ -858,7 +858,7 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 			return err
 		}
 		for j, p := range ps[i:] {
-			sl := &slot{p: p, trigger: TriggerCatchUp, check: true}
+			sl := &slot{p: p, trigger: ledger.TriggerCatchUp, check: true}
 			r.postpone(sl, retry, j == 0)
 			r.pending = append(r.pending, sl)
 		}
@@ -893,7 +893,7 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 // one to run it. When the ledger refuses it as early, record reports
 // retry, when (by the system's clock) the ledger's will have reached
 // that close; zero otherwise.
-func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string, trigger Trigger) (recorded bool, retry time.Time, _ error) {
+func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string, trigger ledger.Trigger) (recorded bool, retry time.Time, _ error) {
 	cfg := r.cfg
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone,
@@ -1013,7 +1013,7 @@ func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
 }
 
 // add makes slot p pending.
-func (r *run) add(p tranche.TimePartition, trigger Trigger) {
+func (r *run) add(p tranche.TimePartition, trigger ledger.Trigger) {
 	r.pending = append(r.pending, &slot{p: p, trigger: trigger, check: true})
 }
 
@@ -1156,7 +1156,7 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 	trigger := sl.trigger
 	if sl.announced {
 		// Held by another worker until its lease expired: a takeover.
-		trigger = TriggerCatchUp
+		trigger = ledger.TriggerCatchUp
 	}
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, sl.p.Start, sl.p.End), Partitions: []tranche.TimePartition{sl.p},

@@ -350,22 +350,6 @@ func recordOf(b ledger.BackfillRecord) recordData {
 		Canceled: b.Canceled, StopRunning: b.StopRunning, CanceledAt: b.CanceledAt, ResumedAt: b.ResumedAt}
 }
 
-// stateOf is the one word for a backfill's state, as tranchecli's
-// commands say it: succeeded, canceled, running, failed or pending.
-func stateOf(s *backfill.Status) string {
-	switch {
-	case s.Done():
-		return "succeeded"
-	case s.Record.Canceled:
-		return "canceled"
-	case s.Counts[ledger.StateRunning] > 0:
-		return "running"
-	case s.Counts[ledger.StateFailed] > 0 || s.Counts[ledger.StateCanceled] > 0:
-		return "failed"
-	}
-	return "pending"
-}
-
 // indexWorkers is how many backfills the index counts at once: a
 // SQLite or PostgreSQL ledger answers reads on several connections.
 const indexWorkers = 4
@@ -390,7 +374,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			d := &rows[i]
-			d.State, d.Succeeded = stateOf(s), s.Counts[ledger.StateSucceeded]
+			d.State, d.Succeeded = string(s.State()), s.Counts[ledger.StateSucceeded]
 			d.Failed = s.Counts[ledger.StateFailed] + s.Counts[ledger.StateCanceled]
 			if d.Partitions > 0 {
 				d.Percent = d.Succeeded * 100 / d.Partitions
@@ -645,7 +629,7 @@ func (h *handler) liveOf(ctx context.Context, id string) (liveData, error) {
 		total += n
 	}
 	live := liveData{
-		ID: s.Record.ID, DAG: s.Record.DAG, Name: h.name(s.Record.DAG, s.Record.DAGName), Record: recordOf(s.Record), State: stateOf(s),
+		ID: s.Record.ID, DAG: s.Record.DAG, Name: h.name(s.Record.DAG, s.Record.DAGName), Record: recordOf(s.Record), State: string(s.State()),
 		Total: total, Succeeded: percent(s.Counts[ledger.StateSucceeded], total),
 		Counts: counts(s.Counts, total), Blocked: s.Blocked, Done: s.Done(), Signature: signature(s),
 		Grid: gridOf("/backfills/"+url.PathEscape(s.Record.ID), s.Window, g, ledger.StatePending),

@@ -132,8 +132,8 @@ func TestLockedFile(t *testing.T) {
 		t.Fatal("Open of a file another process holds succeeded")
 	}
 	t.Logf("error: %v", err)
-	if _, ok := errors.AsType[*sqldest.Error](err); !ok || !errors.Is(err, sqlledger.ErrLocked) {
-		t.Errorf("Open = %v; want a *sqldest.Error matching sqlledger.ErrLocked", err)
+	if _, ok := errors.AsType[*sqlledger.Error](err); !ok || !errors.Is(err, sqlledger.ErrLocked) {
+		t.Errorf("Open = %v; want a *sqlledger.Error matching sqlledger.ErrLocked", err)
 	}
 	for _, s := range []string{"duckdb " + path, "opening " + path, "another process has the DuckDB file open", "one process at a time",
 		fmt.Sprintf("PID %d", other.Process.Pid)} {

@@ -81,7 +81,7 @@ zone maps of its row groups, and an ART index would slow every append.
 DuckDB lets one process at a time open a file for writing. [Open] holds
 the file until [Destination.Close]; while another process has it open
 (the duckdb shell, another program), Open fails with a
-[*sqldest.Error] matching [sqlledger.ErrLocked] that names the file. Read
+[*sqlledger.Error] matching [sqlledger.ErrLocked] that names the file. Read
 what was written in the same process, through [Destination.DB], or after
 Close. A program that uses the file otherwise too passes its own
 database to [New]. The workers of a backfill in several processes need a

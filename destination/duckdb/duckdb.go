@@ -117,7 +117,7 @@ func openError(name, file string, err error) error {
 	if hint == "" {
 		hint = "the file cannot be opened"
 	}
-	return &sqldest.Error{Destination: name, Op: fmt.Sprintf("opening %s", file), Class: kind, Hint: hint, Err: err}
+	return &sqlledger.Error{Name: name, Op: fmt.Sprintf("opening %s", file), Class: kind, Hint: hint, Err: err}
 }
 
 // Dialect is the dialect of DuckDB through github.com/duckdb/duckdb-go/v2,

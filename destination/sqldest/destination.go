@@ -578,35 +578,7 @@ func (d *Destination) retry(ctx context.Context, op string, f func() error) erro
 	}
 }
 
-// Error is a database failure of a destination. Its message names the
-// destination, what it was writing and, when the dialect knows, what
-// went wrong in words; it matches Class and the driver's error with
-// errors.Is and errors.As. The transaction was rolled back.
-type Error struct {
-	Destination string
-	Op          string // such as "writing table events, partition 2026-01-01"
-	Class       error  // sqlledger.ErrLocked, ...; nil when the dialect did not say
-	Hint        string
-	Err         error
-}
-
-func (e *Error) Error() string {
-	msg := "tranche: " + e.Destination + ": " + e.Op + ": "
-	if e.Hint != "" {
-		msg += e.Hint + ": "
-	}
-	return msg + e.Err.Error()
-}
-
-// Unwrap returns Class, when set, and the driver's error.
-func (e *Error) Unwrap() []error {
-	if e.Class == nil {
-		return []error{e.Err}
-	}
-	return []error{e.Class, e.Err}
-}
-
-// wrap turns a failure of op into an [*Error], leaving alone the
+// wrap turns a failure of op into an [*sqlledger.Error], leaving alone the
 // destination's own errors and the context's.
 func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 	switch {
@@ -623,7 +595,7 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 	if _, ok := errors.AsType[*column.ValueError](err); ok {
 		return err
 	}
-	if _, ok := errors.AsType[*Error](err); ok {
+	if _, ok := errors.AsType[*sqlledger.Error](err); ok {
 		return err
 	}
 	class, hint, _ := d.dialect.classify(err)
@@ -631,5 +603,5 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 		strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
 		hint = "a table is missing: create the tables first (Destination.CreateTables, or the statements of Table.DDL)"
 	}
-	return &Error{Destination: d.name, Op: op, Class: class, Hint: hint, Err: err}
+	return &sqlledger.Error{Name: d.name, Op: op, Class: class, Hint: hint, Err: err}
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/checkrec"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -176,8 +176,8 @@ func Run(t *testing.T, newLedger func(t *testing.T, clock *Clock) ledger.Ledger)
 func TestLedger(ctx context.Context, newLedger func(clock *Clock) (ledger.Ledger, error)) error {
 	var errs []error
 	for _, test := range ledgerTests {
-		rec := &errT{name: test.name}
-		isolate(func() {
+		rec := recT{checkrec.New("ledgertest", test.name)}
+		checkrec.Isolate(func() {
 			clock := NewClock(suiteNow)
 			l, err := newLedger(clock)
 			if err != nil || l == nil {
@@ -190,13 +190,13 @@ func TestLedger(ctx context.Context, newLedger func(clock *Clock) (ledger.Ledger
 			defer cancel()
 			test.run(&ledgerSuite{t: rec, ctx: cctx, clock: clock, l: l})
 		})
-		errs = append(errs, rec.errs()...)
+		errs = append(errs, rec.Errs()...)
 	}
 	return errors.Join(errs...)
 }
 
 // testingT is what the checks need of a test: *testing.T through testT,
-// or errT, which collects failures for TestLedger.
+// or recT, which collects failures for TestLedger.
 type testingT interface {
 	Helper()
 	Errorf(format string, args ...any)
@@ -213,76 +213,13 @@ func (t testT) run(name string, f func(t testingT)) {
 	t.T.Run(name, func(t *testing.T) { f(testT{t}) })
 }
 
-// errT records failures instead of reporting them to a test. Fatal ends
-// the goroutine, as testing.T's does, which isolate runs each check on.
-// The checks' own goroutines only call Errorf, so mu guards its records.
-type errT struct {
-	name   string
-	parent *errT // the check a subcheck belongs to, which holds its records
+// recT is a *checkrec.T as a testingT: run runs a subcheck on a
+// goroutine of its own, as t.Run does.
+type recT struct{ *checkrec.T }
 
-	mu     sync.Mutex
-	failed bool
-	msgs   []error
-}
-
-func (e *errT) root() *errT {
-	for e.parent != nil {
-		e = e.parent
-	}
-	return e
-}
-
-func (e *errT) Helper() {}
-
-func (e *errT) Errorf(format string, args ...any) { e.fail(fmt.Sprintf(format, args...)) }
-
-func (e *errT) Fatal(args ...any) {
-	e.fail(fmt.Sprint(args...))
-	runtime.Goexit()
-}
-
-func (e *errT) Fatalf(format string, args ...any) {
-	e.fail(fmt.Sprintf(format, args...))
-	runtime.Goexit()
-}
-
-func (e *errT) fail(msg string) {
-	r := e.root()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, fmt.Errorf("ledgertest: %s: %s", e.name, msg))
-	for x := e; x != nil; x = x.parent {
-		x.failed = true
-	}
-}
-
-func (e *errT) Failed() bool {
-	r := e.root()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return e.failed
-}
-
-func (e *errT) run(name string, f func(t testingT)) {
-	sub := &errT{name: e.name + "/" + name, parent: e}
-	isolate(func() { f(sub) })
-}
-
-func (e *errT) errs() []error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.msgs
-}
-
-// isolate runs f on a goroutine of its own and waits for it, so that a
-// Fatal (runtime.Goexit) ends f alone.
-func isolate(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	<-done
+func (e recT) run(name string, f func(t testingT)) {
+	sub := recT{e.Sub(name)}
+	checkrec.Isolate(func() { f(sub) })
 }
 
 var ledgerTests = []struct {

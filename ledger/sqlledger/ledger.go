@@ -219,7 +219,7 @@ func (l *Ledger) q(query string) string {
 
 // refuseWrite refuses op, a write, to a ledger opened read-only.
 func (l *Ledger) refuseWrite(op string) error {
-	return &Error{Ledger: l.name, Op: op, Class: ErrReadOnly,
+	return &Error{Name: l.name, Op: op, Class: ErrReadOnly,
 		Hint: "the ledger was opened for reading only, as the read commands (ls, status, history, plan, serve) open it; nothing was written",
 		Err:  ErrOpenedReadOnly}
 }
