@@ -125,10 +125,20 @@ type Backfill struct {
 	// the partitions other workers hold: it returns when each has
 	// succeeded there, or failed there and ran here again, and it takes
 	// over those whose holders' leases expire meanwhile. By default Run
-	// returns at once, reporting them in [Report].Held (not an error:
-	// ordinary overlap); it takes over only the partitions whose leases
-	// expired before its end.
+	// returns once it has run what it could, reporting them in
+	// [Report].Held (not an error: ordinary overlap), after taking over
+	// the partitions whose leases expired before its end and, unless
+	// ReturnHeld is set, those whose leases stopped being renewed.
 	WaitForOthers bool
+
+	// ReturnHeld makes Run return at once whatever holds the partitions
+	// other workers hold. By default, a Run that does not wait for
+	// others still waits for the partitions held under leases that
+	// stopped being renewed (a worker killed), one [KindPartitionWaiting]
+	// event each, and takes them over once they expire, so that running
+	// a backfill again after a crash finishes it; leases renewed within
+	// an interval are ordinary overlap, reported in Report.Held.
+	ReturnHeld bool
 
 	// OnEvent receives the backfill's events (backfill and partition
 	// kinds, with Progress); nil means none. The hook contract is the

@@ -33,6 +33,10 @@ type dispatcher struct {
 	queue []*job       // jobs to run that no claim has examined yet, in order
 	jobs  []ledger.Job // what ClaimNext is given of each of queue, made once
 
+	// nextHeld is when to look again at the partitions held elsewhere
+	// while jobs are still queued (see takeOverDue).
+	nextHeld time.Time
+
 	mu  sync.Mutex
 	seq int // the next claimed job's number
 	// avg is the moving average of how long a job runs, which sizes
@@ -96,11 +100,16 @@ func (d *dispatcher) claim(keep int) {
 			d.queue, d.jobs = nil, nil
 			return
 		}
+		d.takeOverDue()
+		want := d.want() // may wait for a slot: before the lease's clock starts
 		claimed := x.keeper.now()
-		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
+		ctx, cancel := x.claimContext(d.ctx)
+		grants, err := x.b.Ledger.ClaimNext(ctx, ledger.NextRequest{
 			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
-			Want: d.want(), Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
+			Want: want, Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
 		})
+		err = x.claimErr(ctx, err)
+		cancel()
 		switch {
 		case errors.Is(err, ledger.ErrBackfillCanceled):
 			x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)
@@ -136,6 +145,26 @@ func (d *dispatcher) claim(keep int) {
 		}
 		d.queue, d.jobs = d.queue[len(grants):], d.jobs[len(grants):]
 	}
+}
+
+// takeOverDue takes over, ahead of the next claims, the partitions held
+// elsewhere whose leases have expired since the run passed them (a
+// worker killed or cut off), once the last look said one would: the
+// cursor has passed them, and a long backfill must not leave them until
+// its end. They come before the jobs still queued in the backfill's
+// order, and run in it among themselves.
+func (d *dispatcher) takeOverDue() {
+	x := d.x
+	x.mu.Lock()
+	// Judged by the ledger's clock, which a claim of this run has shown:
+	// before that, the settling after the scan probes for it.
+	due := len(x.held) > 0 && x.clockKnown && !time.Now().Before(d.nextHeld)
+	x.mu.Unlock()
+	if !due {
+		return
+	}
+	r, _ := x.settleRound(d.ctx, d, true)
+	d.nextHeld = time.Now().Add(max(r.wait, x.cfg.heartbeat/4))
 }
 
 // want is how many jobs to claim: the pool's free slots, and as many

@@ -25,6 +25,7 @@ const (
 	KindPartitionFailed    tranche.Kind = "partition.failed"    // its run failed
 	KindPartitionSkipped   tranche.Kind = "partition.skipped"   // it already succeeded, or a newer version of the DAG landed it (Err matches ledger.ErrSuperseded)
 	KindPartitionHeld      tranche.Kind = "partition.held"      // another worker holds its lease
+	KindPartitionWaiting   tranche.Kind = "partition.waiting"   // held under a lease that stopped being renewed (Err names its holder; Duration: until it expires): the run waits to take it over
 	KindPartitionUnclaimed tranche.Kind = "partition.unclaimed" // its claim failed (Err: the ledger unreachable): neither run nor recorded
 
 	// KindLeaseRenewFailed reports a heartbeat of a running partition's
@@ -45,7 +46,7 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	switch k {
 	case KindFailed, KindPartitionFailed:
 		return slog.LevelError, true
-	case KindUnfinished, KindPartitionUnclaimed, KindLeaseRenewFailed, KindLeaseRenewSlow:
+	case KindUnfinished, KindPartitionUnclaimed, KindPartitionWaiting, KindLeaseRenewFailed, KindLeaseRenewSlow:
 		return slog.LevelWarn, true
 	case KindStarted, KindSucceeded, KindCanceled, KindPartitionSucceeded, KindPartitionSkipped:
 		return slog.LevelInfo, true

@@ -48,6 +48,9 @@ type execution struct {
 	// probed is when settleHeld last tried a running partition before
 	// the ledger's clock was known.
 	probed time.Time
+	// leases is what settling saw of the leases of the partitions held
+	// elsewhere, by start (Unix ns); only settling reads and writes it.
+	leases map[int64]leaseSeen
 
 	// ledgerAhead is how far the ledger's clock was ahead of the
 	// worker's (Backfill.Now) when it served the last claim this
@@ -219,53 +222,123 @@ func (x *execution) holdElsewhere(u *job) {
 // settleHeld settles the partitions other workers held when the run
 // reached them. Those that succeeded there count as done elsewhere;
 // those whose holders' leases have expired, or that failed there (unless
-// the rerun policy is none), run here; under WaitForOthers it waits for
-// the rest, until each is settled or ctx ends. What is left counts as
-// Held.
+// the rerun policy is none), run here. Under WaitForOthers it waits for
+// the rest, until each is settled or ctx ends; otherwise it waits only
+// for those whose leases stopped being renewed (a worker killed: the
+// rerun after a crash finishes the backfill), unless ReturnHeld is set.
+// What is left counts as Held.
 func (x *execution) settleHeld(ctx context.Context, d *dispatcher) {
 	takeOver := true
 	backoff := 10 * time.Millisecond
 	for {
 		d.pool.wait()
-		x.mu.Lock()
-		held := x.held
-		x.held = nil
-		x.report.Held -= len(held)
-		x.mu.Unlock()
-		if len(held) == 0 {
-			return
-		}
 		if ctx.Err() != nil || x.stop.Load() {
 			takeOver = false
 		}
-		run, waiting, wait, err := x.sortHeld(ctx, held, takeOver)
-		if err != nil {
-			// The ledger could not say: they stay held.
-			run, waiting = nil, held
-		}
-		x.mu.Lock()
-		x.report.Held += len(waiting)
-		x.held = append(x.held, waiting...)
-		x.mu.Unlock()
-		if !takeOver {
-			return // a last count, after the runs of the last round
-		}
-		for _, part := range run {
-			u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun}
-			x.claimJob(ctx, d, u)
+		r, ok := x.settleRound(ctx, d, takeOver)
+		if !ok || !takeOver {
+			return // none held, or a last count after the runs of the last round
 		}
 		switch {
-		case !x.b.WaitForOthers:
+		case !x.b.WaitForOthers && (r.unrenewed == 0 || x.b.ReturnHeld):
 			takeOver = false // count what the runs of this round left
-		case len(run) == 0:
+		case r.ran == 0:
 			// Wait for a lease to expire, or for the holders to
 			// finish, looking again soon at first, then less often, up
 			// to every heartbeat interval: partitions of a millisecond
 			// end within one, of an hour are looked at a few times.
-			sleepCtx(ctx, min(wait, backoff))
+			sleepCtx(ctx, min(r.wait, backoff))
 			backoff = min(2*backoff, x.cfg.heartbeat)
 		}
 	}
+}
+
+// settled is what a round of settling did.
+type settled struct {
+	ran       int           // partitions claimed to run here
+	unrenewed int           // partitions left held under leases that stopped being renewed, or not known to be
+	wait      time.Duration // how long to wait before the next round
+}
+
+// settleRound sorts the partitions held elsewhere once (see sortHeld),
+// runs here those it may take over, and keeps the rest held; ok is
+// false when none was held.
+func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver bool) (r settled, ok bool) {
+	x.mu.Lock()
+	held := x.held
+	x.held = nil
+	x.report.Held -= len(held)
+	x.mu.Unlock()
+	if len(held) == 0 {
+		return r, false
+	}
+	run, waiting, wait, err := x.sortHeld(ctx, held, takeOver)
+	if err != nil {
+		// The ledger could not say: they stay held.
+		run, waiting = nil, held
+	}
+	r.wait, r.unrenewed = wait, x.unrenewed(ctx, waiting)
+	x.mu.Lock()
+	x.report.Held += len(waiting)
+	x.held = append(x.held, waiting...)
+	x.mu.Unlock()
+	if !takeOver {
+		return r, true
+	}
+	for _, part := range run {
+		u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun}
+		x.claimJob(ctx, d, u)
+	}
+	r.ran = len(run)
+	return r, true
+}
+
+// unrenewed counts the partitions of waiting whose leases, by what
+// sortHeld read, stopped being renewed, or may have: not moved since the
+// run first saw them, and either with less left, by the ledger's clock,
+// than this worker's lease less its heartbeat interval (a holder that
+// renews as often as this worker does has more), or seen for less than
+// an interval and a quarter (long enough for a live holder's renewal to
+// show). It sends a partition.waiting event for each the first time its
+// lease is judged unrenewed.
+func (x *execution) unrenewed(ctx context.Context, waiting []int64) int {
+	now, known := x.ledgerNow()
+	n := 0
+	for _, start := range waiting {
+		seen, ok := x.leases[start]
+		if !ok || seen.moved {
+			continue
+		}
+		stale := known && seen.until.Sub(now) <= x.cfg.lease-x.cfg.heartbeat
+		if !stale && time.Since(seen.first) > x.cfg.heartbeat+x.cfg.heartbeat/4 {
+			continue // renewed at a pace of its own: its holder is alive
+		}
+		n++
+		if stale && !seen.told && !x.b.WaitForOthers && !x.b.ReturnHeld {
+			seen.told = true
+			x.leases[start] = seen
+			p := tranche.PartitionOf(x.cfg.window.Granularity(), time.Unix(0, start).In(x.cfg.window.Location()))
+			w, err := tranche.NewTimePartitionWindow(p.Granularity, p.Start, p.Start)
+			if err != nil {
+				continue
+			}
+			u := &job{window: w, partitions: []tranche.TimePartition{p}}
+			why := fmt.Errorf("%w: worker %s's lease stopped being renewed; taken over when it expires", ledger.ErrNotClaimable, seen.worker)
+			x.emitJob(ctx, KindPartitionWaiting, u, why, func(e *tranche.Event) { e.Duration = max(seen.until.Sub(now), 0) })
+		}
+	}
+	return n
+}
+
+// leaseSeen is what the run saw of a held partition's lease: its end when
+// first read, whether it moved since (renewed: its holder is alive), and
+// whether the run said that it waits for it.
+type leaseSeen struct {
+	until  time.Time
+	first  time.Time // when the run first saw it, by this worker's clock
+	worker string
+	moved  bool
+	told   bool
 }
 
 // heldRun is a held partition to run here, with its window.
@@ -332,6 +405,9 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 	wait, done := x.cfg.heartbeat, 0
 	for _, start := range held {
 		a, ok := latest[start]
+		if ok && a.State == ledger.StateRunning {
+			x.seeLease(start, a)
+		}
 		switch {
 		case ok && a.State == ledger.StateSucceeded,
 			ok && a.State.Terminal() && x.cfg.rerun == ledger.RerunNone:
@@ -362,6 +438,23 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 	}
 	x.count(func(r *Report) { r.Elsewhere += done })
 	return run, waiting, wait, nil
+}
+
+// seeLease records the lease of a's attempt at the held partition
+// starting at start (Unix ns): its end when first seen, and whether it
+// moved since.
+func (x *execution) seeLease(start int64, a ledger.Attempt) {
+	if x.leases == nil {
+		x.leases = map[int64]leaseSeen{}
+	}
+	seen, ok := x.leases[start]
+	switch {
+	case !ok || seen.worker != a.Worker:
+		x.leases[start] = leaseSeen{until: a.LeaseUntil, first: time.Now(), worker: a.Worker}
+	case !a.LeaseUntil.Equal(seen.until):
+		seen.moved = true
+		x.leases[start] = seen
+	}
 }
 
 // latestOf returns the latest of t and the others.
@@ -432,10 +525,13 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		return
 	}
 	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
-	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
+	cctx, cancel := x.claimContext(ctx)
+	lease, err := x.b.Ledger.Claim(cctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
 	})
+	err = x.claimErr(cctx, err)
+	cancel()
 	switch {
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
@@ -459,6 +555,26 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	x.sawLease(lease)
 	u.seq = d.nextSeq()
 	d.start(u, lease, claimed)
+}
+
+// claimContext bounds a claim at a lease: a claim that takes longer
+// grants leases that have lapsed by this worker's clock when it answers,
+// and one that does not answer (a connection cut) must not hold the run.
+// A claim that landed though it timed out here leaves leases that
+// expire, and other workers take those partitions over.
+func (x *execution) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, x.cfg.lease, errNoAnswer)
+}
+
+// errNoAnswer is why a claim was given up.
+var errNoAnswer = errors.New("tranche: no answer from the ledger within a lease: the connection may be lost")
+
+// claimErr names a claim that claimContext gave up.
+func (x *execution) claimErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errNoAnswer) && !errors.Is(err, errNoAnswer) {
+		return fmt.Errorf("%w (%v): %w", errNoAnswer, x.cfg.lease, err)
+	}
+	return err
 }
 
 // begin decides, on the dispatcher's goroutine and in the order of

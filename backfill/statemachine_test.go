@@ -107,6 +107,9 @@ func newBfMachine(rt *rapid.T) *bfMachine {
 		m.workers = append(m.workers, &backfill.Backfill{
 			DAG: dag, Window: w, Ledger: m.ledger, Worker: fmt.Sprint("w", i), Concurrency: 1,
 			Lease: bfMachineLease, Heartbeat: bfMachineLease / 3, Now: m.clock.Now,
+			// The machine's clock moves only at its expire step: a run
+			// that waited for a crashed worker's lease would wait for ever.
+			ReturnHeld: true,
 		})
 	}
 	if m.id, err = m.workers[0].ID(); err != nil {
