@@ -134,7 +134,8 @@ func batch(p tranche.TimePartition, rows []tranche.Row, run string, token int64)
 	return tranche.Batch{Asset: "events", Column: "day", Partition: p, Rows: rows, RunID: run, Token: token}
 }
 
-// Run runs the suite, each test in a new Env.
+// Run runs the suite, each test in a new Env; the destination contract's
+// suite is [Contract], which each destination's contract test runs.
 func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 	tests := []struct {
 		name string
@@ -151,7 +152,6 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"SharedUnfenced", testSharedUnfenced},
 		{"Backfill", testBackfill},
 	}
-	t.Run("Contract", func(t *testing.T) { runContract(t, newEnv) })
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -173,11 +173,12 @@ var ContractTable = sqldest.Table{Name: "contract_events", Asset: destinationtes
 		{Name: "note", Type: column.String},
 	}}
 
-// runContract runs the destination contract's suite on a destination
-// apart from the ledger, each check in a new Env. (A destination sharing
-// the ledger's transactions writes only at the ledger's Finish: the
-// Shared tests check it.)
-func runContract(t *testing.T, newEnv func(t *testing.T) *Env) {
+// Contract runs the destination contract's suite
+// (destinationtest.Run) on a destination apart from the ledger, each
+// check in a new Env, as every destination's own test does. (A
+// destination sharing the ledger's transactions writes only at the
+// ledger's Finish: Run's Shared tests check it.)
+func Contract(t *testing.T, newEnv func(t *testing.T) *Env) {
 	destinationtest.Run(t, func(t *testing.T) destinationtest.Subject {
 		e := newEnv(t)
 		d := e.Separate(t, ContractTable)
