@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
 	"github.com/tranche-dev/tranche/destination/column"
+	"github.com/tranche-dev/tranche/internal/wait"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
@@ -565,17 +565,8 @@ const maxTries = 8
 // retry runs f, trying it again while the dialect calls its failure a
 // transient conflict, and wraps its last failure.
 func (d *Destination) retry(ctx context.Context, op string, f func() error) error {
-	for try := 1; ; try++ {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		_, _, again := d.dialect.classify(err)
-		if !again || try == maxTries || ctx.Err() != nil {
-			return d.wrap(ctx, op, err)
-		}
-		time.Sleep(time.Duration(try*try) * time.Millisecond)
-	}
+	transient := func(err error) bool { _, _, again := d.dialect.classify(err); return again }
+	return d.wrap(ctx, op, wait.Retry(ctx, maxTries, transient, f))
 }
 
 // wrap turns a failure of op into an [*sqlledger.Error], leaving alone the

@@ -101,6 +101,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tranche-dev/tranche/internal/wait"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -251,16 +252,8 @@ func (l *Ledger) writeOne(ctx context.Context, op, query string, args ...any) (r
 // retry calls f until it succeeds, fails for good, or has been tried
 // maxTries times, and wraps its last failure.
 func (l *Ledger) retry(ctx context.Context, op string, f func() error) error {
-	var err error
-	for try := 1; ; try++ {
-		if err = f(); err == nil {
-			return nil
-		}
-		if _, _, retry := l.dialect.classify(err); !retry || try == maxTries || ctx.Err() != nil {
-			return l.wrap(ctx, op, err)
-		}
-		time.Sleep(time.Duration(try*try) * time.Millisecond)
-	}
+	transient := func(err error) bool { _, _, retry := l.dialect.classify(err); return retry }
+	return l.wrap(ctx, op, wait.Retry(ctx, maxTries, transient, f))
 }
 
 func (l *Ledger) tryWrite(ctx context.Context, f func(tx *sql.Tx) error) error {
