@@ -132,8 +132,12 @@ type SchedulerSeen struct {
 	// Waiting reports that no scheduler has been seen for longer than
 	// it should have been: Next came due more than DefaultLease ago and
 	// has no attempt. Pages and commands show it as "waiting for
-	// scheduler".
+	// scheduler". Never while the schedule is paused.
 	Waiting bool
+	// Pause is the schedule's pause ([ledger.Ledger.SchedulePause]):
+	// while Pause.Paused no scheduler starts a slot, and pages and
+	// commands say who paused it, since when and why.
+	Pause ledger.SchedulePause
 }
 
 // SummaryLookback bounds how far before now [SummaryOf] looks for the
@@ -212,7 +216,16 @@ func RunsOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGran
 			break
 		}
 	}
-	return sum, sum.Scheduler.next(ctx, l, dag, g, loc, now)
+	pause, err := l.SchedulePause(ctx, dag)
+	if err != nil {
+		return nil, err
+	}
+	sum.Scheduler.Pause = pause
+	if err := sum.Scheduler.next(ctx, l, dag, g, loc, now); err != nil {
+		return nil, err
+	}
+	sum.Scheduler.Waiting = sum.Scheduler.Waiting && !sum.Scheduler.Pause.Paused
+	return sum, nil
 }
 
 // next fills the slot after Last, when it is due, and what is missed.

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -294,13 +298,13 @@ func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver boo
 }
 
 // unrenewed counts the partitions of waiting whose leases, by what
-// sortHeld read, stopped being renewed, or may have: not moved since the
-// run first saw them, and either with less left, by the ledger's clock,
-// than this worker's lease less its heartbeat interval (a holder that
-// renews as often as this worker does has more), or seen for less than
-// an interval and a quarter (long enough for a live holder's renewal to
-// show). It sends a partition.waiting event for each the first time its
-// lease is judged unrenewed.
+// sortHeld read, stopped being renewed: not moved since the run first
+// saw them, and either with less left, by the ledger's clock, than this
+// worker's lease less its heartbeat interval (a holder that renews as
+// often as this worker does has more), or held by a worker of this
+// machine's default name ([Backfill.Worker]) whose process has ended (a
+// rerun right after a crash). It sends a partition.waiting event for
+// each the first time it counts it.
 func (x *execution) unrenewed(ctx context.Context, waiting []int64) int {
 	now, known := x.ledgerNow()
 	n := 0
@@ -309,12 +313,11 @@ func (x *execution) unrenewed(ctx context.Context, waiting []int64) int {
 		if !ok || seen.moved {
 			continue
 		}
-		stale := known && seen.until.Sub(now) <= x.cfg.lease-x.cfg.heartbeat
-		if !stale && time.Since(seen.first) > x.cfg.heartbeat+x.cfg.heartbeat/4 {
-			continue // renewed at a pace of its own: its holder is alive
+		if !(known && seen.until.Sub(now) <= x.cfg.lease-x.cfg.heartbeat) && !endedHere(seen.worker) {
+			continue // renewed within an interval: its holder is alive
 		}
 		n++
-		if stale && !seen.told && !x.b.WaitForOthers && !x.b.ReturnHeld {
+		if !seen.told && !x.b.WaitForOthers && !x.b.ReturnHeld {
 			seen.told = true
 			x.leases[start] = seen
 			p := tranche.PartitionOf(x.cfg.window.Granularity(), time.Unix(0, start).In(x.cfg.window.Location()))
@@ -330,12 +333,32 @@ func (x *execution) unrenewed(ctx context.Context, waiting []int64) int {
 	return n
 }
 
+// endedHere reports whether worker is a default worker name of this
+// machine (host-pid) whose process has ended.
+func endedHere(worker string) bool {
+	i := strings.LastIndexByte(worker, '-')
+	if i < 0 {
+		return false
+	}
+	pid, err := strconv.Atoi(worker[i+1:])
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	if host, err := os.Hostname(); err != nil || host != worker[:i] {
+		return false
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	return errors.Is(proc.Signal(syscall.Signal(0)), os.ErrProcessDone)
+}
+
 // leaseSeen is what the run saw of a held partition's lease: its end when
 // first read, whether it moved since (renewed: its holder is alive), and
 // whether the run said that it waits for it.
 type leaseSeen struct {
 	until  time.Time
-	first  time.Time // when the run first saw it, by this worker's clock
 	worker string
 	moved  bool
 	told   bool
@@ -450,7 +473,7 @@ func (x *execution) seeLease(start int64, a ledger.Attempt) {
 	seen, ok := x.leases[start]
 	switch {
 	case !ok || seen.worker != a.Worker:
-		x.leases[start] = leaseSeen{until: a.LeaseUntil, first: time.Now(), worker: a.Worker}
+		x.leases[start] = leaseSeen{until: a.LeaseUntil, worker: a.Worker}
 	case !a.LeaseUntil.Equal(seen.until):
 		seen.moved = true
 		x.leases[start] = seen

@@ -157,6 +157,35 @@ type Ledger interface {
 	// nothing if it was not. It fails with [ErrUnknownBackfill] for an
 	// unknown id.
 	ResumeBackfill(ctx context.Context, id string) error
+
+	// SetSchedulePause pauses the schedule of dag (p.Paused) or resumes
+	// it, recording p.By and p.Note, and when by the ledger's clock
+	// (SchedulePause.Since, and PausedAt when it pauses), and returns
+	// what it stored. Pausing a paused schedule, or resuming one that is
+	// not paused, changes nothing: the pause in force keeps who paused
+	// it and since when. Every scheduler of dag reads it
+	// ([Ledger.SchedulePause]) before it starts a slot; backfills and
+	// runs by hand ignore it.
+	SetSchedulePause(ctx context.Context, dag string, p SchedulePause) (SchedulePause, error)
+
+	// SchedulePause returns the pause of the schedule of dag as
+	// [Ledger.SetSchedulePause] last changed it: the zero value when it
+	// never did.
+	SchedulePause(ctx context.Context, dag string) (SchedulePause, error)
+}
+
+// SchedulePause says whether an operator paused the schedule of a DAG,
+// who and why ([Ledger.SetSchedulePause]). A paused schedule starts no
+// slot; the slots that come due meanwhile are missed, as while no
+// scheduler runs.
+type SchedulePause struct {
+	Paused bool
+	By     string // who paused it, or resumed it last
+	Note   string // why, in their words; "" for nothing said
+	// Since is when, by the ledger's clock, the schedule was paused, or
+	// last resumed; PausedAt when it was last paused. Zero if never.
+	// A ledger sets both; those of a request are ignored.
+	Since, PausedAt time.Time
 }
 
 // CancelOptions are the options of [Ledger.CancelBackfill]; the zero

@@ -1,6 +1,8 @@
 package schedule_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/schedule"
 )
@@ -91,10 +94,29 @@ func TestCatchUp(t *testing.T) {
 					var again events
 					s.OnEvent = again.hook
 					runFor(t, s, 10*time.Minute)
-					if got := again.of(schedule.KindMissed); len(got) != 0 || s.Status().Missed != 0 {
-						t.Errorf("a restart reported %v missed again", got)
+					// Status.Missed is the ledger's count, not this Run's.
+					if got := again.of(schedule.KindMissed); len(got) != 0 || s.Status().Missed != len(reported) {
+						t.Errorf("a restart reported %v missed again, and counts %d missed; want none again, and %d", got, s.Status().Missed, len(reported))
 					}
-					// Each slot ran once.
+					if len(reported) > 0 {
+						// A backfill runs them: no longer missed.
+						first := mustTime(t, reported[0][:16]+":00Z")
+						w2, err := tranche.NewTimePartitionWindow(tranche.Hour, first, mustTime(t, reported[len(reported)-1][:16]+":00Z"))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if _, err := (&backfill.Backfill{DAG: w.dag, Window: w2, Ledger: s.Ledger}).Run(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+						var last events
+						s.OnEvent = last.hook
+						runFor(t, s, time.Minute)
+						// (A slot that closed meanwhile may be missed anew.)
+						if n, anew := s.Status().Missed, len(last.of(schedule.KindMissed)); n != anew {
+							t.Errorf("after a backfill of the missed slots, Status.Missed %d; want %d", n, anew)
+						}
+					}
+					// Each slot ran once, the backfill's too.
 					keys := w.keys()
 					if len(slices.Compact(slices.Clone(keys))) != len(keys) {
 						t.Errorf("a slot ran twice: %v", keys)
@@ -102,5 +124,54 @@ func TestCatchUp(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestManualRunKeepsMissed: the scheduler runs 00:00 and 01:00, is down
+// from 02:30 to 06:30, and an operator runs 04:00 by hand
+// (backfill.RunRecorded) meanwhile. A manual run counts for its own slot
+// only: the restart catches up after the newest slot the scheduler ran,
+// so 02:00 and 03:00 run, or, beyond the catch-up window, are reported
+// missed; 04:00 is not run again.
+func TestManualRunKeepsMissed(t *testing.T) {
+	for _, tc := range []struct {
+		max               int
+		succeeded, missed []string
+	}{
+		{0, []string{"2026-01-10T02:00Z catch-up", "2026-01-10T03:00Z catch-up", "2026-01-10T05:00Z catch-up"}, nil},
+		{2, []string{"2026-01-10T05:00Z catch-up"}, []string{"2026-01-10T02:00Z", "2026-01-10T03:00Z"}},
+	} {
+		t.Run(fmt.Sprint("max ", tc.max), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
+				clock := offsetClock(base)
+				w := newWork(t, tranche.Hour, time.UTC, clock)
+				l := memledger.New(clock)
+				var ev events
+				s := &schedule.Scheduler{DAG: w.dag, Ledger: l, MaxCatchUp: tc.max, Now: clock, OnEvent: ev.hook}
+				runFor(t, s, 2*time.Hour) // 00:00 and 01:00, live
+				time.Sleep(3 * time.Hour) // 05:30
+				manual := tranche.PartitionOf(tranche.Hour, time.Date(2026, 1, 10, 4, 0, 0, 0, time.UTC))
+				if _, err := backfill.RunRecorded(context.Background(), l, nil, w.dag, manual, "operator"); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Hour) // 06:30
+				var after events
+				s.OnEvent = after.hook
+				runFor(t, s, 20*time.Minute)
+				if diff := cmp.Diff(tc.succeeded, after.of(schedule.KindSucceeded)); diff != "" {
+					t.Errorf("succeeded after the restart (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.missed, after.of(schedule.KindMissed)); diff != "" {
+					t.Errorf("missed after the restart (-want +got):\n%s", diff)
+				}
+				if got := s.Status().Missed; got != len(tc.missed) {
+					t.Errorf("Status.Missed %d, want %d", got, len(tc.missed))
+				}
+				if n := slices.Index(w.keys(), manual.Key()); n < 0 || slices.Index(w.keys()[n+1:], manual.Key()) >= 0 {
+					t.Errorf("the manual slot ran %v; want once, by hand", w.keys())
+				}
+			})
+		})
 	}
 }

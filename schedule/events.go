@@ -16,7 +16,17 @@ const (
 	KindStarted tranche.Kind = "schedule.started" // Run began; Target is the first slot it waits for
 	KindStopped tranche.Kind = "schedule.stopped" // Run ended: its context ended and its runs are over
 
-	KindClaimed   tranche.Kind = "slot.claimed"   // this scheduler holds the slot's lease; its run starts (with a Budget, once it has a place)
+	// KindPaused reports that the scheduler found its schedule paused
+	// ([Scheduler.Pause]), when it starts or once it runs; KindResumed,
+	// resumed. Their attributes by, note and since say who, why and
+	// when, by the ledger's clock.
+	KindPaused  tranche.Kind = "schedule.paused"
+	KindResumed tranche.Kind = "schedule.resumed"
+
+	// KindClaimed: this scheduler holds the slot's lease; its run starts
+	// (with a Budget, once it has a place). Duration is the lag from the
+	// slot's close (its End) to the claim, by the scheduler's clock.
+	KindClaimed   tranche.Kind = "slot.claimed"
 	KindSucceeded tranche.Kind = "slot.succeeded" // its run succeeded and is recorded
 	KindFailed    tranche.Kind = "slot.failed"    // its run failed and is recorded failed (Err says why); no scheduler runs it again
 
@@ -39,10 +49,17 @@ const (
 	// (rerun policy failed, its default) runs it.
 	KindMissed tranche.Kind = "slot.missed"
 
-	// KindSkipped reports a slot that came due while an earlier one still
-	// ran, under [OverlapSkip]: it is not run, and is recorded canceled,
-	// its error saying it was skipped.
+	// KindSkipped reports a slot not run under its overlap policy: it
+	// came due while an earlier one still ran ([OverlapSkip]), while the
+	// queue was full ([OverlapBufferOne], [Scheduler].MaxQueue), or with
+	// a later one ([OverlapCancelOther]). It is recorded canceled, its
+	// error saying it was skipped and why, for a backfill to run.
 	KindSkipped tranche.Kind = "slot.skipped"
+
+	// KindCanceled reports a run stopped because a later slot came due,
+	// under [OverlapCancelOther]: it is recorded canceled, its error
+	// saying so, for a backfill to run again.
+	KindCanceled tranche.Kind = "slot.canceled"
 
 	// KindEarly reports a claim of a due slot, to run it or to record it
 	// skipped or missed, that the ledger refused as early: the slot has
@@ -53,6 +70,11 @@ const (
 	// attribute is the ledger's time at the refusal. It is DEBUG: the
 	// slot is run, or not, at its close, as it should be.
 	KindEarly tranche.Kind = "slot.early"
+
+	// KindQueue reports a change in the number of due slots this
+	// scheduler waits to run (queued behind a running one, or held by
+	// another worker): the attribute queued. It is DEBUG.
+	KindQueue tranche.Kind = "schedule.queue"
 
 	// KindLedgerError reports a call to the ledger that failed (Err):
 	// reading the history, or claiming a slot. The scheduler tries again
@@ -69,10 +91,10 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	switch k {
 	case KindLedgerError:
 		return slog.LevelWarn, true
-	case KindEarly:
+	case KindEarly, KindQueue:
 		return slog.LevelDebug, true
-	case KindStarted, KindStopped, KindClaimed, KindSucceeded, KindFailed,
-		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped:
+	case KindStarted, KindStopped, KindPaused, KindResumed, KindClaimed, KindSucceeded, KindFailed,
+		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped, KindCanceled:
 		return slog.LevelInfo, true
 	}
 	return 0, false

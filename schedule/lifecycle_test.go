@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -122,8 +123,8 @@ func TestShutdownLeavesLease(t *testing.T) {
 
 // TestClockJump: the wall clock steps forward three days (a suspended
 // machine, a corrected clock): the scheduler notices within a minute,
-// runs the newest slot and catches up five, and reports the rest. A step
-// back runs nothing twice.
+// catches up the newest five, as a restart would, and reports the rest.
+// A step back runs nothing twice.
 func TestClockJump(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
@@ -138,13 +139,13 @@ func TestClockJump(t *testing.T) {
 		jump.Store(int64(72 * time.Hour))
 		time.Sleep(90 * time.Second) // at 2026-01-13T01:31:30: the scheduler looked at its clock meanwhile
 		st := s.Status()
-		if st.Missed != 66 {
-			t.Errorf("missed %d slots, want 72 closed less the newest and 5 caught up", st.Missed)
+		if st.Missed != 67 {
+			t.Errorf("missed %d slots, want 72 closed less 5 caught up", st.Missed)
 		}
 		succeeded := ev.of(schedule.KindSucceeded)
 		want := []string{"2026-01-10T00:00Z live",
-			"2026-01-12T19:00Z catch-up", "2026-01-12T20:00Z catch-up", "2026-01-12T21:00Z catch-up",
-			"2026-01-12T22:00Z catch-up", "2026-01-12T23:00Z catch-up", "2026-01-13T00:00Z live"}
+			"2026-01-12T20:00Z catch-up", "2026-01-12T21:00Z catch-up",
+			"2026-01-12T22:00Z catch-up", "2026-01-12T23:00Z catch-up", "2026-01-13T00:00Z catch-up"}
 		if diff := cmp.Diff(want, succeeded); diff != "" {
 			t.Errorf("succeeded after the jump (-want +got):\n%s", diff)
 		}
@@ -164,6 +165,51 @@ func TestClockJump(t *testing.T) {
 			t.Errorf("the last slot run is %s, want 2026-01-13T01:00Z, which closed when the clock caught up", last)
 		}
 	})
+}
+
+// TestClockJumpAsRestart: a running scheduler whose clock steps from
+// 02:30 to 12:30 finds ten slots due at once, as a scheduler restarted at
+// 12:30 after stopping at 02:30 does; one catch-up rule holds for both:
+// the newest MaxCatchUp (3) run, triggered catch-up, and the 7 older are
+// reported missed. None of them is live: none came due while the
+// scheduler watched its clock.
+func TestClockJumpAsRestart(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "jump", true: "restart"}[restart], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
+				var jump atomic.Int64
+				offset := offsetClock(base)
+				clock := func() time.Time { return offset().Add(time.Duration(jump.Load())) }
+				w := newWork(t, tranche.Hour, time.UTC, clock)
+				var ev events
+				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), MaxCatchUp: 3, Now: clock, OnEvent: ev.hook}
+				if restart {
+					runFor(t, s, 2*time.Hour)
+					jump.Store(int64(10 * time.Hour))
+					runFor(t, s, 20*time.Minute)
+				} else {
+					stop := start(t, s)
+					time.Sleep(2 * time.Hour)
+					jump.Store(int64(10 * time.Hour))
+					time.Sleep(20 * time.Minute)
+					stop()
+				}
+				want := []string{"2026-01-10T00:00Z live", "2026-01-10T01:00Z live",
+					"2026-01-10T09:00Z catch-up", "2026-01-10T10:00Z catch-up", "2026-01-10T11:00Z catch-up"}
+				if diff := cmp.Diff(want, ev.of(schedule.KindSucceeded)); diff != "" {
+					t.Errorf("succeeded (-want +got):\n%s", diff)
+				}
+				var missed []string
+				for h := 2; h <= 8; h++ {
+					missed = append(missed, fmt.Sprintf("2026-01-10T%02d:00Z", h))
+				}
+				if diff := cmp.Diff(missed, ev.of(schedule.KindMissed)); diff != "" {
+					t.Errorf("missed (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
 }
 
 // TestMovedSchedule: a daily schedule that moves keeps its DAG's history
@@ -366,6 +412,8 @@ func TestInvalid(t *testing.T) {
 		want []string
 	}{
 		{"nothing", &schedule.Scheduler{}, []string{"no DAG", "no Ledger"}},
+		// An Open whose error was dropped.
+		{"nil ledger", &schedule.Scheduler{DAG: daily, Ledger: (*memledger.Ledger)(nil)}, []string{"nil *memledger.Ledger"}},
 		{"unpartitioned", &schedule.Scheduler{DAG: dag(asset("a", tranche.Partitioning{Granularity: tranche.Day}), asset("b", tranche.Partitioning{})), Ledger: l},
 			[]string{`unpartitioned assets "b"`}},
 		{"no partitions", &schedule.Scheduler{DAG: dag(), Ledger: l}, []string{"no asset is partitioned"}},
@@ -378,6 +426,8 @@ func TestInvalid(t *testing.T) {
 			[]string{"time.Local"}},
 		{"policies", &schedule.Scheduler{DAG: daily, Ledger: l, Overlap: "later", Delay: -time.Hour, CatchUpWindow: -time.Minute, Lease: time.Second, Heartbeat: time.Second},
 			[]string{`unknown overlap policy "later"`, "delay -1h0m0s", "catch-up window -1m0s", "longer than the heartbeat"}},
+		{"negative queue", &schedule.Scheduler{DAG: daily, Ledger: l, MaxQueue: -1}, []string{"max queue -1"}},
+		{"queue bound under skip", &schedule.Scheduler{DAG: daily, Ledger: l, MaxQueue: 3, Overlap: schedule.OverlapSkip}, []string{"max queue 3 under overlap policy skip"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.s.Run(context.Background())

@@ -3,6 +3,8 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -18,20 +20,30 @@ import (
 
 // TestOverlap runs an hourly DAG whose first slot takes two hours and a
 // half, under each overlap policy: the slots that close meanwhile wait
-// and run in order, are skipped, or run beside it.
+// and run in order, wait one at most (the others skipped), are skipped,
+// run beside it, or stop it (recorded canceled) and run.
 func TestOverlap(t *testing.T) {
 	for _, tc := range []struct {
-		overlap schedule.Overlap
-		calls   []string // "KEY at HH:MM"
-		skipped []string
+		overlap  schedule.Overlap
+		maxQueue int
+		calls    []string // "KEY at HH:MM"
+		skipped  []string
+		canceled []string
 	}{
 		{overlap: "", calls: []string{"00:00 at 01:00", "01:00 at 03:30", "02:00 at 03:40", "03:00 at 04:00", "04:00 at 05:00"}},
 		{overlap: schedule.OverlapQueue, calls: []string{"00:00 at 01:00", "01:00 at 03:30", "02:00 at 03:40", "03:00 at 04:00", "04:00 at 05:00"}},
 		{overlap: schedule.OverlapSkip, calls: []string{"00:00 at 01:00", "03:00 at 04:00", "04:00 at 05:00"},
 			skipped: []string{"2026-01-10T01:00Z live", "2026-01-10T02:00Z live"}},
 		{overlap: schedule.OverlapConcurrent, calls: []string{"00:00 at 01:00", "01:00 at 02:00", "02:00 at 03:00", "03:00 at 04:00", "04:00 at 05:00"}},
+		{overlap: schedule.OverlapBufferOne, calls: []string{"00:00 at 01:00", "01:00 at 03:30", "03:00 at 04:00", "04:00 at 05:00"},
+			skipped: []string{"2026-01-10T02:00Z live"}},
+		{overlap: schedule.OverlapQueue, maxQueue: 1, calls: []string{"00:00 at 01:00", "01:00 at 03:30", "03:00 at 04:00", "04:00 at 05:00"},
+			skipped: []string{"2026-01-10T02:00Z live"}},
+		{overlap: schedule.OverlapQueue, maxQueue: 2, calls: []string{"00:00 at 01:00", "01:00 at 03:30", "02:00 at 03:40", "03:00 at 04:00", "04:00 at 05:00"}},
+		{overlap: schedule.OverlapCancelOther, calls: []string{"00:00 at 01:00", "01:00 at 02:00", "02:00 at 03:00", "03:00 at 04:00", "04:00 at 05:00"},
+			canceled: []string{"2026-01-10T00:00Z live"}},
 	} {
-		t.Run(string(tc.overlap), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s max %d", tc.overlap, tc.maxQueue), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
 				clock := offsetClock(base)
@@ -43,7 +55,7 @@ func TestOverlap(t *testing.T) {
 					return 10 * time.Minute
 				}
 				var ev events
-				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), Overlap: tc.overlap, Now: clock, OnEvent: ev.hook}
+				s := &schedule.Scheduler{DAG: w.dag, Ledger: memledger.New(clock), Overlap: tc.overlap, MaxQueue: tc.maxQueue, Now: clock, OnEvent: ev.hook}
 				runFor(t, s, 5*time.Hour) // to 05:30
 				var got []string
 				for _, c := range w.callList() {
@@ -55,13 +67,24 @@ func TestOverlap(t *testing.T) {
 				if diff := cmp.Diff(tc.skipped, ev.of(schedule.KindSkipped)); diff != "" {
 					t.Errorf("skipped (-want +got):\n%s", diff)
 				}
-				if st := s.Status(); st.Skipped != len(tc.skipped) {
-					t.Errorf("Status.Skipped = %d, want %d", st.Skipped, len(tc.skipped))
+				if diff := cmp.Diff(tc.canceled, ev.of(schedule.KindCanceled)); diff != "" {
+					t.Errorf("canceled (-want +got):\n%s", diff)
 				}
+				if st := s.Status(); st.Skipped != len(tc.skipped) || st.Canceled != len(tc.canceled) {
+					t.Errorf("Status: %d skipped and %d canceled, want %d and %d", st.Skipped, st.Canceled, len(tc.skipped), len(tc.canceled))
+				}
+				// What the policy did not run or stopped is recorded
+				// canceled, saying why, for a backfill to find.
 				h := history(t, s.Ledger, w.dag, tranche.Hour, time.UTC, base.Add(-time.Hour), base.Add(6*time.Hour))
-				for _, k := range tc.skipped {
-					if key := strings.Fields(k)[0]; h[key] != "[canceled]" {
-						t.Errorf("history of skipped slot %s: %s, want one canceled attempt", key, h[key])
+				for _, k := range append(slices.Clone(tc.skipped), tc.canceled...) {
+					key := strings.Fields(k)[0]
+					if h[key] != "[canceled]" {
+						t.Errorf("history of slot %s: %s, want one canceled attempt", key, h[key])
+					}
+					p, _ := tranche.ParsePartitionKey(tranche.Hour, key, time.UTC)
+					att, _ := s.Ledger.History(context.Background(), s.Status().DAG, p.Start)
+					if len(att) == 0 || !strings.Contains(att[0].Err, "overlap policy "+string(tc.overlap)) {
+						t.Errorf("slot %s: %+v; want its error to name the overlap policy", key, att)
 					}
 				}
 				for _, e := range ev.list() {
@@ -228,6 +251,8 @@ func TestOverlapText(t *testing.T) {
 		{schedule.OverlapQueue, "queue"},
 		{schedule.OverlapSkip, "skip"},
 		{schedule.OverlapConcurrent, "concurrent"},
+		{schedule.OverlapBufferOne, "buffer-one"},
+		{schedule.OverlapCancelOther, "cancel-other"},
 	} {
 		text, err := tc.o.MarshalText()
 		if err != nil || string(text) != tc.text {
@@ -239,7 +264,75 @@ func TestOverlapText(t *testing.T) {
 		}
 	}
 	var o schedule.Overlap
-	if err := o.UnmarshalText([]byte("sometimes")); err == nil || !strings.Contains(err.Error(), "accepted: queue, skip, concurrent") {
+	if err := o.UnmarshalText([]byte("sometimes")); err == nil || !strings.Contains(err.Error(), "accepted: queue, buffer-one, skip, concurrent, cancel-other") {
 		t.Errorf("UnmarshalText(sometimes): %v; want the accepted policies", err)
 	}
+}
+
+// TestCancelOtherReplicas: two replicas under OverlapCancelOther; the
+// slot of 00:00 takes 150 minutes, on whichever replica claims it. When
+// 01:00 comes due, that replica stops it, recorded canceled, and 01:00
+// runs once; after downtime, of the slots due at once only the newest
+// runs, the others recorded skipped.
+func TestCancelOtherReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Date(2026, 1, 10, 0, 30, 0, 0, time.UTC)
+		clock := offsetClock(base)
+		l := memledger.New(clock)
+		var rs runs
+		body := func(ctx context.Context, key string) error {
+			d := 10 * time.Minute
+			if key == "2026-01-10T00:00Z" {
+				d = 150 * time.Minute
+			}
+			select {
+			case <-time.After(d):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		var evs [2]events
+		var ss [2]*schedule.Scheduler
+		var stops [2]func()
+		for i := range ss {
+			worker := fmt.Sprintf("r%d", i)
+			ss[i] = &schedule.Scheduler{DAG: rs.dag(t, worker, tranche.Hour, time.UTC, body), Ledger: l, Worker: worker,
+				Overlap: schedule.OverlapCancelOther, Now: clock, OnEvent: evs[i].hook}
+			stops[i] = start(t, ss[i])
+		}
+		time.Sleep(3 * time.Hour) // 03:30
+		for _, stop := range stops {
+			stop()
+		}
+		time.Sleep(3 * time.Hour) // 06:30: 03:00, 04:00 and 05:00 due at once
+		stops[0] = start(t, ss[0])
+		time.Sleep(20 * time.Minute)
+		stops[0]()
+
+		id := ss[0].Status().DAG
+		want := map[string]string{"00:00": "[canceled]", "01:00": "[succeeded]", "02:00": "[succeeded]",
+			"03:00": "[canceled]", "04:00": "[canceled]", "05:00": "[succeeded]"}
+		for hh, states := range want {
+			p := tranche.PartitionOf(tranche.Hour, mustTime(t, "2026-01-10T"+hh+":00Z"))
+			hist, err := l.History(context.Background(), id, p.Start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range hist {
+				got = append(got, string(a.State))
+			}
+			if fmt.Sprint(got) != states {
+				t.Errorf("slot %s: %v; want %s", hh, got, states)
+			}
+			if len(rs.of(p.Key())) > 1 {
+				t.Errorf("slot %s ran by %v", hh, rs.of(p.Key()))
+			}
+		}
+		canceled := append(evs[0].of(schedule.KindCanceled), evs[1].of(schedule.KindCanceled)...)
+		if diff := cmp.Diff([]string{"2026-01-10T00:00Z live"}, canceled); diff != "" {
+			t.Errorf("canceled (-want +got):\n%s", diff)
+		}
+	})
 }

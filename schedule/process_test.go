@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/tranche-dev/tranche/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 )
 
 // The process tests run testdata/worker, schedulers of an hourly New
@@ -219,4 +221,103 @@ func TestProcessReplicaKilled(t *testing.T) {
 	if strings.Contains(string(data), "end "+slow+" "+victimWorker+" ") {
 		t.Errorf("the killed worker ended the slot:\n%s", data)
 	}
+}
+
+// TestProcessReplicaJoinsQueue runs three scheduler processes on one
+// SQLite file, and on one PostgreSQL ledger; the one that takes the slot
+// of 00:00 runs it for 10 s (10 hours of the clock), so that the later
+// slots queue behind it (OverlapQueue). A fourth process joins with 8
+// slots queued: it records none of them missed, and every slot, queued
+// ones included, succeeds exactly once.
+func TestProcessReplicaJoinsQueue(t *testing.T) {
+	bin := buildWorker(t)
+	c := springClock(t, 3600, 14) // 14 hours in 14 seconds, from the first subtest's start
+	t.Run("sqlite", func(t *testing.T) {
+		c.epoch = time.Now()
+		joinQueue(t, bin, c, []string{"-db", filepath.Join(t.TempDir(), "ledger.db")})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		c.epoch = time.Now()
+		joinQueue(t, bin, c, pgLedger(t, bin, c))
+	})
+}
+
+func joinQueue(t *testing.T, bin string, c procClock, ledgerArgs []string) {
+	audit := filepath.Join(t.TempDir(), "audit")
+	const slow = "2024-03-10T00:00-05:00"
+	var procs []*exec.Cmd
+	var outputs []*bytes.Buffer
+	launch := func(worker string) {
+		var out bytes.Buffer
+		cmd := exec.Command(bin, append(append([]string{"-worker", worker, "-audit", audit,
+			"-slow", slow, "-slowtake", "10s"}, ledgerArgs...), c.args()...)...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs, outputs = append(procs, cmd), append(outputs, &out)
+	}
+	for i := range 3 {
+		launch(fmt.Sprintf("p%d", i))
+	}
+	// The slow slot closes at 01:00 (0.92 s in) and runs to 10.92 s; the
+	// next closes at 1.92 s, and one more every second: 8 are queued
+	// from 8.92 s.
+	time.Sleep(time.Until(c.epoch.Add(9*time.Second + 100*time.Millisecond)))
+	joined := time.Now()
+	launch("joiner")
+	for i, cmd := range procs {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("worker %d: %v\n%s", i, err, outputs[i])
+		}
+	}
+	data, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(data)
+	// The audit's lines are in the order they were appended: the joiner
+	// began before the slow slot ended.
+	began, ended := -1, -1
+	for i, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 4 && f[0] == "started" && f[2] == "joiner":
+			began = i
+		case len(f) == 4 && f[0] == "end" && f[1] == slow:
+			ended = i
+		}
+	}
+	if began < 0 || ended < 0 || began > ended {
+		t.Fatalf("the joiner did not begin while %s ran (joined %v after the epoch):\n%s", slow, joined.Sub(c.epoch), log)
+	}
+	if strings.Contains(log, "missed ") {
+		t.Errorf("slots recorded missed:\n%s", log)
+	}
+	// Every slot that closed an hour or more before the end.
+	loc, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for p := tranche.PartitionOf(tranche.Hour, c.base.In(loc)); !p.End.After(c.until.Add(-time.Hour)); p = p.Next() {
+		keys = append(keys, p.Key())
+	}
+	queued := 0
+	joinClock := c.base.Add(joined.Sub(c.epoch) * time.Duration(c.rate))
+	for _, k := range keys[1:] {
+		p, err := tranche.ParsePartitionKey(tranche.Hour, k, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.End.After(joinClock) {
+			queued++
+		}
+	}
+	if queued < 8 {
+		t.Errorf("%d slots queued when the joiner started; want 8", queued)
+	}
+	slots := reportOf(t, bin, ledgerArgs, c)
+	checkOnce(t, slots, keys)
+	t.Logf("%d slots queued when the joiner started, %v after the epoch; %d slots checked", queued, joined.Sub(c.epoch), len(keys))
 }

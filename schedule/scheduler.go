@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -64,9 +65,10 @@ import (
 //
 // Slots that came due while no scheduler ran (the process was down, the
 // machine slept, the wall clock jumped) are missed. When the scheduler
-// starts, or wakes to find more than the slot it waited for due, the
-// missed slots within the catch-up window run, oldest first, triggered
-// [ledger.TriggerCatchUp]; older missed slots without an attempt are not run:
+// starts, or wakes to find more than the slot it waited for due (by one
+// rule for both: none of them is live), the missed slots within the
+// catch-up window run, oldest first, triggered [ledger.TriggerCatchUp]; older
+// missed slots without an attempt are not run:
 // each is a [KindMissed] event, counts in [Status].Missed, and is
 // recorded in the ledger canceled, its error saying it was missed, so
 // that it shows in a backfill's status and grid, no later start reports
@@ -74,12 +76,16 @@ import (
 // window is the newest MaxCatchUp missed slots, and, when CatchUpWindow
 // is set, only those of them that came due within it.
 //
-// On its very first run, when the ledger holds no ordinary run of the
-// DAG (one with no backfill, as this scheduler's and
-// [backfill.RunRecorded]'s are), the scheduler starts from now: it waits
+// On its very first run, when the ledger holds no attempt of a scheduler
+// (triggered live or catch-up), the scheduler starts from now: it waits
 // for the next slot to close and catches nothing up. The past is a
 // backfill's, whose window says how far back to go. Later, it resumes
-// after the newest ordinary run it finds in the ledger.
+// after the newest slot a scheduler ran or recorded: a run by hand
+// ([backfill.RunRecorded]) counts for its own slot only. The slots that
+// came due after it while a scheduler still ran (queued behind a long
+// run: due before that attempt finished, or before its lease ran out,
+// by the ledger's clock) are not missed: they run, in order, however
+// many there are, as the scheduler that queued them would have run them.
 //
 // Fields must not change once Run has been called. A zero field takes the
 // default its comment gives: a Scheduler with only DAG and Ledger set
@@ -117,13 +123,21 @@ type Scheduler struct {
 	CatchUpWindow time.Duration
 
 	// Overlap says what a slot that comes due while an earlier one still
-	// runs does: wait for it ([OverlapQueue], "" too), not run
-	// ([OverlapSkip]) or run beside it ([OverlapConcurrent]). An earlier
+	// runs does: wait for it ([OverlapQueue], "" too), wait unless one
+	// waits already ([OverlapBufferOne]), not run ([OverlapSkip]), run
+	// beside it ([OverlapConcurrent]) or stop it and run
+	// ([OverlapCancelOther]). An earlier
 	// slot runs here, or under another scheduler's live lease; one a
 	// backfill runs does not count, since a backfill is not the live
 	// run the policy orders, and a backfill of a year beside the
 	// scheduler would otherwise hold every live slot back.
 	Overlap Overlap
+
+	// MaxQueue bounds the slots waiting under OverlapQueue: a slot that
+	// comes due while MaxQueue wait is not run, and is recorded skipped
+	// ([KindSkipped]). 0 means no bound; it must be 0 under the other
+	// policies (OverlapBufferOne is a bound of one).
+	MaxQueue int
 
 	// Budget, when not nil, is a concurrency budget the scheduler shares
 	// with the backfills and other schedulers of its process: each slot,
@@ -154,7 +168,7 @@ type Scheduler struct {
 	// OnEvent receives the scheduler's events (the kinds of this package,
 	// and [backfill.KindLeaseRenewFailed] and [backfill.KindLeaseRenewSlow])
 	// and every event of every run it makes, each of a slot carrying the
-	// slot's [Trigger] (see [TriggerOf]); nil means none. The contract is
+	// slot's [ledger.Trigger] (see [TriggerOf]); nil means none. The contract is
 	// the runner's (see [tranche.Runner.OnEvent]): one event at a time,
 	// in order within a slot, with a context that carries Run's values but
 	// is never canceled; a panic is recovered and kept in
@@ -201,8 +215,10 @@ const DefaultMaxCatchUp = 5
 const maxSleep = time.Minute
 
 // Overlap says what a slot that comes due while an earlier slot runs
-// does. Its text forms are "queue", "skip" and "concurrent"; "" means
-// [OverlapQueue].
+// does. Its text forms are "queue", "buffer-one", "skip", "concurrent"
+// and "cancel-other"; "" means [OverlapQueue]. A slot a policy does not
+// run is recorded in the ledger canceled, its error saying why, so that
+// a backfill (rerun policy failed, its default) finds and runs it.
 type Overlap string
 
 const (
@@ -216,6 +232,19 @@ const (
 	// OverlapConcurrent runs every slot as soon as it is due, beside
 	// those still running.
 	OverlapConcurrent Overlap = "concurrent"
+	// OverlapBufferOne queues at most one slot, as Temporal's BUFFER_ONE:
+	// a slot that comes due while another runs waits, unless one waits
+	// already; then it is not run ([KindSkipped]). OverlapQueue with
+	// MaxQueue 1.
+	OverlapBufferOne Overlap = "buffer-one"
+	// OverlapCancelOther stops the slot running when a later one comes
+	// due, and runs the later one, as Temporal's CANCEL_OTHER: the
+	// stopped run is recorded canceled ([KindCanceled]); of the slots
+	// that come due at once, after downtime, only the newest runs, and
+	// the others are skipped. Each replica stops its own runs when it
+	// sees the later slot come due (by its clock), and the later one does
+	// not wait for another replica's.
+	OverlapCancelOther Overlap = "cancel-other"
 )
 
 // MarshalText implements [encoding.TextMarshaler]: the policy's text
@@ -229,16 +258,16 @@ func (o Overlap) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler]: "queue" ("" too),
-// "skip" or "concurrent"; any other text is refused with an error that
-// lists them.
+// "buffer-one", "skip", "concurrent" or "cancel-other"; any other text is
+// refused with an error that lists them.
 func (o *Overlap) UnmarshalText(text []byte) error {
 	switch v := Overlap(text); v {
 	case "":
 		*o = OverlapQueue
-	case OverlapQueue, OverlapSkip, OverlapConcurrent:
+	case OverlapQueue, OverlapBufferOne, OverlapSkip, OverlapConcurrent, OverlapCancelOther:
 		*o = v
 	default:
-		return fmt.Errorf("tranche: unknown overlap policy %q; accepted: queue, skip, concurrent", text)
+		return fmt.Errorf("tranche: unknown overlap policy %q; accepted: queue, buffer-one, skip, concurrent, cancel-other", text)
 	}
 	return nil
 }
@@ -270,12 +299,52 @@ type Status struct {
 	Failed      int // slots run here that failed
 	Interrupted int // runs here stopped before they ended, not recorded
 	Elsewhere   int // due slots found finished by another worker
-	Missed      int // missed slots older than the catch-up window, reported and not run
-	Skipped     int // slots not run under OverlapSkip
+	// Missed counts the slots recorded missed in the ledger (older than
+	// the catch-up window, not run) whose latest attempt is still that
+	// record: read from the ledger when Run starts (those a backfill ran
+	// since are not counted), plus those this Run records.
+	Missed   int
+	Skipped  int // slots not run under OverlapSkip, OverlapBufferOne, OverlapCancelOther or MaxQueue
+	Canceled int // runs here stopped and recorded canceled under OverlapCancelOther
+
+	// Pause is the schedule's pause as the scheduler last read it from
+	// the ledger ([Scheduler.Pause]): when Run starts, before it claims
+	// or records a slot, and while paused once a heartbeat interval.
+	// While Pause.Paused, it starts no slot.
+	Pause ledger.SchedulePause
 
 	// HookErr is the last panic of OnEvent, a [*tranche.PanicError]; nil
 	// when none panicked. A panicking hook changes nothing else.
 	HookErr error
+}
+
+// Pause pauses the schedule of s's DAG in its Ledger, recording by (who)
+// and note (why), so that every scheduler of the DAG on that ledger, in
+// any process, starts no slot from its next look at the ledger: each
+// reads the pause before it claims a slot, and while paused, once a
+// heartbeat interval. Slots running go on to their end. The slots that
+// come due while paused are missed, as while no scheduler runs: once
+// resumed, the catch-up window's run ([ledger.TriggerCatchUp]), and the older
+// are recorded missed, saying the schedule was paused. Backfills and
+// runs by hand ignore a pause. Pausing a paused schedule changes
+// nothing; Pause returns the pause in force. s need not be running.
+func (s *Scheduler) Pause(ctx context.Context, by, note string) (ledger.SchedulePause, error) {
+	return s.setPause(ctx, ledger.SchedulePause{Paused: true, By: by, Note: note})
+}
+
+// Resume resumes the schedule of s's DAG paused by [Scheduler.Pause],
+// recording by and note; resuming a schedule that is not paused changes
+// nothing.
+func (s *Scheduler) Resume(ctx context.Context, by, note string) (ledger.SchedulePause, error) {
+	return s.setPause(ctx, ledger.SchedulePause{By: by, Note: note})
+}
+
+func (s *Scheduler) setPause(ctx context.Context, p ledger.SchedulePause) (ledger.SchedulePause, error) {
+	cfg, err := s.config()
+	if err != nil {
+		return ledger.SchedulePause{}, err
+	}
+	return s.Ledger.SetSchedulePause(ctx, cfg.dag, p)
 }
 
 // Status returns what the scheduler has done since its last Run began.
@@ -298,6 +367,7 @@ type config struct {
 	maxCatchUp       int // negative: none
 	window           time.Duration
 	overlap          Overlap
+	maxQueue         int // the bound on waiting slots; 0: none
 	lease, heartbeat time.Duration
 	first            time.Time // the start of the oldest slot every asset takes; zero when none is bounded
 	match            slotmatch.Matcher
@@ -315,6 +385,10 @@ func (s *Scheduler) config() (*config, error) {
 	}
 	if s.Ledger == nil {
 		fail("no Ledger")
+	} else if v := reflect.ValueOf(s.Ledger); nilable(v.Kind()) && v.IsNil() {
+		// An Open whose error was dropped: refused here, before a call
+		// on it panics in the loop.
+		fail("Ledger is a nil %T", s.Ledger)
 	}
 	cfg := &config{worker: s.Worker, delay: s.Delay, window: s.CatchUpWindow, lease: s.Lease, heartbeat: s.Heartbeat,
 		now: s.Now, after: s.After, maxCatchUp: s.MaxCatchUp}
@@ -323,6 +397,16 @@ func (s *Scheduler) config() (*config, error) {
 	}
 	if s.Delay < 0 {
 		fail("delay %v: want 0 or more", s.Delay)
+	}
+	switch {
+	case s.MaxQueue < 0:
+		fail("max queue %d: want 0 (no bound) or more", s.MaxQueue)
+	case s.MaxQueue > 0 && cfg.overlap != OverlapQueue:
+		fail("max queue %d under overlap policy %s: it bounds the queue of policy queue", s.MaxQueue, cfg.overlap)
+	}
+	cfg.maxQueue = s.MaxQueue
+	if cfg.overlap == OverlapBufferOne {
+		cfg.maxQueue = 1
 	}
 	if s.CatchUpWindow < 0 {
 		fail("catch-up window %v: want 0 (no bound by time) or more", s.CatchUpWindow)
@@ -369,6 +453,15 @@ func (s *Scheduler) config() (*config, error) {
 		cfg.after = time.After
 	}
 	return cfg, nil
+}
+
+// nilable reports whether a value of kind k can be nil.
+func nilable(k reflect.Kind) bool {
+	switch k {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return true
+	}
+	return false
 }
 
 // partitioning returns the granularity and zone of the DAG's slots, as a
@@ -490,6 +583,14 @@ type slot struct {
 	byBackfill bool
 }
 
+// superseded is why a run is stopped under OverlapCancelOther: a later
+// slot came due.
+type superseded struct{ by tranche.TimePartition }
+
+func (e *superseded) Error() string {
+	return fmt.Sprintf("canceled: slot %s came due while it ran, under the overlap policy cancel-other; a backfill runs it again", e.by.Key())
+}
+
 // run is the state of one Run. The loop goroutine owns every field but
 // hookMu; the goroutines of the slots' runs report to it on done.
 type run struct {
@@ -499,7 +600,13 @@ type run struct {
 
 	next     tranche.TimePartition // the oldest slot not looked at yet
 	lastLook time.Time             // the scheduler's clock when it last looked for due slots
-	pending  []*slot               // due slots to run, oldest first
+	// alive is the last sign of life, by the ledger's clock, of the
+	// scheduler that made the newest scheduler's attempt begin found:
+	// when it finished it, or until when its lease held. Slots that came
+	// due by then came due while a scheduler ran, queued behind a slot
+	// it ran: they are not missed. Zero when begin found none.
+	alive    time.Time
+	pending  []*slot // due slots to run, oldest first
 	inflight int
 	started  bool          // the ledger was read and next set
 	retryAt  time.Time     // after a ledger error, when to try again (system clock)
@@ -513,6 +620,18 @@ type run struct {
 	// has answered. The leases of slots others hold are judged by it.
 	ahead      time.Duration
 	clockKnown bool
+
+	// stops cancels the runs in flight, by slot, for OverlapCancelOther;
+	// the loop adds to it, and each run removes itself as it ends.
+	stopMu sync.Mutex
+	stops  map[tranche.TimePartition]context.CancelCauseFunc
+
+	queued int // len(pending) as publish last reported it
+
+	// pause is the schedule's pause as last read, before each step that
+	// may claim; pauseRead says whether it has been.
+	pause     ledger.SchedulePause
+	pauseRead bool
 
 	hookMu sync.Mutex // serializes OnEvent
 }
@@ -541,7 +660,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.running = false
 		s.mu.Unlock()
 	}()
-	r := &run{s: s, cfg: cfg, ctx: ctx, done: make(chan struct{})}
+	r := &run{s: s, cfg: cfg, ctx: ctx, done: make(chan struct{}), stops: map[tranche.TimePartition]context.CancelCauseFunc{}}
 	r.loop()
 	return nil
 }
@@ -587,6 +706,11 @@ func (r *run) loop() {
 // a failed call is tried again; negative for no such wait).
 func (r *run) waits() (time.Duration, time.Duration) {
 	wait := maxSleep
+	if r.pause.Paused && r.retryAt.IsZero() {
+		// The pause is read again a heartbeat interval later: the
+		// slots pending wait for the resume.
+		return wait, r.cfg.heartbeat
+	}
 	if r.started && r.retryAt.IsZero() {
 		wait = min(max(r.cfg.due(r.next).Sub(r.cfg.now()), 0), maxSleep)
 	}
@@ -626,9 +750,17 @@ func (r *run) stop() {
 	r.emit(KindStopped, nil, func(e *tranche.Event) { e.Err = context.Cause(r.ctx) })
 }
 
-// step looks at the clock and the ledger, and starts what is due.
+// step looks at the clock and the ledger, and starts what is due: nothing
+// while the schedule is paused.
 func (r *run) step(ctx context.Context) error {
 	now := r.cfg.now()
+	// The pause is read before anything is claimed or recorded, and
+	// while paused; a wake with nothing due reads nothing.
+	if !r.started || r.pause.Paused || len(r.pending) > 0 || !r.cfg.newestDue(now).Start.Before(r.next.Start) {
+		if err := r.readPause(ctx); err != nil {
+			return err
+		}
+	}
 	if !r.started {
 		if err := r.begin(ctx, now); err != nil {
 			return err
@@ -636,6 +768,12 @@ func (r *run) step(ctx context.Context) error {
 		r.started = true
 		first := r.next
 		r.emit(KindStarted, nil, func(e *tranche.Event) { e.Partition, e.Target = first, first.Key() })
+	}
+	if r.pause.Paused {
+		// What comes due meanwhile comes due while no scheduler runs
+		// it: missed, by the catch-up rules, once resumed.
+		r.lastLook = now
+		return nil
 	}
 	if err := r.decide(ctx); err != nil {
 		return err
@@ -649,8 +787,39 @@ func (r *run) step(ctx context.Context) error {
 	return r.dispatch(ctx)
 }
 
-// begin finds where the scheduler resumes: after the newest ordinary run
-// of the DAG in the ledger, or, when there is none, at the next slot to
+// readPause reads the schedule's pause from the ledger, before anything
+// is claimed, so that a pause recorded before the read stops every
+// replica's next start, and reports a change.
+func (r *run) readPause(ctx context.Context) error {
+	p, err := r.s.Ledger.SchedulePause(ctx, r.cfg.dag)
+	if err != nil {
+		return fmt.Errorf("tranche: reading the schedule's pause: %w", err)
+	}
+	changed := r.pauseRead && p.Paused != r.pause.Paused
+	first := !r.pauseRead && p.Paused
+	r.pause, r.pauseRead = p, true
+	r.count(func(st *Status) { st.Pause = p })
+	if changed || first {
+		kind := KindResumed
+		if p.Paused {
+			kind = KindPaused
+		}
+		r.emit(kind, nil, func(e *tranche.Event) {
+			e.Attrs = append(e.Attrs, slog.String("by", p.By), slog.String("note", p.Note), slog.Time("since", p.Since))
+		})
+	}
+	return nil
+}
+
+// pausedAt reports whether slot p came due while the schedule was paused,
+// as the pause last read says (by the ledger's clock).
+func (r *run) pausedAt(p tranche.TimePartition) bool {
+	pz, due := r.pause, r.cfg.due(p)
+	return !pz.PausedAt.IsZero() && !due.Before(pz.PausedAt) && (pz.Paused || !due.After(pz.Since))
+}
+
+// begin finds where the scheduler resumes: after the newest slot a
+// scheduler ran or recorded, or, when there is none, at the next slot to
 // come due.
 func (r *run) begin(ctx context.Context, now time.Time) error {
 	cfg := r.cfg
@@ -659,11 +828,23 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	r.lastLook = now // what is due now came due while no scheduler ran
+	r.lastLook = now // what is due now came due while this scheduler did not run
+	if err := r.countMissed(ctx, now); err != nil {
+		return err
+	}
 	if h == nil {
 		r.next = newest.Next()
 	} else {
+		r.alive = h.Finished
+		if h.State == ledger.StateRunning {
+			r.alive = h.LeaseUntil
+		}
 		r.next = tranche.PartitionOf(cfg.g, h.Start.In(cfg.loc))
+		if pz := r.pause; !pz.PausedAt.IsZero() && pz.PausedAt.Before(r.alive) && (pz.Paused || pz.Since.After(cfg.due(r.next))) {
+			// Paused after that slot came due: what came due after the
+			// pause was not queued, it was paused.
+			r.alive = pz.PausedAt
+		}
 		if h.State.Terminal() && r.next.Start.Equal(h.Start) && r.next.End.Equal(h.End) {
 			// The newest run is over: resume after it. (A slot of a
 			// moved schedule that merely overlaps it is looked at.)
@@ -696,12 +877,37 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+// missedLookback bounds how far back Run reads the slots recorded
+// missed, for Status.Missed: as far as a DAG's summary looks
+// (backfill.SummaryLookback).
+const missedLookback = backfill.SummaryLookback
+
+// countMissed sets Status.Missed to the slots of the last missedLookback
+// whose latest attempt is a scheduler's record of a missed slot.
+func (r *run) countMissed(ctx context.Context, now time.Time) error {
+	n := 0
+	for a, err := range r.s.Ledger.Latest(ctx, r.cfg.dag, now.Add(-missedLookback), now) {
+		if err != nil {
+			return fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		if scheduled(a) && a.State == ledger.StateCanceled && strings.HasPrefix(a.Err, "missed:") {
+			n++
+		}
+	}
+	r.count(func(st *Status) { st.Missed = n })
+	return nil
+}
+
 // minLedgerStart is the oldest partition start a ledger keys.
 var minLedgerStart = time.Unix(0, math.MinInt64)
 
-// horizon returns the newest ordinary attempt (no backfill) of the DAG
-// at a slot starting before now, or nil when there is none: the
-// scheduler's own history. It reads the ledger backwards over spans that
+// horizon returns the newest attempt of a scheduler (no backfill, and
+// triggered live or catch-up: a slot run, or recorded skipped or missed)
+// of the DAG at a slot starting before now, or nil when there is none:
+// the scheduler's own history. A manual run ([backfill.RunRecorded])
+// counts for its own slot only, which a catch-up finds run; it does not
+// move where the catch-up starts, so that the slots before it that no
+// scheduler ran are caught up or reported missed. It reads the ledger backwards over spans that
 // grow fourfold, so that a recent run is found at once, and an empty
 // ledger answers in a dozen reads.
 func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, error) {
@@ -716,7 +922,7 @@ func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, erro
 			if err != nil {
 				return nil, fmt.Errorf("tranche: reading ledger: %w", err)
 			}
-			if a.Backfill == "" && (best == nil || a.End.After(best.End)) {
+			if scheduled(a) && (best == nil || a.End.After(best.End)) {
 				best = &a
 			}
 		}
@@ -727,13 +933,23 @@ func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, erro
 	}
 }
 
+// scheduled reports whether a is an attempt of a scheduler.
+func scheduled(a ledger.Attempt) bool {
+	return a.Backfill == "" && (a.Trigger == ledger.TriggerLive || a.Trigger == ledger.TriggerCatchUp)
+}
+
 // missedBatch is how many missed slots are read from the ledger at once.
 const missedBatch = 4096
 
-// advance takes the slots that came due since the scheduler last looked:
-// the slot it waited for is live, older ones missed; missed slots in the
-// catch-up window join the pending slots, older ones without an attempt
-// are reported missed.
+// advance takes the slots that came due since the scheduler last looked.
+// When only the slot it waited for did, that slot is live. When more did
+// at once (it starts, or the machine slept, or its clock stepped, or the
+// ledger did not answer), none is: those that came due while a scheduler
+// ran (queued behind a slot it ran, see run.alive) join the pending
+// slots; the others are missed, and the rule is the same for a scheduler
+// that starts and one that runs: the missed slots in the catch-up window
+// join the pending slots, older ones without an attempt are reported
+// missed.
 func (r *run) advance(ctx context.Context, now time.Time) error {
 	cfg := r.cfg
 	newest := cfg.newestDue(now)
@@ -741,10 +957,14 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		r.lastLook = now
 		return nil
 	}
-	live := cfg.due(newest).After(r.lastLook)
+	live := newest.Start.Equal(r.next.Start) && cfg.due(newest).After(r.lastLook)
 	newestMissed := newest
 	if live {
 		newestMissed = newest.Prev()
+	}
+	var queued []tranche.TimePartition
+	for ; !r.next.Start.After(newest.Start) && !cfg.due(r.next).After(r.alive); r.next = r.next.Next() {
+		queued = append(queued, r.next)
 	}
 	oldest := cfg.catchUpFrom(newestMissed, now, r.next.Start)
 	for r.next.Start.Before(oldest.Start) {
@@ -782,6 +1002,13 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		r.next = parts[len(parts)-1].Next()
 	}
 	var due []*slot
+	for _, p := range queued {
+		trigger := ledger.TriggerCatchUp
+		if live && p.Start.Equal(newest.Start) {
+			trigger = ledger.TriggerLive
+		}
+		due = append(due, &slot{p: p, trigger: trigger, check: true})
+	}
 	for p := r.next; !p.Start.After(newest.Start); p = p.Next() {
 		trigger := ledger.TriggerCatchUp
 		if live && p.Start.Equal(newest.Start) {
@@ -789,46 +1016,159 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 		}
 		due = append(due, &slot{p: p, trigger: trigger, check: true})
 	}
-	if cfg.overlap == OverlapSkip && len(due) > 0 {
-		busy, err := r.busy(ctx, due[len(due)-1].p)
-		if err != nil {
-			return err
-		}
-		keep := len(due) - 1
-		if busy {
-			keep = len(due)
-		}
-		left := keep // the first slot left pending
-		for i, sl := range due[:keep] {
-			recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, whySkipped, sl.trigger)
+	if len(due) > 0 {
+		switch {
+		case cfg.overlap == OverlapSkip:
+			busy, err := r.busy(ctx, due[len(due)-1].p)
 			if err != nil {
 				return err
 			}
-			if !retry.IsZero() {
-				// Not closed by the ledger's clock, nor is any later
-				// slot: each is decided at its close.
-				for _, later := range due[i:] {
-					r.postpone(later, retry, later == sl)
-				}
-				left = i
-				break
+			keep := len(due) - 1
+			if busy {
+				keep = len(due)
 			}
-			if recorded {
-				r.count(func(st *Status) { st.Skipped++ })
-				r.emit(KindSkipped, sl, nil)
+			if due, err = r.skipOlder(ctx, due, keep, whySkipped); err != nil {
+				return err
+			}
+		case cfg.overlap == OverlapCancelOther:
+			var err error
+			if due, err = r.skipOlder(ctx, due, len(due)-1, whySkippedAtOnce); err != nil {
+				return err
+			}
+			if len(due) > 0 {
+				r.cancelOlder(due[len(due)-1].p)
+			}
+		case cfg.maxQueue > 0:
+			var err error
+			if due, err = r.bound(ctx, due); err != nil {
+				return err
 			}
 		}
-		due = due[left:]
 	}
 	r.pending = append(r.pending, due...)
 	r.next, r.lastLook = newest.Next(), now
 	return nil
 }
 
+// skipOlder records the first keep slots of due skipped, saying why,
+// and returns those left pending. A slot the ledger refuses to record as
+// early is not closed by its clock, nor is any later one: those are
+// postponed, and decided at their close under OverlapSkip.
+func (r *run) skipOlder(ctx context.Context, due []*slot, keep int, why string) ([]*slot, error) {
+	for i, sl := range due[:keep] {
+		recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, why, sl.trigger)
+		if err != nil {
+			return nil, err
+		}
+		if !retry.IsZero() {
+			for _, later := range due[i:] {
+				r.postpone(later, retry, later == sl)
+			}
+			return due[i:], nil
+		}
+		if recorded {
+			r.count(func(st *Status) { st.Skipped++ })
+			r.emit(KindSkipped, sl, nil)
+		}
+	}
+	return due[keep:], nil
+}
+
+// bound keeps of due, oldest first, the slots the queue's bound lets
+// wait, and records the others skipped. A slot waits when another runs
+// (here, or under another scheduler's lease) or waits before it; the
+// first of the queue starts when nothing runs.
+func (r *run) bound(ctx context.Context, due []*slot) ([]*slot, error) {
+	cfg := r.cfg
+	running, waiting := r.inflight > 0, 0
+	for _, sl := range r.pending {
+		switch {
+		case sl.byBackfill:
+		case !sl.heldUntil.IsZero():
+			running = true
+		default:
+			waiting++
+		}
+	}
+	if !running {
+		first := due[0].p
+		if len(r.pending) > 0 {
+			first = r.pending[0].p
+		}
+		var err error
+		if running, err = r.runsBefore(ctx, first); err != nil {
+			return nil, err
+		}
+	}
+	free := !running // the first of the queue starts now
+	if free && waiting > 0 {
+		free, waiting = false, waiting-1
+	}
+	why := fmt.Sprintf("skipped: it came due while %d slots waited to run, under the overlap policy %s (at most %d waiting); a backfill runs it",
+		cfg.maxQueue, cfg.overlap, cfg.maxQueue)
+	kept := due[:0:0]
+	for _, sl := range due {
+		switch {
+		case free:
+			free = false
+		case waiting < cfg.maxQueue:
+			waiting++
+		default:
+			recorded, retry, err := r.record(ctx, []tranche.TimePartition{sl.p}, why, sl.trigger)
+			switch {
+			case err != nil:
+				return nil, err
+			case !retry.IsZero():
+				// Not closed by the ledger's clock: it waits for its
+				// close, as the slots before it do.
+				r.postpone(sl, retry, true)
+			case recorded:
+				r.count(func(st *Status) { st.Skipped++ })
+				r.emit(KindSkipped, sl, nil)
+				continue
+			default:
+				continue // another worker recorded or holds it
+			}
+		}
+		kept = append(kept, sl)
+	}
+	return kept, nil
+}
+
+// runsBefore reports whether the slot before p runs under a scheduler's
+// live lease, by the ledger.
+func (r *run) runsBefore(ctx context.Context, p tranche.TimePartition) (bool, error) {
+	prev := p.Prev()
+	now := r.ledgerNow(time.Now())
+	for a, err := range r.s.Ledger.Latest(ctx, r.cfg.dag, prev.Start, p.Start) {
+		if err != nil {
+			return false, fmt.Errorf("tranche: reading ledger: %w", err)
+		}
+		if a.State == ledger.StateRunning && a.Backfill == "" && now.Before(a.LeaseUntil) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// cancelOlder stops the runs in flight here of slots before p, for
+// OverlapCancelOther: each is recorded canceled as it ends.
+func (r *run) cancelOlder(p tranche.TimePartition) {
+	r.stopMu.Lock()
+	defer r.stopMu.Unlock()
+	for q, stop := range r.stops {
+		if q.Start.Before(p.Start) {
+			stop(&superseded{by: p})
+		}
+	}
+}
+
 // Why a slot that did not run is recorded canceled.
 const (
-	whyMissed  = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
-	whySkipped = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
+	whyMissed        = "missed: it came due while no scheduler ran, before the catch-up window; a backfill runs it"
+	whyMissedPaused  = "missed: it came due while the schedule was paused, before the catch-up window; a backfill runs it"
+	whySkipped       = "skipped: it came due while an earlier slot ran, under the overlap policy skip"
+	whySkippedAtOnce = "skipped: a later slot came due with it, under the overlap policy cancel-other; a backfill runs it"
 )
 
 // recordMissed records adjacent slots with no attempt missed and reports
@@ -838,7 +1178,19 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	if len(ps) == 0 {
 		return nil
 	}
-	recorded, retry, err := r.record(ctx, ps, whyMissed, ledger.TriggerCatchUp)
+	paused := r.pausedAt(ps[0])
+	if i := slices.IndexFunc(ps, func(p tranche.TimePartition) bool { return r.pausedAt(p) != paused }); i > 0 {
+		// Recorded apart, each saying why.
+		if err := r.recordMissed(ctx, ps[:i]); err != nil {
+			return err
+		}
+		return r.recordMissed(ctx, ps[i:])
+	}
+	why := whyMissed
+	if paused {
+		why = whyMissedPaused
+	}
+	recorded, retry, err := r.record(ctx, ps, why, ledger.TriggerCatchUp)
 	switch {
 	case err != nil:
 		return err
@@ -875,7 +1227,11 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	}
 	for _, p := range ps {
 		r.count(func(st *Status) { st.Missed++ })
-		r.emit(KindMissed, &slot{p: p}, nil)
+		r.emit(KindMissed, &slot{p: p}, func(e *tranche.Event) {
+			if paused {
+				e.Attrs = append(e.Attrs, slog.Bool("paused", true))
+			}
+		})
 	}
 	return nil
 }
@@ -1114,7 +1470,9 @@ func minTime(a, b time.Time) time.Time {
 // the oldest, once nothing runs here. A slot a backfill holds is passed
 // over: its run is not an earlier live run that later slots wait for.
 func (r *run) dispatch(ctx context.Context) error {
-	concurrent := r.cfg.overlap == OverlapConcurrent
+	// Under OverlapCancelOther a slot does not wait for an earlier one:
+	// this scheduler stopped its own, and each replica stops its own.
+	concurrent := r.cfg.overlap == OverlapConcurrent || r.cfg.overlap == OverlapCancelOther
 	for i := 0; i < len(r.pending); {
 		sl := r.pending[i]
 		switch {
@@ -1194,7 +1552,11 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 		st.Running = append(st.Running, sl.p)
 		slices.SortFunc(st.Running, tranche.TimePartition.Compare)
 	})
-	r.emit(KindClaimed, sl, func(e *tranche.Event) { e.Attempt = lease.Attempts[0] })
+	// The lag from the slot's close to its claim, by the scheduler's
+	// clock: what an operator alerts on (trancheotel's
+	// tranche.schedule.lag).
+	lag := started.Sub(sl.p.End)
+	r.emit(KindClaimed, sl, func(e *tranche.Event) { e.Attempt, e.Duration = lease.Attempts[0], lag })
 	r.wg.Add(1)
 	go r.execute(sl, lease, sent)
 	return true, nil
@@ -1211,7 +1573,17 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		}
 		r.emit(kind, sl, func(e *tranche.Event) { e.Err, e.Duration = err, took })
 	}
-	k, runCtx := keep(r.ctx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
+	slotCtx, stop := context.WithCancelCause(r.ctx)
+	defer stop(nil)
+	r.stopMu.Lock()
+	r.stops[sl.p] = stop
+	r.stopMu.Unlock()
+	defer func() {
+		r.stopMu.Lock()
+		delete(r.stops, sl.p)
+		r.stopMu.Unlock()
+	}()
+	k, runCtx := keep(slotCtx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
 	opts := tranche.RunOptions{RunID: lease.RunID, Attempt: lease.Attempts[0], Tokens: lease.Tokens(), DAG: cfg.dag,
 		Trigger: string(lease.Trigger)}
 	var res *tranche.Result
@@ -1230,6 +1602,10 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 	}
 	lost := k.release()
 	succeeded := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
+	var stopped *superseded
+	if !succeeded && r.ctx.Err() == nil && lost == nil {
+		errors.As(context.Cause(slotCtx), &stopped)
+	}
 
 	var kind tranche.Kind
 	var why error
@@ -1248,6 +1624,14 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		cancel()
 	case r.ctx.Err() != nil && !succeeded:
 		kind, why = KindInterrupted, fmt.Errorf("canceled: %w", context.Cause(r.ctx))
+	case stopped != nil:
+		kind, why = KindCanceled, stopped
+		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
+		err := r.s.Ledger.Finish(finishCtx, lease, []ledger.Outcome{{State: ledger.StateCanceled, Err: why.Error(), Ran: took}})
+		cancel()
+		if err != nil {
+			kind, why = KindInterrupted, fmt.Errorf("tranche: recording slot %s: %w; the attempt is left to its lease", sl.p.Key(), err)
+		}
 	default:
 		// Ran makes the attempt's Started the run's start, after any wait
 		// for a place in the budget.
@@ -1281,6 +1665,8 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		case KindFailed:
 			st.Failed++
 			state = ledger.StateFailed
+		case KindCanceled:
+			st.Canceled++
 		default:
 			st.Interrupted++
 		}
@@ -1354,11 +1740,16 @@ func (r *run) count(f func(*Status)) {
 	r.s.mu.Unlock()
 }
 
-// publish copies what the loop owns into the status.
+// publish copies what the loop owns into the status, and reports a change
+// in the number of slots waiting ([KindQueue]).
 func (r *run) publish() {
 	waiting := make([]tranche.TimePartition, len(r.pending))
 	for i, sl := range r.pending {
 		waiting[i] = sl.p
+	}
+	if n := len(waiting); n != r.queued {
+		r.queued = n
+		r.emit(KindQueue, nil, func(e *tranche.Event) { e.Attrs = append(e.Attrs, slog.Int("queued", n)) })
 	}
 	r.count(func(st *Status) {
 		st.Waiting = waiting
@@ -1373,7 +1764,7 @@ func (r *run) emit(kind tranche.Kind, sl *slot, more func(*tranche.Event)) {
 	if r.s.OnEvent == nil {
 		return
 	}
-	e := tranche.Event{Kind: kind, Time: time.Now()}
+	e := tranche.Event{Kind: kind, Time: time.Now(), DAG: r.s.DAG.Name}
 	e.Level, _ = kindLevel(kind)
 	if sl != nil {
 		e.Partition, e.Target = sl.p, sl.p.Key()

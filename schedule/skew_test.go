@@ -268,8 +268,9 @@ func TestFastReplicaMissed(t *testing.T) {
 
 func testFastReplicaMissed(t *testing.T, overlap schedule.Overlap) {
 	synctest.Test(t, func(t *testing.T) {
-		base := time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)
-		truth := offsetClock(base)
+		// The earlier scheduler ran 05:00 at its close, 06:00, and
+		// stopped.
+		truth := offsetClock(time.Date(2026, 2, 1, 6, 0, 0, 0, time.UTC))
 		l := memledger.New(truth)
 		w := newWork(t, tranche.Hour, time.UTC, truth)
 		id := backfill.DAGIdentity(w.dag, tranche.Hour, time.UTC)
@@ -282,6 +283,8 @@ func testFastReplicaMissed(t *testing.T, overlap schedule.Overlap) {
 		if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(4 * time.Hour)
+		base := truth()
 		var ev events
 		s := &schedule.Scheduler{DAG: w.dag, Ledger: l, Worker: "fast", MaxCatchUp: -1, Overlap: overlap,
 			Now: func() time.Time { return truth().Add(90 * time.Minute) }, OnEvent: ev.hook}

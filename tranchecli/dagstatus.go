@@ -224,11 +224,19 @@ func backfillLine(s *backfill.Status, now time.Time) string {
 // last slot it ran and when, the next due, the missed, and a warning
 // when none has been seen since the next came due.
 func schedulerLines(sc backfill.SchedulerSeen, now time.Time) []string {
-	if sc.Last == nil {
-		return []string{"none seen: no slot was run live or caught up (a program's 'schedule' command runs one)"}
+	var lines []string
+	if pz := sc.Pause; pz.Paused {
+		line := fmt.Sprintf("PAUSED by %s since %s, %s ago", pz.By, stamp(pz.Since), age(now.Sub(pz.Since)))
+		if pz.Note != "" {
+			line += fmt.Sprintf(": %q", pz.Note)
+		}
+		lines = append(lines, line+"; no slot starts until it is resumed")
 	}
-	lines := []string{fmt.Sprintf("last slot %s %s (%s) at %s, %s ago", sc.Last.Key, sc.Last.State, sc.Last.Trigger,
-		stamp(sc.Last.Started), age(now.Sub(sc.Last.Started)))}
+	if sc.Last == nil {
+		return append(lines, "none seen: no slot was run live or caught up (a program's 'schedule' command runs one)")
+	}
+	lines = append(lines, fmt.Sprintf("last slot %s %s (%s) at %s, %s ago", sc.Last.Key, sc.Last.State, sc.Last.Trigger,
+		stamp(sc.Last.Started), age(now.Sub(sc.Last.Started))))
 	if sc.Next.Granularity.IsValid() {
 		next := fmt.Sprintf("next slot %s due %s", sc.Next.Key(), stamp(sc.NextDue))
 		if sc.Delay > 0 {
@@ -298,6 +306,9 @@ func (c *call) writeDAGs(ctx context.Context, l ledger.Ledger, records []ledger.
 			if sc.Waiting {
 				sched += ": waiting for scheduler"
 			}
+		}
+		if pz := sum.Scheduler.Pause; pz.Paused {
+			sched = fmt.Sprintf("PAUSED by %s %s ago; %s", pz.By, age(now.Sub(pz.Since)), sched)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.label(), run, bf, sched)
 	}

@@ -96,3 +96,65 @@ func TestStatusOfDAG(t *testing.T) {
 		t.Errorf("status events --watch: exit %d, %s; want 2 and a word on DAGs", code, errs)
 	}
 }
+
+// TestPauseSchedule: pause DAG records the pause in the ledger, by whom
+// and why; status and ls say paused, by whom and since when, the JSON
+// holds it, and "waiting for scheduler" is not said of a paused
+// schedule; unpause DAG resumes it. Pausing a paused schedule, or
+// resuming one that is not, changes nothing (exit 3).
+func TestPauseSchedule(t *testing.T) {
+	h := newHarness(t)
+	l := memledger.New(nil)
+	h.l, h.p.Ledger = l, l
+	h.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	id := backfill.DAGIdentity(h.p.DAGs["events"], tranche.Day, time.UTC)
+	slot := tranche.PartitionOf(tranche.Day, time.Now().UTC().AddDate(0, 0, -3))
+	lease, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: id, Worker: "sched", RunID: "r", Partitions: []tranche.TimePartition{slot},
+		Lease: time.Minute, Policy: ledger.RerunNone, Trigger: ledger.TriggerLive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(context.Background(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+		t.Fatal(err)
+	}
+	out := h.must(0, "pause", "events", "--by", "alice", "--note", "source down")
+	if !strings.Contains(out, "Paused the schedule of DAG events") {
+		t.Errorf("pause: %s", out)
+	}
+	p, err := l.SchedulePause(context.Background(), id)
+	if err != nil || !p.Paused || p.By != "alice" || p.Note != "source down" {
+		t.Fatalf("the ledger's pause: %+v, %v", p, err)
+	}
+	if out := h.must(3, "pause", id, "--by", "bob"); !strings.Contains(out, "paused already, by alice") {
+		t.Errorf("pause again: %s", out)
+	}
+	out = h.must(0, "status", "events")
+	if !strings.Contains(out, `  scheduler        PAUSED by alice since `+p.Since.UTC().Format(time.RFC3339)) || !strings.Contains(out, `"source down"`) ||
+		strings.Contains(out, "waiting for scheduler") {
+		t.Errorf("status while paused:\n%s", out)
+	}
+	if out := h.must(0, "ls"); !regexp.MustCompile(`(?m)^events \(` + id + `\) .*PAUSED by alice 0s ago; last `).MatchString(out) {
+		t.Errorf("ls while paused:\n%s", out)
+	}
+	out = h.must(0, "status", "events", "--format", "json")
+	var v any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	checkJSON(t, readSchemas(t), "{dag_status}", v, "$")
+	if !strings.Contains(out, `"paused":{"by":"alice","note":"source down","since":"`) || strings.Contains(out, `"waiting":true`) {
+		t.Errorf("status --format json while paused: %s", out)
+	}
+	if out := h.must(0, "unpause", "events", "--by", "bob"); !strings.Contains(out, "Resumed the schedule of DAG events") {
+		t.Errorf("resume: %s", out)
+	}
+	if p, _ := l.SchedulePause(context.Background(), id); p.Paused || p.By != "bob" {
+		t.Errorf("the ledger's pause after resume: %+v", p)
+	}
+	if out := h.must(3, "unpause", "events"); !strings.Contains(out, "is not paused") {
+		t.Errorf("resume again: %s", out)
+	}
+	if out := h.must(0, "status", "events"); strings.Contains(out, "PAUSED") {
+		t.Errorf("status after the resume:\n%s", out)
+	}
+}

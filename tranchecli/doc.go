@@ -27,7 +27,7 @@
 // commands (ls, status, history, plan) open the ledger for
 // [ledger.AccessRead]: they never create, migrate or write it, so that
 // a read-only file or a role allowed only SELECT can be read; cancel
-// opens it for [ledger.AccessWrite], and resume, run and schedule, which
+// pause and unpause open it for [ledger.AccessWrite], and resume, run and schedule, which
 // run backfills, for [ledger.AccessCreate].
 //
 // # Subcommands
@@ -35,7 +35,7 @@
 //	ls                          the backfills of the ledger, oldest first, then a line per DAG
 //	status ID                   counts per state, why it is not progressing, and the partitions as a grid
 //	status DAG                  a DAG by name or identity: its latest run (never a backfill's), its latest
-//	                            backfill, and its scheduler (last slot, next due, missed, waiting for scheduler)
+//	                            backfill, and its scheduler (paused, last slot, next due, missed, waiting for scheduler)
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
@@ -44,6 +44,9 @@
 //	history ID KEY              every attempt at a partition of the backfill (of a DAG: whichever made it)
 //	cancel ID [--stop-running]  workers claim nothing more; with --stop-running they also stop what runs
 //	resume ID                   undo a cancel; the backfill runs here when its DAG is registered
+//	pause DAG [--note TEXT]     pause the DAG's schedule in the ledger: no scheduler of it, in any process,
+//	          [--by WHO]        starts a slot until unpaused; slots due meanwhile are missed (catch-up rules)
+//	unpause DAG [--note TEXT]   resume a paused schedule; --by WHO is user@host by default
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
@@ -92,7 +95,8 @@
 // --max-catch-up, how many missed slots, the newest, run after downtime
 // (5; 0 for none, the older ones being reported missed, for run to
 // backfill); --catch-up-window, a bound by time on those;
-// --overlap queue|skip|concurrent; --lease, renewed every third of it;
+// --overlap queue|buffer-one|skip|concurrent|cancel-other; --max-queue,
+// a bound on the slots waiting under queue; --lease, renewed every third of it;
 // --worker, the name in the ledger (Program.Worker by default). A
 // negative duration or count, an unknown policy or DAG is bad usage. It
 // prints a line as each scheduler starts (its settings and first slot)
@@ -171,6 +175,13 @@
 //	next_due      string   when that slot comes due; absent if unknown
 //	missed        number   slots due since with no attempt
 //	waiting       bool     the next slot came due over a lease ago with no run: waiting for scheduler
+//	paused        object   present while an operator has paused the schedule; absent otherwise
+//
+// A pause:
+//
+//	by            string   who paused it
+//	note          string   why, as they said; absent if nothing
+//	since         string   when, by the ledger's clock
 //
 // A grid:
 //

@@ -118,6 +118,14 @@ type schedulerJSON struct {
 	NextDue string       `json:"next_due,omitempty"`
 	Missed  int          `json:"missed"`
 	Waiting bool         `json:"waiting"`
+	Paused  *pauseJSON   `json:"paused,omitempty"`
+}
+
+// pauseJSON is a schedule's pause in force.
+type pauseJSON struct {
+	By    string `json:"by"`
+	Note  string `json:"note,omitempty"`
+	Since string `json:"since"`
 }
 
 func dagStatusOf(name string, sum *backfill.Summary) dagStatusJSON {
@@ -138,6 +146,9 @@ func dagStatusOf(name string, sum *backfill.Summary) dagStatusJSON {
 	}
 	if sc.Next.Granularity.IsValid() {
 		j.Scheduler.Next = sc.Next.Key()
+	}
+	if pz := sc.Pause; pz.Paused {
+		j.Scheduler.Paused = &pauseJSON{By: pz.By, Note: pz.Note, Since: stamp(pz.Since)}
 	}
 	return j
 }

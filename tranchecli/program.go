@@ -212,6 +212,8 @@ var commands = []*command{
 	{name: "history", args: "ID KEY", min: 2, max: 2, summary: "every attempt at a partition of a backfill", flags: readFlags, run: runHistory},
 	{name: "cancel", args: "ID", min: 1, max: 1, access: ledger.AccessWrite, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
 	{name: "resume", args: "ID", min: 1, max: 1, access: ledger.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
+	{name: "pause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "pause a DAG's schedule: its schedulers, in every process, start no slot until unpaused", flags: pauseFlags, run: runPause},
+	{name: "unpause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "resume a DAG's paused schedule", flags: pauseFlags, run: runUnpause},
 	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan, needsDAGs: true},
 	{name: "run", args: "DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun, needsDAGs: true},
 	{name: "schedule", args: "[DAG...]", max: math.MaxInt, access: ledger.AccessCreate, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
@@ -259,6 +261,7 @@ type options struct {
 	partitions  bool
 	interval    time.Duration
 	stopRunning bool
+	note, by    string
 
 	from, to       string
 	slots          []string
@@ -271,7 +274,7 @@ type options struct {
 	dryRun, yes    bool
 
 	delay, catchUpWindow, lease time.Duration
-	maxCatchUp                  int
+	maxCatchUp, maxQueue        int
 	overlap                     schedule.Overlap
 	worker                      string
 

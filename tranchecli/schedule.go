@@ -34,7 +34,8 @@ func scheduleFlags(c *call, fs *flag.FlagSet) {
 	fs.IntVar(&c.opt.maxCatchUp, "max-catch-up", schedule.DefaultMaxCatchUp, "how many missed slots, the newest, run after downtime; 0: none")
 	fs.DurationVar(&c.opt.catchUpWindow, "catch-up-window", 0, "run a missed slot only if it came due within this `duration`; 0: no bound by time")
 	c.opt.overlap = schedule.OverlapQueue
-	fs.TextVar(&c.opt.overlap, "overlap", schedule.OverlapQueue, "what a slot due while an earlier one runs does, the `policy`: queue (waits for it), skip (is not run) or concurrent")
+	fs.TextVar(&c.opt.overlap, "overlap", schedule.OverlapQueue, "what a slot due while an earlier one runs does, the `policy`: queue (waits for it), buffer-one (waits unless one waits), skip (is not run), concurrent, or cancel-other (stops it)")
+	fs.IntVar(&c.opt.maxQueue, "max-queue", 0, "under --overlap queue, how many slots may wait; the others are skipped (0: no bound)")
 	fs.DurationVar(&c.opt.lease, "lease", backfill.DefaultLease, "how long a claim holds without a heartbeat (renewed every third of it)")
 	worker := "host-pid"
 	if c.p.Worker != "" {
@@ -89,7 +90,7 @@ func (c *call) newSchedulers() ([]*schedule.Scheduler, []string, error) {
 		}
 		scheds = append(scheds, &schedule.Scheduler{
 			DAG: dag, Runner: c.p.Runner, Worker: worker, Delay: o.delay, MaxCatchUp: maxCatchUp,
-			CatchUpWindow: o.catchUpWindow, Overlap: o.overlap, Lease: o.lease, Now: c.p.now, After: c.p.after,
+			CatchUpWindow: o.catchUpWindow, Overlap: o.overlap, MaxQueue: o.maxQueue, Lease: o.lease, Now: c.p.now, After: c.p.after,
 		})
 	}
 	return scheds, names, nil
@@ -209,7 +210,14 @@ func (pr *slotPrinter) describe(e tranche.Event, s *schedule.Scheduler) string {
 	case schedule.KindMissed:
 		return fmt.Sprintf("%s missed: it came due before the catch-up window; '%s run' backfills it", slot, pr.program)
 	case schedule.KindSkipped:
-		return fmt.Sprintf("%s skipped: an earlier slot still ran (--overlap skip)", slot)
+		overlap, _ := s.Overlap.MarshalText()
+		return fmt.Sprintf("%s skipped under --overlap %s; '%s run' backfills it", slot, overlap, pr.program)
+	case schedule.KindCanceled:
+		return fmt.Sprintf("%s canceled: a later slot came due (--overlap cancel-other); '%s run' backfills it", slot, pr.program)
+	case schedule.KindPaused:
+		return fmt.Sprintf("paused by %s since %s: no slot starts until '%s resume' of the DAG (%s)", attr(e, "by"), attr(e, "since"), pr.program, attr(e, "note"))
+	case schedule.KindResumed:
+		return fmt.Sprintf("resumed by %s", attr(e, "by"))
 	case schedule.KindLedgerError:
 		return fmt.Sprintf("ledger error: %v; trying again", e.Err)
 	case backfill.KindLeaseRenewFailed:
@@ -232,8 +240,12 @@ func brief(d time.Duration) time.Duration {
 // attr returns the string value of the event's attribute key, or "?".
 func attr(e tranche.Event, key string) string {
 	for _, a := range e.Attrs {
-		if a.Key == key && a.Value.Kind() == slog.KindString {
+		switch {
+		case a.Key != key:
+		case a.Value.Kind() == slog.KindString:
 			return a.Value.String()
+		case a.Value.Kind() == slog.KindTime:
+			return stamp(a.Value.Time())
 		}
 	}
 	return "?"

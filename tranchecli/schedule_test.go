@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,9 +143,30 @@ func TestScheduleCatchUp(t *testing.T) {
 			h := newHarness(t)
 			dag := h.p.DAGs["events"]
 			first := tranche.PartitionOf(tranche.Day, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			if _, err := backfill.RunRecorded(context.Background(), h.l, nil, dag, first, "w0"); err != nil {
+			// A scheduler's run, not one by hand: a manual run counts
+			// for its own slot, not for where a catch-up starts. It
+			// ended at the 1st's close by the ledger's clock too, which
+			// judges whether later slots came due while a scheduler ran
+			// (the scheduler's clock here is in the ledger's past).
+			var ledgerClock atomic.Pointer[time.Time]
+			ledgerClock.Store(&first.End)
+			h.l = memledger.New(func() time.Time {
+				if t := ledgerClock.Load(); t != nil {
+					return *t
+				}
+				return time.Now()
+			})
+			h.p.Ledger = h.l
+			id := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+			lease, err := h.l.Claim(context.Background(), ledger.ClaimRequest{DAG: id, Worker: "w0", RunID: "r", Partitions: []tranche.TimePartition{first},
+				Lease: time.Minute, Policy: ledger.RerunNone, Trigger: ledger.TriggerLive})
+			if err != nil {
 				t.Fatal(err)
 			}
+			if err := h.l.Finish(context.Background(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+				t.Fatal(err)
+			}
+			ledgerClock.Store(nil)
 			ran, missed := days(tc.ran), days(tc.missed)
 			base := time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)
 			code, out, errs := scheduling(t, h, base, 10*time.Second, func(out string) bool {
@@ -166,7 +188,6 @@ func TestScheduleCatchUp(t *testing.T) {
 			if len(missed) > 0 && !strings.Contains(out, "  events  "+missed[0]+" missed: it came due before the catch-up window; 'tr run' backfills it\n") {
 				t.Errorf("the missed line does not say what to do:\n%s", out)
 			}
-			id := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
 			for a, err := range h.l.Latest(context.Background(), id, first.End, base) {
 				if err != nil {
 					t.Fatal(err)
@@ -281,7 +302,7 @@ func TestScheduleBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--overlap", "sometimes"}, `invalid value "sometimes" for flag -overlap: tranche: unknown overlap policy "sometimes"; accepted: queue, skip, concurrent`},
+		{[]string{"--overlap", "sometimes"}, `invalid value "sometimes" for flag -overlap: tranche: unknown overlap policy "sometimes"; accepted: queue, buffer-one, skip, concurrent, cancel-other`},
 		{[]string{"--max-catch-up", "-1"}, "--max-catch-up -1: want 0 (none) or more"},
 		{[]string{"--delay", "-1h"}, "--delay -1h0m0s: want 0 or more"},
 		{[]string{"--catch-up-window", "-1s"}, "--catch-up-window -1s: want 0 (no bound by time) or more"},

@@ -1,7 +1,7 @@
 /*
 Package trancheotel turns tranche's events into OpenTelemetry traces and
-metrics. [NewHook] returns a hook for [tranche.Runner.OnEvent] and
-[backfill.Backfill.OnEvent]:
+metrics. [NewHook] returns a hook for [tranche.Runner.OnEvent],
+[backfill.Backfill.OnEvent] and [schedule.Scheduler.OnEvent]:
 
 	hook := trancheotel.NewHook(trancheotel.WithDAG("daily-sales"))
 	runner := &tranche.Runner{OnEvent: hook}
@@ -47,14 +47,22 @@ at all.
 	tranche.write.duration       histogram, s          tranche.asset, tranche.destination, tranche.status
 	tranche.write.rows           counter, {row}        tranche.asset, tranche.destination
 	tranche.backfill.partitions  counter, {partition}  tranche.partition.state
+	tranche.schedule.lag         histogram, s          tranche.trigger
+	tranche.schedule.slots       counter, {slot}       tranche.slot.state
+	tranche.schedule.queued      gauge, {slot}
 
 with tranche.dag as well under WithDAG; without it, the partition
 counts take tranche.dag from the backfill's events, which name the DAG
-(tranche.DAG.Name). An asset's duration covers all
+(tranche.DAG.Name), as do the scheduler's measurements. An asset's duration covers all
 its attempts in the run; a retried attempt is not measured apart. The
 partition counts come from the backfill's events: tranche.partition.state
 is succeeded, failed, held (another worker held its lease) or skipped
-(already succeeded), and a chunk counts its partitions. Run and backfill
+(already succeeded), and a chunk counts its partitions. A scheduler's
+come from its events: the lag is from a slot's close to its claim (its
+slot.claimed event), by trigger (live or catch-up); tranche.slot.state
+is succeeded, failed, missed (older than the catch-up window), skipped
+(by the overlap policy) or canceled (stopped by a later slot under
+cancel-other); the queue is recorded as it changes. Run and backfill
 ids are not metric attributes: each would be a new series. A run's, an
 asset's and a write's measurements are made in the context of their
 span, so that a sampled one's exemplar points to it.

@@ -191,6 +191,10 @@ func (tel *telemetry) collect(t *testing.T) map[string]map[string]point {
 				for _, dp := range d.DataPoints {
 					pts[enc(dp.Attributes)] = point{Value: float64(dp.Value)}
 				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					pts[enc(dp.Attributes)] = point{Value: float64(dp.Value)}
+				}
 			case metricdata.Histogram[float64]:
 				for _, dp := range d.DataPoints {
 					pts[enc(dp.Attributes)] = point{Value: dp.Sum, Count: dp.Count}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/schedule"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -200,6 +201,13 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 				h.dags.Store(e.Backfill, e.DAG)
 			}
 		}
+	}
+	switch e.Kind {
+	case schedule.KindClaimed, schedule.KindQueue, schedule.KindSucceeded, schedule.KindFailed,
+		schedule.KindMissed, schedule.KindSkipped, schedule.KindCanceled:
+		// A scheduler's: measured, and, as kinds the run's span does
+		// not know, its events when the run is traced.
+		h.metrics.schedule(ctx, h, &e)
 	}
 	switch e.Kind {
 	case tranche.KindRunStarted:

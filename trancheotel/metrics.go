@@ -5,6 +5,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/schedule"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -17,6 +18,9 @@ const (
 	MetricWriteDuration = "tranche.write.duration"
 	MetricRowsWritten   = "tranche.write.rows"
 	MetricPartitions    = "tranche.backfill.partitions"
+	MetricScheduleLag   = "tranche.schedule.lag"
+	MetricScheduleSlots = "tranche.schedule.slots"
+	MetricQueued        = "tranche.schedule.queued"
 )
 
 // durationBuckets are the histograms' bucket boundaries, in seconds: a
@@ -27,6 +31,9 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 type instruments struct {
 	runDuration, assetDuration, writeDuration metric.Float64Histogram
 	rows, partitionCount                      metric.Int64Counter
+	lag                                       metric.Float64Histogram
+	slots                                     metric.Int64Counter
+	queued                                    metric.Int64Gauge
 }
 
 func newInstruments(m metric.Meter) *instruments {
@@ -54,6 +61,13 @@ func newInstruments(m metric.Meter) *instruments {
 	in.partitionCount, err = m.Int64Counter(MetricPartitions, metric.WithUnit("{partition}"),
 		metric.WithDescription("Partitions of backfills that this worker saw succeed, fail, held by another worker, or skipped as done, by state."))
 	report(err)
+	in.lag = hist(MetricScheduleLag, "How long after its close a scheduler's slot was claimed to run, by trigger.")
+	in.slots, err = m.Int64Counter(MetricScheduleSlots, metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots a scheduler ran (succeeded, failed), stopped (canceled) or did not run (missed, skipped), by state."))
+	report(err)
+	in.queued, err = m.Int64Gauge(MetricQueued, metric.WithUnit("{slot}"),
+		metric.WithDescription("Due slots a scheduler waits to run: queued behind a running one, or held by another worker."))
+	report(err)
 	return &in
 }
 
@@ -73,6 +87,9 @@ const (
 	writeSet
 	rowsSet
 	partitionSet
+	lagSet
+	slotSet
+	queueSet
 )
 
 // maxSets bounds the attribute sets kept: their number is that of the
@@ -110,7 +127,9 @@ func (h *hook) measurement(k setKey) metric.MeasurementOption {
 	switch k.instrument {
 	case partitionSet:
 		kvs = append(kvs, attribute.String(keyPartitionState, k.status))
-	case rowsSet:
+	case slotSet:
+		kvs = append(kvs, attribute.String(keySlotState, k.status))
+	case rowsSet, lagSet, queueSet:
 	default:
 		kvs = append(kvs, attribute.String(keyStatus, k.status))
 	}
@@ -178,4 +197,46 @@ func (m *instruments) partitions(ctx context.Context, h *hook, e *tranche.Event)
 		k.dag = e.DAG
 	}
 	m.partitionCount.Add(ctx, int64(n), h.measurement(k))
+}
+
+// schedule measures a scheduler's events: the lag of each slot claimed,
+// each slot's fate, and the queue. A scheduler's events name its DAG
+// (tranche.DAG.Name), which the measurements take without WithDAG.
+func (m *instruments) schedule(ctx context.Context, h *hook, e *tranche.Event) {
+	if m == nil {
+		return
+	}
+	k := setKey{}
+	if h.dag == "" {
+		k.dag = e.DAG
+	}
+	switch e.Kind {
+	case schedule.KindClaimed:
+		if m.lag.Enabled(ctx) {
+			k.instrument, k.trigger = lagSet, e.Trigger
+			m.lag.Record(ctx, max(e.Duration, 0).Seconds(), h.measurement(k))
+		}
+	case schedule.KindQueue:
+		for _, a := range e.Attrs {
+			if a.Key == "queued" && m.queued.Enabled(ctx) {
+				k.instrument = queueSet
+				m.queued.Record(ctx, a.Value.Int64(), h.measurement(k))
+			}
+		}
+	default:
+		state, ok := slotStates[e.Kind]
+		if ok && m.slots.Enabled(ctx) {
+			k.instrument, k.status = slotSet, state
+			m.slots.Add(ctx, 1, h.measurement(k))
+		}
+	}
+}
+
+// slotStates are the tranche.slot.state of the scheduler's slot events.
+var slotStates = map[tranche.Kind]string{
+	schedule.KindSucceeded: "succeeded",
+	schedule.KindFailed:    "failed",
+	schedule.KindMissed:    "missed",
+	schedule.KindSkipped:   "skipped",
+	schedule.KindCanceled:  "canceled",
 }

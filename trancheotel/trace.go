@@ -27,6 +27,7 @@ const (
 	keyRetryWait      = "tranche.retry.wait"
 	keyError          = "tranche.error"
 	keyPartitionState = "tranche.partition.state"
+	keySlotState      = "tranche.slot.state"
 )
 
 // runSpans is a traced run in progress: its span, and the spans of its

@@ -183,7 +183,8 @@ type dagLiveData struct {
 	LatestBackfill *backfillRow
 	Scheduler      []string
 	Waiting        bool
-	Plan           bool // the DAG is registered: a backfill may be planned of it
+	Pause          ledger.SchedulePause // the schedule's pause: while Paused, no scheduler starts a slot
+	Plan           bool                 // the DAG is registered: a backfill may be planned of it
 }
 
 // backfillRow is a backfill of the DAG page's list.
@@ -251,7 +252,11 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 	if err != nil {
 		return dagLiveData{}, err
 	}
-	live.LatestRun, live.Waiting = runs.LatestRun, runs.Scheduler.Waiting
+	live.LatestRun, live.Waiting, live.Pause = runs.LatestRun, runs.Scheduler.Waiting, runs.Scheduler.Pause
+	if live.Pause.Paused {
+		// A page open when the schedule is paused or resumed redraws.
+		live.Signature += " paused"
+	}
 	live.Scheduler = schedulerLines(runs.Scheduler, h.opts.Now())
 	_, live.Plan = h.byID[dag]
 	return live, nil
@@ -449,9 +454,17 @@ type dagStatusDoc struct {
 	Running   bool              `json:"running"`
 	Signature string            `json:"signature"`
 
-	LatestRun      *runDoc `json:"latest_run"`      // the newest live, catch-up or manual attempt; null if none
-	LatestBackfill string  `json:"latest_backfill"` // the open backfill, else the newest failed, else the newest; "" if none
-	Waiting        bool    `json:"waiting"`         // waiting for scheduler: the slot due came due over a lease ago and has not run
+	LatestRun      *runDoc   `json:"latest_run"`       // the newest live, catch-up or manual attempt; null if none
+	LatestBackfill string    `json:"latest_backfill"`  // the open backfill, else the newest failed, else the newest; "" if none
+	Waiting        bool      `json:"waiting"`          // waiting for scheduler: the slot due came due over a lease ago and has not run
+	Paused         *pauseDoc `json:"paused,omitempty"` // present while the schedule is paused
+}
+
+// pauseDoc is a schedule's pause in the DAG status endpoint's answer.
+type pauseDoc struct {
+	By    string `json:"by"`
+	Note  string `json:"note,omitempty"`
+	Since string `json:"since"`
 }
 
 // runDoc is an attempt in the DAG status endpoint's answer.
@@ -524,6 +537,9 @@ func (h *handler) dagStatusDocOf(ctx context.Context, r *http.Request, dag strin
 		doc.LatestBackfill = b.ID
 	}
 	doc.Waiting = live.Waiting
+	if pz := live.Pause; pz.Paused {
+		doc.Paused = &pauseDoc{By: pz.By, Note: pz.Note, Since: instant(pz.Since)}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.dagPolled[key]; !ok && len(h.dagPolled) >= maxPolled {

@@ -141,6 +141,8 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	mux.HandleFunc("GET /dags/{dag}/span", h.byName(h.dagSpanPage))
 	mux.HandleFunc("GET /dags/{dag}/plan", h.byName(h.planPage))
 	mux.HandleFunc("POST /dags/{dag}/backfills", h.byName(h.start))
+	mux.HandleFunc("POST /dags/{dag}/pause", h.byName(h.pauseSchedule(true)))
+	mux.HandleFunc("POST /dags/{dag}/resume", h.byName(h.pauseSchedule(false)))
 	h.mux = mux
 	return h
 }

@@ -313,6 +313,40 @@ func TestWrites(t *testing.T) {
 		}
 	})
 
+	t.Run("schedule pause", func(t *testing.T) {
+		l := memledger.New(nil)
+		f := pagetest.NewDAG(t, l)
+		for _, tc := range []struct {
+			writeToken, op string
+			form           url.Values
+			status         int
+			paused         bool
+			by             string
+		}{
+			{"", "pause", url.Values{"token": {token}}, 403, false, ""},
+			{token, "pause", url.Values{"token": {token[:8]}}, 403, false, ""},
+			{token, "pause", url.Values{"token": {token}, "by": {"alice"}, "note": {"source down"}}, 303, true, "alice"},
+			{token, "resume", nil, 403, true, "alice"},
+			{token, "resume", url.Values{"token": {token}}, 303, false, "the pages"},
+		} {
+			h := NewHandler(l, &Options{WriteToken: tc.writeToken})
+			status, hd := post(t, h, "/dags/"+f.DAG+"/"+tc.op, tc.form)
+			if status != tc.status || (status == 303 && hd.Get("Location") != "/dags/"+f.DAG) {
+				t.Errorf("%s with %v: status %d to %q; want %d", tc.op, tc.form, status, hd.Get("Location"), tc.status)
+			}
+			p, err := l.SchedulePause(ctx, f.DAG)
+			if err != nil || p.Paused != tc.paused || p.By != tc.by {
+				t.Errorf("%s with %v: the ledger's pause %+v, %v; want paused %t by %q", tc.op, tc.form, p, err, tc.paused, tc.by)
+			}
+		}
+		for _, tok := range []string{"", token} {
+			_, body, _ := get(t, NewHandler(l, &Options{WriteToken: tok}), "/dags/"+f.DAG)
+			if got := strings.Contains(body, `id="pause-form"`) && strings.Contains(body, `id="schedule-resume-form"`); got != (tok != "") {
+				t.Errorf("with token %q the DAG's page offers the pause forms: %t", tok, got)
+			}
+		}
+	})
+
 	t.Run("forms only with writes", func(t *testing.T) {
 		l := memledger.New(nil)
 		f := pagetest.New(t, l)

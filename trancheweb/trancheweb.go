@@ -32,8 +32,10 @@
 //
 // By default the handler only reads. With [Options.WriteToken] set, a
 // backfill's page offers to cancel it (optionally stopping its running
-// partitions) and to resume it: forms that POST the token, which the
-// operator types into the page. The handler compares it with the
+// partitions) and to resume it, and a DAG's page to pause its schedule
+// and resume it (recorded in the ledger, by whom and why, for every
+// scheduler of the DAG to obey: see [ledger.Ledger.SetSchedulePause]):
+// forms that POST the token, which the operator types into the page. The handler compares it with the
 // configured token in constant time and answers 403 Forbidden, writing
 // nothing, to a missing or wrong token, and to every write while writes
 // are disabled. No GET ever writes. A backfill of one of the program's

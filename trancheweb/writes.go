@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -93,4 +94,33 @@ func (h *handler) runAgain(ctx context.Context, id string, resume bool) error {
 		return nil
 	}
 	return err
+}
+
+// pauseSchedule returns the handler that pauses (or resumes) a DAG's
+// schedule for a POST that carries the token, recording the form's by
+// ("the pages" when empty) and note, then sends the browser back to the
+// DAG's page.
+func (h *handler) pauseSchedule(pause bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		switch {
+		case h.opts.WriteToken == "":
+			h.refuse(w, r, http.StatusForbidden, "this server is read-only: it was started without writes enabled")
+			return
+		case !h.checkToken(r):
+			h.refuse(w, r, http.StatusForbidden, "a missing or wrong token: nothing was changed")
+			return
+		}
+		dag := r.PathValue("dag")
+		by := strings.TrimSpace(r.PostFormValue("by"))
+		if by == "" {
+			by = "the pages"
+		}
+		p := ledger.SchedulePause{Paused: pause, By: by, Note: strings.TrimSpace(r.PostFormValue("note"))}
+		if _, err := h.l.SetSchedulePause(r.Context(), dag, p); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		http.Redirect(w, r, "/dags/"+url.PathEscape(dag), http.StatusSeeOther)
+	}
 }

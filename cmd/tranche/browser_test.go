@@ -311,6 +311,22 @@ func TestDAGPageInChromium(t *testing.T) {
 	if n := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#grid a.cell").length`)); n != 3 {
 		t.Errorf("%d cells from the 5th through the 7th; want 3", n)
 	}
+
+	// A paused schedule: the page says so, by whom, since when and why,
+	// the note as text.
+	p, err := l.SetSchedulePause(t.Context(), f.DAG, ledger.SchedulePause{Paused: true, By: "alice", Note: pagetest.Evil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "the paused DAG's page", chromedp.Navigate(base+"/dags/"+f.DAG), chromedp.WaitVisible(css("#scheduler.paused #paused")))
+	text = get(t, ctx, chromedp.Text(css("#paused")))
+	if !strings.Contains(text, "Paused by alice since "+p.Since.UTC().Format("2006-01-02 15:04:05")) || !strings.Contains(text, pagetest.Evil) {
+		t.Errorf("the pause's line: %q", text)
+	}
+	elements = get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#scheduler b, #scheduler img, #scheduler script").length`))
+	if title := get(t, ctx, chromedp.Title()); elements != 0 || strings.Contains(title, "pwned") {
+		t.Errorf("the note made %d elements, and the title is %q", elements, title)
+	}
 }
 
 // hourlyID is the id of hourlyBackfill's backfill.

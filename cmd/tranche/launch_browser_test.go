@@ -146,4 +146,24 @@ func TestLaunchInChromium(t *testing.T) {
 	if !strings.HasPrefix(row, "failed") || !strings.Contains(row, "6/7, 1 failed") {
 		t.Errorf("the index's row %q; want failed, 6/7 succeeded (the 5th by hand), 1 failed", row)
 	}
+
+	// The DAG's page pauses its schedule in the ledger, by whom and why,
+	// and resumes it.
+	id := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	do(t, ctx, "the pause", chromedp.Navigate(base+"/dags/"+id), chromedp.WaitVisible(css("#pause-form")),
+		chromedp.SendKeys(css(`#pause-form input[name="token"]`), token),
+		chromedp.SendKeys(css(`#pause-form input[name="by"]`), "alice"),
+		chromedp.SendKeys(css(`#pause-form input[name="note"]`), "source down"),
+		chromedp.Click(css(`#pause-form button`)), chromedp.WaitVisible(css("#paused")))
+	if text := get(t, ctx, chromedp.Text(css("#paused"))); !strings.Contains(text, "Paused by alice since ") || !strings.Contains(text, "source down") {
+		t.Errorf("the paused DAG's line: %q", text)
+	}
+	if pz, err := l.SchedulePause(t.Context(), id); err != nil || !pz.Paused || pz.By != "alice" || pz.Note != "source down" {
+		t.Errorf("the ledger's pause after the page's: %+v, %v", pz, err)
+	}
+	do(t, ctx, "the resume", chromedp.SendKeys(css(`#schedule-resume-form input[name="token"]`), token),
+		chromedp.Click(css(`#schedule-resume-form button`)), chromedp.WaitNotPresent(css("#paused")), chromedp.WaitVisible(css("#pause-form")))
+	if pz, err := l.SchedulePause(t.Context(), id); err != nil || pz.Paused || pz.By != "the pages" {
+		t.Errorf("the ledger's pause after the page's resume: %+v, %v", pz, err)
+	}
 }

@@ -10,6 +10,8 @@
 //	tranche history ID 2026-11-15
 //	tranche cancel ID --stop-running
 //	tranche resume ID
+//	tranche pause DAG --note maintenance
+//	tranche unpause DAG
 //	tranche serve --addr 127.0.0.1:8080
 //
 // The ledger is named by an address ([ledger.ParseAddress]), given by

@@ -108,6 +108,11 @@ func (c *Clock) Advance(d time.Duration) {
 //     running leases may still finish, with StopRunning set from its
 //     first call with StopRunning until ResumeBackfill, which lets
 //     claims go on, recording when;
+//   - a schedule's pause: SchedulePause of a DAG never paused is the
+//     zero value; SetSchedulePause pauses it at the ledger's time, by
+//     whom and why, for that DAG alone, and resumes it, recording when
+//     and keeping when it was paused; pausing a paused schedule or
+//     resuming a running one changes nothing;
 //   - a ledger that is a [ledger.LatestReader] answers as Latest and
 //     History do, over random histories: CountLatest's groups,
 //     FindLatest's attempts in both orders, ChangedIn's partitions;
@@ -258,6 +263,7 @@ var ledgerTests = []struct {
 	{"ConcurrentPutBackfill", testConcurrentPutBackfill},
 	{"CanceledBackfill", testCanceledBackfill},
 	{"ResumeBackfill", testResumeBackfill},
+	{"SchedulePause", testSchedulePause},
 	{"BackfillRecordFields", testBackfillRecordFields},
 	{"BackfillDAGName", testBackfillDAGName},
 	{"CodeVersions", testCodeVersions},

@@ -24,7 +24,8 @@ type Ledger struct {
 	mu        sync.Mutex
 	dags      map[string]*memoryDAG
 	backfills map[string]ledger.BackfillRecord
-	order     []string // backfill ids, oldest first
+	pauses    map[string]ledger.SchedulePause // by DAG identity
+	order     []string                        // backfill ids, oldest first
 	cursors   map[cursorKey]cursor
 }
 
@@ -114,7 +115,7 @@ func New(now func() time.Time) *Ledger {
 	if now == nil {
 		now = time.Now
 	}
-	return &Ledger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]ledger.BackfillRecord{}, cursors: map[cursorKey]cursor{}}
+	return &Ledger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]ledger.BackfillRecord{}, pauses: map[string]ledger.SchedulePause{}, cursors: map[cursorKey]cursor{}}
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
@@ -638,4 +639,34 @@ func (l *Ledger) ResumeBackfill(ctx context.Context, id string) error {
 		l.backfills[id] = b
 	}
 	return nil
+}
+
+// SetSchedulePause implements [ledger.Ledger].
+func (l *Ledger) SetSchedulePause(ctx context.Context, dag string, p ledger.SchedulePause) (ledger.SchedulePause, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.SchedulePause{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	stored := l.pauses[dag]
+	if stored.Paused == p.Paused {
+		return stored, nil
+	}
+	now := l.now()
+	p.Since, p.PausedAt = now, stored.PausedAt
+	if p.Paused {
+		p.PausedAt = now
+	}
+	l.pauses[dag] = p
+	return p, nil
+}
+
+// SchedulePause implements [ledger.Ledger].
+func (l *Ledger) SchedulePause(ctx context.Context, dag string) (ledger.SchedulePause, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.SchedulePause{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pauses[dag], nil
 }

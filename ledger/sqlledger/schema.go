@@ -163,6 +163,24 @@ var migrations = []migration{{
 		// ledger of millions would hold its write lock for minutes.
 		`ALTER TABLE tranche_attempts ADD COLUMN run_trigger TEXT NOT NULL DEFAULT ''`,
 	},
+}, {
+	version:     10,
+	description: "pauses of schedules",
+	statements: []string{
+		// One row per DAG identity whose schedule was ever paused
+		// (SetSchedulePause): paused 1 while it is, who paused or last
+		// resumed it and why, when (Unix milliseconds), and when it was
+		// last paused. A table of its own, so that a scheduler's read
+		// of it before each slot touches no row a claim locks.
+		`CREATE TABLE tranche_schedule_pauses (
+			dag       TEXT NOT NULL PRIMARY KEY,
+			paused    INTEGER NOT NULL,
+			by_whom   TEXT NOT NULL,
+			note      TEXT NOT NULL,
+			since_ms  BIGINT NOT NULL,
+			paused_ms BIGINT
+		)`,
+	},
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A

@@ -9,7 +9,8 @@
 //
 // Each run writes its slot's row to a destination that appends a line
 // "write KEY WORKER TOKEN PID" to the -audit log, beside the
-// materializer's "start" and "end" lines.
+// materializer's "start" and "end" lines, and a scheduler's "started"
+// (Run began: KEY is the first slot it waits for) and "slot.missed".
 package main
 
 import (
@@ -150,8 +151,13 @@ func run() error {
 		}
 		s := &schedule.Scheduler{DAG: d, Ledger: l, Worker: who, Lease: *lease, Heartbeat: *heartbeat, Now: now, After: after,
 			OnEvent: func(_ context.Context, e tranche.Event) {
-				if e.Kind == schedule.KindLedgerError {
+				switch e.Kind {
+				case schedule.KindLedgerError:
 					fmt.Fprintf(os.Stderr, "%s: %v\n", who, e.Err)
+				case schedule.KindStarted, schedule.KindMissed:
+					// In the audit's order: a replica that joined while a
+					// slot ran begins before that slot's end line.
+					note(strings.TrimPrefix(string(e.Kind), "schedule."), e.Target, who)
 				}
 			}}
 		wg.Go(func() { errs <- s.Run(ctx) })
