@@ -188,6 +188,12 @@ func (m *Materialization) Asset() string { return m.run.assetOf(m.index).Name }
 // RunID returns the id of the run.
 func (m *Materialization) RunID() string { return m.run.id }
 
+// Trigger returns why the run runs ([RunOptions.Trigger], which backfills
+// and schedulers set to the trigger their ledger records for the claim:
+// ledger.Trigger's values), or "" for a run without one, so that an asset
+// may, say, read a cheaper source for a backfill than for the live slot.
+func (m *Materialization) Trigger() string { return m.run.trigger }
+
 // Partition returns the partition being materialized. It returns an
 // error naming the asset when the run is for a window (use
 // [Materialization.Window]) or the asset is unpartitioned; an asset that

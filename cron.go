@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-	_ "unsafe" // for go:linkname; see cronSpecOf
 
 	"github.com/tranche-dev/tranche/internal/calendar"
 	"github.com/tranche-dev/tranche/internal/cron"
@@ -20,14 +18,10 @@ import (
 // backfills.
 
 // A schedule granularity holds its parsed form, a *cron.Spec: equal
-// schedules share one (see cronSpecs), so that TimeGranularity stays
-// comparable with ==, and the packages that need more than its text read
-// it through cronspec.Of (see cronSpecOf) rather than parse the text
-// again.
-
-// cronSpecs interns specs by canonical text. It is a cache, not
-// state: a value is a pure function of its key.
-var cronSpecs sync.Map // string → *cron.Spec
+// schedules share one (cron.Intern), so that TimeGranularity stays
+// comparable with ==, and the packages that need more than its text
+// read it through internal/cronspec, which finds the same spec by the
+// text (cron.SpecOf).
 
 // ParseCron returns the granularity of a cron schedule's slots. expr is a
 // standard five-field expression with names (MON, JAN), ranges, steps and
@@ -56,8 +50,6 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	if err != nil {
 		return TimeGranularity{}, &ParseError{Type: "cron", Text: expr, Reason: strings.TrimPrefix(err.Error(), "cron: ")}
 	}
-	trimmed := strings.TrimSpace(expr)
-	zoned := strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=")
 	var dates []cron.Date
 	var days []string
 	for _, d := range excluded {
@@ -75,9 +67,8 @@ func ParseCron(expr string, excluded ...string) (TimeGranularity, error) {
 	}
 	slices.Sort(days)
 	days = slices.Compact(days)
-	spec := cron.NewSpec(s, zoned, dates, days)
-	interned, _ := cronSpecs.LoadOrStore(spec.Text, spec)
-	return TimeGranularity{unit: unitCron, n: 1, cron: interned.(*cron.Spec)}, nil
+	spec := cron.Intern(cron.NewSpec(s, cron.Zoned(expr), dates, days))
+	return TimeGranularity{unit: unitCron, n: 1, cron: spec}, nil
 }
 
 // parseCronText parses the text inside "cron(...)".
@@ -92,23 +83,6 @@ func parseCronText(text string) (TimeGranularity, error) {
 		days = strings.Fields(list)
 	}
 	return ParseCron(expr, days...)
-}
-
-// cronSpecOf is how the packages of this module that need a schedule's
-// parsed form (package backfill for a DAG's identity, internal/slotmatch
-// to match attempts to slots) get it without a name on this package's
-// page and without state: internal/cronspec declares Of without a body,
-// and the directive below gives it this function's code, as the standard
-// library hands its unexported functions to its own packages (time's
-// runtimeNano, sync's runtime_Semacquire). The contract is local to this
-// module: internal/cronspec is its only user, and its tests call it.
-//
-//go:linkname cronSpecOf github.com/tranche-dev/tranche/internal/cronspec.Of
-func cronSpecOf(g TimeGranularity) *cron.Spec {
-	if g.unit != unitCron {
-		return nil
-	}
-	return g.cron
 }
 
 // IsSchedule reports whether g is a cron schedule made by [ParseCron].

@@ -221,16 +221,16 @@ func parseMinuteKey(s string) (u, off int64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	h, ok1 := digits(s[11:13])
-	m, ok2 := digits(s[14:16])
+	h, ok1 := calendar.Digits(s[11:13])
+	m, ok2 := calendar.Digits(s[14:16])
 	if !ok1 || !ok2 || h > 23 || m > 59 {
 		return 0, 0, false
 	}
 	switch zone := s[16:]; {
 	case zone == "Z":
 	case len(zone) == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':':
-		oh, ok1 := digits(zone[1:3])
-		om, ok2 := digits(zone[4:6])
+		oh, ok1 := calendar.Digits(zone[1:3])
+		om, ok2 := calendar.Digits(zone[4:6])
 		if !ok1 || !ok2 || om > 59 || (oh == 0 && om == 0) {
 			return 0, 0, false // a zero offset is written Z
 		}
@@ -249,7 +249,7 @@ func parseCoarseKey(u unit, s string) (day int64, ok bool) {
 	if len(s) < 4 {
 		return 0, false
 	}
-	y, ok := digits(s[:4])
+	y, ok := calendar.Digits(s[:4])
 	if !ok {
 		return 0, false
 	}
@@ -261,7 +261,7 @@ func parseCoarseKey(u unit, s string) (day int64, ok bool) {
 		if len(rest) != 4 || rest[0] != '-' || rest[1] != 'W' {
 			return 0, false
 		}
-		w, ok := digits(rest[2:])
+		w, ok := calendar.Digits(rest[2:])
 		if !ok || w < 1 {
 			return 0, false
 		}
@@ -274,7 +274,7 @@ func parseCoarseKey(u unit, s string) (day int64, ok bool) {
 		if len(rest) != 3 || rest[0] != '-' {
 			return 0, false
 		}
-		m, ok := digits(rest[1:])
+		m, ok := calendar.Digits(rest[1:])
 		if !ok || m < 1 || m > 12 {
 			return 0, false
 		}
@@ -298,26 +298,11 @@ func parseDate(s string) (int64, bool) {
 	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
 		return 0, false
 	}
-	y, ok1 := digits(s[:4])
-	m, ok2 := digits(s[5:7])
-	d, ok3 := digits(s[8:10])
+	y, ok1 := calendar.Digits(s[:4])
+	m, ok2 := calendar.Digits(s[5:7])
+	d, ok3 := calendar.Digits(s[8:10])
 	if !ok1 || !ok2 || !ok3 || m < 1 || m > 12 || d < 1 || d > calendar.DaysIn(int64(y), m) {
 		return 0, false
 	}
 	return calendar.DaysFromCivil(int64(y), m, d), true
-}
-
-// digits parses a run of ASCII digits.
-func digits(s string) (int, bool) {
-	if s == "" {
-		return 0, false
-	}
-	v := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		v = v*10 + int(s[i]-'0')
-	}
-	return v, true
 }

@@ -12,10 +12,15 @@ import (
 // maxRootNames bounds the root package's exported names, so that its
 // page stays what a loader author calls (issue 12; docs/split.md lists
 // what left it and why). A name added here should push another out, or
-// go to the package whose readers need it. Issue 32 added two, Mapping
-// and Materialization.Inputs, for assets of several granularities in one
+// go to the package whose readers need it. Methods count: they are on
+// the page too. The cap was 130 until issue 33 raised it to 131 for
+// Materialization.Trigger, the asset's view of why it runs, which until
+// then had no root name and was read from the context through a second
+// package (internal/runctx); a workaround to keep a name off the page
+// costs more than the name. Issue 32 added two, Mapping and
+// Materialization.Inputs, for assets of several granularities in one
 // DAG: a loader declares what it reads and reads it by partition.
-const maxRootNames = 132
+const maxRootNames = 133
 
 // TestRootNames counts the root package's exported names as go/doc
 // lists them (types, funcs, consts, vars and methods, test files

@@ -67,6 +67,7 @@ func readmeBlocks(t *testing.T, file string, text []byte) []readmeBlock {
 // readmeImports are the packages a block may use without importing
 // them, by the name it uses.
 var readmeImports = map[string]string{
+	"column":      "github.com/tranche-dev/tranche/destination/column",
 	"context":     "context",
 	"errors":      "errors",
 	"eventlog":    "github.com/tranche-dev/tranche/eventlog",

@@ -40,13 +40,13 @@ func fieldReason(s string) string {
 	if len(s) < 7 || s[4] != '-' {
 		return ""
 	}
-	y, ok := digits(s[:4])
+	y, ok := calendar.Digits(s[:4])
 	if !ok {
 		return ""
 	}
 	switch {
 	case s[5] == 'W':
-		w, ok := digits(s[6:])
+		w, ok := calendar.Digits(s[6:])
 		if !ok {
 			return ""
 		}
@@ -59,7 +59,7 @@ func fieldReason(s string) string {
 		}
 		return ""
 	case s[5] == 'Q':
-		if q, ok := digits(s[6:]); !ok || q < 1 || q > 4 {
+		if q, ok := calendar.Digits(s[6:]); !ok || q < 1 || q > 4 {
 			return fmt.Sprintf("quarter %s is out of range (1 to 4)", s[6:])
 		}
 		return ""
@@ -69,7 +69,7 @@ func fieldReason(s string) string {
 	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
 		end++
 	}
-	m, ok := digits(s[5:end])
+	m, ok := calendar.Digits(s[5:end])
 	switch {
 	case !ok:
 		return ""
@@ -85,7 +85,7 @@ func fieldReason(s string) string {
 	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
 		end++
 	}
-	d, ok := digits(s[start:end])
+	d, ok := calendar.Digits(s[start:end])
 	switch {
 	case !ok:
 		return ""
@@ -138,5 +138,5 @@ func digitsPrefix(s string, n int) (int, bool) {
 	if len(s) < n {
 		return 0, false
 	}
-	return digits(s[:n])
+	return calendar.Digits(s[:n])
 }

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tranche-dev/tranche/internal/hookcall"
-	"github.com/tranche-dev/tranche/internal/runctx"
+	"github.com/tranche-dev/tranche/internal/wait"
 )
 
 // Runner materializes the assets of a [DAG] for a partition, a window, or
@@ -198,9 +198,9 @@ type RunOptions struct {
 	Tokens []int64
 	DAG    string
 	// Trigger says why the run runs, copied to every event of the run
-	// (Event.Trigger) and given to its assets in the context they
-	// receive (ledger.TriggerFrom reads it): the trigger its ledger
-	// records (ledger.Trigger's values); "" for none.
+	// (Event.Trigger) and given to its assets ([Materialization.Trigger]):
+	// the trigger its ledger records (ledger.Trigger's values); "" for
+	// none.
 	Trigger string
 }
 
@@ -217,9 +217,6 @@ func (r *Runner) RunWith(ctx context.Context, dag *DAG, tg Target, opts *RunOpti
 	}
 	if runID == "" {
 		runID = newRunID()
-	}
-	if trigger != "" {
-		ctx = runctx.WithTrigger(ctx, trigger)
 	}
 	if dag == nil {
 		return nil, errors.New("tranche: Run with a nil *DAG")
@@ -821,13 +818,9 @@ func (s *runState) runAsset(ctx context.Context, i int, now time.Time) (time.Tim
 			s.emitAt(i, &Event{Kind: KindAssetSkipped, Time: o.End, Asset: a.Name, Attempt: attempt, Duration: o.End.Sub(o.Start), Err: err})
 			return o.End, nil
 		case attempt < a.Retry.Attempts && (timedOut || isRetryable(err)):
-			wait := a.Retry.delay(attempt)
-			s.emitAt(i, &Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: wait, Err: err})
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				timer.Stop()
+			delay := a.Retry.delay(attempt)
+			s.emitAt(i, &Event{Kind: KindAssetRetrying, Asset: a.Name, Attempt: attempt, Duration: delay, Err: err})
+			if wait.Sleep(ctx, delay) != nil {
 				s.cancel(i, context.Cause(ctx))
 				return o.End, nil
 			}

@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/tranchetest"
 )
 
 // TestEventTrigger runs a failing asset under each trigger: every event of
 // the run carries RunOptions.Trigger, in its field, its slog attributes
-// and its JSON, the asset's context carries it (ledger.TriggerFrom), and
+// and its JSON, the asset reads it (Materialization.Trigger), and
 // SlogHook logs the failures of a backfill at WARN and every other at
 // ERROR, so that a handler at ERROR pages for the live schedule and runs
 // by hand alone.
@@ -30,9 +29,9 @@ func TestEventTrigger(t *testing.T) {
 			var events []tranche.Event
 			var logged bytes.Buffer
 			slogHook := tranche.SlogHook(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn})))
-			var seen ledger.Trigger
-			a := tranchetest.Func("a", func(ctx context.Context, _ *tranche.Materialization) ([]tranche.Row, error) {
-				seen = ledger.TriggerFrom(ctx)
+			var seen string
+			a := tranchetest.Func("a", func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				seen = m.Trigger()
 				return nil, errors.New("boom")
 			})
 			a.Partitioning = tranche.Partitioning{Granularity: tranche.Day}
@@ -44,8 +43,8 @@ func TestEventTrigger(t *testing.T) {
 			if _, err := r.RunWith(t.Context(), tranchetest.NewDAG(t, a), p, &tranche.RunOptions{Trigger: c.trigger}); err == nil {
 				t.Fatal("RunWith of a failing asset = nil error")
 			}
-			if string(seen) != c.trigger {
-				t.Errorf("the asset's context carries trigger %q; want %q", seen, c.trigger)
+			if seen != c.trigger {
+				t.Errorf("the asset reads trigger %q; want %q", seen, c.trigger)
 			}
 			for _, e := range events {
 				if e.Trigger != c.trigger {

@@ -89,7 +89,7 @@ type Backfill struct {
 	ChunkSize int
 
 	Order     Order                 // NewestFirst (the zero value) or OldestFirst
-	Rerun     RerunPolicy           // "" means RerunFailed
+	Rerun     ledger.RerunPolicy    // "" means RerunFailed
 	OnFailure tranche.FailurePolicy // "" means tranche.FailStop
 
 	// Lease is how long a claim holds without a heartbeat; 0 means 30s.

@@ -603,21 +603,21 @@ func TestBackfillRerunPolicies(t *testing.T) {
 	// Day 1 succeeded, 2 failed, 3 canceled, 4 was never run, 5 succeeded.
 	tests := []struct {
 		rerun   ledger.RerunPolicy
-		actions []backfill.Action // days 5 to 1
+		actions []ledger.Action // days 5 to 1
 		calls   []string
 		report  [5]int // succeeded, failed, skipped, elsewhere, not run
 	}{
 		{ledger.RerunNone,
-			[]backfill.Action{backfill.ActionSkipSucceeded, backfill.ActionRun, backfill.ActionSkipRecorded, backfill.ActionSkipRecorded, backfill.ActionSkipSucceeded},
+			[]ledger.Action{ledger.ActionSkipSucceeded, ledger.ActionRun, ledger.ActionSkipRecorded, ledger.ActionSkipRecorded, ledger.ActionSkipSucceeded},
 			bfKeys(4), [5]int{1, 0, 4, 0, 0}},
 		{"",
-			[]backfill.Action{backfill.ActionSkipSucceeded, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionSkipSucceeded},
+			[]ledger.Action{ledger.ActionSkipSucceeded, ledger.ActionRun, ledger.ActionRun, ledger.ActionRun, ledger.ActionSkipSucceeded},
 			bfKeys(4, 3, 2), [5]int{3, 0, 2, 0, 0}},
 		{ledger.RerunFailed,
-			[]backfill.Action{backfill.ActionSkipSucceeded, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionSkipSucceeded},
+			[]ledger.Action{ledger.ActionSkipSucceeded, ledger.ActionRun, ledger.ActionRun, ledger.ActionRun, ledger.ActionSkipSucceeded},
 			bfKeys(4, 3, 2), [5]int{3, 0, 2, 0, 0}},
 		{ledger.RerunAll,
-			[]backfill.Action{backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun, backfill.ActionRun},
+			[]ledger.Action{ledger.ActionRun, ledger.ActionRun, ledger.ActionRun, ledger.ActionRun, ledger.ActionRun},
 			bfKeys(5, 4, 3, 2, 1), [5]int{5, 0, 0, 0, 0}},
 	}
 	for _, tt := range tests {
@@ -634,7 +634,7 @@ func TestBackfillRerunPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var actions []backfill.Action
+			var actions []ledger.Action
 			for item, err := range plan.Items(t.Context()) {
 				if err != nil {
 					t.Fatal(err)
@@ -1277,7 +1277,7 @@ func TestBackfillLeaseTakeover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if item.Partition.Key() == "2026-01-03" && (item.Action != backfill.ActionSkipRunning || item.Latest == nil || item.Latest.Worker != "dead") {
+		if item.Partition.Key() == "2026-01-03" && (item.Action != ledger.ActionSkipRunning || item.Latest == nil || item.Latest.Worker != "dead") {
 			t.Errorf("plan item %+v; want skip: running elsewhere, held by dead", item)
 		}
 	}

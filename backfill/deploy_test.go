@@ -186,8 +186,8 @@ func TestDeployDuringBackfill(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if item.Action != backfill.ActionSkipSuperseded {
-					t.Errorf("plan: %s %q; want %q", item.Partition.Key(), item.Action, backfill.ActionSkipSuperseded)
+				if item.Action != ledger.ActionSkipSuperseded {
+					t.Errorf("plan: %s %q; want %q", item.Partition.Key(), item.Action, ledger.ActionSkipSuperseded)
 				}
 			}
 			if r, err := old.Run(ctx); err != nil || r.Superseded != 6 || r.RanHere() != 0 || !r.Done() {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/wait"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -140,7 +141,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 			scanErr = err
 			break
 		}
-		if u.action == ActionRun && !recorded && ctx.Err() == nil && !x.stop.Load() {
+		if u.action == ledger.ActionRun && !recorded && ctx.Err() == nil && !x.stop.Load() {
 			if err := b.record(ctx, cfg); errors.Is(err, ErrBackfillCanceled) {
 				x.halt(err, -1)
 			} else if err != nil {
@@ -151,16 +152,16 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		}
 		seen += len(u.partitions)
 		switch u.action {
-		case ActionRun:
+		case ledger.ActionRun:
 			if ctx.Err() != nil || x.stop.Load() {
 				x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 				continue
 			}
 			d.add(u)
-		case ActionSkipRunning:
+		case ledger.ActionSkipRunning:
 			x.holdElsewhere(u)
 			x.emitJob(ctx, KindPartitionHeld, u, nil)
-		case ActionSkipSuperseded:
+		case ledger.ActionSkipSuperseded:
 			x.superseded(ctx, u, nil)
 		default:
 			x.count(func(r *Report) { r.Skipped += len(u.partitions) })
@@ -251,7 +252,7 @@ func (x *execution) settleHeld(ctx context.Context, d *dispatcher) {
 			// finish, looking again soon at first, then less often, up
 			// to every heartbeat interval: partitions of a millisecond
 			// end within one, of an hour are looked at a few times.
-			sleepCtx(ctx, min(r.wait, backoff))
+			wait.Sleep(ctx, min(r.wait, backoff))
 			backoff = min(2*backoff, x.cfg.heartbeat)
 		}
 	}
@@ -290,7 +291,7 @@ func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver boo
 		return r, true
 	}
 	for _, part := range run {
-		u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ActionRun}
+		u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ledger.ActionRun}
 		x.claimJob(ctx, d, u)
 	}
 	r.ran = len(run)
@@ -823,16 +824,4 @@ func (x *execution) progress() *tranche.Progress {
 		p.ETA = time.Since(x.start) / time.Duration(ran) * time.Duration(max(left, 0))
 	}
 	return p
-}
-
-// sleepCtx sleeps for d, or until ctx ends with its error.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

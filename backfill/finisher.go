@@ -241,6 +241,9 @@ func (x *execution) settle(ctx context.Context, u *job, kept *keptLease, outcome
 // server that stopped) does not hold the run for longer than about two
 // leases, and should it land after that, the ledger's fence refuses it.
 func (x *execution) finishCall(calls []ledger.Finish, kept []*keptLease) ([]error, error) {
+	for _, k := range kept {
+		k.finish()
+	}
 	answer := make(chan []error, 1)
 	sent := time.Now()
 	go func() { answer <- ledger.FinishBatch(x.finishCtx, x.b.Ledger, calls) }()

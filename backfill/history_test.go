@@ -861,9 +861,9 @@ func TestBackfillMovedScheduleProperty(t *testing.T) {
 				t.Fatal(err)
 			}
 			day := key(item.Partition.End)
-			want := backfill.ActionRun
+			want := ledger.ActionRun
 			if landed[day] {
-				want = backfill.ActionSkipSucceeded
+				want = ledger.ActionSkipSucceeded
 			}
 			if item.Action != want {
 				t.Fatalf("slot %s (fired %s): %s; want %s (the old schedule's days: %v)", item.Partition.Key(), day, item.Action, want, landed)

@@ -122,8 +122,12 @@ type keptLease struct {
 	byLedger bool          // lost to a newer attempt, as the ledger said
 	released bool
 	frozen   bool // renewed no more: it lapses in its time
-	beat     *time.Timer
-	lapse    *time.Timer // set by the first heartbeat: the lease cannot lapse before it
+	// finishing: its finish is in flight, which ends the attempt, so
+	// that a heartbeat the ledger refuses meanwhile tells nothing (the
+	// finish itself says whether a newer attempt took it).
+	finishing bool
+	beat      *time.Timer
+	lapse     *time.Timer // set by the first heartbeat: the lease cannot lapse before it
 }
 
 // keep renews lease, claimed by a call sent at claimed (on the keeper's
@@ -255,6 +259,13 @@ func (kl *keptLease) release() {
 	k.mu.Unlock()
 }
 
+// finish marks the lease's finish in flight.
+func (kl *keptLease) finish() {
+	kl.mu.Lock()
+	kl.finishing = true
+	kl.mu.Unlock()
+}
+
 // stopRenewing stops renewing the lease, which then lapses in its time,
 // and returns when, on the keeper's clock: its holder no longer holds
 // it then, and other workers may take it over once it expires.
@@ -326,6 +337,8 @@ func (kl *keptLease) heartbeat() {
 		if took > k.every {
 			kl.report(nil, took)
 		}
+		return
+	case errors.Is(err, ledger.ErrFenced) && kl.finishing:
 		return
 	case errors.Is(err, ledger.ErrFenced):
 		if kl.lost == nil {

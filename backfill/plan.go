@@ -15,24 +15,6 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// Action is what a backfill does with a partition: what the ledger's
-// claim rules decide for it ([ledger.ClaimRequest.Judge]).
-type Action = ledger.Action
-
-// The actions of a plan.
-const (
-	ActionRun           = ledger.ActionRun
-	ActionSkipSucceeded = ledger.ActionSkipSucceeded
-	ActionSkipRunning   = ledger.ActionSkipRunning
-	ActionSkipRecorded  = ledger.ActionSkipRecorded // a failed run, under RerunNone
-	// ActionSkipSuperseded: another version of the DAG (a deploy's new
-	// code, an identity whose backfills share the DAG's name) landed the
-	// partition after this backfill was created; the old code leaves it
-	// to the new (see ledger.ClaimRequest.JudgeVersion). Not under
-	// RerunAll, the rollback's policy.
-	ActionSkipSuperseded = ledger.ActionSkipSuperseded
-)
-
 // Plan is what a backfill will do, computed before anything runs: every
 // partition's action, counts, and an estimate. A dry run is a plan alone.
 //
@@ -94,7 +76,7 @@ type PlanCounts struct {
 // PlanItem is one partition of a plan.
 type PlanItem struct {
 	Partition tranche.TimePartition
-	Action    Action
+	Action    ledger.Action
 	// Latest is the partition's latest recorded attempt; nil if none.
 	Latest *ledger.Attempt
 	// Chunk is the window of the run that holds the partition: the
@@ -108,7 +90,7 @@ type job struct {
 	window     tranche.TimePartitionWindow
 	partitions []tranche.TimePartition
 	latest     []*ledger.Attempt
-	action     Action
+	action     ledger.Action
 	runID      string // set when first needed, by one goroutine at a time
 	seq        int    // its number in the order of claims, once claimed
 	// claimed is when its claim was sent, on the lease keeper's clock.
@@ -192,7 +174,7 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 // what other versions of the DAG did there (v), by the ledger's own claim
 // rules (ledger.ClaimRequest.Judge and JudgeVersion): a plan never
 // disagrees with the ledger that executes it.
-func partitionAction(p tranche.TimePartition, a *ledger.Attempt, rerun ledger.RerunPolicy, code string, revision int64, now time.Time, v *versions) Action {
+func partitionAction(p tranche.TimePartition, a *ledger.Attempt, rerun ledger.RerunPolicy, code string, revision int64, now time.Time, v *versions) ledger.Action {
 	req := ledger.ClaimRequest{Policy: rerun, Revision: revision, CodeVersion: code}
 	action := req.Judge(a, now)
 	if action == ledger.ActionRun && v != nil {
@@ -283,7 +265,7 @@ func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, code string, revisio
 	if uniform {
 		return append(jobs, u)
 	}
-	actions := make([]Action, n)
+	actions := make([]ledger.Action, n)
 	for i, a := range u.latest {
 		actions[i] = partitionAction(u.partitions[i], a, rerun, code, revision, now, v)
 	}
@@ -305,23 +287,23 @@ func appendJob(jobs []job, u job, rerun ledger.RerunPolicy, code string, revisio
 // add counts a job of the plan.
 func (c *PlanCounts) add(u *job) {
 	c.addN(u.action, len(u.partitions))
-	if u.action == ActionRun {
+	if u.action == ledger.ActionRun {
 		c.Runs++
 	}
 }
 
 // addN counts n partitions of action.
-func (c *PlanCounts) addN(action Action, n int) {
+func (c *PlanCounts) addN(action ledger.Action, n int) {
 	switch action {
-	case ActionRun:
+	case ledger.ActionRun:
 		c.Run += n
-	case ActionSkipSucceeded:
+	case ledger.ActionSkipSucceeded:
 		c.SkipSucceeded += n
-	case ActionSkipRunning:
+	case ledger.ActionSkipRunning:
 		c.SkipRunning += n
-	case ActionSkipRecorded:
+	case ledger.ActionSkipRecorded:
 		c.SkipRecorded += n
-	case ActionSkipSuperseded:
+	case ledger.ActionSkipSuperseded:
 		c.SkipSuperseded += n
 	}
 }
@@ -385,7 +367,7 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 			p.Counts.addN(a, c.N)
 			k := last - c.Range
 			attempted[k] += c.N
-			if a == ActionRun {
+			if a == ledger.ActionRun {
 				run[k] += c.N
 			}
 		}
@@ -393,7 +375,7 @@ func (b *Backfill) countPlan(ctx context.Context, cfg *config, lr ledger.LatestR
 		for k, cw := range chunks {
 			n := cw.Len()
 			p.Counts.addN(pending, n-attempted[k])
-			if pending == ActionRun {
+			if pending == ledger.ActionRun {
 				run[k] += n - attempted[k]
 			}
 			switch {
@@ -449,7 +431,7 @@ func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chu
 		for _, cw := range chunks[:k] {
 			start := end - cw.Len()
 			for _, u := range appendJob(nil, job{window: cw, partitions: parts[start:end:end], latest: latest[start:end:end]}, cfg.rerun, cfg.codeVersion, p.Revision, now, nil) {
-				if u.action == ActionRun {
+				if u.action == ledger.ActionRun {
 					p.Counts.Runs++
 				}
 			}
@@ -561,7 +543,7 @@ func (b *Backfill) otherCode(ctx context.Context, cfg *config, revision int64) (
 		if err != nil {
 			return o, err
 		}
-		if u.action != ActionSkipSucceeded {
+		if u.action != ledger.ActionSkipSucceeded {
 			continue
 		}
 		for _, a := range u.latest {
@@ -743,14 +725,14 @@ type planJSON struct {
 }
 
 type planItemJSON struct {
-	Key           string       `json:"key"`
-	Start         string       `json:"start"`
-	End           string       `json:"end"`
-	Action        Action       `json:"action"`
-	LatestState   ledger.State `json:"latest_state,omitempty"`
-	LatestAttempt int          `json:"latest_attempt,omitempty"`
-	LatestWorker  string       `json:"latest_worker,omitempty"`
-	LatestKey     string       `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
+	Key           string        `json:"key"`
+	Start         string        `json:"start"`
+	End           string        `json:"end"`
+	Action        ledger.Action `json:"action"`
+	LatestState   ledger.State  `json:"latest_state,omitempty"`
+	LatestAttempt int           `json:"latest_attempt,omitempty"`
+	LatestWorker  string        `json:"latest_worker,omitempty"`
+	LatestKey     string        `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
 }
 
 // WriteJSON writes the plan as one JSON object whose "partitions" array

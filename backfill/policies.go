@@ -1,25 +1,6 @@
 package backfill
 
-import (
-	"fmt"
-
-	"github.com/tranche-dev/tranche/ledger"
-)
-
-// RerunPolicy decides which recorded partitions a backfill runs again. It
-// is the ledger's type ([ledger.RerunPolicy], which a ledger judges
-// claims by), named here with its values so that a Backfill with every
-// policy set needs only this package and tranche; ledger's names remain
-// the same values.
-type RerunPolicy = ledger.RerunPolicy
-
-// The rerun policies, as [ledger.RerunNone] and its kin.
-const (
-	RerunNone   = ledger.RerunNone   // only partitions with no recorded run
-	RerunFailed = ledger.RerunFailed // also those whose latest run failed or was canceled; the default
-	RerunAll    = ledger.RerunAll    // every partition once more
-	RerunStale  = ledger.RerunStale  // what RerunFailed runs, and those whose latest success ran other code
-)
+import "fmt"
 
 // Order is the order a backfill runs its partitions in.
 type Order int

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
 
@@ -32,7 +33,7 @@ func ExampleBackfill_policies() {
 		Window:      exampleDays(),
 		Ledger:      memledger.New(nil),
 		Order:       backfill.OldestFirst,
-		Rerun:       backfill.RerunNone,
+		Rerun:       ledger.RerunNone,
 		OnFailure:   tranche.FailContinue,
 		Concurrency: 2,
 		ChunkSize:   1,

@@ -49,6 +49,25 @@ type Status struct {
 // deploy, under a newer version of the DAG (Superseded).
 func (s *Status) Done() bool { return s.Counts[ledger.StateSucceeded]+s.Superseded == s.sel.total }
 
+// State is where the backfill stands as a whole, as the commands and
+// pages show it: StateSucceeded when it is Done; StateCanceled when its
+// record is canceled; StateRunning while a partition runs; StateFailed
+// when none runs and a partition failed or was canceled; StatePending
+// otherwise.
+func (s *Status) State() ledger.State {
+	switch {
+	case s.Done():
+		return ledger.StateSucceeded
+	case s.Record.Canceled:
+		return ledger.StateCanceled
+	case s.Counts[ledger.StateRunning] > 0:
+		return ledger.StateRunning
+	case s.Counts[ledger.StateFailed] > 0 || s.Counts[ledger.StateCanceled] > 0:
+		return ledger.StateFailed
+	}
+	return ledger.StatePending
+}
+
 // String summarizes the status in one line.
 func (s *Status) String() string {
 	var b strings.Builder

@@ -105,15 +105,15 @@ func TestSummaryOf(t *testing.T) {
 	}
 }
 
-// TestTriggerFrom: an asset's context says why it runs, as the ledger
+// TestMaterializationTrigger: an asset reads why it runs, as the ledger
 // records the attempt: backfill in a backfill, manual through
 // RunRecorded.
-func TestTriggerFrom(t *testing.T) {
+func TestMaterializationTrigger(t *testing.T) {
 	l := memledger.New(nil)
-	var seen []ledger.Trigger
+	var seen []string
 	dag, err := tranche.NewDAG(tranche.Asset{Name: "a", Partitioning: tranche.Partitioning{Granularity: tranche.Day},
-		Materialize: func(ctx context.Context, _ *tranche.Materialization) ([]tranche.Row, error) {
-			seen = append(seen, ledger.TriggerFrom(ctx))
+		Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+			seen = append(seen, m.Trigger())
 			return nil, nil
 		}})
 	if err != nil {
@@ -127,7 +127,7 @@ func TestTriggerFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(seen) != "[backfill backfill manual]" {
-		t.Errorf("the assets' contexts carried triggers %v; want [backfill backfill manual]", seen)
+		t.Errorf("the assets read triggers %v; want [backfill backfill manual]", seen)
 	}
 	for _, d := range []int{1, 3} {
 		h, err := l.History(t.Context(), backfill.DAGIdentity(dag, tranche.Day, time.UTC), janDay(d).Start)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tranche-dev/tranche/internal/wait"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -38,13 +39,9 @@ func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration)
 		var next time.Time // when the next check may start
 		for {
 			if d := time.Until(next); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-ctx.Done():
-					t.Stop()
+				if wait.Sleep(ctx, d) != nil {
 					yield(nil, context.Cause(ctx))
 					return
-				case <-t.C:
 				}
 			}
 			var s *Status

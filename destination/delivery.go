@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/idhash"
 )
 
@@ -16,7 +17,7 @@ import (
 // readers of an appending destination keep each partition's newest
 // delivery ([Newest]) rather than deduplicating by id alone. Its form is
 // fixed: destinations store it.
-func DeliveryID(b Batch) string {
+func DeliveryID(b tranche.Batch) string {
 	return idhash.Sum(fmt.Appendf(nil, "tranche/delivery/v1\nrun=%s\nasset=%s\npartition=%s\ntoken=%d\n",
 		b.RunID, b.Asset, b.Partition.Key(), b.Token), 16)
 }
@@ -66,7 +67,7 @@ func Newest[R any](deliveries []Delivery[R]) []Delivery[R] {
 			h = new(held)
 			parts[k] = h
 		}
-		next, err := h.fence.Admit(Batch{Asset: d.Asset, DAG: d.DAG, Token: d.Token})
+		next, err := h.fence.Admit(tranche.Batch{Asset: d.Asset, DAG: d.DAG, Token: d.Token})
 		if err != nil {
 			continue
 		}

@@ -5,16 +5,6 @@ import (
 	"github.com/tranche-dev/tranche/internal/fencing"
 )
 
-// Destination stores the rows of assets, one partition at a time: Write
-// replaces each batch's partition, all the batches or none (see the
-// package documentation). It is tranche.Destination.
-type Destination = tranche.Destination
-
-// Batch is the rows of one asset for one partition, with the run, the
-// fencing token and the DAG identity of the attempt that wrote them. It
-// is tranche.Batch.
-type Batch = tranche.Batch
-
 // Fence is what a fenced destination keeps beside each partition's data:
 // the token of the partition's last fenced write and the DAG identity
 // that numbered it. The zero Fence is a partition never fenced. Its JSON
@@ -49,7 +39,7 @@ type Fence struct {
 //
 // A write refused here fails its attempt, which the ledger then records
 // failed, never succeeded.
-func (f Fence) Admit(b Batch) (Fence, error) {
+func (f Fence) Admit(b tranche.Batch) (Fence, error) {
 	dag, token, ok := fencing.Next(f.DAG, f.Token, b.DAG, b.Token)
 	if !ok {
 		return f, &tranche.StaleWriteError{Asset: b.Asset, Key: b.Partition.Key(), Token: b.Token, Latest: f.Token}

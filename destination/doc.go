@@ -1,10 +1,10 @@
 // Package destination is the contract between tranche's runner and the
 // destinations that store assets' rows, as database/sql/driver is
 // between database/sql and its drivers, and package ledger between
-// backfills and ledgers: the [Destination] interface and its [Batch]
-// (the root package's, under the same names), the fencing-token rules,
-// and [Fence.Admit], the one rule by which a fenced destination admits or
-// refuses a write. Every shipped destination calls it (the root's
+// backfills and ledgers: the rules of the root package's
+// [tranche.Destination] interface and its [tranche.Batch], the
+// fencing-token rules, and [Fence.Admit], the one rule by which a fenced
+// destination admits or refuses a write. Every shipped destination calls it (the root's
 // tranche.MemoryDestination through the same internal rule), and so
 // should a user's own; package destination/destinationtest checks a
 // destination against this contract in one test.

@@ -21,7 +21,7 @@ type keyValue struct {
 	rows   map[string][]tranche.Row
 }
 
-func (d *keyValue) Write(ctx context.Context, batches []destination.Batch) error {
+func (d *keyValue) Write(ctx context.Context, batches []tranche.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -49,9 +49,9 @@ func ExampleFence_Admit() {
 	d := &keyValue{fences: map[string]destination.Fence{}, rows: map[string][]tranche.Row{}}
 	day := tranche.PartitionOf(tranche.Day, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 	write := func(token int64, n int) {
-		b := destination.Batch{Asset: "sales", Column: "day", Partition: day, DAG: "v1", Token: token,
+		b := tranche.Batch{Asset: "sales", Column: "day", Partition: day, DAG: "v1", Token: token,
 			Rows: []tranche.Row{{"day": day.Start, "n": n}}}
-		err := d.Write(context.Background(), []destination.Batch{b})
+		err := d.Write(context.Background(), []tranche.Batch{b})
 		fmt.Printf("token %d: %v; holds %v\n", token, err, d.rows["sales/2026-03-01"][0]["n"])
 	}
 	write(2, 1) // the attempt that took the partition over

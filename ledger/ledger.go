@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/internal/runctx"
 )
 
 // A Ledger records every attempt at every partition of a DAG, so that a
@@ -198,22 +197,25 @@ type CancelOptions struct {
 	StopRunning bool
 }
 
-// Errors a [Ledger] returns, matched with errors.Is. ErrFenced is also
-// matched by a worker's refusal to write or record a success once its
-// lease has lapsed by its own clock (see the Lease field of
+// Errors a [Ledger] returns, matched with errors.Is. ErrFenced is
+// tranche.ErrFenced, named here too as the contract's word for a ledger's
+// refusal of a stale lease, which is how implementations and callers of
+// this package write it; it is also matched by a worker's refusal to
+// write or record a success once its lease has lapsed by its own clock
+// (see the Lease field of
 // [github.com/tranche-dev/tranche/backfill.Backfill]), and by a fenced
 // destination's refusal of a stale write ([tranche.StaleWriteError]).
 var (
-	ErrNotClaimable     = errors.New("tranche: partition not claimable")
+	ErrNotClaimable     = errors.New("ledger: partition not claimable")
 	ErrFenced           = tranche.ErrFenced
-	ErrUnknownBackfill  = errors.New("tranche: unknown backfill")
-	ErrBackfillCanceled = errors.New("tranche: backfill canceled")
+	ErrUnknownBackfill  = errors.New("ledger: unknown backfill")
+	ErrBackfillCanceled = errors.New("ledger: backfill canceled")
 	// ErrSuperseded is matched, with ErrNotClaimable, by the refusal of
 	// a backfill's claim of a partition that another version of its DAG
 	// landed after the backfill was created (see
 	// [ClaimRequest.JudgeVersion]): a deploy's new code, whose rows the
 	// old code's backfill must not replace.
-	ErrSuperseded = errors.New("tranche: partition landed by another version of the DAG")
+	ErrSuperseded = errors.New("ledger: partition landed by another version of the DAG")
 )
 
 // State is the state of a partition attempt. New states may be added.
@@ -325,12 +327,8 @@ type NextRequest struct {
 // materialize it.
 type Job struct {
 	RunID      string
-	Partitions []TimePartition // oldest first
+	Partitions []tranche.TimePartition // oldest first
 }
-
-// TimePartition is tranche.TimePartition, named here so that a ledger's
-// requests read without the import.
-type TimePartition = tranche.TimePartition
 
 // Start returns the start of the job's oldest partition, which a cursor
 // records.
@@ -480,13 +478,6 @@ func TriggerOf(t Trigger, backfill string) Trigger {
 	}
 	return TriggerManual
 }
-
-// TriggerFrom returns the trigger of the run whose asset received ctx
-// (tranche.RunOptions.Trigger, which backfills and schedulers set to the
-// trigger of their claim), or "" for a run without one: the asset's view
-// of why it runs, so that it may, say, read a cheaper source for a
-// backfill than for the live slot.
-func TriggerFrom(ctx context.Context) Trigger { return Trigger(runctx.Trigger(ctx)) }
 
 // BackfillRecord is what a ledger keeps of a backfill besides its
 // partitions' attempts.

@@ -156,9 +156,9 @@ func (req ClaimRequest) CheckNotBefore(now time.Time) error {
 // matches [ErrNotClaimable]; errors.As finds it, and [EarlyError.Wait]
 // says how long until the claim may be made again.
 type EarlyError struct {
-	Partition TimePartition // the claim's first partition
-	NotBefore time.Time     // the claim's bound
-	Now       time.Time     // the ledger's clock when it refused the claim
+	Partition tranche.TimePartition // the claim's first partition
+	NotBefore time.Time             // the claim's bound
+	Now       time.Time             // the ledger's clock when it refused the claim
 }
 
 // Wait returns how long after the refusal the ledger's clock reaches

@@ -27,7 +27,7 @@ After downtime the missed slots within a catch-up window run, oldest
 first, and older missed slots are reported ([KindMissed],
 [Status].Missed), for a backfill to run. [Overlap] says what a slot that
 comes due while an earlier one still runs does. Every event goes to
-[Scheduler.OnEvent], those of a slot with the [Trigger] that started it.
+[Scheduler.OnEvent], those of a slot with the [ledger.Trigger] that started it.
 
 The guide docs/scheduling.md, in the repository, says what a scheduler
 does and what it does not: it is not a distributed cron for arbitrary

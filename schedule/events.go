@@ -10,7 +10,7 @@ import (
 // Scheduler and slot events. A scheduler emits them, and the events of
 // every run it makes, to its OnEvent hook. Slot events carry the slot in
 // [tranche.Event.Partition] and its key in Target; those of a slot that
-// runs, and every event of its run, carry its [Trigger] in
+// runs, and every event of its run, carry its [ledger.Trigger] in
 // [tranche.Event.Trigger], as the ledger records it on the slot's attempt.
 const (
 	KindStarted tranche.Kind = "schedule.started" // Run began; Target is the first slot it waits for
@@ -100,20 +100,6 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	return 0, false
 }
 
-// Trigger says why a slot runs: [TriggerLive] or [TriggerCatchUp]. It is
-// the ledger's, recorded on each attempt ([ledger.Attempt].Trigger).
-type Trigger = ledger.Trigger
-
-const (
-	// TriggerLive: the slot came due while the scheduler was waiting for
-	// it.
-	TriggerLive = ledger.TriggerLive
-	// TriggerCatchUp: the slot came due while no scheduler ran it (before
-	// Run began, or while the machine slept or its clock jumped), or it
-	// is taken over from a worker whose lease expired.
-	TriggerCatchUp = ledger.TriggerCatchUp
-)
-
 // TriggerOf returns the trigger an event carries ([tranche.Event].Trigger),
 // or "" for an event without one.
-func TriggerOf(e tranche.Event) Trigger { return Trigger(e.Trigger) }
+func TriggerOf(e tranche.Event) ledger.Trigger { return ledger.Trigger(e.Trigger) }

@@ -208,7 +208,7 @@ func history(t testing.TB, l ledger.Ledger, dag *tranche.DAG, g tranche.TimeGran
 		var states []string
 		for _, at := range h {
 			states = append(states, string(at.State))
-			if at.Trigger != schedule.TriggerLive && at.Trigger != schedule.TriggerCatchUp && at.Backfill == "" {
+			if at.Trigger != ledger.TriggerLive && at.Trigger != ledger.TriggerCatchUp && at.Backfill == "" {
 				t.Errorf("attempt %d at slot %s of trigger %q; want the scheduler's, live or catch-up", at.Number, at.Key, at.Trigger)
 			}
 		}

@@ -259,7 +259,7 @@ func TestMovedSchedule(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if it.Action == backfill.ActionRun {
+						if it.Action == ledger.ActionRun {
 							run = append(run, it.Partition.Key())
 						}
 					}
@@ -320,7 +320,7 @@ func TestEvents(t *testing.T) {
 					t.Errorf("%s carries a trigger", e.Kind)
 				}
 			default:
-				if schedule.TriggerOf(e) != schedule.TriggerLive {
+				if schedule.TriggerOf(e) != ledger.TriggerLive {
 					t.Errorf("%s %s: trigger %q, want live", e.Kind, e.Target, schedule.TriggerOf(e))
 				}
 				if strings.HasPrefix(string(e.Kind), "run.") || strings.HasPrefix(string(e.Kind), "asset.") {
@@ -332,7 +332,7 @@ func TestEvents(t *testing.T) {
 			t.Errorf("OnEvent saw run kinds %v, want the runs' events", runKinds)
 		}
 		for _, e := range runnerEv.list() {
-			if schedule.TriggerOf(e) != schedule.TriggerLive || len(e.Attrs) != 0 {
+			if schedule.TriggerOf(e) != ledger.TriggerLive || len(e.Attrs) != 0 {
 				t.Errorf("the Runner's hook got %s with trigger %q and attributes %v; want live and none", e.Kind, e.Trigger, e.Attrs)
 			}
 		}

@@ -88,7 +88,7 @@ func TestOverlap(t *testing.T) {
 					}
 				}
 				for _, e := range ev.list() {
-					if e.Kind == schedule.KindSucceeded && schedule.TriggerOf(e) != schedule.TriggerLive {
+					if e.Kind == schedule.KindSucceeded && schedule.TriggerOf(e) != ledger.TriggerLive {
 						t.Errorf("%s %s: trigger %q, want live: it came due while the scheduler waited", e.Kind, e.Target, schedule.TriggerOf(e))
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/schedule"
 	"pgregory.net/rapid"
@@ -84,7 +85,7 @@ func TestPropertySessions(t *testing.T) {
 				if e.Kind != schedule.KindSucceeded {
 					continue
 				}
-				if schedule.TriggerOf(e) == schedule.TriggerLive {
+				if schedule.TriggerOf(e) == ledger.TriggerLive {
 					o.live = append(o.live, e.Target)
 				}
 			}

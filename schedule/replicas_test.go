@@ -251,7 +251,7 @@ func TestKilledReplica(t *testing.T) {
 				if e.Target == victim && e.Kind == schedule.KindClaimed {
 					claimed[fmt.Sprintf("replica-%d", i)] = e.Time
 				}
-				if e.Target == victim && e.Kind == schedule.KindSucceeded && schedule.TriggerOf(e) != schedule.TriggerCatchUp {
+				if e.Target == victim && e.Kind == schedule.KindSucceeded && schedule.TriggerOf(e) != ledger.TriggerCatchUp {
 					t.Errorf("the takeover's trigger is %q, want catch-up", schedule.TriggerOf(e))
 				}
 			}

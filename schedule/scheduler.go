@@ -67,7 +67,7 @@ import (
 // machine slept, the wall clock jumped) are missed. When the scheduler
 // starts, or wakes to find more than the slot it waited for due (by one
 // rule for both: none of them is live), the missed slots within the
-// catch-up window run, oldest first, triggered [TriggerCatchUp]; older
+// catch-up window run, oldest first, triggered [ledger.TriggerCatchUp]; older
 // missed slots without an attempt are not run:
 // each is a [KindMissed] event, counts in [Status].Missed, and is
 // recorded in the ledger canceled, its error saying it was missed, so
@@ -168,7 +168,7 @@ type Scheduler struct {
 	// OnEvent receives the scheduler's events (the kinds of this package,
 	// and [backfill.KindLeaseRenewFailed] and [backfill.KindLeaseRenewSlow])
 	// and every event of every run it makes, each of a slot carrying the
-	// slot's [Trigger] (see [TriggerOf]); nil means none. The contract is
+	// slot's [ledger.Trigger] (see [TriggerOf]); nil means none. The contract is
 	// the runner's (see [tranche.Runner.OnEvent]): one event at a time,
 	// in order within a slot, with a context that carries Run's values but
 	// is never canceled; a panic is recovered and kept in
@@ -324,7 +324,7 @@ type Status struct {
 // reads the pause before it claims a slot, and while paused, once a
 // heartbeat interval. Slots running go on to their end. The slots that
 // come due while paused are missed, as while no scheduler runs: once
-// resumed, the catch-up window's run ([TriggerCatchUp]), and the older
+// resumed, the catch-up window's run ([ledger.TriggerCatchUp]), and the older
 // are recorded missed, saying the schedule was paused. Backfills and
 // runs by hand ignore a pause. Pausing a paused schedule changes
 // nothing; Pause returns the pause in force. s need not be running.
@@ -556,7 +556,7 @@ func (c *config) catchUpFrom(newest tranche.TimePartition, now, floor time.Time)
 // slot is a due slot this scheduler means to run, while it waits.
 type slot struct {
 	p       tranche.TimePartition
-	trigger Trigger
+	trigger ledger.Trigger
 	// check: read the slot's history before claiming it.
 	check bool
 	// heldUntil: another worker holds the slot; look again then (by the
@@ -866,7 +866,7 @@ func (r *run) begin(ctx context.Context, now time.Time) error {
 			}
 			for i, a := range att {
 				if a != nil && a.State == ledger.StateRunning {
-					r.add(parts[i], TriggerCatchUp)
+					r.add(parts[i], ledger.TriggerCatchUp)
 				}
 			}
 		}
@@ -935,7 +935,7 @@ func (r *run) horizon(ctx context.Context, now time.Time) (*ledger.Attempt, erro
 
 // scheduled reports whether a is an attempt of a scheduler.
 func scheduled(a ledger.Attempt) bool {
-	return a.Backfill == "" && (a.Trigger == TriggerLive || a.Trigger == TriggerCatchUp)
+	return a.Backfill == "" && (a.Trigger == ledger.TriggerLive || a.Trigger == ledger.TriggerCatchUp)
 }
 
 // missedBatch is how many missed slots are read from the ledger at once.
@@ -993,7 +993,7 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 			if a.State == ledger.StateRunning {
 				// Left running by a worker that may be gone: its lease
 				// says.
-				r.add(parts[i], TriggerCatchUp)
+				r.add(parts[i], ledger.TriggerCatchUp)
 			}
 		}
 		if err := flush(); err != nil {
@@ -1003,16 +1003,16 @@ func (r *run) advance(ctx context.Context, now time.Time) error {
 	}
 	var due []*slot
 	for _, p := range queued {
-		trigger := TriggerCatchUp
+		trigger := ledger.TriggerCatchUp
 		if live && p.Start.Equal(newest.Start) {
-			trigger = TriggerLive
+			trigger = ledger.TriggerLive
 		}
 		due = append(due, &slot{p: p, trigger: trigger, check: true})
 	}
 	for p := r.next; !p.Start.After(newest.Start); p = p.Next() {
-		trigger := TriggerCatchUp
+		trigger := ledger.TriggerCatchUp
 		if live && p.Start.Equal(newest.Start) {
-			trigger = TriggerLive
+			trigger = ledger.TriggerLive
 		}
 		due = append(due, &slot{p: p, trigger: trigger, check: true})
 	}
@@ -1190,7 +1190,7 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 	if paused {
 		why = whyMissedPaused
 	}
-	recorded, retry, err := r.record(ctx, ps, why, TriggerCatchUp)
+	recorded, retry, err := r.record(ctx, ps, why, ledger.TriggerCatchUp)
 	switch {
 	case err != nil:
 		return err
@@ -1210,7 +1210,7 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 			return err
 		}
 		for j, p := range ps[i:] {
-			sl := &slot{p: p, trigger: TriggerCatchUp, check: true}
+			sl := &slot{p: p, trigger: ledger.TriggerCatchUp, check: true}
 			r.postpone(sl, retry, j == 0)
 			r.pending = append(r.pending, sl)
 		}
@@ -1249,7 +1249,7 @@ func (r *run) recordMissed(ctx context.Context, ps []tranche.TimePartition) erro
 // one to run it. When the ledger refuses it as early, record reports
 // retry, when (by the system's clock) the ledger's will have reached
 // that close; zero otherwise.
-func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string, trigger Trigger) (recorded bool, retry time.Time, _ error) {
+func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string, trigger ledger.Trigger) (recorded bool, retry time.Time, _ error) {
 	cfg := r.cfg
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone,
@@ -1369,7 +1369,7 @@ func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
 }
 
 // add makes slot p pending.
-func (r *run) add(p tranche.TimePartition, trigger Trigger) {
+func (r *run) add(p tranche.TimePartition, trigger ledger.Trigger) {
 	r.pending = append(r.pending, &slot{p: p, trigger: trigger, check: true})
 }
 
@@ -1514,7 +1514,7 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 	trigger := sl.trigger
 	if sl.announced {
 		// Held by another worker until its lease expired: a takeover.
-		trigger = TriggerCatchUp
+		trigger = ledger.TriggerCatchUp
 	}
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, sl.p.Start, sl.p.End), Partitions: []tranche.TimePartition{sl.p},

@@ -182,7 +182,7 @@ func statusOf(s *backfill.Status) statusJSON {
 		total += n
 	}
 	return statusJSON{
-		Backfill: backfillOf(s.Record), Window: s.Window.String(), State: stateOf(s), Done: s.Done(), Total: total,
+		Backfill: backfillOf(s.Record), Window: s.Window.String(), State: string(s.State()), Done: s.Done(), Total: total,
 		Counts: countsOf(s.Counts), Blocked: append([]string{}, s.Blocked...),
 	}
 }
@@ -216,23 +216,4 @@ func attemptOf(a ledger.Attempt) attemptJSON {
 		j.LeaseUntil = stamp(a.LeaseUntil)
 	}
 	return j
-}
-
-// stateOf is the one word for a backfill's state: succeeded when every
-// partition succeeded; canceled while canceled; running while a
-// partition runs; failed when a partition failed or was canceled and
-// none runs; pending when nothing has run yet, or what ran succeeded
-// and the rest waits for a worker.
-func stateOf(s *backfill.Status) string {
-	switch {
-	case s.Done():
-		return "succeeded"
-	case s.Record.Canceled:
-		return "canceled"
-	case s.Counts[ledger.StateRunning] > 0:
-		return "running"
-	case s.Counts[ledger.StateFailed] > 0 || s.Counts[ledger.StateCanceled] > 0:
-		return "failed"
-	}
-	return "pending"
 }

@@ -472,7 +472,7 @@ func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
 		}
 		if ended(again) && maps.Equal(again.Counts, s.Counts) && again.Record.Canceled == s.Record.Canceled {
 			if c.opt.format == formatText {
-				fmt.Fprintf(c.stdout, "Backfill %s ended %s, not succeeded.\n", id, stateOf(again))
+				fmt.Fprintf(c.stdout, "Backfill %s ended %s, not succeeded.\n", id, again.State())
 			} else {
 				c.watchLine(again, pace{})
 			}

@@ -1,4 +1,4 @@
-// Package destinationtest checks that a [destination.Destination] keeps
+// Package destinationtest checks that a [tranche.Destination] keeps
 // the destination contract (package destination), as ledger/ledgertest
 // checks a ledger and testing/fstest an fs.FS: [Run] runs the suite as
 // subtests of a test, and [TestDestination] runs it anywhere and returns
@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
+	"github.com/tranche-dev/tranche/internal/checkrec"
 )
 
 // The asset the suite writes and its partition column.
@@ -44,7 +44,7 @@ const SeedEnv = "DESTINATIONTEST_SEED"
 type Subject struct {
 	// Destination is the destination under test, fresh: it holds
 	// nothing of Asset.
-	Destination destination.Destination
+	Destination tranche.Destination
 
 	// Read returns the rows the destination holds for Asset's partition
 	// p, in any order, each with at least "n" (any Go integer type, or a
@@ -115,8 +115,8 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 func TestDestination(ctx context.Context, newSubject func() (Subject, error)) error {
 	var errs []error
 	for _, test := range destinationTests {
-		rec := &errT{name: test.name}
-		isolate(func() {
+		rec := checkrec.New("destinationtest", test.name)
+		checkrec.Isolate(func() {
 			s, err := newSubject()
 			if err != nil || s.Destination == nil || s.Read == nil {
 				rec.Fatalf("newSubject: %v (a Subject needs a Destination and a Read)", err)
@@ -132,7 +132,7 @@ func TestDestination(ctx context.Context, newSubject func() (Subject, error)) er
 			defer cancel()
 			test.run(&suite{t: rec, ctx: cctx, s: s})
 		})
-		errs = append(errs, rec.errs()...)
+		errs = append(errs, rec.Errs()...)
 	}
 	return errors.Join(errs...)
 }
@@ -156,7 +156,7 @@ var destinationTests = []struct {
 }
 
 // testingT is what the checks need of a test: *testing.T through testT,
-// or errT, which collects failures for TestDestination.
+// or a *checkrec.T, which collects failures for TestDestination.
 type testingT interface {
 	Helper()
 	Logf(format string, args ...any)
@@ -165,45 +165,6 @@ type testingT interface {
 }
 
 type testT struct{ *testing.T }
-
-// errT records failures instead of reporting them to a test. Fatalf ends
-// the goroutine, as testing.T's does, which isolate runs each check on.
-type errT struct {
-	name string
-	mu   sync.Mutex
-	msgs []error
-}
-
-func (e *errT) Helper()                      {}
-func (e *errT) Logf(string, ...any)          {}
-func (e *errT) Errorf(f string, args ...any) { e.fail(fmt.Sprintf(f, args...)) }
-func (e *errT) Fatalf(f string, args ...any) {
-	e.fail(fmt.Sprintf(f, args...))
-	runtime.Goexit()
-}
-
-func (e *errT) fail(msg string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.msgs = append(e.msgs, fmt.Errorf("destinationtest: %s: %s", e.name, msg))
-}
-
-func (e *errT) errs() []error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.msgs
-}
-
-// isolate runs f on a goroutine of its own and waits for it, so that a
-// Fatalf (runtime.Goexit) ends f alone.
-func isolate(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	<-done
-}
 
 type suite struct {
 	t   testingT

@@ -15,6 +15,7 @@ import (
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/integer"
 )
@@ -45,7 +46,7 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 	if err != nil {
 		return err
 	}
-	cols := make([]column, len(columns))
+	cols := make([]tableType, len(columns))
 	zone := ""
 	for j, c := range columns {
 		k := indexOf(names, c)
@@ -130,7 +131,7 @@ func appendRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, table [2]string
 // fitRow checks row i's values, as sqldest converted them when the
 // destination took the rows, against the columns' types, replacing in
 // args those the appender takes otherwise.
-func fitRow(cols []column, columns []string, i int, args []driver.Value) error {
+func fitRow(cols []tableType, columns []string, i int, args []driver.Value) error {
 	for j, v := range args {
 		if v == nil {
 			continue
@@ -140,7 +141,7 @@ func fitRow(cols []column, columns []string, i int, args []driver.Value) error {
 			if n, ok := integer.Int64(v); ok {
 				v = n // as sqldest converts it, named so in errors
 			}
-			return &sqldest.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
+			return &column.ValueError{Row: i, Column: columns[j], Value: v, Err: err, Want: want}
 		}
 		if cv != nil {
 			args[j] = cv
@@ -225,8 +226,9 @@ const (
 	tBlob
 )
 
-// column is a column's declared type, ready to check values.
-type column struct {
+// tableType is a column's declared type in the table, ready to check
+// values.
+type tableType struct {
 	name   string // the type as DuckDB names it, for errors
 	t      typ
 	lo, hi int64 // tInteger's range
@@ -251,8 +253,8 @@ const supported = "TINYINT, SMALLINT, INTEGER, BIGINT, HUGEINT, their unsigned t
 
 // parseType reads a type as the driver names it (DatabaseTypeName), or
 // as duckdb_columns() does.
-func parseType(s string) (column, error) {
-	c := column{name: s}
+func parseType(s string) (tableType, error) {
+	c := tableType{name: s}
 	if r, ok := integers[s]; ok {
 		c.t, c.lo, c.hi = tInteger, r[0], r[1]
 		return c, nil
@@ -318,7 +320,7 @@ var (
 // float64, string, bool, time.Time or []byte), against the column's
 // type, and returns what the appender takes in its place, nil to take v
 // as it is (boxing none anew); or the error and what would be accepted.
-func (c *column) fit(v any) (any, string, error) {
+func (c *tableType) fit(v any) (any, string, error) {
 	switch v := v.(type) {
 	case int64:
 		return c.fitInt(v)
@@ -332,7 +334,7 @@ func (c *column) fit(v any) (any, string, error) {
 			// As DuckDB's cast: refused when the nearest float32 is
 			// infinite and v is not.
 			if f := float32(v); math.IsInf(float64(f), 0) && !math.IsInf(v, 0) {
-				return nil, fmt.Sprintf("at most %g in magnitude, as the column's type in the table, FLOAT, holds", math.MaxFloat32), sqldest.ErrOutOfRange
+				return nil, fmt.Sprintf("at most %g in magnitude, as the column's type in the table, FLOAT, holds", math.MaxFloat32), column.ErrOutOfRange
 			}
 			return nil, "", nil
 		case tDecimal:
@@ -340,23 +342,23 @@ func (c *column) fit(v any) (any, string, error) {
 			// point, rounded half away from zero, within 10^width.
 			r := math.Round(v * math.Pow10(c.scale))
 			if math.IsNaN(r) || math.Abs(r) >= math.Pow10(c.width) {
-				return nil, c.decimalWant(), sqldest.ErrOutOfRange
+				return nil, c.decimalWant(), column.ErrOutOfRange
 			}
 			n, _ := big.NewFloat(r).Int(nil)
 			return c.decimal(n)
 		}
-		return nil, c.wants("a Float", "DOUBLE, FLOAT or DECIMAL"), sqldest.ErrMistyped
+		return nil, c.wants("a Float", "DOUBLE, FLOAT or DECIMAL"), column.ErrMistyped
 	case string:
 		if c.t != tVarchar {
-			return nil, c.wants("a String", "VARCHAR"), sqldest.ErrMistyped
+			return nil, c.wants("a String", "VARCHAR"), column.ErrMistyped
 		}
 		if !utf8.ValidString(v) {
-			return nil, "valid UTF-8, as the column's type in the table, VARCHAR, holds", sqldest.ErrOutOfRange
+			return nil, "valid UTF-8, as the column's type in the table, VARCHAR, holds", column.ErrOutOfRange
 		}
 		return nil, "", nil
 	case bool:
 		if c.t != tBool {
-			return nil, c.wants("a Bool", "BOOLEAN"), sqldest.ErrMistyped
+			return nil, c.wants("a Bool", "BOOLEAN"), column.ErrMistyped
 		}
 		return nil, "", nil
 	case time.Time:
@@ -366,24 +368,24 @@ func (c *column) fit(v any) (any, string, error) {
 		case tTimestampNS:
 			lo, hi = minTimestampNS, maxTimestampNS
 		default:
-			return nil, c.wants("a Time", "TIMESTAMPTZ, TIMESTAMP, TIMESTAMP_NS, TIMESTAMP_MS or TIMESTAMP_S"), sqldest.ErrMistyped
+			return nil, c.wants("a Time", "TIMESTAMPTZ, TIMESTAMP, TIMESTAMP_NS, TIMESTAMP_MS or TIMESTAMP_S"), column.ErrMistyped
 		}
 		if v.Before(lo) || !v.Before(hi) {
 			return nil, fmt.Sprintf("a time from %s to before %s, as the column's type in the table, %s, holds",
-				lo.Format(time.RFC3339), hi.Format(time.RFC3339Nano), c.name), sqldest.ErrOutOfRange
+				lo.Format(time.RFC3339), hi.Format(time.RFC3339Nano), c.name), column.ErrOutOfRange
 
 		}
 		return nil, "", nil
 	case []byte:
 		if c.t != tBlob {
-			return nil, c.wants("a Bytes", "BLOB"), sqldest.ErrMistyped
+			return nil, c.wants("a Bytes", "BLOB"), column.ErrMistyped
 		}
 		return nil, "", nil
 	}
 	if n, ok := integer.Int64(v); ok {
 		return c.fitInt(n)
 	}
-	return nil, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name), sqldest.ErrMistyped
+	return nil, fmt.Sprintf("a value the column's type in the table, %s, takes", c.name), column.ErrMistyped
 }
 
 // converter returns the check and conversion of the rows' values for
@@ -392,7 +394,7 @@ func (c *column) fit(v any) (any, string, error) {
 // a float64, a string, a bool, a time.Time, a []byte), when the type
 // takes them as they are, go through one type switch; any other value,
 // and a NULL, goes through the spec's check (rows.Value), then fit.
-func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Type) sqldest.Converter {
+func (c *tableType) converter(rows *sqldest.Rows, j int, kind column.Type) sqldest.Converter {
 	slow := func(v any) (any, string, error) {
 		cv, want, err := rows.Value(j, v)
 		if err != nil {
@@ -420,7 +422,7 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Type) sqldest
 		return err == nil && out == v
 	}
 	switch {
-	case kind == sqldest.Int && c.t == tInteger && same(0):
+	case kind == column.Int && c.t == tInteger && same(0):
 		lo, hi := c.lo, c.hi
 		return func(v any) (any, string, error) {
 			switch n := v.(type) {
@@ -435,28 +437,28 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Type) sqldest
 			}
 			return slow(v)
 		}
-	case kind == sqldest.Float && c.t == tDouble:
+	case kind == column.Float && c.t == tDouble:
 		return func(v any) (any, string, error) {
 			if _, ok := v.(float64); ok {
 				return v, "", nil
 			}
 			return slow(v)
 		}
-	case kind == sqldest.String && c.t == tVarchar && same("\x00"):
+	case kind == column.String && c.t == tVarchar && same("\x00"):
 		return func(v any) (any, string, error) {
 			if s, ok := v.(string); ok && utf8.ValidString(s) {
 				return v, "", nil
 			}
 			return slow(v)
 		}
-	case kind == sqldest.Bool && c.t == tBool:
+	case kind == column.Bool && c.t == tBool:
 		return func(v any) (any, string, error) {
 			if _, ok := v.(bool); ok {
 				return v, "", nil
 			}
 			return slow(v)
 		}
-	case kind == sqldest.Time && same(minTimestampNS) && (c.t == tTimestamp || c.t == tTimestampMS || c.t == tTimestampS || c.t == tTimestampNS):
+	case kind == column.Time && same(minTimestampNS) && (c.t == tTimestamp || c.t == tTimestampMS || c.t == tTimestampS || c.t == tTimestampNS):
 		lo, hi := minTimestamp, maxTimestamp
 		if c.t == tTimestampNS {
 			lo, hi = minTimestampNS, maxTimestampNS
@@ -474,7 +476,7 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Type) sqldest
 			}
 			return slow(v)
 		}
-	case kind == sqldest.Bytes && c.t == tBlob:
+	case kind == column.Bytes && c.t == tBlob:
 		return func(v any) (any, string, error) {
 			if _, ok := v.([]byte); ok {
 				return v, "", nil
@@ -486,18 +488,18 @@ func (c *column) converter(rows *sqldest.Rows, j int, kind sqldest.Type) sqldest
 }
 
 // fitInt checks an integer against the column's type.
-func (c *column) fitInt(v int64) (any, string, error) {
+func (c *tableType) fitInt(v int64) (any, string, error) {
 	switch c.t {
 	case tInteger:
 		if v < c.lo || v > c.hi {
-			return nil, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi), sqldest.ErrOutOfRange
+			return nil, fmt.Sprintf("within %s's range, %d to %d (the column's type in the table)", c.name, c.lo, c.hi), column.ErrOutOfRange
 		}
 		return nil, "", nil
 	case tHuge:
 		return nil, "", nil
 	case tUHuge:
 		if v < 0 {
-			return nil, "at least 0, as the column's type in the table, UHUGEINT, holds", sqldest.ErrOutOfRange
+			return nil, "at least 0, as the column's type in the table, UHUGEINT, holds", column.ErrOutOfRange
 		}
 		return nil, "", nil
 	case tDouble, tFloat:
@@ -506,28 +508,28 @@ func (c *column) fitInt(v int64) (any, string, error) {
 			limit = 1 << 24
 		}
 		if v > limit || v < -limit {
-			return nil, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name), sqldest.ErrOutOfRange
+			return nil, fmt.Sprintf("at most 2^%d in magnitude, which the column's type in the table, %s, holds exactly", map[typ]int{tDouble: 53, tFloat: 24}[c.t], c.name), column.ErrOutOfRange
 		}
 		return nil, "", nil
 	case tDecimal:
 		return c.decimal(new(big.Int).Mul(big.NewInt(v), c.pow))
 	}
-	return nil, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL"), sqldest.ErrMistyped
+	return nil, c.wants("an Int", "an integer type, DOUBLE, FLOAT or DECIMAL"), column.ErrMistyped
 }
 
 // wants says what the column's kind needs of the table's type.
-func (c *column) wants(kind, types string) string {
+func (c *tableType) wants(kind, types string) string {
 	return fmt.Sprintf("a value of the column's type in the table, %s: %s column needs %s there", c.name, kind, types)
 }
 
 // decimal checks a scaled value against the precision.
-func (c *column) decimal(n *big.Int) (any, string, error) {
+func (c *tableType) decimal(n *big.Int) (any, string, error) {
 	if new(big.Int).Abs(n).Cmp(c.limit) >= 0 {
-		return nil, c.decimalWant(), sqldest.ErrOutOfRange
+		return nil, c.decimalWant(), column.ErrOutOfRange
 	}
 	return duckdb.Decimal{Width: uint8(c.width), Scale: uint8(c.scale), Value: n}, "", nil
 }
 
-func (c *column) decimalWant() string {
+func (c *tableType) decimalWant() string {
 	return fmt.Sprintf("a number of at most %d digits before the point, as the column's type in the table, %s, holds", c.width-c.scale, c.name)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/duckdb"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
@@ -84,8 +85,8 @@ func holder(t *testing.T, path string) *exec.Cmd {
 }
 
 var events = sqldest.Table{Name: "events", Partition: "day", Columns: []sqldest.Column{
-	{Name: "day", Type: sqldest.Time},
-	{Name: "n", Type: sqldest.Int},
+	{Name: "day", Type: column.Time},
+	{Name: "n", Type: column.Int},
 }}
 
 var jan1 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -131,8 +132,8 @@ func TestLockedFile(t *testing.T) {
 		t.Fatal("Open of a file another process holds succeeded")
 	}
 	t.Logf("error: %v", err)
-	if _, ok := errors.AsType[*sqldest.Error](err); !ok || !errors.Is(err, sqlledger.ErrLocked) {
-		t.Errorf("Open = %v; want a *sqldest.Error matching sqlledger.ErrLocked", err)
+	if _, ok := errors.AsType[*sqlledger.Error](err); !ok || !errors.Is(err, sqlledger.ErrLocked) {
+		t.Errorf("Open = %v; want a *sqlledger.Error matching sqlledger.ErrLocked", err)
 	}
 	for _, s := range []string{"duckdb " + path, "opening " + path, "another process has the DuckDB file open", "one process at a time",
 		fmt.Sprintf("PID %d", other.Process.Pid)} {
@@ -165,20 +166,20 @@ const narrowDDL = `CREATE TABLE narrow (
 )`
 
 var narrow = sqldest.Table{Name: "narrow", Partition: "day", Columns: []sqldest.Column{
-	{Name: "day", Type: sqldest.Time},
-	{Name: "tiny", Type: sqldest.Int, Null: true},
-	{Name: "utiny", Type: sqldest.Int, Null: true},
-	{Name: "int32", Type: sqldest.Int, Null: true},
-	{Name: "ubig", Type: sqldest.Int, Null: true},
-	{Name: "price", Type: sqldest.Float, Null: true},
-	{Name: "cents", Key: "price_int", Type: sqldest.Int, Null: true, SQLType: "DECIMAL(4,2)"},
-	{Name: "ratio", Type: sqldest.Float, Null: true},
-	{Name: "whole", Type: sqldest.Int, Null: true},
-	{Name: "name", Type: sqldest.String, Null: true},
-	{Name: "at_ns", Type: sqldest.Time, Null: true},
-	{Name: "at_us", Type: sqldest.Time, Null: true},
-	{Name: "at_tz", Type: sqldest.Time, Null: true},
-	{Name: "at_s", Type: sqldest.Time, Null: true},
+	{Name: "day", Type: column.Time},
+	{Name: "tiny", Type: column.Int, Null: true},
+	{Name: "utiny", Type: column.Int, Null: true},
+	{Name: "int32", Type: column.Int, Null: true},
+	{Name: "ubig", Type: column.Int, Null: true},
+	{Name: "price", Type: column.Float, Null: true},
+	{Name: "cents", Key: "price_int", Type: column.Int, Null: true, SQLType: "DECIMAL(4,2)"},
+	{Name: "ratio", Type: column.Float, Null: true},
+	{Name: "whole", Type: column.Int, Null: true},
+	{Name: "name", Type: column.String, Null: true},
+	{Name: "at_ns", Type: column.Time, Null: true},
+	{Name: "at_us", Type: column.Time, Null: true},
+	{Name: "at_tz", Type: column.Time, Null: true},
+	{Name: "at_s", Type: column.Time, Null: true},
 }}
 
 func openNarrow(t *testing.T) *duckdb.Destination {
@@ -232,7 +233,7 @@ func snapshot(t *testing.T, db *sql.DB) []string {
 
 // TestValuesThatDoNotFit writes values of the right kind that the
 // table's own column types cannot hold: each write is refused with a
-// *sqldest.ValueError naming the asset, the partition, the column and
+// *column.ValueError naming the asset, the partition, the column and
 // the value, and the partition (and its token) is as it was.
 func TestValuesThatDoNotFit(t *testing.T) {
 	d := openNarrow(t)
@@ -258,29 +259,29 @@ func TestValuesThatDoNotFit(t *testing.T) {
 		err    error
 		says   []string
 	}{
-		{"tiny", 300, sqldest.ErrOutOfRange, []string{"int64 300", "TINYINT's range, -128 to 127"}},
-		{"tiny", -129, sqldest.ErrOutOfRange, []string{"int64 -129", "-128 to 127"}},
-		{"utiny", -1, sqldest.ErrOutOfRange, []string{"int64 -1", "UTINYINT's range, 0 to 255"}},
-		{"int32", int64(1) << 31, sqldest.ErrOutOfRange, []string{"int64 2147483648", "INTEGER's range"}},
-		{"ubig", -5, sqldest.ErrOutOfRange, []string{"int64 -5", "UBIGINT"}},
-		{"price", 99.995, sqldest.ErrOutOfRange, []string{"float64 99.995", "at most 2 digits before the point", "DECIMAL(4,2)"}},
-		{"price", math.NaN(), sqldest.ErrOutOfRange, []string{"float64 NaN", "DECIMAL(4,2)"}},
-		{"price_int", 100, sqldest.ErrOutOfRange, []string{`column "cents"`, "int64 100", "DECIMAL(4,2)"}},
-		{"ratio", 1e39, sqldest.ErrOutOfRange, []string{"float64 1e+39", "FLOAT"}},
-		{"whole", int64(1)<<53 + 1, sqldest.ErrOutOfRange, []string{"int64 9007199254740993", "2^53", "DOUBLE"}},
-		{"name", "caf\xe9", sqldest.ErrOutOfRange, []string{`string "caf\xe9"`, "valid UTF-8", "VARCHAR"}},
-		{"at_ns", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), sqldest.ErrOutOfRange, []string{"time.Time 2300-01-01T00:00:00Z", "TIMESTAMP_NS", "2262-04-11T23:47:16.854775807Z"}},
-		{"at_us", time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), sqldest.ErrOutOfRange, []string{"time.Time 300000-01-01T00:00:00Z", "TIMESTAMP"}},
-		{"at_tz", time.Date(-300000, 1, 1, 0, 0, 0, 0, time.UTC), sqldest.ErrOutOfRange, []string{"TIMESTAMP WITH TIME ZONE"}},
+		{"tiny", 300, column.ErrOutOfRange, []string{"int64 300", "TINYINT's range, -128 to 127"}},
+		{"tiny", -129, column.ErrOutOfRange, []string{"int64 -129", "-128 to 127"}},
+		{"utiny", -1, column.ErrOutOfRange, []string{"int64 -1", "UTINYINT's range, 0 to 255"}},
+		{"int32", int64(1) << 31, column.ErrOutOfRange, []string{"int64 2147483648", "INTEGER's range"}},
+		{"ubig", -5, column.ErrOutOfRange, []string{"int64 -5", "UBIGINT"}},
+		{"price", 99.995, column.ErrOutOfRange, []string{"float64 99.995", "at most 2 digits before the point", "DECIMAL(4,2)"}},
+		{"price", math.NaN(), column.ErrOutOfRange, []string{"float64 NaN", "DECIMAL(4,2)"}},
+		{"price_int", 100, column.ErrOutOfRange, []string{`column "cents"`, "int64 100", "DECIMAL(4,2)"}},
+		{"ratio", 1e39, column.ErrOutOfRange, []string{"float64 1e+39", "FLOAT"}},
+		{"whole", int64(1)<<53 + 1, column.ErrOutOfRange, []string{"int64 9007199254740993", "2^53", "DOUBLE"}},
+		{"name", "caf\xe9", column.ErrOutOfRange, []string{`string "caf\xe9"`, "valid UTF-8", "VARCHAR"}},
+		{"at_ns", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), column.ErrOutOfRange, []string{"time.Time 2300-01-01T00:00:00Z", "TIMESTAMP_NS", "2262-04-11T23:47:16.854775807Z"}},
+		{"at_us", time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), column.ErrOutOfRange, []string{"time.Time 300000-01-01T00:00:00Z", "TIMESTAMP"}},
+		{"at_tz", time.Date(-300000, 1, 1, 0, 0, 0, 0, time.UTC), column.ErrOutOfRange, []string{"TIMESTAMP WITH TIME ZONE"}},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s=%v", c.column, c.value), func(t *testing.T) {
 			rows := good()
 			rows[1][c.column] = c.value
 			err := write(rows, 2)
-			ve, ok := errors.AsType[*sqldest.ValueError](err)
+			ve, ok := errors.AsType[*column.ValueError](err)
 			if !ok || !errors.Is(err, c.err) {
-				t.Fatalf("Write = %v; want a *sqldest.ValueError matching %v", err, c.err)
+				t.Fatalf("Write = %v; want a *column.ValueError matching %v", err, c.err)
 			}
 			t.Logf("error: %v", err)
 			col := c.column
@@ -334,10 +335,10 @@ func TestValuesThatFit(t *testing.T) {
 // of the spec's kinds, and into a table that is missing.
 func TestTableThatDoesNotFit(t *testing.T) {
 	d, err := duckdb.Open(t.Context(), "", sqldest.Table{Name: "t", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Type: sqldest.Time},
-		{Name: "n", Type: sqldest.Int},
-	}}, sqldest.Table{Name: "u", Columns: []sqldest.Column{{Name: "id", Type: sqldest.String}}},
-		sqldest.Table{Name: "missing", Columns: []sqldest.Column{{Name: "id", Type: sqldest.String}}})
+		{Name: "day", Type: column.Time},
+		{Name: "n", Type: column.Int},
+	}}, sqldest.Table{Name: "u", Columns: []sqldest.Column{{Name: "id", Type: column.String}}},
+		sqldest.Table{Name: "missing", Columns: []sqldest.Column{{Name: "id", Type: column.String}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,7 @@ func TestTableThatDoesNotFit(t *testing.T) {
 	}
 	p := dayOf(0)
 	err = d.Write(t.Context(), []tranche.Batch{{Asset: "t", Column: "day", Partition: p, Rows: []tranche.Row{{"day": p.Start, "n": 7}}}})
-	if !errors.Is(err, sqldest.ErrMistyped) || !strings.Contains(err.Error(), `column "n": int64 7 is not a value of the column's type in the table, VARCHAR: an Int column needs an integer type`) ||
+	if !errors.Is(err, column.ErrMistyped) || !strings.Contains(err.Error(), `column "n": int64 7 is not a value of the column's type in the table, VARCHAR: an Int column needs an integer type`) ||
 		!strings.Contains(err.Error(), "partition "+p.Key()) {
 		t.Errorf("an Int into a VARCHAR column = %v", err)
 	}
@@ -379,7 +380,7 @@ func TestNaiveTimestampNeedsUTC(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1) // one connection, whose zone the SET changes
-	tbl := sqldest.Table{Name: "naive", Partition: "day", Columns: []sqldest.Column{{Name: "day", Type: sqldest.Time, SQLType: "TIMESTAMP"}}}
+	tbl := sqldest.Table{Name: "naive", Partition: "day", Columns: []sqldest.Column{{Name: "day", Type: column.Time, SQLType: "TIMESTAMP"}}}
 	d, err := duckdb.New(t.Context(), db, "duckdb mine", tbl)
 	if err != nil {
 		t.Fatal(err)

@@ -13,19 +13,20 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/internal/integer"
 )
 
 // kindTypes are, for each kind, the column types the destination
 // writes it into, and one it refuses.
-var kindTypes = map[sqldest.Type][]string{
-	sqldest.Int:    append(append([]string{}, castTypes...), "DOUBLE", "FLOAT", "DECIMAL(4,2)", "DECIMAL(38,0)", "VARCHAR"),
-	sqldest.Float:  {"DOUBLE", "FLOAT", "DECIMAL(4,2)", "DECIMAL(18,6)", "BIGINT"},
-	sqldest.String: {"VARCHAR", "BLOB"},
-	sqldest.Bool:   {"BOOLEAN", "VARCHAR"},
-	sqldest.Time:   {"TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "VARCHAR"},
-	sqldest.Bytes:  {"BLOB", "VARCHAR"},
+var kindTypes = map[column.Type][]string{
+	column.Int:    append(append([]string{}, castTypes...), "DOUBLE", "FLOAT", "DECIMAL(4,2)", "DECIMAL(38,0)", "VARCHAR"),
+	column.Float:  {"DOUBLE", "FLOAT", "DECIMAL(4,2)", "DECIMAL(18,6)", "BIGINT"},
+	column.String: {"VARCHAR", "BLOB"},
+	column.Bool:   {"BOOLEAN", "VARCHAR"},
+	column.Time:   {"TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "VARCHAR"},
+	column.Bytes:  {"BLOB", "VARCHAR"},
 }
 
 // anyValue draws a value a row might hold for a column of any kind:
@@ -55,7 +56,7 @@ func anyValue() *rapid.Generator[any] {
 // captureRows returns the *sqldest.Rows that a write of rows gives a
 // dialect's Insert, for a table of one column "v" of the given kind
 // (allowing NULL when null), unpartitioned.
-func captureRows(t *testing.T, db *sql.DB, kind sqldest.Type, null bool, rows []tranche.Row) *sqldest.Rows {
+func captureRows(t *testing.T, db *sql.DB, kind column.Type, null bool, rows []tranche.Row) *sqldest.Rows {
 	t.Helper()
 	var got *sqldest.Rows
 	dialect := Dialect
@@ -104,7 +105,7 @@ func TestConvertersAgreeWithFit(t *testing.T) {
 		}
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		kind := rapid.SampledFrom([]sqldest.Type{sqldest.Int, sqldest.Float, sqldest.String, sqldest.Bool, sqldest.Time, sqldest.Bytes}).Draw(rt, "kind")
+		kind := rapid.SampledFrom([]column.Type{column.Int, column.Float, column.String, column.Bool, column.Time, column.Bytes}).Draw(rt, "kind")
 		typ := rapid.SampledFrom(kindTypes[kind]).Draw(rt, "type")
 		null := rapid.Bool().Draw(rt, "null")
 		n := 0

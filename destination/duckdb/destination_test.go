@@ -42,3 +42,9 @@ func duckdbEnv(t *testing.T) *sqldesttest.Env {
 func TestDestination(t *testing.T) {
 	sqldesttest.Run(t, duckdbEnv)
 }
+
+// The DuckDB destination keeps the destination contract
+// (destination/destinationtest), as every shipped destination does.
+func TestDestinationContract(t *testing.T) {
+	sqldesttest.Contract(t, duckdbEnv)
+}

@@ -8,8 +8,8 @@ with DuckDB's dialect ([Dialect]), through github.com/duckdb/duckdb-go/v2
 
 	d, err := duckdb.Open(ctx, "warehouse.duckdb", sqldest.Table{
 		Name: "events", Partition: "day", Columns: []sqldest.Column{
-			{Name: "day", Type: sqldest.Time},
-			{Name: "n", Type: sqldest.Int},
+			{Name: "day", Type: column.Time},
+			{Name: "n", Type: column.Int},
 		}})
 	if err != nil {
 		return err
@@ -65,9 +65,9 @@ time), TIMESTAMP_NS, TIMESTAMP_MS and TIMESTAMP_S, to their unit
 (TIMESTAMPTZ and TIMESTAMP keep microseconds; finer digits are dropped, as
 DuckDB's casts drop them), within their years; a Bool column BOOLEAN; a
 Bytes column BLOB. A value that does not fit its column refuses the
-write with a [*sqldest.ValueError] naming the destination, the table,
+write with a [*column.ValueError] naming the destination, the table,
 the asset, the partition, the row, the column and the value, matching
-[sqldest.ErrOutOfRange] (or [sqldest.ErrMistyped] for a column whose type
+[column.ErrOutOfRange] (or [column.ErrMistyped] for a column whose type
 takes no value of the kind), and the transaction is rolled back, the
 rows appended before it with the rest: nothing is written for the
 partition.
@@ -81,7 +81,7 @@ zone maps of its row groups, and an ART index would slow every append.
 DuckDB lets one process at a time open a file for writing. [Open] holds
 the file until [Destination.Close]; while another process has it open
 (the duckdb shell, another program), Open fails with a
-[*sqldest.Error] matching [sqlledger.ErrLocked] that names the file. Read
+[*sqlledger.Error] matching [sqlledger.ErrLocked] that names the file. Read
 what was written in the same process, through [Destination.DB], or after
 Close. A program that uses the file otherwise too passes its own
 database to [New]. The workers of a backfill in several processes need a

@@ -11,6 +11,7 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
@@ -116,7 +117,7 @@ func openError(name, file string, err error) error {
 	if hint == "" {
 		hint = "the file cannot be opened"
 	}
-	return &sqldest.Error{Destination: name, Op: fmt.Sprintf("opening %s", file), Class: kind, Hint: hint, Err: err}
+	return &sqlledger.Error{Name: name, Op: fmt.Sprintf("opening %s", file), Class: kind, Hint: hint, Err: err}
 }
 
 // Dialect is the dialect of DuckDB through github.com/duckdb/duckdb-go/v2,
@@ -129,8 +130,8 @@ func openError(name, file string, err error) error {
 // optimistic: the second writer of a row fails at once) is tried again.
 var Dialect = sqldest.Dialect{
 	Name: "duckdb",
-	Types: [sqldest.Bytes + 1]string{sqldest.Int: "BIGINT", sqldest.Float: "DOUBLE", sqldest.String: "VARCHAR",
-		sqldest.Bool: "BOOLEAN", sqldest.Time: "TIMESTAMPTZ", sqldest.Bytes: "BLOB"},
+	Types: [column.Bytes + 1]string{column.Int: "BIGINT", column.Float: "DOUBLE", column.String: "VARCHAR",
+		column.Bool: "BOOLEAN", column.Time: "TIMESTAMPTZ", column.Bytes: "BLOB"},
 	Insert:           appendRows,
 	SelectToken:      true,
 	Integers:         true,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/duckdb"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/memledger"
@@ -27,11 +28,11 @@ func ExampleOpen() {
 	defer os.RemoveAll(dir)
 
 	views := sqldest.Table{Name: "page_views", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Type: sqldest.Time},
-		{Name: "page", Type: sqldest.String},
+		{Name: "day", Type: column.Time},
+		{Name: "page", Type: column.String},
 		// A narrower type than the Int kind's BIGINT: each value is
 		// checked against it.
-		{Name: "views", Type: sqldest.Int, SQLType: "SMALLINT"},
+		{Name: "views", Type: column.Int, SQLType: "SMALLINT"},
 	}}
 	dest, err := duckdb.Open(ctx, filepath.Join(dir, "warehouse.duckdb"), views)
 	if err != nil {
@@ -84,7 +85,7 @@ func ExampleOpen() {
 	p := tranche.PartitionOf(tranche.Day, w.Start())
 	err = dest.Write(ctx, []tranche.Batch{{Asset: "page_views", Column: "day", Partition: p,
 		Rows: []tranche.Row{{"day": p.Start, "page": "/", "views": 40000}}}})
-	if ve, ok := errors.AsType[*sqldest.ValueError](err); ok && errors.Is(err, sqldest.ErrOutOfRange) {
+	if ve, ok := errors.AsType[*column.ValueError](err); ok && errors.Is(err, column.ErrOutOfRange) {
 		fmt.Printf("refused: partition %s, row %d, column %s: %v\n", ve.Partition, ve.Row, ve.Column, ve.Value)
 	}
 	// Output:

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 )
 
@@ -97,7 +98,7 @@ func TestFitAgreesWithDuckDB(t *testing.T) {
 			rt.Fatalf("%T %v into %s: the destination says %v (%s); DuckDB's cast gives %q (valid %v)", v, v, typ, ferr, want, cast.String, cast.Valid)
 		}
 		if ferr != nil {
-			if !errors.Is(ferr, sqldest.ErrOutOfRange) {
+			if !errors.Is(ferr, column.ErrOutOfRange) {
 				rt.Fatalf("%v into %s refused with %v; want ErrOutOfRange", v, typ, ferr)
 			}
 			return
@@ -105,9 +106,9 @@ func TestFitAgreesWithDuckDB(t *testing.T) {
 		// Written through a destination, appended, the value reads back
 		// as the cast gives it.
 		name := table(typ)
-		kind := sqldest.Int
+		kind := column.Int
 		if sqlType == "DOUBLE" {
-			kind = sqldest.Float
+			kind = column.Float
 		}
 		d, err := New(ctx, db, "duckdb test", sqldest.Table{Name: name, Columns: []sqldest.Column{{Name: "v", Type: kind, SQLType: typ}}})
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/duckdb"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 )
@@ -52,9 +53,9 @@ func TestTableAlteredBetweenWrites(t *testing.T) {
 		t.Helper()
 		before := stored()
 		err := write(n)
-		ve, ok := errors.AsType[*sqldest.ValueError](err)
+		ve, ok := errors.AsType[*column.ValueError](err)
 		if !ok || !errors.Is(err, kind) || ve.Row != 1 || ve.Column != "n" {
-			t.Fatalf("write of n = %v: %v; want a *sqldest.ValueError of row 1, column n, matching %v", n, err, kind)
+			t.Fatalf("write of n = %v: %v; want a *column.ValueError of row 1, column n, matching %v", n, err, kind)
 		}
 		for _, s := range says {
 			if !strings.Contains(err.Error(), s) {
@@ -74,7 +75,7 @@ func TestTableAlteredBetweenWrites(t *testing.T) {
 	}
 
 	alter("ALTER TABLE events ALTER n TYPE TINYINT USING n % 100")
-	refused(300, sqldest.ErrOutOfRange, "int64 300", "TINYINT's range, -128 to 127")
+	refused(300, column.ErrOutOfRange, "int64 300", "TINYINT's range, -128 to 127")
 	if err := write(100); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestTableAlteredBetweenWrites(t *testing.T) {
 	}
 
 	alter("ALTER TABLE events ALTER n TYPE DECIMAL(6,2)")
-	refused(10000, sqldest.ErrOutOfRange, "int64 10000", "DECIMAL(6,2)")
+	refused(10000, column.ErrOutOfRange, "int64 10000", "DECIMAL(6,2)")
 	if err := write(9999); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestTableAlteredBetweenWrites(t *testing.T) {
 	}
 
 	alter("ALTER TABLE events ALTER n TYPE VARCHAR")
-	if err := write(7); !errors.Is(err, sqldest.ErrMistyped) || !strings.Contains(err.Error(), "VARCHAR") {
+	if err := write(7); !errors.Is(err, column.ErrMistyped) || !strings.Contains(err.Error(), "VARCHAR") {
 		t.Errorf("an Int into the column turned VARCHAR: %v; want an error matching ErrMistyped naming VARCHAR", err)
 	}
 
@@ -105,16 +106,16 @@ func TestTableAlteredBetweenWrites(t *testing.T) {
 // TestMetaColumnsFitted writes into Meta columns, the token's of a
 // narrow type: the batch's token, run and delivery id are checked
 // against the column's type once for the batch, and a value that does not fit refuses the
-// write with a *sqldest.ValueError of row 0 naming the column and the
+// write with a *column.ValueError of row 0 naming the column and the
 // value, after the row's own values (a bad one of row 0 is named
 // first); nothing is written. Those that fit are in every row.
 func TestMetaColumnsFitted(t *testing.T) {
 	tbl := sqldest.Table{Name: "audit", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Type: sqldest.Time},
-		{Name: "n", Type: sqldest.Int, SQLType: "TINYINT"},
-		{Name: "tok", Type: sqldest.Int, SQLType: "TINYINT", Meta: sqldest.FromToken},
-		{Name: "run", Type: sqldest.String, Meta: sqldest.FromRunID},
-		{Name: "delivery", Type: sqldest.String, Meta: sqldest.FromDeliveryID},
+		{Name: "day", Type: column.Time},
+		{Name: "n", Type: column.Int, SQLType: "TINYINT"},
+		{Name: "tok", Type: column.Int, SQLType: "TINYINT", Meta: sqldest.FromToken},
+		{Name: "run", Type: column.String, Meta: sqldest.FromRunID},
+		{Name: "delivery", Type: column.String, Meta: sqldest.FromDeliveryID},
 	}}
 	d, err := duckdb.Open(t.Context(), "", tbl)
 	if err != nil {
@@ -131,12 +132,12 @@ func TestMetaColumnsFitted(t *testing.T) {
 	}
 
 	err = write(300, "run-1", 1)
-	ve, ok := errors.AsType[*sqldest.ValueError](err)
-	if !ok || !errors.Is(err, sqldest.ErrOutOfRange) || ve.Row != 0 || ve.Column != "tok" || ve.Value != int64(300) || ve.Partition != p.Key() {
-		t.Fatalf("token 300 into a TINYINT column: %v; want a *sqldest.ValueError of row 0, column tok, value int64 300, matching ErrOutOfRange", err)
+	ve, ok := errors.AsType[*column.ValueError](err)
+	if !ok || !errors.Is(err, column.ErrOutOfRange) || ve.Row != 0 || ve.Column != "tok" || ve.Value != int64(300) || ve.Partition != p.Key() {
+		t.Fatalf("token 300 into a TINYINT column: %v; want a *column.ValueError of row 0, column tok, value int64 300, matching ErrOutOfRange", err)
 	}
 	err = write(300, "run-1", 1000)
-	if ve, ok := errors.AsType[*sqldest.ValueError](err); !ok || ve.Column != "n" || ve.Row != 0 || ve.Value != int64(1000) {
+	if ve, ok := errors.AsType[*column.ValueError](err); !ok || ve.Column != "n" || ve.Row != 0 || ve.Value != int64(1000) {
 		t.Fatalf("token 300 and n 1000 in row 0: %v; want n refused first", err)
 	}
 	if n := count(t, d.DB(), "audit"); n != 0 {

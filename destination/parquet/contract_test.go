@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/destinationtest"
 	"github.com/tranche-dev/tranche/destination/parquet"
 )
@@ -24,7 +25,7 @@ func TestParquetDestinationContract(t *testing.T) {
 				d := &parquet.Destination{Dir: t.TempDir()}
 				if declared {
 					d.Schemas = map[string]parquet.Schema{destinationtest.Asset: {Columns: []parquet.Column{
-						{Name: "n", Type: parquet.Int}, {Name: "note", Type: parquet.String}}}}
+						{Name: "n", Type: column.Int}, {Name: "note", Type: column.String}}}}
 				}
 				return destinationtest.Subject{Destination: d, Read: func(_ context.Context, p tranche.TimePartition) ([]tranche.Row, error) {
 					rows, err := d.Rows(destinationtest.Asset, destinationtest.Column, p.Key())

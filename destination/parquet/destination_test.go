@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 )
 
 // day returns the UTC day partition i days after 2026-01-01.
@@ -74,12 +75,12 @@ var (
 
 // events is a declared schema of every kind, the two strings nullable.
 var events = Schema{Columns: []Column{
-	{Name: "id", Type: Int},
-	{Name: "amount", Type: Float},
-	{Name: "name", Type: String, Null: true},
-	{Name: "ok", Type: Bool},
-	{Name: "at", Type: Time},
-	{Name: "raw", Type: Bytes, Null: true},
+	{Name: "id", Type: column.Int},
+	{Name: "amount", Type: column.Float},
+	{Name: "name", Type: column.String, Null: true},
+	{Name: "ok", Type: column.Bool},
+	{Name: "at", Type: column.Time},
+	{Name: "raw", Type: column.Bytes, Null: true},
 }}
 
 func TestWrite(t *testing.T) {
@@ -122,7 +123,7 @@ func TestWrite(t *testing.T) {
 		},
 		{
 			name:    "several partitions and assets in one write",
-			schemas: map[string]Schema{"a": {Columns: []Column{{Name: "v", Type: Int}}}},
+			schemas: map[string]Schema{"a": {Columns: []Column{{Name: "v", Type: column.Int}}}},
 			batches: []tranche.Batch{
 				batch("a", day(0), 4, tranche.Row{"v": 1}),
 				batch("a", day(1), 4, tranche.Row{"v": 2}, tranche.Row{"v": 3}),
@@ -267,44 +268,44 @@ func TestBadRows(t *testing.T) {
 	}{
 		{"a value of another kind", map[string]Schema{"a": events},
 			[]tranche.Row{okRow(), withValue(okRow(), "id", "7")},
-			want{ErrMistyped, 1, "id", "7", []string{`asset "a"`, "partition 2026-01-02", "row 1", `column "id"`, `string "7"`, "is not an integer"}}},
+			want{column.ErrMistyped, 1, "id", "7", []string{`asset "a"`, "partition 2026-01-02", "row 1", `column "id"`, `string "7"`, "is not an integer"}}},
 		{"a nil value in a column without null", map[string]Schema{"a": events},
 			[]tranche.Row{withValue(okRow(), "ok", nil)},
-			want{ErrNull, 0, "ok", nil, []string{`column "ok" is missing or nil, and does not allow null`, "want a value: a bool"}}},
+			want{column.ErrNull, 0, "ok", nil, []string{`column "ok" is missing or nil, and does not allow null`, "want a value: a bool"}}},
 		{"a missing value in a column without null", map[string]Schema{"a": events},
 			[]tranche.Row{without(okRow(), "at")},
-			want{ErrNull, 0, "at", nil, []string{`column "at" is missing or nil`}}},
+			want{column.ErrNull, 0, "at", nil, []string{`column "at" is missing or nil`}}},
 		{"a key that is no column", map[string]Schema{"a": events},
 			[]tranche.Row{okRow(), okRow(), withValue(okRow(), "extra", 1.5)},
-			want{ErrUnknownColumn, 2, "extra", 1.5, []string{`key "extra" (float64 1.5) is no column of the schema`, `"id", "amount", "name", "ok", "at", "raw"`}}},
+			want{column.ErrUnknownColumn, 2, "extra", 1.5, []string{`key "extra" (float64 1.5) is no column of the schema`, `"id", "amount", "name", "ok", "at", "raw"`}}},
 		{"a string that is not UTF-8", map[string]Schema{"a": events},
 			[]tranche.Row{withValue(okRow(), "name", nonUTF8)},
-			want{ErrMistyped, 0, "name", nonUTF8, []string{"a string of valid UTF-8"}}},
+			want{column.ErrMistyped, 0, "name", nonUTF8, []string{"a string of valid UTF-8"}}},
 		{"a uint64 above 2^63-1", map[string]Schema{"a": events},
 			[]tranche.Row{withValue(okRow(), "id", uint64(math.MaxUint64))},
-			want{ErrMistyped, 0, "id", uint64(math.MaxUint64), []string{"uint64 18446744073709551615", "up to 2^63-1"}}},
+			want{column.ErrMistyped, 0, "id", uint64(math.MaxUint64), []string{"uint64 18446744073709551615", "up to 2^63-1"}}},
 		{"an integer a float64 cannot hold", map[string]Schema{"a": events},
 			[]tranche.Row{withValue(okRow(), "amount", 1<<53+1)},
-			want{ErrMistyped, 0, "amount", 1<<53 + 1, []string{"int 9007199254740993", "an integer up to 2^53"}}},
+			want{column.ErrMistyped, 0, "amount", 1<<53 + 1, []string{"int 9007199254740993", "an integer up to 2^53"}}},
 		{"inferred: a string after integers", nil,
 			[]tranche.Row{{"n": 1}, {"n": 2}, {"n": "three"}},
-			want{ErrMistyped, 2, "n", "three", []string{`string "three" is not an integer`, "the type Int inferred from row 0"}}},
+			want{column.ErrMistyped, 2, "n", "three", []string{`string "three" is not an integer`, "the type Int inferred from row 0"}}},
 		{"inferred: a float after an integer a float64 cannot hold", nil,
 			[]tranche.Row{{"n": 1}, {"n": 1<<53 + 1}, {"n": 0.5}},
-			want{ErrMistyped, 1, "n", 1<<53 + 1, []string{"int 9007199254740993 is not a number", "the type Float inferred from row 0"}}},
+			want{column.ErrMistyped, 1, "n", 1<<53 + 1, []string{"int 9007199254740993 is not a number", "the type Float inferred from row 0"}}},
 		{"inferred: a uint64 above 2^63-1", nil,
 			[]tranche.Row{{"n": uint64(math.MaxUint64)}},
-			want{ErrMistyped, 0, "n", uint64(math.MaxUint64), []string{"up to 2^63-1), the type Int inferred from row 0"}}},
+			want{column.ErrMistyped, 0, "n", uint64(math.MaxUint64), []string{"up to 2^63-1), the type Int inferred from row 0"}}},
 		{"inferred: a value of no kind", nil,
 			[]tranche.Row{{"n": 1}, {"n": struct{ X int }{3}}},
-			want{ErrMistyped, 1, "n", struct{ X int }{3}, []string{"struct { X int } {3}", "declare the asset's schema"}}},
+			want{column.ErrMistyped, 1, "n", struct{ X int }{3}, []string{"struct { X int } {3}", "declare the asset's schema"}}},
 		{"inferred: rows with the partition column alone", nil,
 			[]tranche.Row{{}, {}},
 			want{nil, 0, "", nil, []string{`asset "a", partition 2026-01-02: its 2 rows hold no column but the partition column "day"`}}},
-		{"declared: the partition column", map[string]Schema{"a": {Columns: []Column{{Name: "day", Type: String}}}},
+		{"declared: the partition column", map[string]Schema{"a": {Columns: []Column{{Name: "day", Type: column.String}}}},
 			[]tranche.Row{{}},
 			want{nil, 0, "", nil, []string{`the schema of asset "a" declares its partition column "day", which the folder names hold`}}},
-		{"declared: a column twice", map[string]Schema{"a": {Columns: []Column{{Name: "v", Type: Int}, {Name: "v", Type: Int}}}},
+		{"declared: a column twice", map[string]Schema{"a": {Columns: []Column{{Name: "v", Type: column.Int}, {Name: "v", Type: column.Int}}}},
 			[]tranche.Row{{"v": 1}},
 			want{nil, 0, "", nil, []string{`the schema of asset "a" names column "v" twice`}}},
 		{"declared: no kind", map[string]Schema{"a": {Columns: []Column{{Name: "v"}}}},
@@ -341,7 +342,7 @@ func TestBadRows(t *testing.T) {
 				}
 			}
 			if tt.want.err != nil {
-				var ve *ValueError
+				var ve *column.ValueError
 				if !errors.As(err, &ve) || !errors.Is(err, tt.want.err) {
 					t.Fatalf("error %v is not a *ValueError matching %v", err, tt.want.err)
 				}

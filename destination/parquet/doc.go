@@ -6,10 +6,10 @@
 //
 //	lake := &parquet.Destination{Dir: "lake", Schemas: map[string]parquet.Schema{
 //		"orders": {Columns: []parquet.Column{
-//			{Name: "id", Type: parquet.Int},
-//			{Name: "amount", Type: parquet.Float},
-//			{Name: "customer", Type: parquet.String, Null: true},
-//			{Name: "placed_at", Type: parquet.Time},
+//			{Name: "id", Type: column.Int},
+//			{Name: "amount", Type: column.Float},
+//			{Name: "customer", Type: column.String, Null: true},
+//			{Name: "placed_at", Type: column.Time},
 //		}},
 //	}}
 //	asset := tranche.Asset{Name: "orders", Destinations: []tranche.Destination{lake}, ...}
@@ -44,7 +44,7 @@
 // # Schemas
 //
 // [Destination.Schemas] declares an asset's columns, in their order in
-// the files, each of a [Type] and nullable or not. Every row of a batch
+// the files, each of a [column.Type] and nullable or not. Every row of a batch
 // must fit: each value of a Go type its column's type takes, null (nil,
 // or a missing key) only where the column allows it, and no key that is
 // not a column but the partition column. An asset without a declared
@@ -57,22 +57,26 @@
 // in one is missing from it): read them with union_by_name = true, or
 // declare the schema, as a table that other systems read should.
 //
-// A refused row fails the whole write with a [*ValueError] that names the
-// asset, the partition, the row, the column, the value and what would be
-// accepted, matching [ErrMistyped], [ErrNull] or [ErrUnknownColumn]. The
-// rows are checked before anything touches the disk, so a refused write
-// leaves every partition as it was, and creates no folder.
+// A refused row fails the whole write with a [*column.ValueError] that
+// names the asset, the partition, the row, the column, the value and what
+// would be accepted, matching [column.ErrMistyped], [column.ErrNull] or
+// [column.ErrUnknownColumn]. The rows are checked before anything touches
+// the disk, so a refused write leaves every partition as it was, and
+// creates no folder.
 //
-// Values are written as these Parquet types: Int as INT64, Float as
-// DOUBLE, String as STRING, Bool as BOOLEAN, Time as a TIMESTAMP of
-// microseconds adjusted to UTC, the unit that DuckDB, Spark and Trino all
-// read (its nanoseconds are dropped, rounding toward the past, and its
-// zone is not kept), and Bytes as BYTE_ARRAY. Each file records, in its
-// key-value metadata, the asset (tranche.asset), the partition's key
-// (tranche.partition), the run id (tranche.run_id), the token
-// (tranche.token) and the delivery id (tranche.delivery_id) of the write
-// that made it, and the partition's fence (tranche.fence, see Fencing);
-// DuckDB shows them with parquet_kv_metadata.
+// The column types are package destination/column's, which the SQL
+// destinations share. A String must be valid UTF-8 (a Bytes column takes
+// other bytes). Values are written as these Parquet types: Int as INT64
+// (DuckDB's BIGINT), Float as DOUBLE, String as STRING (VARCHAR), Bool as
+// BOOLEAN, Time as a TIMESTAMP of microseconds adjusted to UTC, the unit
+// that DuckDB, Spark and Trino all read (its nanoseconds are dropped,
+// rounding toward the past, and its zone is not kept), and Bytes as
+// BYTE_ARRAY (BLOB). Each file records, in its key-value metadata, the
+// asset (tranche.asset), the partition's key (tranche.partition), the run
+// id (tranche.run_id), the token (tranche.token) and the delivery id
+// (tranche.delivery_id) of the write that made it, and the partition's
+// fence (tranche.fence, see Fencing); DuckDB shows them with
+// parquet_kv_metadata.
 //
 // # Writes
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/ledgertest"
 	"github.com/tranche-dev/tranche/tranchetest"
@@ -97,11 +98,11 @@ func orders(p tranche.TimePartition) []tranche.Row {
 }
 
 var ordersSchema = Schema{Columns: []Column{
-	{Name: "id", Type: Int},
-	{Name: "amount", Type: Float},
-	{Name: "customer", Type: String, Null: true},
-	{Name: "paid", Type: Bool},
-	{Name: "placed_at", Type: Time},
+	{Name: "id", Type: column.Int},
+	{Name: "amount", Type: column.Float},
+	{Name: "customer", Type: column.String, Null: true},
+	{Name: "paid", Type: column.Bool},
+	{Name: "placed_at", Type: column.Time},
 }}
 
 // TestBackfillDuckDB backfills January through the destination on the

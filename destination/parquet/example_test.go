@@ -14,6 +14,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/parquet"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
@@ -24,10 +25,10 @@ func backfillLake(ctx context.Context, dir string) (*parquet.Destination, error)
 	lake := &parquet.Destination{
 		Dir: dir,
 		Schemas: map[string]parquet.Schema{"orders": {Columns: []parquet.Column{
-			{Name: "id", Type: parquet.Int},
-			{Name: "amount", Type: parquet.Float},
-			{Name: "customer", Type: parquet.String, Null: true},
-			{Name: "placed_at", Type: parquet.Time},
+			{Name: "id", Type: column.Int},
+			{Name: "amount", Type: column.Float},
+			{Name: "customer", Type: column.String, Null: true},
+			{Name: "placed_at", Type: column.Time},
 		}}},
 	}
 	dag, err := tranche.NewDAG(tranche.Asset{

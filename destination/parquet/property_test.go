@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 )
 
 // genSchema draws a schema of one to six columns of any kinds, named
@@ -29,7 +30,7 @@ func genSchema(t *rapid.T) Schema {
 	for _, n := range names {
 		s.Columns = append(s.Columns, Column{
 			Name: n,
-			Type: Type(rapid.IntRange(int(Int), int(Bytes)).Draw(t, n+".kind")),
+			Type: column.Type(rapid.IntRange(int(column.Int), int(column.Bytes)).Draw(t, n+".kind")),
 			Null: rapid.Bool().Draw(t, n+".null"),
 		})
 	}
@@ -40,7 +41,7 @@ func genSchema(t *rapid.T) Schema {
 // takes, and returns it with the value reading the file gives back.
 func genValue(t *rapid.T, c Column, label string) (in, out any) {
 	switch c.Type {
-	case Int:
+	case column.Int:
 		switch rapid.IntRange(0, 4).Draw(t, label+".type") {
 		case 0:
 			n := rapid.Int64().Draw(t, label)
@@ -58,7 +59,7 @@ func genValue(t *rapid.T, c Column, label string) (in, out any) {
 			n := rapid.Uint64Range(0, math.MaxInt64).Draw(t, label)
 			return n, int64(n)
 		}
-	case Float:
+	case column.Float:
 		switch rapid.IntRange(0, 3).Draw(t, label+".type") {
 		case 0:
 			f := rapid.Float64().Draw(t, label)
@@ -73,13 +74,13 @@ func genValue(t *rapid.T, c Column, label string) (in, out any) {
 			n := rapid.Int64Range(-1<<53, 1<<53).Draw(t, label)
 			return n, float64(n)
 		}
-	case String:
+	case column.String:
 		s := rapid.String().Draw(t, label)
 		return s, s
-	case Bool:
+	case column.Bool:
 		b := rapid.Bool().Draw(t, label)
 		return b, b
-	case Time:
+	case column.Time:
 		sec := rapid.Int64Range(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()).Draw(t, label+".sec")
 		nsec := rapid.Int64Range(0, 999_999_999).Draw(t, label+".nsec")
 		zone := time.FixedZone("", 60*rapid.IntRange(-14*60, 14*60).Draw(t, label+".offset"))

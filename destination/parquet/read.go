@@ -13,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 )
 
 // Rows reads back the rows of the asset's partition with the given key,
@@ -55,7 +56,7 @@ func readRows(f *os.File) ([]tranche.Row, error) {
 		return nil, err
 	}
 	fields := file.Schema().Fields()
-	kinds := make([]Type, len(fields))
+	kinds := make([]column.Type, len(fields))
 	for i, field := range fields {
 		if !field.Leaf() || field.Repeated() {
 			return nil, fmt.Errorf("column %q is not a flat column", field.Name())
@@ -91,7 +92,7 @@ func readRows(f *os.File) ([]tranche.Row, error) {
 }
 
 // kindOfNode returns the kind of a leaf column of a file Write wrote.
-func kindOfNode(n pq.Field) (Type, error) {
+func kindOfNode(n pq.Field) (column.Type, error) {
 	t := n.Type()
 	var logical format.LogicalTypeValue
 	if lt := t.LogicalType(); lt != nil {
@@ -100,34 +101,34 @@ func kindOfNode(n pq.Field) (Type, error) {
 	switch t.Kind() {
 	case pq.Int64:
 		if _, ok := logical.(*format.TimestampType); ok {
-			return Time, nil
+			return column.Time, nil
 		}
-		return Int, nil
+		return column.Int, nil
 	case pq.Double:
-		return Float, nil
+		return column.Float, nil
 	case pq.Boolean:
-		return Bool, nil
+		return column.Bool, nil
 	case pq.ByteArray:
 		if _, ok := logical.(*format.StringType); ok {
-			return String, nil
+			return column.String, nil
 		}
-		return Bytes, nil
+		return column.Bytes, nil
 	}
 	return 0, fmt.Errorf("column %q is of type %v, which this package does not write", n.Name(), t)
 }
 
 // goValue returns the Go value of a non-null Parquet value of the kind.
-func goValue(k Type, v pq.Value) any {
+func goValue(k column.Type, v pq.Value) any {
 	switch k {
-	case Int:
+	case column.Int:
 		return v.Int64()
-	case Float:
+	case column.Float:
 		return v.Double()
-	case String:
+	case column.String:
 		return string(v.ByteArray())
-	case Bool:
+	case column.Bool:
 		return v.Boolean()
-	case Time:
+	case column.Time:
 		return time.UnixMicro(v.Int64()).UTC()
 	}
 	return append([]byte{}, v.ByteArray()...)

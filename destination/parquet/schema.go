@@ -13,83 +13,22 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/internal/integer"
 )
 
-// Type is the type of Go values a column takes, and the Parquet type it
-// is written as.
-type Type int
-
-// The types of columns. A value must be of one of the Go types its type
-// lists; nil, or a row without the column, is null, for a column that
-// allows it.
-const (
-	// Int takes int, int8, int16, int32, int64, uint8, uint16, uint32,
-	// and uint and uint64 up to math.MaxInt64; it is written as a
-	// signed 64-bit INT64 (DuckDB's BIGINT).
-	Int Type = iota + 1
-	// Float takes float64 and float32, and integers of the Int types up
-	// to 2^53 in magnitude, which a float64 holds exactly; it is
-	// written as a DOUBLE.
-	Float
-	// String takes a string of valid UTF-8 (Bytes takes other bytes);
-	// it is written as a BYTE_ARRAY of the STRING logical type
-	// (DuckDB's VARCHAR).
-	String
-	// Bool takes bool; it is written as a BOOLEAN.
-	Bool
-	// Time takes time.Time; it is written as a TIMESTAMP of
-	// microseconds adjusted to UTC (DuckDB's TIMESTAMP WITH TIME ZONE),
-	// the unit that DuckDB, Spark and Trino read alike: the instant is
-	// kept to the microsecond, rounded toward the past, and its zone is
-	// not kept.
-	Time
-	// Bytes takes []byte; it is written as a BYTE_ARRAY without a
-	// logical type (DuckDB's BLOB).
-	Bytes
-)
-
-var typeNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
-
-// String returns the type's name, such as "Int".
-func (k Type) String() string {
-	if k < Int || k > Bytes {
-		return fmt.Sprintf("Type(%d)", int(k))
-	}
-	return typeNames[k]
-}
-
-// accepts says, for errors, which Go values a type takes.
-func (k Type) accepts() string {
-	switch k {
-	case Int:
-		return "an integer (int, int8 to int64, uint8 to uint64 up to 2^63-1)"
-	case Float:
-		return "a number (float64, float32, or an integer up to 2^53)"
-	case String:
-		return "a string of valid UTF-8 (a Bytes column takes other bytes)"
-	case Bool:
-		return "a bool"
-	case Time:
-		return "a time.Time"
-	case Bytes:
-		return "a []byte"
-	}
-	return k.String()
-}
-
 // node is the Parquet node of a column of the kind.
-func (k Type) node() pq.Node {
+func node(k column.Type) pq.Node {
 	switch k {
-	case Int:
+	case column.Int:
 		return pq.Int(64)
-	case Float:
+	case column.Float:
 		return pq.Leaf(pq.DoubleType)
-	case String:
+	case column.String:
 		return pq.String()
-	case Bool:
+	case column.Bool:
 		return pq.Leaf(pq.BooleanType)
-	case Time:
+	case column.Time:
 		return pq.Timestamp(pq.Microsecond)
 	}
 	return pq.Leaf(pq.ByteArrayType)
@@ -98,7 +37,7 @@ func (k Type) node() pq.Node {
 // Column is one column of a [Schema].
 type Column struct {
 	Name string // the rows' key, and the column's name in the files
-	Type Type
+	Type column.Type
 	// Null allows null: a nil value, or a row without the column. A
 	// column that does not allow it refuses both, and is written as a
 	// required Parquet column.
@@ -112,68 +51,8 @@ type Schema struct {
 	Columns []Column
 }
 
-// Errors of a refused batch, matched with errors.Is; a [*ValueError]
-// carries the details.
-var (
-	ErrUnknownColumn = errors.New("parquet: no such column in the schema")
-	ErrMistyped      = errors.New("parquet: value of the wrong kind")
-	ErrNull          = errors.New("parquet: null in a column that does not allow it")
-)
-
-// ValueError refuses a batch, before anything is written, for one value
-// of one row: a key that is no column of the schema, a value the
-// column's kind does not take, or a missing or nil value where null is
-// not allowed. For an inferred schema, the column's kind is that of its
-// first value, and Want says which row it was inferred from.
-type ValueError struct {
-	Asset     string
-	Partition string // the partition's key; "" for an unpartitioned asset
-	Row       int    // the row's index in the batch
-	Column    string // the column; for ErrUnknownColumn, the row's key
-	Value     any    // the value refused; nil for a missing one
-	Err       error  // ErrUnknownColumn, ErrMistyped or ErrNull
-	Want      string // what would be accepted
-}
-
-func (e *ValueError) Error() string {
-	where := fmt.Sprintf("tranche: parquet destination: asset %q", e.Asset)
-	if e.Partition != "" {
-		where += ", partition " + e.Partition
-	}
-	where += fmt.Sprintf(": row %d: ", e.Row)
-	switch {
-	case errors.Is(e.Err, ErrUnknownColumn):
-		return where + fmt.Sprintf("key %q (%s) is no column of the schema; %s", e.Column, describe(e.Value), e.Want)
-	case errors.Is(e.Err, ErrNull) && e.Value == nil:
-		return where + fmt.Sprintf("column %q is missing or nil, and does not allow null; want %s", e.Column, e.Want)
-	}
-	return where + fmt.Sprintf("column %q: %s is not %s", e.Column, describe(e.Value), e.Want)
-}
-
-// Unwrap returns Err.
-func (e *ValueError) Unwrap() error { return e.Err }
-
-// describe shows a value in an error: its type and value.
-func describe(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "nil"
-	case string:
-		if len(v) > 64 {
-			v = v[:64] + "..."
-		}
-		return fmt.Sprintf("string %q", v)
-	case []byte:
-		return fmt.Sprintf("[]byte of %d bytes", len(v))
-	case time.Time:
-		return "time.Time " + v.Format(time.RFC3339Nano)
-	}
-	s := fmt.Sprint(v)
-	if len(s) > 64 {
-		s = s[:64] + "..."
-	}
-	return fmt.Sprintf("%T %s", v, s)
-}
+// destName names the destination in its errors.
+const destName = "parquet destination"
 
 // layout is a schema compiled for one batch: the columns, where each
 // row's values go, and the Parquet schema.
@@ -199,7 +78,7 @@ func compile(asset, partitionColumn string, s Schema) (*layout, error) {
 			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q: column %d has no name", asset, i)
 		case dup:
 			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q names column %q twice", asset, c.Name)
-		case c.Type < Int || c.Type > Bytes:
+		case !c.Type.IsValid():
 			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q: column %q has type %v; want Int, Float, String, Bool, Time or Bytes", asset, c.Name, c.Type)
 		case partitionColumn != "" && c.Name == partitionColumn:
 			return nil, fmt.Errorf("tranche: parquet destination: the schema of asset %q declares its partition column %q, which the folder names hold (%s=KEY): leave it out, and put any finer value in a column of its own", asset, c.Name, c.Name)
@@ -246,7 +125,7 @@ func infer(b *tranche.Batch) (*layout, *columns, error) {
 			if _, seen := l.index[k]; seen || k == l.skip || v == nil {
 				continue // a missing value is null: every column starts null
 			}
-			kind, ok := kindOf(v)
+			kind, ok := column.TypeOf(v)
 			if !ok {
 				return nil, nil, noKind(b, i, k, v)
 			}
@@ -278,17 +157,17 @@ func (l *layout) take(b *tranche.Batch, cs *columns, i, j int, v any) error {
 	}
 	c := &l.cols[j]
 	if !set(cs, c.Type, j, i, v) {
-		kind, ok := kindOf(v)
+		kind, ok := column.TypeOf(v)
 		switch {
 		case !ok:
 			return noKind(b, i, c.Name, v)
-		case kind != Float || c.Type != Int:
-			return l.refuse(b, i, j, v, ErrMistyped)
+		case kind != column.Float || c.Type != column.Int:
+			return l.refuse(b, i, j, v, column.ErrMistyped)
 		}
 		if err := l.promote(b, cs, j); err != nil {
 			return err
 		}
-		set(cs, Float, j, i, v)
+		set(cs, column.Float, j, i, v)
 	}
 	cs.nulls[j][i] = false
 	return nil
@@ -296,16 +175,16 @@ func (l *layout) take(b *tranche.Batch, cs *columns, i, j int, v any) error {
 
 // noKind is the error for a value of no kind in an inferred schema.
 func noKind(b *tranche.Batch, i int, k string, v any) error {
-	return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: k, Value: v, Err: ErrMistyped,
+	return &column.ValueError{Destination: destName, Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: k, Value: v, Err: column.ErrMistyped,
 		Want: "a value of one of the types Parquet columns hold: an integer, a float, a string, a bool, a time.Time or a []byte (or declare the asset's schema)"}
 }
 
 // add appends a column of the kind for n rows, every value null.
-func (cs *columns) add(k Type, n int) {
+func (cs *columns) add(k column.Type, n int) {
 	var nums []uint64
 	var bufs [][]byte
 	switch k {
-	case String, Bytes:
+	case column.String, column.Bytes:
 		bufs = make([][]byte, n)
 	default:
 		nums = make([]uint64, n)
@@ -327,12 +206,12 @@ func (l *layout) promote(b *tranche.Batch, cs *columns, j int) error {
 			continue
 		}
 		if n := int64(v); n < -1<<53 || n > 1<<53 {
-			c.Type = Float
-			return l.refuse(b, i, j, b.Rows[i][c.Name], ErrMistyped)
+			c.Type = column.Float
+			return l.refuse(b, i, j, b.Rows[i][c.Name], column.ErrMistyped)
 		}
 		cs.nums[j][i] = math.Float64bits(float64(int64(v)))
 	}
-	c.Type = Float
+	c.Type = column.Float
 	return nil
 }
 
@@ -355,33 +234,13 @@ func sortColumns(l *layout, cs *columns) {
 	cs.nums, cs.bufs, cs.nulls = nums, bufs, nulls
 }
 
-// kindOf returns the kind of column a value would infer, and whether it
-// is of one.
-func kindOf(v any) (Type, bool) {
-	switch v.(type) {
-	case int, int8, int16, int32, int64, uint8, uint16, uint32, uint, uint64:
-		return Int, true
-	case float64, float32:
-		return Float, true
-	case string:
-		return String, true
-	case bool:
-		return Bool, true
-	case time.Time:
-		return Time, true
-	case []byte:
-		return Bytes, true
-	}
-	return 0, false
-}
-
 // build makes the Parquet schema of the layout's columns, in their
 // order.
 func (l *layout) build() {
 	g := pq.Group{}
 	order := make([]string, len(l.cols))
 	for i, c := range l.cols {
-		n := c.Type.node()
+		n := node(c.Type)
 		if c.Null {
 			n = pq.Optional(n)
 		}
@@ -409,7 +268,7 @@ func (l *layout) convert(b *tranche.Batch) (*columns, error) {
 	cs := &columns{n: n, nums: make([][]uint64, len(l.cols)), bufs: make([][][]byte, len(l.cols)), nulls: make([][]bool, len(l.cols))}
 	for j, c := range l.cols {
 		switch c.Type {
-		case String, Bytes:
+		case column.String, column.Bytes:
 			cs.bufs[j] = make([][]byte, n)
 		default:
 			cs.nums[j] = make([]uint64, n)
@@ -428,13 +287,13 @@ func (l *layout) convert(b *tranche.Batch) (*columns, error) {
 			}
 			if v == nil {
 				if !c.Null {
-					return nil, l.refuse(b, i, j, v, ErrNull)
+					return nil, l.refuse(b, i, j, v, column.ErrNull)
 				}
 				cs.nulls[j][i] = true
 				continue
 			}
 			if !set(cs, c.Type, j, i, v) {
-				return nil, l.refuse(b, i, j, v, ErrMistyped)
+				return nil, l.refuse(b, i, j, v, column.ErrMistyped)
 			}
 		}
 		if found != len(r) {
@@ -454,15 +313,15 @@ func (cs *columns) rows(l *layout, start int, buf []pq.Value, out []pq.Row) {
 	for j := range l.cols {
 		c := &l.cols[j]
 		switch c.Type {
-		case Int, Time:
+		case column.Int, column.Time:
 			for i, x := range cs.nums[j][start : start+n] {
 				buf[i*k+j] = pq.Int64Value(int64(x))
 			}
-		case Float:
+		case column.Float:
 			for i, x := range cs.nums[j][start : start+n] {
 				buf[i*k+j] = pq.DoubleValue(math.Float64frombits(x))
 			}
-		case Bool:
+		case column.Bool:
 			for i, x := range cs.nums[j][start : start+n] {
 				buf[i*k+j] = pq.BooleanValue(x != 0)
 			}
@@ -493,7 +352,7 @@ func (cs *columns) rows(l *layout, start int, buf []pq.Value, out []pq.Row) {
 func (l *layout) unknown(b *tranche.Batch, i int) error {
 	for k, v := range b.Rows[i] {
 		if _, ok := l.index[k]; !ok && k != l.skip {
-			return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: k, Value: v, Err: ErrUnknownColumn,
+			return &column.ValueError{Destination: destName, Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: k, Value: v, Err: column.ErrUnknownColumn,
 				Want: "the schema's columns are " + l.names()}
 		}
 	}
@@ -503,14 +362,17 @@ func (l *layout) unknown(b *tranche.Batch, i int) error {
 // refuse returns the error for value v of column j in row i.
 func (l *layout) refuse(b *tranche.Batch, i, j int, v any, err error) error {
 	c := l.cols[j]
-	want := c.Type.accepts()
-	if errors.Is(err, ErrNull) {
+	want := c.Type.Accepts()
+	if c.Type == column.String {
+		want = "a string of valid UTF-8 (a Bytes column takes other bytes)"
+	}
+	if errors.Is(err, column.ErrNull) {
 		want = "a value: " + want
 	}
 	if l.inferred != nil {
 		want += fmt.Sprintf(", the type %v inferred from row %d (declare the asset's schema to choose another)", c.Type, l.inferred[j])
 	}
-	return &ValueError{Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: c.Name, Value: v, Err: err, Want: want}
+	return &column.ValueError{Destination: destName, Asset: b.Asset, Partition: b.Partition.Key(), Row: i, Column: c.Name, Value: v, Err: err, Want: want}
 }
 
 // names lists the layout's columns for errors.
@@ -527,14 +389,14 @@ func (l *layout) names() string {
 
 // set stores value v of row i in column j of the kind, and reports
 // whether the kind takes it.
-func set(cs *columns, k Type, j, i int, v any) bool {
+func set(cs *columns, k column.Type, j, i int, v any) bool {
 	switch k {
-	case Int:
+	case column.Int:
 		if n, ok := integer.Int64(v); ok {
 			cs.nums[j][i] = uint64(n)
 			return true
 		}
-	case Float:
+	case column.Float:
 		switch f := v.(type) {
 		case float64:
 			cs.nums[j][i] = math.Float64bits(f)
@@ -547,26 +409,26 @@ func set(cs *columns, k Type, j, i int, v any) bool {
 			cs.nums[j][i] = math.Float64bits(float64(n))
 			return true
 		}
-	case String:
+	case column.String:
 		if s, ok := v.(string); ok && utf8.ValidString(s) {
 			// parquet-go copies the bytes into its pages and never
 			// writes them: a view of the string saves a copy per value.
 			cs.bufs[j][i] = unsafe.Slice(unsafe.StringData(s), len(s))
 			return true
 		}
-	case Bool:
+	case column.Bool:
 		if b, ok := v.(bool); ok {
 			if b {
 				cs.nums[j][i] = 1
 			}
 			return true
 		}
-	case Time:
+	case column.Time:
 		if t, ok := v.(time.Time); ok {
 			cs.nums[j][i] = uint64(t.UnixMicro())
 			return true
 		}
-	case Bytes:
+	case column.Bytes:
 		if b, ok := v.([]byte); ok {
 			cs.bufs[j][i] = b
 			return true

@@ -10,10 +10,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
+	"github.com/tranche-dev/tranche/destination/column"
+	"github.com/tranche-dev/tranche/internal/wait"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
@@ -266,7 +267,7 @@ func (w *write) batch() tranche.Batch {
 }
 
 // Write implements [tranche.Destination]. A value of a row that its
-// table's spec does not take refuses the write with a [*ValueError], and
+// table's spec does not take refuses the write with a [*column.ValueError], and
 // nothing of the write is written. For a destination sharing a ledger
 // and batches with a fencing token, it checks and converts every value
 // at once, then hands the writes to the ledger, which commits them with
@@ -417,7 +418,7 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 		var args []any
 		switch {
 		case t.part < 0:
-		case t.cols[t.part].Type == Time:
+		case t.cols[t.part].Type == column.Time:
 			args = []any{d.dialect.timeValue(w.partition.Start), d.dialect.timeValue(w.partition.End)}
 		default:
 			args = []any{w.key}
@@ -431,7 +432,7 @@ func (d *Destination) apply(ctx context.Context, conn *sql.Conn, tx *sql.Tx, w *
 	}
 	if d.dialect.Insert != nil {
 		err := d.dialect.Insert(ctx, conn, tx, [2]string{t.Schema, t.Name}, t.columnNames, w.rows)
-		if ve, ok := errors.AsType[*ValueError](err); ok {
+		if ve, ok := errors.AsType[*column.ValueError](err); ok {
 			ve.Destination, ve.Table, ve.Asset, ve.Partition = d.name, t.name, t.Asset, w.key
 			return ve
 		}
@@ -564,48 +565,11 @@ const maxTries = 8
 // retry runs f, trying it again while the dialect calls its failure a
 // transient conflict, and wraps its last failure.
 func (d *Destination) retry(ctx context.Context, op string, f func() error) error {
-	for try := 1; ; try++ {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		_, _, again := d.dialect.classify(err)
-		if !again || try == maxTries || ctx.Err() != nil {
-			return d.wrap(ctx, op, err)
-		}
-		time.Sleep(time.Duration(try*try) * time.Millisecond)
-	}
+	transient := func(err error) bool { _, _, again := d.dialect.classify(err); return again }
+	return d.wrap(ctx, op, wait.Retry(ctx, maxTries, transient, f))
 }
 
-// Error is a database failure of a destination. Its message names the
-// destination, what it was writing and, when the dialect knows, what
-// went wrong in words; it matches Class and the driver's error with
-// errors.Is and errors.As. The transaction was rolled back.
-type Error struct {
-	Destination string
-	Op          string // such as "writing table events, partition 2026-01-01"
-	Class       error  // sqlledger.ErrLocked, ...; nil when the dialect did not say
-	Hint        string
-	Err         error
-}
-
-func (e *Error) Error() string {
-	msg := "tranche: " + e.Destination + ": " + e.Op + ": "
-	if e.Hint != "" {
-		msg += e.Hint + ": "
-	}
-	return msg + e.Err.Error()
-}
-
-// Unwrap returns Class, when set, and the driver's error.
-func (e *Error) Unwrap() []error {
-	if e.Class == nil {
-		return []error{e.Err}
-	}
-	return []error{e.Class, e.Err}
-}
-
-// wrap turns a failure of op into an [*Error], leaving alone the
+// wrap turns a failure of op into an [*sqlledger.Error], leaving alone the
 // destination's own errors and the context's.
 func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 	switch {
@@ -619,10 +583,10 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 	if _, ok := errors.AsType[*TokenError](err); ok {
 		return err
 	}
-	if _, ok := errors.AsType[*ValueError](err); ok {
+	if _, ok := errors.AsType[*column.ValueError](err); ok {
 		return err
 	}
-	if _, ok := errors.AsType[*Error](err); ok {
+	if _, ok := errors.AsType[*sqlledger.Error](err); ok {
 		return err
 	}
 	class, hint, _ := d.dialect.classify(err)
@@ -630,5 +594,5 @@ func (d *Destination) wrap(ctx context.Context, op string, err error) error {
 		strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
 		hint = "a table is missing: create the tables first (Destination.CreateTables, or the statements of Table.DDL)"
 	}
-	return &Error{Destination: d.name, Op: op, Class: class, Hint: hint, Err: err}
+	return &sqlledger.Error{Name: d.name, Op: op, Class: class, Hint: hint, Err: err}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
@@ -26,7 +27,7 @@ type Dialect struct {
 	Rebind func(query string) string
 
 	// Types are the SQL types of the column types (by [Type]), for [Table.DDL].
-	Types [Bytes + 1]string
+	Types [column.Bytes + 1]string
 
 	// Time converts a time.Time for the driver, where the database has
 	// no time type of its own; nil binds time.Time as it is.
@@ -110,12 +111,12 @@ type Dialect struct {
 }
 
 // SQLite is the dialect of SQLite through modernc.org/sqlite. Times are
-// stored as UTC text of a fixed width (see [Time]); booleans as 0 and 1.
+// stored as UTC text of a fixed width ([SQLiteTime]); booleans as 0 and 1.
 var SQLite = Dialect{
 	Name:   "sqlite",
 	Rebind: sqlledger.PositionalRebind,
-	Types: [Bytes + 1]string{Int: "INTEGER", Float: "REAL", String: "TEXT", Bool: "INTEGER",
-		Time: "TEXT", Bytes: "BLOB"},
+	Types: [column.Bytes + 1]string{column.Int: "INTEGER", column.Float: "REAL", column.String: "TEXT",
+		column.Bool: "INTEGER", column.Time: "TEXT", column.Bytes: "BLOB"},
 	Time:          SQLiteTime,
 	TableOptions:  " WITHOUT ROWID",
 	RowsPerInsert: 64,

@@ -9,16 +9,23 @@ postgres.OpenDestination, which inserts with COPY); and DuckDB's, in a
 module of its own, github.com/tranche-dev/tranche/destination/duckdb
 (duckdb.Open, duckdb.New, which appends with DuckDB's appender,
 checking each value against the table's declared types as it appends
-it, refusing those that do not fit with [ErrOutOfRange]).
+it, refusing those that do not fit with [column.ErrOutOfRange]).
 
 # Tables
 
 A [Table] maps the keys of an asset's rows to the columns of a table:
 each [Column] has a name, the row key it reads (its name by default), a
-[Type] of Go values it takes, an SQL type for the table's creation, and
-whether it allows NULL. Every value of every batch is checked: a row key
+[column.Type] of Go values it takes (package destination/column, which
+the Parquet destination shares), an SQL type for the table's creation,
+and whether it allows NULL. PostgreSQL takes a String only in valid
+UTF-8 without NUL bytes, as its text types require, and stores a Time
+in a TIMESTAMPTZ column; SQLite, which has no time type, stores a Time
+as UTC text of a fixed width ([SQLiteTimeLayout]), which sorts as the
+instants do and which SQLite's date functions read. A Bytes value is
+copied when the write is handed to a ledger's transaction, which runs
+after the batch is back with the runner. Every value of every batch is checked: a row key
 that is no column, a value of the wrong kind, and a missing or nil value
-where NULL is not allowed refuse the write with a [*ValueError] that
+where NULL is not allowed refuse the write with a [*column.ValueError] that
 names the destination, the table, the asset, the partition, the row, the
 column and the value, and says what would be accepted, and nothing of
 the write is written. A write committing on its own checks each row as

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
+	"github.com/tranche-dev/tranche/destination/column"
 )
 
 // Rows are the rows of one batch for one table, as a dialect's Insert
@@ -32,7 +33,7 @@ type Rows struct {
 	batch []value // the Meta columns' values, the batch's as they came
 	// metaErr, when not nil, refuses every row: a Meta column's value
 	// that the column's Converter refused, once for the batch.
-	metaErr *ValueError
+	metaErr *column.ValueError
 }
 
 // step is how Row reads one of the columns that come from the rows.
@@ -56,8 +57,8 @@ type value struct {
 // declares it, so that each value goes through one switch chosen for its
 // column once per write. It returns the value for the driver; or, for a
 // value it refuses, the value the error names (v, or v as the spec
-// converts it), what would be accepted and the error ([ErrNull],
-// [ErrMistyped], [ErrOutOfRange]). It must refuse what the spec refuses.
+// converts it), what would be accepted and the error ([column.ErrNull],
+// [column.ErrMistyped], [column.ErrOutOfRange]). It must refuse what the spec refuses.
 type Converter func(v any) (out any, want string, err error)
 
 // Columns returns the table's columns, in the order of Row's values. The
@@ -104,7 +105,7 @@ func (r *Rows) Convert(conv []Converter) bool {
 		}
 		cv, want, err := conv[m.j](m.v)
 		if err != nil {
-			r.metaErr = &ValueError{Column: r.t.cols[m.j].Name, Value: cv, Err: err, Want: want}
+			r.metaErr = &column.ValueError{Column: r.t.cols[m.j].Name, Value: cv, Err: err, Want: want}
 			break
 		}
 		m.v = cv
@@ -117,7 +118,7 @@ func (r *Rows) Convert(conv []Converter) bool {
 func newRows(d *Destination, t *table, b *tranche.Batch) *Rows {
 	r := &Rows{t: t, dialect: d.dialect, dest: d.name, asset: b.Asset, key: b.Partition.Key(),
 		rows: b.Rows, n: len(b.Rows), steps: t.steps}
-	if t.part >= 0 && t.cols[t.part].Type == Time {
+	if t.part >= 0 && t.cols[t.part].Type == column.Time {
 		r.start = d.dialect.timeValue(b.Partition.Start)
 	}
 	if len(t.metas) > 0 {
@@ -149,10 +150,10 @@ func (r *Rows) Len() int { return r.n }
 // Row puts the values of row i, 0 <= i < Len(), into vals, one for each
 // of the table's columns in its order (the columns given to Insert),
 // len(vals) of them: a row's value converted for the driver as its
-// column's [Type] says (an int64, a float64, a string, a bool, a
+// column's [column.Type] says (an int64, a float64, a string, a bool, a
 // time.Time or what the dialect's Time makes of it, a []byte), the
 // batch's for a [Meta] column, and nil for NULL. It refuses the row with
-// a [*ValueError] naming the destination, the table, the asset, the
+// a [*column.ValueError] naming the destination, the table, the asset, the
 // partition, the row, the column and the value, for the first value the
 // spec does not take: the caller stops there and returns the error, and
 // the destination rolls the transaction back. vals is the caller's,
@@ -174,7 +175,7 @@ func (r *Rows) Row(i int, vals []any) error {
 		if s.part {
 			pv, ok := r.partitionValue(v)
 			if !ok {
-				return r.refuse(i, s.col.Name, v, ErrMistyped, "a time.Time or a partition key string")
+				return r.refuse(i, s.col.Name, v, column.ErrMistyped, "a time.Time or a partition key string")
 			}
 			v = pv
 		}
@@ -204,7 +205,7 @@ func (r *Rows) Row(i int, vals []any) error {
 	if seen < len(row) {
 		for k, v := range row {
 			if _, ok := r.t.byKey[k]; !ok {
-				return r.refuse(i, k, v, ErrUnknownColumn, "the table's columns take the keys "+r.t.keys)
+				return r.refuse(i, k, v, column.ErrUnknownColumn, "the table's columns take the keys "+r.t.keys)
 			}
 		}
 	}
@@ -215,7 +216,7 @@ func (r *Rows) Row(i int, vals []any) error {
 }
 
 func (r *Rows) refuse(i int, col string, v any, err error, want string) error {
-	return &ValueError{Destination: r.dest, Table: r.t.name, Asset: r.asset, Partition: r.key, Row: i,
+	return &column.ValueError{Destination: r.dest, Table: r.t.name, Asset: r.asset, Partition: r.key, Row: i,
 		Column: col, Value: v, Err: err, Want: want}
 }
 
@@ -225,7 +226,7 @@ func (r *Rows) partitionValue(v any) (any, bool) {
 	kind := r.t.cols[r.t.part].Type
 	switch tv := v.(type) {
 	case time.Time:
-		if kind == Time {
+		if kind == column.Time {
 			if r.dialect.Time == nil {
 				return v, true // as it came: no new box
 			}
@@ -233,7 +234,7 @@ func (r *Rows) partitionValue(v any) (any, bool) {
 		}
 		return r.key, true
 	case string:
-		if kind == Time {
+		if kind == column.Time {
 			return r.start, true
 		}
 		return r.key, true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 )
 
 // BenchmarkRows checks and converts a batch of 100,000 rows of four
@@ -14,7 +15,7 @@ import (
 // handed to a ledger's transaction does, keeping every converted value.
 func BenchmarkRows(b *testing.B) {
 	c, err := compile(Table{Name: "bench", Partition: "day", Columns: []Column{
-		{Name: "day", Type: Time}, {Name: "n", Type: Int}, {Name: "name", Type: String}, {Name: "value", Type: Float},
+		{Name: "day", Type: column.Time}, {Name: "n", Type: column.Int}, {Name: "name", Type: column.String}, {Name: "value", Type: column.Float},
 	}})
 	if err != nil {
 		b.Fatal(err)

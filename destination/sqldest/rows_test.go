@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/column"
 )
 
 // TestRowsConvert gives Row a dialect's converters: each row-fed column
@@ -18,7 +19,7 @@ import (
 // whole at Write keep their values and decline the converters.
 func TestRowsConvert(t *testing.T) {
 	c, err := compile(Table{Name: "t", Partition: "day", Columns: []Column{
-		{Name: "day", Type: Time}, {Name: "n", Type: Int}, {Name: "tok", Type: Int, Meta: FromToken},
+		{Name: "day", Type: column.Time}, {Name: "n", Type: column.Int}, {Name: "tok", Type: column.Int, Meta: FromToken},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func TestRowsConvert(t *testing.T) {
 	conv[1] = func(v any) (any, string, error) {
 		seen = append(seen, v)
 		if v.(int) > 255 {
-			return int64(v.(int)), "at most 255", ErrOutOfRange
+			return int64(v.(int)), "at most 255", column.ErrOutOfRange
 		}
 		return v, "", nil
 	}
@@ -59,8 +60,8 @@ func TestRowsConvert(t *testing.T) {
 		t.Errorf("row 0 (-want +got):\n%s", diff)
 	}
 	err = r.Row(1, vals)
-	ve, ok := errors.AsType[*ValueError](err)
-	if !ok || !errors.Is(err, ErrOutOfRange) || ve.Row != 1 || ve.Column != "n" || ve.Value != int64(300) || ve.Want != "at most 255" || ve.Asset != "a" {
+	ve, ok := errors.AsType[*column.ValueError](err)
+	if !ok || !errors.Is(err, column.ErrOutOfRange) || ve.Row != 1 || ve.Column != "n" || ve.Value != int64(300) || ve.Want != "at most 255" || ve.Asset != "a" {
 		t.Errorf("row 1: %v (%+v); want a *ValueError of row 1, column n, value int64 300, matching ErrOutOfRange", err, ve)
 	}
 	// The partition column's converter gets the partition's start for
@@ -74,16 +75,16 @@ func TestRowsConvert(t *testing.T) {
 
 	// A Meta value the converter refuses refuses every row, once the
 	// row's own values are checked: row 1 is refused for its n first.
-	conv[2] = func(v any) (any, string, error) { return v, "a token under 5", ErrOutOfRange }
+	conv[2] = func(v any) (any, string, error) { return v, "a token under 5", column.ErrOutOfRange }
 	r = newRows(d, c, &batch)
 	r.Convert(conv)
 	err = r.Row(0, vals)
-	ve, ok = errors.AsType[*ValueError](err)
-	if !ok || !errors.Is(err, ErrOutOfRange) || ve.Row != 0 || ve.Column != "tok" || ve.Value != int64(7) || ve.Want != "a token under 5" || ve.Partition != p.Key() {
+	ve, ok = errors.AsType[*column.ValueError](err)
+	if !ok || !errors.Is(err, column.ErrOutOfRange) || ve.Row != 0 || ve.Column != "tok" || ve.Value != int64(7) || ve.Want != "a token under 5" || ve.Partition != p.Key() {
 		t.Errorf("row 0 with a refused token: %v (%+v); want a *ValueError of row 0, column tok, value int64 7, matching ErrOutOfRange", err, ve)
 	}
 	err = r.Row(1, vals)
-	if ve, ok := errors.AsType[*ValueError](err); !ok || ve.Column != "n" || ve.Row != 1 {
+	if ve, ok := errors.AsType[*column.ValueError](err); !ok || ve.Column != "n" || ve.Row != 1 {
 		t.Errorf("row 1 with a refused token and an n out of range: %v; want the n refused first", err)
 	}
 

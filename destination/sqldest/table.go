@@ -8,65 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/internal/integer"
 )
-
-// Type is the type of Go values a column takes.
-type Type int
-
-// The types of columns. A value must be of one of the Go types its type
-// lists; nil is NULL, for a column that allows it.
-const (
-	// Int takes int, int8, int16, int32, int64, uint8, uint16, uint32,
-	// and uint and uint64 up to math.MaxInt64; it is written as an
-	// int64.
-	Int Type = iota + 1
-	// Float takes float64 and float32, and integers of the Int types up
-	// to 2^53 in magnitude, which a float64 holds exactly.
-	Float
-	// String takes string: on PostgreSQL, valid UTF-8 without NUL
-	// bytes, as its text types require.
-	String
-	// Bool takes bool.
-	Bool
-	// Time takes time.Time. PostgreSQL stores it in a TIMESTAMPTZ column;
-	// SQLite, which has no time type, as UTC text of a fixed width,
-	// 2006-01-02T15:04:05.000000000Z, which sorts as the instants do and
-	// which SQLite's date functions read.
-	Time
-	// Bytes takes []byte, copied when the write is handed to a ledger's
-	// transaction, which runs after the batch is back with the runner.
-	Bytes
-)
-
-var typeNames = [...]string{Int: "Int", Float: "Float", String: "String", Bool: "Bool", Time: "Time", Bytes: "Bytes"}
-
-// String returns the type's name, such as "Int".
-func (k Type) String() string {
-	if k < Int || k > Bytes {
-		return fmt.Sprintf("Type(%d)", int(k))
-	}
-	return typeNames[k]
-}
-
-// accepts says, for errors, which Go values a type takes.
-func (k Type) accepts() string {
-	switch k {
-	case Int:
-		return "an integer (int, int8 to int64, uint8 to uint64 up to 2^63-1)"
-	case Float:
-		return "a number (float64, float32, or an integer up to 2^53)"
-	case String:
-		return "a string"
-	case Bool:
-		return "a bool"
-	case Time:
-		return "a time.Time"
-	case Bytes:
-		return "a []byte"
-	}
-	return k.String()
-}
 
 // Meta names a value of the batch rather than of the row, which a column
 // takes for every row of the batch.
@@ -91,7 +35,7 @@ const (
 type Column struct {
 	Name string // the column's name in the table
 	Key  string // the rows' key; "" means Name
-	Type Type
+	Type column.Type
 	// SQLType is the column's SQL type, for [Destination.CreateTables] and
 	// [Table.DDL]; "" means the dialect's type for Type (on SQLite
 	// INTEGER, REAL, TEXT, INTEGER, TEXT, BLOB; on PostgreSQL BIGINT,
@@ -135,77 +79,9 @@ type Table struct {
 	Columns []Column
 }
 
-// Errors of a refused batch, matched with errors.Is; a [*ValueError]
-// carries the details.
-var (
-	ErrUnknownColumn = errors.New("sqldest: no such column")
-	ErrMistyped      = errors.New("sqldest: value of the wrong type")
-	ErrNull          = errors.New("sqldest: NULL in a column that does not allow it")
-	ErrNoTable       = errors.New("sqldest: no table for the asset")
-	// ErrOutOfRange refuses a value of the right kind that the table's
-	// column, as the database declares it, cannot hold: 300 for a
-	// TINYINT, a time beyond a TIMESTAMP's years. Only the dialects that
-	// check the table's own types return it (DuckDB's).
-	ErrOutOfRange = errors.New("sqldest: value out of the column's range")
-)
-
-// ValueError refuses a write, which writes nothing, for one value of one
-// row: a key that is no column of the table, a value the column's type
-// does not take, or a missing or nil value where NULL is not allowed; or,
-// from a dialect that checks the table's own column types as it inserts,
-// a value the column cannot hold ([ErrOutOfRange]). A write committing
-// on its own meets it as it inserts the row, and rolls its transaction
-// back; a write for a ledger's transaction, before it is handed over.
-type ValueError struct {
-	Destination string
-	Table       string // the table, qualified as written
-	Asset       string
-	Partition   string // the partition's key; "" for an unpartitioned asset
-	Row         int    // the row's index in the batch
-	Column      string // the column; for ErrUnknownColumn, the row's key
-	Value       any    // the value refused; nil for a missing one
-	Err         error  // ErrUnknownColumn, ErrMistyped, ErrNull or ErrOutOfRange
-	Want        string // what would be accepted
-}
-
-func (e *ValueError) Error() string {
-	where := fmt.Sprintf("tranche: %s: table %s, asset %q", e.Destination, e.Table, e.Asset)
-	if e.Partition != "" {
-		where += ", partition " + e.Partition
-	}
-	where += fmt.Sprintf(": row %d: ", e.Row)
-	switch {
-	case errors.Is(e.Err, ErrUnknownColumn):
-		return where + fmt.Sprintf("key %q (%s) is no column of the table; %s", e.Column, describe(e.Value), e.Want)
-	case errors.Is(e.Err, ErrNull) && e.Value == nil:
-		return where + fmt.Sprintf("column %q is missing or nil, and does not allow NULL; want %s", e.Column, e.Want)
-	}
-	return where + fmt.Sprintf("column %q: %s is not %s", e.Column, describe(e.Value), e.Want)
-}
-
-func (e *ValueError) Unwrap() error { return e.Err }
-
-// describe shows a value in an error: its type and value.
-func describe(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "nil"
-	case string:
-		if len(v) > 64 {
-			v = v[:64] + "..."
-		}
-		return fmt.Sprintf("string %q", v)
-	case []byte:
-		return fmt.Sprintf("[]byte of %d bytes", len(v))
-	case time.Time:
-		return "time.Time " + v.Format(time.RFC3339Nano)
-	}
-	s := fmt.Sprint(v)
-	if len(s) > 64 {
-		s = s[:64] + "..."
-	}
-	return fmt.Sprintf("%T %s", v, s)
-}
+// ErrNoTable refuses a batch of an asset the destination has no table
+// for.
+var ErrNoTable = errors.New("sqldest: no table for the asset")
 
 // table is a Table compiled for writing.
 type table struct {
@@ -262,12 +138,12 @@ func compile(t Table) (*table, error) {
 			continue
 		case names[col.Name]:
 			bad("column %q named twice", col.Name)
-		case col.Type < Int || col.Type > Bytes:
+		case !col.Type.IsValid():
 			bad("column %q: type %v; want Int, Float, String, Bool, Time or Bytes", col.Name, col.Type)
 		}
 		names[col.Name] = true
 		c.columnNames = append(c.columnNames, col.Name)
-		c.bytes = c.bytes || col.Type == Bytes
+		c.bytes = c.bytes || col.Type == column.Bytes
 		key := ""
 		switch col.Meta {
 		case FromRow:
@@ -282,12 +158,12 @@ func compile(t Table) (*table, error) {
 			c.fromRows++
 			keys = append(keys, key)
 		case FromToken:
-			if col.Type != Int {
+			if col.Type != column.Int {
 				bad("column %q takes the token, an Int; type %v", col.Name, col.Type)
 			}
 		case FromRunID, FromDeliveryID:
 			c.delivery = c.delivery || col.Meta == FromDeliveryID
-			if col.Type != String {
+			if col.Type != column.String {
 				bad("column %q takes the run or delivery id, a String; type %v", col.Name, col.Type)
 			}
 		default:
@@ -304,7 +180,7 @@ func compile(t Table) (*table, error) {
 			switch {
 			case col.Meta != FromRow:
 				bad("partition column %q must come from the rows", col.Name)
-			case col.Type != Time && col.Type != String:
+			case col.Type != column.Time && col.Type != column.String:
 				bad("partition column %q: type %v; want Time (bounds) or String (keys)", col.Name, col.Type)
 			case col.Null:
 				bad("partition column %q must not allow NULL", col.Name)
@@ -328,7 +204,7 @@ func compile(t Table) (*table, error) {
 	switch {
 	case t.Partition == "":
 		c.qDelete = "DELETE FROM " + c.ident
-	case c.cols[c.part].Type == Time:
+	case c.cols[c.part].Type == column.Time:
 		p := quote(t.Partition)
 		c.qDelete = "DELETE FROM " + c.ident + " WHERE " + p + " >= $1 AND " + p + " < $2"
 	default:
@@ -418,12 +294,12 @@ func (d *Dialect) value(col *Column, v any) (any, string, error) {
 		if col.Null {
 			return nil, "", nil
 		}
-		return nil, col.Type.accepts(), ErrNull
+		return nil, col.Type.Accepts(), column.ErrNull
 	}
 	// A value already of the written type is returned as it came, not
 	// boxed anew: a batch of a million values allocates none for them.
 	switch col.Type {
-	case Int:
+	case column.Int:
 		if _, ok := v.(int64); ok {
 			return v, "", nil
 		}
@@ -433,7 +309,7 @@ func (d *Dialect) value(col *Column, v any) (any, string, error) {
 			}
 			return n, "", nil
 		}
-	case Float:
+	case column.Float:
 		switch f := v.(type) {
 		case float64:
 			return v, "", nil
@@ -443,30 +319,30 @@ func (d *Dialect) value(col *Column, v any) (any, string, error) {
 		if n, ok := integer.Int64(v); ok && n <= 1<<53 && n >= -(1<<53) {
 			return float64(n), "", nil
 		}
-	case String:
+	case column.String:
 		if s, ok := v.(string); ok {
 			if d.UTF8 && (!utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0) {
-				return nil, "valid UTF-8 without NUL bytes, as " + d.Name + "'s text takes", ErrMistyped
+				return nil, "valid UTF-8 without NUL bytes, as " + d.Name + "'s text takes", column.ErrMistyped
 			}
 			return v, "", nil
 		}
-	case Bool:
+	case column.Bool:
 		if _, ok := v.(bool); ok {
 			return v, "", nil
 		}
-	case Time:
+	case column.Time:
 		if t, ok := v.(time.Time); ok {
 			if d.Time == nil {
 				return v, "", nil
 			}
 			return d.Time(t), "", nil
 		}
-	case Bytes:
+	case column.Bytes:
 		if _, ok := v.([]byte); ok {
 			return v, "", nil
 		}
 	}
-	return nil, col.Type.accepts(), ErrMistyped
+	return nil, col.Type.Accepts(), column.ErrMistyped
 }
 
 func (d *Dialect) timeValue(t time.Time) any {

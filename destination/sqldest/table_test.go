@@ -9,25 +9,27 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/tranche-dev/tranche/destination/column"
 )
 
 func TestTableSpecErrors(t *testing.T) {
-	col := func(name string, k Type) Column { return Column{Name: name, Type: k} }
+	col := func(name string, k column.Type) Column { return Column{Name: name, Type: k} }
 	cases := []struct {
 		name string
 		t    Table
 		says []string
 	}{
-		{"no name", Table{Columns: []Column{col("a", Int)}}, []string{"without a name"}},
+		{"no name", Table{Columns: []Column{col("a", column.Int)}}, []string{"without a name"}},
 		{"no columns", Table{Name: "t"}, []string{"no columns"}},
-		{"column twice", Table{Name: "t", Columns: []Column{col("a", Int), col("a", String)}}, []string{`column "a" named twice`}},
-		{"key twice", Table{Name: "t", Columns: []Column{col("a", Int), {Name: "b", Key: "a", Type: Int}}}, []string{`key "a" mapped to two columns`}},
+		{"column twice", Table{Name: "t", Columns: []Column{col("a", column.Int), col("a", column.String)}}, []string{`column "a" named twice`}},
+		{"key twice", Table{Name: "t", Columns: []Column{col("a", column.Int), {Name: "b", Key: "a", Type: column.Int}}}, []string{`key "a" mapped to two columns`}},
 		{"bad kind", Table{Name: "t", Columns: []Column{col("a", 0)}}, []string{`type Type(0)`}},
-		{"missing partition", Table{Name: "t", Partition: "day", Columns: []Column{col("a", Int)}}, []string{`partition column "day" is none of its columns`}},
-		{"partition kind", Table{Name: "t", Partition: "a", Columns: []Column{col("a", Int)}}, []string{`partition column "a": type Int; want Time`}},
-		{"partition null", Table{Name: "t", Partition: "a", Columns: []Column{{Name: "a", Type: Time, Null: true}}}, []string{"must not allow NULL"}},
-		{"token kind", Table{Name: "t", Columns: []Column{{Name: "tok", Type: String, Meta: FromToken}}}, []string{`column "tok" takes the token, an Int`}},
-		{"several at once", Table{Name: "t", Partition: "p", Columns: []Column{col("a", 0), col("a", Int)}},
+		{"missing partition", Table{Name: "t", Partition: "day", Columns: []Column{col("a", column.Int)}}, []string{`partition column "day" is none of its columns`}},
+		{"partition kind", Table{Name: "t", Partition: "a", Columns: []Column{col("a", column.Int)}}, []string{`partition column "a": type Int; want Time`}},
+		{"partition null", Table{Name: "t", Partition: "a", Columns: []Column{{Name: "a", Type: column.Time, Null: true}}}, []string{"must not allow NULL"}},
+		{"token kind", Table{Name: "t", Columns: []Column{{Name: "tok", Type: column.String, Meta: FromToken}}}, []string{`column "tok" takes the token, an Int`}},
+		{"several at once", Table{Name: "t", Partition: "p", Columns: []Column{col("a", 0), col("a", column.Int)}},
 			[]string{"type Type(0)", "named twice", `partition column "p"`}},
 	}
 	for _, c := range cases {
@@ -47,10 +49,10 @@ func TestTableSpecErrors(t *testing.T) {
 
 func TestDDL(t *testing.T) {
 	tbl := Table{Schema: "wh", Name: "page views", Partition: "day", Columns: []Column{
-		{Name: "day", Type: Time},
-		{Name: "views", Type: Int},
-		{Name: "note", Type: String, Null: true, SQLType: "VARCHAR(80)"},
-		{Name: "token", Type: Int, Meta: FromToken},
+		{Name: "day", Type: column.Time},
+		{Name: "views", Type: column.Int},
+		{Name: "note", Type: column.String, Null: true, SQLType: "VARCHAR(80)"},
+		{Name: "token", Type: column.Int, Meta: FromToken},
 	}}
 	got, err := tbl.DDL(&SQLite)
 	if err != nil {
@@ -78,15 +80,15 @@ func TestValueKinds(t *testing.T) {
 		"big-uint64": uint64(math.MaxUint64), "big-int": int64(1<<53 + 1), "bad-utf8": "\xff", "nul": "a\x00b",
 		"struct": struct{}{}, "pointer": new(int),
 	}
-	takes := map[Type][]string{
-		Int:    {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "big-int"},
-		Float:  {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "float32", "float64"},
-		String: {"string"},
-		Bool:   {"bool"},
-		Time:   {"time"},
-		Bytes:  {"bytes"},
+	takes := map[column.Type][]string{
+		column.Int:    {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "big-int"},
+		column.Float:  {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint", "uint64", "float32", "float64"},
+		column.String: {"string"},
+		column.Bool:   {"bool"},
+		column.Time:   {"time"},
+		column.Bytes:  {"bytes"},
 	}
-	for k := Int; k <= Bytes; k++ {
+	for k := column.Int; k <= column.Bytes; k++ {
 		col := Column{Name: "c", Type: k}
 		for name, v := range values {
 			_, want, err := d.value(&col, v)
@@ -97,7 +99,7 @@ func TestValueKinds(t *testing.T) {
 			if ok != (err == nil) {
 				t.Errorf("kind %v, %s %v: err %v (want %q); want taken: %v", k, name, v, err, want, ok)
 			}
-			if err != nil && (!errors.Is(err, ErrMistyped) || want == "") {
+			if err != nil && (!errors.Is(err, column.ErrMistyped) || want == "") {
 				t.Errorf("kind %v, %s: err %v, want %q; want ErrMistyped saying what is accepted", k, name, err, want)
 			}
 		}
@@ -107,14 +109,14 @@ func TestValueKinds(t *testing.T) {
 		keep.Integers = true
 		for _, name := range []string{"int", "int8", "uint16", "uint", "uint64", "big-uint64"} {
 			got, _, err := keep.value(&col, values[name])
-			if k == Int && name != "big-uint64" && (err != nil || got != values[name]) {
+			if k == column.Int && name != "big-uint64" && (err != nil || got != values[name]) {
 				t.Errorf("Int with Integers, %s: %#v, %v; want it as it came", name, got, err)
 			}
-			if k == Int && name == "big-uint64" && !errors.Is(err, ErrMistyped) {
+			if k == column.Int && name == "big-uint64" && !errors.Is(err, column.ErrMistyped) {
 				t.Errorf("Int with Integers, %s: %v; want ErrMistyped", name, err)
 			}
 		}
-		if _, _, err := d.value(&col, nil); !errors.Is(err, ErrNull) {
+		if _, _, err := d.value(&col, nil); !errors.Is(err, column.ErrNull) {
 			t.Errorf("kind %v: nil in a NOT NULL column: %v", k, err)
 		}
 		col.Null = true

@@ -282,7 +282,7 @@ func printPlan(ctx context.Context, plan *backfill.Plan, full bool) error {
 		if err != nil {
 			return err
 		}
-		if item.Action == backfill.ActionRun {
+		if item.Action == ledger.ActionRun {
 			fmt.Printf("  %s  %s\n", item.Partition.Key(), item.Action)
 		}
 	}

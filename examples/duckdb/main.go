@@ -24,6 +24,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/duckdb"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
@@ -44,12 +45,12 @@ func main() {
 // trips is the table of the trips asset. The fare is a DECIMAL, and the
 // passengers a TINYINT: the destination checks every value against them.
 var trips = sqldest.Table{Name: "trips", Partition: "pickup_day", Columns: []sqldest.Column{
-	{Name: "pickup_day", Type: sqldest.Time},
-	{Name: "pickup", Type: sqldest.Time},
-	{Name: "zone", Type: sqldest.String},
-	{Name: "passengers", Type: sqldest.Int, SQLType: "TINYINT"},
-	{Name: "fare", Type: sqldest.Float, SQLType: "DECIMAL(8,2)"},
-	{Name: "attempt", Type: sqldest.Int, Meta: sqldest.FromToken},
+	{Name: "pickup_day", Type: column.Time},
+	{Name: "pickup", Type: column.Time},
+	{Name: "zone", Type: column.String},
+	{Name: "passengers", Type: column.Int, SQLType: "TINYINT"},
+	{Name: "fare", Type: column.Float, SQLType: "DECIMAL(8,2)"},
+	{Name: "attempt", Type: column.Int, Meta: sqldest.FromToken},
 }}
 
 func run(ctx context.Context, out io.Writer, dir, month string) error {

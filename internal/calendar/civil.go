@@ -25,6 +25,23 @@ func Mod(a, b int64) int64 {
 	return m
 }
 
+// Digits parses a run of ASCII digits, the fields of dates, times and
+// offsets in text forms: "0042" is 42; "", a sign or any other byte is
+// not a number.
+func Digits(s string) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		v = v*10 + int(s[i]-'0')
+	}
+	return v, true
+}
+
 // DaysFromCivil returns the day number of the proleptic Gregorian date
 // y-m-d, counting from 1970-01-01 as day 0. Month and day must be in range.
 func DaysFromCivil(y int64, m, d int) int64 {

@@ -56,6 +56,49 @@ func NewSpec(s *Schedule, zoned bool, excluded []Date, excludedText []string) *S
 	return spec
 }
 
+// interned keeps specs by Text, so that equal schedules share one Spec
+// and a granularity holding one stays comparable with ==. It is a
+// cache, not state: a value is a pure function of its key.
+var interned sync.Map // Text → *Spec
+
+// Intern returns the kept spec of spec.Text, keeping spec when there is
+// none yet.
+func Intern(spec *Spec) *Spec {
+	kept, _ := interned.LoadOrStore(spec.Text, spec)
+	return kept.(*Spec)
+}
+
+// SpecOf returns the spec whose Text is text (the text inside
+// "cron(...)" of a schedule granularity's String), parsed once: the kept
+// one when a spec of text was made before, as a granularity's always
+// was (by the root package's ParseCron, through Intern).
+func SpecOf(text string) (*Spec, error) {
+	if kept, ok := interned.Load(text); ok {
+		return kept.(*Spec), nil
+	}
+	expr, except, _ := strings.Cut(text, "; except ")
+	s, err := Parse(expr, nil)
+	if err != nil {
+		return nil, err
+	}
+	days := strings.Fields(except)
+	dates := make([]Date, 0, len(days))
+	for _, d := range days {
+		t, err := time.Parse(time.DateOnly, d)
+		if err != nil {
+			return nil, fmt.Errorf("cron: excluded date %q is not a date in %q", d, text)
+		}
+		dates = append(dates, Date{Year: t.Year(), Month: t.Month(), Day: t.Day()})
+	}
+	return Intern(NewSpec(s, Zoned(expr), dates, days)), nil
+}
+
+// Zoned reports whether expr names its zone (CRON_TZ= or TZ=).
+func Zoned(expr string) bool {
+	expr = strings.TrimSpace(expr)
+	return strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=")
+}
+
 // Schedule returns the schedule evaluated in loc, or in the spec's Zone
 // when it has one.
 func (c *Spec) Schedule(loc *time.Location) *Schedule {

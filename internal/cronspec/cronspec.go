@@ -2,13 +2,13 @@
 // packages of this module that read more of it than its text: a DAG's
 // identity (package backfill) and the matching of attempts to slots
 // (internal/slotmatch). The root package parses a schedule once, in
-// ParseCron, and keeps the result in the TimeGranularity; reading it
-// back from String would parse it again and keep two readings of one
-// text in step by hand.
+// ParseCron, and keeps the result (cron.Intern); Of finds that result
+// again by the schedule's text, so that no package parses it twice and
+// the root's page spends no name on the accessor.
 package cronspec
 
 import (
-	_ "unsafe" // for go:linkname
+	"strings"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/cron"
@@ -16,11 +16,15 @@ import (
 
 // Of returns the parsed form of schedule g, or nil when g is not a
 // schedule (see tranche.TimeGranularity.IsSchedule).
-//
-// Of has no body here: the root package's cronSpecOf is its code, linked
-// by the root's go:linkname directive, so that the root's page gains no
-// name and no package-level state carries the accessor. The empty
-// cronspec.s lets the compiler accept a function without a body.
-//
-//go:linkname Of
-func Of(g tranche.TimeGranularity) *cron.Spec
+func Of(g tranche.TimeGranularity) *cron.Spec {
+	if !g.IsSchedule() {
+		return nil
+	}
+	text := strings.TrimSuffix(strings.TrimPrefix(g.String(), "cron("), ")")
+	spec, err := cron.SpecOf(text)
+	if err != nil {
+		// ParseCron made text from a spec it had parsed.
+		panic("tranche: reparsing a parsed cron schedule: " + err.Error())
+	}
+	return spec
+}

@@ -10,7 +10,6 @@
 package fsdest
 
 import (
-	"context"
 	"encoding/hex"
 	"errors"
 	"io/fs"
@@ -18,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // MkdirSynced creates dir and its missing parents below root as
@@ -108,16 +106,4 @@ func EscapeName(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// sleepCtx sleeps for d, or until ctx ends with its error.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/tranche-dev/tranche/internal/wait"
 )
 
 // CrossProcess says that the locks of [Locks] hold between processes.
@@ -34,7 +36,7 @@ func (*Locks) Lock(ctx context.Context, path string, create bool) (func(), error
 		return nil, err
 	}
 	fd := int(f.Fd())
-	wait := 100 * time.Microsecond
+	backoff := 100 * time.Microsecond
 	for {
 		err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -44,11 +46,11 @@ func (*Locks) Lock(ctx context.Context, path string, create bool) (func(), error
 			f.Close()
 			return nil, err
 		}
-		if err := sleepCtx(ctx, wait); err != nil {
+		if err := wait.Sleep(ctx, backoff); err != nil {
 			f.Close()
 			return nil, err
 		}
-		wait = min(2*wait, 20*time.Millisecond)
+		backoff = min(2*backoff, 20*time.Millisecond)
 	}
 	return func() {
 		// Closing the last descriptor of the file releases the lock too.

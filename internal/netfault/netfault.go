@@ -43,6 +43,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tranche-dev/tranche/internal/wait"
 )
 
 // Dir is a direction of traffic, or both.
@@ -495,7 +497,7 @@ func (p *Proxy) Chaos(ctx context.Context, r *rand.Rand, c Chaos) []Fault {
 	var applied []Fault
 	defer p.Heal()
 	for {
-		if !sleep(ctx, between(r, c.Calm)) {
+		if wait.Sleep(ctx, between(r, c.Calm)) != nil {
 			return applied
 		}
 		f := c.Faults[r.IntN(len(c.Faults))]
@@ -512,7 +514,7 @@ func (p *Proxy) Chaos(ctx context.Context, r *rand.Rand, c Chaos) []Fault {
 		if f.Kind == KindReset {
 			continue
 		}
-		if !sleep(ctx, between(r, long)) {
+		if wait.Sleep(ctx, between(r, long)) != nil {
 			return applied
 		}
 		p.Heal()
@@ -525,15 +527,4 @@ func between(r *rand.Rand, d time.Duration) time.Duration {
 		return 0
 	}
 	return d/10 + time.Duration(r.Int64N(int64(d-d/10)+1))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/destination"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -27,14 +28,14 @@ var AuditTable = sqldest.Table{Name: "events_audit", Asset: "events", Partition:
 
 func eventsColumns(audit bool) []sqldest.Column {
 	cols := []sqldest.Column{
-		{Name: "day", Type: sqldest.Time},
-		{Name: "n", Type: sqldest.Int},
-		{Name: "worker", Type: sqldest.String},
-		{Name: "attempt", Type: sqldest.Int},
-		{Name: "token", Type: sqldest.Int, Meta: sqldest.FromToken},
+		{Name: "day", Type: column.Time},
+		{Name: "n", Type: column.Int},
+		{Name: "worker", Type: column.String},
+		{Name: "attempt", Type: column.Int},
+		{Name: "token", Type: column.Int, Meta: sqldest.FromToken},
 	}
 	if audit {
-		cols = append(cols, sqldest.Column{Name: "delivery", Type: sqldest.String, Meta: sqldest.FromDeliveryID})
+		cols = append(cols, sqldest.Column{Name: "delivery", Type: column.String, Meta: sqldest.FromDeliveryID})
 	}
 	return cols
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -17,10 +18,10 @@ import (
 // string and a float a row.
 func BenchTable(name string) sqldest.Table {
 	return sqldest.Table{Name: name, Asset: "bench", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Type: sqldest.Time},
-		{Name: "n", Type: sqldest.Int},
-		{Name: "name", Type: sqldest.String},
-		{Name: "value", Type: sqldest.Float},
+		{Name: "day", Type: column.Time},
+		{Name: "n", Type: column.Int},
+		{Name: "name", Type: column.String},
+		{Name: "value", Type: column.Float},
 	}}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/destinationtest"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger"
@@ -47,20 +48,20 @@ type Env struct {
 // Events is the table of the events asset: the partition column day (a
 // Time), n, worker, and the token of the write.
 var Events = sqldest.Table{Name: "events", Partition: "day", Columns: []sqldest.Column{
-	{Name: "day", Type: sqldest.Time},
-	{Name: "n", Type: sqldest.Int},
-	{Name: "worker", Type: sqldest.String, Null: true},
-	{Name: "token", Type: sqldest.Int, Meta: sqldest.FromToken},
+	{Name: "day", Type: column.Time},
+	{Name: "n", Type: column.Int},
+	{Name: "worker", Type: column.String, Null: true},
+	{Name: "token", Type: column.Int, Meta: sqldest.FromToken},
 }}
 
 // Audit is a second table of the events asset that appends every write:
 // counting its deliveries per partition counts the writes that landed.
 var Audit = sqldest.Table{Name: "events_audit", Asset: "events", Partition: "day", Append: true, Columns: []sqldest.Column{
-	{Name: "day", Type: sqldest.Time},
-	{Name: "n", Type: sqldest.Int},
-	{Name: "worker", Type: sqldest.String, Null: true},
-	{Name: "token", Type: sqldest.Int, Meta: sqldest.FromToken},
-	{Name: "delivery", Type: sqldest.String, Meta: sqldest.FromDeliveryID},
+	{Name: "day", Type: column.Time},
+	{Name: "n", Type: column.Int},
+	{Name: "worker", Type: column.String, Null: true},
+	{Name: "token", Type: column.Int, Meta: sqldest.FromToken},
+	{Name: "delivery", Type: column.String, Meta: sqldest.FromDeliveryID},
 }}
 
 // Row is a row of Events or Audit as read back.
@@ -133,7 +134,8 @@ func batch(p tranche.TimePartition, rows []tranche.Row, run string, token int64)
 	return tranche.Batch{Asset: "events", Column: "day", Partition: p, Rows: rows, RunID: run, Token: token}
 }
 
-// Run runs the suite, each test in a new Env.
+// Run runs the suite, each test in a new Env; the destination contract's
+// suite is [Contract], which each destination's contract test runs.
 func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 	tests := []struct {
 		name string
@@ -150,7 +152,6 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 		{"SharedUnfenced", testSharedUnfenced},
 		{"Backfill", testBackfill},
 	}
-	t.Run("Contract", func(t *testing.T) { runContract(t, newEnv) })
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -167,16 +168,17 @@ func Run(t *testing.T, newEnv func(t *testing.T) *Env) {
 // writes through a destination apart from the ledger.
 var ContractTable = sqldest.Table{Name: "contract_events", Asset: destinationtest.Asset, Partition: destinationtest.Column,
 	Columns: []sqldest.Column{
-		{Name: destinationtest.Column, Type: sqldest.Time},
-		{Name: "n", Type: sqldest.Int},
-		{Name: "note", Type: sqldest.String},
+		{Name: destinationtest.Column, Type: column.Time},
+		{Name: "n", Type: column.Int},
+		{Name: "note", Type: column.String},
 	}}
 
-// runContract runs the destination contract's suite on a destination
-// apart from the ledger, each check in a new Env. (A destination sharing
-// the ledger's transactions writes only at the ledger's Finish: the
-// Shared tests check it.)
-func runContract(t *testing.T, newEnv func(t *testing.T) *Env) {
+// Contract runs the destination contract's suite
+// (destinationtest.Run) on a destination apart from the ledger, each
+// check in a new Env, as every destination's own test does. (A
+// destination sharing the ledger's transactions writes only at the
+// ledger's Finish: Run's Shared tests check it.)
+func Contract(t *testing.T, newEnv func(t *testing.T) *Env) {
 	destinationtest.Run(t, func(t *testing.T) destinationtest.Subject {
 		e := newEnv(t)
 		d := e.Separate(t, ContractTable)
@@ -252,24 +254,24 @@ func testValidation(t *testing.T, e *Env) {
 				says   []string
 			}{
 				{"unknown column", func(r []tranche.Row) []tranche.Row { r[2]["colour"] = "red"; return r },
-					sqldest.ErrUnknownColumn, "colour", []string{`row 2`, `key "colour"`, `string "red"`, "day, n, worker"}},
+					column.ErrUnknownColumn, "colour", []string{`row 2`, `key "colour"`, `string "red"`, "day, n, worker"}},
 				{"string for Int", func(r []tranche.Row) []tranche.Row { r[1]["n"] = "12"; return r },
-					sqldest.ErrMistyped, "n", []string{`row 1`, `column "n"`, `string "12"`, "an integer"}},
+					column.ErrMistyped, "n", []string{`row 1`, `column "n"`, `string "12"`, "an integer"}},
 				{"float for Int", func(r []tranche.Row) []tranche.Row { r[0]["n"] = 1.5; return r },
-					sqldest.ErrMistyped, "n", []string{`float64 1.5`, "an integer"}},
+					column.ErrMistyped, "n", []string{`float64 1.5`, "an integer"}},
 				{"uint64 over int64", func(r []tranche.Row) []tranche.Row { r[0]["n"] = uint64(1 << 63); return r },
-					sqldest.ErrMistyped, "n", []string{"uint64 9223372036854775808"}},
+					column.ErrMistyped, "n", []string{"uint64 9223372036854775808"}},
 				{"int for String", func(r []tranche.Row) []tranche.Row { r[2]["worker"] = 7; return r },
-					sqldest.ErrMistyped, "worker", []string{`column "worker"`, "int 7", "a string"}},
+					column.ErrMistyped, "worker", []string{`column "worker"`, "int 7", "a string"}},
 				{"missing NOT NULL", func(r []tranche.Row) []tranche.Row { delete(r[1], "n"); return r },
-					sqldest.ErrNull, "n", []string{`column "n" is missing or nil`}},
+					column.ErrNull, "n", []string{`column "n" is missing or nil`}},
 				{"nil NOT NULL", func(r []tranche.Row) []tranche.Row { r[1]["n"] = nil; return r },
-					sqldest.ErrNull, "n", []string{`column "n" is missing or nil`}},
+					column.ErrNull, "n", []string{`column "n" is missing or nil`}},
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					err := d.Write(t.Context(), []tranche.Batch{batch(day(1), rowsOf(day(1), 1, "ok"), "r", 0), batch(p, c.mutate(good()), "r", 0)})
-					ve, ok := errors.AsType[*sqldest.ValueError](err)
+					ve, ok := errors.AsType[*column.ValueError](err)
 					if !ok || !errors.Is(err, c.err) {
 						t.Fatalf("Write = %v; want a *ValueError matching %v", err, c.err)
 					}
@@ -301,8 +303,8 @@ func testValidation(t *testing.T, e *Env) {
 				}
 				many[len(many)-1]["n"] = "last"
 				err := d.Write(t.Context(), []tranche.Batch{batch(late, many, "late", 0), batch(p, rowsOf(p, 3000, "replaced"), "late", 0)})
-				ve, ok := errors.AsType[*sqldest.ValueError](err)
-				if !ok || !errors.Is(err, sqldest.ErrMistyped) || ve.Row != len(many)-1 || ve.Column != "n" || ve.Partition != late.Key() {
+				ve, ok := errors.AsType[*column.ValueError](err)
+				if !ok || !errors.Is(err, column.ErrMistyped) || ve.Row != len(many)-1 || ve.Column != "n" || ve.Partition != late.Key() {
 					t.Fatalf("Write = %v; want a *ValueError for row %d, column n, partition %s", err, len(many)-1, late.Key())
 				}
 				for _, s := range []string{"row 9999", `column "n"`, `string "last"`, `asset "events"`, "partition " + late.Key()} {
@@ -399,12 +401,12 @@ func testReplace(t *testing.T, e *Env) {
 func testPartitionKinds(t *testing.T, e *Env) {
 	ctx := t.Context()
 	byKey := sqldest.Table{Name: "by_key", Asset: "events", Partition: "part", Columns: []sqldest.Column{
-		{Name: "part", Key: "day", Type: sqldest.String},
-		{Name: "n", Type: sqldest.Int},
-		{Name: "w", Key: "worker", Type: sqldest.String},
-		{Name: "run", Type: sqldest.String, Meta: sqldest.FromRunID},
+		{Name: "part", Key: "day", Type: column.String},
+		{Name: "n", Type: column.Int},
+		{Name: "w", Key: "worker", Type: column.String},
+		{Name: "run", Type: column.String, Meta: sqldest.FromRunID},
 	}}
-	whole := sqldest.Table{Name: "totals", Columns: []sqldest.Column{{Name: "total", Type: sqldest.Float}, {Name: "ok", Type: sqldest.Bool}, {Name: "blob", Type: sqldest.Bytes, Null: true}}}
+	whole := sqldest.Table{Name: "totals", Columns: []sqldest.Column{{Name: "total", Type: column.Float}, {Name: "ok", Type: column.Bool}, {Name: "blob", Type: column.Bytes, Null: true}}}
 	d := e.Separate(t, byKey, whole)
 	for i, w := range []string{"a", "b"} {
 		if err := d.Write(ctx, []tranche.Batch{batch(day(0), rowsOf(day(0), 2+i, w), "run-"+w, 0), batch(day(1), rowsOf(day(1), 1, w), "run-"+w, 0)}); err != nil {

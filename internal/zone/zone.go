@@ -65,14 +65,14 @@ func ParseOffsetName(s string) (off int, ok bool) {
 	if (len(s) != len("+00:00") && len(s) != len("+00:00:00")) || (s[0] != '+' && s[0] != '-') || s[3] != ':' {
 		return 0, false
 	}
-	h, ok1 := digits(s[1:3])
-	m, ok2 := digits(s[4:6])
+	h, ok1 := calendar.Digits(s[1:3])
+	m, ok2 := calendar.Digits(s[4:6])
 	sec, ok3 := 0, true
 	if len(s) > 6 {
 		if s[6] != ':' {
 			return 0, false
 		}
-		sec, ok3 = digits(s[7:9])
+		sec, ok3 = calendar.Digits(s[7:9])
 	}
 	if !ok1 || !ok2 || !ok3 || h > 23 || m > 59 || sec > 59 {
 		return 0, false
@@ -145,19 +145,4 @@ func Portable(loc *time.Location) bool {
 
 func append2(b []byte, v int) []byte {
 	return append(b, byte('0'+v/10), byte('0'+v%10))
-}
-
-// digits parses a run of ASCII digits.
-func digits(s string) (int, bool) {
-	if s == "" {
-		return 0, false
-	}
-	v := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		v = v*10 + int(s[i]-'0')
-	}
-	return v, true
 }

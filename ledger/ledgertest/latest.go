@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -266,7 +267,7 @@ func testNewestFailures(s *ledgerSuite) {
 	}
 	const elsewhere = 5000
 	dag := suiteDAG + "-newest-failures"
-	one := func(ps []ledger.TimePartition, state ledger.State) {
+	one := func(ps []tranche.TimePartition, state ledger.State) {
 		s.t.Helper()
 		r := req(alpha, ps...)
 		r.DAG = dag
@@ -279,7 +280,7 @@ func testNewestFailures(s *ledgerSuite) {
 	}
 	one(parts(0), ledger.StateFailed) // the range's failure, the oldest
 	s.clock.Advance(time.Second)
-	var ps []ledger.TimePartition
+	var ps []tranche.TimePartition
 	for i := range elsewhere {
 		ps = append(ps, part(10+i))
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 )
 
@@ -76,8 +77,8 @@ func (d *Destination) Close() error {
 func destDialect(classify func(error) (error, string, bool)) *sqldest.Dialect {
 	return &sqldest.Dialect{
 		Name: "postgres",
-		Types: [sqldest.Bytes + 1]string{sqldest.Int: "BIGINT", sqldest.Float: "DOUBLE PRECISION", sqldest.String: "TEXT",
-			sqldest.Bool: "BOOLEAN", sqldest.Time: "TIMESTAMPTZ", sqldest.Bytes: "BYTEA"},
+		Types: [column.Bytes + 1]string{column.Int: "BIGINT", column.Float: "DOUBLE PRECISION", column.String: "TEXT",
+			column.Bool: "BOOLEAN", column.Time: "TIMESTAMPTZ", column.Bytes: "BYTEA"},
 		Insert:   copyRows,
 		UTF8:     true,
 		HasTable: "SELECT to_regclass($1) IS NOT NULL",

@@ -45,3 +45,9 @@ func pgEnv(t *testing.T) *sqldesttest.Env {
 func TestDestination(t *testing.T) {
 	sqldesttest.Run(t, pgEnv)
 }
+
+// The PostgreSQL destination keeps the destination contract
+// (destination/destinationtest), as every shipped destination does.
+func TestDestinationContract(t *testing.T) {
+	sqldesttest.Contract(t, pgEnv)
+}

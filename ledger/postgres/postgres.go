@@ -248,7 +248,7 @@ func (c *conn) fail(ctx context.Context, op string, err error) error {
 		return err
 	}
 	kind, hint, _ := c.dialect.Classify(err)
-	return &sqlledger.Error{Ledger: c.name, Op: op, Class: kind, Hint: hint, Err: err}
+	return &sqlledger.Error{Name: c.name, Op: op, Class: kind, Hint: hint, Err: err}
 }
 
 // connect checks the options and the connection string, connects, and

@@ -51,3 +51,9 @@ func sqliteEnv(t *testing.T) *sqldesttest.Env {
 func TestDestination(t *testing.T) {
 	sqldesttest.Run(t, sqliteEnv)
 }
+
+// The SQLite destination keeps the destination contract
+// (destination/destinationtest), as every shipped destination does.
+func TestDestinationContract(t *testing.T) {
+	sqldesttest.Contract(t, sqliteEnv)
+}

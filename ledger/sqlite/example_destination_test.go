@@ -11,6 +11,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
@@ -31,9 +32,9 @@ func ExampleNewDestination() {
 	defer lg.Close()
 
 	views := sqldest.Table{Name: "page_views", Partition: "day", Columns: []sqldest.Column{
-		{Name: "day", Type: sqldest.Time},
-		{Name: "page", Type: sqldest.String},
-		{Name: "views", Type: sqldest.Int},
+		{Name: "day", Type: column.Time},
+		{Name: "page", Type: column.String},
+		{Name: "views", Type: column.Int},
 	}}
 	dest, err := sqlite.NewDestination(ctx, lg, views)
 	if err != nil {
@@ -85,7 +86,7 @@ func ExampleNewDestination() {
 	p := tranche.PartitionOf(tranche.Day, w.Start())
 	err = dest.Write(ctx, []tranche.Batch{{Asset: "page_views", Column: "day", Partition: p,
 		Rows: []tranche.Row{{"day": p.Start, "page": "/", "views": "many"}}}})
-	if ve, ok := errors.AsType[*sqldest.ValueError](err); ok && errors.Is(err, sqldest.ErrMistyped) {
+	if ve, ok := errors.AsType[*column.ValueError](err); ok && errors.Is(err, column.ErrMistyped) {
 		fmt.Printf("refused: partition %s, row %d, column %s: %v\n", ve.Partition, ve.Row, ve.Column, ve.Value)
 	}
 	// Output:

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
@@ -55,8 +56,8 @@ func holdWriteLock(path string) int {
 
 // heldTable is the destination's table of TestOpenWhileLocked.
 var heldTable = sqldest.Table{Name: "held", Partition: "day", Columns: []sqldest.Column{
-	{Name: "day", Type: sqldest.Time},
-	{Name: "n", Type: sqldest.Int},
+	{Name: "day", Type: column.Time},
+	{Name: "n", Type: column.Int},
 }}
 
 // TestOpenWhileLocked opens a ledger whose schema is current while

@@ -333,7 +333,7 @@ func openFile(ctx context.Context, what, path string, opts *Options, existing bo
 	if err := turnOnWAL(ctx, writer, o.BusyTimeout); err != nil {
 		writer.Close()
 		kind, hint, _ := dialect.Classify(err)
-		return nil, &sqlledger.Error{Ledger: name, Op: "turning on WAL journaling", Class: kind, Hint: hint, Err: err}
+		return nil, &sqlledger.Error{Name: name, Op: "turning on WAL journaling", Class: kind, Hint: hint, Err: err}
 	}
 	return &file{abs: abs, name: name, opts: o, common: common, dialect: dialect, writer: writer}, nil
 }
@@ -441,7 +441,7 @@ func checkLedger(ctx context.Context, db *sql.DB, name string) error {
 	switch {
 	case err != nil:
 		kind, hint, _ := sqlledger.SQLite.Classify(err)
-		return &sqlledger.Error{Ledger: name, Op: "reading the schema version", Class: kind, Hint: hint, Err: err}
+		return &sqlledger.Error{Name: name, Op: "reading the schema version", Class: kind, Hint: hint, Err: err}
 	case !exists:
 		return refuse(sqlledger.ErrNoLedger, "tranche: %s: the database has no table tranche_schema, so it holds no ledger; a ledger is created by a worker's open (a program running a backfill), never by a command that reads or amends one; nothing was written to it", name)
 	case found == 0:

@@ -24,20 +24,22 @@ var (
 // when the database holds no ledger: nothing was created in it.
 var ErrNoLedger = errors.New("sqlledger: no ledger in the database")
 
-// Error is a database failure during a ledger operation. Its message names
-// the ledger (the file, for SQLite), the operation and, when the dialect
-// knows, what went wrong in words. It matches Class and the driver's error
-// with errors.Is and errors.As.
+// Error is a database failure during an operation of a ledger, or of an
+// SQL destination (package destination/sqldest, whose transaction was
+// then rolled back). Its message names the ledger or destination (the
+// file, for SQLite), the operation and, when the dialect knows, what went
+// wrong in words. It matches Class and the driver's error with errors.Is
+// and errors.As.
 type Error struct {
-	Ledger string // the ledger's name, such as "sqlite ledger /var/lib/tranche/ledger.db"
-	Op     string // what the ledger was doing, such as "claiming 2026-01-31"
-	Class  error  // ErrLocked, ErrFull, ...; nil when the dialect did not say
-	Hint   string // what the failure means and what to do; may be empty
-	Err    error  // the driver's error
+	Name  string // the ledger's or destination's name, such as "sqlite ledger /var/lib/tranche/ledger.db"
+	Op    string // what it was doing, such as "claiming 2026-01-31"
+	Class error  // ErrLocked, ErrFull, ...; nil when the dialect did not say
+	Hint  string // what the failure means and what to do; may be empty
+	Err   error  // the driver's error
 }
 
 func (e *Error) Error() string {
-	msg := "tranche: " + e.Ledger + ": " + e.Op + ": "
+	msg := "tranche: " + e.Name + ": " + e.Op + ": "
 	if e.Hint != "" {
 		msg += e.Hint + ": "
 	}
@@ -92,5 +94,5 @@ func (l *Ledger) wrap(ctx context.Context, op string, err error) error {
 		return err
 	}
 	class, hint, _ := l.dialect.classify(err)
-	return &Error{Ledger: l.name, Op: op, Class: class, Hint: hint, Err: err}
+	return &Error{Name: l.name, Op: op, Class: class, Hint: hint, Err: err}
 }

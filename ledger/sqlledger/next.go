@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -327,7 +328,7 @@ func (l *Ledger) insertRound(ctx context.Context, tx *sql.Tx, dagID int64, req l
 	}
 	started = make([]bool, len(round))
 	for k, j := range round {
-		started[k] = !slices.ContainsFunc(j.Partitions, func(p ledger.TimePartition) bool { return !fresh[p.Start.Unix()] })
+		started[k] = !slices.ContainsFunc(j.Partitions, func(p tranche.TimePartition) bool { return !fresh[p.Start.Unix()] })
 	}
 	return fresh, started, rows.Close()
 }
@@ -367,7 +368,7 @@ func (l *Ledger) refuseVersioned(ctx context.Context, tx *sql.Tx, dagID int64, c
 func (l *Ledger) claimJob(ctx context.Context, tx *sql.Tx, dagID int64, req ledger.NextRequest, j ledger.Job,
 	fresh map[int64]bool, latest map[int64]*latestRow, st txStart) (*ledger.Lease, error) {
 	c := req.Claim(j)
-	attempts, takeovers, err := judge(c, fresh, latest, versionsAt{}, st.now, func(ledger.TimePartition) error { return ledger.PassedError(j) })
+	attempts, takeovers, err := judge(c, fresh, latest, versionsAt{}, st.now, func(tranche.TimePartition) error { return ledger.PassedError(j) })
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,221 @@
+package sqlledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"iter"
+	"time"
+
+	"github.com/tranche-dev/tranche/ledger"
+)
+
+func scanAttempt(rows *sql.Rows, dag string) (ledger.Attempt, error) {
+	a := ledger.Attempt{DAG: dag}
+	var start, end, started, until int64
+	var finished sql.NullInt64
+	var state, trigger string
+	err := rows.Scan(&start, &end, &a.Key, &a.Backfill, &a.RunID, &a.Worker, &a.Number, &state,
+		&started, &finished, &until, &a.Err, &a.Rows, &a.Revision, &trigger, &a.CodeVersion)
+	a.Trigger = ledger.TriggerOf(ledger.Trigger(trigger), a.Backfill)
+	a.Start, a.End = time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
+	a.State = ledger.State(state)
+	a.Started, a.LeaseUntil = time.UnixMilli(started).UTC(), time.UnixMilli(until).UTC()
+	if finished.Valid {
+		a.Finished = time.UnixMilli(finished.Int64).UTC()
+	}
+	return a, err
+}
+
+// ceilUnix returns the first whole second at or after t.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// latestPage is how many attempts Latest reads per query.
+const latestPage = 4096
+
+// Latest implements [ledger.Ledger]. It reads a page of attempts at a
+// time, in the order of the primary key, and keeps each partition's last;
+// it holds no connection while the loop body runs.
+func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
+	return func(yield func(ledger.Attempt, error) bool) {
+		next, end := ceilUnix(from), ceilUnix(to)
+		page := make([]ledger.Attempt, 0, latestPage)
+		for next < end {
+			if err := ctx.Err(); err != nil {
+				yield(ledger.Attempt{}, err)
+				return
+			}
+			page = page[:0]
+			read := 0
+			err := l.read(ctx, "reading the latest attempts of DAG "+dag, func() error {
+				rows, err := l.readRows(ctx, qAttempts, dag, next, end, latestPage)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					a, err := scanAttempt(rows, dag)
+					if err != nil {
+						return err
+					}
+					read++
+					if n := len(page); n > 0 && page[n-1].Start.Equal(a.Start) {
+						page[n-1] = a // a later attempt at the same partition
+					} else {
+						page = append(page, a)
+					}
+				}
+				return rows.Err()
+			})
+			if err != nil {
+				yield(ledger.Attempt{}, err)
+				return
+			}
+			full := read == latestPage
+			if full && len(page) > 0 {
+				// The last partition's attempts may go on in the next
+				// page: read it again from there.
+				last := page[len(page)-1]
+				if len(page) == 1 {
+					// One partition filled the page: its latest attempt
+					// is its history's last.
+					h, err := l.History(ctx, dag, last.Start)
+					if err != nil {
+						yield(ledger.Attempt{}, err)
+						return
+					}
+					page[0] = h[len(h)-1]
+					next = last.Start.Unix() + 1
+				} else {
+					page = page[:len(page)-1]
+					next = last.Start.Unix()
+				}
+			}
+			for _, a := range page {
+				if !yield(a, nil) {
+					return
+				}
+			}
+			if !full {
+				return
+			}
+		}
+	}
+}
+
+// read runs a read, wrapping its failure.
+func (l *Ledger) read(ctx context.Context, op string, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.wrap(ctx, op, f())
+}
+
+// History implements [ledger.Ledger].
+func (l *Ledger) History(ctx context.Context, dag string, start time.Time) ([]ledger.Attempt, error) {
+	if start.Nanosecond() != 0 {
+		return nil, ctx.Err() // no partition starts there
+	}
+	return l.readAttempts(ctx, "reading the history of "+start.Format(time.RFC3339), dag, qHistory, dag, start.Unix())
+}
+
+// readAttempts reads the attempts of DAG dag that query selects (its
+// columns attemptColumns), in its order.
+func (l *Ledger) readAttempts(ctx context.Context, op, dag, query string, args ...any) ([]ledger.Attempt, error) {
+	var out []ledger.Attempt
+	err := l.read(ctx, op, func() error {
+		rows, err := l.readRows(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAttempt(rows, dag)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// Revision implements [ledger.Ledger]: the highest revision of the
+// DAG's attempts, its cursors and its last release, once the dialect's
+// RevisionBarrier has waited for the transactions that hold a lower one.
+func (l *Ledger) Revision(ctx context.Context, dag string) (int64, error) {
+	op := "reading the revision of DAG " + dag
+	var rev int64
+	if l.dialect.RevisionBarrier == "" {
+		err := l.read(ctx, op, func() error {
+			var id int64
+			err := l.readRow(ctx, qDAGID, dag).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return l.readRow(ctx, qRevision, id, id, id).Scan(&rev)
+		})
+		return rev, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	// The barrier takes a lock and writes nothing: a ledger opened
+	// read-only runs it too.
+	err := l.retry(ctx, op, func() error {
+		return l.tryWrite(ctx, func(tx *sql.Tx) error {
+			id, err := l.dagID(ctx, tx, dag)
+			if err != nil || id == 0 {
+				return err
+			}
+			if _, err := l.exec(ctx, tx, l.dialect.RevisionBarrier, id); err != nil {
+				return err
+			}
+			return l.queryRow(ctx, tx, qRevision, id, id, id).Scan(&rev)
+		})
+	})
+	return rev, err
+}
+
+// millis returns t to the millisecond in UTC, as the ledger keeps it; the
+// zero time stays zero.
+func millis(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+// RevisionIn implements [ledger.Ledger]: it reads the index of
+// revisions from the highest down to after, so that it costs the changes
+// after after, whatever the range.
+func (l *Ledger) RevisionIn(ctx context.Context, dag string, from, to time.Time, after int64) (int64, error) {
+	var rev int64
+	err := l.read(ctx, "reading the revision of DAG "+dag+" from "+from.Format(time.RFC3339)+" to "+to.Format(time.RFC3339), func() error {
+		err := l.readRow(ctx, qRevisionIn, dag, after, ceilUnix(from), ceilUnix(to)).Scan(&rev)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	return rev, err
+}
+
+// RecentSuccesses implements [ledger.Ledger], through the index of the
+// DAG's successes.
+func (l *Ledger) RecentSuccesses(ctx context.Context, dag string, n int) ([]ledger.Attempt, error) {
+	if n < 1 {
+		return nil, ctx.Err()
+	}
+	return l.readAttempts(ctx, "reading the recent successes of DAG "+dag, dag, qRecentSuccesses, dag, n)
+}
