@@ -36,12 +36,31 @@ import (
 // ledger for its next jobs ([ledger.Ledger.ClaimNext]), which hands each
 // to one worker in the backfill's order, in batches. A worker whose
 // partitions take milliseconds claims a few ahead of its free slots
-// (about 50 ms of work), so that a batch costs one claim; those claimed
-// ahead show running, and once a failure stops the backfill, or a
-// cancellation is seen (at the next claim, or at the next heartbeat),
-// those not started are released, left pending as if never claimed.
-// Partitions start in the order of claims, so that under FailStop a
-// failure stops only the partitions after it.
+// (about a fifth of a second of work), so that a batch costs one claim;
+// those claimed ahead show running, and once a failure stops the
+// backfill, or a cancellation is seen, those not started are released,
+// left pending as if never claimed.
+//
+// Whatever the speed, a run keeps these promises:
+//
+//   - A success counts once it is recorded: a slot keeps its place until
+//     its finish is durable in the ledger, and its partition.succeeded
+//     event, the report's count and the slot's next start come after.
+//     Slots that end together share a call (a group commit), so a
+//     SIGKILL makes at most Concurrency partitions run again.
+//   - A cancel stops what has not started: the call that records each
+//     run's end says whether the backfill was canceled
+//     ([ledger.Finish.Canceled]), so no partition starts later than one
+//     partition's run after it; the partitions claimed ahead are
+//     released, and Run returns an error matching ErrBackfillCanceled.
+//   - Partitions start (take their place in the Budget, send their
+//     started event) in the order of claims, whatever the Budget and the
+//     Concurrency, so that under FailStop a failure stops only the
+//     partitions after it.
+//   - A lease is trusted for its length less a margin after its last
+//     renewal, by this worker's clock; a finish that hangs past that and
+//     a lease more is left behind (ErrLeftBehind), and the ledger fences
+//     it should it land after another worker took the partition over.
 //
 // A DAG whose schedule moved keeps its history: when a cron schedule that
 // fires once a day, or once an hour, moves within its days ("0 2 * * *" to
@@ -115,10 +134,11 @@ type Backfill struct {
 
 	// StopOnCancel makes running partitions stop, recorded failed with
 	// cause canceled, when the backfill is canceled in the ledger
-	// ([Ledger.CancelBackfill]); by default they finish and only new
-	// claims stop, unless the backfill was canceled with StopRunning
-	// (BackfillRecord.StopRunning), which stops them in every worker.
-	// Workers notice at their next heartbeat.
+	// ([Ledger.CancelBackfill]); by default they finish and only what
+	// has not started stops, unless the backfill was canceled with
+	// StopRunning (BackfillRecord.StopRunning), which stops them in every
+	// worker. Workers notice a running partition's stop at their next
+	// heartbeat.
 	StopOnCancel bool
 
 	// WaitForOthers makes Run wait, once it has run what it could, for

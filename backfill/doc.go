@@ -35,7 +35,7 @@ error: [Report.Done] says whether the backfill is done, and
 A deploy that changes the DAG gives it a new identity. A backfill leaves
 the partitions that another version of its DAG (an identity whose
 backfills record the same [tranche.DAG].Name) landed after the backfill
-was created: its plan shows them as [ActionSkipSuperseded], the ledger
+was created: its plan shows them as [ledger.ActionSkipSuperseded], the ledger
 refuses their claims ([ledger.ErrSuperseded]) and the run counts them
 skipped ([Report].Superseded), so that the old code's backfill, going on
 through a deploy, never replaces the new code's rows. A rollback reruns
