@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
@@ -385,6 +386,18 @@ func (e *StalePlanError) Error() string {
 // ErrBackfillCanceled is returned when a backfill was canceled in its
 // ledger (see [ledger.Ledger.CancelBackfill]).
 var ErrBackfillCanceled = ledger.ErrBackfillCanceled
+
+// ErrLeftBehind is matched by the error of the failed-renewal event
+// ([KindLeaseRenewFailed]) that a backfill reports, as it returns, of
+// each heartbeat still in flight a moment after its partitions ended
+// (the ledger call ignored the cancellation of its context, and the
+// backfill returned without waiting for it), and by the failure of a
+// partition whose finish hung a lease past its lease's lapse: the
+// backfill stopped waiting for it, so that a hung call holds neither
+// the run nor the partition, which another worker takes over once its
+// lease expires. Should the finish land after that, the ledger refuses
+// it.
+var ErrLeftBehind = leases.ErrLeftBehind
 
 // Run plans the backfill and executes the plan: running the same backfill
 // again resumes it. It returns when every claimed partition has finished

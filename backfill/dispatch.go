@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -102,7 +103,7 @@ func (d *dispatcher) claim(keep int) {
 		}
 		d.takeOverDue()
 		want := d.want() // may wait for a slot: before the lease's clock starts
-		claimed := x.keeper.now()
+		claimed := x.keeper.Now()
 		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
 			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
 			Want: want, Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
@@ -195,14 +196,14 @@ func (d *dispatcher) want() int {
 func (d *dispatcher) start(u *job, lease *ledger.Lease, claimed time.Duration) {
 	x := d.x
 	u.claimed = claimed
-	kept, runCtx := x.keeper.keep(lease, claimed, x.renewFailed(d.ctx, u))
+	kept, runCtx := x.keeper.Keep(lease, claimed, x.renewFailed(d.ctx, u))
 	x.emitJob(d.ctx, KindPartitionClaimed, u, nil)
 	d.begin(u, lease, kept, runCtx)
 }
 
 // begin takes a slot of the pool for a claimed job, begins it and runs
 // it there.
-func (d *dispatcher) begin(u *job, lease *ledger.Lease, kept *keptLease, runCtx context.Context) {
+func (d *dispatcher) begin(u *job, lease *ledger.Lease, kept *leases.Kept, runCtx context.Context) {
 	x := d.x
 	d.pool.acquire()
 	if !x.begin(d.ctx, u, lease, kept) {
@@ -269,10 +270,10 @@ func (x *execution) stoppedBefore(u *job) bool {
 // release withdraws the claim of a job that will not run, which stays
 // pending. A release that fails leaves the partition to be taken over
 // once its lease expires, as a worker that died would.
-func (x *execution) release(u *job, kept *keptLease) {
-	kept.release()
+func (x *execution) release(u *job, kept *leases.Kept) {
+	kept.Release()
 	// Fenced: taken over, as it may be once the lease lapsed.
-	_ = x.b.Ledger.Release(x.finishCtx, kept.lease)
+	_ = x.b.Ledger.Release(x.finishCtx, kept.Lease())
 	x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/internal/wait"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -30,11 +31,11 @@ type execution struct {
 	hookMu sync.Mutex
 
 	// finishCtx records outcomes: it outlives the run's context by
-	// finishGrace, so that the partitions in flight when it ends are
+	// leases.FinishGrace, so that the partitions in flight when it ends are
 	// still recorded, while a ledger that hangs cannot hold the backfill
 	// longer than that.
 	finishCtx context.Context
-	keeper    *leaseKeeper
+	keeper    *leases.Keeper
 	// finisher records successes in batches; nil when the ledger
 	// records one finish a call.
 	finisher *finisher
@@ -126,7 +127,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		}
 		return nil
 	}
-	x.keeper = newLeaseKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
+	x.keeper = leases.NewKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
 	if x.runner == nil {
 		x.runner = &tranche.Runner{}
 	}
@@ -177,7 +178,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	}
 	d.pool.wait()
 	x.finisher.wait()
-	x.keeper.close()
+	x.keeper.Close()
 	if left := x.report.Total - seen; left > 0 {
 		// The scan ended early (its context ended, or the ledger
 		// failed): the partitions it did not reach stay pending.
@@ -491,12 +492,8 @@ func latestOf(t time.Time, others ...time.Time) time.Time {
 	return t
 }
 
-// finishGrace is how long outcomes may still be recorded after a
-// backfill's context ends.
-const finishGrace = 30 * time.Second
-
 // finishContext returns a context that is not canceled with ctx but
-// finishGrace after it, and a function that releases it.
+// leases.FinishGrace after it, and a function that releases it.
 func finishContext(ctx context.Context) (context.Context, func()) {
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
@@ -508,7 +505,7 @@ func finishContext(ctx context.Context) (context.Context, func()) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
-			grace = time.AfterFunc(finishGrace, cancel)
+			grace = time.AfterFunc(leases.FinishGrace, cancel)
 		}
 	})
 	return fctx, func() {
@@ -548,7 +545,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	}
-	claimed := x.keeper.now() // the lease holds from no earlier, by the ledger's clock
+	claimed := x.keeper.Now() // the lease holds from no earlier, by the ledger's clock
 	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
 		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
 		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
@@ -586,19 +583,19 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 // it takes the job's place there, so that places go in the order of
 // claims too; the caller gives it back once the job is recorded. It
 // sends the job's started event.
-func (x *execution) begin(ctx context.Context, u *job, lease *ledger.Lease, kept *keptLease) bool {
+func (x *execution) begin(ctx context.Context, u *job, lease *ledger.Lease, kept *leases.Kept) bool {
 	b, cfg := x.b, x.cfg
 	if ctx.Err() != nil || x.stoppedBefore(u) {
 		x.release(u, kept)
 		return false
 	}
-	if x.keeper.now()-u.claimed > cfg.heartbeat {
+	if x.keeper.Now()-u.claimed > cfg.heartbeat {
 		// Claimed ahead, and the jobs before it ran longer than the
 		// lookahead foresaw, or the worker stalled: rather than hold it
 		// from workers that may be free, give it back, and settle it
 		// with the partitions held elsewhere. It never runs under a
 		// lease it may have lost.
-		kept.release()
+		kept.Release()
 		switch err := b.Ledger.Release(x.finishCtx, lease); {
 		case err == nil:
 			x.holdElsewhere(u)
@@ -632,7 +629,7 @@ func (x *execution) begin(ctx context.Context, u *job, lease *ledger.Lease, kept
 // runClaimed runs a job that began and records its outcome, holding its
 // slot until the outcome is recorded: a success counts, is reported and
 // lets the next job start only once it is durable in the ledger.
-func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease, kept *keptLease, runCtx context.Context) {
+func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease, kept *leases.Kept, runCtx context.Context) {
 	b, cfg, n := x.b, x.cfg, len(u.partitions)
 	runID := x.runID(u)
 	var target tranche.Target
@@ -641,13 +638,13 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	} else {
 		target = u.window
 	}
-	kept.opts.RunID, kept.opts.Attempt, kept.opts.Backfill = runID, lease.Attempts[0], cfg.id
+	kept.Opts.RunID, kept.Opts.Attempt, kept.Opts.Backfill = runID, lease.Attempts[0], cfg.id
 	began := b.now()
-	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.opts)
+	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.Opts)
 	ran := b.now().Sub(began)
 	// A success is recorded only while the lease holds by this worker's
 	// clock: past it, another worker may have taken the partition over.
-	held, byLedger := kept.state()
+	held, byLedger := kept.State()
 	var lost error
 	if byLedger {
 		lost = held
@@ -679,7 +676,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	case runErr != nil:
 		failure = runErr
 	default:
-		failure = fmt.Errorf("run %s %s: %w", runID, res.State, errors.Join(outcomeErrors(res)...))
+		failure = leases.RunFailed(runID, res)
 	}
 	if failure != nil {
 		for i := range outcomes {
@@ -693,7 +690,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		return
 	}
 	if lost != nil {
-		kept.release()
+		kept.Release()
 		x.fail(ctx, u, failure)
 		return
 	}
@@ -733,16 +730,6 @@ func rowsByPartition(res *tranche.Result) map[string]int {
 		}
 	}
 	return rows
-}
-
-func outcomeErrors(res *tranche.Result) []error {
-	var errs []error
-	for _, o := range res.Assets {
-		if o.Err != nil && o.State == tranche.StateFailed {
-			errs = append(errs, o.Err)
-		}
-	}
-	return errs
 }
 
 // fail records a failed job and stops claims under tranche.FailStop.

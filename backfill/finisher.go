@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -66,7 +67,7 @@ type finishing struct {
 	ctx      context.Context // the run's context, for the job's events
 	u        *job
 	lease    *ledger.Lease
-	kept     *keptLease
+	kept     *leases.Kept
 	outcomes []ledger.Outcome
 	done     chan struct{} // closed once the job is settled
 }
@@ -168,10 +169,10 @@ func (f *finisher) record(batch []*finishing) {
 		// As a job that records its own success: only while its lease
 		// holds by this worker's clock, and never once a newer attempt
 		// took it.
-		held, byLedger := fi.kept.state()
+		held, byLedger := fi.kept.State()
 		switch {
 		case held != nil && byLedger:
-			fi.kept.release()
+			fi.kept.Release()
 			x.fail(fi.ctx, fi.u, held)
 			continue
 		case held != nil:
@@ -187,22 +188,22 @@ func (f *finisher) record(batch []*finishing) {
 	if len(calls) == 0 {
 		return
 	}
-	kept := make([]*keptLease, len(sent))
+	kept := make([]*leases.Kept, len(sent))
 	for i, fi := range sent {
 		kept[i] = fi.kept
 	}
 	errs, left := x.finishCall(calls, kept)
 	if left != nil {
 		for _, fi := range sent {
-			fi.kept.release()
+			fi.kept.Release()
 			x.fail(fi.ctx, fi.u, left)
 		}
 		return
 	}
 	x.sawCanceled(calls, errs)
 	for i, fi := range sent {
-		lapsed, _ := fi.kept.state()
-		fi.kept.release()
+		lapsed, _ := fi.kept.State()
+		fi.kept.Release()
 		if err := errs[i]; err != nil && lapsed != nil && !errors.Is(err, ledger.ErrFenced) {
 			// The call failed (a connection lost, say) while the lease
 			// lapsed: what the ledger holds is an attempt another worker
@@ -217,10 +218,10 @@ func (f *finisher) record(batch []*finishing) {
 
 // settle records a job's outcomes alone, its lease kept until then, and
 // settles the job: failure is why it failed, nil for a success.
-func (x *execution) settle(ctx context.Context, u *job, kept *keptLease, outcomes []ledger.Outcome, failure error) {
-	calls := []ledger.Finish{{Lease: kept.lease, Outcomes: outcomes}}
-	errs, left := x.finishCall(calls, []*keptLease{kept})
-	kept.release()
+func (x *execution) settle(ctx context.Context, u *job, kept *leases.Kept, outcomes []ledger.Outcome, failure error) {
+	calls := []ledger.Finish{{Lease: kept.Lease(), Outcomes: outcomes}}
+	errs, left := x.finishCall(calls, []*leases.Kept{kept})
+	kept.Release()
 	if left != nil {
 		x.fail(ctx, u, cmp.Or(failure, left))
 		return
@@ -240,9 +241,9 @@ func (x *execution) settle(ctx context.Context, u *job, kept *keptLease, outcome
 // call is left behind: a ledger call that hangs (a connection cut, a
 // server that stopped) does not hold the run for longer than about two
 // leases, and should it land after that, the ledger's fence refuses it.
-func (x *execution) finishCall(calls []ledger.Finish, kept []*keptLease) ([]error, error) {
+func (x *execution) finishCall(calls []ledger.Finish, kept []*leases.Kept) ([]error, error) {
 	for _, k := range kept {
-		k.finish()
+		k.Finishing()
 	}
 	answer := make(chan []error, 1)
 	sent := time.Now()
@@ -256,16 +257,16 @@ func (x *execution) finishCall(calls []ledger.Finish, kept []*keptLease) ([]erro
 	}
 	var until time.Duration
 	for _, k := range kept {
-		until = max(until, k.stopRenewing())
+		until = max(until, k.StopRenewing())
 	}
-	hung.Reset(max(until+x.cfg.lease-x.keeper.now(), 0))
+	hung.Reset(max(until+x.cfg.lease-x.keeper.Now(), 0))
 	select {
 	case errs := <-answer:
 		return errs, nil
 	case <-hung.C:
 	}
-	return nil, &leftBehindError{call: fmt.Sprintf("the finish of %s (attempt %d of worker %s)",
-		describeLease(calls[0].Lease), calls[0].Lease.Attempts[0], calls[0].Lease.Worker), since: time.Since(sent), lapsed: true}
+	return nil, leases.LeftBehind(fmt.Sprintf("the finish of %s (attempt %d of worker %s)",
+		leases.Describe(calls[0].Lease), calls[0].Lease.Attempts[0], calls[0].Lease.Worker), time.Since(sent), true)
 }
 
 // sawCanceled stops the backfill before every job not started yet when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tranche-dev/tranche"
+	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -28,33 +29,33 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
 	runID := RunID(id, p.Start, p.End)
-	keeper := newLeaseKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
-	claimed := keeper.now()
+	keeper := leases.NewKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
+	claimed := keeper.Now()
 	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []tranche.TimePartition{p},
 		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision, Trigger: ledger.TriggerManual})
 	if err != nil {
 		return nil, err
 	}
-	kept, runCtx := keeper.keep(lease, claimed, nil)
-	kept.opts.RunID, kept.opts.Attempt = runID, lease.Attempts[0]
-	res, runErr := r.RunWith(runCtx, dag, p, &kept.opts)
+	kept, runCtx := keeper.Keep(lease, claimed, nil)
+	kept.Opts.RunID, kept.Opts.Attempt = runID, lease.Attempts[0]
+	res, runErr := r.RunWith(runCtx, dag, p, &kept.Opts)
 	if runErr == nil {
 		// A success is recorded only while the lease holds by this
 		// worker's clock.
-		runErr = kept.check()
+		runErr = kept.Check()
 	}
-	kept.release()
-	keeper.close()
+	kept.Release()
+	keeper.Close()
 	outcome := ledger.Outcome{State: ledger.StateSucceeded}
 	switch {
 	case runErr != nil:
 		outcome = ledger.Outcome{State: ledger.StateFailed, Err: runErr.Error()}
 	case res.State != tranche.StateSucceeded:
-		outcome = ledger.Outcome{State: ledger.StateFailed, Err: fmt.Sprintf("run %s: %v", res.State, errors.Join(outcomeErrors(res)...))}
+		outcome = ledger.Outcome{State: ledger.StateFailed, Err: leases.RunFailed("", res).Error()}
 	default:
 		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
 	}
-	finishCtx, done := context.WithTimeout(context.WithoutCancel(ctx), finishGrace) // as a backfill records after its context ends
+	finishCtx, done := leases.FinishContext(ctx) // as a backfill records after its context ends
 	defer done()
 	if err := l.Finish(finishCtx, lease, []ledger.Outcome{outcome}); err != nil {
 		return res, errors.Join(runErr, fmt.Errorf("tranche: recording run %s: %w", runID, err))

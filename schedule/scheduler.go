@@ -16,6 +16,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/hookcall"
+	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
@@ -1272,7 +1273,7 @@ func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string
 	for i := range outcomes {
 		outcomes[i] = ledger.Outcome{State: ledger.StateCanceled, Err: why}
 	}
-	finishCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	finishCtx, cancel := leases.FinishContext(ctx)
 	defer cancel()
 	if err := r.s.Ledger.Finish(finishCtx, lease, outcomes); err != nil {
 		// The attempts stay running until the lease expires; then a
@@ -1583,16 +1584,19 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		delete(r.stops, sl.p)
 		r.stopMu.Unlock()
 	}()
-	k, runCtx := keep(slotCtx, r.s.Ledger, lease, claimed, cfg.heartbeat, cfg.lease, failed)
-	opts := tranche.RunOptions{RunID: lease.RunID, Attempt: lease.Attempts[0], Tokens: lease.Tokens(), DAG: cfg.dag,
-		Trigger: string(lease.Trigger)}
+	keeper := leases.NewKeeper(slotCtx, r.s.Ledger, cfg.heartbeat, cfg.lease, nil)
+	// The claim was sent at claimed: on the keeper's clock, as long
+	// before now.
+	kept, runCtx := keeper.Keep(lease, keeper.Now()-time.Since(claimed), failed)
+	opts := &kept.Opts
+	opts.RunID, opts.Attempt, opts.DAG = lease.RunID, lease.Attempts[0], cfg.dag
 	var res *tranche.Result
 	var runErr error
 	var took time.Duration
 	waitErr := r.place(runCtx, sl)
 	if waitErr == nil {
 		began := time.Now()
-		res, runErr = r.runner(sl).RunWith(runCtx, r.s.DAG, sl.p, &opts)
+		res, runErr = r.runner(sl).RunWith(runCtx, r.s.DAG, sl.p, opts)
 		took = time.Since(began)
 		if r.s.Budget != nil {
 			// Given back before the outcome is recorded, so that the
@@ -1600,7 +1604,9 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 			r.s.Budget.Release()
 		}
 	}
-	lost := k.release()
+	lost, _ := kept.State()
+	kept.Release()
+	keeper.Close()
 	succeeded := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
 	var stopped *superseded
 	if !succeeded && r.ctx.Err() == nil && lost == nil {
@@ -1617,7 +1623,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		// Stopped before its run began: the claim is withdrawn, so that
 		// the slot is claimable at once rather than after the lease.
 		kind, why = KindInterrupted, fmt.Errorf("canceled while waiting for a place in the budget: %w", context.Cause(r.ctx))
-		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
+		finishCtx, cancel := leases.FinishContext(r.ctx)
 		if err := r.s.Ledger.Release(finishCtx, lease); err != nil {
 			why = fmt.Errorf("%w; the attempt is left to its lease (releasing it: %v)", why, err)
 		}
@@ -1626,7 +1632,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		kind, why = KindInterrupted, fmt.Errorf("canceled: %w", context.Cause(r.ctx))
 	case stopped != nil:
 		kind, why = KindCanceled, stopped
-		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
+		finishCtx, cancel := leases.FinishContext(r.ctx)
 		err := r.s.Ledger.Finish(finishCtx, lease, []ledger.Outcome{{State: ledger.StateCanceled, Err: why.Error(), Ran: took}})
 		cancel()
 		if err != nil {
@@ -1645,11 +1651,11 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 		} else {
 			why = runErr
 			if why == nil {
-				why = fmt.Errorf("run %s %s: %w", lease.RunID, res.State, errors.Join(assetErrors(res)...))
+				why = leases.RunFailed(lease.RunID, res)
 			}
 			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error(), Ran: took}
 		}
-		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finishTimeout)
+		finishCtx, cancel := leases.FinishContext(r.ctx)
 		err := r.s.Ledger.Finish(finishCtx, lease, []ledger.Outcome{outcome})
 		cancel()
 		if err != nil {
@@ -1697,20 +1703,6 @@ func (r *run) place(ctx context.Context, sl *slot) error {
 		}
 	})
 	return nil
-}
-
-// finishTimeout bounds the call that records a slot's outcome, which
-// outlives Run's context.
-const finishTimeout = 30 * time.Second
-
-func assetErrors(res *tranche.Result) []error {
-	var errs []error
-	for _, o := range res.Assets {
-		if o.Err != nil && o.State == tranche.StateFailed {
-			errs = append(errs, o.Err)
-		}
-	}
-	return errs
 }
 
 // runner returns the runner of sl's run: the Scheduler's, whose events

@@ -1,4 +1,23 @@
-package backfill
+// Package lease keeps the leases of running attempts for every loop that
+// claims, runs and finishes them: a backfill's partitions, RunRecorded's
+// partition and a scheduler's slots. Its rules, once:
+//
+//   - Each kept lease is renewed on a timer of its own, every heartbeat
+//     interval, each call bounded by what the lease has left, so that a
+//     ledger call that hangs holds up no other lease; a call that fails
+//     is reported and tried again sooner.
+//   - The holder trusts a lease, by its own monotonic clock, for the
+//     lease less a margin ([Margin]) after the start of its last claim
+//     or renewal that succeeded; past that, or once the ledger says a
+//     newer attempt took it, the run's context is canceled with an error
+//     matching [ledger.ErrFenced], and its Err says so right before each
+//     write, so that the holder never runs beside the worker that may
+//     take the partition over.
+//   - A finish in flight keeps the lease for a heartbeat interval, then
+//     lets it lapse ([Kept.StopRenewing]): a hung call holds no
+//     partition from other workers, and the ledger fences it should it
+//     land after a takeover.
+package lease
 
 import (
 	"context"
@@ -11,7 +30,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// leaseKeeper renews the leases of running jobs, each on its own timer,
+// Keeper renews the leases of running jobs, each on its own timer,
 // so that a heartbeat that hangs holds up no other partition: a call
 // gets a timeout of the time its lease has left by this worker's clock,
 // a failed one is reported (see keep) and tried again sooner, and a slow
@@ -29,7 +48,7 @@ import (
 // another may take the partition over rather than run beside it. Losing
 // the lease to a newer attempt (a heartbeat failing with ErrFenced) does
 // the same.
-type leaseKeeper struct {
+type Keeper struct {
 	ctx      context.Context
 	l        ledger.Ledger
 	every, d time.Duration // the heartbeat interval and the lease
@@ -47,8 +66,8 @@ type leaseKeeper struct {
 	base time.Time
 
 	mu        sync.Mutex
-	kept      map[*keptLease]struct{} // every lease kept, when stop is not nil
-	unarmed   map[*keptLease]struct{} // leases kept without a timer yet
+	kept      map[*Kept]struct{} // every lease kept, when stop is not nil
+	unarmed   map[*Kept]struct{} // leases kept without a timer yet
 	stopTimer *time.Timer
 	closed    bool
 	started   bool
@@ -58,7 +77,7 @@ type leaseKeeper struct {
 
 	// inFlight are the heartbeats under way, each with when it was
 	// sent, so that close can name those it leaves behind.
-	inFlight map[*keptLease]time.Duration
+	inFlight map[*Kept]time.Duration
 	// reports guards done: a report of a heartbeat holds it shared and
 	// checks done; close takes it to set done, after which nothing is
 	// reported, since the run it reports to has returned.
@@ -71,35 +90,35 @@ type leaseKeeper struct {
 // a ledger call that heeds its context returns at once, and one that
 // does not (a driver stuck on a dead connection) must not hold up the
 // backfill's return.
-func (k *leaseKeeper) closeWait() time.Duration { return max(k.every, 10*time.Millisecond) }
+func (k *Keeper) closeWait() time.Duration { return max(k.every, 10*time.Millisecond) }
 
-func newLeaseKeeper(ctx context.Context, l ledger.Ledger, every, d time.Duration, stop func(context.Context) error) *leaseKeeper {
-	margin := leaseMargin(every, d)
+func NewKeeper(ctx context.Context, l ledger.Ledger, every, d time.Duration, stop func(context.Context) error) *Keeper {
+	margin := Margin(every, d)
 	// A first heartbeat goes out at most a tick late, well before the
 	// lease could lapse: the margin leaves more than an interval.
 	tick := max(min(every, d-margin-every)/4, time.Millisecond)
-	return &leaseKeeper{ctx: ctx, l: l, every: every, d: d, margin: margin, tick: tick, stop: stop, base: time.Now(),
-		kept: map[*keptLease]struct{}{}, unarmed: map[*keptLease]struct{}{}, quit: make(chan struct{}),
-		inFlight: map[*keptLease]time.Duration{}}
+	return &Keeper{ctx: ctx, l: l, every: every, d: d, margin: margin, tick: tick, stop: stop, base: time.Now(),
+		kept: map[*Kept]struct{}{}, unarmed: map[*Kept]struct{}{}, quit: make(chan struct{}),
+		inFlight: map[*Kept]time.Duration{}}
 }
 
 // now returns the present on the keeper's clock.
-func (k *leaseKeeper) now() time.Duration { return time.Since(k.base) }
+func (k *Keeper) Now() time.Duration { return time.Since(k.base) }
 
-// leaseMargin is how long before a lease of d, renewed every interval,
+// Margin is how long before a lease of d, renewed every interval,
 // ends that its worker stops trusting it: a tenth of the lease, and less
 // than half of what the lease leaves after an interval, so that a renewal
 // that takes a moment does not stop it. The worker counts the lease from
 // when it sent the call that took or renewed it, which the ledger served
 // later, so the margin need only cover the drift of the clocks' rates and
 // the moment between a check and what it allows.
-func leaseMargin(every, d time.Duration) time.Duration {
+func Margin(every, d time.Duration) time.Duration {
 	return min(d/10, (d-every)/2)
 }
 
-// keptLease is one lease being renewed.
-type keptLease struct {
-	k      *leaseKeeper
+// Kept is one lease being renewed.
+type Kept struct {
+	k      *Keeper
 	lease  *ledger.Lease
 	cancel context.CancelCauseFunc
 	ctx    context.Context
@@ -108,9 +127,9 @@ type keptLease struct {
 	// after release.
 	renewFailed func(err error, took time.Duration)
 
-	// opts are the job's run's options: its fencing is the lease's
-	// tokens, kept with it.
-	opts tranche.RunOptions
+	// Opts are the run's options: its fencing is the lease's tokens,
+	// kept with it; the caller adds the run's id and attempt.
+	Opts tranche.RunOptions
 	// job is the job's context, which checks this lease (see
 	// leaseContext); kept here so that it costs no allocation of its
 	// own.
@@ -133,10 +152,10 @@ type keptLease struct {
 // keep renews lease, claimed by a call sent at claimed (on the keeper's
 // clock, see now), until release is called, and returns it with the
 // context to run its job under.
-func (k *leaseKeeper) keep(lease *ledger.Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*keptLease, context.Context) {
+func (k *Keeper) Keep(lease *ledger.Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*Kept, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
-	kl := &keptLease{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
-	kl.opts = tranche.RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG, Trigger: string(lease.Trigger)}
+	kl := &Kept{k: k, lease: lease, cancel: cancel, ctx: runCtx, renewFailed: renewFailed, renewed: claimed}
+	kl.Opts = tranche.RunOptions{Tokens: lease.Tokens(), DAG: lease.DAG, Trigger: string(lease.Trigger)}
 	kl.job = leaseContext{Context: runCtx, kl: kl}
 	k.mu.Lock()
 	k.unarmed[kl] = struct{}{}
@@ -154,6 +173,9 @@ func (k *leaseKeeper) keep(lease *ledger.Lease, claimed time.Duration, renewFail
 	return kl, &kl.job
 }
 
+// Lease returns the lease kept.
+func (kl *Kept) Lease() *ledger.Lease { return kl.lease }
+
 // leaseContext is a kept lease's job's context: the context that the
 // keeper cancels when the lease is lost, whose Err also checks the lease
 // by the worker's clock. The runner checks a fenced run's context right
@@ -163,7 +185,7 @@ func (k *leaseKeeper) keep(lease *ledger.Lease, claimed time.Duration, renewFail
 // contexts derived from it are canceled with it as from any other.
 type leaseContext struct {
 	context.Context
-	kl *keptLease
+	kl *Kept
 }
 
 // Err returns the context's error, once the lease has been checked: a
@@ -172,13 +194,13 @@ func (c *leaseContext) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
-	c.kl.check()
+	c.kl.Check()
 	return c.Context.Err()
 }
 
 // arm gives each kept lease, once its first heartbeat is due, its own
 // timer, which renews it from then on.
-func (k *leaseKeeper) arm() {
+func (k *Keeper) arm() {
 	t := time.NewTicker(k.tick)
 	defer t.Stop()
 	for {
@@ -187,7 +209,7 @@ func (k *leaseKeeper) arm() {
 			return
 		case <-t.C:
 		}
-		now := k.now()
+		now := k.Now()
 		k.mu.Lock()
 		for kl := range k.unarmed {
 			// renewed is set before the lease is added, and changes only
@@ -207,18 +229,18 @@ func (k *leaseKeeper) arm() {
 
 // check returns nil while the lease holds by this worker's clock, and
 // otherwise why it does not, an error matching ErrFenced.
-func (kl *keptLease) check() error {
-	err, _ := kl.state()
+func (kl *Kept) Check() error {
+	err, _ := kl.State()
 	return err
 }
 
 // state returns what check does, and whether the ledger said the lease
 // was lost to a newer attempt.
-func (kl *keptLease) state() (err error, byLedger bool) {
+func (kl *Kept) State() (err error, byLedger bool) {
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
 	if kl.lost == nil && !kl.released {
-		if kl.lost = kl.lapsedErr(kl.k.now()); kl.lost != nil {
+		if kl.lost = kl.lapsedErr(kl.k.Now()); kl.lost != nil {
 			kl.cancel(kl.lost)
 		}
 	}
@@ -227,7 +249,7 @@ func (kl *keptLease) state() (err error, byLedger bool) {
 
 // lapsedErr returns the error of a lease not renewed in time at now, or
 // nil while it holds. Called under mu.
-func (kl *keptLease) lapsedErr(now time.Duration) error {
+func (kl *Kept) lapsedErr(now time.Duration) error {
 	k := kl.k
 	since := now - kl.renewed
 	if since < k.d-k.margin {
@@ -239,7 +261,7 @@ func (kl *keptLease) lapsedErr(now time.Duration) error {
 // release stops renewing the lease and cancels its context. A heartbeat
 // in flight is canceled, not waited for: it renews a copy of the lease,
 // and reports nothing once released.
-func (kl *keptLease) release() {
+func (kl *Kept) Release() {
 	kl.mu.Lock()
 	kl.released = true
 	if kl.beat != nil {
@@ -260,7 +282,7 @@ func (kl *keptLease) release() {
 }
 
 // finish marks the lease's finish in flight.
-func (kl *keptLease) finish() {
+func (kl *Kept) Finishing() {
 	kl.mu.Lock()
 	kl.finishing = true
 	kl.mu.Unlock()
@@ -269,7 +291,7 @@ func (kl *keptLease) finish() {
 // stopRenewing stops renewing the lease, which then lapses in its time,
 // and returns when, on the keeper's clock: its holder no longer holds
 // it then, and other workers may take it over once it expires.
-func (kl *keptLease) stopRenewing() time.Duration {
+func (kl *Kept) StopRenewing() time.Duration {
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
 	kl.frozen = true
@@ -281,7 +303,7 @@ func (kl *keptLease) stopRenewing() time.Duration {
 
 // heartbeat renews the lease once, on its timer's goroutine, and sets the
 // timer for the next.
-func (kl *keptLease) heartbeat() {
+func (kl *Kept) heartbeat() {
 	k := kl.k
 	kl.mu.Lock()
 	if kl.released || kl.lost != nil || kl.frozen {
@@ -289,13 +311,13 @@ func (kl *keptLease) heartbeat() {
 		return
 	}
 	if kl.lapse == nil {
-		kl.lapse = time.AfterFunc(kl.renewed+k.d-k.margin-k.now(), kl.lapsed)
+		kl.lapse = time.AfterFunc(kl.renewed+k.d-k.margin-k.Now(), kl.lapsed)
 	}
 	// Added under mu before release, so before close waits.
 	k.calls.Add(1)
 	defer k.calls.Done()
 	lease := *kl.lease // the ledger sets the copy's Until, not the one Finish reads
-	sent := k.now()
+	sent := k.Now()
 	left := kl.renewed + k.d - k.margin - sent
 	kl.mu.Unlock()
 	k.mu.Lock()
@@ -314,7 +336,7 @@ func (kl *keptLease) heartbeat() {
 	err := k.l.Heartbeat(ctx, &lease, k.d)
 	timedOut := ctx.Err() != nil && kl.ctx.Err() == nil
 	cancel()
-	took := k.now() - sent
+	took := k.Now() - sent
 
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
@@ -357,7 +379,7 @@ func (kl *keptLease) heartbeat() {
 	if kl.lost == nil {
 		// Try again soon: within the interval, and before the lease
 		// stops holding.
-		left := kl.renewed + k.d - k.margin - k.now()
+		left := kl.renewed + k.d - k.margin - k.Now()
 		kl.beat.Reset(max(min(k.every, left/2), time.Millisecond))
 	}
 }
@@ -365,7 +387,7 @@ func (kl *keptLease) heartbeat() {
 // report reports a heartbeat that failed or was slow, unless the keeper
 // was closed: a call left behind that returns after the backfill did
 // reports nothing. Called under mu.
-func (kl *keptLease) report(err error, took time.Duration) {
+func (kl *Kept) report(err error, took time.Duration) {
 	if kl.renewFailed == nil {
 		return
 	}
@@ -380,13 +402,13 @@ func (kl *keptLease) report(err error, took time.Duration) {
 // lapsed runs when the lease stops holding by this worker's clock unless
 // renewed: it cancels the job, whose partition another worker may take
 // over from now on.
-func (kl *keptLease) lapsed() {
+func (kl *Kept) lapsed() {
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
 	if kl.released || kl.lost != nil {
 		return
 	}
-	now := kl.k.now()
+	now := kl.k.Now()
 	if err := kl.lapsedErr(now); err != nil {
 		kl.lost = err
 		kl.cancel(err)
@@ -398,13 +420,13 @@ func (kl *keptLease) lapsed() {
 
 // checkStop calls stop, every interval while the keeper is open, when
 // some lease is kept, and cancels every kept lease's job with its error.
-func (k *leaseKeeper) checkStop() {
+func (k *Keeper) checkStop() {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
 		return
 	}
-	kept := make([]*keptLease, 0, len(k.kept))
+	kept := make([]*Kept, 0, len(k.kept))
 	for kl := range k.kept {
 		kept = append(kept, kl)
 	}
@@ -435,7 +457,7 @@ func (k *leaseKeeper) checkStop() {
 // partition's lease (an error matching [ErrLeftBehind] that names the
 // call and how long it has been in flight), and reports nothing once it
 // returns.
-func (k *leaseKeeper) close() {
+func (k *Keeper) Close() {
 	k.mu.Lock()
 	k.closed = true
 	if k.stopTimer != nil {
@@ -457,9 +479,9 @@ func (k *leaseKeeper) close() {
 		return
 	case <-timer.C:
 	}
-	now := k.now()
+	now := k.Now()
 	k.mu.Lock()
-	left := make(map[*keptLease]time.Duration, len(k.inFlight))
+	left := make(map[*Kept]time.Duration, len(k.inFlight))
 	for kl, sent := range k.inFlight {
 		left[kl] = sent
 	}
@@ -469,49 +491,48 @@ func (k *leaseKeeper) close() {
 			continue
 		}
 		kl.mu.Lock()
-		kl.report(&leftBehindError{call: fmt.Sprintf("Heartbeat of %s (attempt %d of worker %s)",
-			describeLease(kl.lease), kl.lease.Attempts[0], kl.lease.Worker), since: now - sent}, now-sent)
+		kl.report(&LeftBehindError{call: fmt.Sprintf("Heartbeat of %s (attempt %d of worker %s)",
+			Describe(kl.lease), kl.lease.Attempts[0], kl.lease.Worker), since: now - sent}, now-sent)
 		kl.mu.Unlock()
 	}
 	k.stopReports()
 }
 
-func (k *leaseKeeper) stopReports() {
+func (k *Keeper) stopReports() {
 	k.reports.Lock()
 	k.done = true
 	k.reports.Unlock()
 }
 
-// describeLease names a lease's partitions: the first one's key, and how
+// Describe names a lease's partitions: the first one's key, and how
 // many more.
-func describeLease(l *ledger.Lease) string {
+func Describe(l *ledger.Lease) string {
 	if len(l.Partitions) == 1 {
 		return l.Partitions[0].Key()
 	}
 	return fmt.Sprintf("%s and %d more", l.Partitions[0].Key(), len(l.Partitions)-1)
 }
 
-// ErrLeftBehind is matched by the error of the failed-renewal event
-// ([KindLeaseRenewFailed]) that a backfill reports, as it returns, of
-// each heartbeat still in flight a moment after its partitions ended
-// (the ledger call ignored the cancellation of its context, and the
-// backfill returned without waiting for it), and by the failure of a
-// partition whose finish hung past its lease: the backfill stopped
-// waiting for it, so that a hung call holds neither the run nor the
-// partition, which another worker takes over once its lease expires.
-// Should the finish land after that, the ledger refuses it.
+// ErrLeftBehind is matched by a call the keeper's user stopped waiting
+// for (see backfill.ErrLeftBehind, which names it for users).
 var ErrLeftBehind = errors.New("tranche: ledger call left behind")
 
-// leftBehindError is a call that the backfill stopped waiting for: a
+// LeftBehind returns the error of call, left behind after since: once
+// its lease lapsed (lapsed), or past its context's cancellation.
+func LeftBehind(call string, since time.Duration, lapsed bool) error {
+	return &LeftBehindError{call: call, since: since, lapsed: lapsed}
+}
+
+// LeftBehindError is a call that the backfill stopped waiting for: a
 // heartbeat still in flight when it returned, or a finish in flight
 // once its leases lapsed (lapsed).
-type leftBehindError struct {
+type LeftBehindError struct {
 	call   string
 	since  time.Duration
 	lapsed bool
 }
 
-func (e *leftBehindError) Error() string {
+func (e *LeftBehindError) Error() string {
 	if e.lapsed {
 		return fmt.Sprintf("tranche: %s still in flight after %v, once its lease lapsed: left behind, its outcome unknown (the ledger refuses it if another worker took the partition over)",
 			e.call, e.since.Round(time.Millisecond))
@@ -522,7 +543,7 @@ func (e *leftBehindError) Error() string {
 
 // Is matches ErrLeftBehind, and, for a finish left behind once its
 // lease lapsed, ErrFenced: the worker no longer holds the partition.
-func (e *leftBehindError) Is(target error) bool {
+func (e *LeftBehindError) Is(target error) bool {
 	return target == ErrLeftBehind || e.lapsed && target == ledger.ErrFenced
 }
 
