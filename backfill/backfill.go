@@ -72,7 +72,7 @@ import (
 // covered are not planned again.
 type Backfill struct {
 	DAG    *tranche.DAG                // the assets to materialize; each must be partitioned
-	Window tranche.TimePartitionWindow // the partitions to backfill
+	Window tranche.TimePartitionWindow // the partitions to backfill; one starting in year 1 (an unset time.Time) is refused
 	Ledger ledger.Ledger               // where attempts are recorded
 
 	// Partitions, when not empty, are the partitions to backfill in
@@ -276,7 +276,16 @@ func (b *Backfill) fields() (*config, error) {
 		fail("window %s is in the host's zone (time.Local), which has no name another host can load; load the zone by name (time.LoadLocation) or set TZ",
 			sel.window)
 	}
-	if b.DAG != nil && sel.total > 0 {
+	unset := sel.total > 0 && sel.window.Start().Year() <= 1
+	if unset {
+		// The zero time.Time is year 1: a window starting there is an
+		// unset start, not two thousand years of history to backfill,
+		// and what the assets would say of it (before their first
+		// partition) would hide that.
+		fail("window %s starts in year %d, at the zero time.Time: the window's start was not set; give its first partition",
+			sel.window, sel.window.Start().Year())
+	}
+	if b.DAG != nil && sel.total > 0 && !unset {
 		errs = append(errs, checkAssets(b.DAG, sel.window, cfg.chunk)...)
 	}
 	if len(errs) > 0 {

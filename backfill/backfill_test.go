@@ -413,6 +413,19 @@ func TestBackfillRefusals(t *testing.T) {
 		}
 		return w
 	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A window whose start was left unset: time.Time{} is 0001-01-01.
+	zeroStart := func(loc *time.Location) tranche.TimePartitionWindow {
+		start := tranche.PartitionOf(tranche.Day, time.Time{}.In(loc)).Start
+		w, err := tranche.NewTimePartitionWindow(tranche.Day, start, start.AddDate(0, 0, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
 	minuteDAG := mustDAG(daily("ticks", tranche.Partitioning{Granularity: tranche.Minute}))
 
 	tests := []struct {
@@ -461,6 +474,12 @@ func TestBackfillRefusals(t *testing.T) {
 		{name: "location", b: backfill.Backfill{DAG: mustDAG(daily("events", tranche.Partitioning{Granularity: tranche.Day, Location: time.FixedZone("X", 3600)})), Window: jan},
 			want: []string{`asset "events" follows X, the window UTC`}},
 		{name: "no DAG", b: backfill.Backfill{Window: jan}, want: []string{"no DAG"}},
+		{name: "the zero time as the start", b: backfill.Backfill{DAG: dag, Window: zeroStart(time.UTC)},
+			want: []string{"window day 0001-01-01..0001-01-03 UTC starts in year 1, at the zero time.Time: the window's start was not set"}},
+		{name: "the zero time in Berlin as the start", b: backfill.Backfill{DAG: mustDAG(daily("events", tranche.Partitioning{Granularity: tranche.Day, Location: berlin})), Window: zeroStart(berlin)},
+			want: []string{"starts in year 1, at the zero time.Time"}},
+		{name: "a chosen partition at the zero time", b: backfill.Backfill{DAG: dag, Partitions: []tranche.TimePartition{tranche.PartitionOf(tranche.Day, time.Time{}), jan.Oldest()}},
+			want: []string{"starts in year 1, at the zero time.Time"}},
 		{name: "several problems at once", b: backfill.Backfill{DAG: dag, Window: jan, Concurrency: -3, Rerun: "x"},
 			want: []string{"concurrency -3", `unknown rerun policy "x"`}},
 	}
