@@ -72,8 +72,10 @@ type handler struct {
 	l     ledger.Ledger
 	opts  Options
 	token [32]byte // the SHA-256 of Options.WriteToken, compared in constant time
-	tmpl  *template.Template
-	mux   *http.ServeMux
+	// origins refuses a browser's write from a page of another origin.
+	origins *http.CrossOriginProtection
+	tmpl    *template.Template
+	mux     *http.ServeMux
 
 	registered map[string]string // the identities of Options.DAGs, by name
 	byID       map[string]string // and their names, by identity
@@ -116,6 +118,7 @@ func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
 	}
 	h.launches = &launches{running: map[string]context.CancelFunc{}}
 	h.token = sha256.Sum256([]byte(h.opts.WriteToken))
+	h.origins = http.NewCrossOriginProtection()
 	h.tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 		"path":     url.PathEscape,
 		"when":     when,

@@ -624,3 +624,100 @@ func TestNamesFromTheLedger(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesCrossOrigin posts every write with the right token from a
+// page of another site, as a browser marks it (Sec-Fetch-Site, or only
+// Origin in an older browser): each is refused with 403 and changes
+// nothing. The same posts from the pages' own origin, and from a program
+// that sets neither header (curl), write.
+func TestWritesCrossOrigin(t *testing.T) {
+	const token = "0123456789abcdef-the-token"
+	ctx := context.Background()
+	dag, err := tranche.NewDAG(tranche.Asset{Name: "events", Partitioning: tranche.Partitioning{Granularity: tranche.Day},
+		Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	launch := url.Values{"token": {token}, "from": {"2026-01-01"}, "to": {"2026-01-03"}, "rerun": {"failed"}, "on_failure": {"continue"}, "concurrency": {"1"}}
+	origins := []struct {
+		name    string
+		headers map[string]string
+		allowed bool
+	}{
+		{"another site", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, false},
+		{"a sibling subdomain", map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://other.example.com"}, false},
+		{"another origin without Sec-Fetch-Site", map[string]string{"Origin": "https://evil.example"}, false},
+		{"the pages' own origin", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "http://example.com"}, true},
+		{"the own origin without Sec-Fetch-Site", map[string]string{"Origin": "http://example.com"}, true},
+		{"a program (no browser headers)", nil, true},
+	}
+	for _, o := range origins {
+		t.Run(o.name, func(t *testing.T) {
+			send := func(h http.Handler, path string, form url.Values) (int, string) {
+				t.Helper()
+				r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(form.Encode()))
+				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				for k, v := range o.headers {
+					r.Header.Set(k, v)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w.Code, w.Body.String()
+			}
+			want := http.StatusForbidden
+			if o.allowed {
+				want = http.StatusSeeOther
+			}
+			check := func(what string, status int, body string) {
+				t.Helper()
+				if status != want {
+					t.Errorf("%s: status %d; want %d", what, status, want)
+				}
+				if !o.allowed && !strings.Contains(body, "not of this server") {
+					t.Errorf("%s: the refusal does not say why:\n%s", what, body)
+				}
+			}
+
+			l := memledger.New(nil)
+			f := pagetest.New(t, l)
+			h := NewHandler(l, &Options{WriteToken: token, DAGs: map[string]*tranche.DAG{"events": dag}})
+			status, body := send(h, "/backfills/"+f.ID+"/cancel", url.Values{"token": {token}, "stop_running": {"on"}})
+			check("cancel", status, body)
+			if rec, err := l.Backfill(ctx, f.ID); err != nil || rec.Canceled != o.allowed {
+				t.Errorf("after the cancel: canceled %t, %v; want %t", rec.Canceled, err, o.allowed)
+			}
+			if err := l.CancelBackfill(ctx, f.ID, ledger.CancelOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			status, body = send(h, "/backfills/"+f.ID+"/resume", url.Values{"token": {token}})
+			check("resume", status, body)
+			if rec, err := l.Backfill(ctx, f.ID); err != nil || rec.Canceled == o.allowed {
+				t.Errorf("after the resume: canceled %t, %v; want %t", rec.Canceled, err, !o.allowed)
+			}
+
+			d := pagetest.NewDAG(t, l)
+			status, body = send(h, "/dags/"+d.DAG+"/pause", url.Values{"token": {token}})
+			check("pause", status, body)
+			if p, err := l.SchedulePause(ctx, d.DAG); err != nil || p.Paused != o.allowed {
+				t.Errorf("after the pause: paused %t, %v; want %t", p.Paused, err, o.allowed)
+			}
+
+			before, err := l.Backfills(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, plan, _ := get(t, h, "/dags/"+dagID+"/plan?"+launch.Encode())
+			revision := regexp.MustCompile(`<span id="plan-revision">(\d+)</span>`).FindStringSubmatch(plan)
+			if revision == nil {
+				t.Fatalf("the plan page has no revision:\n%s", plan)
+			}
+			launch.Set("revision", revision[1])
+			status, body = send(h, "/dags/"+dagID+"/backfills", launch)
+			check("start", status, body)
+			if after, err := l.Backfills(ctx); err != nil || (len(after) > len(before)) != o.allowed {
+				t.Errorf("after the start: %d backfills, %v; had %d", len(after), err, len(before))
+			}
+		})
+	}
+}

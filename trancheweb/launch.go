@@ -210,14 +210,8 @@ func (h *handler) fillPlan(ctx context.Context, data *planData, p *backfill.Plan
 // A plan whose partitions' history changed since that revision is not
 // started: 409 Conflict, with the new plan to start instead.
 func (h *handler) start(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	dag := r.PathValue("dag")
-	switch {
-	case h.opts.WriteToken == "":
-		h.refuse(w, r, http.StatusForbidden, "this server is read-only: it was started without writes enabled")
-		return
-	case !h.checkToken(r):
-		h.refuse(w, r, http.StatusForbidden, "a missing or wrong token: nothing was started")
+	if !h.allowWrite(w, r, "nothing was started") {
 		return
 	}
 	name, err := h.registeredName(dag)

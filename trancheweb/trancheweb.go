@@ -37,8 +37,10 @@
 // scheduler of the DAG to obey: see [ledger.Ledger.SetSchedulePause]):
 // forms that POST the token, which the operator types into the page. The handler compares it with the
 // configured token in constant time and answers 403 Forbidden, writing
-// nothing, to a missing or wrong token, and to every write while writes
-// are disabled. No GET ever writes. A backfill of one of the program's
+// nothing, to a missing or wrong token, to a browser's post from a page
+// of another origin even when it carries the token (its Sec-Fetch-Site or
+// Origin header, as [net/http.CrossOriginProtection] reads them), and to
+// every write while writes are disabled. No GET ever writes. A backfill of one of the program's
 // DAGs ([Options.DAGs]) is run by this process when it is resumed, and
 // its page offers to retry its failed partitions, which runs them again
 // here ([backfill.Backfill.Resume] under ledger.RerunFailed): the program

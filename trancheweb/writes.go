@@ -23,16 +23,39 @@ func (h *handler) checkToken(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
 }
 
-// write performs a write for a POST that carries the token, then sends
-// the browser back to the backfill's page.
-func (h *handler) write(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, id string) error) {
+// allowWrite reports whether r may write, and refuses it (403
+// Forbidden, with what the refusal leaves undone) when it may not: writes
+// must be enabled, the request must come from the pages' own origin (its
+// Sec-Fetch-Site or Origin header, which a browser sets and a page of
+// another site cannot forge, as net/http's CrossOriginProtection reads
+// them; a request without them, from a program such as curl, is not a
+// browser's), and it must carry the token. The origin is checked too
+// because the token is typed into a page and may be remembered by the
+// browser, and a page of another site could post it.
+func (h *handler) allowWrite(w http.ResponseWriter, r *http.Request, undone string) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	switch {
 	case h.opts.WriteToken == "":
 		h.refuse(w, r, http.StatusForbidden, "this server is read-only: it was started without writes enabled")
-		return
+		return false
+	case h.origins.Check(r) != nil:
+		from := r.Header.Get("Origin")
+		if from == "" {
+			from = "another site (Sec-Fetch-Site: " + r.Header.Get("Sec-Fetch-Site") + ")"
+		}
+		h.refuse(w, r, http.StatusForbidden, "a write from a page of "+from+", not of this server: "+undone)
+		return false
 	case !h.checkToken(r):
-		h.refuse(w, r, http.StatusForbidden, "a missing or wrong token: nothing was changed")
+		h.refuse(w, r, http.StatusForbidden, "a missing or wrong token: "+undone)
+		return false
+	}
+	return true
+}
+
+// write performs a write for a POST that carries the token, then sends
+// the browser back to the backfill's page.
+func (h *handler) write(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, id string) error) {
+	if !h.allowWrite(w, r, "nothing was changed") {
 		return
 	}
 	id := r.PathValue("id")
@@ -102,13 +125,7 @@ func (h *handler) runAgain(ctx context.Context, id string, resume bool) error {
 // DAG's page.
 func (h *handler) pauseSchedule(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		switch {
-		case h.opts.WriteToken == "":
-			h.refuse(w, r, http.StatusForbidden, "this server is read-only: it was started without writes enabled")
-			return
-		case !h.checkToken(r):
-			h.refuse(w, r, http.StatusForbidden, "a missing or wrong token: nothing was changed")
+		if !h.allowWrite(w, r, "nothing was changed") {
 			return
 		}
 		dag := r.PathValue("dag")
