@@ -43,7 +43,7 @@ func NewDestination(ctx context.Context, l *Ledger, tables ...sqldest.Table) (*D
 // ledger's options, of which the destination takes BusyTimeout and
 // Synchronous. The file refused by [Open] is refused alike.
 func OpenDestination(ctx context.Context, path string, opts *Options, tables ...sqldest.Table) (*Destination, error) {
-	f, err := openFile(ctx, "sqlite", path, opts, false)
+	f, err := openFile(ctx, "sqlite", path, opts, false, false)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +98,16 @@ type Options struct {
 	// can be read; every write is refused with an error matching
 	// [sqlledger.ErrReadOnly]. [OpenDestination] ignores it.
 	ReadOnly bool
+
+	// Shared lets Open create a ledger in an existing database that
+	// holds tables of its own and no ledger yet: an application's file
+	// whose tables a destination then writes ([NewDestination]) in the
+	// transactions that record partitions. Without it, Open refuses such
+	// a database with an error matching [sqlledger.ErrNoLedger] and
+	// leaves it as it was, so that a mistaken path does not add the
+	// ledger's tranche_* tables beside another program's. A database
+	// that holds a ledger opens either way.
+	Shared bool
 }
 
 // DefaultBusyTimeout is the busy timeout of Options.BusyTimeout zero.
@@ -123,8 +134,9 @@ var (
 // it does not exist (its folder must exist), and creating or migrating the
 // ledger's tables, unless [Options.Existing]. It refuses, with an error naming the file and writing
 // nothing: a path in a missing folder, a file that is not a SQLite
-// database, a read-only file, and a database whose schema a newer release
-// of tranche migrated ([*sqlledger.SchemaError]).
+// database, a read-only file, a database whose schema a newer release
+// of tranche migrated ([*sqlledger.SchemaError]), and, unless
+// [Options.Shared], a database of tables of its own and no ledger.
 //
 // A path beginning sqlite: is read as a ledger's address
 // ([ledger.ParseAddress]): sqlite:tranche.db is the file tranche.db.
@@ -140,7 +152,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 		return openReadOnly(ctx, path, opts)
 	}
 	existing := opts != nil && opts.Existing
-	f, err := openFile(ctx, "sqlite ledger", path, opts, existing)
+	f, err := openFile(ctx, "sqlite ledger", path, opts, existing, opts == nil || !opts.Shared)
 	if err != nil {
 		return nil, err
 	}
@@ -264,8 +276,9 @@ type file struct {
 
 // openFile checks the options and the file at path and opens its writing
 // connection; what names it in errors ("sqlite ledger"). With existing,
-// it refuses a file that holds no ledger before it writes anything.
-func openFile(ctx context.Context, what, path string, opts *Options, existing bool) (*file, error) {
+// it refuses a file that holds no ledger before it writes anything; with
+// alone, one that holds other tables and no ledger.
+func openFile(ctx context.Context, what, path string, opts *Options, existing, alone bool) (*file, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -326,6 +339,11 @@ func openFile(ctx context.Context, what, path string, opts *Options, existing bo
 		// Before WAL journaling, which a database in another mode would
 		// keep: a file that is no ledger must be left as it was.
 		if err := checkLedger(ctx, writer, name); err != nil {
+			writer.Close()
+			return nil, err
+		}
+	} else if alone {
+		if err := checkNotOthers(ctx, writer, name); err != nil {
 			writer.Close()
 			return nil, err
 		}
@@ -450,6 +468,40 @@ func checkLedger(ctx context.Context, db *sql.DB, name string) error {
 		return &sqlledger.SchemaError{Ledger: name, Found: found, Known: sqlledger.SchemaVersion}
 	}
 	return nil
+}
+
+// checkNotOthers refuses a database that holds tables or views of its
+// own and none of a ledger's, before WAL journaling, which the database
+// would keep: it is another program's, and is left as it was.
+func checkNotOthers(ctx context.Context, db *sql.DB, name string) error {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name`)
+	if err != nil {
+		kind, hint, _ := sqlledger.SQLite.Classify(err)
+		return &sqlledger.Error{Name: name, Op: "reading the database's tables", Class: kind, Hint: hint, Err: err}
+	}
+	defer rows.Close()
+	var others []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return fmt.Errorf("tranche: %s: reading the database's tables: %w", name, err)
+		}
+		if strings.HasPrefix(t, "tranche_") {
+			return nil // a ledger, or one begun: Open completes or judges it
+		}
+		others = append(others, strconv.Quote(t))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("tranche: %s: reading the database's tables: %w", name, err)
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	list := strings.Join(others[:min(len(others), 5)], ", ")
+	if len(others) > 5 {
+		list += fmt.Sprintf(" and %d more", len(others)-5)
+	}
+	return refuse(sqlledger.ErrNoLedger, "tranche: %s: the database holds tables of its own (%s) and no ledger; nothing was written to it. Give the path of a ledger, or of a new file; to add a ledger beside these tables on purpose, set Options.Shared", name, list)
 }
 
 // fileError is a refusal of a file, whose message says it all and which
