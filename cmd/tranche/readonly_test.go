@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -231,5 +232,66 @@ func TestKeyValueAddress(t *testing.T) {
 	bad := "postgres:host=127.0.0.1 port=1 dbname=x connect_timeout=2"
 	if code, _, errs := runTranche(t, "ls", "--ledger", bad); code != 1 || !strings.Contains(errs, "127.0.0.1:1") || !strings.Contains(errs, "cannot be reached") {
 		t.Errorf("ls --ledger %q: exit %d, %s; want 1 naming the server", bad, code, errs)
+	}
+}
+
+// TestReadsLeaveNoFiles points ls, status and history at files that hold
+// no ledger, in WAL mode as a ledger's is: another program's database,
+// and a ledger whose schema page was overwritten. Each is refused, and
+// the folder is left byte for byte as it was: no -wal or -shm file beside
+// it (SQLite's WAL readers create both and cannot remove them).
+func TestReadsLeaveNoFiles(t *testing.T) {
+	foreign := func(t *testing.T, path string) {
+		db, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, q := range []string{`PRAGMA journal_mode = WAL`, `CREATE TABLE orders (id INTEGER PRIMARY KEY)`, `INSERT INTO orders VALUES (1)`} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	damaged := func(t *testing.T, path string) {
+		l, err := sqlite.Open(t.Context(), path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pagetest.New(t, l)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Past the 100-byte header, page 1 holds the schema.
+		if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 3000), 100); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, path string)
+	}{{"another program's database", foreign}, {"a damaged ledger", damaged}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "ledger.db")
+			tc.make(t, path)
+			before := snapshot(t, filepath.Dir(path))
+			if strings.Contains(before, "-wal") || strings.Contains(before, "-shm") {
+				t.Fatalf("the WAL files are there before: %s", before)
+			}
+			for _, args := range [][]string{{"ls"}, {"status", "0123456789abcdef"}, {"history", "0123456789abcdef", "2026-01-10"}} {
+				code, _, errs := runTranche(t, append(args, "--ledger", "sqlite:"+path)...)
+				if code != 1 || !strings.Contains(errs, path) {
+					t.Errorf("tranche %s: exit %d; want 1 naming the file:\n%s", args[0], code, errs)
+				}
+				if after := snapshot(t, filepath.Dir(path)); after != before {
+					t.Fatalf("tranche %s changed the folder:\nbefore %s\nafter  %s", args[0], before, after)
+				}
+			}
+		})
 	}
 }

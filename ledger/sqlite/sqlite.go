@@ -209,6 +209,9 @@ func openReadOnly(ctx context.Context, path string, opts *Options) (*Ledger, err
 	if frozen(abs) {
 		query += "&immutable=1"
 	}
+	if err := checkUnopened(ctx, abs, name); err != nil {
+		return nil, err
+	}
 	reader, err := sql.Open("sqlite", dsn(abs, query))
 	if err != nil {
 		return nil, fmt.Errorf("tranche: %s: %w", name, err)
@@ -338,6 +341,10 @@ func openFile(ctx context.Context, what, path string, opts *Options, existing, a
 	if existing {
 		// Before WAL journaling, which a database in another mode would
 		// keep: a file that is no ledger must be left as it was.
+		if err := checkUnopened(ctx, abs, name); err != nil {
+			writer.Close()
+			return nil, err
+		}
 		if err := checkLedger(ctx, writer, name); err != nil {
 			writer.Close()
 			return nil, err
@@ -502,6 +509,31 @@ func checkNotOthers(ctx context.Context, db *sql.DB, name string) error {
 		list += fmt.Sprintf(" and %d more", len(others)-5)
 	}
 	return refuse(sqlledger.ErrNoLedger, "tranche: %s: the database holds tables of its own (%s) and no ledger; nothing was written to it. Give the path of a ledger, or of a new file; to add a ledger beside these tables on purpose, set Options.Shared", name, list)
+}
+
+// checkUnopened refuses, as checkLedger, a file that holds no ledger,
+// when no process has it open in WAL mode (no WAL file beside it):
+// reading it as immutable leaves nothing beside it, where opening a
+// database in WAL mode, even for reading, creates its WAL and
+// shared-memory files and a reader cannot remove them, so that a command
+// pointed at a foreign or damaged file would leave two files there. A
+// ledger that passes is then opened as usual. (A worker that opened the
+// file since the check is harmless: it writes into its WAL, and the
+// main file changes only at a checkpoint, which a torn read here would
+// turn into a refusal to retry, never into a wrong answer.)
+func checkUnopened(ctx context.Context, abs, name string) error {
+	if _, err := os.Lstat(abs + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return nil // a new file, created by the caller
+	}
+	db, err := sql.Open("sqlite", dsn(abs, "mode=ro&immutable=1&_pragma=query_only(1)"))
+	if err != nil {
+		return fmt.Errorf("tranche: %s: %w", name, err)
+	}
+	defer db.Close()
+	return checkLedger(ctx, db, name)
 }
 
 // fileError is a refusal of a file, whose message says it all and which
