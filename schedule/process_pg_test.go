@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/internal/proctest"
+	"github.com/tranche-dev/tranche/internal/testskip"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -25,10 +26,7 @@ func pgLedger(t *testing.T, bin string, c procClock) []string {
 	t.Helper()
 	url := os.Getenv("TRANCHE_POSTGRES_URL")
 	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TRANCHE_POSTGRES_URL is not set under CI (see ledger/postgres/testserver.sh)")
-		}
-		t.Skip("TRANCHE_POSTGRES_URL is not set (ledger/postgres/testserver.sh start)")
+		testskip.Skip(t, testskip.PostgreSQL, "TRANCHE_POSTGRES_URL is not set (ledger/postgres/testserver.sh start)")
 	}
 	args := []string{"-pg", url, "-schema", fmt.Sprintf("sched_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000_000)}
 	t.Cleanup(func() {
@@ -173,3 +171,7 @@ func replicaFault(t *testing.T, fault string) {
 	}
 	t.Logf("%s: slot %s ran by %d attempts (%s's first); %d slots, each written once", fault, slow, len(h.Attempts), victimWorker, len(slots))
 }
+
+// TestMain says, once the tests ran, which skipped for want of a
+// PostgreSQL server and how to run them.
+func TestMain(m *testing.M) { os.Exit(testskip.Main(m)) }

@@ -20,6 +20,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/pagetest"
+	"github.com/tranche-dev/tranche/internal/testskip"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 )
@@ -40,10 +41,7 @@ func browser(t *testing.T) context.Context {
 		}
 	}
 	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no chromium under CI (.ci/run installs Debian's chromium package)")
-		}
-		t.Skip("no chromium: apt-get install chromium, or set $CHROMIUM")
+		testskip.Skip(t, testskip.Chromium, "no chromium: apt-get install chromium, or set $CHROMIUM")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
@@ -401,3 +399,7 @@ func terminalScreenshot(t *testing.T, ctx context.Context, fallback []byte) {
 	}
 	t.Logf("wrote %s (%d bytes)", file, len(png))
 }
+
+// TestMain says, once the tests ran, which skipped for want of a
+// PostgreSQL server or Chromium, and how to run them.
+func TestMain(m *testing.M) { os.Exit(testskip.Main(m)) }

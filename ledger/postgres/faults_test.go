@@ -21,6 +21,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/internal/schematest"
+	"github.com/tranche-dev/tranche/internal/testskip"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 		url, schema, _ := strings.Cut(v, "\n")
 		os.Exit(holdLocks(url, schema)) // the paused process of TestOpenWhileLocked
 	}
-	code := m.Run()
+	code := testskip.Main(m)
 	worker.Remove()
 	os.Exit(code)
 }

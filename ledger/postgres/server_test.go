@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
+	"github.com/tranche-dev/tranche/internal/testskip"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -26,10 +27,7 @@ func serverURL(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv("TRANCHE_POSTGRES_URL")
 	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("PostgreSQL tests need TRANCHE_POSTGRES_URL: start a server with ledger/postgres/testserver.sh (.ci/run does)")
-		}
-		t.Skip("TRANCHE_POSTGRES_URL is not set; start a server with eval \"$(ledger/postgres/testserver.sh start)\"")
+		testskip.Skip(t, testskip.PostgreSQL, "TRANCHE_POSTGRES_URL is not set; start a server with eval \"$(ledger/postgres/testserver.sh start)\"")
 	}
 	return url
 }
@@ -40,10 +38,7 @@ func serverDir(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("TRANCHE_POSTGRES_DIR")
 	if dir == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the server-restart tests need TRANCHE_POSTGRES_DIR, the folder of a server testserver.sh started (.ci/run does)")
-		}
-		t.Skip("TRANCHE_POSTGRES_DIR is not set: this test restarts the server, and so needs one that testserver.sh started")
+		testskip.Skip(t, testskip.PostgreSQLDir, "TRANCHE_POSTGRES_DIR is not set: this test restarts the server, and so needs one that testserver.sh started")
 	}
 	return dir
 }
