@@ -155,3 +155,24 @@ func TestTakeOverWhenExpired(t *testing.T) {
 		}
 	})
 }
+
+// TestNoSlotIdle runs 8 days of a second each in 4 slots, with a
+// heartbeat of half a second: no day is claimed before a slot is free to
+// run it (one claimed without a slot waited past the heartbeat, was
+// given back, and ran at the end, leaving slots idle), so the run takes
+// two seconds, not three.
+func TestNoSlotIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &timedProbe{run: time.Second}
+		b := &backfill.Backfill{DAG: p.dag(t), Window: bfDays(t, 1, 8), Ledger: memledger.New(nil), Worker: "w", Concurrency: 4,
+			Lease: 1500 * time.Millisecond, Heartbeat: 500 * time.Millisecond}
+		start := time.Now()
+		rep, err := b.Run(t.Context())
+		if err != nil || rep.Succeeded != 8 {
+			t.Fatalf("Run = %v, %d succeeded; want nil, 8", err, rep.Succeeded)
+		}
+		if took := time.Since(start); took > 2100*time.Millisecond {
+			t.Errorf("8 days of a second in 4 slots took %v; want about 2s", took)
+		}
+	})
+}

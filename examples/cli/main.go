@@ -15,7 +15,7 @@
 // EVENTS_FAIL=2026-01-03,2026-01-05 makes those days fail, as a source
 // that is down would; EVENTS_HANG=2026-01-03 makes that day's run hang,
 // as a stuck source would, after creating the file $EVENTS_HANG_MARK
-// when set.
+// when set; EVENTS_SLOW=300ms makes each day take that long.
 package main
 
 import (
@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
@@ -61,6 +62,13 @@ func extract(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, er
 	}
 	if slices.Contains(strings.Split(os.Getenv("EVENTS_FAIL"), ","), p.Key()) {
 		return nil, fmt.Errorf("the source of %s is down", p.Key())
+	}
+	if slow, err := time.ParseDuration(os.Getenv("EVENTS_SLOW")); err == nil {
+		select {
+		case <-time.After(slow):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if os.Getenv("EVENTS_HANG") == p.Key() {
 		if mark := os.Getenv("EVENTS_HANG_MARK"); mark != "" {

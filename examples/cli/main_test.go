@@ -507,3 +507,64 @@ func TestRerunAfterKill(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelWhileRunning cancels a backfill of two months from another
+// process while its run, one day at a time of 20 ms (short enough that
+// it claims days ahead), is going: at most one day succeeds after the
+// cancel (the one running), the run exits non-zero saying canceled, and
+// the days not started are left pending, not failed; resume runs each of
+// them once.
+func TestCancelWhileRunning(t *testing.T) {
+	e := newEnv(t)
+	args := []string{"run", "events", "--yes", "--from", "2026-01-01", "--to", "2026-02-28"}
+	cmd := exec.Command(binary, args...)
+	cmd.Dir, cmd.Env = e.dir, e.environ("EVENTS_SLOW=20ms")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	type counts struct {
+		Counts map[string]int `json:"counts"`
+	}
+	read := func(id string) (counts, bool) {
+		var st counts
+		code, status, _ := e.run("status", id, "--format", "json")
+		return st, code == 0 && json.Unmarshal([]byte(status), &st) == nil
+	}
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the run did not get going:\n%s", out.String())
+		}
+		if id == "" {
+			code, ls, _ := e.run("ls", "--format", "json")
+			var bs []map[string]any
+			if code == 0 && json.Unmarshal([]byte(ls), &bs) == nil && len(bs) == 1 {
+				id, _ = bs[0]["id"].(string)
+			}
+			continue
+		}
+		if st, ok := read(id); ok && st.Counts["succeeded"] >= 3 {
+			break
+		}
+	}
+	e.must(0, "cancel", id)
+	before, _ := read(id)
+	err := cmd.Wait()
+	if err == nil || !strings.Contains(out.String(), "canceled") {
+		t.Errorf("the run after the cancel: %v\n%s\nwant a non-zero exit saying canceled", err, out.String())
+	}
+	after, _ := read(id)
+	if n := after.Counts["succeeded"] - before.Counts["succeeded"]; n > 1 || after.Counts["failed"] != 0 || after.Counts["running"] != 0 {
+		t.Errorf("after the cancel: %d more succeeded, %d failed, %d running (counts %v); want at most 1 (the day running), none failed or running",
+			n, after.Counts["failed"], after.Counts["running"], after.Counts)
+	}
+	if out := e.must(0, "resume", id); !strings.Contains(out, "succeeded here") {
+		t.Errorf("resume:\n%s", out)
+	}
+	if st, _ := read(id); st.Counts["succeeded"] != 59 {
+		t.Errorf("after the resume: %v; want 59 succeeded", st.Counts)
+	}
+}
