@@ -73,6 +73,12 @@ type audited struct {
 }
 
 func (d audited) Write(ctx context.Context, batches []tranche.Batch) error {
+	// A line before the write too: a worker stopped between its write's
+	// return and its "wrote" line logs it after writes that landed later,
+	// so the order of "wrote" lines alone is not the order of landing.
+	for _, b := range batches {
+		fmt.Fprintf(d.w, "writing %s %s %d\n", b.Partition.Key(), d.worker, b.Token)
+	}
 	if err := d.Destination.Write(ctx, batches); err != nil {
 		return err
 	}
@@ -227,6 +233,10 @@ type Row struct {
 type Write struct {
 	Key, Worker string
 	Token       int64
+	// Began is the index, among the log's writes, of the first write
+	// that returned after this one began ("writing"): the writes before
+	// it landed before this one began.
+	Began int
 }
 
 // Writes reads the audit log at path, in the order of its lines; a
@@ -241,15 +251,56 @@ func Writes(t testing.TB, path string) []Write {
 		t.Fatal(err)
 	}
 	var out []Write
+	began := map[string]int{} // key worker token -> len(out) when it began
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 4 || f[0] != "wrote" {
+		if len(f) != 4 || f[0] != "wrote" && f[0] != "writing" {
 			continue // a line cut short by a kill
 		}
+		id := strings.Join(f[1:], " ")
+		if f[0] == "writing" {
+			began[id] = len(out)
+			continue
+		}
 		n, _ := strconv.ParseInt(f[3], 10, 64)
-		out = append(out, Write{f[1], f[2], n})
+		b, ok := began[id]
+		if !ok {
+			b = len(out) // a log of "wrote" lines alone
+		}
+		delete(began, id)
+		out = append(out, Write{f[1], f[2], n, b})
 	}
 	return out
+}
+
+// CheckWrites checks the audit log at path against the ledger's
+// histories hs: no write landed after a write of the same partition at
+// a newer token (a stale write: the destination's fence let it through),
+// and the write at the newest token of each partition is its success's.
+// A write that began before the newer one returned may have landed
+// before it, its "wrote" line logged after (a worker stopped between the
+// two): not stale.
+func CheckWrites(t testing.TB, hs map[string][]ledger.Attempt, path string) {
+	t.Helper()
+	writes := Writes(t, path)
+	newest := map[string]Write{}
+	for i, wr := range writes {
+		for _, prev := range writes[:wr.Began] {
+			if prev.Key == wr.Key && prev.Token > wr.Token {
+				t.Errorf("partition %s: %s wrote token %d, begun after %s wrote token %d: a stale write landed", wr.Key, wr.Worker, wr.Token, prev.Worker, prev.Token)
+				break
+			}
+		}
+		if n, ok := newest[wr.Key]; !ok || wr.Token > n.Token {
+			newest[wr.Key] = writes[i]
+		}
+	}
+	for k, h := range hs {
+		won := h[len(h)-1]
+		if wr := newest[k]; wr.Worker != won.Worker || ledger.TokenAttempt(wr.Token) != won.Number {
+			t.Errorf("partition %s: written at the newest token by %q, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
+		}
+	}
 }
 
 // Rows reads the rows of partition key in the files destination at dest.

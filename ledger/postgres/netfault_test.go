@@ -169,23 +169,11 @@ func (w *world) checkData(sink string) (map[string][]ledger.Attempt, int) {
 }
 
 // checkAudit checks, for the files destination, the writes it took (the
-// -audit log): per partition, tokens never go down, so that no write
-// landed after a newer attempt's, and the last is the success's.
+// -audit log): no write landed after a newer attempt's, and the newest
+// is the success's (proctest.CheckWrites).
 func (w *world) checkAudit(hs map[string][]ledger.Attempt, audit string) {
 	w.t.Helper()
-	last := map[string]proctest.Write{}
-	for _, wr := range proctest.Writes(w.t, audit) {
-		if prev, ok := last[wr.Key]; ok && wr.Token < prev.Token {
-			w.t.Errorf("partition %s: %s wrote token %d after %s wrote token %d: a stale write landed", wr.Key, wr.Worker, wr.Token, prev.Worker, prev.Token)
-		}
-		last[wr.Key] = wr
-	}
-	for k, h := range hs {
-		won := h[len(h)-1]
-		if wr := last[k]; wr.Worker != won.Worker || ledger.TokenAttempt(wr.Token) != won.Number {
-			w.t.Errorf("partition %s: last written by %q, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
-		}
-	}
+	proctest.CheckWrites(w.t, hs, audit)
 }
 
 // staleWrites returns, by partition, the writes of the run log of worker

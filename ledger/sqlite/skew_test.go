@@ -244,19 +244,7 @@ func skewedClocks(t *testing.T, sink, stop string) {
 // and the last write is the success's.
 func checkWrites(t *testing.T, hs map[string][]ledger.Attempt, audit string) {
 	t.Helper()
-	last := map[string]proctest.Write{}
-	for _, wr := range proctest.Writes(t, audit) {
-		if prev, ok := last[wr.Key]; ok && wr.Token < prev.Token {
-			t.Errorf("partition %s: %s wrote token %d after %s wrote token %d: a stale write landed", wr.Key, wr.Worker, wr.Token, prev.Worker, prev.Token)
-		}
-		last[wr.Key] = wr
-	}
-	for k, h := range hs {
-		won := h[len(h)-1]
-		if wr := last[k]; wr.Worker != won.Worker || ledger.TokenAttempt(wr.Token) != won.Number {
-			t.Errorf("partition %s: last written by %q, token %d; the ledger says %s attempt %d succeeded", k, wr.Worker, wr.Token, won.Worker, won.Number)
-		}
-	}
+	proctest.CheckWrites(t, hs, audit)
 }
 
 // TestNotBeforeByDatabaseClock claims partitions bounded by NotBefore on
