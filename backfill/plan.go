@@ -588,8 +588,8 @@ func (b *Backfill) warnings(p *Plan, history bool) []string {
 		w = append(w, "nothing to run: the backfill is not recorded in the ledger")
 	}
 	if n := p.Counts.SkipRunning; n > 0 {
-		w = append(w, fmt.Sprintf("%s %s running elsewhere under %s; this run skips %s",
-			partitions(n), plural(n, "is", "are"), plural(n, "a live lease", "live leases"), plural(n, "it", "them")))
+		w = append(w, fmt.Sprintf("%s %s running elsewhere under %s; this run takes over what stops being renewed, once it expires, and reports the rest held",
+			partitions(n), plural(n, "is", "are"), plural(n, "a live lease", "live leases")))
 	}
 	if n := p.Counts.SkipRecorded; n > 0 {
 		w = append(w, fmt.Sprintf("%s failed before and rerun policy none leaves %s failed", partitions(n), plural(n, "it", "them")))
