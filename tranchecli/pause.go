@@ -30,21 +30,28 @@ func defaultBy() string {
 	return name
 }
 
-// runPause pauses the schedule of a DAG, by its name or identity: every
-// scheduler of it on the ledger starts no slot until it is unpaused.
-func runPause(ctx context.Context, c *call) error {
+// pauseOf returns the ledger, the DAG the command names (its name or
+// identity) and its schedule's pause.
+func (c *call) pauseOf(ctx context.Context) (ledger.Ledger, dagRef, ledger.SchedulePause, error) {
 	l, err := c.getLedger(ctx)
 	if err != nil {
-		return err
+		return nil, dagRef{}, ledger.SchedulePause{}, err
 	}
 	d, ok, err := c.findDAG(ctx, l, c.args[0])
 	switch {
 	case err != nil:
-		return err
+		return nil, dagRef{}, ledger.SchedulePause{}, err
 	case !ok:
-		return &unknownError{fmt.Sprintf("no DAG %q: give a DAG's name or identity, as '%s ls' lists them", c.args[0], c.name)}
+		return nil, dagRef{}, ledger.SchedulePause{}, &unknownError{fmt.Sprintf("no DAG %q: give a DAG's name or identity, as '%s ls' lists them", c.args[0], c.name)}
 	}
 	before, err := l.SchedulePause(ctx, d.id)
+	return l, d, before, err
+}
+
+// runPause pauses the schedule of a DAG, by its name or identity: every
+// scheduler of it on the ledger starts no slot until it is unpaused.
+func runPause(ctx context.Context, c *call) error {
+	l, d, before, err := c.pauseOf(ctx)
 	if err != nil {
 		return err
 	}
@@ -65,18 +72,7 @@ func runPause(ctx context.Context, c *call) error {
 // runUnpause resumes the paused schedule of a DAG, by its name or
 // identity.
 func runUnpause(ctx context.Context, c *call) error {
-	l, err := c.getLedger(ctx)
-	if err != nil {
-		return err
-	}
-	d, ok, err := c.findDAG(ctx, l, c.args[0])
-	switch {
-	case err != nil:
-		return err
-	case !ok:
-		return &unknownError{fmt.Sprintf("no DAG %q: give a DAG's name or identity, as '%s ls' lists them", c.args[0], c.name)}
-	}
-	before, err := l.SchedulePause(ctx, d.id)
+	l, d, before, err := c.pauseOf(ctx)
 	if err != nil {
 		return err
 	}
