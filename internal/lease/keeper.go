@@ -58,6 +58,12 @@ type Keeper struct {
 	// kept; its error cancels every kept lease's job with it.
 	stop func(context.Context) error
 
+	// NoAnswer, when not nil, is told of each heartbeat that got no
+	// answer before its lease lapsed, with its error: the ledger may be
+	// out of reach (a connection cut), which its user can check. Set
+	// before the first Keep.
+	NoAnswer func(err error)
+
 	tick time.Duration // how often the first heartbeats due are looked for
 
 	// base is the origin of the keeper's clock: instants are durations
@@ -369,11 +375,22 @@ func (kl *Kept) heartbeat() {
 		}
 	case lapsed:
 		// The call outlived the lease, which stopped the job.
-		err = fmt.Errorf("tranche: heartbeat timed out after %v, and the lease lapsed: %w", took.Round(time.Millisecond), context.DeadlineExceeded)
+		if errors.Is(err, context.Canceled) {
+			// Canceled by the lapse, which came first: the call had no
+			// answer within its deadline all the same.
+			err = context.DeadlineExceeded
+		}
+		err = fmt.Errorf("tranche: heartbeat timed out after %v, and the lease lapsed: %w", took.Round(time.Millisecond), err)
+		if k.NoAnswer != nil {
+			k.NoAnswer(err)
+		}
 	case kl.ctx.Err() != nil:
 		return // the job is stopping: its lease is about to be released
 	case timedOut:
 		err = fmt.Errorf("tranche: heartbeat timed out after %v: %w", took.Round(time.Millisecond), err)
+		if k.NoAnswer != nil {
+			k.NoAnswer(err)
+		}
 	}
 	kl.report(err, took)
 	if kl.lost == nil {
