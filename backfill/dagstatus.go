@@ -134,7 +134,7 @@ type SchedulerSeen struct {
 	// has no attempt. Pages and commands show it as "waiting for
 	// scheduler". Never while the schedule is paused.
 	Waiting bool
-	// Pause is the schedule's pause ([ledger.Ledger.SchedulePause]):
+	// Pause is the schedule's pause ([ledger.Reader.SchedulePause]):
 	// while Pause.Paused no scheduler starts a slot, and pages and
 	// commands say who paused it, since when and why.
 	Pause ledger.SchedulePause

@@ -46,7 +46,7 @@ type Plan struct {
 
 	// Estimate is the expected duration: the median duration of the
 	// DAG's 20 most recent successful attempts, wherever they lie
-	// ([Ledger.RecentSuccesses]), times the rounds of runs at the plan's
+	// ([Reader.RecentSuccesses]), times the rounds of runs at the plan's
 	// concurrency. Zero when the DAG has no success recorded, or the plan
 	// nothing to run.
 	Estimate time.Duration

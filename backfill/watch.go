@@ -21,7 +21,7 @@ import (
 // the one before ended), so that watching costs a ledger a small query
 // or two an interval however many partitions the backfill has: while
 // nothing changes, a check reads the backfill's record and asks whether
-// any of its partitions changed ([ledger.Ledger.RevisionIn]); after a
+// any of its partitions changed ([ledger.Reader.RevisionIn]); after a
 // change, the same check reads the partitions that changed and counts
 // again only the spans that hold them (through [ledger.LatestReader],
 // where l is one), so that a status after a change comes within an
