@@ -182,6 +182,18 @@ type Backfill struct {
 	// the wall clock does not move. A test shifts this clock to run a
 	// worker minutes ahead of, or behind, the others.
 	Now func() time.Time
+
+	// reads, set by PlanFrom, is read in place of Ledger.
+	reads ledger.Reader
+}
+
+// reader returns what the backfill's plan reads: the reader PlanFrom was
+// given, or else Ledger.
+func (b *Backfill) reader() ledger.Reader {
+	if b.reads != nil {
+		return b.reads
+	}
+	return b.Ledger
 }
 
 // Defaults of a Backfill's zero fields.
@@ -211,7 +223,7 @@ type config struct {
 // config validates the backfill before anything is read or written.
 func (b *Backfill) config() (*config, error) {
 	var errs []error
-	if b.Ledger == nil {
+	if b.Ledger == nil && b.reads == nil {
 		errs = append(errs, errors.New("tranche: backfill: no Ledger"))
 	}
 	cfg, err := b.fields()

@@ -28,7 +28,7 @@ import (
 // interval of it. A daily or
 // hourly schedule's watch reads every latest attempt, as StatusOf does,
 // from the change that lands a former schedule's attempt among its slots.
-func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration) iter.Seq2[*Status, error] {
+func Watch(ctx context.Context, l ledger.Reader, id string, every time.Duration) iter.Seq2[*Status, error] {
 	return func(yield func(*Status, error) bool) {
 		if every <= 0 {
 			yield(nil, fmt.Errorf("tranche: watch every %v; want a positive interval", every))
@@ -78,7 +78,7 @@ const watchSpans = 256
 // A watcher follows a backfill's status through the changes of its
 // partitions.
 type watcher struct {
-	l        ledger.Ledger
+	l        ledger.Reader
 	lr       ledger.LatestReader // nil: the ledger is not one, or a former schedule's attempts lie among the backfill's slots
 	id       string
 	base     *Status
@@ -91,7 +91,7 @@ type watcher struct {
 }
 
 // newWatcher reads the backfill's status and returns a watcher of it.
-func newWatcher(ctx context.Context, l ledger.Ledger, id string) (*watcher, *Status, error) {
+func newWatcher(ctx context.Context, l ledger.Reader, id string) (*watcher, *Status, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return nil, nil, err

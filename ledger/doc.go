@@ -27,11 +27,8 @@
 // read of every attempt. Package backfill falls back to [Reader.Latest] for a ledger
 // without it.
 //
-// Operators name a ledger by an [Address] (sqlite:PATH, postgres://…,
-// postgres:KEY=VALUE…), which [ParseAddress] reads, the one parser of
-// every program; the ledger modules open it for an [Access]
-// (sqlite.OpenLedger and postgres.OpenLedger are [OpenFunc]s), so that
-// reading a ledger never creates, migrates or writes it.
+// Operators name a ledger by an address (sqlite:PATH, postgres://…),
+// which package ledger/address reads.
 //
 // A ledger author imports this package and its conformance suite,
 // ledger/ledgertest, and nothing that runs assets. The package knows
