@@ -23,7 +23,9 @@ import (
 func TestLimitProperty(t *testing.T) {
 	const dag, bf = "dag", "backfill"
 	first := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	part := func(i int) tranche.TimePartition { return tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour)) }
+	part := func(i int) tranche.TimePartition {
+		return tranche.PartitionOf(tranche.Hour, first.Add(time.Duration(i)*time.Hour))
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		clock := ledgertest.NewClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
 		l := memledger.New(clock.Now)
@@ -35,7 +37,7 @@ func TestLimitProperty(t *testing.T) {
 		const lease = time.Minute
 		var held []*ledger.Lease
 		demands := map[int64]time.Time{} // refused slots: until when their demand lasts
-		next := 0                         // the next fresh partition
+		next := 0                        // the next fresh partition
 		// running counts the runs holding live leases, from Latest.
 		running := func() int {
 			runs := map[string]bool{}
