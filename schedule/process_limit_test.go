@@ -50,7 +50,7 @@ func TestProcessLimitLiveFirst(t *testing.T) {
 			const bfTake = time.Second
 			timing := filepath.Join(dir, "timing")
 			c.epoch = time.Now().Add(500 * time.Millisecond) // the processes start meanwhile
-			window := base.Add(-72*time.Hour - 30*time.Minute).Format(time.RFC3339) + "/" + base.Add(-24*time.Hour - 30*time.Minute).Format(time.RFC3339)
+			window := base.Add(-72*time.Hour-30*time.Minute).Format(time.RFC3339) + "/" + base.Add(-24*time.Hour-30*time.Minute).Format(time.RFC3339)
 			var cmds []*exec.Cmd
 			var outs []*bytes.Buffer
 			for i := range 4 {
