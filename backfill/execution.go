@@ -655,45 +655,29 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	began := b.now()
 	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.Opts)
 	ran := b.now().Sub(began)
-	// A success is recorded only while the lease holds by this worker's
-	// clock: past it, another worker may have taken the partition over.
-	held, byLedger := kept.State()
-	var lost error
-	if byLedger {
-		lost = held
-	}
+	failure, lost := kept.Verdict(res, runErr, runID)
 	cause := context.Cause(runCtx)
-
-	outcomes := make([]ledger.Outcome, n)
-	var failure error
 	switch {
-	case lost != nil:
-		failure = lost
+	case lost:
 	case errors.Is(cause, ErrBackfillCanceled):
 		failure = fmt.Errorf("canceled: %w", cause)
 		x.halt(cause, -1)
-	case errors.Is(cause, ledger.ErrFenced):
-		failure = cause
-	case runErr == nil && res.State == tranche.StateSucceeded && held != nil:
-		failure = held
-	case runErr == nil && res.State == tranche.StateSucceeded:
-		rows := rowsByPartition(res)
-		for i, p := range u.partitions {
-			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
-			if len(rows) > 0 {
-				outcomes[i].Rows = int64(rows[p.Key()])
-			}
-		}
-	case ctx.Err() != nil:
+	case failure != nil && ctx.Err() != nil && !errors.Is(failure, ledger.ErrFenced):
 		failure = fmt.Errorf("canceled: %w", context.Cause(ctx))
-	case runErr != nil:
-		failure = runErr
-	default:
-		failure = leases.RunFailed(runID, res)
 	}
-	if failure != nil {
-		for i := range outcomes {
+	outcomes := make([]ledger.Outcome, n)
+	var rows map[string]int
+	if failure == nil {
+		rows = rowsByPartition(res)
+	}
+	for i, p := range u.partitions {
+		switch {
+		case failure != nil:
 			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error(), Ran: ran}
+		case len(rows) > 0:
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran, Rows: int64(rows[p.Key()])}
+		default:
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
 		}
 	}
 	if failure == nil && x.finisher.takes(lease) {
@@ -702,7 +686,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		x.finisher.finish(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
 		return
 	}
-	if lost != nil {
+	if lost {
 		kept.Release()
 		x.fail(ctx, u, failure)
 		return

@@ -55,21 +55,21 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	kept, runCtx := keeper.Keep(lease, claimed, nil)
 	kept.Opts.RunID, kept.Opts.Attempt = runID, lease.Attempts[0]
 	res, runErr := r.RunWith(runCtx, dag, p, &kept.Opts)
-	if runErr == nil {
-		// A success is recorded only while the lease holds by this
-		// worker's clock.
-		runErr = kept.Check()
-	}
+	failure, lost := kept.Verdict(res, runErr, "")
 	kept.Release()
 	keeper.Close()
-	outcome := ledger.Outcome{State: ledger.StateSucceeded}
-	switch {
-	case runErr != nil:
-		outcome = ledger.Outcome{State: ledger.StateFailed, Err: runErr.Error()}
-	case res.State != tranche.StateSucceeded:
-		outcome = ledger.Outcome{State: ledger.StateFailed, Err: leases.RunFailed("", res).Error()}
-	default:
-		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
+	if runErr == nil && res.State == tranche.StateSucceeded {
+		runErr = failure // nil, unless the lease stopped holding
+	}
+	if lost {
+		// A newer attempt holds the partition: its outcome counts.
+		return res, runErr
+	}
+	outcome := ledger.Outcome{State: ledger.StateFailed}
+	if failure != nil {
+		outcome.Err = failure.Error()
+	} else {
+		outcome = ledger.Outcome{State: ledger.StateSucceeded, Rows: int64(rowsByPartition(res)[p.Key()])}
 	}
 	finishCtx, done := leases.FinishContext(ctx) // as a backfill records after its context ends
 	defer done()

@@ -1622,10 +1622,20 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 			r.s.Budget.Release()
 		}
 	}
-	lost, _ := kept.State()
+	var failure, lost error
+	if waitErr == nil {
+		var byLedger bool
+		failure, byLedger = kept.Verdict(res, runErr, lease.RunID)
+		if byLedger || errors.Is(failure, ledger.ErrFenced) {
+			// Lost, or lapsed by this scheduler's clock: left to its
+			// lease, a slot left running that a scheduler takes over
+			// and runs again.
+			lost = failure
+		}
+	}
 	kept.Release()
 	keeper.Close()
-	succeeded := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
+	succeeded := waitErr == nil && failure == nil
 	var stopped *superseded
 	if !succeeded && r.ctx.Err() == nil && lost == nil {
 		errors.As(context.Cause(slotCtx), &stopped)
@@ -1667,10 +1677,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 			}
 			outcome.Rows = int64(rows)
 		} else {
-			why = runErr
-			if why == nil {
-				why = leases.RunFailed(lease.RunID, res)
-			}
+			why = failure
 			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error(), Ran: took}
 		}
 		finishCtx, cancel := leases.FinishContext(r.ctx)
