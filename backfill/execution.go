@@ -41,6 +41,7 @@ type execution struct {
 	finisher *finisher
 
 	stop    atomic.Bool // no more claims
+	limited atomic.Bool // the DAG's limit refused the last claim (see awaitLimit)
 	mu      sync.Mutex
 	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
 	report  Report
@@ -545,12 +546,23 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	}
-	claimed := x.keeper.Now() // the lease holds from no earlier, by the ledger's clock
-	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
-		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
-		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
-	})
+	var lease *ledger.Lease
+	var err error
+	var claimed time.Duration
+	for {
+		claimed = x.keeper.Now() // the lease holds from no earlier, by the ledger's clock
+		lease, err = x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
+			DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
+			Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
+		})
+		if !errors.Is(err, ledger.ErrLimited) || !x.awaitLimit(ctx, err) {
+			break // else claimed again once the DAG's limit leaves room
+		}
+	}
 	switch {
+	case errors.Is(err, ledger.ErrLimited): // ctx ended while it waited
+		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
+		return
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
@@ -570,6 +582,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 		return
 	}
+	x.granted()
 	x.sawLease(lease)
 	u.seq = d.nextSeq()
 	d.start(u, lease, claimed)
