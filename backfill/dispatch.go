@@ -121,7 +121,12 @@ func (d *dispatcher) claim(keep int) {
 			d.queue, d.jobs = d.queue[1:], d.jobs[1:]
 			x.unclaimed(d.ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 			continue
+		case len(grants) == 1 && grants[0].Lease == nil && errors.Is(grants[0].Err, ledger.ErrLimited):
+			// The DAG's limit left no room: nothing was examined.
+			x.awaitLimit(d.ctx, grants[0].Err)
+			continue
 		}
+		x.granted()
 		sawClock := false
 		for i, g := range grants {
 			u := d.queue[i]

@@ -321,6 +321,10 @@ type ClaimRequest struct {
 	// whose clock runs fast cannot start a slot early. Zero, as backfills
 	// and runs by hand leave it, bounds nothing.
 	NotBefore time.Time
+	// Record says that the claim only records outcomes, finished at
+	// once, and runs nothing (a scheduler's record of a slot it skips
+	// or missed): a DAG's limit ([Limiter]) does not hold it back.
+	Record bool
 }
 
 // NextRequest asks [Leaser.ClaimNext] for the next jobs of a backfill.

@@ -455,6 +455,8 @@ func dialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
 		// A heartbeat or a finish waits for a claim of its partitions
 		// to decide, and judges the fence on the outcome.
 		LeaseLock: " FOR UPDATE OF p",
+		// Claims of a DAG under a limit take turns on its row.
+		LimitLock: " FOR UPDATE",
 		// The migration's lock, per schema: the schema is the first
 		// of the search_path, the one the tables go to.
 		LockSchema: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext(current_schema()))", lockClass),

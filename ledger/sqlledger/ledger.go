@@ -287,29 +287,32 @@ func (l *Ledger) ensureDAG(ctx context.Context, tx *sql.Tx, dag string) (id int6
 }
 
 // txStart is what a claim or a finish starts with: the ledger's clock, a
-// new revision of the DAG, and whether the backfill was canceled.
+// new revision of the DAG, whether the backfill was canceled, and the
+// DAG's limit (ledger.Limiter; 0 for none), read by the same statement
+// so that a DAG without one pays nothing for it.
 type txStart struct {
 	now      time.Time
 	rev      int64
 	canceled bool
+	limit    int
 }
 
-// scan reads a txStart from the last three columns of row, and the
+// scan reads a txStart from the last four columns of row, and the
 // columns before into dest.
 func (st *txStart) scan(row interface{ Scan(...any) error }, dest ...any) error {
 	var ms int64
-	var canceled sql.NullInt64
-	if err := row.Scan(append(dest, &ms, &st.rev, &canceled)...); err != nil {
+	var canceled, limit sql.NullInt64
+	if err := row.Scan(append(dest, &ms, &st.rev, &canceled, &limit)...); err != nil {
 		return err
 	}
-	st.now, st.canceled = time.UnixMilli(ms).UTC(), canceled.Int64 != 0
+	st.now, st.canceled, st.limit = time.UnixMilli(ms).UTC(), canceled.Int64 != 0, int(limit.Int64)
 	return nil
 }
 
 // start reads a txStart in tx.
 func (l *Ledger) start(ctx context.Context, tx *sql.Tx, dagID int64, backfill string) (txStart, error) {
 	var st txStart
-	if err := st.scan(l.queryRow(ctx, tx, l.dialect.qStart(), dagID, backfill)); err != nil {
+	if err := st.scan(l.queryRow(ctx, tx, l.dialect.qStart(), dagID, backfill, dagID)); err != nil {
 		return st, err
 	}
 	if l.clock != nil {
