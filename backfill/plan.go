@@ -2,9 +2,8 @@ package backfill
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"slices"
 	"strconv"
@@ -46,7 +45,7 @@ type Plan struct {
 
 	// Estimate is the expected duration: the median duration of the
 	// DAG's 20 most recent successful attempts, wherever they lie
-	// ([Ledger.RecentSuccesses]), times the rounds of runs at the plan's
+	// ([Reader.RecentSuccesses]), times the rounds of runs at the plan's
 	// concurrency. Zero when the DAG has no success recorded, or the plan
 	// nothing to run.
 	Estimate time.Duration
@@ -140,7 +139,7 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 				parts = append(parts, p)
 			}
 			latest := make([]*ledger.Attempt, n)
-			if err := cfg.match.ReadLatest(ctx, b.Ledger, cfg.dag, parts, latest); err != nil {
+			if err := cfg.match.ReadLatest(ctx, b.reader(), cfg.dag, parts, latest); err != nil {
 				yield(nil, err)
 				return
 			}
@@ -208,7 +207,7 @@ func (b *Backfill) readVersions(ctx context.Context, cfg *config, w tranche.Time
 	}
 	var v *versions
 	for _, dag := range cfg.versions {
-		for a, err := range b.Ledger.Latest(ctx, dag, w.Start(), w.End()) {
+		for a, err := range b.reader().Latest(ctx, dag, w.Start(), w.End()) {
 			if err != nil {
 				return nil, fmt.Errorf("tranche: reading the partitions of %s, another version of the DAG: %w", dag, err)
 			}
@@ -233,7 +232,7 @@ func (b *Backfill) findVersions(ctx context.Context, cfg *config, name string) e
 	if name == "" || cfg.rerun == ledger.RerunAll {
 		return nil
 	}
-	records, err := b.Ledger.Backfills(ctx)
+	records, err := b.reader().Backfills(ctx)
 	if err != nil {
 		return fmt.Errorf("tranche: reading the ledger's backfills: %w", err)
 	}
@@ -424,7 +423,7 @@ func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chu
 			}
 		}
 		latest := make([]*ledger.Attempt, n)
-		if err := cfg.match.ReadLatest(ctx, b.Ledger, cfg.dag, parts, latest); err != nil {
+		if err := cfg.match.ReadLatest(ctx, b.reader(), cfg.dag, parts, latest); err != nil {
 			return err
 		}
 		end := n
@@ -452,8 +451,21 @@ func (b *Backfill) Plan(ctx context.Context) (*Plan, error) {
 	return b.plan(ctx, cfg)
 }
 
+// PlanFrom plans the backfill as [Backfill.Plan] does, reading r in place
+// of b.Ledger, which may be nil: a plan of a ledger opened for reading
+// only (sqlite.OpenReader, postgres.OpenReader), to show. Executing it
+// ([Backfill.Execute]) takes a Backfill whose Ledger is set.
+func (b *Backfill) PlanFrom(ctx context.Context, r ledger.Reader) (*Plan, error) {
+	if r == nil {
+		return nil, errors.New("tranche: backfill: PlanFrom of a nil reader")
+	}
+	c := *b
+	c.reads = r
+	return c.Plan(ctx)
+}
+
 func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
-	revision, err := b.Ledger.Revision(ctx, cfg.dag)
+	revision, err := b.reader().Revision(ctx, cfg.dag)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
@@ -467,7 +479,7 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		return nil, err
 	}
 	p.versions, p.since = cfg.versions, cfg.since
-	lr, ok := b.Ledger.(ledger.LatestReader)
+	lr, ok := b.reader().(ledger.LatestReader)
 	// The counts of latest attempts know no code versions, which
 	// rerun policy stale reads of each attempt, nor other versions of
 	// the DAG, which a deploy leaves.
@@ -494,7 +506,7 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 	}
 	var durations []ledger.Attempt
 	if p.Counts.Runs > 0 || p.Counts.SkipSucceeded > 0 {
-		if durations, err = b.Ledger.RecentSuccesses(ctx, cfg.dag, estimateRuns); err != nil {
+		if durations, err = b.reader().RecentSuccesses(ctx, cfg.dag, estimateRuns); err != nil {
 			return nil, fmt.Errorf("tranche: reading the DAG's recent successes: %w", err)
 		}
 	}
@@ -636,153 +648,4 @@ func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
 			}
 		}
 	}
-}
-
-// String summarizes the plan in one line.
-func (p *Plan) String() string {
-	chosen := ""
-	if p.Chosen {
-		chosen = " chosen"
-	}
-	s := fmt.Sprintf("backfill %s of %s: %d%s partitions: %d to run in %d runs, %d succeeded, %d running elsewhere",
-		p.Backfill, p.Window, p.Counts.Total, chosen, p.Counts.Run, p.Counts.Runs, p.Counts.SkipSucceeded, p.Counts.SkipRunning)
-	if p.Counts.SkipRecorded > 0 {
-		s += fmt.Sprintf(", %d failed left alone", p.Counts.SkipRecorded)
-	}
-	if p.Counts.SkipSuperseded > 0 {
-		s += fmt.Sprintf(", %d landed by a newer version", p.Counts.SkipSuperseded)
-	}
-	if p.Estimate > 0 {
-		s += fmt.Sprintf("; about %v", approx(p.Estimate))
-	}
-	return s
-}
-
-// WriteText writes the plan for people: a header, its warnings, and one
-// line per partition in run order.
-func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
-	var b strings.Builder
-	chosen := ""
-	if p.Chosen {
-		chosen = " chosen"
-	}
-	dag := p.DAG
-	if p.DAGName != "" {
-		dag = p.DAGName + " (" + p.DAG + ")"
-	}
-	fmt.Fprintf(&b, "backfill %s\n  window      %s (%d%s partitions)\n  dag         %s\n", p.Backfill, p.Window, p.Counts.Total, chosen, dag)
-	fmt.Fprintf(&b, "  order       %s, %d at a time, %d per run\n  rerun       %s\n  on failure  %s\n  revision    %d\n",
-		p.Order, p.Concurrency, p.ChunkSize, p.Rerun, p.OnFailure, p.Revision)
-	fmt.Fprintf(&b, "  counts      run %d (%d %s), skip: succeeded %d, skip: running elsewhere %d, skip: recorded %d\n",
-		p.Counts.Run, p.Counts.Runs, plural(p.Counts.Runs, "run", "runs"), p.Counts.SkipSucceeded, p.Counts.SkipRunning, p.Counts.SkipRecorded)
-	if p.Counts.SkipSuperseded > 0 {
-		fmt.Fprintf(&b, "              skip: landed by a newer version %d\n", p.Counts.SkipSuperseded)
-	}
-	if p.Estimate > 0 {
-		fmt.Fprintf(&b, "  estimate    %v\n", p.Estimate.Round(time.Millisecond))
-	}
-	for _, warn := range p.Warnings {
-		fmt.Fprintf(&b, "  warning     %s\n", warn)
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	for item, err := range p.Items(ctx) {
-		if err != nil {
-			return err
-		}
-		line := "  " + item.Partition.Key() + "  " + string(item.Action)
-		if a := item.Latest; a != nil {
-			line += fmt.Sprintf("  (latest: attempt %d %s by %s", a.Number, a.State, a.Worker)
-			if !a.Start.Equal(item.Partition.Start) {
-				line += ", at slot " + a.Key + " of a former schedule"
-			}
-			line += ")"
-		}
-		if _, err := io.WriteString(w, line+"\n"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// planJSON is the JSON form of a plan's header.
-type planJSON struct {
-	Backfill    string                `json:"backfill"`
-	DAG         string                `json:"dag"`
-	DAGName     string                `json:"dag_name"`
-	Window      string                `json:"window"`
-	Chosen      bool                  `json:"chosen,omitempty"`
-	ChunkSize   int                   `json:"chunk_size"`
-	Order       string                `json:"order"`
-	Rerun       ledger.RerunPolicy    `json:"rerun"`
-	OnFailure   tranche.FailurePolicy `json:"on_failure"`
-	Concurrency int                   `json:"concurrency"`
-	Revision    int64                 `json:"revision"`
-	Counts      PlanCounts            `json:"counts"`
-	EstimateMS  int64                 `json:"estimate_ms,omitempty"`
-	Warnings    []string              `json:"warnings"`
-}
-
-type planItemJSON struct {
-	Key           string        `json:"key"`
-	Start         string        `json:"start"`
-	End           string        `json:"end"`
-	Action        ledger.Action `json:"action"`
-	LatestState   ledger.State  `json:"latest_state,omitempty"`
-	LatestAttempt int           `json:"latest_attempt,omitempty"`
-	LatestWorker  string        `json:"latest_worker,omitempty"`
-	LatestKey     string        `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
-}
-
-// WriteJSON writes the plan as one JSON object whose "partitions" array
-// lists every partition in run order; it streams, so a plan of a million
-// partitions needs no more memory than one of ten.
-func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
-	head, err := json.Marshal(planJSON{
-		Backfill: p.Backfill, DAG: p.DAG, DAGName: p.DAGName, Window: p.Window.String(), Chosen: p.Chosen, ChunkSize: p.ChunkSize, Order: p.Order.String(),
-		Rerun: p.Rerun, OnFailure: p.OnFailure, Concurrency: p.Concurrency, Revision: p.Revision,
-		Counts: p.Counts, EstimateMS: p.Estimate.Milliseconds(), Warnings: append([]string{}, p.Warnings...),
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "%s,\"partitions\":[", head[:len(head)-1]); err != nil {
-		return err
-	}
-	sep := ""
-	for item, err := range p.Items(ctx) {
-		if err != nil {
-			return err
-		}
-		j := planItemJSON{Key: item.Partition.Key(), Start: item.Partition.Start.Format(time.RFC3339),
-			End: item.Partition.End.Format(time.RFC3339), Action: item.Action}
-		if a := item.Latest; a != nil {
-			j.LatestState, j.LatestAttempt, j.LatestWorker = a.State, a.Number, a.Worker
-			if !a.Start.Equal(item.Partition.Start) {
-				j.LatestKey = a.Key
-			}
-		}
-		line, err := json.Marshal(j)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "%s\n%s", sep, line); err != nil {
-			return err
-		}
-		sep = ","
-	}
-	_, err = io.WriteString(w, "]}\n")
-	return err
-}
-
-// partitions writes n partitions in words: "1 partition", "3 partitions".
-func partitions(n int) string { return strconv.Itoa(n) + plural(n, " partition", " partitions") }
-
-// plural returns one when n is 1 and many otherwise.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -4,18 +4,17 @@ import (
 	"cmp"
 	"context"
 	"iter"
-	"slices"
 	"time"
 )
 
-// A LatestReader is a [Ledger] that answers the questions of a backfill's
+// A LatestReader is a [Reader] that answers the questions of a backfill's
 // status, grid, plan and watch where it keeps its attempts, in a cost
 // that grows with the answer, not with the partitions asked about: counts
 // of latest attempts, a few latest attempts picked by state, and the
 // partitions that changed after a revision. It is optional, as
 // [io.WriterTo] is to an io.Reader: package backfill asks a ledger for it
 // with a type assertion and reads every latest attempt through
-// [Ledger.Latest] when the ledger lacks it. Its answers must be those
+// [Reader.Latest] when the ledger lacks it. Its answers must be those
 // derived from Latest; ledgertest checks that they are.
 type LatestReader interface {
 	// CountLatest counts the latest attempts of the partitions of
@@ -35,7 +34,7 @@ type LatestReader interface {
 
 	// ChangedIn returns the starts of the partitions of dag starting in
 	// [from, to) that have an attempt whose revision is above after,
-	// each once, oldest first. Like [Ledger.RevisionIn], its cost grows
+	// each once, oldest first. Like [Reader.RevisionIn], its cost grows
 	// with the changes after after, not with the partitions of the
 	// range.
 	ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error)
@@ -90,41 +89,12 @@ func (c LatestCount) Sample(req CountRequest) *Attempt {
 
 // CountOf returns the group of [LatestReader.CountLatest]'s answer that
 // a, the latest attempt of a partition in range i, falls in, with N 1:
-// the derivation from [Ledger.Latest] that a LatestReader must agree
+// the derivation from [Reader.Latest] that a LatestReader must agree
 // with.
 func CountOf(i int, a Attempt, req CountRequest) LatestCount {
 	return LatestCount{Range: i, State: a.State, N: 1,
 		Live:  a.State == StateRunning && req.Now.Before(a.LeaseUntil),
 		Above: a.State == StateSucceeded && a.Revision > req.Revision}
-}
-
-// MergeCounts sums the groups of counts that agree on all but N and
-// returns them sorted by range, state, Live and Above, dropping empty
-// ones: the canonical form of an answer of
-// [LatestReader.CountLatest], for comparing answers.
-func MergeCounts(counts []LatestCount) []LatestCount {
-	key := func(c LatestCount) LatestCount { c.N = 0; return c }
-	sum := map[LatestCount]int{}
-	for _, c := range counts {
-		sum[key(c)] += c.N
-	}
-	out := make([]LatestCount, 0, len(sum))
-	for k, n := range sum {
-		if n != 0 {
-			k.N = n
-			out = append(out, k)
-		}
-	}
-	b := func(v bool) int {
-		if v {
-			return 1
-		}
-		return 0
-	}
-	slices.SortFunc(out, func(x, y LatestCount) int {
-		return cmp.Or(cmp.Compare(x.Range, y.Range), cmp.Compare(x.State, y.State), cmp.Compare(b(x.Live), b(y.Live)), cmp.Compare(b(x.Above), b(y.Above)))
-	})
-	return out
 }
 
 // FindRequest asks [LatestReader.FindLatest] for latest attempts.

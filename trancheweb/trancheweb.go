@@ -7,7 +7,7 @@
 // lease while some are held), and a calendar grid of its
 // partitions ([backfill.Status.Grid]) whose cells show each partition's
 // history when clicked; and per DAG, the same grid and counts across all
-// its backfills ([backfill.GridOfWindow]), each partition in the state of
+// its backfills ([backfill.WindowGrid]), each partition in the state of
 // its latest attempt whichever backfill or run made it, "missing" where
 // none did, with its latest run (never a backfill's), its latest
 // backfill, what the ledger shows of its live scheduler ("waiting for
@@ -34,7 +34,7 @@
 // backfill's page offers to cancel it (optionally stopping its running
 // partitions) and to resume it, and a DAG's page to pause its schedule
 // and resume it (recorded in the ledger, by whom and why, for every
-// scheduler of the DAG to obey: see [ledger.Ledger.SetSchedulePause]):
+// scheduler of the DAG to obey: see [ledger.Writer.SetSchedulePause]):
 // forms that POST the token, which the operator types into the page. The handler compares it with the
 // configured token in constant time and answers 403 Forbidden, writing
 // nothing, to a missing or wrong token, to a browser's post from a page
