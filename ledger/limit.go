@@ -82,9 +82,9 @@ type LimitError struct {
 
 func (e *LimitError) Error() string {
 	if e.Demand && e.Running < e.Max {
-		return fmt.Sprintf("%v: %d of %d run, and a slot of the DAG's schedule waits to go first", ErrLimited, e.Running, e.Max)
+		return fmt.Sprintf("%v: %d running, limit %d, and a slot of the DAG's schedule waits to go first", ErrLimited, e.Running, e.Max)
 	}
-	return fmt.Sprintf("%v: %d of %d run", ErrLimited, e.Running, e.Max)
+	return fmt.Sprintf("%v: %d running, limit %d", ErrLimited, e.Running, e.Max)
 }
 
 // Unwrap returns ErrLimited and ErrNotClaimable.
