@@ -208,6 +208,9 @@ func writeSummary(w io.Writer, sum *backfill.Summary, now time.Time) {
 	for _, line := range schedulerLines(sum.Scheduler, now) {
 		fmt.Fprintf(w, "  scheduler        %s\n", line)
 	}
+	if sum.Limit.Max > 0 {
+		fmt.Fprintf(w, "  limit            %s\n", limitLine(sum.Limit, now))
+	}
 }
 
 // backfillLine is a backfill in one line: id, state, progress and age.
