@@ -13,7 +13,7 @@ import (
 )
 
 // A dispatcher hands the jobs that a scan calls to run to the pool, in
-// the backfill's order, claimed in batches through [ledger.Ledger.ClaimNext]:
+// the backfill's order, claimed in batches through [ledger.Leaser.ClaimNext]:
 // the ledger's cursor gives each job to one of the workers sharing the
 // backfill, so that workers never race for a partition, and a batch
 // costs one transaction however many jobs it claims.

@@ -36,7 +36,7 @@ const (
 	// scheduler on the ledger takes the slot over and runs it again, as
 	// after a crash. A slot whose context ended while it waited for a
 	// place in the Budget never ran: its claim is withdrawn
-	// ([ledger.Ledger.Release]), and the slot is claimable at once.
+	// ([ledger.Leaser.Release]), and the slot is claimable at once.
 	KindInterrupted tranche.Kind = "slot.interrupted"
 
 	KindHeld      tranche.Kind = "slot.held"      // another worker (a replica, a backfill) runs the slot; it is watched until that ends

@@ -12,7 +12,7 @@ import (
 // runLimit shows, or with N sets, the limit of a DAG's runs at once
 // across every process (ledger.Limiter); 0 removes it.
 func runLimit(ctx context.Context, c *call) error {
-	l, err := c.getLedger(ctx)
+	l, err := c.writer(ctx)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ type Dialect struct {
 
 	// NextRevision is an SQL expression of a new revision of the DAG
 	// whose id is $1 (its only placeholder), evaluated in the
-	// transaction that records a change; see [ledger.Ledger.Revision].
+	// transaction that records a change; see [ledger.Reader.Revision].
 	// A revision must exceed every one committed before, and no
 	// transaction may commit one at or below what [Ledger.Revision] has
 	// returned. SQLite, whose writes take turns, counts on from the
