@@ -139,7 +139,7 @@ func (c *call) dagBackfill(ctx context.Context, l ledger.Reader, d dagRef, cance
 			continue
 		}
 		if !canceled {
-			s, err := backfill.CountOf(ctx, l, r)
+			s, err := backfill.CountStatus(ctx, l, r)
 			if err != nil {
 				return "", err
 			}

@@ -216,7 +216,7 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 	m := map[ledger.State]int{}
 	if !d.Empty {
 		live.Window = d.Window.String()
-		if g, err = backfill.GridOfWindow(ctx, h.l, dag, d.Window, h.opts.MaxCells); err != nil {
+		if g, err = backfill.WindowGrid(ctx, h.l, dag, d.Window, h.opts.MaxCells); err != nil {
 			return dagLiveData{}, err
 		}
 		// The grid's cells count every partition of the window: the
@@ -249,7 +249,7 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 	}
 	live.Signature = dagSignature(m, live.Backfills)
 	live.LatestBackfill = latestRow(live.Backfills)
-	runs, err := backfill.RunsOf(ctx, h.l, dag, d.G, d.Loc, h.opts.Now())
+	runs, err := backfill.RunSummary(ctx, h.l, dag, d.G, d.Loc, h.opts.Now())
 	if err != nil {
 		return dagLiveData{}, err
 	}
@@ -611,7 +611,7 @@ func (h *handler) dagSpanPage(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusOK, "span.html", page{Title: "Partitions", Fragment: fragment(r), Data: data})
 		return
 	}
-	s, err := backfill.StatusOfWindow(r.Context(), h.l, dag, d.Window)
+	s, err := backfill.WindowStatus(r.Context(), h.l, dag, d.Window)
 	if err != nil {
 		h.fail(w, r, err)
 		return
