@@ -46,8 +46,8 @@ type Limiter interface {
 	SetLimit(ctx context.Context, dag string, l Limit) (Limit, error)
 }
 
-// A LimitReader reads the limits a [Limiter] holds: the part of it that
-// a [Reader] opened for reading (status, pages) may have.
+// A LimitReader reads the limits a [Limiter] holds: every Limiter, and a
+// ledger opened to read only whose writer is one (sqlledger.Reader).
 type LimitReader interface {
 	// Limit returns the limit of dag as SetLimit last set it, the zero
 	// value (no limit) when it never did, with the runs of dag holding

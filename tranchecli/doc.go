@@ -27,9 +27,8 @@
 // commands (ls, status, history, plan) open the ledger for
 // [address.AccessRead]: they never create, migrate or write it, so that
 // a read-only file or a role allowed only SELECT can be read; cancel,
-// pause, unpause and limit open it for [address.AccessWrite], and
-// resume, run and schedule, which run backfills, for
-// [address.AccessCreate].
+// pause, unpause and limit open it for [address.AccessWrite], and resume, run and schedule, which
+// run backfills, for [address.AccessCreate].
 //
 // # Subcommands
 //

@@ -2,12 +2,18 @@ package tranchecli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/tranche-dev/tranche/ledger"
 )
+
+func limitFlags(c *call, fs *flag.FlagSet) {
+	fs.StringVar(&c.opt.note, "note", "", "why, recorded with the limit and shown by status and the pages")
+	fs.StringVar(&c.opt.by, "by", defaultBy(), "who, recorded with the limit")
+}
 
 // runLimit shows, or with N sets, the limit of a DAG's runs at once
 // across every process (ledger.Limiter); 0 removes it.

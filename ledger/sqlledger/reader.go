@@ -19,7 +19,13 @@ type Reader struct{ l *Ledger }
 var (
 	_ ledger.Reader       = (*Reader)(nil)
 	_ ledger.LatestReader = (*Reader)(nil)
+	_ ledger.LimitReader  = (*Reader)(nil)
 )
+
+// Limit implements [ledger.LimitReader].
+func (r *Reader) Limit(ctx context.Context, dag string) (ledger.Limit, error) {
+	return r.l.Limit(ctx, dag)
+}
 
 // OpenReader returns a reader of the ledger in db, which must hold it at
 // [SchemaVersion], as [Options.Existing] opens it: nothing is created,
@@ -33,8 +39,6 @@ func OpenReader(ctx context.Context, db *sql.DB, opts Options) (*Reader, error) 
 	}
 	return &Reader{l}, nil
 }
-
-var _ ledger.LimitReader = (*Reader)(nil)
 
 // Name returns the ledger's name, as its errors give it.
 func (r *Reader) Name() string { return r.l.name }
@@ -98,7 +102,3 @@ func (r *Reader) ChangedIn(ctx context.Context, dag string, from, to time.Time, 
 // the database after.
 func (r *Reader) Close() error { return r.l.Close() }
 
-// Limit returns the limit of dag, as [Ledger.Limit] does.
-func (r *Reader) Limit(ctx context.Context, dag string) (ledger.Limit, error) {
-	return r.l.Limit(ctx, dag)
-}
