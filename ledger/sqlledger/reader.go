@@ -101,4 +101,3 @@ func (r *Reader) ChangedIn(ctx context.Context, dag string, from, to time.Time, 
 // Close closes the statements the reader prepared; the caller closes
 // the database after.
 func (r *Reader) Close() error { return r.l.Close() }
-
