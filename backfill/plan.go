@@ -55,6 +55,10 @@ type Plan struct {
 	// as a plan with nothing to run, which is not recorded in the ledger.
 	Warnings []string
 
+	// Assets, for a DAG of several granularities, is each asset's plan,
+	// in the DAG's order; Counts sums them. Nil for a DAG of one.
+	Assets []AssetPlan
+
 	backfill *Backfill
 	// versions and since are config's, as the plan found them.
 	versions []string
@@ -82,6 +86,10 @@ type PlanItem struct {
 	// Chunk is the window of the run that holds the partition: the
 	// partition alone, or its chunk.
 	Chunk tranche.TimePartitionWindow
+	// Asset and Reason, in the plan of a DAG of several granularities,
+	// name the asset and why the action ("pending", "failed", "stale:
+	// upstream events 2026-03-08T05:00 rematerialized", what blocks it).
+	Asset, Reason string
 }
 
 // job is one run of a backfill: a partition, or a chunk of partitions,
@@ -449,6 +457,9 @@ func (b *Backfill) Plan(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.mixed {
+		return b.planMixed(ctx, cfg)
+	}
 	return b.plan(ctx, cfg)
 }
 
@@ -610,6 +621,9 @@ func (b *Backfill) warnings(p *Plan, history bool) []string {
 // them, each with its action as the ledger stands now: while no attempt
 // at them changed since the plan was made, they are the plan's.
 func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
+	if p.Assets != nil {
+		return p.mixedItems
+	}
 	return func(yield func(PlanItem, error) bool) {
 		cfg, err := p.backfill.config()
 		if err != nil {
@@ -678,6 +692,7 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 	if p.Counts.SkipSuperseded > 0 {
 		fmt.Fprintf(&b, "              skip: landed by a newer version %d\n", p.Counts.SkipSuperseded)
 	}
+	p.mixedText(&b)
 	if p.Estimate > 0 {
 		fmt.Fprintf(&b, "  estimate    %v\n", p.Estimate.Round(time.Millisecond))
 	}
@@ -691,7 +706,7 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		line := "  " + item.Partition.Key() + "  " + string(item.Action)
+		line := "  " + mixedLine(item) + item.Partition.Key() + "  " + string(item.Action) + reasonText(item)
 		if a := item.Latest; a != nil {
 			line += fmt.Sprintf("  (latest: attempt %d %s by %s", a.Number, a.State, a.Worker)
 			if !a.Start.Equal(item.Partition.Start) {
@@ -733,6 +748,8 @@ type planItemJSON struct {
 	LatestAttempt int           `json:"latest_attempt,omitempty"`
 	LatestWorker  string        `json:"latest_worker,omitempty"`
 	LatestKey     string        `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
+	Asset         string        `json:"asset,omitempty"`
+	Reason        string        `json:"reason,omitempty"`
 }
 
 // WriteJSON writes the plan as one JSON object whose "partitions" array
@@ -756,7 +773,7 @@ func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		j := planItemJSON{Key: item.Partition.Key(), Start: item.Partition.Start.Format(time.RFC3339),
-			End: item.Partition.End.Format(time.RFC3339), Action: item.Action}
+			End: item.Partition.End.Format(time.RFC3339), Action: item.Action, Asset: item.Asset, Reason: item.Reason}
 		if a := item.Latest; a != nil {
 			j.LatestState, j.LatestAttempt, j.LatestWorker = a.State, a.Number, a.Worker
 			if !a.Start.Equal(item.Partition.Start) {
