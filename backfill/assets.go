@@ -402,7 +402,7 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 	}
 	if it.action == ledger.ActionRun {
 		it.runs, it.wait = true, waitFor != ""
-		if it.wait {
+		if it.wait && !strings.Contains(it.reason, waitFor) {
 			it.reason += "; after " + waitFor
 		}
 	}
