@@ -14,5 +14,5 @@ import (
 // partitions once, in dependency order, blocked and rerun when what
 // they read failed, rerun when it was materialized again.
 func TestMixedGranularities(t *testing.T) {
-	assettest.Run(t, func(_ *testing.T, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+	assettest.Run(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
 }

@@ -26,7 +26,7 @@ import (
 // records every call of every asset's Materialize in order, and checks,
 // in every read, that the ledger holds the partition read succeeded.
 type Platform struct {
-	t       *testing.T
+	t       testing.TB
 	dag     *tranche.DAG
 	ledger  ledger.Ledger
 	out     *tranche.MemoryDestination
@@ -41,12 +41,12 @@ type Platform struct {
 }
 
 // NewLedger returns a ledger whose clock is now.
-type NewLedger func(t *testing.T, now func() time.Time) ledger.Ledger
+type NewLedger func(t testing.TB, now func() time.Time) ledger.Ledger
 
 // New returns the platform over a ledger of newLedger whose clock moves a
 // millisecond at each reading, so that an attempt's start and a
 // rematerialization's end never share one.
-func New(t *testing.T, newLedger NewLedger) *Platform {
+func New(t testing.TB, newLedger NewLedger) *Platform {
 	t.Helper()
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
@@ -174,3 +174,12 @@ func count(calls []string, prefix string) int {
 	}
 	return n
 }
+
+// DAG returns the platform's DAG, named "platform".
+func (p *Platform) DAG() *tranche.DAG { return p.dag }
+
+// Runner returns the runner that reads the platform's partitions back.
+func (p *Platform) Runner() *tranche.Runner { return p.runner }
+
+// Ledger returns the platform's ledger.
+func (p *Platform) Ledger() ledger.Ledger { return p.ledger }

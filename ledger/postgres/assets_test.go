@@ -16,7 +16,7 @@ import (
 // materialized again.
 func TestMixedGranularities(t *testing.T) {
 	url := serverURL(t)
-	assettest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
+	assettest.Run(t, func(t testing.TB, now func() time.Time) ledger.Ledger {
 		return openFresh(t, url, &postgres.Options{Now: now})
 	})
 }

@@ -19,7 +19,7 @@ import (
 // and rerun when what they read failed, rerun when it was materialized
 // again.
 func TestMixedGranularities(t *testing.T) {
-	assettest.Run(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
+	assettest.Run(t, func(t testing.TB, now func() time.Time) ledger.Ledger {
 		return openLedgerAt(t, filepath.Join(t.TempDir(), "ledger.db"), now)
 	})
 }
@@ -69,7 +69,7 @@ func TestMixedOnLedgerBeforeAssets(t *testing.T) {
 		}
 	}
 	var l ledger.Ledger
-	p := assettest.New(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
+	p := assettest.New(t, func(t testing.TB, now func() time.Time) ledger.Ledger {
 		l = openLedgerAt(t, path, now)
 		return l
 	})
@@ -87,7 +87,7 @@ func TestMixedOnLedgerBeforeAssets(t *testing.T) {
 
 // openLedgerAt opens the SQLite ledger at path with clock now, closed
 // when the test ends.
-func openLedgerAt(t *testing.T, path string, now func() time.Time) *sqlite.Ledger {
+func openLedgerAt(t testing.TB, path string, now func() time.Time) *sqlite.Ledger {
 	t.Helper()
 	l, err := sqlite.Open(t.Context(), path, &sqlite.Options{Now: now})
 	if err != nil {
