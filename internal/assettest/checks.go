@@ -16,7 +16,7 @@ import (
 // Run runs every check on ledgers of newLedger, each a subtest.
 func Run(t *testing.T, newLedger NewLedger) {
 	for name, check := range map[string]func(*testing.T, NewLedger){
-		"Backfill": Backfill, "RerunFailed": RerunFailed, "Stale": Stale, "Refusals": Refusals,
+		"Backfill": Backfill, "RerunFailed": RerunFailed, "Stale": Stale, "Refusals": Refusals, "Workers": Workers,
 	} {
 		t.Run(name, func(t *testing.T) { check(t, newLedger) })
 	}
@@ -263,5 +263,44 @@ func Refusals(t *testing.T, newLedger NewLedger) {
 		if it.Asset == "report" {
 			t.Errorf("report %s planned: the month is not inside the window", it.Partition.Key())
 		}
+	}
+}
+
+// Workers runs March with three workers at once, each running the same
+// backfill: every asset partition runs once across them, none reads a
+// partition before the ledger holds it succeeded, and each worker
+// returns once March is done.
+func Workers(t *testing.T, newLedger NewLedger) {
+	p := New(t, newLedger)
+	ctx := context.Background()
+	errs := make(chan error, 3)
+	for _, w := range []string{"w1", "w2", "w3"} {
+		b := p.march("")
+		b.Worker = w
+		go func() {
+			rep, err := b.Run(ctx)
+			if err == nil && rep.Succeeded+rep.Elsewhere+rep.Skipped != 806 {
+				err = fmt.Errorf("worker %s: %v: not all done", b.Worker, rep)
+			}
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	calls := p.takeCalls()
+	seen := map[string]int{}
+	for _, c := range calls {
+		if seen[c]++; seen[c] > 1 {
+			t.Errorf("%s ran %d times", c, seen[c])
+		}
+	}
+	if len(calls) != 806 {
+		t.Errorf("%d asset partitions ran, want 806", len(calls))
+	}
+	if len(p.readBad) > 0 {
+		t.Errorf("read before they succeeded: %v", p.readBad)
 	}
 }
