@@ -51,7 +51,10 @@ type AssetPlan struct {
 	// (see [ledger.RerunStale]).
 	Counts         PlanCounts
 	Blocked, Stale int
-	items          []assetItem
+	// States counts the partitions by the state of their latest
+	// attempt, StatePending for those never attempted.
+	States map[ledger.State]int
+	items  []assetItem
 }
 
 // assetItem is one partition of an asset's plan.
@@ -299,12 +302,18 @@ func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUni
 	plans := make([]AssetPlan, len(units))
 	for i, u := range units {
 		ap := &plans[i]
-		*ap = AssetPlan{Asset: u.name, Granularity: u.g, DAG: u.id, DAGName: u.dag.Name, items: make([]assetItem, len(u.parts))}
+		*ap = AssetPlan{Asset: u.name, Granularity: u.g, DAG: u.id, DAGName: u.dag.Name, items: make([]assetItem, len(u.parts)),
+			States: map[ledger.State]int{}}
 		ap.Counts.Total = len(u.parts)
 		for k, p := range u.parts {
 			it := &ap.items[k]
 			it.p, it.latest = p, latest[i][p.Start.Unix()]
 			b.judgeItem(cfg, units, plans, latest, i, k, it, now)
+			if it.latest == nil {
+				ap.States[ledger.StatePending]++
+			} else {
+				ap.States[it.latest.State]++
+			}
 			switch {
 			case it.action == ActionBlocked:
 				ap.Blocked++
@@ -406,6 +415,62 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 			it.reason += "; after " + waitFor
 		}
 	}
+}
+
+// AssetsOf returns, for a DAG of several granularities, the window its
+// assets' recorded backfills cover (the span from the first's start to
+// the last's end, in its finest granularity) and each asset's partitions
+// inside it as the ledger stands at now: their latest states
+// (AssetPlan.States), and those a backfill under the default rerun
+// policy would find blocked and stale. It returns a zero window and no
+// plans when no backfill of its assets is recorded. It reads only: no
+// Runner is needed.
+func AssetsOf(ctx context.Context, l ledger.Ledger, dag *tranche.DAG, now time.Time) (tranche.TimePartitionWindow, []AssetPlan, error) {
+	g, loc, err := PartitioningOf(dag)
+	if err != nil {
+		return tranche.TimePartitionWindow{}, nil, err
+	}
+	b := &Backfill{DAG: dag, Ledger: l, Now: func() time.Time { return now }}
+	w, err := tranche.NewTimePartitionWindow(g, now.In(loc), now.In(loc))
+	if err != nil {
+		return tranche.TimePartitionWindow{}, nil, err
+	}
+	units, err := b.assetUnits(w)
+	if err != nil {
+		return tranche.TimePartitionWindow{}, nil, err
+	}
+	ids := map[string]bool{}
+	for _, u := range units {
+		ids[u.id] = true
+	}
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		return tranche.TimePartitionWindow{}, nil, err
+	}
+	var from, to time.Time
+	for _, r := range records {
+		rw, err := tranche.ParseTimePartitionWindow(r.Window)
+		if !ids[r.DAG] || err != nil {
+			continue
+		}
+		if from.IsZero() || rw.Start().Before(from) {
+			from = rw.Start()
+		}
+		if rw.End().After(to) {
+			to = rw.End()
+		}
+	}
+	if from.IsZero() {
+		return tranche.TimePartitionWindow{}, nil, nil
+	}
+	if w, err = tranche.WindowBetween(g, from.In(loc), to.In(loc)); err != nil {
+		return tranche.TimePartitionWindow{}, nil, err
+	}
+	if units, err = b.assetUnits(w); err != nil {
+		return tranche.TimePartitionWindow{}, nil, err
+	}
+	plans, err := b.planUnits(ctx, &config{rerun: ledger.RerunFailed}, units)
+	return w, plans, err
 }
 
 // planMixed is the plan of a backfill of several granularities.

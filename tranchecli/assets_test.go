@@ -50,4 +50,22 @@ func TestMixedGranularities(t *testing.T) {
 	if !strings.Contains(out, "succeeded") {
 		t.Errorf("status platform/rollup:\n%s", out)
 	}
+	// Three hours of March 8 reloaded: status counts the day stale.
+	hours := append([]string{"run", "platform", "--yes", "--rerun", "all"}, "--from", "2026-03-08T05:00", "--to", "2026-03-08T08:00")
+	if out := h.must(0, hours...); !strings.Contains(out, "3 succeeded here") {
+		t.Errorf("reload of 3 hours:\n%s", out)
+	}
+	out = h.must(0, "status", "platform")
+	for _, want := range []string{
+		"    events (hour, platform/events): 47 partitions: succeeded 47, failed 0, running 0, pending 0; blocked 0; stale 0\n",
+		"    rollup (day, platform/rollup): 2 partitions: succeeded 2, failed 0, running 0, pending 0; blocked 0; stale 1\n",
+		"    model (day, platform/model): 2 partitions: succeeded 0, failed 0, running 0, pending 2; blocked 2; stale 0\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status platform lacks %q:\n%s", want, out)
+		}
+	}
+	if out := h.must(0, "status", "platform", "--format", "json"); !strings.Contains(out, `"asset":"rollup","granularity":"day"`) || !strings.Contains(out, `"stale":1`) {
+		t.Errorf("status platform as JSON:\n%s", out)
+	}
 }

@@ -36,6 +36,7 @@
 //	status ID                   counts per state, why it is not progressing, and the partitions as a grid
 //	status DAG                  a DAG by name or identity: its latest run (never a backfill's), its latest
 //	                            backfill, and its scheduler (paused, last slot, next due, missed, waiting for scheduler)
+//	                            and, for a DAG of several granularities, each asset's partitions by state, blocked and stale
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)

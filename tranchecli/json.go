@@ -109,6 +109,8 @@ type dagStatusJSON struct {
 	LatestRun      *attemptJSON  `json:"latest_run"`
 	LatestBackfill *statusJSON   `json:"latest_backfill"`
 	Scheduler      schedulerJSON `json:"scheduler"`
+	// Assets: a DAG of several granularities, each asset recorded apart.
+	Assets []assetJSON `json:"assets,omitempty"`
 }
 
 type schedulerJSON struct {
