@@ -280,7 +280,7 @@ func (b *Backfill) latestOfUnits(ctx context.Context, units []*assetUnit) ([]map
 		if from[i].IsZero() {
 			continue
 		}
-		for a, err := range b.Ledger.Latest(ctx, u.id, from[i], to[i]) {
+		for a, err := range b.reader().Latest(ctx, u.id, from[i], to[i]) {
 			if err != nil {
 				return nil, fmt.Errorf("tranche: reading the attempts of asset %q: %w", u.name, err)
 			}
@@ -425,12 +425,12 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 // policy would find blocked and stale. It returns a zero window and no
 // plans when no backfill of its assets is recorded. It reads only: no
 // Runner is needed.
-func AssetsOf(ctx context.Context, l ledger.Ledger, dag *tranche.DAG, now time.Time) (tranche.TimePartitionWindow, []AssetPlan, error) {
+func AssetsOf(ctx context.Context, l ledger.Reader, dag *tranche.DAG, now time.Time) (tranche.TimePartitionWindow, []AssetPlan, error) {
 	g, loc, err := PartitioningOf(dag)
 	if err != nil {
 		return tranche.TimePartitionWindow{}, nil, err
 	}
-	b := &Backfill{DAG: dag, Ledger: l, Now: func() time.Time { return now }}
+	b := &Backfill{DAG: dag, reads: l, Now: func() time.Time { return now }}
 	w, err := tranche.NewTimePartitionWindow(g, now.In(loc), now.In(loc))
 	if err != nil {
 		return tranche.TimePartitionWindow{}, nil, err

@@ -34,7 +34,7 @@ import (
 // zero field takes the default its comment gives.
 //
 // Workers sharing a backfill never race for a partition: each asks the
-// ledger for its next jobs ([ledger.Ledger.ClaimNext]), which hands each
+// ledger for its next jobs ([ledger.Leaser.ClaimNext]), which hands each
 // to one worker in the backfill's order, in batches. A worker whose
 // partitions take milliseconds claims a few ahead of its free slots
 // (about a fifth of a second of work), so that a batch costs one claim;
@@ -135,7 +135,7 @@ type Backfill struct {
 
 	// StopOnCancel makes running partitions stop, recorded failed with
 	// cause canceled, when the backfill is canceled in the ledger
-	// ([Ledger.CancelBackfill]); by default they finish and only what
+	// ([Writer.CancelBackfill]); by default they finish and only what
 	// has not started stops, unless the backfill was canceled with
 	// StopRunning (BackfillRecord.StopRunning), which stops them in every
 	// worker. Workers notice a running partition's stop at their next
@@ -187,6 +187,18 @@ type Backfill struct {
 	// granularities (see assets.go), names that asset: the DAG's other
 	// assets are its dependencies, only read.
 	only string
+
+	// reads, set by PlanFrom, is read in place of Ledger.
+	reads ledger.Reader
+}
+
+// reader returns what the backfill's plan reads: the reader PlanFrom was
+// given, or else Ledger.
+func (b *Backfill) reader() ledger.Reader {
+	if b.reads != nil {
+		return b.reads
+	}
+	return b.Ledger
 }
 
 // Defaults of a Backfill's zero fields.
@@ -219,7 +231,7 @@ type config struct {
 // config validates the backfill before anything is read or written.
 func (b *Backfill) config() (*config, error) {
 	var errs []error
-	if b.Ledger == nil {
+	if b.Ledger == nil && b.reads == nil {
 		errs = append(errs, errors.New("tranche: backfill: no Ledger"))
 	}
 	cfg, err := b.fields()
@@ -409,7 +421,7 @@ func (e *StalePlanError) Error() string {
 }
 
 // ErrBackfillCanceled is returned when a backfill was canceled in its
-// ledger (see [ledger.Ledger.CancelBackfill]).
+// ledger (see [ledger.Writer.CancelBackfill]).
 var ErrBackfillCanceled = ledger.ErrBackfillCanceled
 
 // ErrLeftBehind is matched by the error of the failed-renewal event
@@ -515,7 +527,7 @@ func (b *Backfill) changedSince(ctx context.Context, cfg *config, rev int64) (bo
 }
 
 // Resume resumes the backfill: it undoes a cancellation in the ledger
-// ([ledger.Ledger.ResumeBackfill]) and runs the backfill, which plans again
+// ([ledger.Writer.ResumeBackfill]) and runs the backfill, which plans again
 // every partition that has not succeeded (under the rerun policy: the
 // default, RerunFailed, runs those that failed, were canceled or never
 // ran). A backfill that was not canceled, or never recorded, simply runs:

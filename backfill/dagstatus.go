@@ -36,7 +36,7 @@ import (
 // counts in one aggregate query however many partitions w holds, a cron
 // schedule's slots too unless a daily or hourly schedule moved among
 // them; another ledger reads every partition's latest attempt.
-func StatusOfWindow(ctx context.Context, l ledger.Ledger, dag string, w tranche.TimePartitionWindow) (*Status, error) {
+func StatusOfWindow(ctx context.Context, l ledger.Reader, dag string, w tranche.TimePartitionWindow) (*Status, error) {
 	s, err := windowStatus(l, dag, w)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func StatusOfWindow(ctx context.Context, l ledger.Ledger, dag string, w tranche.
 // The counts of its cells add up to that status's Counts, so a page that
 // shows both needs the grid alone: through a [ledger.LatestReader], one
 // aggregate query.
-func GridOfWindow(ctx context.Context, l ledger.Ledger, dag string, w tranche.TimePartitionWindow, maxCells int) (*Grid, error) {
+func GridOfWindow(ctx context.Context, l ledger.Reader, dag string, w tranche.TimePartitionWindow, maxCells int) (*Grid, error) {
 	s, err := windowStatus(l, dag, w)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ var errNoDAG = errors.New("tranche: status of a window: empty DAG identity; give
 
 // windowStatus returns the status of w's partitions of dag, not yet
 // counted.
-func windowStatus(l ledger.Ledger, dag string, w tranche.TimePartitionWindow) (*Status, error) {
+func windowStatus(l ledger.Reader, dag string, w tranche.TimePartitionWindow) (*Status, error) {
 	switch {
 	case dag == "":
 		return nil, errNoDAG
@@ -134,7 +134,7 @@ type SchedulerSeen struct {
 	// has no attempt. Pages and commands show it as "waiting for
 	// scheduler". Never while the schedule is paused.
 	Waiting bool
-	// Pause is the schedule's pause ([ledger.Ledger.SchedulePause]):
+	// Pause is the schedule's pause ([ledger.Reader.SchedulePause]):
 	// while Pause.Paused no scheduler starts a slot, and pages and
 	// commands say who paused it, since when and why.
 	Pause ledger.SchedulePause
@@ -155,7 +155,7 @@ const maxSummaryBackfills = 50
 // g and loc are the DAG's granularity and zone, which name its slots; a
 // zero g takes those of the DAG's newest backfill (without one, the
 // summary has no Next slot).
-func SummaryOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
+func SummaryOf(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
 	if dag == "" {
 		return nil, errNoDAG
 	}
@@ -191,7 +191,7 @@ func SummaryOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeG
 // reads too, for a page that lists the DAG's backfills itself. g and loc
 // are the DAG's granularity and zone; with a zero g, Scheduler has no
 // Next slot.
-func RunsOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
+func RunsOf(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
 	if dag == "" {
 		return nil, errNoDAG
 	}
@@ -229,7 +229,7 @@ func RunsOf(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGran
 }
 
 // next fills the slot after Last, when it is due, and what is missed.
-func (s *SchedulerSeen) next(ctx context.Context, l ledger.Ledger, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) error {
+func (s *SchedulerSeen) next(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) error {
 	if s.Last == nil || !g.IsValid() {
 		return nil
 	}
@@ -263,7 +263,7 @@ func (s *SchedulerSeen) next(ctx context.Context, l ledger.Ledger, dag string, g
 
 // latestBackfill returns the status of the latest of records (newest
 // first), as Summary.LatestBackfill chooses it.
-func latestBackfill(ctx context.Context, l ledger.Ledger, records []ledger.BackfillRecord, now time.Time) (*Status, error) {
+func latestBackfill(ctx context.Context, l ledger.Reader, records []ledger.BackfillRecord, now time.Time) (*Status, error) {
 	var failed, newest *Status
 	for i, r := range records {
 		if i == maxSummaryBackfills {

@@ -13,7 +13,7 @@ import (
 )
 
 // A dispatcher hands the jobs that a scan calls to run to the pool, in
-// the backfill's order, claimed in batches through [ledger.Ledger.ClaimNext]:
+// the backfill's order, claimed in batches through [ledger.Leaser.ClaimNext]:
 // the ledger's cursor gives each job to one of the workers sharing the
 // backfill, so that workers never race for a partition, and a batch
 // costs one transaction however many jobs it claims.
@@ -121,7 +121,12 @@ func (d *dispatcher) claim(keep int) {
 			d.queue, d.jobs = d.queue[1:], d.jobs[1:]
 			x.unclaimed(d.ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 			continue
+		case len(grants) == 1 && grants[0].Lease == nil && errors.Is(grants[0].Err, ledger.ErrLimited):
+			// The DAG's limit left no room: nothing was examined.
+			x.awaitLimit(d.ctx, grants[0].Err)
+			continue
 		}
+		x.granted()
 		sawClock := false
 		for i, g := range grants {
 			u := d.queue[i]

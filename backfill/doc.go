@@ -1,7 +1,7 @@
 /*
 Package backfill runs a [tranche.DAG] over the partitions of a window,
 resumably: a [Backfill] claims partitions in a [ledger.Ledger] in its
-order, in batches ([ledger.Ledger.ClaimNext]), each under a heartbeated
+order, in batches ([ledger.Leaser.ClaimNext]), each under a heartbeated
 lease, starts them in the order of claims (through
 [tranche.Runner.RunWith], with the lease's fencing tokens) and records how
 each ended.
@@ -15,13 +15,13 @@ and executes; [Backfill.Execute] refuses a plan whose partitions' history
 changed since it was made; [StatusOf] reads a backfill's progress and why
 it is stuck, if it is. A backfill of chosen partitions
 ([Backfill.Partitions]) is one backfill with one id ([IDOf]). A
-backfill with nothing to run is not recorded. [ledger.Ledger.CancelBackfill]
+backfill with nothing to run is not recorded. [ledger.Writer.CancelBackfill]
 stops a backfill's claims everywhere (and, with [ledger.CancelOptions].StopRunning, its running
 partitions at their next heartbeat) and [Backfill.Resume] lets them go
 on, running what has not succeeded. Under [tranche.FailStop] a failure
 stops the partitions after it in the backfill's order, whatever the
 concurrency: those before it still run. Plans estimate their duration from
-the DAG's recent successes ([ledger.Ledger.RecentSuccesses]), wherever they lie.
+the DAG's recent successes ([ledger.Reader.RecentSuccesses]), wherever they lie.
 
 Each running partition renews its lease on its own, so that a hung ledger
 call holds up no other; a worker trusts a lease by its own clock only for

@@ -28,6 +28,13 @@ const (
 	KindPartitionWaiting   tranche.Kind = "partition.waiting"   // held under a lease that stopped being renewed (Err names its holder; Duration: until it expires): the run waits to take it over
 	KindPartitionUnclaimed tranche.Kind = "partition.unclaimed" // its claim failed (Err: the ledger unreachable): neither run nor recorded
 
+	// KindLimited reports that the DAG's limit (ledger.Limiter) holds
+	// the run's next claims back: as many runs as it allows hold
+	// leases, or a slot of the DAG's schedule waits to go first (Err
+	// says which). The run waits and claims again; it is sent when a
+	// wait starts, not at each claim refused.
+	KindLimited tranche.Kind = "backfill.limited"
+
 	// KindLeaseRenewFailed reports a heartbeat of a running partition's
 	// lease that failed or timed out (Err says which, Duration how long
 	// it took). The partition runs on, and its lease is renewed again
@@ -48,7 +55,7 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 		return slog.LevelError, true
 	case KindUnfinished, KindPartitionUnclaimed, KindPartitionWaiting, KindLeaseRenewFailed, KindLeaseRenewSlow:
 		return slog.LevelWarn, true
-	case KindStarted, KindSucceeded, KindCanceled, KindPartitionSucceeded, KindPartitionSkipped:
+	case KindStarted, KindSucceeded, KindCanceled, KindPartitionSucceeded, KindPartitionSkipped, KindLimited:
 		return slog.LevelInfo, true
 	case KindPartitionClaimed, KindPartitionStarted, KindPartitionHeld:
 		return slog.LevelDebug, true

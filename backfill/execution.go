@@ -41,6 +41,7 @@ type execution struct {
 	finisher *finisher
 
 	stop    atomic.Bool // no more claims
+	limited atomic.Bool // the DAG's limit refused the last claim (see awaitLimit)
 	mu      sync.Mutex
 	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
 	report  Report
@@ -545,12 +546,23 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	}
-	claimed := x.keeper.Now() // the lease holds from no earlier, by the ledger's clock
-	lease, err := x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
-		DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
-		Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
-	})
+	var lease *ledger.Lease
+	var err error
+	var claimed time.Duration
+	for {
+		claimed = x.keeper.Now() // the lease holds from no earlier, by the ledger's clock
+		lease, err = x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
+			DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
+			Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
+		})
+		if !errors.Is(err, ledger.ErrLimited) || !x.awaitLimit(ctx, err) {
+			break // else claimed again once the DAG's limit leaves room
+		}
+	}
 	switch {
+	case errors.Is(err, ledger.ErrLimited): // ctx ended while it waited
+		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
+		return
 	case errors.Is(err, ledger.ErrBackfillCanceled):
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, cfg.id), -1)
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
@@ -570,6 +582,7 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 		x.unclaimed(ctx, u, fmt.Errorf("tranche: claiming %s: %w", u.window, err), d.nextSeq())
 		return
 	}
+	x.granted()
 	x.sawLease(lease)
 	u.seq = d.nextSeq()
 	d.start(u, lease, claimed)
@@ -642,45 +655,29 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 	began := b.now()
 	res, runErr := x.runner.RunWith(runCtx, b.DAG, target, &kept.Opts)
 	ran := b.now().Sub(began)
-	// A success is recorded only while the lease holds by this worker's
-	// clock: past it, another worker may have taken the partition over.
-	held, byLedger := kept.State()
-	var lost error
-	if byLedger {
-		lost = held
-	}
+	failure, lost := kept.Verdict(res, runErr, runID)
 	cause := context.Cause(runCtx)
-
-	outcomes := make([]ledger.Outcome, n)
-	var failure error
 	switch {
-	case lost != nil:
-		failure = lost
+	case lost:
 	case errors.Is(cause, ErrBackfillCanceled):
 		failure = fmt.Errorf("canceled: %w", cause)
 		x.halt(cause, -1)
-	case errors.Is(cause, ledger.ErrFenced):
-		failure = cause
-	case runErr == nil && res.State == tranche.StateSucceeded && held != nil:
-		failure = held
-	case runErr == nil && res.State == tranche.StateSucceeded:
-		rows := rowsByPartition(res)
-		for i, p := range u.partitions {
-			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
-			if len(rows) > 0 {
-				outcomes[i].Rows = int64(rows[p.Key()])
-			}
-		}
-	case ctx.Err() != nil:
+	case failure != nil && ctx.Err() != nil && !errors.Is(failure, ledger.ErrFenced):
 		failure = fmt.Errorf("canceled: %w", context.Cause(ctx))
-	case runErr != nil:
-		failure = runErr
-	default:
-		failure = leases.RunFailed(runID, res)
 	}
-	if failure != nil {
-		for i := range outcomes {
+	outcomes := make([]ledger.Outcome, n)
+	var rows map[string]int
+	if failure == nil {
+		rows = rowsByPartition(res)
+	}
+	for i, p := range u.partitions {
+		switch {
+		case failure != nil:
 			outcomes[i] = ledger.Outcome{State: ledger.StateFailed, Err: failure.Error(), Ran: ran}
+		case len(rows) > 0:
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran, Rows: int64(rows[p.Key()])}
+		default:
+			outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Ran: ran}
 		}
 	}
 	if failure == nil && x.finisher.takes(lease) {
@@ -689,7 +686,7 @@ func (x *execution) runClaimed(ctx context.Context, u *job, lease *ledger.Lease,
 		x.finisher.finish(&finishing{ctx: ctx, u: u, lease: lease, kept: kept, outcomes: outcomes})
 		return
 	}
-	if lost != nil {
+	if lost {
 		kept.Release()
 		x.fail(ctx, u, failure)
 		return

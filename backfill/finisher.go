@@ -89,11 +89,21 @@ func (f *finisher) takes(lease *ledger.Lease) bool {
 }
 
 // finish hands over a job's success, to be recorded with the next
-// group, and returns once the job is settled.
+// group, and returns once the job is settled. When no call is in flight
+// or about to start, the caller records the group itself: a sequential
+// backfill then pays no handoff to another goroutine and back for each
+// success, the most of what a partition that does little costs it.
 func (f *finisher) finish(fi *finishing) {
 	fi.done = make(chan struct{})
 	f.mu.Lock()
 	f.queue = append(f.queue, fi)
+	if f.loops == 0 {
+		f.loops++
+		f.ready++
+		f.mu.Unlock()
+		f.loop(fi.done)
+		return
+	}
 	f.spawn()
 	f.mu.Unlock()
 	<-fi.done
@@ -108,22 +118,31 @@ func (f *finisher) spawn() {
 	}
 	f.loops++
 	f.ready++
-	f.wg.Go(f.loop)
+	f.wg.Go(func() { f.loop(nil) })
 }
 
-// loop records groups until none is waiting.
-func (f *finisher) loop() {
+// loop records groups until none is waiting, or, on the goroutine of a
+// job whose success it records (own), until that success is settled:
+// then what waits goes to a loop of its own, so that the job's slot is
+// not held for others'.
+func (f *finisher) loop(own chan struct{}) {
 	for {
 		f.mu.Lock()
-		n := min(len(f.queue), maxFinishBatch)
-		batch := f.queue[:n:n]
-		f.queue = f.queue[n:]
 		f.ready--
+		if own != nil && closed(own) {
+			f.loops--
+			f.spawn()
+			f.mu.Unlock()
+			return
+		}
+		n := min(len(f.queue), maxFinishBatch)
 		if n == 0 {
 			f.loops--
 			f.mu.Unlock()
 			return
 		}
+		batch := f.queue[:n:n]
+		f.queue = f.queue[n:]
 		f.mu.Unlock()
 		stuck, done := false, false
 		t := time.AfterFunc(finishStuck, func() {
@@ -144,6 +163,16 @@ func (f *finisher) loop() {
 		}
 		f.ready++
 		f.mu.Unlock()
+	}
+}
+
+// closed reports whether c is closed.
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -57,7 +57,7 @@ func TestFinishBatches(t *testing.T) {
 		if err != nil {
 			t.Fatalf("alone=%v: Run: %v", alone, err)
 		}
-		bfCheckReport(t, rep, days, days, 0, 0, 0, 0, 0)
+		bfCheckReport(t, rep, backfill.Report{Total: days, Succeeded: days})
 		recorded := 0
 		for a, err := range l.Latest(t.Context(), backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location()), bfDay(1).Start, bfDay(days+1).Start) {
 			if err != nil {

@@ -78,7 +78,7 @@ func (s *Status) Grid(ctx context.Context, maxCells int) (*Grid, error) {
 // are the sums of the grid's cells, so a page that shows both costs a
 // ledger the grid's reads and the few small ones that explain Blocked,
 // where StatusOf then Grid count every partition twice.
-func GridOf(ctx context.Context, l ledger.Ledger, id string, now time.Time, maxCells int) (*Status, *Grid, error) {
+func GridOf(ctx context.Context, l ledger.Reader, id string, now time.Time, maxCells int) (*Status, *Grid, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return nil, nil, err

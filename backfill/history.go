@@ -30,7 +30,7 @@ import (
 // the first and last partitions with what lies beyond them, hold a
 // handful of slots: those are read when they changed, and each changed
 // attempt is matched.
-func changedIn(ctx context.Context, l ledger.Ledger, dag string, m slotmatch.Matcher, w tranche.TimePartitionWindow, rev int64,
+func changedIn(ctx context.Context, l ledger.Reader, dag string, m slotmatch.Matcher, w tranche.TimePartitionWindow, rev int64,
 	changed func(from, to time.Time) (bool, error)) (bool, error) {
 	from, to := m.Span(w.Start(), w.End())
 	if !m.ByFire() {

@@ -176,7 +176,7 @@ func TestBackfillChosenSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 3, 3, 0, 0, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: 3})
 	if got, want := p.Calls(), []string{"2026-01-08T02:00:00Z", "2026-01-07T02:00:00Z", "2026-01-03T02:00:00Z"}; !slices.Equal(got, want) {
 		t.Errorf("ran %v; want %v", got, want)
 	}
@@ -278,7 +278,7 @@ func TestBackfillResumeCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume = %v", err)
 	}
-	bfCheckReport(t, rep, 5, 3, 0, 2, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 3, Skipped: 2})
 	if got, want := p.Calls(), bfKeys(5, 4, 3, 2, 1); !slices.Equal(got, want) {
 		t.Errorf("ran %v; want %v: each day once", got, want)
 	}
@@ -305,7 +305,7 @@ func TestBackfillResumeCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume of a failed backfill = %v", err)
 	}
-	bfCheckReport(t, rep, 5, 4, 0, 1, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 4, Skipped: 1})
 	if r, _ := l2.Backfill(t.Context(), id); r.Canceled || !r.ResumedAt.IsZero() {
 		t.Errorf("record of a backfill never canceled %+v; want no resume time", r)
 	}
@@ -339,7 +339,7 @@ func TestBackfillNothingToRun(t *testing.T) {
 	if err != nil || rep.Done() {
 		t.Fatalf("Execute: %v, done %v; want no error (overlap is not one), not done", err, rep.Done())
 	}
-	bfCheckReport(t, rep, 4, 0, 0, 3, 0, 1, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 4, Skipped: 3, Held: 1})
 	if bs, err := l.Backfills(t.Context()); err != nil || len(bs) != 0 {
 		t.Errorf("Backfills = %+v, %v; want none recorded", bs, err)
 	}
@@ -473,7 +473,7 @@ func TestBackfillMovedDailySchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 7, 3, 0, 4, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 7, Succeeded: 3, Skipped: 4})
 	if got, want := p.Calls(), []string{"2026-01-08T01:00:00Z", "2026-01-07T01:00:00Z", "2026-01-04T01:00:00Z"}; !slices.Equal(got, want) {
 		t.Errorf("ran %v; want %v", got, want)
 	}
@@ -522,7 +522,7 @@ func TestBackfillMovedHourlySchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 25, 1, 0, 24, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 25, Succeeded: 1, Skipped: 24})
 	if got, want := p.Calls(), []string{"2026-11-01T01:35:00-05:00"}; !slices.Equal(got, want) {
 		t.Errorf("ran %v; want %v, the hour the old schedule missed", got, want)
 	}
@@ -614,7 +614,7 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Execute after runs outside the window = %v; want it to run", err)
 	}
-	bfCheckReport(t, rep, 5, 5, 0, 0, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 5})
 
 	// A change inside makes it stale.
 	b2 := &backfill.Backfill{DAG: dag, Window: bfDays(t, 7, 10), Ledger: l, Now: clock.Now}
@@ -645,7 +645,7 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 	if rep, err = again.Execute(t.Context(), plan); err != nil {
 		t.Fatal(err)
 	}
-	bfCheckReport(t, rep, 5, 5, 0, 0, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 5})
 	if got := len(p.Calls()) - calls; got != 6 { // RunRecorded's day 25, and days 1 to 5
 		t.Errorf("%d runs; want 6", got)
 	}
@@ -664,7 +664,7 @@ func TestBackfillStaleOnlyInside(t *testing.T) {
 	if rep, err = chosen.Execute(t.Context(), plan); err != nil {
 		t.Fatalf("Execute of chosen days after a run between them = %v; want it to run", err)
 	}
-	bfCheckReport(t, rep, 2, 2, 0, 0, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 2, Succeeded: 2})
 }
 
 // Execute checks a plan of 100,000 partitions with one query, and reads

@@ -133,7 +133,7 @@ func utc(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // DAGNames returns the name of each DAG of records, by identity: the
 // DAGName of its newest backfill that has one (records are oldest first,
-// as [ledger.Ledger.Backfills] returns them), so that a renamed DAG is
+// as [ledger.Reader.Backfills] returns them), so that a renamed DAG is
 // shown by its new name beside its older backfills too. A DAG none of
 // whose backfills has a name is left out.
 func DAGNames(records []ledger.BackfillRecord) map[string]string {

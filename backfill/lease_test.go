@@ -341,7 +341,7 @@ func TestBackfillUnclaimed(t *testing.T) {
 	})
 	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, OnFailure: tranche.FailContinue, OnEvent: rec.OnEvent}
 	rep, err := b.Run(t.Context())
-	bfCheckReport(t, rep, 5, 3, 0, 0, 0, 0, 0)
+	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 3, Unclaimed: 2})
 	if rep.Unclaimed != 2 || len(rep.ClaimFailures) != 2 || !errors.Is(rep.ClaimFailures[0].Err, errDown) {
 		t.Errorf("unclaimed %d, claim failures %v; want the two partitions whose claims failed", rep.Unclaimed, rep.ClaimFailures)
 	}
@@ -426,7 +426,7 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 			}
 			rep, err := b.Run(t.Context())
 			wg.Wait()
-			bfCheckReport(t, rep, 3, tc.succeeded, 0, 0, tc.elsewhere, tc.held, 0)
+			bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: tc.succeeded, Elsewhere: tc.elsewhere, Held: tc.held})
 			if err != nil || rep.Done() != (tc.held == 0) {
 				t.Errorf("Run: %v, done %v; want no error, done exactly when no partition is held", err, rep.Done())
 			}

@@ -61,7 +61,7 @@ func (b *Backfill) checkName(ctx context.Context, cfg *config) error {
 	if b.DAG.Name == "" || b.DAG.Name != defaultName(b.DAG) {
 		return nil
 	}
-	records, err := b.Ledger.Backfills(ctx)
+	records, err := b.reader().Backfills(ctx)
 	if err != nil {
 		return fmt.Errorf("tranche: reading the ledger's backfills: %w", err)
 	}

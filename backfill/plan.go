@@ -3,6 +3,7 @@ package backfill
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -46,7 +47,7 @@ type Plan struct {
 
 	// Estimate is the expected duration: the median duration of the
 	// DAG's 20 most recent successful attempts, wherever they lie
-	// ([Ledger.RecentSuccesses]), times the rounds of runs at the plan's
+	// ([Reader.RecentSuccesses]), times the rounds of runs at the plan's
 	// concurrency. Zero when the DAG has no success recorded, or the plan
 	// nothing to run.
 	Estimate time.Duration
@@ -148,7 +149,7 @@ func (b *Backfill) scan(ctx context.Context, cfg *config, revision int64, order 
 				parts = append(parts, p)
 			}
 			latest := make([]*ledger.Attempt, n)
-			if err := cfg.match.ReadLatest(ctx, b.Ledger, cfg.dag, parts, latest); err != nil {
+			if err := cfg.match.ReadLatest(ctx, b.reader(), cfg.dag, parts, latest); err != nil {
 				yield(nil, err)
 				return
 			}
@@ -216,7 +217,7 @@ func (b *Backfill) readVersions(ctx context.Context, cfg *config, w tranche.Time
 	}
 	var v *versions
 	for _, dag := range cfg.versions {
-		for a, err := range b.Ledger.Latest(ctx, dag, w.Start(), w.End()) {
+		for a, err := range b.reader().Latest(ctx, dag, w.Start(), w.End()) {
 			if err != nil {
 				return nil, fmt.Errorf("tranche: reading the partitions of %s, another version of the DAG: %w", dag, err)
 			}
@@ -241,7 +242,7 @@ func (b *Backfill) findVersions(ctx context.Context, cfg *config, name string) e
 	if name == "" || cfg.rerun == ledger.RerunAll {
 		return nil
 	}
-	records, err := b.Ledger.Backfills(ctx)
+	records, err := b.reader().Backfills(ctx)
 	if err != nil {
 		return fmt.Errorf("tranche: reading the ledger's backfills: %w", err)
 	}
@@ -432,7 +433,7 @@ func (b *Backfill) countMixedRuns(ctx context.Context, cfg *config, p *Plan, chu
 			}
 		}
 		latest := make([]*ledger.Attempt, n)
-		if err := cfg.match.ReadLatest(ctx, b.Ledger, cfg.dag, parts, latest); err != nil {
+		if err := cfg.match.ReadLatest(ctx, b.reader(), cfg.dag, parts, latest); err != nil {
 			return err
 		}
 		end := n
@@ -463,8 +464,21 @@ func (b *Backfill) Plan(ctx context.Context) (*Plan, error) {
 	return b.plan(ctx, cfg)
 }
 
+// PlanFrom plans the backfill as [Backfill.Plan] does, reading r in place
+// of b.Ledger, which may be nil: a plan of a ledger opened for reading
+// only (sqlite.OpenReader, postgres.OpenReader), to show. Executing it
+// ([Backfill.Execute]) takes a Backfill whose Ledger is set.
+func (b *Backfill) PlanFrom(ctx context.Context, r ledger.Reader) (*Plan, error) {
+	if r == nil {
+		return nil, errors.New("tranche: backfill: PlanFrom of a nil reader")
+	}
+	c := *b
+	c.reads = r
+	return c.Plan(ctx)
+}
+
 func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
-	revision, err := b.Ledger.Revision(ctx, cfg.dag)
+	revision, err := b.reader().Revision(ctx, cfg.dag)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: reading ledger revision: %w", err)
 	}
@@ -478,7 +492,7 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 		return nil, err
 	}
 	p.versions, p.since = cfg.versions, cfg.since
-	lr, ok := b.Ledger.(ledger.LatestReader)
+	lr, ok := b.reader().(ledger.LatestReader)
 	// The counts of latest attempts know no code versions, which
 	// rerun policy stale reads of each attempt, nor other versions of
 	// the DAG, which a deploy leaves.
@@ -505,7 +519,7 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 	}
 	var durations []ledger.Attempt
 	if p.Counts.Runs > 0 || p.Counts.SkipSucceeded > 0 {
-		if durations, err = b.Ledger.RecentSuccesses(ctx, cfg.dag, estimateRuns); err != nil {
+		if durations, err = b.reader().RecentSuccesses(ctx, cfg.dag, estimateRuns); err != nil {
 			return nil, fmt.Errorf("tranche: reading the DAG's recent successes: %w", err)
 		}
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tranche-dev/tranche"
 	leases "github.com/tranche-dev/tranche/internal/lease"
+	"github.com/tranche-dev/tranche/internal/wait"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -16,6 +18,8 @@ import (
 // later backfills of the same DAG, which skip what it landed. It always
 // runs the partition (rerun policy all) unless another worker holds it,
 // which fails with [ledger.ErrNotClaimable]; worker "" means host-pid.
+// Under the DAG's limit ([ledger.Limiter]) it waits, until ctx ends, for
+// fewer runs than the limit to hold leases, as a scheduler's slot does.
 func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *tranche.DAG, p tranche.TimePartition, worker string) (*tranche.Result, error) {
 	if r == nil {
 		r = &tranche.Runner{}
@@ -30,30 +34,42 @@ func RunRecorded(ctx context.Context, l ledger.Ledger, r *tranche.Runner, dag *t
 	}
 	runID := RunID(id, p.Start, p.End)
 	keeper := leases.NewKeeper(ctx, l, DefaultLease/3, DefaultLease, nil)
-	claimed := keeper.Now()
-	lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []tranche.TimePartition{p},
-		Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision, Trigger: ledger.TriggerManual})
+	var lease *ledger.Lease
+	var claimed time.Duration
+	for {
+		claimed = keeper.Now()
+		lease, err = l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: worker, RunID: runID, Partitions: []tranche.TimePartition{p},
+			Lease: DefaultLease, Policy: ledger.RerunAll, Revision: revision, Trigger: ledger.TriggerManual})
+		if !errors.Is(err, ledger.ErrLimited) {
+			break
+		}
+		if werr := wait.Sleep(ctx, maxLimitPoll); werr != nil {
+			keeper.Close()
+			return nil, errors.Join(err, werr)
+		}
+	}
 	if err != nil {
+		keeper.Close()
 		return nil, err
 	}
 	kept, runCtx := keeper.Keep(lease, claimed, nil)
 	kept.Opts.RunID, kept.Opts.Attempt = runID, lease.Attempts[0]
 	res, runErr := r.RunWith(runCtx, dag, p, &kept.Opts)
-	if runErr == nil {
-		// A success is recorded only while the lease holds by this
-		// worker's clock.
-		runErr = kept.Check()
-	}
+	failure, lost := kept.Verdict(res, runErr, "")
 	kept.Release()
 	keeper.Close()
-	outcome := ledger.Outcome{State: ledger.StateSucceeded}
-	switch {
-	case runErr != nil:
-		outcome = ledger.Outcome{State: ledger.StateFailed, Err: runErr.Error()}
-	case res.State != tranche.StateSucceeded:
-		outcome = ledger.Outcome{State: ledger.StateFailed, Err: leases.RunFailed("", res).Error()}
-	default:
-		outcome.Rows = int64(rowsByPartition(res)[p.Key()])
+	if runErr == nil && res.State == tranche.StateSucceeded {
+		runErr = failure // nil, unless the lease stopped holding
+	}
+	if lost {
+		// A newer attempt holds the partition: its outcome counts.
+		return res, runErr
+	}
+	outcome := ledger.Outcome{State: ledger.StateFailed}
+	if failure != nil {
+		outcome.Err = failure.Error()
+	} else {
+		outcome = ledger.Outcome{State: ledger.StateSucceeded, Rows: int64(rowsByPartition(res)[p.Key()])}
 	}
 	finishCtx, done := leases.FinishContext(ctx) // as a backfill records after its context ends
 	defer done()

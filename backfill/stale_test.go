@@ -144,7 +144,7 @@ func TestBackfillStaleOwnSlots(t *testing.T) {
 				case err != nil:
 					t.Fatalf("Execute = %v; want the plan run", err)
 				default:
-					bfCheckReport(t, rep, plan.Counts.Total, plan.Counts.Total, 0, 0, 0, 0, 0)
+					bfCheckReport(t, rep, backfill.Report{Total: plan.Counts.Total, Succeeded: plan.Counts.Total})
 				}
 			})
 		}

@@ -40,7 +40,7 @@ type Status struct {
 	// done.
 	Superseded int
 
-	ledger ledger.Ledger
+	ledger ledger.Reader
 	sel    selection
 	match  slotmatch.Matcher
 }
@@ -87,7 +87,7 @@ func (s *Status) String() string {
 
 // statusOf returns the status of a backfill of the window and chosen
 // partitions the record holds.
-func statusOf(l ledger.Ledger, record ledger.BackfillRecord) (*Status, error) {
+func statusOf(l ledger.Reader, record ledger.BackfillRecord) (*Status, error) {
 	w, err := tranche.ParseTimePartitionWindow(record.Window)
 	if err != nil {
 		return nil, fmt.Errorf("tranche: backfill %s: its recorded window: %w", record.ID, err)
@@ -170,7 +170,7 @@ func (s *Status) Stale(ctx context.Context, version string) ([]tranche.TimeParti
 // (see [Backfill]: those are matched by their fire, which counts by
 // start cannot tell; finding none costs a read of the attempted
 // partitions' starts).
-func StatusOf(ctx context.Context, l ledger.Ledger, id string, now time.Time) (*Status, error) {
+func StatusOf(ctx context.Context, l ledger.Reader, id string, now time.Time) (*Status, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return nil, err
@@ -488,7 +488,7 @@ func (s *Status) Finished(ctx context.Context, n int, states ...ledger.State) ([
 // state of their latest attempt, as [StatusOf] does, without reading why
 // it is not progressing (its Blocked is empty): the state of a backfill
 // in a list of them, one aggregate query through a [ledger.LatestReader].
-func CountOf(ctx context.Context, l ledger.Ledger, record ledger.BackfillRecord) (*Status, error) {
+func CountOf(ctx context.Context, l ledger.Reader, record ledger.BackfillRecord) (*Status, error) {
 	s, err := statusOf(l, record)
 	if err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ func record(t *testing.T, l ledger.Ledger, dag string, state ledger.State, ps ..
 }
 
 // The status, grid and plan of a cron schedule's backfill are counted by
-// the ledger (no call of Ledger.Latest), and agree with those read from
+// the ledger (no call of Reader.Latest), and agree with those read from
 // every latest attempt, in the cases where a schedule differs from a
 // fixed granularity: chosen slots far apart, excluded dates (the slot
 // before one spans it), slots of unequal lengths (weekdays, months,

@@ -21,14 +21,14 @@ import (
 // the one before ended), so that watching costs a ledger a small query
 // or two an interval however many partitions the backfill has: while
 // nothing changes, a check reads the backfill's record and asks whether
-// any of its partitions changed ([ledger.Ledger.RevisionIn]); after a
+// any of its partitions changed ([ledger.Reader.RevisionIn]); after a
 // change, the same check reads the partitions that changed and counts
 // again only the spans that hold them (through [ledger.LatestReader],
 // where l is one), so that a status after a change comes within an
 // interval of it. A daily or
 // hourly schedule's watch reads every latest attempt, as StatusOf does,
 // from the change that lands a former schedule's attempt among its slots.
-func Watch(ctx context.Context, l ledger.Ledger, id string, every time.Duration) iter.Seq2[*Status, error] {
+func Watch(ctx context.Context, l ledger.Reader, id string, every time.Duration) iter.Seq2[*Status, error] {
 	return func(yield func(*Status, error) bool) {
 		if every <= 0 {
 			yield(nil, fmt.Errorf("tranche: watch every %v; want a positive interval", every))
@@ -78,7 +78,7 @@ const watchSpans = 256
 // A watcher follows a backfill's status through the changes of its
 // partitions.
 type watcher struct {
-	l        ledger.Ledger
+	l        ledger.Reader
 	lr       ledger.LatestReader // nil: the ledger is not one, or a former schedule's attempts lie among the backfill's slots
 	id       string
 	base     *Status
@@ -91,7 +91,7 @@ type watcher struct {
 }
 
 // newWatcher reads the backfill's status and returns a watcher of it.
-func newWatcher(ctx context.Context, l ledger.Ledger, id string) (*watcher, *Status, error) {
+func newWatcher(ctx context.Context, l ledger.Reader, id string) (*watcher, *Status, error) {
 	record, err := l.Backfill(ctx, id)
 	if err != nil {
 		return nil, nil, err

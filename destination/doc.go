@@ -112,7 +112,7 @@
 // deploy keeps claiming partitions, the ones the new code landed among
 // them (they are not succeeded under the old identity), and its newer
 // claims replace the new code's rows. Stop the old identity's backfills
-// when deploying (ledger.Ledger.CancelBackfill with stopRunning, or
+// when deploying (ledger.Writer.CancelBackfill with stopRunning, or
 // tranche cancel): the workers stop their running partitions at their
 // next heartbeat, and claim nothing more. docs/destinations.md says
 // more.

@@ -18,18 +18,17 @@
 // rows, while a rollback (RerunAll, or a backfill created after the
 // deploy) may.
 //
-// A ledger may also be a [LatestReader], an optional interface as
-// io.WriterTo is to an io.Reader: it counts latest attempts where it
-// keeps them, grouped by what [ClaimRequest.Judge] reads, so that a
-// backfill's status, grid and plan cost a query, not a read of every
-// attempt. Package backfill falls back to [Ledger.Latest] for a ledger
+// A [Ledger] is a [Reader], a [Leaser] and a [Writer], composed as
+// io.ReadWriter is, so that code which only reads (a status, a page)
+// asks for a Reader alone. A ledger may also be a [LatestReader], an
+// optional interface as io.WriterTo is to an io.Reader: it counts latest
+// attempts where it keeps them, grouped by what [ClaimRequest.Judge]
+// reads, so that a backfill's status, grid and plan cost a query, not a
+// read of every attempt. Package backfill falls back to [Reader.Latest] for a ledger
 // without it.
 //
-// Operators name a ledger by an [Address] (sqlite:PATH, postgres://…,
-// postgres:KEY=VALUE…), which [ParseAddress] reads, the one parser of
-// every program; the ledger modules open it for an [Access]
-// (sqlite.OpenLedger and postgres.OpenLedger are [OpenFunc]s), so that
-// reading a ledger never creates, migrates or writes it.
+// Operators name a ledger by an address (sqlite:PATH, postgres://…),
+// which package ledger/address reads.
 //
 // A ledger author imports this package and its conformance suite,
 // ledger/ledgertest, and nothing that runs assets. The package knows

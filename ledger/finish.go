@@ -5,14 +5,14 @@ import (
 	"errors"
 )
 
-// A BatchFinisher is a [Ledger] that records the outcomes of many leases
+// A BatchFinisher is a [Leaser] that records the outcomes of many leases
 // in one call, so that a worker running short partitions pays one
 // round trip and one commit for many of them rather than one each. It
 // is optional, as the ...Context interfaces of database/sql/driver are
 // to a driver: [FinishBatch] asks a ledger for it with a type assertion
-// and calls [Ledger.Finish] once a lease when the ledger lacks it.
+// and calls [Leaser.Finish] once a lease when the ledger lacks it.
 type BatchFinisher interface {
-	// FinishBatch records each finish as [Ledger.Finish] would, and
+	// FinishBatch records each finish as [Leaser.Finish] would, and
 	// returns one error for each, in order, nil where it was recorded.
 	// It sets the Canceled field of each finish it recorded, as that
 	// field says.
@@ -36,7 +36,7 @@ type BatchFinisher interface {
 }
 
 // Finish is one lease's finish in a [BatchFinisher.FinishBatch]: what
-// [Ledger.Finish] is given.
+// [Leaser.Finish] is given.
 type Finish struct {
 	Lease    *Lease
 	Outcomes []Outcome // Outcomes[i] for Lease.Partitions[i]
@@ -52,7 +52,7 @@ type Finish struct {
 
 // FinishBatch records the finishes of batch in l: through
 // [BatchFinisher.FinishBatch] when l implements it, and otherwise
-// through [Ledger.Finish], one lease at a time, reading the record of
+// through [Leaser.Finish], one lease at a time, reading the record of
 // each backfill of the leases recorded once to set [Finish.Canceled].
 // It returns one error for each finish, nil where it was recorded.
 func FinishBatch(ctx context.Context, l Ledger, batch []Finish) []error {

@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// A LatestReader is a [Ledger] that answers the questions of a backfill's
+// A LatestReader is a [Reader] that answers the questions of a backfill's
 // status, grid, plan and watch where it keeps its attempts, in a cost
 // that grows with the answer, not with the partitions asked about: counts
 // of latest attempts, a few latest attempts picked by state, and the
 // partitions that changed after a revision. It is optional, as
 // [io.WriterTo] is to an io.Reader: package backfill asks a ledger for it
 // with a type assertion and reads every latest attempt through
-// [Ledger.Latest] when the ledger lacks it. Its answers must be those
+// [Reader.Latest] when the ledger lacks it. Its answers must be those
 // derived from Latest; ledgertest checks that they are.
 type LatestReader interface {
 	// CountLatest counts the latest attempts of the partitions of
@@ -35,7 +35,7 @@ type LatestReader interface {
 
 	// ChangedIn returns the starts of the partitions of dag starting in
 	// [from, to) that have an attempt whose revision is above after,
-	// each once, oldest first. Like [Ledger.RevisionIn], its cost grows
+	// each once, oldest first. Like [Reader.RevisionIn], its cost grows
 	// with the changes after after, not with the partitions of the
 	// range.
 	ChangedIn(ctx context.Context, dag string, from, to time.Time, after int64) ([]time.Time, error)
@@ -90,7 +90,7 @@ func (c LatestCount) Sample(req CountRequest) *Attempt {
 
 // CountOf returns the group of [LatestReader.CountLatest]'s answer that
 // a, the latest attempt of a partition in range i, falls in, with N 1:
-// the derivation from [Ledger.Latest] that a LatestReader must agree
+// the derivation from [Reader.Latest] that a LatestReader must agree
 // with.
 func CountOf(i int, a Attempt, req CountRequest) LatestCount {
 	return LatestCount{Range: i, State: a.State, N: 1,

@@ -21,7 +21,7 @@ import (
 // of the same DAG.
 //
 // Every claim and transition is atomic and fenced: a [Lease] names the
-// attempt it holds, and [Ledger.Heartbeat] and [Ledger.Finish] fail with
+// attempt it holds, and [Leaser.Heartbeat] and [Leaser.Finish] fail with
 // [ErrFenced] once a newer attempt has taken the partition over, so a
 // worker that stalled past its lease cannot record a result over the
 // newer one. Leases are judged by the ledger's clock, never a worker's,
@@ -31,70 +31,18 @@ import (
 // memledger.New is the in-memory implementation; the SQL ledgers live
 // in their own modules. ledgertest.Run checks any implementation.
 type Ledger interface {
-	// Claim starts a new attempt at each partition of req, all or none,
-	// under a lease of req.Lease. It fails with an error matching
-	// [ErrNotClaimable] when any partition is held under a live lease
-	// by another attempt or its history does not call for a run under
-	// req.Policy, when req.Backfill was canceled (then also matching
-	// [ErrBackfillCanceled]), when req.NotBefore is after the ledger's
-	// clock (then an [*EarlyError], which says how long to wait), or
-	// when, for a backfill's claim, another version of the DAG landed or
-	// holds a partition since the backfill was created
-	// ([ClaimRequest.JudgeVersion]; a landed one also matches
-	// [ErrSuperseded]). A partition whose
-	// holder's lease has expired is taken over: the stale attempt is
-	// recorded failed and the new one starts.
-	Claim(ctx context.Context, req ClaimRequest) (*Lease, error)
+	Reader
+	Leaser
+	Writer
+}
 
-	// ClaimNext hands the next jobs of a backfill to one of the workers
-	// that share it, so that they never race for a partition. req.Jobs
-	// are the jobs the worker would run next, in the backfill's order;
-	// ClaimNext examines them in that order and claims, each under a
-	// lease of its own as [Ledger.Claim] would, the first req.Want that
-	// are claimable, in one atomic step.
-	//
-	// The ledger keeps a cursor for each DAG, backfill and order: the
-	// start of the last job it examined for any worker ([Job.Start]),
-	// and the revision at which it moved. When the cursor moved after
-	// req.Revision (another worker was handed jobs after this worker's
-	// plan was made), the jobs at or before it in the order are passed
-	// over without being read: they were examined for that worker. The
-	// others are judged as Claim judges a partition; those another
-	// transaction is claiming at that moment are passed over too, and
-	// never waited for. The cursor then moves to the last job examined,
-	// unless every job was passed over: then it stays, so that it never
-	// moves back over jobs it was given to others.
-	//
-	// It returns one [Grant] for each job examined, in order: the first
-	// len(grants) of req.Jobs; a job left unexamined (Want was reached)
-	// can be given again. A job not granted, passed over or refused,
-	// has an error matching [ErrNotClaimable]. A canceled backfill fails
-	// the call, claiming nothing, with an error matching both
-	// [ErrBackfillCanceled] and ErrNotClaimable ([CanceledError]).
-	ClaimNext(ctx context.Context, req NextRequest) ([]Grant, error)
-
-	// Release withdraws the attempts of a lease whose partitions never
-	// started running (a worker claimed ahead of what it ran, then
-	// stopped): each partition's history is as if the lease had never
-	// been claimed, so that no rerun policy counts it as a run. Release
-	// moves the DAG's revision, but, as a lease that expires,
-	// it is not a change [Ledger.RevisionIn] reports. An attempt that the
-	// lease took over stays failed, as the takeover recorded it. It fails with
-	// [ErrFenced], withdrawing nothing, when any partition has been
-	// taken over or finished.
-	Release(ctx context.Context, lease *Lease) error
-
-	// Heartbeat extends the lease by d from now. It fails with
-	// [ErrFenced] when the lease no longer holds the latest attempt of
-	// every partition.
-	Heartbeat(ctx context.Context, lease *Lease, d time.Duration) error
-
-	// Finish records the outcome of each leased partition (outcomes[i]
-	// for lease.Partitions[i]) and ends the lease. It fails with
-	// [ErrFenced], recording nothing, when any partition has been taken
-	// over.
-	Finish(ctx context.Context, lease *Lease, outcomes []Outcome) error
-
+// A Reader reads a ledger: the attempts of a DAG's partitions, its
+// revision, its recent successes, the backfills' records and the
+// schedule's pause. It is all that a backfill's status, grid, plan and
+// watch, and the pages that draw them, need, and all that a ledger
+// opened for reading offers (sqlite.OpenReader, postgres.OpenReader),
+// so that a program which only reads cannot write by mistake.
+type Reader interface {
 	// Latest yields the latest attempt of each recorded partition of dag
 	// whose start lies in [from, to), oldest partition first.
 	Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[Attempt, error]
@@ -128,16 +76,98 @@ type Ledger interface {
 	// n < 1 or a DAG with no success.
 	RecentSuccesses(ctx context.Context, dag string, n int) ([]Attempt, error)
 
-	// PutBackfill records a backfill if its ID is new and returns the
-	// stored record either way.
-	PutBackfill(ctx context.Context, b BackfillRecord) (BackfillRecord, error)
-
 	// Backfill returns the record of a backfill, or an error matching
 	// [ErrUnknownBackfill].
 	Backfill(ctx context.Context, id string) (BackfillRecord, error)
 
 	// Backfills returns every recorded backfill, oldest first.
 	Backfills(ctx context.Context) ([]BackfillRecord, error)
+
+	// SchedulePause returns the pause of the schedule of dag as
+	// [Writer.SetSchedulePause] last changed it: the zero value when it
+	// never did.
+	SchedulePause(ctx context.Context, dag string) (SchedulePause, error)
+}
+
+// A Leaser runs partitions under leases: it claims them, renews and
+// releases the leases, and records each attempt's outcome, fenced so
+// that a stale holder records nothing. A worker's backfill and a
+// scheduler use it; a ledger may also be a [BatchFinisher], its optional
+// extension.
+type Leaser interface {
+	// Claim starts a new attempt at each partition of req, all or none,
+	// under a lease of req.Lease. It fails with an error matching
+	// [ErrNotClaimable] when any partition is held under a live lease
+	// by another attempt or its history does not call for a run under
+	// req.Policy, when req.Backfill was canceled (then also matching
+	// [ErrBackfillCanceled]), when req.NotBefore is after the ledger's
+	// clock (then an [*EarlyError], which says how long to wait), or
+	// when, for a backfill's claim, another version of the DAG landed or
+	// holds a partition since the backfill was created
+	// ([ClaimRequest.JudgeVersion]; a landed one also matches
+	// [ErrSuperseded]). A partition whose
+	// holder's lease has expired is taken over: the stale attempt is
+	// recorded failed and the new one starts.
+	Claim(ctx context.Context, req ClaimRequest) (*Lease, error)
+
+	// ClaimNext hands the next jobs of a backfill to one of the workers
+	// that share it, so that they never race for a partition. req.Jobs
+	// are the jobs the worker would run next, in the backfill's order;
+	// ClaimNext examines them in that order and claims, each under a
+	// lease of its own as [Leaser.Claim] would, the first req.Want that
+	// are claimable, in one atomic step.
+	//
+	// The ledger keeps a cursor for each DAG, backfill and order: the
+	// start of the last job it examined for any worker ([Job.Start]),
+	// and the revision at which it moved. When the cursor moved after
+	// req.Revision (another worker was handed jobs after this worker's
+	// plan was made), the jobs at or before it in the order are passed
+	// over without being read: they were examined for that worker. The
+	// others are judged as Claim judges a partition; those another
+	// transaction is claiming at that moment are passed over too, and
+	// never waited for. The cursor then moves to the last job examined,
+	// unless every job was passed over: then it stays, so that it never
+	// moves back over jobs it was given to others.
+	//
+	// It returns one [Grant] for each job examined, in order: the first
+	// len(grants) of req.Jobs; a job left unexamined (Want was reached)
+	// can be given again. A job not granted, passed over or refused,
+	// has an error matching [ErrNotClaimable]. A canceled backfill fails
+	// the call, claiming nothing, with an error matching both
+	// [ErrBackfillCanceled] and ErrNotClaimable ([CanceledError]).
+	ClaimNext(ctx context.Context, req NextRequest) ([]Grant, error)
+
+	// Release withdraws the attempts of a lease whose partitions never
+	// started running (a worker claimed ahead of what it ran, then
+	// stopped): each partition's history is as if the lease had never
+	// been claimed, so that no rerun policy counts it as a run. Release
+	// moves the DAG's revision, but, as a lease that expires,
+	// it is not a change [Reader.RevisionIn] reports. An attempt that the
+	// lease took over stays failed, as the takeover recorded it. It fails with
+	// [ErrFenced], withdrawing nothing, when any partition has been
+	// taken over or finished.
+	Release(ctx context.Context, lease *Lease) error
+
+	// Heartbeat extends the lease by d from now. It fails with
+	// [ErrFenced] when the lease no longer holds the latest attempt of
+	// every partition.
+	Heartbeat(ctx context.Context, lease *Lease, d time.Duration) error
+
+	// Finish records the outcome of each leased partition (outcomes[i]
+	// for lease.Partitions[i]) and ends the lease. It fails with
+	// [ErrFenced], recording nothing, when any partition has been taken
+	// over.
+	Finish(ctx context.Context, lease *Lease, outcomes []Outcome) error
+}
+
+// A Writer records backfills and an operator's amendments to them and
+// to a DAG's schedule: a cancel, a resume, a pause. It is what the
+// write commands of a program and the pages' write actions need beside
+// a [Reader].
+type Writer interface {
+	// PutBackfill records a backfill if its ID is new and returns the
+	// stored record either way.
+	PutBackfill(ctx context.Context, b BackfillRecord) (BackfillRecord, error)
 
 	// CancelBackfill marks a backfill canceled, recording when
 	// (BackfillRecord.CanceledAt) unless it was canceled already:
@@ -164,18 +194,13 @@ type Ledger interface {
 	// what it stored. Pausing a paused schedule, or resuming one that is
 	// not paused, changes nothing: the pause in force keeps who paused
 	// it and since when. Every scheduler of dag reads it
-	// ([Ledger.SchedulePause]) before it starts a slot; backfills and
+	// ([Reader.SchedulePause]) before it starts a slot; backfills and
 	// runs by hand ignore it.
 	SetSchedulePause(ctx context.Context, dag string, p SchedulePause) (SchedulePause, error)
-
-	// SchedulePause returns the pause of the schedule of dag as
-	// [Ledger.SetSchedulePause] last changed it: the zero value when it
-	// never did.
-	SchedulePause(ctx context.Context, dag string) (SchedulePause, error)
 }
 
 // SchedulePause says whether an operator paused the schedule of a DAG,
-// who and why ([Ledger.SetSchedulePause]). A paused schedule starts no
+// who and why ([Writer.SetSchedulePause]). A paused schedule starts no
 // slot; the slots that come due meanwhile are missed, as while no
 // scheduler runs.
 type SchedulePause struct {
@@ -188,7 +213,7 @@ type SchedulePause struct {
 	Since, PausedAt time.Time
 }
 
-// CancelOptions are the options of [Ledger.CancelBackfill]; the zero
+// CancelOptions are the options of [Writer.CancelBackfill]; the zero
 // value cancels the backfill and lets its running partitions finish.
 // Options added later keep that meaning at their zero values.
 type CancelOptions struct {
@@ -296,9 +321,13 @@ type ClaimRequest struct {
 	// whose clock runs fast cannot start a slot early. Zero, as backfills
 	// and runs by hand leave it, bounds nothing.
 	NotBefore time.Time
+	// Record says that the claim only records outcomes, finished at
+	// once, and runs nothing (a scheduler's record of a slot it skips
+	// or missed): a DAG's limit ([Limiter]) does not hold it back.
+	Record bool
 }
 
-// NextRequest asks [Ledger.ClaimNext] for the next jobs of a backfill.
+// NextRequest asks [Leaser.ClaimNext] for the next jobs of a backfill.
 type NextRequest struct {
 	DAG      string // the DAG's identity
 	Backfill string // the backfill's id; never ""
@@ -322,7 +351,7 @@ type NextRequest struct {
 	CodeVersion string
 }
 
-// Job is one claim of [Ledger.ClaimNext]: a partition, or a chunk of
+// Job is one claim of [Leaser.ClaimNext]: a partition, or a chunk of
 // adjacent partitions claimed all or none, and the run that will
 // materialize it.
 type Job struct {
@@ -334,7 +363,7 @@ type Job struct {
 // records.
 func (j Job) Start() time.Time { return j.Partitions[0].Start }
 
-// Grant is what [Ledger.ClaimNext] did with one job: the Lease that
+// Grant is what [Leaser.ClaimNext] did with one job: the Lease that
 // claims it, or the error, matching [ErrNotClaimable], that says why
 // not.
 type Grant struct {
@@ -343,7 +372,7 @@ type Grant struct {
 }
 
 // Claim returns the ClaimRequest that claims job j of req, as
-// [Ledger.Claim] takes it.
+// [Leaser.Claim] takes it.
 func (req NextRequest) Claim(j Job) ClaimRequest {
 	return ClaimRequest{DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: j.RunID,
 		Partitions: j.Partitions, Lease: req.Lease, Policy: req.Policy, Revision: req.Revision, Trigger: req.Trigger, CodeVersion: req.CodeVersion}
@@ -487,7 +516,7 @@ type BackfillRecord struct {
 	// DAGName is the DAG's name (tranche.DAG.Name) as the last run of
 	// the backfill gave it: a label, not part of any identity, so that
 	// a renamed DAG keeps its history ("" when none was given, or by a
-	// ledger older than the field). [Ledger.PutBackfill] of a recorded
+	// ledger older than the field). [Writer.PutBackfill] of a recorded
 	// backfill with another non-empty DAGName renames it.
 	DAGName string
 	Window  string // the window's text form
@@ -501,7 +530,7 @@ type BackfillRecord struct {
 	CanceledAt time.Time // when it was last canceled; zero if never (or by a ledger older than the field)
 	ResumedAt  time.Time // when it was last resumed; zero if never
 	// StopRunning: canceled with its running partitions to stop
-	// ([Ledger.CancelBackfill] with CancelOptions.StopRunning); cleared on resume.
+	// ([Writer.CancelBackfill] with CancelOptions.StopRunning); cleared on resume.
 	StopRunning bool
 }
 

@@ -91,7 +91,7 @@ const (
 	ActionSkipSuperseded Action = "skip: landed by a newer version"
 )
 
-// Judge applies the claim rules of [Ledger.Claim] to a partition whose
+// Judge applies the claim rules of [Leaser.Claim] to a partition whose
 // latest attempt is latest (nil if none), at the ledger's time now, under
 // req's Policy ("" is RerunFailed) and Revision.
 func (req ClaimRequest) Judge(latest *Attempt, now time.Time) Action {
@@ -253,7 +253,7 @@ func (l *Lease) CheckHeld(i int, latest *Attempt) error {
 	return nil
 }
 
-// CheckOutcomes checks what [Ledger.Finish] is given: one terminal outcome
+// CheckOutcomes checks what [Leaser.Finish] is given: one terminal outcome
 // per leased partition.
 func (l *Lease) CheckOutcomes(outcomes []Outcome) error {
 	if len(outcomes) != len(l.Partitions) {
@@ -267,7 +267,7 @@ func (l *Lease) CheckOutcomes(outcomes []Outcome) error {
 	return nil
 }
 
-// Validate checks a request of [Ledger.ClaimNext] as [ClaimRequest.Validate]
+// Validate checks a request of [Leaser.ClaimNext] as [ClaimRequest.Validate]
 // checks a claim, each job as the partitions of one claim: a backfill, a
 // positive Want, at least one job, each with partitions, and jobs in the
 // request's order, no two sharing a partition.
@@ -330,7 +330,7 @@ func (e canceledError) Is(target error) bool {
 	return target == ErrNotClaimable || target == ErrBackfillCanceled
 }
 
-// PassedError is the error of a job that [Ledger.ClaimNext] passed over:
+// PassedError is the error of a job that [Leaser.ClaimNext] passed over:
 // the cursor had moved past it for another worker, or another
 // transaction was claiming it.
 func PassedError(j Job) error {

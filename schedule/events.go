@@ -36,7 +36,7 @@ const (
 	// scheduler on the ledger takes the slot over and runs it again, as
 	// after a crash. A slot whose context ended while it waited for a
 	// place in the Budget never ran: its claim is withdrawn
-	// ([ledger.Ledger.Release]), and the slot is claimable at once.
+	// ([ledger.Leaser.Release]), and the slot is claimable at once.
 	KindInterrupted tranche.Kind = "slot.interrupted"
 
 	KindHeld      tranche.Kind = "slot.held"      // another worker (a replica, a backfill) runs the slot; it is watched until that ends
@@ -71,6 +71,14 @@ const (
 	// slot is run, or not, at its close, as it should be.
 	KindEarly tranche.Kind = "slot.early"
 
+	// KindLimited reports a slot whose claim the DAG's limit refused
+	// ([ledger.Limiter]): as many runs as the limit allows hold leases
+	// (Err says how many). The ledger records the slot's demand, so
+	// that no backfill starts a partition before it; it is claimed again
+	// every few tens of milliseconds, and runs once a run ends. Sent
+	// once a slot.
+	KindLimited tranche.Kind = "slot.limited"
+
 	// KindQueue reports a change in the number of due slots this
 	// scheduler waits to run (queued behind a running one, or held by
 	// another worker): the attribute queued. It is DEBUG.
@@ -94,7 +102,7 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	case KindEarly, KindQueue:
 		return slog.LevelDebug, true
 	case KindStarted, KindStopped, KindPaused, KindResumed, KindClaimed, KindSucceeded, KindFailed,
-		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped, KindCanceled:
+		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped, KindCanceled, KindLimited:
 		return slog.LevelInfo, true
 	}
 	return 0, false

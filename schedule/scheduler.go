@@ -582,7 +582,16 @@ type slot struct {
 	// byBackfill: the holder is a backfill, whose run is no earlier live
 	// run for the overlap policy.
 	byBackfill bool
+	// limited: the DAG's limit refused the slot's claim (KindLimited
+	// was emitted); claimed again at notBefore, its demand renewed.
+	limited bool
 }
+
+// maxLimitPoll bounds how long a slot that the DAG's limit holds back
+// ([ledger.Limiter]) waits before it is claimed again: its demand, which
+// lasts a lease, holds backfills back meanwhile, and the slot starts
+// within this of a run's end.
+const maxLimitPoll = 100 * time.Millisecond
 
 // superseded is why a run is stopped under OverlapCancelOther: a later
 // slot came due.
@@ -1254,7 +1263,7 @@ func (r *run) record(ctx context.Context, ps []tranche.TimePartition, why string
 	cfg := r.cfg
 	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, ps[0].Start, ps[len(ps)-1].End), Partitions: ps, Lease: cfg.lease, Policy: ledger.RerunNone,
-		Trigger: trigger, NotBefore: cfg.due(ps[len(ps)-1])})
+		Trigger: trigger, NotBefore: cfg.due(ps[len(ps)-1]), Record: true})
 	answered := time.Now()
 	var early *ledger.EarlyError
 	switch {
@@ -1534,6 +1543,15 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 			e.Attrs = append(e.Attrs, slog.Time("ledger_time", early.Now))
 		})
 		return false, nil
+	case errors.Is(err, ledger.ErrLimited):
+		// Claimed again soon, which renews the slot's demand: backfills
+		// start nothing meanwhile, and the slot takes the first room.
+		sl.notBefore = answered.Add(min(cfg.heartbeat/2, maxLimitPoll))
+		if !sl.limited {
+			sl.limited = true
+			r.emit(KindLimited, sl, func(e *tranche.Event) { e.Err = err })
+		}
+		return false, nil
 	case errors.Is(err, ledger.ErrNotClaimable):
 		sl.check, sl.refused = true, true
 		return false, nil
@@ -1604,10 +1622,20 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 			r.s.Budget.Release()
 		}
 	}
-	lost, _ := kept.State()
+	var failure, lost error
+	if waitErr == nil {
+		var byLedger bool
+		failure, byLedger = kept.Verdict(res, runErr, lease.RunID)
+		if byLedger || errors.Is(failure, ledger.ErrFenced) {
+			// Lost, or lapsed by this scheduler's clock: left to its
+			// lease, a slot left running that a scheduler takes over
+			// and runs again.
+			lost = failure
+		}
+	}
 	kept.Release()
 	keeper.Close()
-	succeeded := waitErr == nil && runErr == nil && res.State == tranche.StateSucceeded
+	succeeded := waitErr == nil && failure == nil
 	var stopped *superseded
 	if !succeeded && r.ctx.Err() == nil && lost == nil {
 		errors.As(context.Cause(slotCtx), &stopped)
@@ -1649,10 +1677,7 @@ func (r *run) execute(sl *slot, lease *ledger.Lease, claimed time.Time) {
 			}
 			outcome.Rows = int64(rows)
 		} else {
-			why = runErr
-			if why == nil {
-				why = leases.RunFailed(lease.RunID, res)
-			}
+			why = failure
 			kind, outcome = KindFailed, ledger.Outcome{State: ledger.StateFailed, Err: why.Error(), Ran: took}
 		}
 		finishCtx, cancel := leases.FinishContext(r.ctx)

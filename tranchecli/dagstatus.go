@@ -97,7 +97,7 @@ func (c *call) registeredDAG(name string, records []ledger.BackfillRecord) dagRe
 
 // findDAG returns the DAG arg names, a program's name or a DAG identity
 // that a backfill records, and whether it names one.
-func (c *call) findDAG(ctx context.Context, l ledger.Ledger, arg string) (dagRef, bool, error) {
+func (c *call) findDAG(ctx context.Context, l ledger.Reader, arg string) (dagRef, bool, error) {
 	records, err := l.Backfills(ctx)
 	if err != nil {
 		return dagRef{}, false, err
@@ -128,7 +128,7 @@ func (c *call) findDAG(ctx context.Context, l ledger.Ledger, arg string) (dagRef
 // its open backfill, neither canceled nor done) or resume (canceled true:
 // its canceled one) means when named by the DAG, refusing none and
 // several with what to type instead.
-func (c *call) dagBackfill(ctx context.Context, l ledger.Ledger, d dagRef, canceled bool) (string, error) {
+func (c *call) dagBackfill(ctx context.Context, l ledger.Reader, d dagRef, canceled bool) (string, error) {
 	records, err := l.Backfills(ctx)
 	if err != nil {
 		return "", err
@@ -173,7 +173,7 @@ func (d dagRef) nameOrID() string {
 
 // dagStatus writes the status of a DAG: its latest run, its latest
 // backfill and its scheduler, as text or JSON.
-func (c *call) dagStatus(ctx context.Context, l ledger.Ledger, d dagRef) error {
+func (c *call) dagStatus(ctx context.Context, l ledger.Reader, d dagRef) error {
 	sum, err := backfill.SummaryOf(ctx, l, d.id, d.g, d.loc, time.Now())
 	if err != nil {
 		return err
@@ -325,7 +325,7 @@ func age(d time.Duration) string {
 
 // writeDAGs writes the DAGs section of ls: a line per DAG with its latest
 // run, its latest backfill and its scheduler.
-func (c *call) writeDAGs(ctx context.Context, l ledger.Ledger, records []ledger.BackfillRecord) error {
+func (c *call) writeDAGs(ctx context.Context, l ledger.Reader, records []ledger.BackfillRecord) error {
 	dags := c.dags(records)
 	if len(dags) == 0 {
 		return nil

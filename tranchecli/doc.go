@@ -18,17 +18,17 @@
 //
 // A program that opens its ledger itself sets [Program.OpenLedger], and
 // the ledger is named by --ledger or $TRANCHE_LEDGER with an address as
-// [ledger.ParseAddress] reads it, the same in every program and in the
+// [address.Parse] reads it, the same in every program and in the
 // tranche command: sqlite:PATH (sqlite:///abs/path too),
 // postgres://user@host:5432/database?schema=NAME, or
 // postgres:host=HOST dbname=DATABASE schema=NAME. The program links the
 // drivers it chooses (sqlite.OpenLedger, postgres.OpenLedger, or a
-// function choosing between them by [ledger.Address.Scheme]). The read
+// function choosing between them by [address.Address.Scheme]). The read
 // commands (ls, status, history, plan) open the ledger for
-// [ledger.AccessRead]: they never create, migrate or write it, so that
+// [address.AccessRead]: they never create, migrate or write it, so that
 // a read-only file or a role allowed only SELECT can be read; cancel
-// pause and unpause open it for [ledger.AccessWrite], and resume, run and schedule, which
-// run backfills, for [ledger.AccessCreate].
+// pause and unpause open it for [address.AccessWrite], and resume, run and schedule, which
+// run backfills, for [address.AccessCreate].
 //
 // # Subcommands
 //

@@ -33,7 +33,7 @@ func defaultBy() string {
 // pauseOf returns the ledger, the DAG the command names (its name or
 // identity) and its schedule's pause.
 func (c *call) pauseOf(ctx context.Context) (ledger.Ledger, dagRef, ledger.SchedulePause, error) {
-	l, err := c.getLedger(ctx)
+	l, err := c.writer(ctx)
 	if err != nil {
 		return nil, dagRef{}, ledger.SchedulePause{}, err
 	}

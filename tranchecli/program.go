@@ -18,6 +18,7 @@ import (
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/cliargs"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/schedule"
 )
 
@@ -41,15 +42,15 @@ type Program struct {
 	Ledger ledger.Ledger
 
 	// OpenLedger opens the ledger the flag or the variable names, an
-	// address that [ledger.ParseAddress] reads (sqlite:PATH,
+	// address that [address.Parse] reads (sqlite:PATH,
 	// postgres://…, postgres:KEY=VALUE…), for what the subcommand does
-	// to it: ls, status, history and plan ask for [ledger.AccessRead]
+	// to it: ls, status, history and plan ask for [address.AccessRead]
 	// and so never create, migrate or write the ledger; cancel for
-	// [ledger.AccessWrite]; resume, run and schedule, which run
-	// backfills, for [ledger.AccessCreate]. sqlite.OpenLedger and
+	// [address.AccessWrite]; resume, run and schedule, which run
+	// backfills, for [address.AccessCreate]. sqlite.OpenLedger and
 	// postgres.OpenLedger are such functions; the program links the
 	// drivers it chooses.
-	OpenLedger ledger.OpenFunc
+	OpenLedger address.OpenFunc
 
 	// Open, when OpenLedger is nil, is given the flag's or the
 	// variable's text as it is, whatever the subcommand: it is the
@@ -192,7 +193,7 @@ func unprefixed(err error) string {
 // A command is one subcommand.
 type command struct {
 	name, args, summary string
-	access              ledger.Access              // what it does to the ledger, which it is opened for
+	access              address.Access             // what it does to the ledger, which it is opened for
 	help                string                     // what help says beyond the summary; "" for nothing
 	min, max            int                        // how many arguments it takes
 	flags               func(*call, *flag.FlagSet) // its flags beyond --ledger
@@ -210,13 +211,13 @@ var commands = []*command{
 	{name: "ls", summary: "list the backfills of the ledger", flags: readFlags, run: runLs},
 	{name: "status", args: "ID", min: 1, max: 1, summary: "a backfill's progress, why it is stuck, and its partitions as a grid", flags: statusFlags, run: runStatus},
 	{name: "history", args: "ID KEY", min: 2, max: 2, summary: "every attempt at a partition of a backfill", flags: readFlags, run: runHistory},
-	{name: "cancel", args: "ID", min: 1, max: 1, access: ledger.AccessWrite, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
-	{name: "resume", args: "ID", min: 1, max: 1, access: ledger.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
-	{name: "pause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "pause a DAG's schedule: its schedulers, in every process, start no slot until unpaused", flags: pauseFlags, run: runPause},
-	{name: "unpause", args: "DAG", min: 1, max: 1, access: ledger.AccessWrite, summary: "resume a DAG's paused schedule", flags: pauseFlags, run: runUnpause},
+	{name: "cancel", args: "ID", min: 1, max: 1, access: address.AccessWrite, summary: "cancel a backfill: workers claim nothing more for it", flags: cancelFlags, run: runCancel},
+	{name: "resume", args: "ID", min: 1, max: 1, access: address.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
+	{name: "pause", args: "DAG", min: 1, max: 1, access: address.AccessWrite, summary: "pause a DAG's schedule: its schedulers, in every process, start no slot until unpaused", flags: pauseFlags, run: runPause},
+	{name: "unpause", args: "DAG", min: 1, max: 1, access: address.AccessWrite, summary: "resume a DAG's paused schedule", flags: pauseFlags, run: runUnpause},
 	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan, needsDAGs: true},
-	{name: "run", args: "DAG", min: 1, max: 1, access: ledger.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun, needsDAGs: true},
-	{name: "schedule", args: "[DAG...]", max: math.MaxInt, access: ledger.AccessCreate, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
+	{name: "run", args: "DAG", min: 1, max: 1, access: address.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun, needsDAGs: true},
+	{name: "schedule", args: "[DAG...]", max: math.MaxInt, access: address.AccessCreate, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,
 		flags: scheduleFlags, run: runSchedule, needsDAGs: true},
 	{name: "serve", summary: "serve the backfills and DAGs as web pages, which plan and start backfills with --allow-writes", help: serveHelp,
 		flags: serveFlags, run: runServe, programOnly: true},
@@ -243,9 +244,9 @@ type call struct {
 	fs             *flag.FlagSet
 	args           []string
 	opt            options
-	ledger         ledger.Ledger
+	ledger         ledger.Reader
 	closer         io.Closer
-	access         ledger.Access // what the ledger is opened for, beyond the command's: serve's writes
+	access         address.Access // what the ledger is opened for, beyond the command's: serve's writes
 
 	staleCount  int    // status: the backfill's stale partitions
 	codeVersion string // status: the code version they were judged by
@@ -372,8 +373,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// getLedger returns the program's ledger, opening it the first time.
-func (c *call) getLedger(ctx context.Context) (ledger.Ledger, error) {
+// reader returns the program's ledger, opening it the first time for
+// what the command does to it: for ls, status, history and plan a
+// reader alone, which has no method that writes.
+func (c *call) reader(ctx context.Context) (ledger.Reader, error) {
 	if c.ledger != nil {
 		return c.ledger, nil
 	}
@@ -388,14 +391,14 @@ func (c *call) getLedger(ctx context.Context) (ledger.Ledger, error) {
 	if url == "" {
 		return nil, badUsage("no ledger: give --ledger URL or set $%s", LedgerEnv)
 	}
-	var l ledger.Ledger
+	var l ledger.Reader
 	switch {
 	case c.p.OpenLedger != nil:
-		addr, err := ledger.ParseAddress(url)
+		addr, err := address.Parse(url)
 		if err != nil {
 			return nil, badUsage("%v", err)
 		}
-		if l, err = c.p.OpenLedger(ctx, addr, max(c.cmd.access, c.access)); err != nil {
+		if l, err = c.p.OpenLedger(ctx, addr, c.accessNeeded()); err != nil {
 			return nil, err
 		}
 	case c.p.Open != nil:
@@ -409,6 +412,24 @@ func (c *call) getLedger(ctx context.Context) (ledger.Ledger, error) {
 	c.ledger = l
 	if cl, ok := l.(io.Closer); ok {
 		c.closer = cl
+	}
+	return l, nil
+}
+
+// accessNeeded is what the command does to the ledger.
+func (c *call) accessNeeded() address.Access { return max(c.cmd.access, c.access) }
+
+// writer returns the program's ledger for a command that writes it
+// (cancel, resume, pause, run, schedule, serve's writes), opening it the
+// first time.
+func (c *call) writer(ctx context.Context) (ledger.Ledger, error) {
+	r, err := c.reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := r.(ledger.Ledger)
+	if !ok {
+		return nil, fmt.Errorf("tranchecli: the ledger opened for access %v is a %T, which cannot write: an OpenLedger function must return a ledger.Ledger for access write and create", c.accessNeeded(), r)
 	}
 	return l, nil
 }

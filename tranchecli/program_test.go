@@ -17,6 +17,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 	"github.com/tranche-dev/tranche/tranchecli"
 )
@@ -863,7 +864,7 @@ func TestOpenLedgerAccess(t *testing.T) {
 	mem := memledger.New(nil)
 	var got []string
 	p := &tranchecli.Program{
-		OpenLedger: func(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
+		OpenLedger: func(ctx context.Context, addr address.Address, access address.Access) (ledger.Reader, error) {
 			got = append(got, addr.Scheme+":"+addr.Path+" "+access.String())
 			return mem, nil
 		},
@@ -894,5 +895,49 @@ func TestOpenLedgerAccess(t *testing.T) {
 	p.Stderr = &stderr
 	if code := p.Main(t.Context(), []string{"ls", "--ledger", "x.db"}); code != 2 || len(got) != 0 || !strings.Contains(stderr.String(), "did you mean sqlite:x.db?") {
 		t.Errorf("ls of a bare path: exit %d, opened %q; want 2, nothing opened, and the address it may mean:\n%s", code, got, stderr.String())
+	}
+}
+
+// TestReadCommandsOnReader gives the commands a reader alone, with no
+// method that writes, as sqlite.OpenLedger returns for reading: ls,
+// plan, status and history run on it, and a write command given one for
+// writing refuses, saying why.
+func TestReadCommandsOnReader(t *testing.T) {
+	var f faults
+	mem := memledger.New(nil)
+	dag := eventsDAG(t, &f)
+	week := []string{"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-03T00:00:00Z"}
+	run := &tranchecli.Program{Ledger: mem, DAGs: map[string]*tranche.DAG{"events": dag},
+		Stdout: new(bytes.Buffer), Stderr: new(bytes.Buffer), Stdin: strings.NewReader("")}
+	if code := run.Main(t.Context(), append([]string{"run", "events", "--yes"}, week...)); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, run.Stderr)
+	}
+	records, err := mem.Backfills(t.Context())
+	if err != nil || len(records) != 1 {
+		t.Fatalf("Backfills = %v, %v; want one", records, err)
+	}
+	id := records[0].ID
+	type readerOnly struct{ ledger.Reader }
+	for _, args := range [][]string{{"ls"}, append([]string{"plan", "events"}, week...), {"status", id}, {"history", id, "2026-01-01"}} {
+		var stdout, stderr bytes.Buffer
+		p := &tranchecli.Program{
+			OpenLedger: func(ctx context.Context, addr address.Address, access address.Access) (ledger.Reader, error) {
+				return readerOnly{mem}, nil
+			},
+			DAGs: map[string]*tranche.DAG{"events": dag}, Stdout: &stdout, Stderr: &stderr, Stdin: strings.NewReader(""),
+		}
+		if code := p.Main(t.Context(), append(args, "--ledger", "sqlite:x.db")); code != 0 || stdout.Len() == 0 {
+			t.Errorf("%s on a reader alone: exit %d, %d bytes out; want 0 and its answer\n%s", strings.Join(args, " "), code, stdout.Len(), stderr.String())
+		}
+	}
+	var stderr bytes.Buffer
+	p := &tranchecli.Program{
+		OpenLedger: func(ctx context.Context, addr address.Address, access address.Access) (ledger.Reader, error) {
+			return readerOnly{mem}, nil
+		},
+		Stdout: new(bytes.Buffer), Stderr: &stderr, Stdin: strings.NewReader(""),
+	}
+	if code := p.Main(t.Context(), []string{"cancel", id, "--ledger", "sqlite:x.db"}); code == 0 || !strings.Contains(stderr.String(), "cannot write") {
+		t.Errorf("cancel given a reader alone: exit %d; want a refusal saying it cannot write\n%s", code, stderr.String())
 	}
 }

@@ -25,13 +25,13 @@ import (
 // registers it, or else than the DAG's newest success. It returns the
 // code version it judged by. The DAG's recent successes tell whether
 // any code version is declared; only then is every partition read.
-func (c *call) stale(ctx context.Context, l ledger.Ledger, s *backfill.Status) ([]tranche.TimePartition, string, error) {
+func (c *call) stale(ctx context.Context, l ledger.Reader, s *backfill.Status) ([]tranche.TimePartition, string, error) {
 	recent, err := l.RecentSuccesses(ctx, s.Record.DAG, 20)
 	if err != nil {
 		return nil, "", err
 	}
 	version, known := "", false
-	if b, _, err := c.registered(s.Record, l); err == nil && b != nil {
+	if b, _, err := c.registered(s.Record); err == nil && b != nil {
 		version, known = backfill.CodeVersion(b.DAG), true
 	}
 	if !known {
@@ -73,7 +73,7 @@ const minPrefix = 4
 // minPrefix characters or more, when only one does. An empty arg is bad
 // usage; an arg that names nothing is refused with what lists them, and
 // a prefix of several ids with those ids.
-func (c *call) resolve(ctx context.Context, l ledger.Ledger, arg string) (id string, d dagRef, isDAG bool, err error) {
+func (c *call) resolve(ctx context.Context, l ledger.Reader, arg string) (id string, d dagRef, isDAG bool, err error) {
 	if strings.TrimSpace(arg) == "" {
 		return "", d, false, badUsage("an empty ID: give a backfill's id (or its first %d characters or more) or a DAG's name", minPrefix)
 	}
@@ -111,7 +111,7 @@ func (c *call) resolve(ctx context.Context, l ledger.Ledger, arg string) (id str
 // backfillID returns the id of the backfill arg names, as resolve reads
 // it; a DAG stands for its backfill that cancel (canceled false) or
 // resume (canceled true) means (see dagBackfill).
-func (c *call) backfillID(ctx context.Context, l ledger.Ledger, arg string, canceled bool) (string, error) {
+func (c *call) backfillID(ctx context.Context, l ledger.Reader, arg string, canceled bool) (string, error) {
 	id, d, isDAG, err := c.resolve(ctx, l, arg)
 	if err != nil || !isDAG {
 		return id, err
@@ -120,7 +120,7 @@ func (c *call) backfillID(ctx context.Context, l ledger.Ledger, arg string, canc
 }
 
 func runLs(ctx context.Context, c *call) error {
-	l, err := c.getLedger(ctx)
+	l, err := c.reader(ctx)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func runStatus(ctx context.Context, c *call) error {
 	if c.opt.interval <= 0 {
 		return badUsage("--interval %v: want a positive interval", c.opt.interval)
 	}
-	l, err := c.getLedger(ctx)
+	l, err := c.reader(ctx)
 	if err != nil {
 		return err
 	}
@@ -317,7 +317,7 @@ type pace struct {
 // partitions are running, not a reason it is stuck, and leave s.Blocked.
 // The time left is the median of the DAG's recent successes for every
 // round of the partitions left, as many at once as run now.
-func (c *call) triage(ctx context.Context, l ledger.Ledger, s *backfill.Status) (pace, error) {
+func (c *call) triage(ctx context.Context, l ledger.Reader, s *backfill.Status) (pace, error) {
 	var pc pace
 	if s.Done() {
 		return pc, nil
@@ -442,7 +442,7 @@ func ended(s *backfill.Status) bool {
 // backfill that looks stopped is read again one interval later, so that
 // a worker between a failure and its next claim is not taken for one
 // that gave up.
-func (c *call) watch(ctx context.Context, l ledger.Ledger, id string) error {
+func (c *call) watch(ctx context.Context, l ledger.Reader, id string) error {
 	for s, err := range backfill.Watch(ctx, l, id, c.opt.interval) {
 		if err != nil {
 			return err
@@ -506,7 +506,7 @@ func (c *call) watchLine(s *backfill.Status, pc pace) {
 }
 
 func runHistory(ctx context.Context, c *call) error {
-	l, err := c.getLedger(ctx)
+	l, err := c.reader(ctx)
 	if err != nil {
 		return err
 	}
@@ -624,7 +624,7 @@ func (c *call) gridStyle() gridStyle {
 
 // dagLabelOf names the DAG of record in text: the program's name of it,
 // else the newest name its backfills recorded, beside its identity.
-func (c *call) dagLabelOf(ctx context.Context, l ledger.Ledger, record ledger.BackfillRecord) string {
+func (c *call) dagLabelOf(ctx context.Context, l ledger.Reader, record ledger.BackfillRecord) string {
 	records, err := l.Backfills(ctx)
 	if err != nil {
 		records = []ledger.BackfillRecord{record}

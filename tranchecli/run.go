@@ -87,10 +87,11 @@ func runPlan(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	if b.Ledger, err = c.getLedger(ctx); err != nil {
+	l, err := c.reader(ctx)
+	if err != nil {
 		return err
 	}
-	plan, err := b.Plan(ctx)
+	plan, err := b.PlanFrom(ctx, l)
 	if err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func runRun(ctx context.Context, c *call) error {
 	if ask && !isTerminal(c.stdin) {
 		return badUsage("standard input is not a terminal, so the plan cannot be confirmed: give --yes to run it without asking, or --dry-run to see it")
 	}
-	if b.Ledger, err = c.getLedger(ctx); err != nil {
+	if b.Ledger, err = c.writer(ctx); err != nil {
 		return err
 	}
 	plan, err := b.Plan(ctx)
@@ -201,7 +202,7 @@ func runResume(ctx context.Context, c *call) error {
 	if err := c.checkPolicies(); err != nil {
 		return err
 	}
-	l, err := c.getLedger(ctx)
+	l, err := c.writer(ctx)
 	if err != nil {
 		return err
 	}
@@ -217,7 +218,7 @@ func runResume(ctx context.Context, c *call) error {
 		fmt.Fprintf(c.stdout, "Backfill %s is not canceled: nothing to resume; nothing was changed. Its workers run it; 'run' runs a backfill of a registered DAG here.\n", id)
 		return exitErr(exitNothing)
 	}
-	b, name, err := c.registered(record, l)
+	b, name, err := c.registered(record)
 	if err != nil {
 		return err
 	}
@@ -229,15 +230,16 @@ func runResume(ctx context.Context, c *call) error {
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, record.Window)
+	b.Ledger = l
 	b.OnEvent = backfill.NewProgressReporter(c.stdout)
 	res, err := b.Resume(ctx)
 	return c.report(res, err)
 }
 
 // registered returns the backfill of the record over the registered DAG
-// it was made of, and the DAG's name, or nil when no registered DAG
-// matches its identity.
-func (c *call) registered(record ledger.BackfillRecord, l ledger.Ledger) (*backfill.Backfill, string, error) {
+// it was made of, its Ledger unset, and the DAG's name, or nil when no
+// registered DAG matches its identity.
+func (c *call) registered(record ledger.BackfillRecord) (*backfill.Backfill, string, error) {
 	w, err := tranche.ParseTimePartitionWindow(record.Window)
 	if err != nil {
 		return nil, "", fmt.Errorf("backfill %s: its recorded window: %w", record.ID, err)
@@ -248,7 +250,7 @@ func (c *call) registered(record ledger.BackfillRecord, l ledger.Ledger) (*backf
 			continue
 		}
 		b := &backfill.Backfill{
-			DAG: dag, Window: w, Ledger: l, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: record.Chunk,
+			DAG: dag, Window: w, Runner: c.p.Runner, Worker: c.p.Worker, ChunkSize: record.Chunk,
 			Rerun: c.opt.rerun, OnFailure: c.opt.onFailure, Concurrency: c.opt.maxConcurrency, Lease: c.opt.lease,
 		}
 		for _, start := range record.Partitions {
@@ -270,7 +272,7 @@ func (c *call) registered(record ledger.BackfillRecord, l ledger.Ledger) (*backf
 }
 
 func runCancel(ctx context.Context, c *call) error {
-	l, err := c.getLedger(ctx)
+	l, err := c.writer(ctx)
 	if err != nil {
 		return err
 	}

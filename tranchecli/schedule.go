@@ -101,7 +101,7 @@ func runSchedule(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	l, err := c.getLedger(ctx)
+	l, err := c.writer(ctx)
 	if err != nil {
 		return err
 	}

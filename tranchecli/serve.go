@@ -15,6 +15,7 @@ import (
 
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/trancheweb"
 )
 
@@ -56,9 +57,16 @@ func runServe(ctx context.Context, c *call) error {
 	default:
 		// The pages cancel, resume and retry, and run the backfills they
 		// start here: the ledger is opened as run opens it.
-		c.access = ledger.AccessCreate
+		c.access = address.AccessCreate
 	}
-	l, err := c.getLedger(ctx)
+	// The pages alone read a reader; the writes need a ledger.
+	var l ledger.Reader
+	var err error
+	if token != "" {
+		l, err = c.writer(ctx)
+	} else {
+		l, err = c.reader(ctx)
+	}
 	if err != nil {
 		return err
 	}

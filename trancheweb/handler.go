@@ -69,7 +69,8 @@ const (
 
 // handler serves the pages of one ledger.
 type handler struct {
-	l     ledger.Ledger
+	l     ledger.Reader // what the pages read
+	w     ledger.Ledger // what the writes write: l, when it is a Ledger
 	opts  Options
 	token [32]byte // the SHA-256 of Options.WriteToken, compared in constant time
 	// origins refuses a browser's write from a page of another origin.
@@ -92,11 +93,18 @@ var assets embed.FS
 // NewHandler returns the handler that serves the backfills of l (see the
 // package documentation for its endpoints). It panics if opts holds a
 // negative MaxCells or Refresh, as http.ServeMux panics on a bad pattern:
-// a program's mistake, not its input's.
-func NewHandler(l ledger.Ledger, opts *Options) http.Handler {
+// a program's mistake, not its input's. The pages only read l; the
+// writes that [Options.WriteToken] enables need it to be a
+// [ledger.Ledger], and NewHandler panics if it is not (a reader alone,
+// as sqlite.OpenReader opens one).
+func NewHandler(l ledger.Reader, opts *Options) http.Handler {
 	h := &handler{l: l, polled: map[string]polled{}, dagPolled: map[string]dagPolled{}}
+	h.w, _ = l.(ledger.Ledger)
 	if opts != nil {
 		h.opts = *opts
+	}
+	if h.opts.WriteToken != "" && h.w == nil {
+		panic(fmt.Sprintf("trancheweb: Options.WriteToken enables writes, and the ledger, a %T, cannot write: give a ledger.Ledger", l))
 	}
 	if h.opts.MaxCells < 0 || h.opts.Refresh < 0 {
 		panic(fmt.Sprintf("trancheweb: MaxCells %d and Refresh %v; want them 0 (the default) or positive", h.opts.MaxCells, h.opts.Refresh))

@@ -66,7 +66,7 @@ func (h *handler) backfillOf(name string, q planQuery) (*backfill.Backfill, erro
 	if h.opts.Backfill != nil {
 		*b = *h.opts.Backfill
 	}
-	b.DAG, b.Ledger, b.Window, b.Partitions = dag, h.l, tranche.TimePartitionWindow{}, nil
+	b.DAG, b.Ledger, b.Window, b.Partitions = dag, h.w, tranche.TimePartitionWindow{}, nil
 	bad := func(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
 	if err := b.Rerun.UnmarshalText([]byte(q.Rerun)); err != nil {
 		return nil, bad("rerun: %v", err)
@@ -170,7 +170,7 @@ func (h *handler) planDataOf(ctx context.Context, name, dag string, q planQuery)
 	if err != nil {
 		return data, err
 	}
-	p, err := b.Plan(ctx)
+	p, err := b.PlanFrom(ctx, h.l) // the plan page reads alone
 	if err != nil {
 		return data, err
 	}
@@ -342,7 +342,7 @@ func (h *handler) registeredBackfill(record ledger.BackfillRecord) (*backfill.Ba
 		if h.opts.Backfill != nil {
 			*b = *h.opts.Backfill
 		}
-		b.DAG, b.Ledger, b.Window, b.Partitions, b.ChunkSize = dag, h.l, w, nil, record.Chunk
+		b.DAG, b.Ledger, b.Window, b.Partitions, b.ChunkSize = dag, h.w, w, nil, record.Chunk
 		b.Rerun, b.Concurrency = ledger.RerunFailed, max(b.Concurrency, 1)
 		for _, start := range record.Partitions {
 			b.Partitions = append(b.Partitions, tranche.PartitionOf(w.Granularity(), start.In(w.Location())))

@@ -52,7 +52,7 @@ func (h *handler) span(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	sl := &spanLedger{Ledger: h.l, from: from, to: to}
+	sl := &spanLedger{Reader: h.l, from: from, to: to}
 	s, err := backfill.StatusOf(r.Context(), sl, id, h.opts.Now())
 	if err != nil {
 		h.fail(w, r, err)
@@ -83,13 +83,13 @@ func (h *handler) span(w http.ResponseWriter, r *http.Request) {
 // start in [from, to), so that backfill.StatusOf reads those alone, and
 // matches their attempts as it matches the whole backfill's.
 type spanLedger struct {
-	ledger.Ledger
+	ledger.Reader
 	from, to time.Time
 	empty    bool // the backfill has no partition in the span
 }
 
 func (s *spanLedger) Backfill(ctx context.Context, id string) (ledger.BackfillRecord, error) {
-	b, err := s.Ledger.Backfill(ctx, id)
+	b, err := s.Reader.Backfill(ctx, id)
 	if err != nil {
 		return b, err
 	}

@@ -34,7 +34,7 @@
 // backfill's page offers to cancel it (optionally stopping its running
 // partitions) and to resume it, and a DAG's page to pause its schedule
 // and resume it (recorded in the ledger, by whom and why, for every
-// scheduler of the DAG to obey: see [ledger.Ledger.SetSchedulePause]):
+// scheduler of the DAG to obey: see [ledger.Writer.SetSchedulePause]):
 // forms that POST the token, which the operator types into the page. The handler compares it with the
 // configured token in constant time and answers 403 Forbidden, writing
 // nothing, to a missing or wrong token, to a browser's post from a page

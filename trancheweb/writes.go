@@ -68,7 +68,7 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, do func(ctx cont
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	h.write(w, r, func(ctx context.Context, id string) error {
-		return h.l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: r.PostFormValue("stop_running") == "on"})
+		return h.w.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: r.PostFormValue("stop_running") == "on"})
 	})
 }
 
@@ -102,7 +102,7 @@ func (h *handler) runAgain(ctx context.Context, id string, resume bool) error {
 	case err != nil:
 		return err
 	case b == nil && resume:
-		return h.l.ResumeBackfill(ctx, id)
+		return h.w.ResumeBackfill(ctx, id)
 	case b == nil:
 		return &badRequest{fmt.Sprintf("backfill %s is of DAG %s, which this program does not register (Options.DAGs): its workers retry it when run again", id, record.DAG)}
 	}
@@ -111,7 +111,7 @@ func (h *handler) runAgain(ctx context.Context, id string, resume bool) error {
 		return err
 	})
 	if errors.Is(err, errRunningHere) && resume {
-		return h.l.ResumeBackfill(ctx, id) // its run here goes on once resumed
+		return h.w.ResumeBackfill(ctx, id) // its run here goes on once resumed
 	}
 	if errors.Is(err, errRunningHere) {
 		return nil
@@ -134,7 +134,7 @@ func (h *handler) pauseSchedule(pause bool) http.HandlerFunc {
 			by = "the pages"
 		}
 		p := ledger.SchedulePause{Paused: pause, By: by, Note: strings.TrimSpace(r.PostFormValue("note"))}
-		if _, err := h.l.SetSchedulePause(r.Context(), dag, p); err != nil {
+		if _, err := h.w.SetSchedulePause(r.Context(), dag, p); err != nil {
 			h.fail(w, r, err)
 			return
 		}

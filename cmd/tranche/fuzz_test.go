@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 )
 
 // FuzzLedgerURL checks that no refusal of a PostgreSQL ledger URL, nor
@@ -35,10 +35,10 @@ func FuzzLedgerURL(f *testing.F) {
 			return len(pass) < 6 || strings.Contains(shown, pass) || strings.Contains(shown, url.QueryEscape(pass)) ||
 				!strings.Contains(s, pass) && !strings.Contains(s, url.QueryEscape(pass)) && !strings.Contains(s, (&url.URL{User: url.UserPassword("", pass)}).String()[3:])
 		}
-		if r := ledger.Redact(raw); !hidden(r) {
+		if r := address.Redact(raw); !hidden(r) {
 			t.Fatalf("Redact(%q) = %q holds the password %q", raw, r, pass)
 		}
-		a, err := ledger.ParseAddress(raw)
+		a, err := address.Parse(raw)
 		if err != nil && !hidden(err.Error()) {
 			t.Fatalf("ParseAddress(%q): %v holds the password %q", raw, err, pass)
 		}
@@ -46,6 +46,6 @@ func FuzzLedgerURL(f *testing.F) {
 			t.Fatalf("ParseAddress(%q).String() = %q holds the password %q", raw, a, pass)
 		}
 		// Any text as a sqlite: address: a refusal or a path, never a panic.
-		ledger.ParseAddress("sqlite:" + query)
+		address.Parse("sqlite:" + query)
 	})
 }

@@ -14,7 +14,7 @@
 //	tranche unpause DAG
 //	tranche serve --addr 127.0.0.1:8080
 //
-// The ledger is named by an address ([ledger.ParseAddress]), given by
+// The ledger is named by an address ([address.Parse]), given by
 // --ledger or $TRANCHE_LEDGER: sqlite:PATH (a relative or absolute path;
 // sqlite:///abs/path too), which must exist, or a PostgreSQL URL
 // (postgres://… and postgresql://…) or key=value string

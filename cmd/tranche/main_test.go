@@ -20,14 +20,14 @@ import (
 	"github.com/tranche-dev/tranche/internal/pagetest"
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/internal/testskip"
-	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // ErrLedgerURL is what a refused address matches.
-var ErrLedgerURL = ledger.ErrAddress
+var ErrLedgerURL = address.ErrInvalid
 
 // secret is the password in the URLs of the tests, which no message may
 // hold.

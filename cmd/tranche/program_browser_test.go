@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tranche-dev/tranche"
-	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/tranchecli"
 )
@@ -168,7 +168,7 @@ func TestProgramPagesWrite(t *testing.T) {
 	state("the resume", func(s string) bool {
 		return strings.Contains(s, "failure") && strings.Contains(s, "resumed") && !strings.Contains(s, "running")
 	})
-	l, err := sqlite.OpenLedger(t.Context(), ledger.Address{Scheme: ledger.SchemeSQLite, Path: path}, ledger.AccessRead)
+	l, err := sqlite.OpenLedger(t.Context(), address.Address{Scheme: address.SchemeSQLite, Path: path}, address.AccessRead)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/cliargs"
-	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/tranchecli"
 	"github.com/tranche-dev/tranche/trancheweb"
 )
@@ -105,11 +105,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// Without the token the pages only read: the ledger is opened
 	// read-only, so that a read-only file or role can be served.
-	access := ledger.AccessRead
+	access := address.AccessRead
 	if token != "" {
-		access = ledger.AccessWrite
+		access = address.AccessWrite
 	}
-	where, err := ledger.ParseAddress(*ledgerURL)
+	where, err := address.Parse(*ledgerURL)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -148,7 +148,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if token != "" {
 		mode = "cancel and resume enabled with the token"
 	}
-	fmt.Fprintf(stderr, "%s serve: http://%s/ (ledger %s, %s)\n", name, ln.Addr(), ledger.Redact(*ledgerURL), mode)
+	fmt.Fprintf(stderr, "%s serve: http://%s/ (ledger %s, %s)\n", name, ln.Addr(), address.Redact(*ledgerURL), mode)
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
 		fmt.Fprintf(stderr, "%s serve: listening beyond loopback, on %s: anyone who reaches it reads the ledger's backfills\n", name, ln.Addr())
 	}

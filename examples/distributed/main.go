@@ -43,6 +43,7 @@ import (
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -156,28 +157,32 @@ func defaultLedger() string {
 	return os.Getenv("TRANCHE_POSTGRES_URL")
 }
 
-// open opens the ledger at -url, read (the status) or written by workers,
-// which create it.
-func open(ctx context.Context, access ledger.Access) (*postgres.Ledger, error) {
-	addr, err := ledger.ParseAddress(*url)
+// ledgerAddress returns the ledger's address, -url with -schema.
+func ledgerAddress() (address.Address, error) {
+	addr, err := address.Parse(*url)
 	if err != nil {
-		return nil, err
+		return addr, err
 	}
 	if *schema != "" {
 		addr.Schema = *schema
 	}
-	l, err := postgres.OpenLedger(ctx, addr, access)
+	return addr, nil
+}
+
+// open opens the ledger at -url for the workers, which create it.
+func open(ctx context.Context) (*postgres.Ledger, error) {
+	addr, err := ledgerAddress()
 	if err != nil {
 		return nil, err
 	}
-	return l.(*postgres.Ledger), nil
+	return postgres.Open(ctx, addr.Conn, &postgres.Options{Schema: addr.Schema})
 }
 
 // worker runs the backfill, printing each partition it claims, until
 // every partition has succeeded: what each replica of a scaled-out job
 // runs.
 func worker(ctx context.Context) error {
-	l, err := open(ctx, ledger.AccessCreate)
+	l, err := open(ctx)
 	if err != nil {
 		return err
 	}
@@ -237,12 +242,17 @@ func worker(ctx context.Context) error {
 
 // status prints the shared progress of the backfill.
 func status(ctx context.Context, w io.Writer) error {
-	l, err := open(ctx, ledger.AccessRead)
+	addr, err := ledgerAddress()
+	if err != nil {
+		return err
+	}
+	// The status only reads: a reader has no method that writes.
+	l, err := postgres.OpenReader(ctx, addr.Conn, &postgres.Options{Schema: addr.Schema})
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	b, err := newBackfill(l)
+	b, err := newBackfill(nil)
 	if err != nil {
 		return err
 	}
@@ -292,7 +302,7 @@ func start(ctx context.Context) error {
 	}
 	// The first Open creates the ledger's tables; the workers would
 	// also manage racing to, one after the other.
-	l, err := open(ctx, ledger.AccessCreate)
+	l, err := open(ctx)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,12 @@
 //     lets it lapse ([Kept.StopRenewing]): a hung call holds no
 //     partition from other workers, and the ledger fences it should it
 //     land after a takeover.
+//   - A run is judged by one rule ([Kept.Verdict]): a success counts
+//     only while its lease holds by this worker's clock, and a run whose
+//     lease the ledger gave to a newer attempt records nothing.
+//   - Its outcome is recorded even after the program's context ended,
+//     for [FinishGrace] ([FinishContext]); the ledger fences the call,
+//     so a partition taken over meanwhile records nothing.
 package lease
 
 import (

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // FinishGrace is how long the call that records an attempt's outcome may
@@ -34,4 +35,35 @@ func RunFailed(runID string, res *tranche.Result) error {
 		return fmt.Errorf("run %s: %w", res.State, errors.Join(errs...))
 	}
 	return fmt.Errorf("run %s %s: %w", runID, res.State, errors.Join(errs...))
+}
+
+// Verdict judges the run of an attempt under kl, which returned res and
+// runErr, and returns why it failed, or nil when it succeeded. It must be
+// called before kl is released. The rule, the same for every loop:
+//
+//   - A success counts only while the lease holds by this worker's
+//     clock: past that, another worker may have taken the partition
+//     over, so the run failed for the lease.
+//   - A run stopped because its lease stopped holding failed for that.
+//   - Otherwise the run's error, or the errors of its failed assets.
+//
+// lost reports that the ledger gave the partition to a newer attempt,
+// whose outcome is the one that counts: the caller records nothing.
+func (kl *Kept) Verdict(res *tranche.Result, runErr error, runID string) (failure error, lost bool) {
+	// Read before State, which cancels the run's context with the lapse
+	// it finds.
+	stoppedBy := context.Cause(kl.ctx)
+	held, byLedger := kl.State()
+	switch {
+	case byLedger:
+		return held, true
+	case runErr == nil && res != nil && res.State == tranche.StateSucceeded:
+		return held, false
+	case errors.Is(stoppedBy, ledger.ErrFenced):
+		return stoppedBy, false
+	case runErr != nil:
+		return runErr, false
+	default:
+		return RunFailed(runID, res), false
+	}
 }

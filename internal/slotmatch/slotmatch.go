@@ -87,7 +87,7 @@ func (m Matcher) Span(from, to time.Time) (time.Time, time.Time) {
 // ReadLatest sets latest[i] to the latest attempt of dag that matches
 // parts[i] (sorted by start, not necessarily adjacent), or leaves it
 // nil: of several matches, the one changed last.
-func (m Matcher) ReadLatest(ctx context.Context, l ledger.Ledger, dag string, parts []tranche.TimePartition, latest []*ledger.Attempt) error {
+func (m Matcher) ReadLatest(ctx context.Context, l ledger.Reader, dag string, parts []tranche.TimePartition, latest []*ledger.Attempt) error {
 	if len(parts) == 0 {
 		return nil
 	}

@@ -264,6 +264,8 @@ var ledgerTests = []struct {
 	{"CanceledBackfill", testCanceledBackfill},
 	{"ResumeBackfill", testResumeBackfill},
 	{"SchedulePause", testSchedulePause},
+	{"Limit", testLimit},
+	{"LimitConcurrent", testLimitConcurrent},
 	{"BackfillRecordFields", testBackfillRecordFields},
 	{"BackfillDAGName", testBackfillDAGName},
 	{"CodeVersions", testCodeVersions},

@@ -25,6 +25,7 @@ type Ledger struct {
 	dags      map[string]*memoryDAG
 	backfills map[string]ledger.BackfillRecord
 	pauses    map[string]ledger.SchedulePause // by DAG identity
+	limits    map[string]*limitState          // by DAG identity
 	order     []string                        // backfill ids, oldest first
 	cursors   map[cursorKey]cursor
 }
@@ -115,7 +116,7 @@ func New(now func() time.Time) *Ledger {
 	if now == nil {
 		now = time.Now
 	}
-	return &Ledger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]ledger.BackfillRecord{}, pauses: map[string]ledger.SchedulePause{}, cursors: map[cursorKey]cursor{}}
+	return &Ledger{now: now, dags: map[string]*memoryDAG{}, backfills: map[string]ledger.BackfillRecord{}, pauses: map[string]ledger.SchedulePause{}, limits: map[string]*limitState{}, cursors: map[cursorKey]cursor{}}
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
@@ -197,11 +198,15 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 	at, moved := l.cursors[key]
 	moved = moved && at.revision > req.Revision
 	now := l.now()
+	want, err := l.allowance(req, now)
+	if err != nil {
+		return []ledger.Grant{{Err: err}}, nil // examined nothing: the cursor stays
+	}
 	v := l.versions(req.Backfill)
 	var grants []ledger.Grant
 	claimed := 0
 	for _, j := range req.Jobs {
-		if claimed == req.Want {
+		if claimed == want {
 			break
 		}
 		g := ledger.Grant{}
@@ -248,6 +253,9 @@ func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time, v versions) (*led
 			}
 		}
 	}
+	if err := l.admitLimit(req, now); err != nil {
+		return nil, err
+	}
 	d.revision++
 	lease := &ledger.Lease{
 		DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
@@ -276,6 +284,7 @@ func (l *Ledger) claim(req ledger.ClaimRequest, now time.Time, v versions) (*led
 		d.changes.add(memoryChange{rev: d.revision, start: key})
 		lease.Attempts[i] = number
 	}
+	l.claimed(lease)
 	return lease, nil
 }
 

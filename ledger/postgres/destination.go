@@ -51,7 +51,7 @@ func NewDestination(ctx context.Context, l *Ledger, tables ...sqldest.Table) (*D
 // any ledger: each write commits in a transaction of its own, refusing a
 // batch whose fencing token is older than its partition's last write.
 func OpenDestination(ctx context.Context, connString string, opts *Options, tables ...sqldest.Table) (*Destination, error) {
-	c, err := connect(ctx, "postgres", connString, opts, false)
+	c, err := connect(ctx, "postgres", connString, opts, false, false)
 	if err != nil {
 		return nil, err
 	}

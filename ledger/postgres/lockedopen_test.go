@@ -120,7 +120,17 @@ func TestOpenWhileLocked(t *testing.T) {
 		t.Fatalf("pg_try_advisory_lock of the migrations' lock = %v, %v; want it held by the paused process", got, err)
 	}
 
-	for _, opts := range []postgres.Options{{Schema: schema}, {Schema: schema, Existing: true}, {Schema: schema, ReadOnly: true}} {
+	rctx, rcancel := context.WithTimeout(t.Context(), 5*time.Second)
+	start := time.Now()
+	r, err := postgres.OpenReader(rctx, url, &postgres.Options{Schema: schema})
+	rcancel()
+	if err != nil || time.Since(start) > time.Second {
+		t.Errorf("OpenReader while a paused process holds the locks = %v after %v; want the reader under 1s", err, time.Since(start))
+	}
+	if err == nil {
+		r.Close()
+	}
+	for _, opts := range []postgres.Options{{Schema: schema}, {Schema: schema, Existing: true}} {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		start := time.Now()
 		l, err := postgres.Open(ctx, url, &opts)
@@ -135,7 +145,7 @@ func TestOpenWhileLocked(t *testing.T) {
 		if _, err := l.History(t.Context(), "dag-bad-input", day(0).Start); err != nil {
 			t.Errorf("History on the ledger opened while the locks are held = %v", err)
 		}
-		if !opts.Existing && !opts.ReadOnly {
+		if !opts.Existing {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			start := time.Now()
 			_, err := postgres.NewDestination(ctx, l, heldTable)

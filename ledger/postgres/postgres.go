@@ -97,6 +97,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
@@ -127,14 +128,6 @@ type Options struct {
 	// wrong database creates no tables there; a worker's Open, without
 	// it, creates or upgrades the ledger. [OpenDestination] ignores it.
 	Existing bool
-
-	// ReadOnly opens the ledger for reading only: as Existing, it
-	// creates and migrates nothing, its sessions are read-only
-	// (default_transaction_read_only), and every write is refused with
-	// an error matching [sqlledger.ErrReadOnly], so that a role allowed
-	// only SELECT on the ledger's tables can read it. [OpenDestination]
-	// ignores it.
-	ReadOnly bool
 }
 
 // DefaultMaxConns is the connection limit of Options.MaxConns zero.
@@ -168,7 +161,11 @@ type Ledger struct {
 	classify func(error) (error, string, bool) // the dialect's, for destinations sharing the database
 }
 
-var _ ledger.Ledger = (*Ledger)(nil)
+var (
+	_ ledger.Ledger       = (*Ledger)(nil)
+	_ ledger.Reader       = (*Reader)(nil)
+	_ ledger.LatestReader = (*Reader)(nil)
+)
 
 // Open connects to the database of connString, a PostgreSQL URL
 // (postgres://user:password@host:port/database?sslmode=...) or key=value
@@ -189,37 +186,77 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // transaction (idle_in_transaction_session_timeout), so that a worker
 // paused mid-transaction cannot hold rows locked for long.
 func Open(ctx context.Context, connString string, opts *Options) (*Ledger, error) {
-	readOnly := opts != nil && opts.ReadOnly
-	existing := opts != nil && opts.Existing || readOnly
-	c, err := connect(ctx, "postgres ledger", connString, opts, existing)
+	existing := opts != nil && opts.Existing
+	c, err := connect(ctx, "postgres ledger", connString, opts, existing, false)
 	if err != nil {
 		return nil, err
 	}
-	l, err := sqlledger.Open(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now, Existing: existing, ReadOnly: readOnly})
+	l, err := sqlledger.Open(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now, Existing: existing})
 	if err != nil {
 		return nil, c.fail(ctx, "opening", err)
 	}
 	return &Ledger{Ledger: l, db: c.db, schema: c.opts.Schema, desc: c.desc, classify: c.dialect.Classify}, nil
 }
 
+// A Reader is a PostgreSQL ledger opened for reading only
+// ([OpenReader]): a [ledger.Reader] and a [ledger.LatestReader], with no
+// method that writes. Its methods are those of [sqlledger.Reader]; Close
+// it after its last use.
+type Reader struct {
+	*sqlledger.Reader
+	db *sql.DB
+}
+
+// OpenReader connects to the ledger of connString for reading only: as
+// [Options.Existing], it creates and migrates nothing and refuses a
+// schema without the ledger, and its sessions are read-only
+// (default_transaction_read_only), so that a role allowed only SELECT on
+// the ledger's tables, or a standby, can read it. It refuses what [Open]
+// refuses, saying so alike; opts may be nil.
+func OpenReader(ctx context.Context, connString string, opts *Options) (*Reader, error) {
+	c, err := connect(ctx, "postgres ledger", connString, opts, true, true)
+	if err != nil {
+		return nil, err
+	}
+	r, err := sqlledger.OpenReader(ctx, c.db, sqlledger.Options{Dialect: c.dialect, Name: c.name, Now: c.opts.Now})
+	if err != nil {
+		return nil, c.fail(ctx, "opening", err)
+	}
+	return &Reader{Reader: r, db: c.db}, nil
+}
+
+// Close closes the reader's connections. A reader must not be used
+// after. Close of a nil *Reader does nothing and returns nil, as
+// [Ledger.Close].
+func (r *Reader) Close() error {
+	if r == nil {
+		return nil
+	}
+	return errors.Join(r.Reader.Close(), r.db.Close())
+}
+
 // OpenLedger opens the PostgreSQL ledger at addr, an address of kind
-// "postgres" ([ledger.ParseAddress]: its Conn and its Schema), for
-// access: [ledger.AccessRead] as [Options.ReadOnly], [ledger.AccessWrite]
-// as [Options.Existing], and [ledger.AccessCreate] as a worker's Open,
-// creating or migrating the ledger. It is a [ledger.OpenFunc], for
-// programs that open ledgers by address (tranchecli.Program.OpenLedger);
-// the ledger is a *Ledger.
-func OpenLedger(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
-	if addr.Scheme != ledger.SchemePostgres {
-		return nil, fmt.Errorf("tranche: ledger %s: %w: this program opens PostgreSQL ledgers only (postgres://…)", addr, ledger.ErrAddress)
+// "postgres" ([address.Parse]: its Conn and its Schema), for access:
+// [address.AccessRead] as [OpenReader] (a *Reader, which has no method
+// that writes), [address.AccessWrite] as [Options.Existing], and
+// [address.AccessCreate] as a worker's Open, creating or migrating the
+// ledger (a *Ledger). It is an [address.OpenFunc], for programs that
+// open ledgers by address (tranchecli.Program.OpenLedger).
+func OpenLedger(ctx context.Context, addr address.Address, access address.Access) (ledger.Reader, error) {
+	if addr.Scheme != address.SchemePostgres {
+		return nil, fmt.Errorf("tranche: ledger %s: %w: this program opens PostgreSQL ledgers only (postgres://…)", addr, address.ErrInvalid)
 	}
 	opts := Options{Schema: addr.Schema}
 	switch access {
-	case ledger.AccessRead:
-		opts.ReadOnly = true
-	case ledger.AccessWrite:
+	case address.AccessRead:
+		r, err := OpenReader(ctx, addr.Conn, &opts)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	case address.AccessWrite:
 		opts.Existing = true
-	case ledger.AccessCreate:
+	case address.AccessCreate:
 	default:
 		return nil, fmt.Errorf("tranche: postgres ledger: unknown access %v", access)
 	}
@@ -253,8 +290,9 @@ func (c *conn) fail(ctx context.Context, op string, err error) error {
 
 // connect checks the options and the connection string, connects, and
 // creates the schema if missing, or with existing refuses it; what names
-// it in errors ("postgres ledger").
-func connect(ctx context.Context, what, connString string, opts *Options, existing bool) (*conn, error) {
+// it in errors ("postgres ledger"). With readOnly its sessions are
+// read-only.
+func connect(ctx context.Context, what, connString string, opts *Options, existing, readOnly bool) (*conn, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -290,7 +328,7 @@ func connect(ctx context.Context, what, connString string, opts *Options, existi
 	if o.Schema != "" {
 		cfg.RuntimeParams["search_path"] = quoteIdent(o.Schema)
 	}
-	if o.ReadOnly && what == "postgres ledger" {
+	if readOnly {
 		// Nothing but reads, whatever the role may do.
 		cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	}
@@ -417,6 +455,8 @@ func dialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
 		// A heartbeat or a finish waits for a claim of its partitions
 		// to decide, and judges the fence on the outcome.
 		LeaseLock: " FOR UPDATE OF p",
+		// Claims of a DAG under a limit take turns on its row.
+		LimitLock: " FOR UPDATE",
 		// The migration's lock, per schema: the schema is the first
 		// of the search_path, the one the tables go to.
 		LockSchema: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext(current_schema()))", lockClass),

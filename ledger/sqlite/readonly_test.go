@@ -11,14 +11,15 @@ import (
 
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 )
 
 // TestReadOnly opens a ledger of mode 0444, as a backup copy or a file
-// the operator may only read is: with ledger.AccessRead (Options.ReadOnly)
-// its backfills are read and every write is refused, saying why, and the
-// folder is left byte for byte as it was; AccessWrite refuses the file,
+// the operator may only read is: with address.AccessRead (OpenReader)
+// its backfills are read through a reader that has no method that writes,
+// and the folder is left byte for byte as it was; AccessWrite refuses the file,
 // saying it is read-only.
 func TestReadOnly(t *testing.T) {
 	dir := t.TempDir()
@@ -39,11 +40,11 @@ func TestReadOnly(t *testing.T) {
 	}
 	before := schematest.FileSnapshot(t, dir)
 
-	addr, err := ledger.ParseAddress("sqlite:" + path)
+	addr, err := address.Parse("sqlite:" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro, err := sqlite.OpenLedger(t.Context(), addr, ledger.AccessRead)
+	ro, err := sqlite.OpenLedger(t.Context(), addr, address.AccessRead)
 	if err != nil {
 		t.Fatalf("OpenLedger(AccessRead) of a file of mode 0444: %v", err)
 	}
@@ -54,9 +55,11 @@ func TestReadOnly(t *testing.T) {
 	if _, err := ro.Revision(t.Context(), "d1"); err != nil {
 		t.Errorf("Revision: %v", err)
 	}
-	err = ro.CancelBackfill(t.Context(), "b1", ledger.CancelOptions{})
-	if !errors.Is(err, sqlledger.ErrReadOnly) || !strings.Contains(err.Error(), "opened for reading only") {
-		t.Errorf("CancelBackfill of a read-only ledger = %v; want an error matching ErrReadOnly saying why", err)
+	if _, ok := ro.(ledger.Writer); ok {
+		t.Errorf("OpenLedger(AccessRead) = %T, a ledger.Writer; want a reader alone", ro)
+	}
+	if _, ok := ro.(ledger.Leaser); ok {
+		t.Errorf("OpenLedger(AccessRead) = %T, a ledger.Leaser; want a reader alone", ro)
 	}
 	if err := ro.(interface{ Close() error }).Close(); err != nil {
 		t.Errorf("Close: %v", err)
@@ -65,25 +68,25 @@ func TestReadOnly(t *testing.T) {
 		t.Errorf("reading the ledger changed its folder: before %v, after %v", before, after)
 	}
 
-	_, err = sqlite.OpenLedger(t.Context(), addr, ledger.AccessWrite)
+	_, err = sqlite.OpenLedger(t.Context(), addr, address.AccessWrite)
 	if !errors.Is(err, sqlledger.ErrReadOnly) || !strings.Contains(err.Error(), "mode -r--r--r--") {
 		t.Errorf("OpenLedger(AccessWrite) of a file of mode 0444 = %v; want it refused as read-only", err)
 	}
-	if _, err := sqlite.OpenLedger(t.Context(), addr, ledger.AccessRead); err != nil {
+	if _, err := sqlite.OpenLedger(t.Context(), addr, address.AccessRead); err != nil {
 		t.Errorf("OpenLedger(AccessRead) again: %v", err)
 	}
 
 	// Reading never creates a file.
-	missing, _ := ledger.ParseAddress("sqlite:" + filepath.Join(dir, "missing.db"))
-	if _, err := sqlite.OpenLedger(t.Context(), missing, ledger.AccessRead); !errors.Is(err, sqlledger.ErrNoLedger) {
+	missing, _ := address.Parse("sqlite:" + filepath.Join(dir, "missing.db"))
+	if _, err := sqlite.OpenLedger(t.Context(), missing, address.AccessRead); !errors.Is(err, sqlledger.ErrNoLedger) {
 		t.Errorf("OpenLedger(AccessRead) of a missing file = %v; want ErrNoLedger", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "missing.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("reading a missing ledger created it: %v", err)
 	}
-	pg, _ := ledger.ParseAddress("postgres://u@h/d")
-	if _, err := sqlite.OpenLedger(t.Context(), pg, ledger.AccessRead); !errors.Is(err, ledger.ErrAddress) {
-		t.Errorf("OpenLedger of a postgres address = %v; want ErrAddress", err)
+	pg, _ := address.Parse("postgres://u@h/d")
+	if _, err := sqlite.OpenLedger(t.Context(), pg, address.AccessRead); !errors.Is(err, address.ErrInvalid) {
+		t.Errorf("OpenLedger of a postgres address = %v; want ErrInvalid", err)
 	}
 }
 

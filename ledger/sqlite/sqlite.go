@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -92,13 +93,6 @@ type Options struct {
 	// [OpenDestination] ignores it.
 	Existing bool
 
-	// ReadOnly opens the ledger for reading only: as Existing, it
-	// creates and migrates nothing, and it opens the file read-only,
-	// so that a file of mode 0444, or a copy the process may not write,
-	// can be read; every write is refused with an error matching
-	// [sqlledger.ErrReadOnly]. [OpenDestination] ignores it.
-	ReadOnly bool
-
 	// Shared lets Open create a ledger in an existing database that
 	// holds tables of its own and no ledger yet: an application's file
 	// whose tables a destination then writes ([NewDestination]) in the
@@ -122,7 +116,11 @@ type Ledger struct {
 	classify       func(error) (error, string, bool) // the dialect's, for destinations sharing the file
 }
 
-var _ ledger.Ledger = (*Ledger)(nil)
+var (
+	_ ledger.Ledger       = (*Ledger)(nil)
+	_ ledger.Reader       = (*Reader)(nil)
+	_ ledger.LatestReader = (*Reader)(nil)
+)
 
 // Errors of [Open] about the file itself, before SQLite opens it, match
 // these with errors.Is, besides naming the file.
@@ -139,17 +137,14 @@ var (
 // [Options.Shared], a database of tables of its own and no ledger.
 //
 // A path beginning sqlite: is read as a ledger's address
-// ([ledger.ParseAddress]): sqlite:tranche.db is the file tranche.db.
+// ([address.Parse]): sqlite:tranche.db is the file tranche.db.
 func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	if len(path) > len("sqlite:") && strings.EqualFold(path[:len("sqlite:")], "sqlite:") {
-		addr, err := ledger.ParseAddress(path)
+		addr, err := address.Parse(path)
 		if err != nil {
 			return nil, fmt.Errorf("tranche: sqlite ledger: %w", err)
 		}
 		path = addr.Path
-	}
-	if opts != nil && opts.ReadOnly {
-		return openReadOnly(ctx, path, opts)
 	}
 	existing := opts != nil && opts.Existing
 	f, err := openFile(ctx, "sqlite ledger", path, opts, existing, opts == nil || !opts.Shared)
@@ -172,11 +167,34 @@ func Open(ctx context.Context, path string, opts *Options) (*Ledger, error) {
 	return &Ledger{Ledger: l, path: f.abs, writer: f.writer, reader: reader, classify: f.dialect.Classify}, nil
 }
 
-// openReadOnly opens the ledger at path for reading only: one pool of
-// read-only connections serves the ledger's reads, and sqlledger refuses
-// its writes before they reach the file.
-func openReadOnly(ctx context.Context, path string, opts *Options) (*Ledger, error) {
-	o := *opts
+// A Reader is a SQLite ledger opened for reading only ([OpenReader]): a
+// [ledger.Reader] and a [ledger.LatestReader], with no method that
+// writes. Its methods are those of [sqlledger.Reader]; Close it after
+// its last use.
+type Reader struct {
+	*sqlledger.Reader
+	path string
+	db   *sql.DB
+}
+
+// OpenReader opens the ledger in the SQLite file at path for reading
+// only: as [Options.Existing], it creates and migrates nothing and
+// refuses a missing file or one without a ledger, and it opens the file
+// read-only, so that a file of mode 0444, or a copy in a folder the
+// process may not write, can be read, and nothing is left beside it.
+// Of opts it reads BusyTimeout, Readers and Now; opts may be nil.
+func OpenReader(ctx context.Context, path string, opts *Options) (*Reader, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if len(path) > len("sqlite:") && strings.EqualFold(path[:len("sqlite:")], "sqlite:") {
+		addr, err := address.Parse(path)
+		if err != nil {
+			return nil, fmt.Errorf("tranche: sqlite ledger: %w", err)
+		}
+		path = addr.Path
+	}
 	if o.BusyTimeout == 0 {
 		o.BusyTimeout = DefaultBusyTimeout
 	}
@@ -222,12 +240,25 @@ func openReadOnly(ctx context.Context, path string, opts *Options) (*Ledger, err
 		reader.Close()
 		return nil, err
 	}
-	l, err := sqlledger.Open(ctx, reader, sqlledger.Options{Dialect: &sqlledger.SQLite, Name: name, Now: o.Now, Reader: reader, ReadOnly: true})
+	r, err := sqlledger.OpenReader(ctx, reader, sqlledger.Options{Dialect: &sqlledger.SQLite, Name: name, Now: o.Now})
 	if err != nil {
 		reader.Close()
 		return nil, err
 	}
-	return &Ledger{Ledger: l, path: abs, writer: reader, reader: reader, classify: sqlledger.SQLite.Classify}, nil
+	return &Reader{Reader: r, path: abs, db: reader}, nil
+}
+
+// Path returns the absolute path of the ledger's file.
+func (r *Reader) Path() string { return r.path }
+
+// Close closes the reader's connections. A reader must not be used
+// after. Close of a nil *Reader does nothing and returns nil, as
+// [Ledger.Close].
+func (r *Reader) Close() error {
+	if r == nil {
+		return nil
+	}
+	return errors.Join(r.Reader.Close(), r.db.Close())
 }
 
 // frozen reports whether the file at abs is one no one may write, with
@@ -242,22 +273,27 @@ func frozen(abs string) bool {
 }
 
 // OpenLedger opens the SQLite ledger at addr, an address of kind
-// "sqlite" ([ledger.ParseAddress]), for access: [ledger.AccessRead] as
-// [Options.ReadOnly], [ledger.AccessWrite] as [Options.Existing], and
-// [ledger.AccessCreate] as a worker's Open, creating or migrating the
-// ledger. It is a [ledger.OpenFunc], for programs that open ledgers by
-// address (tranchecli.Program.OpenLedger); the ledger is a *Ledger.
-func OpenLedger(ctx context.Context, addr ledger.Address, access ledger.Access) (ledger.Ledger, error) {
-	if addr.Scheme != ledger.SchemeSQLite {
-		return nil, fmt.Errorf("tranche: ledger %s: %w: this program opens SQLite ledgers only (sqlite:PATH)", addr, ledger.ErrAddress)
+// "sqlite" ([address.Parse]), for access: [address.AccessRead] as
+// [OpenReader] (a *Reader, which has no method that writes),
+// [address.AccessWrite] as [Options.Existing], and [address.AccessCreate]
+// as a worker's Open, creating or migrating the ledger (a *Ledger). It is
+// an [address.OpenFunc], for programs that open ledgers by address
+// (tranchecli.Program.OpenLedger).
+func OpenLedger(ctx context.Context, addr address.Address, access address.Access) (ledger.Reader, error) {
+	if addr.Scheme != address.SchemeSQLite {
+		return nil, fmt.Errorf("tranche: ledger %s: %w: this program opens SQLite ledgers only (sqlite:PATH)", addr, address.ErrInvalid)
 	}
 	var opts Options
 	switch access {
-	case ledger.AccessRead:
-		opts.ReadOnly = true
-	case ledger.AccessWrite:
+	case address.AccessRead:
+		r, err := OpenReader(ctx, addr.Path, nil)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	case address.AccessWrite:
 		opts.Existing = true
-	case ledger.AccessCreate:
+	case address.AccessCreate:
 	default:
 		return nil, fmt.Errorf("tranche: sqlite ledger %s: unknown access %v", addr.Path, access)
 	}

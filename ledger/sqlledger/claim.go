@@ -3,6 +3,7 @@ package sqlledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -107,8 +108,9 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 	}
 	var lease *ledger.Lease
 	var newDAG int64
+	var limitedAt time.Time // when the DAG's limit refused the claim
 	err := l.write(ctx, op, func(tx *sql.Tx) error {
-		lease, newDAG = nil, 0
+		lease, newDAG, limitedAt = nil, 0, time.Time{}
 		dagID, created, err := l.ensureDAG(ctx, tx, req.DAG)
 		if err != nil {
 			return err
@@ -152,6 +154,12 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err != nil {
 			return err
 		}
+		// Judged after the partitions' histories, so that a slot held
+		// or recorded elsewhere is refused as such, and demands nothing.
+		if err := l.admitLimit(ctx, tx, dagID, req, st); err != nil {
+			limitedAt = st.now
+			return err
+		}
 		lease = &ledger.Lease{
 			DAG: req.DAG, Backfill: req.Backfill, Worker: req.Worker, RunID: req.RunID,
 			Partitions: slices.Clone(req.Partitions), Attempts: attempts,
@@ -170,8 +178,20 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if err := l.advanceLatest(ctx, tx, dagID, seen); err != nil {
 			return err
 		}
+		if st.limit > 0 {
+			if err := l.dropDemands(ctx, tx, dagID, req.Partitions); err != nil {
+				return err
+			}
+		}
 		return l.stampCodeVersion(ctx, tx, dagID, req.CodeVersion, lease)
 	})
+	if !limitedAt.IsZero() && req.Demands() && errors.Is(err, ledger.ErrLimited) {
+		// Recorded once the claim's transaction is over: it wrote
+		// nothing, and the demand must outlive it.
+		if derr := l.demand(ctx, req, limitedAt); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +432,7 @@ func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, backf
 			args = append(args, dagID, s)
 		}
 		if withStart {
-			args = append(args, dagID, backfill)
+			args = append(args, dagID, backfill, dagID)
 		}
 		rows, err := l.query(ctx, tx, l.dialect.qInsertFresh(len(batch), withStart), args...)
 		if err != nil {

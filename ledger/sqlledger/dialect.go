@@ -59,9 +59,16 @@ type Dialect struct {
 	// partition to decide, so that the fence is judged on its outcome.
 	LeaseLock string
 
+	// LimitLock ends the query that reads a DAG's limit in a claim under
+	// one (ledger.Limiter): " FOR UPDATE" where writers run at once
+	// (PostgreSQL), so that the claims of a limited DAG take turns from
+	// their count of its runs to their commit; "" for SQLite, whose
+	// writers take turns already.
+	LimitLock string
+
 	// NextRevision is an SQL expression of a new revision of the DAG
 	// whose id is $1 (its only placeholder), evaluated in the
-	// transaction that records a change; see [ledger.Ledger.Revision].
+	// transaction that records a change; see [ledger.Reader.Revision].
 	// A revision must exceed every one committed before, and no
 	// transaction may commit one at or below what [Ledger.Revision] has
 	// returned. SQLite, whose writes take turns, counts on from the

@@ -41,9 +41,6 @@ func (l *Ledger) FinishBatch(ctx context.Context, batch []ledger.Finish) []error
 		case ctx.Err() != nil:
 			errs[i] = ctx.Err()
 			continue
-		case l.readOnly:
-			errs[i] = l.refuseWrite("finishing " + describe(lease.Partitions))
-			continue
 		case len(lease.Attempts) != len(lease.Partitions):
 			errs[i] = fmt.Errorf("%w: a lease of %d partitions with %d attempts", ledger.ErrFenced, len(lease.Partitions), len(lease.Attempts))
 			continue

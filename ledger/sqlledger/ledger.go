@@ -135,18 +135,7 @@ type Options struct {
 	// under the workers of the release that wrote it. The dialect must
 	// have HasTable.
 	Existing bool
-
-	// ReadOnly opens the ledger for reading only, as Existing does, and
-	// refuses every write before it reaches the database, with an error
-	// matching [ErrReadOnly] that says so: the database may be one the
-	// process may only read (a read-only file, a role allowed only
-	// SELECT).
-	ReadOnly bool
 }
-
-// ErrOpenedReadOnly is matched, beside [ErrReadOnly], by the refusal of
-// a write to a ledger opened with [Options.ReadOnly].
-var ErrOpenedReadOnly = errors.New("sqlledger: ledger opened for reading only")
 
 // Ledger is a [ledger.Ledger] over database/sql. It is safe for
 // concurrent use, by goroutines and by processes sharing the database.
@@ -155,7 +144,6 @@ type Ledger struct {
 	dialect    *Dialect
 	name       string
 	clock      func() time.Time
-	readOnly   bool // Options.ReadOnly: every write refused
 
 	queries sync.Map // query as written -> as rebound for the driver
 	dags    sync.Map // DAG identity -> int64 id, for committed DAG rows only
@@ -179,11 +167,11 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if db == nil || opts.Dialect == nil || opts.Name == "" {
 		return nil, errors.New("tranche: sqlledger.Open needs a database, a dialect and a name")
 	}
-	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now, readOnly: opts.ReadOnly}
+	l := &Ledger{db: db, reader: opts.Reader, dialect: opts.Dialect, name: opts.Name, clock: opts.Now}
 	if l.reader == nil {
 		l.reader = db
 	}
-	if opts.Existing || opts.ReadOnly {
+	if opts.Existing {
 		if opts.Dialect.HasTable == "" {
 			return nil, fmt.Errorf("tranche: %s: Options.Existing needs a dialect with HasTable; dialect %s has none", opts.Name, opts.Dialect.Name)
 		}
@@ -215,13 +203,6 @@ func (l *Ledger) q(query string) string {
 	return r
 }
 
-// refuseWrite refuses op, a write, to a ledger opened read-only.
-func (l *Ledger) refuseWrite(op string) error {
-	return &Error{Name: l.name, Op: op, Class: ErrReadOnly,
-		Hint: "the ledger was opened for reading only, as the read commands (ls, status, history, plan, serve) open it; nothing was written",
-		Err:  ErrOpenedReadOnly}
-}
-
 // maxTries bounds how often a transaction is tried when the dialect calls
 // its failure retryable.
 const maxTries = 8
@@ -230,18 +211,12 @@ const maxTries = 8
 // and tries again a few times when the dialect says a failure was a
 // transient conflict.
 func (l *Ledger) write(ctx context.Context, op string, f func(tx *sql.Tx) error) error {
-	if l.readOnly {
-		return l.refuseWrite(op)
-	}
 	return l.retry(ctx, op, func() error { return l.tryWrite(ctx, f) })
 }
 
 // writeOne runs a statement that is a transaction of its own, trying it
 // again as write does.
 func (l *Ledger) writeOne(ctx context.Context, op, query string, args ...any) (res sql.Result, err error) {
-	if l.readOnly {
-		return nil, l.refuseWrite(op)
-	}
 	err = l.retry(ctx, op, func() error {
 		res, err = l.exec(ctx, nil, query, args...)
 		return err
@@ -312,29 +287,32 @@ func (l *Ledger) ensureDAG(ctx context.Context, tx *sql.Tx, dag string) (id int6
 }
 
 // txStart is what a claim or a finish starts with: the ledger's clock, a
-// new revision of the DAG, and whether the backfill was canceled.
+// new revision of the DAG, whether the backfill was canceled, and the
+// DAG's limit (ledger.Limiter; 0 for none), read by the same statement
+// so that a DAG without one pays nothing for it.
 type txStart struct {
 	now      time.Time
 	rev      int64
 	canceled bool
+	limit    int
 }
 
-// scan reads a txStart from the last three columns of row, and the
+// scan reads a txStart from the last four columns of row, and the
 // columns before into dest.
 func (st *txStart) scan(row interface{ Scan(...any) error }, dest ...any) error {
 	var ms int64
-	var canceled sql.NullInt64
-	if err := row.Scan(append(dest, &ms, &st.rev, &canceled)...); err != nil {
+	var canceled, limit sql.NullInt64
+	if err := row.Scan(append(dest, &ms, &st.rev, &canceled, &limit)...); err != nil {
 		return err
 	}
-	st.now, st.canceled = time.UnixMilli(ms).UTC(), canceled.Int64 != 0
+	st.now, st.canceled, st.limit = time.UnixMilli(ms).UTC(), canceled.Int64 != 0, int(limit.Int64)
 	return nil
 }
 
 // start reads a txStart in tx.
 func (l *Ledger) start(ctx context.Context, tx *sql.Tx, dagID int64, backfill string) (txStart, error) {
 	var st txStart
-	if err := st.scan(l.queryRow(ctx, tx, l.dialect.qStart(), dagID, backfill)); err != nil {
+	if err := st.scan(l.queryRow(ctx, tx, l.dialect.qStart(), dagID, backfill, dagID)); err != nil {
 		return st, err
 	}
 	if l.clock != nil {

@@ -72,6 +72,17 @@ func (l *Ledger) ClaimNext(ctx context.Context, req ledger.NextRequest) ([]ledge
 		if st.canceled {
 			return ledger.CanceledError(req.Backfill)
 		}
+		req := req // as the DAG's limit leaves it, afresh at each try
+		if st.limit > 0 {
+			running, demand, limit, err := l.countLimit(ctx, tx, dagID, st.now)
+			if err != nil {
+				return err
+			}
+			if req.Want = req.Allowance(limit, running, demand); req.Want == 0 {
+				grants = []ledger.Grant{{Err: &ledger.LimitError{DAG: req.DAG, Max: limit, Running: running, Demand: demand}}}
+				return nil // examined nothing: the cursor stays
+			}
+		}
 		lo, hi := req.Jobs[0].Start().Unix(), req.Jobs[len(req.Jobs)-1].Start().Unix()
 		if req.Descending {
 			lo, hi = hi, lo
@@ -153,7 +164,7 @@ func (l *Ledger) lockCursor(ctx context.Context, tx *sql.Tx, dagID int64, req le
 	var start int64
 	var versions int
 	row := l.queryRow(ctx, tx, l.dialect.qLockCursor(), dagID, req.Backfill, boolInt(req.Descending), req.Jobs[0].Start().Unix(),
-		req.Backfill, dagID, req.Backfill)
+		req.Backfill, dagID, req.Backfill, dagID)
 	if err := st.scan(row, &start, &cur.revision, &versions); err != nil {
 		return cur, st, err
 	}

@@ -144,10 +144,17 @@ func (d *Dialect) qResumeBackfill() string {
 }
 
 // qStart is the first statement of a claim or a multi-partition finish:
-// the database's clock, a new revision of DAG $1, and whether backfill $2
-// was canceled (NULL when there is no such backfill).
+// the database's clock, a new revision of DAG $1, whether backfill $2
+// was canceled (NULL when there is no such backfill), and the limit of
+// DAG $3 (qLimitOf).
 func (d *Dialect) qStart() string {
-	return `SELECT ` + d.Now + `, ` + d.nextRevision(1) + `, (SELECT canceled FROM tranche_backfills WHERE id = $2)`
+	return `SELECT ` + d.Now + `, ` + d.nextRevision(1) + `, (SELECT canceled FROM tranche_backfills WHERE id = $2), ` + qLimitOf(3)
+}
+
+// qLimitOf is the limit of the DAG whose id is $n, NULL for none: a
+// column of the statements that start a claim.
+func qLimitOf(n int) string {
+	return `(SELECT max_running FROM tranche_limits WHERE dag_id = $` + strconv.Itoa(n) + `)`
 }
 
 // qFinish records the outcomes of n partitions where the lease still
@@ -219,14 +226,17 @@ func ranMillis(ran time.Duration) int64 {
 // one row: the clock, the attempt's start, NULL when it claimed nothing,
 // and whether backfill $17 was canceled (NULL when there is no such
 // backfill), so that a claim refused as early needs no other statement
-// to say so. Only for dialects with InsertInWith.
+// to say so. A DAG with a limit (tranche_limits) claims nothing here: its
+// claims count its runs in a transaction. Only for dialects with
+// InsertInWith.
 func (d *Dialect) qClaimFresh() string {
 	return `WITH c AS (SELECT COALESCE(CAST($1 AS BIGINT), ` + d.Now + `) AS now_ms),
 		p AS (
 			INSERT INTO tranche_partitions (dag_id, start_s, latest)
-			SELECT CAST($2 AS BIGINT), CAST($3 AS BIGINT), 1 FROM c
+			SELECT v.dag_id, v.start_s, 1 FROM c, (SELECT CAST($2 AS BIGINT) AS dag_id, CAST($3 AS BIGINT) AS start_s) AS v
 			WHERE c.now_ms >= COALESCE(CAST($4 AS BIGINT), c.now_ms)
 				AND NOT EXISTS (SELECT 1 FROM tranche_backfills WHERE id = $5 AND canceled <> 0)
+				AND NOT EXISTS (SELECT 1 FROM tranche_limits WHERE dag_id = v.dag_id AND max_running > 0)
 				AND NOT EXISTS (
 					SELECT 1 FROM tranche_backfills b
 					JOIN tranche_dags od ON od.dag <> b.dag AND od.dag IN (SELECT o.dag FROM tranche_backfills o WHERE o.dag_name = b.dag_name)
@@ -252,7 +262,8 @@ func (d *Dialect) qClaimFresh() string {
 // qInsertFresh gives those of n partitions (dag_id, start_s pairs from
 // $1) that have no row yet one, at their first attempt, and returns, for
 // each, its start and, with start, what qStart reads (the clock, a new
-// revision of DAG $2n+1, whether backfill $2n+2 was canceled), saving a
+// revision of DAG $2n+1, whether backfill $2n+2 was canceled, the limit
+// of DAG $2n+3), saving a
 // claim of fresh partitions that statement. A concurrent claim of one of
 // them waits for this transaction, and then finds the partition claimed.
 func (d *Dialect) qInsertFresh(n int, start bool) string {
@@ -263,13 +274,14 @@ func (d *Dialect) qInsertFresh(n int, start bool) string {
 		return q
 	}
 	return q + `, ` + d.Now + `, ` + d.nextRevision(2*n+1) +
-		`, (SELECT canceled FROM tranche_backfills WHERE id = $` + strconv.Itoa(2*n+2) + `)`
+		`, (SELECT canceled FROM tranche_backfills WHERE id = $` + strconv.Itoa(2*n+2) + `), ` + qLimitOf(2*n+3)
 }
 
 // qLockCursor locks the cursor of DAG $1, backfill $2 and order $3 (1:
 // descending), creating it at $4 and revision 0, never moved, if it is
 // new, and returns where it is and what qStart reads: the clock, a new
-// revision of DAG $5, whether backfill $6 was canceled; and before the
+// revision of DAG $5, whether backfill $6 was canceled, the limit of DAG
+// $8; and before the
 // clock, 1 when another identity has a backfill of the DAG name of
 // backfill $5 (not ”), so that a claim reads the other versions of the
 // DAG (qVersions) only when there are some. Workers of one backfill take
@@ -281,7 +293,7 @@ func (d *Dialect) qLockCursor() string {
 		RETURNING start_s, revision,
 			CASE WHEN EXISTS (SELECT 1 FROM tranche_backfills b JOIN tranche_backfills o ON o.dag_name = b.dag_name AND o.dag <> b.dag
 				WHERE b.id = $5 AND b.dag_name <> '') THEN 1 ELSE 0 END,
-			` + d.Now + `, ` + d.nextRevision(6) + `, (SELECT canceled FROM tranche_backfills WHERE id = $7)`
+			` + d.Now + `, ` + d.nextRevision(6) + `, (SELECT canceled FROM tranche_backfills WHERE id = $7), ` + qLimitOf(8)
 }
 
 // qClaimRound claims the jobs of a round of ClaimNext whose partitions

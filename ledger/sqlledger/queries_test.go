@@ -12,10 +12,11 @@ func TestPlaceholdersInOrder(t *testing.T) {
 	l := &Ledger{dialect: &SQLite}
 	queries := []string{l.qNow(), SQLite.qStart(), SQLite.qClaimFresh(), qDAGID, qInsertDAG, qRevision, qBackfill, qBackfills, SQLite.qCancelBackfill(), SQLite.qResumeBackfill(), qRevisionIn, qRecentSuccesses,
 		qInsertBackfill, qTakeover, qFinishEach, qHistory, qAttempts, createSchemaTable, SQLite.qLockCursor(), qMoveCursor, qReleased, qVersions,
+		qSetLimit, qReadLimit, qCountLimit, qDemand, qLapsedDemands, SQLite.qLockLimit(),
 		`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`}
 	for _, n := range []int{1, 2, 7, batchRows} {
 		queries = append(queries, SQLite.qInsertFresh(n, true), SQLite.qInsertFresh(n, false), SQLite.qFinish(n), qReadLatest(n, " FOR UPDATE OF p SKIP LOCKED"),
-			qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n), qDeletePartitions(n), qRewindLatest(n), qWithdraw(n), qClaimRound(n))
+			qInsertAttempts(n), qAdvanceLatest(n), qHeartbeat(n), qDeletePartitions(n), qRewindLatest(n), qWithdraw(n), qClaimRound(n), qDropDemands(n))
 	}
 	re := regexp.MustCompile(`\$([0-9]+)`)
 	for _, q := range queries {

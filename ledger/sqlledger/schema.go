@@ -181,6 +181,32 @@ var migrations = []migration{{
 			paused_ms BIGINT
 		)`,
 	},
+}, {
+	version:     11,
+	description: "limits of DAGs and the demands of their slots",
+	statements: []string{
+		// One row per DAG whose limit was ever set (ledger.Limiter): at
+		// most max_running runs at once (0: none), who set it and why,
+		// when (Unix milliseconds). The statement that starts a claim
+		// reads it; a claim under a limit locks its row, so that claims
+		// of a limited DAG take turns from their count to their commit.
+		`CREATE TABLE tranche_limits (
+			dag_id      BIGINT NOT NULL PRIMARY KEY REFERENCES tranche_dags (id),
+			max_running INTEGER NOT NULL,
+			by_whom     TEXT NOT NULL,
+			note        TEXT NOT NULL,
+			since_ms    BIGINT NOT NULL
+		)`,
+		// The slots of a limited DAG's schedule that wait for the limit,
+		// until when their demand lasts (Unix milliseconds): while one
+		// lasts, backfills of the DAG start nothing.
+		`CREATE TABLE tranche_demands (
+			dag_id   BIGINT NOT NULL,
+			start_s  BIGINT NOT NULL,
+			until_ms BIGINT NOT NULL,
+			PRIMARY KEY (dag_id, start_s)
+		){{table_options}}`,
+	},
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A

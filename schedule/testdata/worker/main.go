@@ -11,6 +11,12 @@
 // "write KEY WORKER TOKEN PID" to the -audit log, beside the
 // materializer's "start" and "end" lines, and a scheduler's "started"
 // (Run began: KEY is the first slot it waits for) and "slot.missed".
+//
+// With -setlimit N it sets the DAG's limit in the ledger and exits; with
+// -backfill FROM/TO it runs a backfill of that window (RFC 3339 bounds)
+// as a worker of -concurrency instead of schedulers, each partition
+// before -base taking -bftake. -timing appends "start|end KEY WHO
+// UNIXNANO" lines, by the system's clock, for every run.
 package main
 
 import (
@@ -51,6 +57,12 @@ var (
 	slowTake  = flag.Duration("slowtake", 2*time.Second, "how long the -slow slot's run takes (real time)")
 	audit     = flag.String("audit", "", "append a line per run's start and end here")
 	report    = flag.Bool("report", false, "print the slots' histories and exit")
+
+	setLimit    = flag.Int("setlimit", -1, "set the DAG's limit in the ledger and exit")
+	backfillWin = flag.String("backfill", "", "run a backfill of FROM/TO (RFC 3339) instead of schedulers")
+	concurrency = flag.Int("concurrency", 1, "the backfill's concurrency")
+	bfTake      = flag.Duration("bftake", time.Second, "how long a partition before -base takes (real time)")
+	timing      = flag.String("timing", "", "append start and end lines with the system's time here")
 )
 
 func main() {
@@ -87,6 +99,22 @@ func run() error {
 		}
 		defer logFile.Close()
 	}
+	var timingMu sync.Mutex
+	var timingFile *os.File
+	if *timing != "" {
+		if timingFile, err = os.OpenFile(*timing, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
+			return err
+		}
+		defer timingFile.Close()
+	}
+	clocked := func(what, key, who string) {
+		if timingFile == nil {
+			return
+		}
+		timingMu.Lock()
+		defer timingMu.Unlock()
+		fmt.Fprintf(timingFile, "%s %s %s %d\n", what, key, who, time.Now().UnixNano())
+	}
 	note = func(what, key, who string) {
 		if logFile == nil {
 			return
@@ -105,9 +133,13 @@ func run() error {
 					return nil, err
 				}
 				note("start", p.Key(), who)
+				clocked("start", p.Key(), who)
 				d := *take
-				if p.Key() == *slow {
+				switch {
+				case p.Key() == *slow:
 					d = *slowTake
+				case p.Start.Before(from):
+					d = *bfTake
 				}
 				select {
 				case <-time.After(d):
@@ -115,6 +147,7 @@ func run() error {
 					return nil, ctx.Err()
 				}
 				note("end", p.Key(), who)
+				clocked("end", p.Key(), who)
 				return []tranche.Row{{"slot": p.Key()}}, nil
 			},
 			Destinations: []tranche.Destination{auditDest{note: note, who: who}},
@@ -125,6 +158,9 @@ func run() error {
 	if *report {
 		return printReport(ctx, dag, loc, from, to)
 	}
+	if *setLimit >= 0 {
+		return limit(ctx, dag, loc)
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -133,6 +169,9 @@ func run() error {
 		}
 		stop()
 	}()
+	if *backfillWin != "" {
+		return runBackfill(ctx, dag, loc)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, *replicas)
 	for i := range *replicas {
@@ -170,6 +209,62 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+// limit sets the DAG's limit to -setlimit.
+func limit(ctx context.Context, dag func(string) (*tranche.DAG, error), loc *time.Location) error {
+	l, err := open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	d, err := dag("limit")
+	if err != nil {
+		return err
+	}
+	_, err = l.(ledger.Limiter).SetLimit(ctx, backfill.DAGIdentity(d, tranche.Hour, loc), ledger.Limit{Max: *setLimit, By: "test"})
+	return err
+}
+
+// runBackfill runs a backfill of -backfill as worker -worker until ctx
+// ends or the backfill does.
+func runBackfill(ctx context.Context, dag func(string) (*tranche.DAG, error), loc *time.Location) error {
+	from, to, ok := strings.Cut(*backfillWin, "/")
+	if !ok {
+		return fmt.Errorf("-backfill %q: want FROM/TO", *backfillWin)
+	}
+	lo, err := time.Parse(time.RFC3339, from)
+	if err != nil {
+		return err
+	}
+	hi, err := time.Parse(time.RFC3339, to)
+	if err != nil {
+		return err
+	}
+	window, err := tranche.WindowBetween(tranche.Hour, lo.In(loc), hi.In(loc))
+	if err != nil {
+		return err
+	}
+	l, err := open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	d, err := dag(*worker)
+	if err != nil {
+		return err
+	}
+	b := &backfill.Backfill{DAG: d, Ledger: l, Window: window, Concurrency: *concurrency, Worker: *worker, Lease: *lease,
+		OnEvent: func(_ context.Context, e tranche.Event) {
+			if e.Kind == backfill.KindPartitionFailed || e.Kind == backfill.KindPartitionUnclaimed {
+				fmt.Fprintf(os.Stderr, "%s: %s %s: %v\n", *worker, e.Kind, e.Target, e.Err)
+			}
+		}}
+	_, err = b.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // slotReport is one slot's history, as the report prints it.

@@ -1,4 +1,4 @@
-package ledger_test
+package address_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/address"
 )
 
 // TestParseAddress reads every form of address the README, the command's
@@ -15,36 +15,36 @@ import (
 func TestParseAddress(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
-		want ledger.Address
+		want address.Address
 		str  string // String(); "" for in
 	}{
 		// The README's.
-		{in: "sqlite:tranche-demo/ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "tranche-demo/ledger.db"}},
-		{in: "sqlite:///abs/path", want: ledger.Address{Scheme: "sqlite", Path: "/abs/path"}, str: "sqlite:/abs/path"},
-		{in: "sqlite:PATH", want: ledger.Address{Scheme: "sqlite", Path: "PATH"}},
-		{in: "postgres://user@host:5432/db?schema=NAME", want: ledger.Address{Scheme: "postgres", Conn: "postgres://user@host:5432/db", Schema: "NAME"}},
-		{in: "postgres://user:password@host:5432/database?sslmode=require", want: ledger.Address{Scheme: "postgres", Conn: "postgres://user:password@host:5432/database?sslmode=require"},
+		{in: "sqlite:tranche-demo/address.db", want: address.Address{Scheme: "sqlite", Path: "tranche-demo/address.db"}},
+		{in: "sqlite:///abs/path", want: address.Address{Scheme: "sqlite", Path: "/abs/path"}, str: "sqlite:/abs/path"},
+		{in: "sqlite:PATH", want: address.Address{Scheme: "sqlite", Path: "PATH"}},
+		{in: "postgres://user@host:5432/db?schema=NAME", want: address.Address{Scheme: "postgres", Conn: "postgres://user@host:5432/db", Schema: "NAME"}},
+		{in: "postgres://user:password@host:5432/database?sslmode=require", want: address.Address{Scheme: "postgres", Conn: "postgres://user:password@host:5432/database?sslmode=require"},
 			str: "postgres://user:xxxxx@host:5432/database?sslmode=require"},
 		// The command's documentation and the examples'.
-		{in: "sqlite:tranche.db", want: ledger.Address{Scheme: "sqlite", Path: "tranche.db"}},
-		{in: "sqlite:events.db", want: ledger.Address{Scheme: "sqlite", Path: "events.db"}},
-		{in: "sqlite:///var/lib/tranche.db", want: ledger.Address{Scheme: "sqlite", Path: "/var/lib/tranche.db"}, str: "sqlite:/var/lib/tranche.db"},
-		{in: "postgres://user@host:5432/warehouse", want: ledger.Address{Scheme: "postgres", Conn: "postgres://user@host:5432/warehouse"}},
+		{in: "sqlite:tranche.db", want: address.Address{Scheme: "sqlite", Path: "tranche.db"}},
+		{in: "sqlite:events.db", want: address.Address{Scheme: "sqlite", Path: "events.db"}},
+		{in: "sqlite:///var/lib/tranche.db", want: address.Address{Scheme: "sqlite", Path: "/var/lib/tranche.db"}, str: "sqlite:/var/lib/tranche.db"},
+		{in: "postgres://user@host:5432/warehouse", want: address.Address{Scheme: "postgres", Conn: "postgres://user@host:5432/warehouse"}},
 		// Other forms.
-		{in: "SQLITE:ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "ledger.db"}, str: "sqlite:ledger.db"},
-		{in: "sqlite:./ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "./ledger.db"}},
-		{in: "sqlite:/abs/ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "/abs/ledger.db"}},
-		{in: "sqlite://localhost/abs/ledger.db", want: ledger.Address{Scheme: "sqlite", Path: "/abs/ledger.db"}, str: "sqlite:/abs/ledger.db"},
-		{in: "sqlite:///a%20b.db", want: ledger.Address{Scheme: "sqlite", Path: "/a b.db"}, str: "sqlite:/a b.db"},
-		{in: "postgresql://bob@db/x?sslmode=disable&schema=s1", want: ledger.Address{Scheme: "postgres", Conn: "postgresql://bob@db/x?sslmode=disable", Schema: "s1"}},
-		{in: "postgres:host=db.internal port=5433 dbname=warehouse", want: ledger.Address{Scheme: "postgres", Conn: "host=db.internal port=5433 dbname=warehouse"}},
-		{in: "postgres:host=/tmp dbname=x schema=ledger", want: ledger.Address{Scheme: "postgres", Conn: "host=/tmp dbname=x", Schema: "ledger"}},
-		{in: "postgres: host = db  password=pw user=bob", want: ledger.Address{Scheme: "postgres", Conn: "host=db password=pw user=bob"},
+		{in: "SQLITE:address.db", want: address.Address{Scheme: "sqlite", Path: "address.db"}, str: "sqlite:address.db"},
+		{in: "sqlite:./address.db", want: address.Address{Scheme: "sqlite", Path: "./address.db"}},
+		{in: "sqlite:/abs/address.db", want: address.Address{Scheme: "sqlite", Path: "/abs/address.db"}},
+		{in: "sqlite://localhost/abs/address.db", want: address.Address{Scheme: "sqlite", Path: "/abs/address.db"}, str: "sqlite:/abs/address.db"},
+		{in: "sqlite:///a%20b.db", want: address.Address{Scheme: "sqlite", Path: "/a b.db"}, str: "sqlite:/a b.db"},
+		{in: "postgresql://bob@db/x?sslmode=disable&schema=s1", want: address.Address{Scheme: "postgres", Conn: "postgresql://bob@db/x?sslmode=disable", Schema: "s1"}},
+		{in: "postgres:host=db.internal port=5433 dbname=warehouse", want: address.Address{Scheme: "postgres", Conn: "host=db.internal port=5433 dbname=warehouse"}},
+		{in: "postgres:host=/tmp dbname=x schema=ledger", want: address.Address{Scheme: "postgres", Conn: "host=/tmp dbname=x", Schema: "ledger"}},
+		{in: "postgres: host = db  password=pw user=bob", want: address.Address{Scheme: "postgres", Conn: "host=db password=pw user=bob"},
 			str: "postgres:host=db password=xxxxx user=bob"},
-		{in: `postgres:host=db password='a \'b\' c' schema='my schema'`, want: ledger.Address{Scheme: "postgres", Conn: `host=db password='a \'b\' c'`, Schema: "my schema"},
+		{in: `postgres:host=db password='a \'b\' c' schema='my schema'`, want: address.Address{Scheme: "postgres", Conn: `host=db password='a \'b\' c'`, Schema: "my schema"},
 			str: `postgres:host=db password=xxxxx schema='my schema'`},
 	} {
-		got, err := ledger.ParseAddress(tt.in)
+		got, err := address.Parse(tt.in)
 		if err != nil {
 			t.Errorf("ParseAddress(%q): %v", tt.in, err)
 			continue
@@ -83,11 +83,11 @@ func TestParseAddressRefuses(t *testing.T) {
 		{"postgres:host=db password='" + secret, "no closing quote"},
 		{"postgres:hostdb", "is not key=value"},
 	} {
-		_, err := ledger.ParseAddress(tt.in)
+		_, err := address.Parse(tt.in)
 		switch {
 		case err == nil:
 			t.Errorf("ParseAddress(%q) took it", tt.in)
-		case !errors.Is(err, ledger.ErrAddress):
+		case !errors.Is(err, address.ErrInvalid):
 			t.Errorf("ParseAddress(%q): %v does not match ErrAddress", tt.in, err)
 		case !strings.Contains(err.Error(), tt.want):
 			t.Errorf("ParseAddress(%q): %v; want it to say %q", tt.in, err, tt.want)
@@ -98,7 +98,7 @@ func TestParseAddressRefuses(t *testing.T) {
 }
 
 func TestAccessString(t *testing.T) {
-	for a, want := range map[ledger.Access]string{ledger.AccessRead: "read", ledger.AccessWrite: "write", ledger.AccessCreate: "create", 7: "Access(7)"} {
+	for a, want := range map[address.Access]string{address.AccessRead: "read", address.AccessWrite: "write", address.AccessCreate: "create", 7: "Access(7)"} {
 		if a.String() != want {
 			t.Errorf("Access(%d).String() = %q; want %q", int(a), a.String(), want)
 		}
@@ -129,13 +129,13 @@ func FuzzParseAddress(f *testing.F) {
 		} else {
 			pass = ""
 		}
-		a, err := ledger.ParseAddress(in)
+		a, err := address.Parse(in)
 		hidden := func(s string) bool {
 			return len(pass) < 6 || strings.ContainsAny(pass, " '\\%") || strings.Contains(strings.Replace(in, url.PathEscape(pass), "", 1), pass) ||
 				!strings.Contains(s, pass)
 		}
 		if err != nil {
-			if !errors.Is(err, ledger.ErrAddress) {
+			if !errors.Is(err, address.ErrInvalid) {
 				t.Fatalf("ParseAddress(%q): %v does not match ErrAddress", in, err)
 			}
 			if !hidden(err.Error()) {
@@ -143,22 +143,22 @@ func FuzzParseAddress(f *testing.F) {
 			}
 			return
 		}
-		if a.Scheme != ledger.SchemeSQLite && a.Scheme != ledger.SchemePostgres {
+		if a.Scheme != address.SchemeSQLite && a.Scheme != address.SchemePostgres {
 			t.Fatalf("ParseAddress(%q).Kind = %q", in, a.Scheme)
 		}
 		if !hidden(a.String()) {
 			t.Fatalf("ParseAddress(%q).String() = %q shows the password", in, a.String())
 		}
-		if a.Scheme == ledger.SchemeSQLite {
-			back, err := ledger.ParseAddress(a.String())
+		if a.Scheme == address.SchemeSQLite {
+			back, err := address.Parse(a.String())
 			if err != nil || back != a {
 				t.Fatalf("ParseAddress(%q) = %+v, whose String %q reads back as %+v, %v", in, a, a.String(), back, err)
 			}
 		}
-		if a.Scheme == ledger.SchemePostgres && !strings.HasPrefix(a.Conn, "postgres") {
+		if a.Scheme == address.SchemePostgres && !strings.HasPrefix(a.Conn, "postgres") {
 			// A key=value string reads back the same, its password
 			// aside, which String masks.
-			back, err := ledger.ParseAddress("postgres:" + a.Conn)
+			back, err := address.Parse("postgres:" + a.Conn)
 			if err != nil || back.Conn != a.Conn {
 				t.Fatalf("ParseAddress(%q).Conn = %q, which reads back as %+v, %v", in, a.Conn, back, err)
 			}

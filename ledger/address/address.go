@@ -1,4 +1,10 @@
-package ledger
+// Package address reads the addresses operators give ledgers
+// (sqlite:PATH, postgres://…, postgres:KEY=VALUE…), the one parser of
+// every program, and names what a program will do to the ledger it
+// opens ([Access]), so that the ledger modules open it no more than
+// that needs: sqlite.OpenLedger and postgres.OpenLedger are [OpenFunc]s,
+// and reading a ledger never creates, migrates or writes it.
+package address
 
 import (
 	"context"
@@ -7,12 +13,14 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/tranche-dev/tranche/ledger"
 )
 
 // An Address names a ledger as an operator writes it, in $TRANCHE_LEDGER
 // or a --ledger flag: sqlite:PATH, or a PostgreSQL URL
 // (postgres://user@host:5432/database?schema=NAME) or key=value string
-// (postgres:host=db dbname=warehouse schema=NAME). [ParseAddress] reads
+// (postgres:host=db dbname=warehouse schema=NAME). [Parse] reads
 // one; the ledger modules open one (sqlite.OpenLedger,
 // postgres.OpenLedger), so that this package, which every program
 // imports, carries no driver.
@@ -40,26 +48,26 @@ const (
 	SchemePostgres = "postgres"
 )
 
-// ErrAddress is matched, with errors.Is, by the error of a ledger
-// address that names no ledger: [ParseAddress]'s, and an opener's given
+// ErrInvalid is matched, with errors.Is, by the error of a ledger
+// address that names no ledger: [Parse]'s, and an opener's given
 // an address of a kind it does not open.
-var ErrAddress = errors.New("ledger: bad address")
+var ErrInvalid = errors.New("address: not a ledger's address")
 
 // addressError is a refusal of an address; its message names the
 // address, passwords masked, and what is accepted.
 type addressError struct{ msg string }
 
 func (e *addressError) Error() string        { return e.msg }
-func (e *addressError) Is(target error) bool { return target == ErrAddress }
+func (e *addressError) Is(target error) bool { return target == ErrInvalid }
 
 func refuseAddress(format string, args ...any) error {
 	return &addressError{fmt.Sprintf(format, args...)}
 }
 
-// AddressForms is what [ParseAddress] accepts, as its refusals say it.
-const AddressForms = "want sqlite:PATH (such as sqlite:tranche.db or sqlite:///var/lib/tranche.db), postgres://user@host:5432/database?schema=NAME, or postgres:host=HOST dbname=DATABASE"
+// Forms is what [Parse] accepts, as its refusals say it.
+const Forms = "want sqlite:PATH (such as sqlite:tranche.db or sqlite:///var/lib/tranche.db), postgres://user@host:5432/database?schema=NAME, or postgres:host=HOST dbname=DATABASE"
 
-// ParseAddress reads a ledger's address:
+// Parse reads a ledger's address:
 //
 //	sqlite:PATH                   a file, relative or absolute (sqlite:tranche.db)
 //	sqlite:///abs/path            the same as a URL (sqlite://localhost/abs/path too)
@@ -72,10 +80,10 @@ const AddressForms = "want sqlite:PATH (such as sqlite:tranche.db or sqlite:///v
 // which [Address.Schema] gets and [Address.Conn] leaves out. A SQLite
 // address takes no query or fragment, and as a URL no host but
 // localhost. Nothing is opened or checked on disk or on the network. Its
-// errors match [ErrAddress] and name the address with its passwords
+// errors match [ErrInvalid] and name the address with its passwords
 // masked; a bare path is refused with the sqlite: address it may have
 // meant.
-func ParseAddress(s string) (Address, error) {
+func Parse(s string) (Address, error) {
 	scheme, rest, ok := strings.Cut(s, ":")
 	switch strings.ToLower(scheme) {
 	case SchemeSQLite:
@@ -92,9 +100,9 @@ func ParseAddress(s string) (Address, error) {
 	}
 	if !ok || strings.ContainsAny(scheme, `/\.`) || len(scheme) == 1 {
 		// A path, or a Windows drive letter.
-		return Address{}, refuseAddress("ledger %q is not an address; %s (did you mean sqlite:%s?)", Redact(s), AddressForms, Redact(s))
+		return Address{}, refuseAddress("ledger %q is not an address; %s (did you mean sqlite:%s?)", Redact(s), Forms, Redact(s))
 	}
-	return Address{}, refuseAddress("ledger %q: unknown kind of ledger %q; %s", Redact(s), scheme, AddressForms)
+	return Address{}, refuseAddress("ledger %q: unknown kind of ledger %q; %s", Redact(s), scheme, Forms)
 }
 
 // sqlitePath returns the file of a sqlite: address s, rest being what
@@ -105,7 +113,7 @@ func sqlitePath(s, rest string) (string, error) {
 		u, err := url.Parse(s)
 		switch {
 		case err != nil:
-			return "", refuseAddress("ledger %q: %v; %s", s, errors.Unwrap(err), AddressForms)
+			return "", refuseAddress("ledger %q: %v; %s", s, errors.Unwrap(err), Forms)
 		case u.Host != "" && u.Host != "localhost":
 			return "", refuseAddress("ledger %q names host %q; a SQLite ledger is a local file: sqlite:///abs/path or sqlite:PATH", s, u.Host)
 		case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || u.User != nil:
@@ -116,7 +124,7 @@ func sqlitePath(s, rest string) (string, error) {
 		return "", refuseAddress("ledger %q: a SQLite ledger's address takes no query or fragment; give sqlite:PATH", s)
 	}
 	if path == "" {
-		return "", refuseAddress("ledger %q has no path; %s", s, AddressForms)
+		return "", refuseAddress("ledger %q has no path; %s", s, Forms)
 	}
 	if strings.ContainsRune(path, 0) {
 		return "", refuseAddress("ledger %q: the path holds a NUL byte", s)
@@ -130,7 +138,7 @@ func sqlitePath(s, rest string) (string, error) {
 func postgresURL(s string) (Address, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return Address{}, refuseAddress("ledger %q is not a valid URL: %s; %s", Redact(s), Redact(errors.Unwrap(err).Error()), AddressForms)
+		return Address{}, refuseAddress("ledger %q is not a valid URL: %s; %s", Redact(s), Redact(errors.Unwrap(err).Error()), Forms)
 	}
 	a := Address{Scheme: SchemePostgres, Conn: s}
 	q := u.Query()
@@ -151,10 +159,10 @@ func postgresURL(s string) (Address, error) {
 func postgresKeyValues(s, rest string) (Address, error) {
 	pairs, err := splitKeyValues(rest)
 	if err != nil {
-		return Address{}, refuseAddress("ledger %q: %v; %s", Redact(s), err, AddressForms)
+		return Address{}, refuseAddress("ledger %q: %v; %s", Redact(s), err, Forms)
 	}
 	if len(pairs) == 0 {
-		return Address{}, refuseAddress("ledger %q names no server; %s", Redact(s), AddressForms)
+		return Address{}, refuseAddress("ledger %q names no server; %s", Redact(s), Forms)
 	}
 	a := Address{Scheme: SchemePostgres}
 	var kept []string
@@ -233,7 +241,7 @@ func quoteValue(v string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
 
-// String returns the address as [ParseAddress] reads it, with its
+// String returns the address as [Parse] reads it, with its
 // passwords masked: what errors and logs may show.
 func (a Address) String() string {
 	switch a.Scheme {
@@ -313,8 +321,11 @@ func (a Access) String() string {
 	return fmt.Sprintf("Access(%d)", int(a))
 }
 
-// An OpenFunc opens the ledger at an address for an access; its ledger
-// is an io.Closer when it holds connections or files. sqlite.OpenLedger
-// and postgres.OpenLedger are OpenFuncs; a program that links both
-// chooses between them by [Address.Scheme].
-type OpenFunc func(ctx context.Context, addr Address, access Access) (Ledger, error)
+// An OpenFunc opens the ledger at an address for an access. For
+// [AccessRead] it returns a reader alone, with no method that writes
+// (sqlite.Reader, postgres.Reader); for [AccessWrite] and [AccessCreate]
+// the reader is a [ledger.Ledger]. It is an io.Closer when it holds
+// connections or files. sqlite.OpenLedger and postgres.OpenLedger are
+// OpenFuncs; a program that links both chooses between them by
+// [Address.Scheme].
+type OpenFunc func(ctx context.Context, addr Address, access Access) (ledger.Reader, error)
