@@ -16,3 +16,11 @@ import (
 func TestMixedGranularities(t *testing.T) {
 	assettest.Run(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
 }
+
+// TestMixedGranularitiesProperty checks, for random failures of every
+// asset's partitions, that a backfill of several granularities runs
+// exactly what a model of the mappings says can land, and the rerun of
+// failed partitions exactly the rest (internal/assettest.Property).
+func TestMixedGranularitiesProperty(t *testing.T) {
+	assettest.Property(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
+	"pgregory.net/rapid"
 )
 
 // Run runs every check on ledgers of newLedger, each a subtest.
@@ -303,4 +304,105 @@ func Workers(t *testing.T, newLedger NewLedger) {
 	if len(p.readBad) > 0 {
 		t.Errorf("read before they succeeded: %v", p.readBad)
 	}
+}
+
+// Property draws partitions of every asset of March to fail, runs March
+// under FailContinue and checks against a model of the mappings that
+// exactly the partitions whose every transitive upstream partition
+// succeeded ran, each once, and the rest were blocked; then, the
+// failures gone, that the rerun of failed partitions runs exactly the
+// rest, each once, in dependency order, and March is complete.
+func Property(t *testing.T, newLedger NewLedger) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := New(t, newLedger)
+		ctx := context.Background()
+		var hours, days []tranche.TimePartition
+		for h := tranche.PartitionOf(tranche.Hour, time.Date(2026, 3, 1, 0, 0, 0, 0, p.NY)); h.Start.Month() == 3; h = h.Next() {
+			hours = append(hours, h)
+		}
+		for d := tranche.PartitionOf(tranche.Day, hours[0].Start); d.Start.Month() == 3; d = d.Next() {
+			days = append(days, d)
+		}
+		failing := map[string]bool{}
+		for _, i := range rapid.SliceOfNDistinct(rapid.IntRange(0, len(hours)-1), 0, 4, rapid.ID[int]).Draw(rt, "hours") {
+			failing["events "+hours[i].Key()] = true
+		}
+		for _, asset := range []string{"rollup", "model"} {
+			for _, i := range rapid.SliceOfNDistinct(rapid.IntRange(0, len(days)-1), 0, 2, rapid.ID[int]).Draw(rt, asset) {
+				failing[asset+" "+days[i].Key()] = true
+			}
+		}
+		if rapid.Bool().Draw(rt, "report") {
+			failing["report 2026-03"] = true
+		}
+		// The model: which asset partitions land, given failing.
+		ok := map[string]bool{}
+		for _, h := range hours {
+			ok["events "+h.Key()] = !failing["events "+h.Key()]
+		}
+		monthOK := true
+		for i, d := range days {
+			k := "rollup " + d.Key()
+			ok[k] = !failing[k]
+			for _, h := range hours {
+				if !h.Start.Before(d.Start) && h.Start.Before(d.End) {
+					ok[k] = ok[k] && ok["events "+h.Key()]
+				}
+			}
+			monthOK = monthOK && ok[k]
+			m := "model " + d.Key()
+			ok[m] = !failing[m]
+			for j := max(0, i-7); j < i; j++ {
+				ok[m] = ok[m] && ok["rollup "+days[j].Key()]
+			}
+		}
+		ok["report 2026-03"] = !failing["report 2026-03"] && monthOK
+		wantFirst, wantRest := 0, 0
+		for _, v := range ok {
+			if v {
+				wantFirst++
+			} else {
+				wantRest++
+			}
+		}
+		p.mu.Lock()
+		p.fail = failing
+		p.mu.Unlock()
+		rep, _ := p.march("").Run(ctx)
+		calls := p.takeCalls()
+		seen := map[string]bool{}
+		for _, c := range calls {
+			if seen[c] {
+				rt.Fatalf("%s ran twice", c)
+			}
+			seen[c] = true
+		}
+		for k, v := range ok {
+			if v && !seen[k] {
+				rt.Fatalf("%s did not run, though all it reads landed", k)
+			}
+		}
+		if rep.Succeeded != wantFirst {
+			rt.Fatalf("%d succeeded, want %d (%v)", rep.Succeeded, wantFirst, rep)
+		}
+		p.mu.Lock()
+		p.fail = map[string]bool{}
+		p.mu.Unlock()
+		rep, err := p.march("").Run(ctx)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		calls = p.takeCalls()
+		if len(calls) != wantRest || rep.Succeeded != wantRest {
+			rt.Fatalf("the rerun ran %d (%v), want the %d that had not landed", len(calls), rep, wantRest)
+		}
+		for _, c := range calls {
+			if ok[c] {
+				rt.Fatalf("the rerun ran %s, which had landed", c)
+			}
+		}
+		if len(p.readBad) > 0 {
+			rt.Fatalf("read before they succeeded: %v", p.readBad)
+		}
+	})
 }
