@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,7 @@ type assetItem struct {
 type assetUnit struct {
 	name  string
 	g     tranche.TimeGranularity
+	loc   *time.Location
 	dag   *tranche.DAG // the asset, and its dependencies as readers
 	id    string       // the ledger's key of its partitions
 	code  string       // its code version
@@ -84,11 +86,16 @@ type assetUnit struct {
 	deps  []assetDep
 }
 
+// key returns the key of u's partition starting at start (Unix seconds).
+func (u *assetUnit) key(start int64) string {
+	return tranche.PartitionOf(u.g, time.Unix(start, 0).In(u.loc)).Key()
+}
+
 // assetDep is a partitioned dependency of an asset unit: the unit and,
 // for each of the asset's partitions, those of the dependency it reads.
 type assetDep struct {
 	unit   int
-	mapped [][]tranche.TimePartition
+	mapped [][]int64 // the starts, in Unix seconds: a year of a daily asset reading hours maps to 8,760
 }
 
 // mixedGranularities reports whether dag's partitioned assets have more
@@ -145,7 +152,7 @@ func (b *Backfill) assetUnits(w tranche.TimePartitionWindow) ([]*assetUnit, erro
 		read = b.Runner.Read
 	}
 	for a := range b.DAG.Assets() {
-		u := &assetUnit{name: a.Name, g: a.Partitioning.Granularity, index: map[int64]int{}}
+		u := &assetUnit{name: a.Name, g: a.Partitioning.Granularity, loc: loc, index: map[int64]int{}}
 		if !a.Partitioning.First.IsZero() {
 			u.first = tranche.PartitionOf(u.g, a.Partitioning.First.In(loc)).Start
 		}
@@ -177,9 +184,11 @@ func (b *Backfill) assetUnits(w tranche.TimePartitionWindow) ([]*assetUnit, erro
 			up := units[k]
 			u.level = max(u.level, up.level+1)
 			m := a.Mappings[d]
-			dep := assetDep{unit: k, mapped: make([][]tranche.TimePartition, len(u.parts))}
+			dep := assetDep{unit: k, mapped: make([][]int64, len(u.parts))}
 			for i, p := range u.parts {
-				dep.mapped[i] = mappedPartitions(m, up.g, up.first, p)
+				var starts []int64
+				eachMapped(m, up.g, up.first, p, func(q tranche.TimePartition) { starts = append(starts, q.Start.Unix()) })
+				dep.mapped[i] = slices.Clip(starts)
 			}
 			u.deps = append(u.deps, dep)
 		}
@@ -224,6 +233,13 @@ func reader(a tranche.Asset, read func(context.Context, string, tranche.TimePart
 // Mapping documents the rule; TestMappedPartitionsAsRunner holds the two
 // together).
 func mappedPartitions(m tranche.Mapping, g tranche.TimeGranularity, first time.Time, d tranche.TimePartition) []tranche.TimePartition {
+	var out []tranche.TimePartition
+	eachMapped(m, g, first, d, func(p tranche.TimePartition) { out = append(out, p) })
+	return out
+}
+
+// eachMapped calls yield with each partition mappedPartitions returns.
+func eachMapped(m tranche.Mapping, g tranche.TimeGranularity, first time.Time, d tranche.TimePartition, yield func(tranche.TimePartition)) {
 	lastInstant := d.End.Add(-time.Second)
 	var from, to tranche.TimePartition
 	if m.Lookback == 0 && m.Offset == 0 {
@@ -238,13 +254,12 @@ func mappedPartitions(m tranche.Mapping, g tranche.TimeGranularity, first time.T
 			from = from.Prev()
 		}
 	}
-	var out []tranche.TimePartition
 	for p := from; ; p = p.Next() {
 		if !p.Start.Before(first) {
-			out = append(out, p)
+			yield(p)
 		}
 		if p.Start.Equal(to.Start) {
-			return out
+			return
 		}
 	}
 }
@@ -265,10 +280,11 @@ func (b *Backfill) latestOfUnits(ctx context.Context, units []*assetUnit) ([]map
 				if len(ps) == 0 {
 					continue
 				}
-				if s := ps[0].Start; from[d.unit].IsZero() || s.Before(from[d.unit]) {
+				if s := time.Unix(ps[0], 0); from[d.unit].IsZero() || s.Before(from[d.unit]) {
 					from[d.unit] = s
 				}
-				if e := ps[len(ps)-1].End; e.After(to[d.unit]) {
+				// Latest reads the partitions starting before to.
+				if e := time.Unix(ps[len(ps)-1]+1, 0); e.After(to[d.unit]) {
 					to[d.unit] = e
 				}
 			}
@@ -344,24 +360,24 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 	for _, d := range u.deps {
 		up := units[d.unit]
 		for _, q := range d.mapped[k] {
-			if j, ok := up.index[q.Start.Unix()]; ok && plans[d.unit].items[j].runs {
+			if j, ok := up.index[q]; ok && plans[d.unit].items[j].runs {
 				if waitFor == "" {
-					waitFor = up.name + " " + q.Key()
+					waitFor = up.name + " " + up.key(q)
 				}
 				continue
 			}
-			a := latest[d.unit][q.Start.Unix()]
+			a := latest[d.unit][q]
 			if a == nil || a.State != ledger.StateSucceeded {
 				if missing == "" {
 					why := "outside the window"
-					if j, ok := up.index[q.Start.Unix()]; ok {
+					if j, ok := up.index[q]; ok {
 						why = string(plans[d.unit].items[j].action)
 					}
 					state := "never run"
 					if a != nil {
 						state = string(a.State)
 					}
-					missing = fmt.Sprintf("needs %s %s (%s; %s)", up.name, q.Key(), state, why)
+					missing = fmt.Sprintf("needs %s %s (%s; %s)", up.name, up.key(q), state, why)
 				}
 				continue
 			}
@@ -369,7 +385,7 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 			// the partition's own latest success began to read it.
 			if own != nil && own.State == ledger.StateSucceeded && a.Finished.After(own.Started) && a.Finished.After(newest) {
 				newest = a.Finished
-				newer = fmt.Sprintf("stale: upstream %s %s rematerialized", up.name, q.Key())
+				newer = fmt.Sprintf("stale: upstream %s %s rematerialized", up.name, up.key(q))
 			}
 		}
 	}
