@@ -17,7 +17,7 @@ import (
 // Run runs every check on ledgers of newLedger, each a subtest.
 func Run(t *testing.T, newLedger NewLedger) {
 	for name, check := range map[string]func(*testing.T, NewLedger){
-		"Backfill": Backfill, "RerunFailed": RerunFailed, "Stale": Stale, "Refusals": Refusals, "Workers": Workers,
+		"Backfill": Backfill, "RerunFailed": RerunFailed, "Stale": Stale, "Refusals": Refusals, "Workers": Workers, "FailStop": FailStop,
 	} {
 		t.Run(name, func(t *testing.T) { check(t, newLedger) })
 	}
@@ -405,4 +405,30 @@ func Property(t *testing.T, newLedger NewLedger) {
 			rt.Fatalf("read before they succeeded: %v", p.readBad)
 		}
 	})
+}
+
+// FailStop fails an hour of March under the default failure policy,
+// stop: no asset after the hours' wave starts, the backfill returns the
+// failure, and running it again with the hour fixed finishes March.
+func FailStop(t *testing.T, newLedger NewLedger) {
+	p := New(t, newLedger)
+	ctx := context.Background()
+	p.fail["events 2026-03-20T10:00-04:00"] = true
+	b := p.march("")
+	b.OnFailure = tranche.FailStop
+	b.Concurrency = 1
+	rep, err := b.Run(ctx)
+	if err == nil || rep.Failed != 1 {
+		t.Fatalf("a failed hour under FailStop: %v, %v", rep, err)
+	}
+	for _, c := range p.takeCalls() {
+		if !strings.HasPrefix(c, "events ") {
+			t.Errorf("%s ran after an hour failed under FailStop", c)
+		}
+	}
+	clear(p.fail)
+	rep, err = p.march("").Run(ctx)
+	if err != nil || rep.Succeeded+rep.Skipped != 806 {
+		t.Errorf("March again: %v, %v", rep, err)
+	}
 }
