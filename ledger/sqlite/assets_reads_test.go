@@ -35,7 +35,9 @@ func TestAssetsReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	noop := func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }
-	part := func(g tranche.TimeGranularity) tranche.Partitioning { return tranche.Partitioning{Granularity: g, Location: ny} }
+	part := func(g tranche.TimeGranularity) tranche.Partitioning {
+		return tranche.Partitioning{Granularity: g, Location: ny}
+	}
 	dag, err := tranche.NewDAG(
 		tranche.Asset{Name: "events", Partitioning: part(tranche.Hour), Materialize: noop},
 		tranche.Asset{Name: "rollup", Deps: []string{"events"}, Partitioning: part(tranche.Day), Materialize: noop},
