@@ -504,8 +504,17 @@ func (b *Backfill) planMixed(ctx context.Context, cfg *config) (*Plan, error) {
 		Rerun: cfg.rerun, OnFailure: cfg.onFailure, Concurrency: cfg.concurrency, Created: b.now(), backfill: b,
 		Assets: plans,
 	}
+	p.Counts = sumCounts(plans)
+	if p.Counts.Run == 0 {
+		p.Warnings = append(p.Warnings, "nothing to run")
+	}
+	return p, nil
+}
+
+// sumCounts sums the counts of the assets' plans.
+func sumCounts(plans []AssetPlan) PlanCounts {
+	var c PlanCounts
 	for _, ap := range plans {
-		c := &p.Counts
 		c.Total += ap.Counts.Total
 		c.Run += ap.Counts.Run
 		c.Runs += ap.Counts.Runs
@@ -513,10 +522,7 @@ func (b *Backfill) planMixed(ctx context.Context, cfg *config) (*Plan, error) {
 		c.SkipRunning += ap.Counts.SkipRunning
 		c.SkipRecorded += ap.Counts.SkipRecorded
 	}
-	if p.Counts.Run == 0 {
-		p.Warnings = append(p.Warnings, "nothing to run")
-	}
-	return p, nil
+	return c
 }
 
 // runMixed runs a backfill of several granularities wave by wave, each
@@ -553,7 +559,9 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 			return nil, err
 		}
 		if firstPlan == nil {
-			firstPlan = &Plan{Backfill: cfg.id, DAG: cfg.dag, DAGName: b.DAG.Name, Window: cfg.window, Assets: plans, backfill: b}
+			firstPlan = &Plan{Backfill: cfg.id, DAG: cfg.dag, DAGName: b.DAG.Name, Window: cfg.window, ChunkSize: cfg.chunk, Order: b.Order,
+				Rerun: cfg.rerun, OnFailure: cfg.onFailure, Concurrency: cfg.concurrency, Created: b.now(), Counts: sumCounts(plans),
+				Assets: plans, backfill: b}
 		}
 		var g errgroup.Group
 		var mu sync.Mutex

@@ -48,6 +48,9 @@ func Backfill(t *testing.T, newLedger NewLedger) {
 	if rep.Succeeded != 806 || rep.Total != 806 || rep.Failed != 0 {
 		t.Errorf("report %v: want 806 succeeded of 806", rep)
 	}
+	if rep.Plan == nil || rep.Plan.Counts.Total != 806 || rep.Plan.Counts.Run != 806 || len(rep.Assets) != 4 {
+		t.Errorf("report's plan %+v, %d assets: want the first wave's: 806 partitions to run", rep.Plan, len(rep.Assets))
+	}
 	calls := p.takeCalls()
 	seen := map[string]int{}
 	for _, c := range calls {
