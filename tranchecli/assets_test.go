@@ -33,6 +33,10 @@ func TestMixedGranularities(t *testing.T) {
 			t.Errorf("plan does not say %q:\n%s", want, out)
 		}
 	}
+	js := h.must(0, append([]string{"plan", "platform", "--format", "json"}, span...)...)
+	if !strings.Contains(js, `"key":"2026-03-09","start":"2026-03-09T00:00:00-04:00","end":"2026-03-10T00:00:00-04:00","action":"skip: blocked","asset":"model","reason":"needs rollup 2026-03-02 (never run; outside the window); after rollup 2026-03-08"}`) {
+		t.Errorf("plan as JSON lacks the model day blocked:\n%s", js)
+	}
 	if strings.Contains(out, "report  2026-03") {
 		t.Errorf("plan holds the month, which is not inside the window:\n%s", out)
 	}
