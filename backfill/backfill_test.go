@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -158,28 +158,6 @@ func bfFailOn(once bool, keys ...string) func(context.Context, string) error {
 		failed[target] = true
 		return fmt.Errorf("boom on %s", target)
 	}
-}
-
-// bfNoLeaks fails the test if it leaves more goroutines running than it
-// found, after a short grace period for goroutines on their way out.
-func bfNoLeaks(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("%d goroutines before the test, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
 }
 
 // bfCheckReport checks that a report adds up and holds the counts given.
@@ -556,65 +534,66 @@ func TestBackfillRefusals(t *testing.T) {
 // A partition that fails is retried by the next run, alone, under its run
 // id, as attempt 2.
 func TestBackfillResume(t *testing.T) {
-	bfNoLeaks(t)
-	p := &bfProbe{hook: bfFailOn(true, "2026-01-05")}
-	l := memledger.New(nil)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 10), Ledger: l, Worker: "w1", OnFailure: tranche.FailContinue}
+	synctest.Test(t, func(t *testing.T) {
+		p := &bfProbe{hook: bfFailOn(true, "2026-01-05")}
+		l := memledger.New(nil)
+		b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 10), Ledger: l, Worker: "w1", OnFailure: tranche.FailContinue}
 
-	rep, err := b.Run(t.Context())
-	if err == nil || err.Error() != "tranche: backfill "+bfJanuaryResumeID+": 1 partition failed (first 2026-01-05: tranche: asset \"raw\" failed for 2026-01-05: boom on 2026-01-05)" {
-		t.Errorf("first run: %v", err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 9, Failed: 1})
-	if len(rep.Failures) == 1 && rep.Failures[0].Key != "2026-01-05" {
-		t.Errorf("failures %v", rep.Failures)
-	}
-	if got, want := p.Calls(), bfKeys(10, 9, 8, 7, 6, 5, 4, 3, 2, 1); !slices.Equal(got, want) {
-		t.Errorf("first run called %v; want %v", got, want)
-	}
-	if rep.Backfill != bfJanuaryResumeID || rep.Worker != "w1" {
-		t.Errorf("report of %s by %s", rep.Backfill, rep.Worker)
-	}
-
-	p.mu.Lock()
-	p.calls = nil
-	p.mu.Unlock()
-	rep, err = b.Run(t.Context())
-	if err != nil {
-		t.Fatalf("second run: %v", err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 1, Skipped: 9})
-	if got := p.Calls(); !slices.Equal(got, []string{"2026-01-05"}) {
-		t.Errorf("second run called %v; want only 2026-01-05", got)
-	}
-	h, err := l.History(t.Context(), bfDAGID, bfDay(5).Start)
-	if err != nil || len(h) != 2 {
-		t.Fatalf("history %+v, %v", h, err)
-	}
-	for i, a := range h {
-		if a.RunID != bfJanuary5Run || a.Number != i+1 || a.Backfill != bfJanuaryResumeID || a.Worker != "w1" || a.Rows != []int64{0, 2}[i] {
-			t.Errorf("attempt %d: %+v; want run id %s, backfill %s", i+1, a, bfJanuary5Run, bfJanuaryResumeID)
+		rep, err := b.Run(t.Context())
+		if err == nil || err.Error() != "tranche: backfill "+bfJanuaryResumeID+": 1 partition failed (first 2026-01-05: tranche: asset \"raw\" failed for 2026-01-05: boom on 2026-01-05)" {
+			t.Errorf("first run: %v", err)
 		}
-	}
-	if h[0].State != ledger.StateFailed || h[0].Err != `tranche: asset "raw" failed for 2026-01-05: boom on 2026-01-05` || h[1].State != ledger.StateSucceeded || h[1].Err != "" {
-		t.Errorf("history %+v", h)
-	}
-	// A third run has nothing to do.
-	rep, err = b.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 10, Skipped: 10})
-	st, err := backfill.StatusOf(t.Context(), l, bfJanuaryResumeID, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Done() || st.Counts[ledger.StateSucceeded] != 10 || len(st.Blocked) != 0 {
-		t.Errorf("status %s, blocked %q", st, st.Blocked)
-	}
-	if got, want := st.String(), "backfill "+bfJanuaryResumeID+" of day 2026-01-01..2026-01-10 UTC: 10 succeeded, 0 running, 0 failed, 0 canceled, 0 pending"; got != want {
-		t.Errorf("status %q; want %q", got, want)
-	}
+		bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 9, Failed: 1})
+		if len(rep.Failures) == 1 && rep.Failures[0].Key != "2026-01-05" {
+			t.Errorf("failures %v", rep.Failures)
+		}
+		if got, want := p.Calls(), bfKeys(10, 9, 8, 7, 6, 5, 4, 3, 2, 1); !slices.Equal(got, want) {
+			t.Errorf("first run called %v; want %v", got, want)
+		}
+		if rep.Backfill != bfJanuaryResumeID || rep.Worker != "w1" {
+			t.Errorf("report of %s by %s", rep.Backfill, rep.Worker)
+		}
+
+		p.mu.Lock()
+		p.calls = nil
+		p.mu.Unlock()
+		rep, err = b.Run(t.Context())
+		if err != nil {
+			t.Fatalf("second run: %v", err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 1, Skipped: 9})
+		if got := p.Calls(); !slices.Equal(got, []string{"2026-01-05"}) {
+			t.Errorf("second run called %v; want only 2026-01-05", got)
+		}
+		h, err := l.History(t.Context(), bfDAGID, bfDay(5).Start)
+		if err != nil || len(h) != 2 {
+			t.Fatalf("history %+v, %v", h, err)
+		}
+		for i, a := range h {
+			if a.RunID != bfJanuary5Run || a.Number != i+1 || a.Backfill != bfJanuaryResumeID || a.Worker != "w1" || a.Rows != []int64{0, 2}[i] {
+				t.Errorf("attempt %d: %+v; want run id %s, backfill %s", i+1, a, bfJanuary5Run, bfJanuaryResumeID)
+			}
+		}
+		if h[0].State != ledger.StateFailed || h[0].Err != `tranche: asset "raw" failed for 2026-01-05: boom on 2026-01-05` || h[1].State != ledger.StateSucceeded || h[1].Err != "" {
+			t.Errorf("history %+v", h)
+		}
+		// A third run has nothing to do.
+		rep, err = b.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 10, Skipped: 10})
+		st, err := backfill.StatusOf(t.Context(), l, bfJanuaryResumeID, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Done() || st.Counts[ledger.StateSucceeded] != 10 || len(st.Blocked) != 0 {
+			t.Errorf("status %s, blocked %q", st, st.Blocked)
+		}
+		if got, want := st.String(), "backfill "+bfJanuaryResumeID+" of day 2026-01-01..2026-01-10 UTC: 10 succeeded, 0 running, 0 failed, 0 canceled, 0 pending"; got != want {
+			t.Errorf("status %q; want %q", got, want)
+		}
+	})
 }
 
 const bfJanuaryResumeID = "7b1091e6b11b" // ID of bfDAG over 2026-01-01..10, chunk 1
@@ -642,51 +621,52 @@ func TestBackfillRerunPolicies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.rerun), func(t *testing.T) {
-			bfNoLeaks(t)
-			clock := ledgertest.NewClock(bfT0)
-			l := memledger.New(clock.Now)
-			for d, st := range map[int]ledger.State{1: ledger.StateSucceeded, 2: ledger.StateFailed, 3: ledger.StateCanceled, 5: ledger.StateSucceeded} {
-				bfSeed(t, l, clock, bfDAGID, bfDay(d), "seed", st, time.Second, time.Minute)
-			}
-			p := new(bfProbe)
-			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w", Rerun: tt.rerun, Now: clock.Now}
-			plan, err := b.Plan(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var actions []ledger.Action
-			for item, err := range plan.Items(t.Context()) {
+			synctest.Test(t, func(t *testing.T) {
+				clock := ledgertest.NewClock(bfT0)
+				l := memledger.New(clock.Now)
+				for d, st := range map[int]ledger.State{1: ledger.StateSucceeded, 2: ledger.StateFailed, 3: ledger.StateCanceled, 5: ledger.StateSucceeded} {
+					bfSeed(t, l, clock, bfDAGID, bfDay(d), "seed", st, time.Second, time.Minute)
+				}
+				p := new(bfProbe)
+				b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w", Rerun: tt.rerun, Now: clock.Now}
+				plan, err := b.Plan(t.Context())
 				if err != nil {
 					t.Fatal(err)
 				}
-				actions = append(actions, item.Action)
-			}
-			if !slices.Equal(actions, tt.actions) {
-				t.Errorf("plan actions %v; want %v", actions, tt.actions)
-			}
-			rep, err := b.Run(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: tt.report[0], Failed: tt.report[1], Skipped: tt.report[2], Elsewhere: tt.report[3], NotRun: tt.report[4]})
-			if got := p.Calls(); !slices.Equal(got, tt.calls) {
-				t.Errorf("ran %v; want %v", got, tt.calls)
-			}
-			// Running it again runs nothing more, whatever the policy,
-			// except all, which runs everything once more.
-			p.mu.Lock()
-			p.calls = nil
-			p.mu.Unlock()
-			if _, err := b.Run(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			want := []string(nil)
-			if tt.rerun == ledger.RerunAll {
-				want = bfKeys(5, 4, 3, 2, 1)
-			}
-			if got := p.Calls(); !slices.Equal(got, want) {
-				t.Errorf("second run ran %v; want %v", got, want)
-			}
+				var actions []ledger.Action
+				for item, err := range plan.Items(t.Context()) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					actions = append(actions, item.Action)
+				}
+				if !slices.Equal(actions, tt.actions) {
+					t.Errorf("plan actions %v; want %v", actions, tt.actions)
+				}
+				rep, err := b.Run(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: tt.report[0], Failed: tt.report[1], Skipped: tt.report[2], Elsewhere: tt.report[3], NotRun: tt.report[4]})
+				if got := p.Calls(); !slices.Equal(got, tt.calls) {
+					t.Errorf("ran %v; want %v", got, tt.calls)
+				}
+				// Running it again runs nothing more, whatever the policy,
+				// except all, which runs everything once more.
+				p.mu.Lock()
+				p.calls = nil
+				p.mu.Unlock()
+				if _, err := b.Run(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				want := []string(nil)
+				if tt.rerun == ledger.RerunAll {
+					want = bfKeys(5, 4, 3, 2, 1)
+				}
+				if got := p.Calls(); !slices.Equal(got, want) {
+					t.Errorf("second run ran %v; want %v", got, want)
+				}
+			})
 		})
 	}
 }
@@ -730,80 +710,81 @@ func TestBackfillOrder(t *testing.T) {
 // A chunked backfill runs windows of ChunkSize partitions, newest first,
 // and records each partition under its chunk's run id.
 func TestBackfillChunks(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	p := &bfProbe{hook: bfFailOn(true, "day 2026-01-05..2026-01-07 UTC")}
-	w := bfDays(t, 1, 10)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, true), Window: w, Ledger: l, ChunkSize: 3, OnFailure: tranche.FailContinue, Worker: "w", Now: clock.Now}
-	plan, err := b.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (backfill.PlanCounts{Total: 10, Run: 10, Runs: 4}); plan.Counts != want {
-		t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
-	}
-	rep, err := b.Run(t.Context())
-	if err == nil {
-		t.Error("no error from a failed chunk")
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 7, Failed: 3})
-	chunks := []string{"day 2026-01-08..2026-01-10 UTC", "day 2026-01-05..2026-01-07 UTC", "day 2026-01-02..2026-01-04 UTC", "2026-01-01"}
-	if got := p.Calls(); !slices.Equal(got, chunks) {
-		t.Errorf("ran %v; want %v", got, chunks)
-	}
-	runIDs := map[int]string{}
-	for d := 1; d <= 10; d++ {
-		c := bfDay(1)
-		switch {
-		case d >= 8:
-			c = bfDay(8)
-		case d >= 5:
-			c = bfDay(5)
-		case d >= 2:
-			c = bfDay(2)
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		p := &bfProbe{hook: bfFailOn(true, "day 2026-01-05..2026-01-07 UTC")}
+		w := bfDays(t, 1, 10)
+		b := &backfill.Backfill{DAG: bfDAG(t, p, true), Window: w, Ledger: l, ChunkSize: 3, OnFailure: tranche.FailContinue, Worker: "w", Now: clock.Now}
+		plan, err := b.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
 		}
-		size := map[int]int{8: 3, 5: 3, 2: 3, 1: 1}[c.Start.Day()]
-		runIDs[d] = backfill.RunID(bfDAGID, c.Start, c.Start.AddDate(0, 0, size))
-	}
-	check := func(run int) {
-		t.Helper()
+		if want := (backfill.PlanCounts{Total: 10, Run: 10, Runs: 4}); plan.Counts != want {
+			t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
+		}
+		rep, err := b.Run(t.Context())
+		if err == nil {
+			t.Error("no error from a failed chunk")
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 7, Failed: 3})
+		chunks := []string{"day 2026-01-08..2026-01-10 UTC", "day 2026-01-05..2026-01-07 UTC", "day 2026-01-02..2026-01-04 UTC", "2026-01-01"}
+		if got := p.Calls(); !slices.Equal(got, chunks) {
+			t.Errorf("ran %v; want %v", got, chunks)
+		}
+		runIDs := map[int]string{}
 		for d := 1; d <= 10; d++ {
-			h, err := l.History(t.Context(), bfDAGID, bfDay(d).Start)
-			if err != nil {
-				t.Fatal(err)
+			c := bfDay(1)
+			switch {
+			case d >= 8:
+				c = bfDay(8)
+			case d >= 5:
+				c = bfDay(5)
+			case d >= 2:
+				c = bfDay(2)
 			}
-			wantAttempts := 1
-			if run == 2 && d >= 5 && d <= 7 {
-				wantAttempts = 2
-			}
-			if len(h) != wantAttempts {
-				t.Errorf("run %d: day %d has %d attempts; want %d", run, d, len(h), wantAttempts)
-				continue
-			}
-			a := h[len(h)-1]
-			wantState, wantRows := ledger.StateSucceeded, int64(2) // a row from raw and one from clean
-			if run == 1 && d >= 5 && d <= 7 {
-				wantState, wantRows = ledger.StateFailed, 0
-			}
-			if a.State != wantState || a.Rows != wantRows || a.RunID != runIDs[d] || a.Key != bfDay(d).Key() || a.Backfill != bfJanuary10Chunk3ID {
-				t.Errorf("run %d: day %d latest %+v; want %s, %d rows, run id %s", run, d, a, wantState, wantRows, runIDs[d])
+			size := map[int]int{8: 3, 5: 3, 2: 3, 1: 1}[c.Start.Day()]
+			runIDs[d] = backfill.RunID(bfDAGID, c.Start, c.Start.AddDate(0, 0, size))
+		}
+		check := func(run int) {
+			t.Helper()
+			for d := 1; d <= 10; d++ {
+				h, err := l.History(t.Context(), bfDAGID, bfDay(d).Start)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantAttempts := 1
+				if run == 2 && d >= 5 && d <= 7 {
+					wantAttempts = 2
+				}
+				if len(h) != wantAttempts {
+					t.Errorf("run %d: day %d has %d attempts; want %d", run, d, len(h), wantAttempts)
+					continue
+				}
+				a := h[len(h)-1]
+				wantState, wantRows := ledger.StateSucceeded, int64(2) // a row from raw and one from clean
+				if run == 1 && d >= 5 && d <= 7 {
+					wantState, wantRows = ledger.StateFailed, 0
+				}
+				if a.State != wantState || a.Rows != wantRows || a.RunID != runIDs[d] || a.Key != bfDay(d).Key() || a.Backfill != bfJanuary10Chunk3ID {
+					t.Errorf("run %d: day %d latest %+v; want %s, %d rows, run id %s", run, d, a, wantState, wantRows, runIDs[d])
+				}
 			}
 		}
-	}
-	check(1)
-	p.mu.Lock()
-	p.calls = nil
-	p.mu.Unlock()
-	rep, err = b.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 3, Skipped: 7})
-	if got := p.Calls(); !slices.Equal(got, chunks[1:2]) {
-		t.Errorf("resume ran %v; want %v", got, chunks[1:2])
-	}
-	check(2)
+		check(1)
+		p.mu.Lock()
+		p.calls = nil
+		p.mu.Unlock()
+		rep, err = b.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 3, Skipped: 7})
+		if got := p.Calls(); !slices.Equal(got, chunks[1:2]) {
+			t.Errorf("resume ran %v; want %v", got, chunks[1:2])
+		}
+		check(2)
+	})
 }
 
 const bfJanuary10Chunk3ID = "f99bb68ac0de" // ID of bfDAG over 2026-01-01..10, chunk 3
@@ -826,38 +807,39 @@ func TestBackfillFailurePolicies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.policy), func(t *testing.T) {
-			bfNoLeaks(t)
-			l := memledger.New(nil)
-			p := &bfProbe{hook: bfFailOn(false, "2026-01-05")}
-			w := bfDays(t, 1, 6)
-			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", OnFailure: tt.policy}
-			rep, err := b.Run(t.Context())
-			if err == nil || !strings.Contains(err.Error(), "1 partition failed (first 2026-01-05") {
-				t.Errorf("Run: %v", err)
-			}
-			bfCheckReport(t, rep, backfill.Report{Total: 6, Succeeded: tt.report[0], Failed: tt.report[1], Skipped: tt.report[2], Elsewhere: tt.report[3], NotRun: tt.report[4]})
-			if got := p.Calls(); !slices.Equal(got, tt.calls) {
-				t.Errorf("ran %v; want %v", got, tt.calls)
-			}
-			if got := bfLatest(t, l, bfDAGID, w); !slices.Equal(got, tt.latest) {
-				t.Errorf("ledger %v; want %v", got, tt.latest)
-			}
-			id, _ := b.ID()
-			st, err := backfill.StatusOf(t.Context(), l, id, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := map[ledger.State]int{ledger.StateSucceeded: tt.report[0], ledger.StateFailed: 1, ledger.StatePending: tt.report[4]}
-			if !mapsEqualNonZero(st.Counts, want) {
-				t.Errorf("status counts %v; want %v", st.Counts, want)
-			}
-			var blocked []string
-			if tt.report[4] > 0 {
-				blocked = []string{`stopped after the failure of partition 2026-01-05 by worker w1: tranche: asset "raw" failed for 2026-01-05: boom on 2026-01-05`}
-			}
-			if !slices.Equal(st.Blocked, blocked) {
-				t.Errorf("status blocked %q; want %q", st.Blocked, blocked)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				l := memledger.New(nil)
+				p := &bfProbe{hook: bfFailOn(false, "2026-01-05")}
+				w := bfDays(t, 1, 6)
+				b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", OnFailure: tt.policy}
+				rep, err := b.Run(t.Context())
+				if err == nil || !strings.Contains(err.Error(), "1 partition failed (first 2026-01-05") {
+					t.Errorf("Run: %v", err)
+				}
+				bfCheckReport(t, rep, backfill.Report{Total: 6, Succeeded: tt.report[0], Failed: tt.report[1], Skipped: tt.report[2], Elsewhere: tt.report[3], NotRun: tt.report[4]})
+				if got := p.Calls(); !slices.Equal(got, tt.calls) {
+					t.Errorf("ran %v; want %v", got, tt.calls)
+				}
+				if got := bfLatest(t, l, bfDAGID, w); !slices.Equal(got, tt.latest) {
+					t.Errorf("ledger %v; want %v", got, tt.latest)
+				}
+				id, _ := b.ID()
+				st, err := backfill.StatusOf(t.Context(), l, id, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := map[ledger.State]int{ledger.StateSucceeded: tt.report[0], ledger.StateFailed: 1, ledger.StatePending: tt.report[4]}
+				if !mapsEqualNonZero(st.Counts, want) {
+					t.Errorf("status counts %v; want %v", st.Counts, want)
+				}
+				var blocked []string
+				if tt.report[4] > 0 {
+					blocked = []string{`stopped after the failure of partition 2026-01-05 by worker w1: tranche: asset "raw" failed for 2026-01-05: boom on 2026-01-05`}
+				}
+				if !slices.Equal(st.Blocked, blocked) {
+					t.Errorf("status blocked %q; want %q", st.Blocked, blocked)
+				}
+			})
 		})
 	}
 }
@@ -879,85 +861,87 @@ func mapsEqualNonZero(a, b map[ledger.State]int) bool {
 // Under FailStop, the partitions running when another fails finish and
 // are recorded; nothing more starts.
 func TestBackfillFailStopLetsRunningFinish(t *testing.T) {
-	bfNoLeaks(t)
-	release := make(chan struct{})
-	othersIn := make(chan struct{})
-	var others atomic.Int64
-	p := &bfProbe{hook: func(ctx context.Context, target string) error {
-		if target == "2026-01-06" {
-			// Fail once the two others are running.
-			<-othersIn
-			return errors.New("boom")
-		}
-		if others.Add(1) == 2 {
-			close(othersIn)
-		}
-		<-release
-		return nil
-	}}
-	failed := make(chan struct{})
-	l := memledger.New(nil)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 6), Ledger: l, Concurrency: 3,
-		OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == backfill.KindPartitionFailed {
-				close(failed)
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		othersIn := make(chan struct{})
+		var others atomic.Int64
+		p := &bfProbe{hook: func(ctx context.Context, target string) error {
+			if target == "2026-01-06" {
+				// Fail once the two others are running.
+				<-othersIn
+				return errors.New("boom")
 			}
+			if others.Add(1) == 2 {
+				close(othersIn)
+			}
+			<-release
+			return nil
 		}}
-	go func() {
-		<-failed
-		close(release)
-	}()
-	rep, err := b.Run(t.Context())
-	if err == nil {
-		t.Error("no error")
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 6, Succeeded: 2, Failed: 1, NotRun: 3})
-	got := p.Calls()
-	slices.Sort(got)
-	if want := bfKeys(4, 5, 6); !slices.Equal(got, want) {
-		t.Errorf("ran %v; want %v", got, want)
-	}
-	if got, want := bfLatest(t, l, bfDAGID, bfDays(t, 1, 6)), []string{"2026-01-04 1 succeeded", "2026-01-05 1 succeeded", "2026-01-06 1 failed"}; !slices.Equal(got, want) {
-		t.Errorf("ledger %v; want %v", got, want)
-	}
+		failed := make(chan struct{})
+		l := memledger.New(nil)
+		b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 6), Ledger: l, Concurrency: 3,
+			OnEvent: func(_ context.Context, e tranche.Event) {
+				if e.Kind == backfill.KindPartitionFailed {
+					close(failed)
+				}
+			}}
+		go func() {
+			<-failed
+			close(release)
+		}()
+		rep, err := b.Run(t.Context())
+		if err == nil {
+			t.Error("no error")
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 6, Succeeded: 2, Failed: 1, NotRun: 3})
+		got := p.Calls()
+		slices.Sort(got)
+		if want := bfKeys(4, 5, 6); !slices.Equal(got, want) {
+			t.Errorf("ran %v; want %v", got, want)
+		}
+		if got, want := bfLatest(t, l, bfDAGID, bfDays(t, 1, 6)), []string{"2026-01-04 1 succeeded", "2026-01-05 1 succeeded", "2026-01-06 1 failed"}; !slices.Equal(got, want) {
+			t.Errorf("ledger %v; want %v", got, want)
+		}
+	})
 }
 
 // No more than Concurrency partitions run at once.
 func TestBackfillConcurrency(t *testing.T) {
 	for _, n := range []int{1, 3, 8} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			bfNoLeaks(t)
-			entered := make(chan struct{}, 20)
-			release := make(chan struct{})
-			p := &bfProbe{hook: func(ctx context.Context, _ string) error {
-				entered <- struct{}{}
-				<-release
-				return nil
-			}}
-			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 12), Ledger: memledger.New(nil), Concurrency: n}
-			done := make(chan *backfill.Report)
-			go func() {
-				rep, err := b.Run(t.Context())
-				if err != nil {
-					t.Error(err)
+			synctest.Test(t, func(t *testing.T) {
+				entered := make(chan struct{}, 20)
+				release := make(chan struct{})
+				p := &bfProbe{hook: func(ctx context.Context, _ string) error {
+					entered <- struct{}{}
+					<-release
+					return nil
+				}}
+				b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 12), Ledger: memledger.New(nil), Concurrency: n}
+				done := make(chan *backfill.Report)
+				go func() {
+					rep, err := b.Run(t.Context())
+					if err != nil {
+						t.Error(err)
+					}
+					done <- rep
+				}()
+				for range n {
+					<-entered
 				}
-				done <- rep
-			}()
-			for range n {
-				<-entered
-			}
-			// With n partitions blocked, no other starts.
-			select {
-			case <-entered:
-				t.Errorf("a partition started beyond the concurrency of %d", n)
-			case <-time.After(20 * time.Millisecond):
-			}
-			close(release)
-			rep := <-done
-			bfCheckReport(t, rep, backfill.Report{Total: 12, Succeeded: 12})
-			if got := p.Peak(); got != n {
-				t.Errorf("peak concurrency %d; want %d", got, n)
-			}
+				// With n partitions blocked, no other starts.
+				select {
+				case <-entered:
+					t.Errorf("a partition started beyond the concurrency of %d", n)
+				case <-time.After(20 * time.Millisecond):
+				}
+				close(release)
+				rep := <-done
+				bfCheckReport(t, rep, backfill.Report{Total: 12, Succeeded: 12})
+				if got := p.Peak(); got != n {
+					t.Errorf("peak concurrency %d; want %d", got, n)
+				}
+			})
 		})
 	}
 }
@@ -965,97 +949,99 @@ func TestBackfillConcurrency(t *testing.T) {
 // Canceling the context records the partitions in flight failed, cause
 // canceled, and returns promptly with a report that adds up.
 func TestBackfillContextCanceled(t *testing.T) {
-	bfNoLeaks(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	entered := make(chan string, 20)
-	p := &bfProbe{hook: func(ctx context.Context, target string) error {
-		entered <- target
-		<-ctx.Done()
-		return context.Cause(ctx)
-	}}
-	rec := new(tranchetest.Recorder)
-	l := memledger.New(nil)
-	w := bfDays(t, 1, 10)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Concurrency: 2, OnEvent: rec.OnEvent}
-	type result struct {
-		rep *backfill.Report
-		err error
-	}
-	done := make(chan result)
-	go func() {
-		rep, err := b.Run(ctx)
-		done <- result{rep, err}
-	}()
-	<-entered
-	<-entered
-	cancel()
-	start := time.Now()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after cancellation")
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Run took %v to return after cancellation", took)
-	}
-	if !errors.Is(r.err, context.Canceled) {
-		t.Errorf("Run: %v; want context.Canceled", r.err)
-	}
-	bfCheckReport(t, r.rep, backfill.Report{Total: 10, Failed: 2, NotRun: 8})
-	got := bfLatest(t, l, bfDAGID, w)
-	if want := []string{"2026-01-09 1 failed", "2026-01-10 1 failed"}; !slices.Equal(got, want) {
-		t.Errorf("ledger %v; want %v", got, want)
-	}
-	for _, d := range []int{9, 10} {
-		h, _ := l.History(t.Context(), bfDAGID, bfDay(d).Start)
-		if len(h) != 1 || !strings.Contains(h[0].Err, "canceled") {
-			t.Errorf("day %d: %+v; want an attempt failed with cause canceled", d, h)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		entered := make(chan string, 20)
+		p := &bfProbe{hook: func(ctx context.Context, target string) error {
+			entered <- target
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}}
+		rec := new(tranchetest.Recorder)
+		l := memledger.New(nil)
+		w := bfDays(t, 1, 10)
+		b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Concurrency: 2, OnEvent: rec.OnEvent}
+		type result struct {
+			rep *backfill.Report
+			err error
 		}
-	}
-	events := rec.Events()
-	if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, context.Canceled) {
-		t.Errorf("last event %s: %v; want backfill.canceled", last.Kind, last.Err)
-	}
-	// Running it again resumes: the failed partitions and the pending
-	// ones run.
-	p.hook = nil
-	rep, err := b.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 10})
+		done := make(chan result)
+		go func() {
+			rep, err := b.Run(ctx)
+			done <- result{rep, err}
+		}()
+		<-entered
+		<-entered
+		cancel()
+		start := time.Now()
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run did not return after cancellation")
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Run took %v to return after cancellation", took)
+		}
+		if !errors.Is(r.err, context.Canceled) {
+			t.Errorf("Run: %v; want context.Canceled", r.err)
+		}
+		bfCheckReport(t, r.rep, backfill.Report{Total: 10, Failed: 2, NotRun: 8})
+		got := bfLatest(t, l, bfDAGID, w)
+		if want := []string{"2026-01-09 1 failed", "2026-01-10 1 failed"}; !slices.Equal(got, want) {
+			t.Errorf("ledger %v; want %v", got, want)
+		}
+		for _, d := range []int{9, 10} {
+			h, _ := l.History(t.Context(), bfDAGID, bfDay(d).Start)
+			if len(h) != 1 || !strings.Contains(h[0].Err, "canceled") {
+				t.Errorf("day %d: %+v; want an attempt failed with cause canceled", d, h)
+			}
+		}
+		events := rec.Events()
+		if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, context.Canceled) {
+			t.Errorf("last event %s: %v; want backfill.canceled", last.Kind, last.Err)
+		}
+		// Running it again resumes: the failed partitions and the pending
+		// ones run.
+		p.hook = nil
+		rep, err := b.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 10, Succeeded: 10})
+	})
 }
 
 // A cancellation of a window larger than the plan's batches (4,096
 // partitions) still counts every partition, and reports a cancellation.
 func TestBackfillContextCanceledLargeWindow(t *testing.T) {
-	bfNoLeaks(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var calls atomic.Int64
-	dag, err := tranche.NewDAG(tranche.Asset{Name: "ticks", Partitioning: tranche.Partitioning{Granularity: tranche.Minute},
-		Materialize: func(ctx context.Context, _ *tranche.Materialization) ([]tranche.Row, error) {
-			if calls.Add(1) == 3 {
-				cancel()
-			}
-			return nil, ctx.Err()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := tranche.NewTimePartitionWindow(tranche.Minute, bfT0, bfT0.Add(4999*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := memledger.New(nil)
-	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l}
-	rep, err := b.Run(ctx)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "canceled") {
-		t.Errorf("Run: %v; want a cancellation", err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5000, Succeeded: 2, Failed: 1, NotRun: 4997})
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var calls atomic.Int64
+		dag, err := tranche.NewDAG(tranche.Asset{Name: "ticks", Partitioning: tranche.Partitioning{Granularity: tranche.Minute},
+			Materialize: func(ctx context.Context, _ *tranche.Materialization) ([]tranche.Row, error) {
+				if calls.Add(1) == 3 {
+					cancel()
+				}
+				return nil, ctx.Err()
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := tranche.NewTimePartitionWindow(tranche.Minute, bfT0, bfT0.Add(4999*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := memledger.New(nil)
+		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l}
+		rep, err := b.Run(ctx)
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "canceled") {
+			t.Errorf("Run: %v; want a cancellation", err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5000, Succeeded: 2, Failed: 1, NotRun: 4997})
+	})
 }
 
 // After a stop, partitions that need no run are still reported as what
@@ -1083,62 +1069,63 @@ func TestBackfillStopCountsSkipped(t *testing.T) {
 const bfSlowerThanLookahead = 210 * time.Millisecond // above claimAhead
 
 func TestBackfillCancel(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	var b *backfill.Backfill
-	p := &bfProbe{hook: func(ctx context.Context, target string) error {
-		time.Sleep(bfSlowerThanLookahead) // no partition is claimed ahead of its run
-		if target == "2026-01-04" {
-			id, _ := b.ID()
-			if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{}); err != nil {
-				return err
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		var b *backfill.Backfill
+		p := &bfProbe{hook: func(ctx context.Context, target string) error {
+			time.Sleep(bfSlowerThanLookahead) // no partition is claimed ahead of its run
+			if target == "2026-01-04" {
+				id, _ := b.ID()
+				if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{}); err != nil {
+					return err
+				}
 			}
+			return nil
+		}}
+		rec := new(tranchetest.Recorder)
+		w := bfDays(t, 1, 5)
+		b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now, OnEvent: rec.OnEvent}
+		id, _ := b.ID()
+		if err := l.CancelBackfill(t.Context(), id, ledger.CancelOptions{}); !errors.Is(err, ledger.ErrUnknownBackfill) {
+			t.Errorf("CancelBackfill of a backfill never run: %v", err)
 		}
-		return nil
-	}}
-	rec := new(tranchetest.Recorder)
-	w := bfDays(t, 1, 5)
-	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now, OnEvent: rec.OnEvent}
-	id, _ := b.ID()
-	if err := l.CancelBackfill(t.Context(), id, ledger.CancelOptions{}); !errors.Is(err, ledger.ErrUnknownBackfill) {
-		t.Errorf("CancelBackfill of a backfill never run: %v", err)
-	}
-	rep, err := b.Run(t.Context())
-	if !errors.Is(err, backfill.ErrBackfillCanceled) {
-		t.Errorf("Run canceled midway: %v; want ErrBackfillCanceled", err)
-	}
-	// The running partition finishes; nothing more is claimed.
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 2, NotRun: 3})
-	if got, want := p.Calls(), bfKeys(5, 4); !slices.Equal(got, want) {
-		t.Errorf("ran %v; want %v", got, want)
-	}
-	events := rec.Events()
-	if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, backfill.ErrBackfillCanceled) {
-		t.Errorf("last event %s: %v", last.Kind, last.Err)
-	}
-	st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Record.Canceled || len(st.Blocked) == 0 || st.Blocked[0] != "canceled: workers claim nothing more until it is resumed (the resume command)" {
-		t.Errorf("status %s, blocked %q", st, st.Blocked)
-	}
-	if !strings.HasSuffix(st.String(), "2 succeeded, 0 running, 0 failed, 0 canceled, 3 pending (canceled)") {
-		t.Errorf("status %q", st)
-	}
+		rep, err := b.Run(t.Context())
+		if !errors.Is(err, backfill.ErrBackfillCanceled) {
+			t.Errorf("Run canceled midway: %v; want ErrBackfillCanceled", err)
+		}
+		// The running partition finishes; nothing more is claimed.
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 2, NotRun: 3})
+		if got, want := p.Calls(), bfKeys(5, 4); !slices.Equal(got, want) {
+			t.Errorf("ran %v; want %v", got, want)
+		}
+		events := rec.Events()
+		if last := events[len(events)-1]; last.Kind != backfill.KindCanceled || !errors.Is(last.Err, backfill.ErrBackfillCanceled) {
+			t.Errorf("last event %s: %v", last.Kind, last.Err)
+		}
+		st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Record.Canceled || len(st.Blocked) == 0 || st.Blocked[0] != "canceled: workers claim nothing more until it is resumed (the resume command)" {
+			t.Errorf("status %s, blocked %q", st, st.Blocked)
+		}
+		if !strings.HasSuffix(st.String(), "2 succeeded, 0 running, 0 failed, 0 canceled, 3 pending (canceled)") {
+			t.Errorf("status %q", st)
+		}
 
-	rev, _ := l.Revision(t.Context(), bfDAGID)
-	rep, err = b.Run(t.Context())
-	if !errors.Is(err, backfill.ErrBackfillCanceled) || rep != nil {
-		t.Errorf("Run of a canceled backfill: %v, %v; want ErrBackfillCanceled", rep, err)
-	}
-	if got := len(p.Calls()); got != 2 {
-		t.Errorf("%d calls; want no more", got)
-	}
-	if after, _ := l.Revision(t.Context(), bfDAGID); after != rev {
-		t.Errorf("revision moved from %d to %d", rev, after)
-	}
+		rev, _ := l.Revision(t.Context(), bfDAGID)
+		rep, err = b.Run(t.Context())
+		if !errors.Is(err, backfill.ErrBackfillCanceled) || rep != nil {
+			t.Errorf("Run of a canceled backfill: %v, %v; want ErrBackfillCanceled", rep, err)
+		}
+		if got := len(p.Calls()); got != 2 {
+			t.Errorf("%d calls; want no more", got)
+		}
+		if after, _ := l.Revision(t.Context(), bfDAGID); after != rev {
+			t.Errorf("revision moved from %d to %d", rev, after)
+		}
+	})
 }
 
 // With StopOnCancel, a running partition stops at its next heartbeat once
@@ -1151,32 +1138,33 @@ func TestBackfillStopOnCancel(t *testing.T) {
 		stopOnCancel, stopRunning bool
 	}{{"StopOnCancel", true, false}, {"stopRunning", false, true}, {"both", true, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			bfNoLeaks(t)
-			l := memledger.New(nil)
-			var b *backfill.Backfill
-			p := &bfProbe{hook: func(ctx context.Context, target string) error {
-				id, _ := b.ID()
-				if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: c.stopRunning}); err != nil {
-					return err
+			synctest.Test(t, func(t *testing.T) {
+				l := memledger.New(nil)
+				var b *backfill.Backfill
+				p := &bfProbe{hook: func(ctx context.Context, target string) error {
+					id, _ := b.ID()
+					if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: c.stopRunning}); err != nil {
+						return err
+					}
+					select {
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					case <-time.After(5 * time.Second):
+						return errors.New("not stopped")
+					}
+				}}
+				b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l, StopOnCancel: c.stopOnCancel,
+					Lease: time.Minute, Heartbeat: 5 * time.Millisecond}
+				rep, err := b.Run(t.Context())
+				if !errors.Is(err, backfill.ErrBackfillCanceled) {
+					t.Errorf("Run: %v; want ErrBackfillCanceled", err)
 				}
-				select {
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				case <-time.After(5 * time.Second):
-					return errors.New("not stopped")
+				bfCheckReport(t, rep, backfill.Report{Total: 3, Failed: 1, NotRun: 2})
+				h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
+				if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "canceled") {
+					t.Errorf("history %+v; want one attempt failed, canceled", h)
 				}
-			}}
-			b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l, StopOnCancel: c.stopOnCancel,
-				Lease: time.Minute, Heartbeat: 5 * time.Millisecond}
-			rep, err := b.Run(t.Context())
-			if !errors.Is(err, backfill.ErrBackfillCanceled) {
-				t.Errorf("Run: %v; want ErrBackfillCanceled", err)
-			}
-			bfCheckReport(t, rep, backfill.Report{Total: 3, Failed: 1, NotRun: 2})
-			h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
-			if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "canceled") {
-				t.Errorf("history %+v; want one attempt failed, canceled", h)
-			}
+			})
 		})
 	}
 }
@@ -1184,75 +1172,77 @@ func TestBackfillStopOnCancel(t *testing.T) {
 // Without StopOnCancel or stopRunning, a partition running when its
 // backfill is canceled finishes: only new claims stop.
 func TestBackfillCancelLetsRunningFinish(t *testing.T) {
-	bfNoLeaks(t)
-	l := memledger.New(nil)
-	var b *backfill.Backfill
-	p := &bfProbe{hook: func(ctx context.Context, target string) error {
-		id, _ := b.ID()
-		if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{}); err != nil {
-			return err
+	synctest.Test(t, func(t *testing.T) {
+		l := memledger.New(nil)
+		var b *backfill.Backfill
+		p := &bfProbe{hook: func(ctx context.Context, target string) error {
+			id, _ := b.ID()
+			if err := l.CancelBackfill(ctx, id, ledger.CancelOptions{}); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(50 * time.Millisecond): // ten heartbeats
+				return nil
+			}
+		}}
+		b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l,
+			Lease: time.Minute, Heartbeat: 5 * time.Millisecond}
+		if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
+			t.Errorf("Run: %v; want ErrBackfillCanceled", err)
 		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(50 * time.Millisecond): // ten heartbeats
-			return nil
+		h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
+		if len(h) != 1 || h[0].State != ledger.StateSucceeded {
+			t.Errorf("history %+v; want one attempt succeeded", h)
 		}
-	}}
-	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: l,
-		Lease: time.Minute, Heartbeat: 5 * time.Millisecond}
-	if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
-		t.Errorf("Run: %v; want ErrBackfillCanceled", err)
-	}
-	h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
-	if len(h) != 1 || h[0].State != ledger.StateSucceeded {
-		t.Errorf("history %+v; want one attempt succeeded", h)
-	}
+	})
 }
 
 // History is shared: a partition run on its own through RunRecorded (a
 // daily job) counts for later backfills, chunked or not.
 func TestBackfillRunRecorded(t *testing.T) {
-	bfNoLeaks(t)
 	for _, chunk := range []int{1, 3} {
 		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
-			l := memledger.New(nil)
-			p := new(bfProbe)
-			dag := bfDAG(t, p, true)
-			res, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(5), "daily")
-			tranchetest.RequireSucceeded(t, res, err)
-			if res.RunID != bfJanuary5Run {
-				t.Errorf("RunRecorded run id %s; want %s", res.RunID, bfJanuary5Run)
-			}
-			h, _ := l.History(t.Context(), bfDAGID, bfDay(5).Start)
-			if len(h) != 1 || h[0].State != ledger.StateSucceeded || h[0].Backfill != "" || h[0].Worker != "daily" || h[0].RunID != bfJanuary5Run || h[0].Rows != 2 {
-				t.Errorf("history %+v", h)
-			}
-			b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 7), Ledger: l, ChunkSize: chunk}
-			rep, err := b.Run(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			bfCheckReport(t, rep, backfill.Report{Total: 7, Succeeded: 6, Skipped: 1})
-			want := bfKeys(7, 6, 4, 3, 2, 1)
-			if chunk == 3 {
-				// The chunk 5..7 holds the landed day 5: days 6 and 7 run
-				// as a window of their own.
-				want = []string{"day 2026-01-06..2026-01-07 UTC", "day 2026-01-02..2026-01-04 UTC", "2026-01-01"}
-			}
-			if got := p.Calls()[1:]; !slices.Equal(got, want) {
-				t.Errorf("ran %v; want %v", got, want)
-			}
-			st, err := backfill.StatusOf(t.Context(), l, rep.Backfill, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !st.Done() {
-				t.Errorf("status %s", st)
-			}
-			if h, _ := l.History(t.Context(), bfDAGID, bfDay(5).Start); len(h) != 1 {
-				t.Errorf("day 5 ran again: %+v", h)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				l := memledger.New(nil)
+				p := new(bfProbe)
+				dag := bfDAG(t, p, true)
+				res, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(5), "daily")
+				tranchetest.RequireSucceeded(t, res, err)
+				if res.RunID != bfJanuary5Run {
+					t.Errorf("RunRecorded run id %s; want %s", res.RunID, bfJanuary5Run)
+				}
+				h, _ := l.History(t.Context(), bfDAGID, bfDay(5).Start)
+				if len(h) != 1 || h[0].State != ledger.StateSucceeded || h[0].Backfill != "" || h[0].Worker != "daily" || h[0].RunID != bfJanuary5Run || h[0].Rows != 2 {
+					t.Errorf("history %+v", h)
+				}
+				b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 7), Ledger: l, ChunkSize: chunk}
+				rep, err := b.Run(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				bfCheckReport(t, rep, backfill.Report{Total: 7, Succeeded: 6, Skipped: 1})
+				want := bfKeys(7, 6, 4, 3, 2, 1)
+				if chunk == 3 {
+					// The chunk 5..7 holds the landed day 5: days 6 and 7 run
+					// as a window of their own.
+					want = []string{"day 2026-01-06..2026-01-07 UTC", "day 2026-01-02..2026-01-04 UTC", "2026-01-01"}
+				}
+				if got := p.Calls()[1:]; !slices.Equal(got, want) {
+					t.Errorf("ran %v; want %v", got, want)
+				}
+				st, err := backfill.StatusOf(t.Context(), l, rep.Backfill, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !st.Done() {
+					t.Errorf("status %s", st)
+				}
+				if h, _ := l.History(t.Context(), bfDAGID, bfDay(5).Start); len(h) != 1 {
+					t.Errorf("day 5 ran again: %+v", h)
+				}
+			})
 		})
 	}
 	// A partition held under a live lease refuses an ordinary run.
@@ -1268,84 +1258,85 @@ func TestBackfillRunRecorded(t *testing.T) {
 // A partition left running by a dead worker is skipped while its lease
 // is live, and taken over once it expires.
 func TestBackfillLeaseTakeover(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	p := new(bfProbe)
-	w := bfDays(t, 1, 5)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now}
-	id, err := b.ID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The dead worker claims day 3 for the backfill and never finishes.
-	if _, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: bfDAGID, Backfill: id, Worker: "dead", RunID: backfill.RunID(bfDAGID, bfDay(3).Start, bfDay(3).End),
-		Partitions: []tranche.TimePartition{bfDay(3)}, Lease: time.Minute, Policy: ledger.RerunFailed}); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := b.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (backfill.PlanCounts{Total: 5, Run: 4, SkipRunning: 1, Runs: 4}); plan.Counts != want {
-		t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
-	}
-	if want := "1 partition is running elsewhere under a live lease; this run takes over what stops being renewed, once it expires, and reports the rest held"; !slices.Contains(plan.Warnings, want) {
-		t.Errorf("plan warnings %q; want %q", plan.Warnings, want)
-	}
-	for item, err := range plan.Items(t.Context()) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		p := new(bfProbe)
+		w := bfDays(t, 1, 5)
+		b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: "w1", Now: clock.Now}
+		id, err := b.ID()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if item.Partition.Key() == "2026-01-03" && (item.Action != ledger.ActionSkipRunning || item.Latest == nil || item.Latest.Worker != "dead") {
-			t.Errorf("plan item %+v; want skip: running elsewhere, held by dead", item)
+		// The dead worker claims day 3 for the backfill and never finishes.
+		if _, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: bfDAGID, Backfill: id, Worker: "dead", RunID: backfill.RunID(bfDAGID, bfDay(3).Start, bfDay(3).End),
+			Partitions: []tranche.TimePartition{bfDay(3)}, Lease: time.Minute, Policy: ledger.RerunFailed}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	rep, err := b.Run(t.Context())
-	if err != nil || rep.Done() {
-		t.Errorf("Run with a partition held elsewhere: %v, done %v; want no error, not done: overlap is reported, not an error", err, rep.Done())
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 4, Held: 1})
-	if rep.Done() || !strings.Contains(rep.String(), "1 held by other workers (not done)") {
-		t.Errorf("report %s: done %v; want 1 held, not done", rep, rep.Done())
-	}
-	st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"partition 2026-01-03 held by worker dead until 2026-03-01T00:01:00Z"}; !slices.Equal(st.Blocked, want) {
-		t.Errorf("status blocked %q; want %q", st.Blocked, want)
-	}
-	if st.Counts[ledger.StateRunning] != 1 || st.Counts[ledger.StateSucceeded] != 4 || st.Done() {
-		t.Errorf("status %s", st)
-	}
+		plan, err := b.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (backfill.PlanCounts{Total: 5, Run: 4, SkipRunning: 1, Runs: 4}); plan.Counts != want {
+			t.Errorf("plan counts %+v; want %+v", plan.Counts, want)
+		}
+		if want := "1 partition is running elsewhere under a live lease; this run takes over what stops being renewed, once it expires, and reports the rest held"; !slices.Contains(plan.Warnings, want) {
+			t.Errorf("plan warnings %q; want %q", plan.Warnings, want)
+		}
+		for item, err := range plan.Items(t.Context()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if item.Partition.Key() == "2026-01-03" && (item.Action != ledger.ActionSkipRunning || item.Latest == nil || item.Latest.Worker != "dead") {
+				t.Errorf("plan item %+v; want skip: running elsewhere, held by dead", item)
+			}
+		}
+		rep, err := b.Run(t.Context())
+		if err != nil || rep.Done() {
+			t.Errorf("Run with a partition held elsewhere: %v, done %v; want no error, not done: overlap is reported, not an error", err, rep.Done())
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 4, Held: 1})
+		if rep.Done() || !strings.Contains(rep.String(), "1 held by other workers (not done)") {
+			t.Errorf("report %s: done %v; want 1 held, not done", rep, rep.Done())
+		}
+		st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"partition 2026-01-03 held by worker dead until 2026-03-01T00:01:00Z"}; !slices.Equal(st.Blocked, want) {
+			t.Errorf("status blocked %q; want %q", st.Blocked, want)
+		}
+		if st.Counts[ledger.StateRunning] != 1 || st.Counts[ledger.StateSucceeded] != 4 || st.Done() {
+			t.Errorf("status %s", st)
+		}
 
-	clock.Advance(time.Minute) // at LeaseUntil, the lease has expired
-	st, err = backfill.StatusOf(t.Context(), l, id, clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"partition 2026-01-03: the lease of worker dead expired at 2026-03-01T00:01:00Z; the next worker to run the backfill takes it over"}; !slices.Equal(st.Blocked, want) {
-		t.Errorf("status blocked %q; want %q", st.Blocked, want)
-	}
-	rep, err = b.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 1, Skipped: 4})
-	h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
-	if len(h) != 2 || h[0].State != ledger.StateFailed || h[0].Worker != "dead" ||
-		h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker w1" ||
-		h[1].State != ledger.StateSucceeded || h[1].Worker != "w1" || h[1].Number != 2 || h[1].RunID != h[0].RunID {
-		t.Errorf("history %+v", h)
-	}
-	if got, want := p.Calls(), bfKeys(5, 4, 2, 1, 3); !slices.Equal(got, want) {
-		t.Errorf("ran %v; want %v", got, want)
-	}
-	st, _ = backfill.StatusOf(t.Context(), l, id, clock.Now())
-	if !st.Done() || len(st.Blocked) != 0 {
-		t.Errorf("status %s, blocked %q", st, st.Blocked)
-	}
+		clock.Advance(time.Minute) // at LeaseUntil, the lease has expired
+		st, err = backfill.StatusOf(t.Context(), l, id, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"partition 2026-01-03: the lease of worker dead expired at 2026-03-01T00:01:00Z; the next worker to run the backfill takes it over"}; !slices.Equal(st.Blocked, want) {
+			t.Errorf("status blocked %q; want %q", st.Blocked, want)
+		}
+		rep, err = b.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 1, Skipped: 4})
+		h, _ := l.History(t.Context(), bfDAGID, bfDay(3).Start)
+		if len(h) != 2 || h[0].State != ledger.StateFailed || h[0].Worker != "dead" ||
+			h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker w1" ||
+			h[1].State != ledger.StateSucceeded || h[1].Worker != "w1" || h[1].Number != 2 || h[1].RunID != h[0].RunID {
+			t.Errorf("history %+v", h)
+		}
+		if got, want := p.Calls(), bfKeys(5, 4, 2, 1, 3); !slices.Equal(got, want) {
+			t.Errorf("ran %v; want %v", got, want)
+		}
+		st, _ = backfill.StatusOf(t.Context(), l, id, clock.Now())
+		if !st.Done() || len(st.Blocked) != 0 {
+			t.Errorf("status %s, blocked %q", st, st.Blocked)
+		}
+	})
 }
 
 // bfGatedLedger drops heartbeats while drop is set, as if the worker's
@@ -1370,83 +1361,84 @@ func (l *bfGatedLedger) Heartbeat(ctx context.Context, lease *ledger.Lease, d ti
 func TestBackfillFencing(t *testing.T) {
 	for _, how := range []string{"heartbeat", "finish"} {
 		t.Run(how, func(t *testing.T) {
-			bfNoLeaks(t)
-			clock := ledgertest.NewClock(bfT0)
-			mem := memledger.New(clock.Now)
-			gated := &bfGatedLedger{Ledger: mem}
-			entered, release := make(chan struct{}), make(chan struct{})
-			var calls atomic.Int64
-			p := &bfProbe{hook: func(ctx context.Context, _ string) error {
-				if calls.Add(1) > 1 {
-					return nil // the worker that takes over
+			synctest.Test(t, func(t *testing.T) {
+				clock := ledgertest.NewClock(bfT0)
+				mem := memledger.New(clock.Now)
+				gated := &bfGatedLedger{Ledger: mem}
+				entered, release := make(chan struct{}), make(chan struct{})
+				var calls atomic.Int64
+				p := &bfProbe{hook: func(ctx context.Context, _ string) error {
+					if calls.Add(1) > 1 {
+						return nil // the worker that takes over
+					}
+					close(entered)
+					select {
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					case <-release:
+						return nil
+					}
+				}}
+				dag := bfDAG(t, p, false)
+				w := bfDays(t, 5, 5)
+				heartbeat := 59 * time.Second // never, within the test
+				if how == "heartbeat" {
+					heartbeat = 2 * time.Millisecond
 				}
-				close(entered)
+				a := &backfill.Backfill{DAG: dag, Window: w, Ledger: gated, Worker: "A", Lease: time.Minute, Heartbeat: heartbeat, Now: clock.Now}
+				type result struct {
+					rep *backfill.Report
+					err error
+				}
+				done := make(chan result, 1)
+				go func() {
+					rep, err := a.Run(t.Context())
+					done <- result{rep, err}
+				}()
 				select {
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				case <-release:
-					return nil
+				case <-entered:
+				case r := <-done:
+					t.Fatalf("A returned before running: %v", r.err)
 				}
-			}}
-			dag := bfDAG(t, p, false)
-			w := bfDays(t, 5, 5)
-			heartbeat := 59 * time.Second // never, within the test
-			if how == "heartbeat" {
-				heartbeat = 2 * time.Millisecond
-			}
-			a := &backfill.Backfill{DAG: dag, Window: w, Ledger: gated, Worker: "A", Lease: time.Minute, Heartbeat: heartbeat, Now: clock.Now}
-			type result struct {
-				rep *backfill.Report
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				rep, err := a.Run(t.Context())
-				done <- result{rep, err}
-			}()
-			select {
-			case <-entered:
-			case r := <-done:
-				t.Fatalf("A returned before running: %v", r.err)
-			}
-			// A stalls: its heartbeats stop reaching the ledger. Once one
-			// more has been dropped, none is in flight.
-			gated.drop.Store(true)
-			n := gated.beats.Load()
-			for how == "heartbeat" && gated.beats.Load() < n+1 {
-				time.Sleep(time.Millisecond)
-			}
-			clock.Advance(2 * time.Minute)
-			bw := &backfill.Backfill{DAG: dag, Window: w, Ledger: mem, Worker: "B", Now: clock.Now}
-			rep, err := bw.Run(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			bfCheckReport(t, rep, backfill.Report{Total: 1, Succeeded: 1})
-			// A comes back.
-			if how == "heartbeat" {
-				gated.drop.Store(false)
-			} else {
-				close(release)
-			}
-			var r result
-			select {
-			case r = <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatal("A did not stop")
-			}
-			if !errors.Is(r.err, tranche.ErrFenced) {
-				t.Errorf("A: %v; want ErrFenced", r.err)
-			}
-			bfCheckReport(t, r.rep, backfill.Report{Total: 1, Failed: 1})
-			if len(r.rep.Failures) == 1 && !errors.Is(r.rep.Failures[0].Err, tranche.ErrFenced) {
-				t.Errorf("A's failure: %v", r.rep.Failures[0].Err)
-			}
-			h, _ := mem.History(t.Context(), bfDAGID, bfDay(5).Start)
-			if len(h) != 2 || h[0].Worker != "A" || h[0].State != ledger.StateFailed || h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker B" ||
-				h[1].Worker != "B" || h[1].State != ledger.StateSucceeded || h[1].Number != 2 {
-				t.Errorf("history %+v; want A's attempt failed by takeover and B's succeeded", h)
-			}
+				// A stalls: its heartbeats stop reaching the ledger. Once one
+				// more has been dropped, none is in flight.
+				gated.drop.Store(true)
+				n := gated.beats.Load()
+				for how == "heartbeat" && gated.beats.Load() < n+1 {
+					time.Sleep(time.Millisecond)
+				}
+				clock.Advance(2 * time.Minute)
+				bw := &backfill.Backfill{DAG: dag, Window: w, Ledger: mem, Worker: "B", Now: clock.Now}
+				rep, err := bw.Run(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				bfCheckReport(t, rep, backfill.Report{Total: 1, Succeeded: 1})
+				// A comes back.
+				if how == "heartbeat" {
+					gated.drop.Store(false)
+				} else {
+					close(release)
+				}
+				var r result
+				select {
+				case r = <-done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("A did not stop")
+				}
+				if !errors.Is(r.err, tranche.ErrFenced) {
+					t.Errorf("A: %v; want ErrFenced", r.err)
+				}
+				bfCheckReport(t, r.rep, backfill.Report{Total: 1, Failed: 1})
+				if len(r.rep.Failures) == 1 && !errors.Is(r.rep.Failures[0].Err, tranche.ErrFenced) {
+					t.Errorf("A's failure: %v", r.rep.Failures[0].Err)
+				}
+				h, _ := mem.History(t.Context(), bfDAGID, bfDay(5).Start)
+				if len(h) != 2 || h[0].Worker != "A" || h[0].State != ledger.StateFailed || h[0].Err != "lease expired at 2026-03-01T00:01:00Z; taken over by worker B" ||
+					h[1].Worker != "B" || h[1].State != ledger.StateSucceeded || h[1].Number != 2 {
+					t.Errorf("history %+v; want A's attempt failed by takeover and B's succeeded", h)
+				}
+			})
 		})
 	}
 }
@@ -1454,52 +1446,53 @@ func TestBackfillFencing(t *testing.T) {
 // Executing a plan whose ledger moved on runs nothing and returns the new
 // plan.
 func TestBackfillStalePlan(t *testing.T) {
-	bfNoLeaks(t)
-	l := memledger.New(nil)
-	p := new(bfProbe)
-	dag := bfDAG(t, p, false)
-	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l}
-	plan, err := b.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plan.Revision != 0 || plan.Counts.Run != 5 {
-		t.Fatalf("plan %s at revision %d", plan, plan.Revision)
-	}
-	bfNothingWritten(t, l, bfDAGID, b.Window) // a dry run writes nothing
-	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(2), "daily"); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := b.Execute(t.Context(), plan)
-	var stale *backfill.StalePlanError
-	if !errors.As(err, &stale) || rep != nil {
-		t.Fatalf("Execute of a stale plan: %v, %v; want a *StalePlanError", rep, err)
-	}
-	if stale.Old != plan || stale.Plan.Revision != 2 || stale.Plan.Counts.Run != 4 || stale.Plan.Counts.SkipSucceeded != 1 {
-		t.Errorf("stale plan error: old %v, new %s at revision %d", stale.Old == plan, stale.Plan, stale.Plan.Revision)
-	}
-	if want := "tranche: backfill " + bfJanuary5DaysID + ": its partitions changed in the ledger since the plan was made (at revision 0, now 2); review the new plan"; err.Error() != want {
-		t.Errorf("error %q; want %q", err, want)
-	}
-	if got := p.Calls(); len(got) != 1 {
-		t.Errorf("ran %v; want only the ordinary run", got)
-	}
-	if bs, _ := l.Backfills(t.Context()); len(bs) != 0 {
-		t.Errorf("backfills recorded: %v", bs)
-	}
-	rep, err = b.Execute(t.Context(), stale.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 4, Skipped: 1})
-	if rep.Plan != stale.Plan {
-		t.Error("report does not hold its plan")
-	}
-	// A plan of another backfill is refused.
-	other := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 6), Ledger: l}
-	if _, err := other.Execute(t.Context(), stale.Plan); err == nil || !strings.Contains(err.Error(), "plan of backfill "+bfJanuary5DaysID+" given to backfill") {
-		t.Errorf("Execute of another backfill's plan: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := memledger.New(nil)
+		p := new(bfProbe)
+		dag := bfDAG(t, p, false)
+		b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l}
+		plan, err := b.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.Revision != 0 || plan.Counts.Run != 5 {
+			t.Fatalf("plan %s at revision %d", plan, plan.Revision)
+		}
+		bfNothingWritten(t, l, bfDAGID, b.Window) // a dry run writes nothing
+		if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(2), "daily"); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := b.Execute(t.Context(), plan)
+		var stale *backfill.StalePlanError
+		if !errors.As(err, &stale) || rep != nil {
+			t.Fatalf("Execute of a stale plan: %v, %v; want a *StalePlanError", rep, err)
+		}
+		if stale.Old != plan || stale.Plan.Revision != 2 || stale.Plan.Counts.Run != 4 || stale.Plan.Counts.SkipSucceeded != 1 {
+			t.Errorf("stale plan error: old %v, new %s at revision %d", stale.Old == plan, stale.Plan, stale.Plan.Revision)
+		}
+		if want := "tranche: backfill " + bfJanuary5DaysID + ": its partitions changed in the ledger since the plan was made (at revision 0, now 2); review the new plan"; err.Error() != want {
+			t.Errorf("error %q; want %q", err, want)
+		}
+		if got := p.Calls(); len(got) != 1 {
+			t.Errorf("ran %v; want only the ordinary run", got)
+		}
+		if bs, _ := l.Backfills(t.Context()); len(bs) != 0 {
+			t.Errorf("backfills recorded: %v", bs)
+		}
+		rep, err = b.Execute(t.Context(), stale.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 4, Skipped: 1})
+		if rep.Plan != stale.Plan {
+			t.Error("report does not hold its plan")
+		}
+		// A plan of another backfill is refused.
+		other := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 6), Ledger: l}
+		if _, err := other.Execute(t.Context(), stale.Plan); err == nil || !strings.Contains(err.Error(), "plan of backfill "+bfJanuary5DaysID+" given to backfill") {
+			t.Errorf("Execute of another backfill's plan: %v", err)
+		}
+	})
 }
 
 const bfJanuary5DaysID = "b258991b84c7" // ID of bfDAG over 2026-01-01..05, chunk 1
@@ -1706,94 +1699,95 @@ func TestBackfillStatus(t *testing.T) {
 // succeeded or failed, skipped or held, then how it ended, each with
 // progress counts that add up.
 func TestBackfillEvents(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	bfSeed(t, l, clock, bfDAGID, bfDay(1), "seed", ledger.StateSucceeded, time.Second, time.Minute)
-	bfSeed(t, l, clock, bfDAGID, bfDay(2), "dead", ledger.StateRunning, 0, time.Hour)
-	rec, runs := new(tranchetest.Recorder), new(tranchetest.Recorder)
-	p := &bfProbe{hook: bfFailOn(true, "2026-01-03")}
-	w := bfDays(t, 1, 4)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Now: clock.Now, OnFailure: tranche.FailContinue,
-		OnEvent: rec.OnEvent, Runner: &tranche.Runner{OnEvent: runs.OnEvent}}
-	id, _ := b.ID()
-	if _, err := b.Run(t.Context()); err == nil {
-		t.Fatal("no error")
-	}
-	events := rec.Events()
-	byTarget := map[string][]tranche.Kind{}
-	for i, e := range events {
-		if e.Backfill != id || e.Progress == nil || e.Time.IsZero() {
-			t.Errorf("event %d %s: backfill %q, progress %v, time %v", i, e.Kind, e.Backfill, e.Progress, e.Time)
-			continue
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		bfSeed(t, l, clock, bfDAGID, bfDay(1), "seed", ledger.StateSucceeded, time.Second, time.Minute)
+		bfSeed(t, l, clock, bfDAGID, bfDay(2), "dead", ledger.StateRunning, 0, time.Hour)
+		rec, runs := new(tranchetest.Recorder), new(tranchetest.Recorder)
+		p := &bfProbe{hook: bfFailOn(true, "2026-01-03")}
+		w := bfDays(t, 1, 4)
+		b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Now: clock.Now, OnFailure: tranche.FailContinue,
+			OnEvent: rec.OnEvent, Runner: &tranche.Runner{OnEvent: runs.OnEvent}}
+		id, _ := b.ID()
+		if _, err := b.Run(t.Context()); err == nil {
+			t.Fatal("no error")
 		}
-		if pr := e.Progress; pr.Total != 4 || pr.Done+pr.Failed+pr.Skipped > pr.Total || pr.Done < 0 || pr.Failed < 0 || pr.Skipped < 0 {
-			t.Errorf("event %d %s: progress %+v", i, e.Kind, *pr)
-		}
-		if strings.HasPrefix(string(e.Kind), "partition.") {
-			byTarget[e.Target] = append(byTarget[e.Target], e.Kind)
-			p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC)
-			if e.Partition.Key() != e.Target || e.RunID != backfill.RunID(bfDAGID, p.Start, p.End) {
-				t.Errorf("event %d %s: partition %s, run %s", i, e.Kind, e.Partition.Key(), e.RunID)
+		events := rec.Events()
+		byTarget := map[string][]tranche.Kind{}
+		for i, e := range events {
+			if e.Backfill != id || e.Progress == nil || e.Time.IsZero() {
+				t.Errorf("event %d %s: backfill %q, progress %v, time %v", i, e.Kind, e.Backfill, e.Progress, e.Time)
+				continue
 			}
-			if (e.Kind == backfill.KindPartitionFailed) != (e.Err != nil) {
-				t.Errorf("event %d %s: error %v", i, e.Kind, e.Err)
+			if pr := e.Progress; pr.Total != 4 || pr.Done+pr.Failed+pr.Skipped > pr.Total || pr.Done < 0 || pr.Failed < 0 || pr.Skipped < 0 {
+				t.Errorf("event %d %s: progress %+v", i, e.Kind, *pr)
 			}
-		} else if e.Target != w.String() || !e.Window.Equal(w) || e.RunID != "" {
-			t.Errorf("event %d %s: target %q, window %s, run %q", i, e.Kind, e.Target, e.Window, e.RunID)
-		}
-	}
-	want := map[string][]tranche.Kind{
-		"2026-01-04": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionSucceeded},
-		"2026-01-03": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionFailed},
-		"2026-01-02": {backfill.KindPartitionHeld},
-		"2026-01-01": {backfill.KindPartitionSkipped},
-	}
-	if diff := cmp.Diff(want, byTarget); diff != "" {
-		t.Errorf("partition events (-want +got):\n%s", diff)
-	}
-	first, last := events[0], events[len(events)-1]
-	if first.Kind != backfill.KindStarted || *first.Progress != (tranche.Progress{Total: 4}) {
-		t.Errorf("first event %s %+v", first.Kind, *first.Progress)
-	}
-	if last.Kind != backfill.KindFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
-		!strings.Contains(last.Err.Error(), "and 1 partition is held by other workers") || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
-		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
-	}
-	for _, e := range events {
-		if e.Kind == backfill.KindPartitionFailed && !strings.Contains(e.Err.Error(), "boom on 2026-01-03") {
-			t.Errorf("failed event: %v", e.Err)
-		}
-	}
-	// The runner's events carry the run id and attempt of the ledger, and
-	// the backfill's id.
-	rec.Reset()
-	runs.Reset()
-	clock.Advance(2 * time.Hour) // day 2's lease expires
-	rep, err := b.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 4, Succeeded: 2, Skipped: 2})
-	got := map[string]int{}
-	for _, e := range runs.Events() {
-		if e.Kind == tranche.KindRunStarted {
-			got[e.Target] = e.Attempt
-			if p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC); e.RunID != backfill.RunID(bfDAGID, p.Start, p.End) {
-				t.Errorf("run %s of %s; want its partition's run id", e.RunID, e.Target)
+			if strings.HasPrefix(string(e.Kind), "partition.") {
+				byTarget[e.Target] = append(byTarget[e.Target], e.Kind)
+				p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC)
+				if e.Partition.Key() != e.Target || e.RunID != backfill.RunID(bfDAGID, p.Start, p.End) {
+					t.Errorf("event %d %s: partition %s, run %s", i, e.Kind, e.Partition.Key(), e.RunID)
+				}
+				if (e.Kind == backfill.KindPartitionFailed) != (e.Err != nil) {
+					t.Errorf("event %d %s: error %v", i, e.Kind, e.Err)
+				}
+			} else if e.Target != w.String() || !e.Window.Equal(w) || e.RunID != "" {
+				t.Errorf("event %d %s: target %q, window %s, run %q", i, e.Kind, e.Target, e.Window, e.RunID)
 			}
 		}
-		if id, _ := b.ID(); e.Backfill != id {
-			t.Errorf("%s event of run %s has backfill %q, want %q", e.Kind, e.RunID, e.Backfill, id)
+		want := map[string][]tranche.Kind{
+			"2026-01-04": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionSucceeded},
+			"2026-01-03": {backfill.KindPartitionClaimed, backfill.KindPartitionStarted, backfill.KindPartitionFailed},
+			"2026-01-02": {backfill.KindPartitionHeld},
+			"2026-01-01": {backfill.KindPartitionSkipped},
 		}
-	}
-	if want := map[string]int{"2026-01-03": 2, "2026-01-02": 2}; !cmp.Equal(got, want) {
-		t.Errorf("run attempts %v; want %v", got, want)
-	}
-	events = rec.Events()
-	if last := events[len(events)-1]; last.Kind != backfill.KindSucceeded || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
-		t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
-	}
+		if diff := cmp.Diff(want, byTarget); diff != "" {
+			t.Errorf("partition events (-want +got):\n%s", diff)
+		}
+		first, last := events[0], events[len(events)-1]
+		if first.Kind != backfill.KindStarted || *first.Progress != (tranche.Progress{Total: 4}) {
+			t.Errorf("first event %s %+v", first.Kind, *first.Progress)
+		}
+		if last.Kind != backfill.KindFailed || last.Err == nil || !strings.Contains(last.Err.Error(), "boom on 2026-01-03") ||
+			!strings.Contains(last.Err.Error(), "and 1 partition is held by other workers") || *last.Progress != (tranche.Progress{Done: 1, Failed: 1, Skipped: 1, Held: 1, Total: 4}) {
+			t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
+		}
+		for _, e := range events {
+			if e.Kind == backfill.KindPartitionFailed && !strings.Contains(e.Err.Error(), "boom on 2026-01-03") {
+				t.Errorf("failed event: %v", e.Err)
+			}
+		}
+		// The runner's events carry the run id and attempt of the ledger, and
+		// the backfill's id.
+		rec.Reset()
+		runs.Reset()
+		clock.Advance(2 * time.Hour) // day 2's lease expires
+		rep, err := b.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 4, Succeeded: 2, Skipped: 2})
+		got := map[string]int{}
+		for _, e := range runs.Events() {
+			if e.Kind == tranche.KindRunStarted {
+				got[e.Target] = e.Attempt
+				if p, _ := tranche.ParsePartitionKey(tranche.Day, e.Target, time.UTC); e.RunID != backfill.RunID(bfDAGID, p.Start, p.End) {
+					t.Errorf("run %s of %s; want its partition's run id", e.RunID, e.Target)
+				}
+			}
+			if id, _ := b.ID(); e.Backfill != id {
+				t.Errorf("%s event of run %s has backfill %q, want %q", e.Kind, e.RunID, e.Backfill, id)
+			}
+		}
+		if want := map[string]int{"2026-01-03": 2, "2026-01-02": 2}; !cmp.Equal(got, want) {
+			t.Errorf("run attempts %v; want %v", got, want)
+		}
+		events = rec.Events()
+		if last := events[len(events)-1]; last.Kind != backfill.KindSucceeded || last.Err != nil || *last.Progress != (tranche.Progress{Done: 2, Skipped: 2, Total: 4}) {
+			t.Errorf("last event %s %v %+v", last.Kind, last.Err, *last.Progress)
+		}
+	})
 }
 
 // A chunk's events name its window.
@@ -1821,26 +1815,27 @@ func TestBackfillChunkEvents(t *testing.T) {
 
 // A hook that panics is reported and changes nothing else.
 func TestBackfillHookPanics(t *testing.T) {
-	bfNoLeaks(t)
-	l := memledger.New(nil)
-	b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 3), Ledger: l,
-		OnEvent: func(_ context.Context, e tranche.Event) {
-			if e.Kind == backfill.KindPartitionSucceeded {
-				panic("hook broke on " + e.Target)
-			}
-		}}
-	rep, err := b.Run(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: 3})
-	var pe *tranche.PanicError
-	if !errors.As(rep.HookErr, &pe) || !strings.Contains(rep.HookErr.Error(), "hook broke on 2026-01-02") {
-		t.Errorf("HookErr %v; want the panics", rep.HookErr)
-	}
-	if got := bfLatest(t, l, bfDAGID, bfDays(t, 1, 3)); len(got) != 3 {
-		t.Errorf("ledger %v", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := memledger.New(nil)
+		b := &backfill.Backfill{DAG: bfDAG(t, new(bfProbe), false), Window: bfDays(t, 1, 3), Ledger: l,
+			OnEvent: func(_ context.Context, e tranche.Event) {
+				if e.Kind == backfill.KindPartitionSucceeded {
+					panic("hook broke on " + e.Target)
+				}
+			}}
+		rep, err := b.Run(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: 3})
+		var pe *tranche.PanicError
+		if !errors.As(rep.HookErr, &pe) || !strings.Contains(rep.HookErr.Error(), "hook broke on 2026-01-02") {
+			t.Errorf("HookErr %v; want the panics", rep.HookErr)
+		}
+		if got := bfLatest(t, l, bfDAGID, bfDays(t, 1, 3)); len(got) != 3 {
+			t.Errorf("ledger %v", got)
+		}
+	})
 }
 
 // The progress reporter writes a plain line when a partition finishes, at
@@ -1928,50 +1923,51 @@ func TestProgressReporterThrottles(t *testing.T) {
 // partition once between them; waiting for each other, both end with
 // every partition done.
 func TestBackfillTwoWorkers(t *testing.T) {
-	bfNoLeaks(t)
-	l := memledger.New(nil)
-	var mu sync.Mutex
-	runs := map[string]int{}
-	p := &bfProbe{hook: func(_ context.Context, target string) error {
-		mu.Lock()
-		runs[target]++
-		mu.Unlock()
-		time.Sleep(100 * time.Microsecond)
-		return nil
-	}}
-	dag := bfDAG(t, p, false)
-	w := bfDays(t, 1, 31)
-	reports := make([]*backfill.Report, 2)
-	var wg sync.WaitGroup
-	for i := range reports {
-		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3, WaitForOthers: true}
-		wg.Go(func() {
-			rep, err := b.Run(t.Context())
-			if err != nil {
-				t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		l := memledger.New(nil)
+		var mu sync.Mutex
+		runs := map[string]int{}
+		p := &bfProbe{hook: func(_ context.Context, target string) error {
+			mu.Lock()
+			runs[target]++
+			mu.Unlock()
+			time.Sleep(100 * time.Microsecond)
+			return nil
+		}}
+		dag := bfDAG(t, p, false)
+		w := bfDays(t, 1, 31)
+		reports := make([]*backfill.Report, 2)
+		var wg sync.WaitGroup
+		for i := range reports {
+			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: fmt.Sprint("w", i), Concurrency: 3, WaitForOthers: true}
+			wg.Go(func() {
+				rep, err := b.Run(t.Context())
+				if err != nil {
+					t.Error(err)
+				}
+				reports[i] = rep
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		for i, r := range reports {
+			if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.NotRun; sum != 31 || r.Failed != 0 || r.NotRun != 0 || r.Held != 0 || !r.Done() {
+				t.Errorf("worker %d: %s", i, r)
 			}
-			reports[i] = rep
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	for i, r := range reports {
-		if sum := r.Succeeded + r.Failed + r.Skipped + r.Elsewhere + r.NotRun; sum != 31 || r.Failed != 0 || r.NotRun != 0 || r.Held != 0 || !r.Done() {
-			t.Errorf("worker %d: %s", i, r)
 		}
-	}
-	if got := reports[0].Succeeded + reports[1].Succeeded; got != 31 {
-		t.Errorf("succeeded %d + %d; want 31 in all", reports[0].Succeeded, reports[1].Succeeded)
-	}
-	for d := 1; d <= 31; d++ {
-		if n := runs[bfDay(d).Key()]; n != 1 {
-			t.Errorf("day %d ran %d times", d, n)
+		if got := reports[0].Succeeded + reports[1].Succeeded; got != 31 {
+			t.Errorf("succeeded %d + %d; want 31 in all", reports[0].Succeeded, reports[1].Succeeded)
 		}
-		if h := bfHistory(t, l, bfDAGID, bfDay(d)); len(h) != 1 || !strings.HasPrefix(h[0], "1 succeeded w") {
-			t.Errorf("day %d: history %q", d, h)
+		for d := 1; d <= 31; d++ {
+			if n := runs[bfDay(d).Key()]; n != 1 {
+				t.Errorf("day %d ran %d times", d, n)
+			}
+			if h := bfHistory(t, l, bfDAGID, bfDay(d)); len(h) != 1 || !strings.HasPrefix(h[0], "1 succeeded w") {
+				t.Errorf("day %d: history %q", d, h)
+			}
 		}
-	}
-	t.Logf("w0: %s; w1: %s", reports[0], reports[1])
+		t.Logf("w0: %s; w1: %s", reports[0], reports[1])
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tranche-dev/tranche/backfill"
@@ -15,39 +16,41 @@ import (
 // A place freed goes to the live run waiting before any backfill
 // partition waiting, however long that one has waited.
 func TestBudgetLiveFirst(t *testing.T) {
-	b := backfill.NewBudget(1)
-	ctx := t.Context()
-	if err := b.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var order []string
-	var wg sync.WaitGroup
-	take := func(name string, first bool) {
-		wg.Go(func() {
-			acquire := b.Acquire
-			if first {
-				acquire = b.AcquireFirst
-			}
-			if err := acquire(ctx); err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order = append(order, name)
-			mu.Unlock()
-			b.Release()
-		})
-		time.Sleep(20 * time.Millisecond) // queued in this order
-	}
-	take("backfill 1", false)
-	take("backfill 2", false)
-	take("live", true)
-	b.Release()
-	wg.Wait()
-	if want := []string{"live", "backfill 1", "backfill 2"}; !slices.Equal(order, want) {
-		t.Errorf("order %v; want %v", order, want)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := backfill.NewBudget(1)
+		ctx := t.Context()
+		if err := b.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		take := func(name string, first bool) {
+			wg.Go(func() {
+				acquire := b.Acquire
+				if first {
+					acquire = b.AcquireFirst
+				}
+				if err := acquire(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				b.Release()
+			})
+			synctest.Wait() // queued before the next asks
+		}
+		take("backfill 1", false)
+		take("backfill 2", false)
+		take("live", true)
+		b.Release()
+		wg.Wait()
+		if want := []string{"live", "backfill 1", "backfill 2"}; !slices.Equal(order, want) {
+			t.Errorf("order %v; want %v", order, want)
+		}
+	})
 }
 
 // A wait that ends with its context takes nothing: the place goes on.
@@ -72,53 +75,63 @@ func TestBudgetCanceledWait(t *testing.T) {
 // However the places are asked for, given back and given up, no more
 // than n are held at once, and every place is accounted for at the end.
 func TestBudgetProperty(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(1, 4).Draw(t, "n")
-		b := backfill.NewBudget(n)
-		workers := rapid.IntRange(1, 12).Draw(t, "workers")
-		var mu sync.Mutex
-		held, peak := 0, 0
-		var wg sync.WaitGroup
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 4).Draw(rt, "n")
+		workers := rapid.IntRange(1, 12).Draw(rt, "workers")
+		first, giveUp := make([]bool, workers), make([]bool, workers)
 		for i := range workers {
-			first := rapid.Bool().Draw(t, "first")
-			giveUp := rapid.IntRange(0, 3).Draw(t, "giveUp") == 0
-			_ = i
-			wg.Go(func() {
-				ctx := context.Background()
-				if giveUp {
-					c, cancel := context.WithTimeout(ctx, time.Millisecond)
-					defer cancel()
-					ctx = c
-				}
-				acquire := b.Acquire
-				if first {
-					acquire = b.AcquireFirst
-				}
-				if acquire(ctx) != nil {
+			first[i] = rapid.Bool().Draw(rt, "first")
+			giveUp[i] = rapid.IntRange(0, 3).Draw(rt, "giveUp") == 0
+		}
+		var peak int
+		var lost error
+		synctest.Test(t, func(t *testing.T) {
+			b := backfill.NewBudget(n)
+			var mu sync.Mutex
+			held := 0
+			var wg sync.WaitGroup
+			for i := range workers {
+				wg.Go(func() {
+					ctx := context.Background()
+					if giveUp[i] {
+						c, cancel := context.WithTimeout(ctx, time.Millisecond)
+						defer cancel()
+						ctx = c
+					}
+					acquire := b.Acquire
+					if first[i] {
+						acquire = b.AcquireFirst
+					}
+					if acquire(ctx) != nil {
+						return
+					}
+					mu.Lock()
+					held++
+					peak = max(peak, held)
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+					held--
+					mu.Unlock()
+					b.Release()
+				})
+			}
+			wg.Wait()
+			for range n { // every place is free again
+				c, cancel := context.WithTimeout(context.Background(), time.Second)
+				err := b.Acquire(c)
+				cancel()
+				if err != nil {
+					lost = err
 					return
 				}
-				mu.Lock()
-				held++
-				peak = max(peak, held)
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-				mu.Lock()
-				held--
-				mu.Unlock()
-				b.Release()
-			})
-		}
-		wg.Wait()
-		if peak > n {
-			t.Fatalf("%d places held at once of a budget of %d", peak, n)
-		}
-		for range n { // every place is free again
-			c, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := b.Acquire(c)
-			cancel()
-			if err != nil {
-				t.Fatalf("budget of %d lost a place: %v", n, err)
 			}
+		})
+		if peak > n {
+			rt.Fatalf("%d places held at once of a budget of %d", peak, n)
+		}
+		if lost != nil {
+			rt.Fatalf("budget of %d lost a place: %v", n, lost)
 		}
 	})
 }
@@ -127,37 +140,39 @@ func TestBudgetProperty(t *testing.T) {
 // a live run asking first, while a partition runs, starts before the
 // backfill's next partition, which waits.
 func TestBackfillBudget(t *testing.T) {
-	budget := backfill.NewBudget(1)
-	var mu sync.Mutex
-	var log []string
-	var once sync.Once
-	live := make(chan struct{})
-	p := &bfProbe{hook: func(ctx context.Context, target string) error {
-		mu.Lock()
-		log = append(log, target)
-		mu.Unlock()
-		once.Do(func() {
-			go func() {
-				// A slot closes while the first partition runs.
-				if err := budget.AcquireFirst(context.Background()); err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				log = append(log, "live")
-				mu.Unlock()
-				budget.Release()
-				close(live)
-			}()
-			time.Sleep(50 * time.Millisecond) // the live run waits for this one
-		})
-		return nil
-	}}
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: memledger.New(nil), Concurrency: 3, Budget: budget}
-	if _, err := b.Run(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	<-live
-	if len(log) != 4 || log[1] != "live" {
-		t.Errorf("runs %v; want the live run second, after the partition it waited for and before the backfill's next", log)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		budget := backfill.NewBudget(1)
+		var mu sync.Mutex
+		var log []string
+		var once sync.Once
+		live := make(chan struct{})
+		p := &bfProbe{hook: func(ctx context.Context, target string) error {
+			mu.Lock()
+			log = append(log, target)
+			mu.Unlock()
+			once.Do(func() {
+				go func() {
+					// A slot closes while the first partition runs.
+					if err := budget.AcquireFirst(context.Background()); err != nil {
+						t.Error(err)
+					}
+					mu.Lock()
+					log = append(log, "live")
+					mu.Unlock()
+					budget.Release()
+					close(live)
+				}()
+				time.Sleep(50 * time.Millisecond) // the live run waits for this one
+			})
+			return nil
+		}}
+		b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 3), Ledger: memledger.New(nil), Concurrency: 3, Budget: budget}
+		if _, err := b.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-live
+		if len(log) != 4 || log[1] != "live" {
+			t.Errorf("runs %v; want the live run second, after the partition it waited for and before the backfill's next", log)
+		}
+	})
 }

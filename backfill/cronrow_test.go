@@ -43,7 +43,7 @@ func TestGridCronRows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := backfill.StatusOfWindow(t.Context(), memledger.New(nil), "dag", w)
+			s, err := backfill.WindowStatus(t.Context(), memledger.New(nil), "dag", w)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// StatusOfWindow reads from l the state of the partitions of window w of
+// WindowStatus reads from l the state of the partitions of window w of
 // the DAG identity dag ([DAGIdentity]), whatever recorded their attempts:
 // a partition counts by the state of its latest attempt, made by any
 // backfill or by an ordinary run ([RunRecorded]), and a partition never
@@ -36,7 +36,7 @@ import (
 // counts in one aggregate query however many partitions w holds, a cron
 // schedule's slots too unless a daily or hourly schedule moved among
 // them; another ledger reads every partition's latest attempt.
-func StatusOfWindow(ctx context.Context, l ledger.Reader, dag string, w tranche.TimePartitionWindow) (*Status, error) {
+func WindowStatus(ctx context.Context, l ledger.Reader, dag string, w tranche.TimePartitionWindow) (*Status, error) {
 	s, err := windowStatus(l, dag, w)
 	if err != nil {
 		return nil, err
@@ -47,13 +47,13 @@ func StatusOfWindow(ctx context.Context, l ledger.Reader, dag string, w tranche.
 	return s, nil
 }
 
-// GridOfWindow draws the partitions of window w of the DAG identity dag
+// WindowGrid draws the partitions of window w of the DAG identity dag
 // as they stand in l now, in at most maxCells cells (at least 1): the
-// grid of [StatusOfWindow]'s status, without counting the window first.
+// grid of [WindowStatus]'s status, without counting the window first.
 // The counts of its cells add up to that status's Counts, so a page that
 // shows both needs the grid alone: through a [ledger.LatestReader], one
 // aggregate query.
-func GridOfWindow(ctx context.Context, l ledger.Reader, dag string, w tranche.TimePartitionWindow, maxCells int) (*Grid, error) {
+func WindowGrid(ctx context.Context, l ledger.Reader, dag string, w tranche.TimePartitionWindow, maxCells int) (*Grid, error) {
 	s, err := windowStatus(l, dag, w)
 	if err != nil {
 		return nil, err
@@ -106,6 +106,11 @@ type Summary struct {
 
 	// Scheduler is what the ledger shows of the DAG's live scheduler.
 	Scheduler SchedulerSeen
+
+	// Limit is the DAG's limit of runs at once across every process
+	// ([ledger.Limiter]), with its runs and the slots waiting for it:
+	// the zero value when it has none, or the ledger keeps none.
+	Limit ledger.Limit
 }
 
 // SchedulerSeen is a scheduler as the ledger sees it: through the
@@ -178,20 +183,20 @@ func SummaryOf(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeG
 	if sum.LatestBackfill, err = latestBackfill(ctx, l, mine, now); err != nil {
 		return nil, err
 	}
-	runs, err := RunsOf(ctx, l, dag, g, loc, now)
+	runs, err := RunSummary(ctx, l, dag, g, loc, now)
 	if err != nil {
 		return nil, err
 	}
-	sum.LatestRun, sum.Scheduler = runs.LatestRun, runs.Scheduler
+	sum.LatestRun, sum.Scheduler, sum.Limit = runs.LatestRun, runs.Scheduler, runs.Limit
 	return sum, nil
 }
 
-// RunsOf reads the [Summary] of the DAG identity dag from l at now
+// RunSummary reads the [Summary] of the DAG identity dag from l at now
 // without its backfills: its LatestRun and Scheduler, which [SummaryOf]
 // reads too, for a page that lists the DAG's backfills itself. g and loc
 // are the DAG's granularity and zone; with a zero g, Scheduler has no
 // Next slot.
-func RunsOf(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
+func RunSummary(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeGranularity, loc *time.Location, now time.Time) (*Summary, error) {
 	if dag == "" {
 		return nil, errNoDAG
 	}
@@ -221,6 +226,11 @@ func RunsOf(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeGran
 		return nil, err
 	}
 	sum.Scheduler.Pause = pause
+	if lim, ok := l.(ledger.LimitReader); ok {
+		if sum.Limit, err = lim.Limit(ctx, dag); err != nil {
+			return nil, err
+		}
+	}
 	if err := sum.Scheduler.next(ctx, l, dag, g, loc, now); err != nil {
 		return nil, err
 	}

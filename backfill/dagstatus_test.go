@@ -75,7 +75,7 @@ func twoBackfills(t testing.TB, l ledger.Ledger) (dag, first, second string) {
 	return backfill.DAGIdentity(d, tranche.Day, time.UTC), first, second
 }
 
-func TestStatusOfWindow(t *testing.T) {
+func TestWindowStatus(t *testing.T) {
 	ctx := context.Background()
 	l := memledger.New(nil)
 	dag, first, _ := twoBackfills(t, l)
@@ -97,7 +97,7 @@ func TestStatusOfWindow(t *testing.T) {
 				name string
 				l    ledger.Ledger
 			}{{"counted", l}, {"every attempt", hidden{l}}} {
-				s, err := backfill.StatusOfWindow(ctx, lg.l, dag, w)
+				s, err := backfill.WindowStatus(ctx, lg.l, dag, w)
 				if err != nil {
 					t.Fatalf("%s: %v", lg.name, err)
 				}
@@ -120,7 +120,7 @@ func TestStatusOfWindow(t *testing.T) {
 				if string(states) != tt.states {
 					t.Errorf("%s: partitions %s, oldest first; want %s", lg.name, states, tt.states)
 				}
-				g, err := backfill.GridOfWindow(ctx, lg.l, dag, w, 2000)
+				g, err := backfill.WindowGrid(ctx, lg.l, dag, w, 2000)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -137,12 +137,12 @@ func TestStatusOfWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := backfill.StatusOfWindow(ctx, l, dag, bs.Window)
+	ws, err := backfill.WindowStatus(ctx, l, dag, bs.Window)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !maps.Equal(bs.Counts, ws.Counts) {
-		t.Errorf("StatusOf %v; StatusOfWindow of its window %v", bs.Counts, ws.Counts)
+		t.Errorf("StatusOf %v; WindowStatus of its window %v", bs.Counts, ws.Counts)
 	}
 }
 
@@ -162,7 +162,7 @@ func cellCounts(g *backfill.Grid) map[ledger.State]int {
 // A window's status through a LatestReader is one aggregate query, and
 // its grid one more, however many partitions the window holds; neither
 // reads an attempt.
-func TestStatusOfWindowCounts(t *testing.T) {
+func TestWindowStatusCounts(t *testing.T) {
 	ctx := context.Background()
 	ml := memledger.New(nil)
 	dag, _, _ := twoBackfills(t, ml)
@@ -172,14 +172,14 @@ func TestStatusOfWindowCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCounting(ml)
-	s, err := backfill.StatusOfWindow(ctx, c, dag, w)
+	s, err := backfill.WindowStatus(ctx, c, dag, w)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Counts[ledger.StateSucceeded] != 5 || s.Counts[ledger.StateFailed] != 2 || s.Counts[ledger.StatePending] != w.Len()-7 {
 		t.Errorf("counts %v over %d days; want 5 succeeded, 2 failed, the rest pending", s.Counts, w.Len())
 	}
-	g, err := backfill.GridOfWindow(ctx, c, dag, w, 100)
+	g, err := backfill.WindowGrid(ctx, c, dag, w, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestStatusOfWindowCounts(t *testing.T) {
 	}
 }
 
-func TestStatusOfWindowRefuses(t *testing.T) {
+func TestWindowStatusRefuses(t *testing.T) {
 	ctx := context.Background()
 	l := memledger.New(nil)
 	w := janDays(t, 1, 3)
@@ -209,15 +209,15 @@ func TestStatusOfWindowRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if s, err := backfill.StatusOfWindow(ctx, tt.l, tt.dag, tt.w); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("StatusOfWindow: %v, %v; want an error saying %q", s, err, tt.want)
+			if s, err := backfill.WindowStatus(ctx, tt.l, tt.dag, tt.w); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("WindowStatus: %v, %v; want an error saying %q", s, err, tt.want)
 			}
-			if g, err := backfill.GridOfWindow(ctx, tt.l, tt.dag, tt.w, 10); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("GridOfWindow: %v, %v; want an error saying %q", g, err, tt.want)
+			if g, err := backfill.WindowGrid(ctx, tt.l, tt.dag, tt.w, 10); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("WindowGrid: %v, %v; want an error saying %q", g, err, tt.want)
 			}
 		})
 	}
-	if _, err := backfill.GridOfWindow(ctx, l, "0123456789abcdef", w, 0); err == nil || !strings.Contains(err.Error(), "want at least 1") {
+	if _, err := backfill.WindowGrid(ctx, l, "0123456789abcdef", w, 0); err == nil || !strings.Contains(err.Error(), "want at least 1") {
 		t.Errorf("a grid of 0 cells: %v; want a refusal", err)
 	}
 }
@@ -226,7 +226,7 @@ func TestStatusOfWindowRefuses(t *testing.T) {
 // window's status counts each partition by its latest attempt as
 // History records it, counted or read, and its grid's cells, in any
 // number, add up to the same counts.
-func TestStatusOfWindowProperty(t *testing.T) {
+func TestWindowStatusProperty(t *testing.T) {
 	ctx := context.Background()
 	l := memledger.New(nil)
 	dag, _, _ := twoBackfills(t, l)
@@ -257,14 +257,14 @@ func TestStatusOfWindowProperty(t *testing.T) {
 			want[st]++
 		}
 		for _, lg := range []ledger.Ledger{l, hidden{l}} {
-			s, err := backfill.StatusOfWindow(ctx, lg, dag, w)
+			s, err := backfill.WindowStatus(ctx, lg, dag, w)
 			if err != nil {
 				rt.Fatal(err)
 			}
 			if !maps.Equal(s.Counts, want) {
 				rt.Fatalf("%T: counts %v; want %v", lg, s.Counts, want)
 			}
-			g, err := backfill.GridOfWindow(ctx, lg, dag, w, cells)
+			g, err := backfill.WindowGrid(ctx, lg, dag, w, cells)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -278,7 +278,7 @@ func TestStatusOfWindowProperty(t *testing.T) {
 // The state of a DAG over a span of days, whichever backfill made each
 // partition's latest attempt: a partition health bar, where StatusOf
 // reads one backfill.
-func ExampleStatusOfWindow() {
+func ExampleWindowStatus() {
 	ctx := context.Background()
 	l := memledger.New(nil)
 	dag, err := exampleDAG(new(tranche.MemoryDestination), "2026-01-02")
@@ -305,7 +305,7 @@ func ExampleStatusOfWindow() {
 		fmt.Println(err)
 		return
 	}
-	s, err := backfill.StatusOfWindow(ctx, l, backfill.DAGIdentity(dag, tranche.Day, time.UTC), week)
+	s, err := backfill.WindowStatus(ctx, l, backfill.DAGIdentity(dag, tranche.Day, time.UTC), week)
 	if err != nil {
 		fmt.Println(err)
 		return

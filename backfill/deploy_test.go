@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -88,142 +89,147 @@ func TestDeployDuringBackfill(t *testing.T) {
 		{"other names", "events", "events-2", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := t.Context()
-			dest := &tranche.MemoryDestination{}
-			l := memledger.New(nil)
-			held, release := make(chan string, 1), make(chan struct{})
-			var once sync.Once
-			hold := func(key string) {
-				once.Do(func() {
-					held <- key
-					<-release
-				})
-			}
-			var mu sync.Mutex
-			var skipped []error
-			old := &backfill.Backfill{DAG: deployDAG(t, tt.oldName, "v1", dest, hold), Window: w, Ledger: l, Worker: "old",
-				Order: backfill.NewestFirst, OnFailure: tranche.FailContinue,
-				OnEvent: func(_ context.Context, e tranche.Event) {
-					if e.Kind == backfill.KindPartitionSkipped {
-						mu.Lock()
-						skipped = append(skipped, e.Err)
-						mu.Unlock()
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				dest := &tranche.MemoryDestination{}
+				l := memledger.New(nil)
+				held, release := make(chan string, 1), make(chan struct{})
+				var once sync.Once
+				hold := func(key string) {
+					once.Do(func() {
+						held <- key
+						<-release
+					})
+				}
+				var mu sync.Mutex
+				var skipped []error
+				old := &backfill.Backfill{DAG: deployDAG(t, tt.oldName, "v1", dest, hold), Window: w, Ledger: l, Worker: "old",
+					Order: backfill.NewestFirst, OnFailure: tranche.FailContinue,
+					OnEvent: func(_ context.Context, e tranche.Event) {
+						if e.Kind == backfill.KindPartitionSkipped {
+							mu.Lock()
+							skipped = append(skipped, e.Err)
+							mu.Unlock()
+						}
+					}}
+				type outcome struct {
+					r   *backfill.Report
+					err error
+				}
+				done := make(chan outcome, 1)
+				go func() {
+					r, err := old.Run(ctx)
+					done <- outcome{r, err}
+				}()
+				first := <-held
+				// Tokens count the ledger's milliseconds: the new DAG's
+				// claims come later, as a deploy's do.
+				time.Sleep(5 * time.Millisecond)
+				newer := &backfill.Backfill{DAG: deployDAG(t, tt.newName, "v2", dest, nil), Window: w, Ledger: l, Worker: "new"}
+				if r, err := newer.Run(ctx); err != nil || r.Succeeded != 6 {
+					t.Fatalf("the new DAG's backfill = %v, %v; want every partition run", r, err)
+				}
+				close(release)
+				o := <-done
+				if o.err != nil && !errors.Is(o.err, tranche.ErrFenced) && tt.wantSuperseded > 0 {
+					t.Logf("the old backfill: %v", o.err)
+				}
+				r := o.r
+				if r.Superseded != tt.wantSuperseded {
+					t.Errorf("the old backfill's report: %v, Superseded %d; want %d", r, r.Superseded, tt.wantSuperseded)
+				}
+				codes := codeOf(t, dest, w)
+				if tt.wantSuperseded == 0 {
+					// Not linked: the old code replaces the new's, as
+					// before names linked versions.
+					if r.Succeeded < 5 {
+						t.Errorf("the old backfill of another name: %v; want it to run the partitions", r)
 					}
-				}}
-			type outcome struct {
-				r   *backfill.Report
-				err error
-			}
-			done := make(chan outcome, 1)
-			go func() {
-				r, err := old.Run(ctx)
-				done <- outcome{r, err}
-			}()
-			first := <-held
-			// Tokens count the ledger's milliseconds: the new DAG's
-			// claims come later, as a deploy's do.
-			time.Sleep(5 * time.Millisecond)
-			newer := &backfill.Backfill{DAG: deployDAG(t, tt.newName, "v2", dest, nil), Window: w, Ledger: l, Worker: "new"}
-			if r, err := newer.Run(ctx); err != nil || r.Succeeded != 6 {
-				t.Fatalf("the new DAG's backfill = %v, %v; want every partition run", r, err)
-			}
-			close(release)
-			o := <-done
-			if o.err != nil && !errors.Is(o.err, tranche.ErrFenced) && tt.wantSuperseded > 0 {
-				t.Logf("the old backfill: %v", o.err)
-			}
-			r := o.r
-			if r.Superseded != tt.wantSuperseded {
-				t.Errorf("the old backfill's report: %v, Superseded %d; want %d", r, r.Superseded, tt.wantSuperseded)
-			}
-			codes := codeOf(t, dest, w)
-			if tt.wantSuperseded == 0 {
-				// Not linked: the old code replaces the new's, as
-				// before names linked versions.
-				if r.Succeeded < 5 {
-					t.Errorf("the old backfill of another name: %v; want it to run the partitions", r)
+					return
 				}
-				return
-			}
-			for k, code := range codes {
-				if code != "v2" {
-					t.Errorf("partition %s holds the rows of %s; want the new code's (v2) (%s was held)", k, code, first)
+				for k, code := range codes {
+					if code != "v2" {
+						t.Errorf("partition %s holds the rows of %s; want the new code's (v2) (%s was held)", k, code, first)
+					}
 				}
-			}
-			mu.Lock()
-			n := 0
-			for _, err := range skipped {
-				if errors.Is(err, ledger.ErrSuperseded) {
-					n++
+				mu.Lock()
+				n := 0
+				for _, err := range skipped {
+					if errors.Is(err, ledger.ErrSuperseded) {
+						n++
+					}
 				}
-			}
-			mu.Unlock()
-			if n != tt.wantSuperseded {
-				t.Errorf("%d partition.skipped events with an error matching ErrSuperseded; want %d", n, tt.wantSuperseded)
-			}
+				mu.Unlock()
+				if n != tt.wantSuperseded {
+					t.Errorf("%d partition.skipped events with an error matching ErrSuperseded; want %d", n, tt.wantSuperseded)
+				}
 
-			// Its status: nothing succeeded under the old DAG, every
-			// partition landed by a newer version, done.
-			st, err := backfill.StatusOf(ctx, l, r.Backfill, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Superseded != 6 || !st.Done() {
-				t.Errorf("the old backfill's status: %v, Superseded %d, Done %v; want 6 landed by a newer version, done", st, st.Superseded, st.Done())
-			}
-
-			// Run again, the old backfill plans every partition as
-			// landed by a newer version.
-			old.OnEvent = nil
-			p, err := old.Plan(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Counts.SkipSuperseded != 6 || p.Counts.Run != 0 {
-				t.Errorf("the old backfill's plan after the deploy: %v; want 6 landed by a newer version", p)
-			}
-			for item, err := range p.Items(ctx) {
+				// Its status: nothing succeeded under the old DAG, every
+				// partition landed by a newer version, done.
+				st, err := backfill.StatusOf(ctx, l, r.Backfill, time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if item.Action != ledger.ActionSkipSuperseded {
-					t.Errorf("plan: %s %q; want %q", item.Partition.Key(), item.Action, ledger.ActionSkipSuperseded)
+				if st.Superseded != 6 || !st.Done() {
+					t.Errorf("the old backfill's status: %v, Superseded %d, Done %v; want 6 landed by a newer version, done", st, st.Superseded, st.Done())
 				}
-			}
-			if r, err := old.Run(ctx); err != nil || r.Superseded != 6 || r.RanHere() != 0 || !r.Done() {
-				t.Errorf("the old backfill run again = %v, %v; want 6 superseded, nothing run, done", r, err)
-			}
-			if codes := codeOf(t, dest, w); codes[first] != "v2" {
-				t.Errorf("after the old backfill ran again: %v; want v2 everywhere", codes)
-			}
 
-			// A rollback: the old backfill under RerunAll replaces the
-			// new code's rows.
-			old.Rerun = "all"
-			if r, err := old.Run(ctx); err != nil || r.Succeeded != 6 {
-				t.Errorf("the rollback under RerunAll = %v, %v; want every partition run", r, err)
-			}
-			for k, code := range codeOf(t, dest, w) {
-				if code != "v1" {
-					t.Errorf("after the rollback, %s holds %s; want v1", k, code)
+				// Run again, the old backfill plans every partition as
+				// landed by a newer version.
+				old.OnEvent = nil
+				p, err := old.Plan(ctx)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			// The new code lands days 7 and 8; a backfill of the old
-			// DAG created afterwards is not bound by them.
-			later := bfDays(t, 7, 8)
-			newer.Window = later
-			if r, err := newer.Run(ctx); err != nil || r.Succeeded != 2 {
-				t.Fatalf("the new DAG's backfill of days 7 and 8 = %v, %v", r, err)
-			}
-			fresh := &backfill.Backfill{DAG: old.DAG, Window: later, Ledger: l, Worker: "rollback"}
-			if r, err := fresh.Run(ctx); err != nil || r.Superseded != 0 || r.Succeeded != 2 {
-				t.Errorf("a backfill of the old DAG created after the deploy = %v, %v; want both partitions run", r, err)
-			}
-			for k, code := range codeOf(t, dest, later) {
-				if code != "v1" {
-					t.Errorf("after the later backfill of the old DAG, %s holds %s; want v1", k, code)
+				if p.Counts.SkipSuperseded != 6 || p.Counts.Run != 0 {
+					t.Errorf("the old backfill's plan after the deploy: %v; want 6 landed by a newer version", p)
 				}
-			}
+				for item, err := range p.Items(ctx) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if item.Action != ledger.ActionSkipSuperseded {
+						t.Errorf("plan: %s %q; want %q", item.Partition.Key(), item.Action, ledger.ActionSkipSuperseded)
+					}
+				}
+				if r, err := old.Run(ctx); err != nil || r.Superseded != 6 || r.RanHere() != 0 || !r.Done() {
+					t.Errorf("the old backfill run again = %v, %v; want 6 superseded, nothing run, done", r, err)
+				}
+				if codes := codeOf(t, dest, w); codes[first] != "v2" {
+					t.Errorf("after the old backfill ran again: %v; want v2 everywhere", codes)
+				}
+
+				// A rollback: the old backfill under RerunAll replaces the
+				// new code's rows.
+				old.Rerun = "all"
+				if r, err := old.Run(ctx); err != nil || r.Succeeded != 6 {
+					t.Errorf("the rollback under RerunAll = %v, %v; want every partition run", r, err)
+				}
+				for k, code := range codeOf(t, dest, w) {
+					if code != "v1" {
+						t.Errorf("after the rollback, %s holds %s; want v1", k, code)
+					}
+				}
+				// The new code lands days 7 and 8; a backfill of the old
+				// DAG created afterwards is not bound by them.
+				later := bfDays(t, 7, 8)
+				newer.Window = later
+				if r, err := newer.Run(ctx); err != nil || r.Succeeded != 2 {
+					t.Fatalf("the new DAG's backfill of days 7 and 8 = %v, %v", r, err)
+				}
+				// Created a millisecond later: in the bubble the clock
+				// moves only when the test waits.
+				time.Sleep(time.Millisecond)
+				fresh := &backfill.Backfill{DAG: old.DAG, Window: later, Ledger: l, Worker: "rollback"}
+				if r, err := fresh.Run(ctx); err != nil || r.Superseded != 0 || r.Succeeded != 2 {
+					t.Errorf("a backfill of the old DAG created after the deploy = %v, %v; want both partitions run", r, err)
+				}
+				for k, code := range codeOf(t, dest, later) {
+					if code != "v1" {
+						t.Errorf("after the later backfill of the old DAG, %s holds %s; want v1", k, code)
+					}
+				}
+			})
 		})
 	}
 }

@@ -23,6 +23,14 @@ stops the partitions after it in the backfill's order, whatever the
 concurrency: those before it still run. Plans estimate their duration from
 the DAG's recent successes ([ledger.Reader.RecentSuccesses]), wherever they lie.
 
+Reading needs a [ledger.Reader] alone. Of one backfill: [StatusOf], its
+counts and why it is stuck; [GridOf], that status with its grid, counted
+once; [CountStatus], the counts alone, for a list of backfills; [Watch],
+the status as it changes. Of a window of a DAG, across its backfills and
+runs: [WindowStatus] and [WindowGrid]. Of a DAG: [SummaryOf], its
+backfills, latest run and scheduler, and [RunSummary], those without the
+backfills, for a page that lists them itself.
+
 Each running partition renews its lease on its own, so that a hung ledger
 call holds up no other; a worker trusts a lease by its own clock only for
 its length less a margin since its last renewal, and past that stops the

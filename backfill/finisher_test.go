@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tranche-dev/tranche/backfill"
@@ -48,39 +49,40 @@ func (l *latentLedger) FinishesAlone(*ledger.Lease) bool { return l.alone }
 // destination's writes commit with it) is given each success in a call
 // of its own.
 func TestFinishBatches(t *testing.T) {
-	const days = 50
-	for _, alone := range []bool{false, true} {
-		bfNoLeaks(t)
-		l := &latentLedger{Ledger: memledger.New(nil), latency: 2 * time.Millisecond, alone: alone}
-		b := &backfill.Backfill{DAG: bfDAG(t, &bfProbe{}, false), Window: bfDays(t, 1, days), Ledger: l, Worker: "w1", Concurrency: 4}
-		rep, err := b.Run(t.Context())
-		if err != nil {
-			t.Fatalf("alone=%v: Run: %v", alone, err)
-		}
-		bfCheckReport(t, rep, backfill.Report{Total: days, Succeeded: days})
-		recorded := 0
-		for a, err := range l.Latest(t.Context(), backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location()), bfDay(1).Start, bfDay(days+1).Start) {
+	synctest.Test(t, func(t *testing.T) {
+		const days = 50
+		for _, alone := range []bool{false, true} {
+			l := &latentLedger{Ledger: memledger.New(nil), latency: 2 * time.Millisecond, alone: alone}
+			b := &backfill.Backfill{DAG: bfDAG(t, &bfProbe{}, false), Window: bfDays(t, 1, days), Ledger: l, Worker: "w1", Concurrency: 4}
+			rep, err := b.Run(t.Context())
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("alone=%v: Run: %v", alone, err)
 			}
-			if a.State == ledger.StateSucceeded && a.Number == 1 {
-				recorded++
+			bfCheckReport(t, rep, backfill.Report{Total: days, Succeeded: days})
+			recorded := 0
+			for a, err := range l.Latest(t.Context(), backfill.DAGIdentity(b.DAG, b.Window.Granularity(), b.Window.Location()), bfDay(1).Start, bfDay(days+1).Start) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.State == ledger.StateSucceeded && a.Number == 1 {
+					recorded++
+				}
 			}
+			if recorded != days {
+				t.Errorf("alone=%v: %d partitions recorded succeeded at their first attempt; want %d", alone, recorded, days)
+			}
+			l.mu.Lock()
+			sum := 0
+			for _, n := range l.batches {
+				sum += n
+			}
+			switch {
+			case alone && (len(l.batches) != days || sum != days || l.finishes != 0):
+				t.Errorf("a ledger that finishes each lease alone: %d successes in %d FinishBatch calls, %d Finish calls; want %d in %d, none", sum, len(l.batches), l.finishes, days, days)
+			case !alone && (sum != days || l.finishes != 0 || len(l.batches) > 3*days/5):
+				t.Errorf("%d successes in %d FinishBatch calls (%v), %d Finish calls; want %d in at most %d calls, no Finish", sum, len(l.batches), l.batches, l.finishes, days, 3*days/5)
+			}
+			l.mu.Unlock()
 		}
-		if recorded != days {
-			t.Errorf("alone=%v: %d partitions recorded succeeded at their first attempt; want %d", alone, recorded, days)
-		}
-		l.mu.Lock()
-		sum := 0
-		for _, n := range l.batches {
-			sum += n
-		}
-		switch {
-		case alone && (len(l.batches) != days || sum != days || l.finishes != 0):
-			t.Errorf("a ledger that finishes each lease alone: %d successes in %d FinishBatch calls, %d Finish calls; want %d in %d, none", sum, len(l.batches), l.finishes, days, days)
-		case !alone && (sum != days || l.finishes != 0 || len(l.batches) > 3*days/5):
-			t.Errorf("%d successes in %d FinishBatch calls (%v), %d Finish calls; want %d in at most %d calls, no Finish", sum, len(l.batches), l.batches, l.finishes, days, 3*days/5)
-		}
-		l.mu.Unlock()
-	}
+	})
 }

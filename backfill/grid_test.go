@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tranche-dev/tranche"
@@ -109,71 +110,73 @@ func TestGrid(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := tranche.NewTimePartitionWindow(tranche.Day,
-		time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{})
-	dag, err := tranche.NewDAG(tranche.Asset{
-		Name:         "slow",
-		Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
-		Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg := memledger.New(nil)
-	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, Worker: "w", Concurrency: 1}
-	id, err := b.ID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Plan(ctx); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := b.Run(ctx); done <- err }()
-	// Wait for the backfill's record, which Run writes first.
-	for {
-		if _, err := lg.Backfill(ctx, id); err == nil {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	var succeeded []int
-	for s, err := range backfill.Watch(ctx, lg, id, 5*time.Millisecond) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w, err := tranche.NewTimePartitionWindow(tranche.Day,
+			time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := s.Counts[ledger.StateSucceeded]
-		if len(succeeded) > 0 && n < succeeded[len(succeeded)-1] {
-			t.Fatalf("succeeded went from %d to %d", succeeded[len(succeeded)-1], n)
+		release := make(chan struct{})
+		dag, err := tranche.NewDAG(tranche.Asset{
+			Name:         "slow",
+			Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC},
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return nil, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		succeeded = append(succeeded, n)
-		// A worker may claim a fast partition ahead of its run, so that
-		// more than its one slot can show running.
-		if s.Counts[ledger.StateRunning] >= 1 {
-			release <- struct{}{}
+		lg := memledger.New(nil)
+		b := &backfill.Backfill{DAG: dag, Window: w, Ledger: lg, Worker: "w", Concurrency: 1}
+		id, err := b.ID()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got := succeeded[len(succeeded)-1]; got != 5 {
-		t.Fatalf("the last status counted %d succeeded; want 5 (statuses: %v)", got, succeeded)
-	}
-	for _, err := range backfill.Watch(ctx, lg, id, 0) {
-		if err == nil {
-			t.Error("Watch with a zero interval did not fail")
+		if _, err := b.Plan(ctx); err != nil {
+			t.Fatal(err)
 		}
-	}
+		done := make(chan error, 1)
+		go func() { _, err := b.Run(ctx); done <- err }()
+		// Wait for the backfill's record, which Run writes first.
+		for {
+			if _, err := lg.Backfill(ctx, id); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var succeeded []int
+		for s, err := range backfill.Watch(ctx, lg, id, 5*time.Millisecond) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := s.Counts[ledger.StateSucceeded]
+			if len(succeeded) > 0 && n < succeeded[len(succeeded)-1] {
+				t.Fatalf("succeeded went from %d to %d", succeeded[len(succeeded)-1], n)
+			}
+			succeeded = append(succeeded, n)
+			// A worker may claim a fast partition ahead of its run, so that
+			// more than its one slot can show running.
+			if s.Counts[ledger.StateRunning] >= 1 {
+				release <- struct{}{}
+			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := succeeded[len(succeeded)-1]; got != 5 {
+			t.Fatalf("the last status counted %d succeeded; want 5 (statuses: %v)", got, succeeded)
+		}
+		for _, err := range backfill.Watch(ctx, lg, id, 0) {
+			if err == nil {
+				t.Error("Watch with a zero interval did not fail")
+			}
+		}
+	})
 }

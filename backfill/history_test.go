@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -97,138 +98,139 @@ const bfChosenID = "1e3981236faa" // IDOf the DAG of "0 2 * * *" over the slots 
 // one id, deterministic in the set, one plan of exactly those slots, each
 // checked to be a fire time.
 func TestBackfillChosenSlots(t *testing.T) {
-	bfNoLeaks(t)
-	g := bfCron(t, "0 2 * * *")
-	fires := []time.Time{bfFire(t, "2026-01-08T02:00:00Z"), bfFire(t, "2026-01-03T02:00:00Z"), bfFire(t, "2026-01-07T02:00:00Z"),
-		bfFire(t, "2026-01-03T02:00:00Z")}
-	slots := fires2slots(t, g, fires)
-	var keys []string
-	for _, p := range slots {
-		keys = append(keys, p.Key())
-	}
-	if want := []string{"2026-01-03T02:00:00Z", "2026-01-07T02:00:00Z", "2026-01-08T02:00:00Z"}; !slices.Equal(keys, want) {
-		t.Fatalf("slots = %v; want %v, oldest first, each once", keys, want)
-	}
-
-	// A time that is not a fire time is refused with the nearest ones.
-	for fire, want := range map[string]string{
-		"2026-01-05T03:00:00Z": "2026-01-05T03:00:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-05T02:00:00Z and 2026-01-06T02:00:00Z",
-		"2026-01-09T01:59:00Z": "2026-01-09T01:59:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-08T02:00:00Z and 2026-01-09T02:00:00Z",
-	} {
-		if _, err := tranche.SlotAt(g, bfFire(t, fire)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("SlotAt of a time that is not a fire time = %v; want it to say %q", err, want)
+	synctest.Test(t, func(t *testing.T) {
+		g := bfCron(t, "0 2 * * *")
+		fires := []time.Time{bfFire(t, "2026-01-08T02:00:00Z"), bfFire(t, "2026-01-03T02:00:00Z"), bfFire(t, "2026-01-07T02:00:00Z"),
+			bfFire(t, "2026-01-03T02:00:00Z")}
+		slots := fires2slots(t, g, fires)
+		var keys []string
+		for _, p := range slots {
+			keys = append(keys, p.Key())
 		}
-	}
-
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	p := new(bfProbe)
-	dag := bfCronDAG(t, p, g, time.UTC)
-	dagID := backfill.DAGIdentity(dag, g, time.UTC)
-	b := &backfill.Backfill{DAG: dag, Partitions: slots, Ledger: l, Worker: "w1", Now: clock.Now}
-
-	// The id: the set's, whatever the order and repetitions, and never the
-	// whole window's.
-	id, err := b.ID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reordered := &backfill.Backfill{DAG: dag, Partitions: []tranche.TimePartition{slots[2], slots[0], slots[1], slots[0]}, Ledger: l}
-	span := bfSlots(t, g, fires[1], fires[0])
-	whole := &backfill.Backfill{DAG: dag, Window: span, Ledger: l}
-	within := &backfill.Backfill{DAG: dag, Window: span, Partitions: slots, Ledger: l}
-	two := &backfill.Backfill{DAG: dag, Partitions: slots[:2], Ledger: l}
-	everySlot := &backfill.Backfill{DAG: dag, Partitions: slices.Collect(span.OldestFirst()), Ledger: l}
-	ids := map[string]string{}
-	for name, bf := range map[string]*backfill.Backfill{"reordered": reordered, "whole window": whole, "within the window": within,
-		"two of them": two, "every slot of the window": everySlot} {
-		if ids[name], err = bf.ID(); err != nil {
-			t.Fatalf("%s: %v", name, err)
+		if want := []string{"2026-01-03T02:00:00Z", "2026-01-07T02:00:00Z", "2026-01-08T02:00:00Z"}; !slices.Equal(keys, want) {
+			t.Fatalf("slots = %v; want %v, oldest first, each once", keys, want)
 		}
-	}
-	switch {
-	case id != bfChosenID:
-		t.Errorf("ID of the chosen slots = %s; want %s", id, bfChosenID)
-	case backfill.IDOf(dagID, fires2slots(t, g, fires), 1) != id:
-		t.Errorf("IDOf the slots = %s; want Backfill.ID's %s", backfill.IDOf(dagID, slots, 1), id)
-	case ids["reordered"] != id || ids["within the window"] != id:
-		t.Errorf("ids of the same slots: %s and %s; want %s", ids["reordered"], ids["within the window"], id)
-	case ids["whole window"] != backfill.ID(dagID, span, 1) || ids["whole window"] == id || ids["every slot of the window"] == ids["whole window"]:
-		t.Errorf("ids of the whole window %s and of its every slot %s; want ID, apart from %s", ids["whole window"], ids["every slot of the window"], id)
-	case ids["two of them"] == id:
-		t.Errorf("id of two of the slots = %s, the id of three", id)
-	case backfill.IDOf(dagID, slots, 3) == id:
-		t.Errorf("chunk size 3 gives the same id %s", id)
-	}
 
-	plan, err := b.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !plan.Chosen || plan.Counts.Total != 3 || plan.Counts.Run != 3 || plan.Counts.Runs != 3 || !plan.Window.Equal(span) {
-		t.Errorf("plan %s, chosen %v, window %s; want 3 chosen slots to run in %s", plan, plan.Chosen, plan.Window, span)
-	}
-	want := []string{"2026-01-08T02:00:00Z run", "2026-01-07T02:00:00Z run", "2026-01-03T02:00:00Z run"}
-	if got := bfItems(t, plan); !slices.Equal(got, want) {
-		t.Errorf("plan items %v; want %v", got, want)
-	}
-	rep, err := b.Execute(t.Context(), plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: 3})
-	if got, want := p.Calls(), []string{"2026-01-08T02:00:00Z", "2026-01-07T02:00:00Z", "2026-01-03T02:00:00Z"}; !slices.Equal(got, want) {
-		t.Errorf("ran %v; want %v", got, want)
-	}
-	if got := bfLatest(t, l, dagID, span); len(got) != 3 {
-		t.Errorf("ledger holds %v; want the three slots alone", got)
-	}
-	record, err := l.Backfill(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if starts := []time.Time{slots[0].Start, slots[1].Start, slots[2].Start}; record.Window != span.String() ||
-		!slices.EqualFunc(record.Partitions, starts, time.Time.Equal) {
-		t.Errorf("record %+v; want window %s and the slots' starts %v", record, span, starts)
-	}
-	st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Done() || st.Counts[ledger.StateSucceeded] != 3 || st.Counts[ledger.StatePending] != 0 {
-		t.Errorf("status %s; want 3 succeeded, done", st)
-	}
-
-	// In chunks, a run covers adjacent chosen slots only.
-	chunked := &backfill.Backfill{DAG: dag, Partitions: slots, Ledger: memledger.New(clock.Now), ChunkSize: 2, Now: clock.Now}
-	if plan, err := chunked.Plan(t.Context()); err != nil || plan.Counts.Runs != 2 {
-		t.Errorf("plan in chunks of 2: %v, %v; want 2 runs (07 and 08, then 03)", plan, err)
-	}
-
-	// Refused: a partition outside the window given, of another
-	// schedule, or not a partition at all.
-	other := bfCron(t, "0 3 * * *")
-	otherSlot, err := tranche.SlotAt(other, bfFire(t, "2026-01-04T03:00:00Z"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := tranche.TimePartition{Start: slots[0].Start.Add(time.Hour), End: slots[0].End, Granularity: g}
-	narrow := bfSlots(t, g, fires[1], fires[2])
-	for _, c := range []struct {
-		name string
-		b    backfill.Backfill
-		want string
-	}{
-		{"outside the window", backfill.Backfill{Window: narrow, Partitions: slots}, "Partitions[2], 2026-01-08T02:00:00Z, lies outside window"},
-		{"another schedule", backfill.Backfill{Partitions: []tranche.TimePartition{slots[0], otherSlot}}, "Partitions[1], 2026-01-04T03:00:00Z, is a partition of cron(0 3 * * *) in UTC; want one of cron(0 2 * * *) in UTC"},
-		{"not a partition", backfill.Backfill{Partitions: []tranche.TimePartition{fake}}, "is not a partition of cron(0 2 * * *)"},
-	} {
-		bf := c.b
-		bf.DAG, bf.Ledger = dag, l
-		if _, err := bf.ID(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v; want an error saying %q", c.name, err, c.want)
+		// A time that is not a fire time is refused with the nearest ones.
+		for fire, want := range map[string]string{
+			"2026-01-05T03:00:00Z": "2026-01-05T03:00:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-05T02:00:00Z and 2026-01-06T02:00:00Z",
+			"2026-01-09T01:59:00Z": "2026-01-09T01:59:00Z is not a fire time of cron(0 2 * * *); the nearest are 2026-01-08T02:00:00Z and 2026-01-09T02:00:00Z",
+		} {
+			if _, err := tranche.SlotAt(g, bfFire(t, fire)); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("SlotAt of a time that is not a fire time = %v; want it to say %q", err, want)
+			}
 		}
-	}
+
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		p := new(bfProbe)
+		dag := bfCronDAG(t, p, g, time.UTC)
+		dagID := backfill.DAGIdentity(dag, g, time.UTC)
+		b := &backfill.Backfill{DAG: dag, Partitions: slots, Ledger: l, Worker: "w1", Now: clock.Now}
+
+		// The id: the set's, whatever the order and repetitions, and never the
+		// whole window's.
+		id, err := b.ID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reordered := &backfill.Backfill{DAG: dag, Partitions: []tranche.TimePartition{slots[2], slots[0], slots[1], slots[0]}, Ledger: l}
+		span := bfSlots(t, g, fires[1], fires[0])
+		whole := &backfill.Backfill{DAG: dag, Window: span, Ledger: l}
+		within := &backfill.Backfill{DAG: dag, Window: span, Partitions: slots, Ledger: l}
+		two := &backfill.Backfill{DAG: dag, Partitions: slots[:2], Ledger: l}
+		everySlot := &backfill.Backfill{DAG: dag, Partitions: slices.Collect(span.OldestFirst()), Ledger: l}
+		ids := map[string]string{}
+		for name, bf := range map[string]*backfill.Backfill{"reordered": reordered, "whole window": whole, "within the window": within,
+			"two of them": two, "every slot of the window": everySlot} {
+			if ids[name], err = bf.ID(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		switch {
+		case id != bfChosenID:
+			t.Errorf("ID of the chosen slots = %s; want %s", id, bfChosenID)
+		case backfill.IDOf(dagID, fires2slots(t, g, fires), 1) != id:
+			t.Errorf("IDOf the slots = %s; want Backfill.ID's %s", backfill.IDOf(dagID, slots, 1), id)
+		case ids["reordered"] != id || ids["within the window"] != id:
+			t.Errorf("ids of the same slots: %s and %s; want %s", ids["reordered"], ids["within the window"], id)
+		case ids["whole window"] != backfill.ID(dagID, span, 1) || ids["whole window"] == id || ids["every slot of the window"] == ids["whole window"]:
+			t.Errorf("ids of the whole window %s and of its every slot %s; want ID, apart from %s", ids["whole window"], ids["every slot of the window"], id)
+		case ids["two of them"] == id:
+			t.Errorf("id of two of the slots = %s, the id of three", id)
+		case backfill.IDOf(dagID, slots, 3) == id:
+			t.Errorf("chunk size 3 gives the same id %s", id)
+		}
+
+		plan, err := b.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !plan.Chosen || plan.Counts.Total != 3 || plan.Counts.Run != 3 || plan.Counts.Runs != 3 || !plan.Window.Equal(span) {
+			t.Errorf("plan %s, chosen %v, window %s; want 3 chosen slots to run in %s", plan, plan.Chosen, plan.Window, span)
+		}
+		want := []string{"2026-01-08T02:00:00Z run", "2026-01-07T02:00:00Z run", "2026-01-03T02:00:00Z run"}
+		if got := bfItems(t, plan); !slices.Equal(got, want) {
+			t.Errorf("plan items %v; want %v", got, want)
+		}
+		rep, err := b.Execute(t.Context(), plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: 3})
+		if got, want := p.Calls(), []string{"2026-01-08T02:00:00Z", "2026-01-07T02:00:00Z", "2026-01-03T02:00:00Z"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v; want %v", got, want)
+		}
+		if got := bfLatest(t, l, dagID, span); len(got) != 3 {
+			t.Errorf("ledger holds %v; want the three slots alone", got)
+		}
+		record, err := l.Backfill(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if starts := []time.Time{slots[0].Start, slots[1].Start, slots[2].Start}; record.Window != span.String() ||
+			!slices.EqualFunc(record.Partitions, starts, time.Time.Equal) {
+			t.Errorf("record %+v; want window %s and the slots' starts %v", record, span, starts)
+		}
+		st, err := backfill.StatusOf(t.Context(), l, id, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Done() || st.Counts[ledger.StateSucceeded] != 3 || st.Counts[ledger.StatePending] != 0 {
+			t.Errorf("status %s; want 3 succeeded, done", st)
+		}
+
+		// In chunks, a run covers adjacent chosen slots only.
+		chunked := &backfill.Backfill{DAG: dag, Partitions: slots, Ledger: memledger.New(clock.Now), ChunkSize: 2, Now: clock.Now}
+		if plan, err := chunked.Plan(t.Context()); err != nil || plan.Counts.Runs != 2 {
+			t.Errorf("plan in chunks of 2: %v, %v; want 2 runs (07 and 08, then 03)", plan, err)
+		}
+
+		// Refused: a partition outside the window given, of another
+		// schedule, or not a partition at all.
+		other := bfCron(t, "0 3 * * *")
+		otherSlot, err := tranche.SlotAt(other, bfFire(t, "2026-01-04T03:00:00Z"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fake := tranche.TimePartition{Start: slots[0].Start.Add(time.Hour), End: slots[0].End, Granularity: g}
+		narrow := bfSlots(t, g, fires[1], fires[2])
+		for _, c := range []struct {
+			name string
+			b    backfill.Backfill
+			want string
+		}{
+			{"outside the window", backfill.Backfill{Window: narrow, Partitions: slots}, "Partitions[2], 2026-01-08T02:00:00Z, lies outside window"},
+			{"another schedule", backfill.Backfill{Partitions: []tranche.TimePartition{slots[0], otherSlot}}, "Partitions[1], 2026-01-04T03:00:00Z, is a partition of cron(0 3 * * *) in UTC; want one of cron(0 2 * * *) in UTC"},
+			{"not a partition", backfill.Backfill{Partitions: []tranche.TimePartition{fake}}, "is not a partition of cron(0 2 * * *)"},
+		} {
+			bf := c.b
+			bf.DAG, bf.Ledger = dag, l
+			if _, err := bf.ID(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v; want an error saying %q", c.name, err, c.want)
+			}
+		}
+	})
 }
 
 // fires2slots returns the slots of g that fires close, oldest first,
@@ -251,114 +253,116 @@ func fires2slots(t *testing.T, g tranche.TimeGranularity, fires []time.Time) []t
 // have not succeeded, and its record keeps when it was canceled and
 // resumed.
 func TestBackfillResumeCanceled(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	var b *backfill.Backfill
-	var canceledAt time.Time
-	p := &bfProbe{hook: func(ctx context.Context, target string) error {
-		time.Sleep(bfSlowerThanLookahead) // no partition is claimed ahead of its run
-		if target == "2026-01-04" && canceledAt.IsZero() {
-			id, _ := b.ID()
-			canceledAt = clock.Now()
-			return l.CancelBackfill(ctx, id, ledger.CancelOptions{})
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		var b *backfill.Backfill
+		var canceledAt time.Time
+		p := &bfProbe{hook: func(ctx context.Context, target string) error {
+			time.Sleep(bfSlowerThanLookahead) // no partition is claimed ahead of its run
+			if target == "2026-01-04" && canceledAt.IsZero() {
+				id, _ := b.ID()
+				canceledAt = clock.Now()
+				return l.CancelBackfill(ctx, id, ledger.CancelOptions{})
+			}
+			return nil
+		}}
+		b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w1", Now: clock.Now}
+		id, _ := b.ID()
+		if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
+			t.Fatalf("Run canceled midway: %v; want ErrBackfillCanceled", err)
 		}
-		return nil
-	}}
-	b = &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 5), Ledger: l, Worker: "w1", Now: clock.Now}
-	id, _ := b.ID()
-	if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
-		t.Fatalf("Run canceled midway: %v; want ErrBackfillCanceled", err)
-	}
-	if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
-		t.Fatalf("Run of the canceled backfill: %v; want ErrBackfillCanceled", err)
-	}
-	clock.Advance(time.Hour)
-	rep, err := b.Resume(t.Context())
-	if err != nil {
-		t.Fatalf("Resume = %v", err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 3, Skipped: 2})
-	if got, want := p.Calls(), bfKeys(5, 4, 3, 2, 1); !slices.Equal(got, want) {
-		t.Errorf("ran %v; want %v: each day once", got, want)
-	}
-	record, err := l.Backfill(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if record.Canceled || !record.CanceledAt.Equal(canceledAt) || !record.ResumedAt.Equal(clock.Now()) {
-		t.Errorf("record %+v; want not canceled, canceled at %v, resumed at %v", record, canceledAt, clock.Now())
-	}
-	if st, err := backfill.StatusOf(t.Context(), l, id, clock.Now()); err != nil || !st.Done() {
-		t.Errorf("status %v, %v; want done", st, err)
-	}
+		if _, err := b.Run(t.Context()); !errors.Is(err, backfill.ErrBackfillCanceled) {
+			t.Fatalf("Run of the canceled backfill: %v; want ErrBackfillCanceled", err)
+		}
+		clock.Advance(time.Hour)
+		rep, err := b.Resume(t.Context())
+		if err != nil {
+			t.Fatalf("Resume = %v", err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 3, Skipped: 2})
+		if got, want := p.Calls(), bfKeys(5, 4, 3, 2, 1); !slices.Equal(got, want) {
+			t.Errorf("ran %v; want %v: each day once", got, want)
+		}
+		record, err := l.Backfill(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if record.Canceled || !record.CanceledAt.Equal(canceledAt) || !record.ResumedAt.Equal(clock.Now()) {
+			t.Errorf("record %+v; want not canceled, canceled at %v, resumed at %v", record, canceledAt, clock.Now())
+		}
+		if st, err := backfill.StatusOf(t.Context(), l, id, clock.Now()); err != nil || !st.Done() {
+			t.Errorf("status %v, %v; want done", st, err)
+		}
 
-	// Resuming a backfill that was not canceled runs it: after a failure,
-	// the failed and the unreached partitions.
-	l2 := memledger.New(clock.Now)
-	p2 := &bfProbe{hook: bfFailOn(true, "2026-01-04")}
-	b2 := &backfill.Backfill{DAG: bfDAG(t, p2, false), Window: bfDays(t, 1, 5), Ledger: l2, Now: clock.Now}
-	if rep, err := b2.Run(t.Context()); err == nil || rep.Failed != 1 {
-		t.Fatalf("Run with a failure: %v, %v", rep, err)
-	}
-	rep, err = b2.Resume(t.Context())
-	if err != nil {
-		t.Fatalf("Resume of a failed backfill = %v", err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 4, Skipped: 1})
-	if r, _ := l2.Backfill(t.Context(), id); r.Canceled || !r.ResumedAt.IsZero() {
-		t.Errorf("record of a backfill never canceled %+v; want no resume time", r)
-	}
+		// Resuming a backfill that was not canceled runs it: after a failure,
+		// the failed and the unreached partitions.
+		l2 := memledger.New(clock.Now)
+		p2 := &bfProbe{hook: bfFailOn(true, "2026-01-04")}
+		b2 := &backfill.Backfill{DAG: bfDAG(t, p2, false), Window: bfDays(t, 1, 5), Ledger: l2, Now: clock.Now}
+		if rep, err := b2.Run(t.Context()); err == nil || rep.Failed != 1 {
+			t.Fatalf("Run with a failure: %v, %v", rep, err)
+		}
+		rep, err = b2.Resume(t.Context())
+		if err != nil {
+			t.Fatalf("Resume of a failed backfill = %v", err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 4, Skipped: 1})
+		if r, _ := l2.Backfill(t.Context(), id); r.Canceled || !r.ResumedAt.IsZero() {
+			t.Errorf("record of a backfill never canceled %+v; want no resume time", r)
+		}
+	})
 }
 
 // A backfill with nothing to run is not recorded; its plan says so.
 func TestBackfillNothingToRun(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	for d := 1; d <= 3; d++ {
-		bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", ledger.StateSucceeded, time.Second, time.Minute)
-	}
-	bfSeed(t, l, clock, bfDAGID, bfDay(4), "elsewhere", ledger.StateRunning, 0, time.Hour)
-	p := new(bfProbe)
-	b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 4), Ledger: l, Now: clock.Now}
-	plan, err := b.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const warning = "nothing to run: the backfill is not recorded in the ledger"
-	if plan.Counts.Run != 0 || !slices.Contains(plan.Warnings, warning) {
-		t.Errorf("plan %s, warnings %q; want nothing to run and the warning %q", plan, plan.Warnings, warning)
-	}
-	var text bytes.Buffer
-	if err := plan.WriteText(t.Context(), &text); err != nil || !strings.Contains(text.String(), "warning     "+warning) {
-		t.Errorf("plan text %v:\n%s\nwant the warning", err, text.String())
-	}
-	// The partition another worker holds is not done: the run says so.
-	rep, err := b.Execute(t.Context(), plan)
-	if err != nil || rep.Done() {
-		t.Fatalf("Execute: %v, done %v; want no error (overlap is not one), not done", err, rep.Done())
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 4, Skipped: 3, Held: 1})
-	if bs, err := l.Backfills(t.Context()); err != nil || len(bs) != 0 {
-		t.Errorf("Backfills = %+v, %v; want none recorded", bs, err)
-	}
-	if _, err := backfill.StatusOf(t.Context(), l, rep.Backfill, clock.Now()); !errors.Is(err, ledger.ErrUnknownBackfill) {
-		t.Errorf("StatusOf a backfill never recorded = %v; want ErrUnknownBackfill", err)
-	}
-	if len(p.Calls()) != 0 {
-		t.Errorf("ran %v; want nothing", p.Calls())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		for d := 1; d <= 3; d++ {
+			bfSeed(t, l, clock, bfDAGID, bfDay(d), "daily", ledger.StateSucceeded, time.Second, time.Minute)
+		}
+		bfSeed(t, l, clock, bfDAGID, bfDay(4), "elsewhere", ledger.StateRunning, 0, time.Hour)
+		p := new(bfProbe)
+		b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: bfDays(t, 1, 4), Ledger: l, Now: clock.Now}
+		plan, err := b.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const warning = "nothing to run: the backfill is not recorded in the ledger"
+		if plan.Counts.Run != 0 || !slices.Contains(plan.Warnings, warning) {
+			t.Errorf("plan %s, warnings %q; want nothing to run and the warning %q", plan, plan.Warnings, warning)
+		}
+		var text bytes.Buffer
+		if err := plan.WriteText(t.Context(), &text); err != nil || !strings.Contains(text.String(), "warning     "+warning) {
+			t.Errorf("plan text %v:\n%s\nwant the warning", err, text.String())
+		}
+		// The partition another worker holds is not done: the run says so.
+		rep, err := b.Execute(t.Context(), plan)
+		if err != nil || rep.Done() {
+			t.Fatalf("Execute: %v, done %v; want no error (overlap is not one), not done", err, rep.Done())
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 4, Skipped: 3, Held: 1})
+		if bs, err := l.Backfills(t.Context()); err != nil || len(bs) != 0 {
+			t.Errorf("Backfills = %+v, %v; want none recorded", bs, err)
+		}
+		if _, err := backfill.StatusOf(t.Context(), l, rep.Backfill, clock.Now()); !errors.Is(err, ledger.ErrUnknownBackfill) {
+			t.Errorf("StatusOf a backfill never recorded = %v; want ErrUnknownBackfill", err)
+		}
+		if len(p.Calls()) != 0 {
+			t.Errorf("ran %v; want nothing", p.Calls())
+		}
 
-	// Once the lease elsewhere expired, the backfill has a partition to
-	// run, and is recorded.
-	clock.Advance(time.Hour)
-	if rep, err := b.Run(t.Context()); err != nil || rep.Succeeded != 1 {
-		t.Fatalf("Run after the lease expired: %v, %v", rep, err)
-	}
-	if bs, err := l.Backfills(t.Context()); err != nil || len(bs) != 1 {
-		t.Errorf("Backfills = %+v, %v; want the backfill recorded", bs, err)
-	}
+		// Once the lease elsewhere expired, the backfill has a partition to
+		// run, and is recorded.
+		clock.Advance(time.Hour)
+		if rep, err := b.Run(t.Context()); err != nil || rep.Succeeded != 1 {
+			t.Fatalf("Run after the lease expired: %v, %v", rep, err)
+		}
+		if bs, err := l.Backfills(t.Context()); err != nil || len(bs) != 1 {
+			t.Errorf("Backfills = %+v, %v; want the backfill recorded", bs, err)
+		}
+	})
 }
 
 // Identities of daily and hourly schedules follow their cadence and days,
@@ -429,67 +433,68 @@ func TestBackfillIdentityOfMovedSchedules(t *testing.T) {
 // old schedule covered are not planned again: the plan matches slots by
 // their fire's date.
 func TestBackfillMovedDailySchedule(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	old, moved := bfCron(t, "0 2 * * *"), bfCron(t, "0 1 * * *")
-	p := new(bfProbe)
-	oldDAG, newDAG := bfCronDAG(t, p, old, time.UTC), bfCronDAG(t, p, moved, time.UTC)
-	dagID := backfill.DAGIdentity(newDAG, moved, time.UTC)
-	if oldID := backfill.DAGIdentity(oldDAG, old, time.UTC); oldID != dagID {
-		t.Fatalf("DAGIdentity of the old schedule %s, of the new %s; want one", oldID, dagID)
-	}
-	// The old schedule ran the slots fired on 01-02 to 01-06; 01-04
-	// failed.
-	for slot := range bfSlots(t, old, bfFire(t, "2026-01-02T02:00:00Z"), bfFire(t, "2026-01-06T02:00:00Z")).OldestFirst() {
-		state := ledger.StateSucceeded
-		if strings.HasPrefix(slot.Key(), "2026-01-04") {
-			state = ledger.StateFailed
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		old, moved := bfCron(t, "0 2 * * *"), bfCron(t, "0 1 * * *")
+		p := new(bfProbe)
+		oldDAG, newDAG := bfCronDAG(t, p, old, time.UTC), bfCronDAG(t, p, moved, time.UTC)
+		dagID := backfill.DAGIdentity(newDAG, moved, time.UTC)
+		if oldID := backfill.DAGIdentity(oldDAG, old, time.UTC); oldID != dagID {
+			t.Fatalf("DAGIdentity of the old schedule %s, of the new %s; want one", oldID, dagID)
 		}
-		bfSeed(t, l, clock, dagID, slot, "daily", state, time.Minute, time.Hour)
-	}
-	w := bfSlots(t, moved, bfFire(t, "2026-01-02T01:00:00Z"), bfFire(t, "2026-01-08T01:00:00Z"))
-	b := &backfill.Backfill{DAG: newDAG, Window: w, Ledger: l, Now: clock.Now}
-	plan, err := b.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"2026-01-08T01:00:00Z run", "2026-01-07T01:00:00Z run",
-		"2026-01-06T01:00:00Z skip: succeeded", "2026-01-05T01:00:00Z skip: succeeded",
-		"2026-01-04T01:00:00Z run", "2026-01-03T01:00:00Z skip: succeeded", "2026-01-02T01:00:00Z skip: succeeded",
-	}
-	if got := bfItems(t, plan); !slices.Equal(got, want) {
-		t.Errorf("plan items\n%v\nwant\n%v", got, want)
-	}
-	var text bytes.Buffer
-	if err := plan.WriteText(t.Context(), &text); err != nil {
-		t.Fatal(err)
-	}
-	if line := "2026-01-05T01:00:00Z  skip: succeeded  (latest: attempt 1 succeeded by daily, at slot 2026-01-05T02:00:00Z of a former schedule)"; !strings.Contains(text.String(), line) {
-		t.Errorf("plan text:\n%s\nwant the line %q", text.String(), line)
-	}
-	rep, err := b.Execute(t.Context(), plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 7, Succeeded: 3, Skipped: 4})
-	if got, want := p.Calls(), []string{"2026-01-08T01:00:00Z", "2026-01-07T01:00:00Z", "2026-01-04T01:00:00Z"}; !slices.Equal(got, want) {
-		t.Errorf("ran %v; want %v", got, want)
-	}
-	st, err := backfill.StatusOf(t.Context(), l, rep.Backfill, clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Done() {
-		t.Errorf("status %s; want every slot succeeded, the old schedule's included", st)
-	}
+		// The old schedule ran the slots fired on 01-02 to 01-06; 01-04
+		// failed.
+		for slot := range bfSlots(t, old, bfFire(t, "2026-01-02T02:00:00Z"), bfFire(t, "2026-01-06T02:00:00Z")).OldestFirst() {
+			state := ledger.StateSucceeded
+			if strings.HasPrefix(slot.Key(), "2026-01-04") {
+				state = ledger.StateFailed
+			}
+			bfSeed(t, l, clock, dagID, slot, "daily", state, time.Minute, time.Hour)
+		}
+		w := bfSlots(t, moved, bfFire(t, "2026-01-02T01:00:00Z"), bfFire(t, "2026-01-08T01:00:00Z"))
+		b := &backfill.Backfill{DAG: newDAG, Window: w, Ledger: l, Now: clock.Now}
+		plan, err := b.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"2026-01-08T01:00:00Z run", "2026-01-07T01:00:00Z run",
+			"2026-01-06T01:00:00Z skip: succeeded", "2026-01-05T01:00:00Z skip: succeeded",
+			"2026-01-04T01:00:00Z run", "2026-01-03T01:00:00Z skip: succeeded", "2026-01-02T01:00:00Z skip: succeeded",
+		}
+		if got := bfItems(t, plan); !slices.Equal(got, want) {
+			t.Errorf("plan items\n%v\nwant\n%v", got, want)
+		}
+		var text bytes.Buffer
+		if err := plan.WriteText(t.Context(), &text); err != nil {
+			t.Fatal(err)
+		}
+		if line := "2026-01-05T01:00:00Z  skip: succeeded  (latest: attempt 1 succeeded by daily, at slot 2026-01-05T02:00:00Z of a former schedule)"; !strings.Contains(text.String(), line) {
+			t.Errorf("plan text:\n%s\nwant the line %q", text.String(), line)
+		}
+		rep, err := b.Execute(t.Context(), plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 7, Succeeded: 3, Skipped: 4})
+		if got, want := p.Calls(), []string{"2026-01-08T01:00:00Z", "2026-01-07T01:00:00Z", "2026-01-04T01:00:00Z"}; !slices.Equal(got, want) {
+			t.Errorf("ran %v; want %v", got, want)
+		}
+		st, err := backfill.StatusOf(t.Context(), l, rep.Backfill, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Done() {
+			t.Errorf("status %s; want every slot succeeded, the old schedule's included", st)
+		}
 
-	// Moving back finds both schedules' slots.
-	back := &backfill.Backfill{DAG: oldDAG, Window: bfSlots(t, old, bfFire(t, "2026-01-02T02:00:00Z"), bfFire(t, "2026-01-08T02:00:00Z")), Ledger: l, Now: clock.Now}
-	if plan, err := back.Plan(t.Context()); err != nil || plan.Counts.Run != 0 || plan.Counts.SkipSucceeded != 7 {
-		t.Errorf("plan of the old schedule after the new one ran: %v, %v; want every slot succeeded", plan, err)
-	}
+		// Moving back finds both schedules' slots.
+		back := &backfill.Backfill{DAG: oldDAG, Window: bfSlots(t, old, bfFire(t, "2026-01-02T02:00:00Z"), bfFire(t, "2026-01-08T02:00:00Z")), Ledger: l, Now: clock.Now}
+		if plan, err := back.Plan(t.Context()); err != nil || plan.Counts.Run != 0 || plan.Counts.SkipSucceeded != 7 {
+			t.Errorf("plan of the old schedule after the new one ran: %v, %v; want every slot succeeded", plan, err)
+		}
+	})
 }
 
 // An hourly schedule moved within its hours keeps its history too, across
@@ -595,76 +600,77 @@ func (c *countingLedger) RevisionIn(ctx context.Context, dag string, from, to ti
 // A plan goes stale only when the history of its own partitions changed:
 // the live job running a day outside the window leaves it alone.
 func TestBackfillStaleOnlyInside(t *testing.T) {
-	bfNoLeaks(t)
-	clock := ledgertest.NewClock(bfT0)
-	l := memledger.New(clock.Now)
-	p := new(bfProbe)
-	dag := bfDAG(t, p, false)
-	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Now: clock.Now}
-	plan, err := b.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []int{6, 20, 31} { // the live job, outside the window
-		if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(d), "daily"); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		clock := ledgertest.NewClock(bfT0)
+		l := memledger.New(clock.Now)
+		p := new(bfProbe)
+		dag := bfDAG(t, p, false)
+		b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Now: clock.Now}
+		plan, err := b.Plan(t.Context())
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	rep, err := b.Execute(t.Context(), plan)
-	if err != nil {
-		t.Fatalf("Execute after runs outside the window = %v; want it to run", err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 5})
+		for _, d := range []int{6, 20, 31} { // the live job, outside the window
+			if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(d), "daily"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := b.Execute(t.Context(), plan)
+		if err != nil {
+			t.Fatalf("Execute after runs outside the window = %v; want it to run", err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 5})
 
-	// A change inside makes it stale.
-	b2 := &backfill.Backfill{DAG: dag, Window: bfDays(t, 7, 10), Ledger: l, Now: clock.Now}
-	plan, err = b2.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(10), "daily"); err != nil {
-		t.Fatal(err)
-	}
-	var stale *backfill.StalePlanError
-	if _, err := b2.Execute(t.Context(), plan); !errors.As(err, &stale) || stale.Plan.Counts.Run != 3 {
-		t.Errorf("Execute after a run inside the window = %v; want a *StalePlanError whose new plan runs 3", err)
-	}
+		// A change inside makes it stale.
+		b2 := &backfill.Backfill{DAG: dag, Window: bfDays(t, 7, 10), Ledger: l, Now: clock.Now}
+		plan, err = b2.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(10), "daily"); err != nil {
+			t.Fatal(err)
+		}
+		var stale *backfill.StalePlanError
+		if _, err := b2.Execute(t.Context(), plan); !errors.As(err, &stale) || stale.Plan.Counts.Run != 3 {
+			t.Errorf("Execute after a run inside the window = %v; want a *StalePlanError whose new plan runs 3", err)
+		}
 
-	// RerunAll keeps its bound: the plan's revision. Days 1 to 5
-	// succeeded before the plan; runs outside it since do not stop them
-	// running again, each once.
-	calls := len(p.Calls())
-	again := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Rerun: ledger.RerunAll, Now: clock.Now}
-	plan, err = again.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(25), "daily"); err != nil {
-		t.Fatal(err)
-	}
-	if rep, err = again.Execute(t.Context(), plan); err != nil {
-		t.Fatal(err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 5})
-	if got := len(p.Calls()) - calls; got != 6 { // RunRecorded's day 25, and days 1 to 5
-		t.Errorf("%d runs; want 6", got)
-	}
-	if _, err := again.Execute(t.Context(), plan); !errors.As(err, &stale) {
-		t.Errorf("Execute of the RerunAll plan again = %v; want a *StalePlanError: its partitions ran since", err)
-	}
+		// RerunAll keeps its bound: the plan's revision. Days 1 to 5
+		// succeeded before the plan; runs outside it since do not stop them
+		// running again, each once.
+		calls := len(p.Calls())
+		again := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 5), Ledger: l, Rerun: ledger.RerunAll, Now: clock.Now}
+		plan, err = again.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(25), "daily"); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err = again.Execute(t.Context(), plan); err != nil {
+			t.Fatal(err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 5, Succeeded: 5})
+		if got := len(p.Calls()) - calls; got != 6 { // RunRecorded's day 25, and days 1 to 5
+			t.Errorf("%d runs; want 6", got)
+		}
+		if _, err := again.Execute(t.Context(), plan); !errors.As(err, &stale) {
+			t.Errorf("Execute of the RerunAll plan again = %v; want a *StalePlanError: its partitions ran since", err)
+		}
 
-	// Chosen days: a run between them is outside too.
-	chosen := &backfill.Backfill{DAG: dag, Partitions: []tranche.TimePartition{bfDay(12), bfDay(15)}, Ledger: l, Now: clock.Now}
-	if plan, err = chosen.Plan(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(13), "daily"); err != nil {
-		t.Fatal(err)
-	}
-	if rep, err = chosen.Execute(t.Context(), plan); err != nil {
-		t.Fatalf("Execute of chosen days after a run between them = %v; want it to run", err)
-	}
-	bfCheckReport(t, rep, backfill.Report{Total: 2, Succeeded: 2})
+		// Chosen days: a run between them is outside too.
+		chosen := &backfill.Backfill{DAG: dag, Partitions: []tranche.TimePartition{bfDay(12), bfDay(15)}, Ledger: l, Now: clock.Now}
+		if plan, err = chosen.Plan(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := backfill.RunRecorded(t.Context(), l, nil, dag, bfDay(13), "daily"); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err = chosen.Execute(t.Context(), plan); err != nil {
+			t.Fatalf("Execute of chosen days after a run between them = %v; want it to run", err)
+		}
+		bfCheckReport(t, rep, backfill.Report{Total: 2, Succeeded: 2})
+	})
 }
 
 // Execute checks a plan of 100,000 partitions with one query, and reads

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -241,86 +242,88 @@ func (c *counting) ChangedIn(ctx context.Context, dag string, from, to time.Time
 // that changed and counts again only the spans that hold them: never
 // every latest attempt.
 func TestWatchReadsOnlyChanges(t *testing.T) {
-	const n = 100_000
-	dag, w := proctest.Hourly(t, n)
-	id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
-	mem := memledger.New(nil)
-	l := newCounting(mem)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	bid := backfill.ID(id, w, 1)
-	if _, err := mem.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
-		t.Fatal(err)
-	}
-	// Half the window done.
-	half, err := tranche.NewTimePartitionWindow(tranche.Hour, w.Start(), w.Start().Add(n/2*time.Hour-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proctest.Fill(t, mem, id, half, "host-1")
-
-	const every = 2 * time.Millisecond
-	statuses := make(chan *backfill.Status)
-	go func() {
-		defer close(statuses)
-		for s, err := range backfill.Watch(ctx, l, bid, every) {
-			if err != nil {
-				return
-			}
-			statuses <- s
+	synctest.Test(t, func(t *testing.T) {
+		const n = 100_000
+		dag, w := proctest.Hourly(t, n)
+		id := backfill.DAGIdentity(dag, tranche.Hour, time.UTC)
+		mem := memledger.New(nil)
+		l := newCounting(mem)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		bid := backfill.ID(id, w, 1)
+		if _, err := mem.PutBackfill(ctx, ledger.BackfillRecord{ID: bid, DAG: id, Window: w.String(), Chunk: 1}); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	first := <-statuses
-	if got := first.Counts[ledger.StatePending]; got != n/2 {
-		t.Fatalf("first status: %v; want %d pending", first.Counts, n/2)
-	}
-	calls, ranges := l.take()
-	// One count of the window in the watch's 256 spans (of 391 hours,
-	// "400" below), each of which a change may count again alone.
-	if calls["Latest"] != 0 || calls["CountLatest"] != 1 || ranges["CountLatest"] != 256 {
-		t.Errorf("the first status: calls %v, ranges %v; want one CountLatest of the window's 256 spans, no Latest", calls, ranges)
-	}
-
-	// Nothing changes: each check is a Backfill and a RevisionIn, each
-	// check at least an interval after the one before.
-	l.waitFor(t, "RevisionIn", 5)
-	if gap := l.gap(); gap < every {
-		t.Errorf("checks %v apart; want at most one an interval (%v)", gap, every)
-	}
-	calls, _ = l.take()
-	checks := calls["RevisionIn"]
-	if checks < 5 || calls["Backfill"] > checks+1 || len(calls) > 2 {
-		t.Errorf("while nothing changed: calls %v; want a Backfill and a RevisionIn a check, nothing else", calls)
-	}
-
-	// A worker runs ten partitions of the second half: each change is
-	// read, and one span of 400 partitions counted again.
-	next := tranche.PartitionOf(tranche.Hour, w.Start().Add(n/2*time.Hour))
-	for i := range 10 {
-		p := tranche.PartitionOf(tranche.Hour, next.Start.Add(time.Duration(i)*time.Hour))
-		lease, err := mem.Claim(ctx, ledger.ClaimRequest{DAG: id, Backfill: bid, Worker: "w", Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+		// Half the window done.
+		half, err := tranche.NewTimePartitionWindow(tranche.Hour, w.Start(), w.Start().Add(n/2*time.Hour-time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := mem.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
-			t.Fatal(err)
+		proctest.Fill(t, mem, id, half, "host-1")
+
+		const every = 2 * time.Millisecond
+		statuses := make(chan *backfill.Status)
+		go func() {
+			defer close(statuses)
+			for s, err := range backfill.Watch(ctx, l, bid, every) {
+				if err != nil {
+					return
+				}
+				statuses <- s
+			}
+		}()
+		first := <-statuses
+		if got := first.Counts[ledger.StatePending]; got != n/2 {
+			t.Fatalf("first status: %v; want %d pending", first.Counts, n/2)
 		}
-		for s := range statuses {
-			if s.Counts[ledger.StateSucceeded] == n/2-n/20+i+1 {
-				break
+		calls, ranges := l.take()
+		// One count of the window in the watch's 256 spans (of 391 hours,
+		// "400" below), each of which a change may count again alone.
+		if calls["Latest"] != 0 || calls["CountLatest"] != 1 || ranges["CountLatest"] != 256 {
+			t.Errorf("the first status: calls %v, ranges %v; want one CountLatest of the window's 256 spans, no Latest", calls, ranges)
+		}
+
+		// Nothing changes: each check is a Backfill and a RevisionIn, each
+		// check at least an interval after the one before.
+		l.waitFor(t, "RevisionIn", 5)
+		if gap := l.gap(); gap < every {
+			t.Errorf("checks %v apart; want at most one an interval (%v)", gap, every)
+		}
+		calls, _ = l.take()
+		checks := calls["RevisionIn"]
+		if checks < 5 || calls["Backfill"] > checks+1 || len(calls) > 2 {
+			t.Errorf("while nothing changed: calls %v; want a Backfill and a RevisionIn a check, nothing else", calls)
+		}
+
+		// A worker runs ten partitions of the second half: each change is
+		// read, and one span of 400 partitions counted again.
+		next := tranche.PartitionOf(tranche.Hour, w.Start().Add(n/2*time.Hour))
+		for i := range 10 {
+			p := tranche.PartitionOf(tranche.Hour, next.Start.Add(time.Duration(i)*time.Hour))
+			lease, err := mem.Claim(ctx, ledger.ClaimRequest{DAG: id, Backfill: bid, Worker: "w", Partitions: []tranche.TimePartition{p}, Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := mem.Finish(ctx, lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+				t.Fatal(err)
+			}
+			for s := range statuses {
+				if s.Counts[ledger.StateSucceeded] == n/2-n/20+i+1 {
+					break
+				}
 			}
 		}
-	}
-	if gap := l.gap(); gap < every {
-		t.Errorf("while a worker ran: checks %v apart; want at most one an interval (%v)", gap, every)
-	}
-	calls, ranges = l.take()
-	if calls["Latest"] != 0 || calls["ChangedIn"] == 0 || ranges["CountLatest"] > calls["ChangedIn"] {
-		t.Errorf("while a worker ran: calls %v, ranges %v; want no Latest, and a span counted again per change at most", calls, ranges)
-	}
-	cancel()
-	for range statuses {
-	}
+		if gap := l.gap(); gap < every {
+			t.Errorf("while a worker ran: checks %v apart; want at most one an interval (%v)", gap, every)
+		}
+		calls, ranges = l.take()
+		if calls["Latest"] != 0 || calls["ChangedIn"] == 0 || ranges["CountLatest"] > calls["ChangedIn"] {
+			t.Errorf("while a worker ran: calls %v, ranges %v; want no Latest, and a span counted again per change at most", calls, ranges)
+		}
+		cancel()
+		for range statuses {
+		}
+	})
 }
 
 // A plan in chunks counts each chunk through CountLatest and reads

@@ -256,31 +256,32 @@ func TestBackfillHeartbeatHangs(t *testing.T) {
 // its asset ignores the cancellation and returns rows, and records the
 // partition failed, never succeeded.
 func TestBackfillFencesItself(t *testing.T) {
-	bfNoLeaks(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	mem := memledger.New(nil)
-	l := &faultyLedger{Ledger: mem, hang: func(*ledger.Lease) bool { return true }}
-	dest := new(tranche.MemoryDestination)
-	dag := leaseDAG(t, dest, func(context.Context, string) error {
-		time.Sleep(600 * time.Millisecond) // past the lease, deaf to its context
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		mem := memledger.New(nil)
+		l := &faultyLedger{Ledger: mem, hang: func(*ledger.Lease) bool { return true }}
+		dest := new(tranche.MemoryDestination)
+		dag := leaseDAG(t, dest, func(context.Context, string) error {
+			time.Sleep(600 * time.Millisecond) // past the lease, deaf to its context
+			return nil
+		})
+		b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l, Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}
+		rep, err := b.Run(ctx)
+		if !errors.Is(err, tranche.ErrFenced) || rep.Failed != 1 {
+			t.Fatalf("Run: %v (%s); want the partition failed, matching ErrFenced", err, rep)
+		}
+		if keys := dest.Keys("raw"); len(keys) != 0 {
+			t.Errorf("the destination holds %v; want nothing written past the lease", keys)
+		}
+		h, err := mem.History(ctx, backfill.DAGIdentity(dag, tranche.Day, time.UTC), bfDay(1).Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "lease not renewed") {
+			t.Errorf("history %+v; want one attempt, failed: lease not renewed", h)
+		}
 	})
-	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 1), Ledger: l, Lease: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}
-	rep, err := b.Run(ctx)
-	if !errors.Is(err, tranche.ErrFenced) || rep.Failed != 1 {
-		t.Fatalf("Run: %v (%s); want the partition failed, matching ErrFenced", err, rep)
-	}
-	if keys := dest.Keys("raw"); len(keys) != 0 {
-		t.Errorf("the destination holds %v; want nothing written past the lease", keys)
-	}
-	h, err := mem.History(ctx, backfill.DAGIdentity(dag, tranche.Day, time.UTC), bfDay(1).Start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(h) != 1 || h[0].State != ledger.StateFailed || !strings.Contains(h[0].Err, "lease not renewed") {
-		t.Errorf("history %+v; want one attempt, failed: lease not renewed", h)
-	}
 }
 
 // A failure to record an outcome is never dropped: it joins the run's
@@ -370,7 +371,6 @@ func TestBackfillUnclaimed(t *testing.T) {
 // succeed there), and reported held, not done, otherwise; a lease that
 // expires before the run ends is taken over by it either way.
 func TestBackfillHeldElsewhere(t *testing.T) {
-	bfNoLeaks(t)
 	for _, tc := range []struct {
 		name     string
 		wait     bool
@@ -387,59 +387,61 @@ func TestBackfillHeldElsewhere(t *testing.T) {
 		{name: "no wait, lease expires during the run", lease: time.Minute, expire: true, succeeded: 3, kind: backfill.KindSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := ledgertest.NewClock(time.Now())
-			now := time.Now
-			if tc.expire {
-				now = clock.Now
-			}
-			l := memledger.New(now)
-			dag := leaseDAG(t, new(tranche.MemoryDestination), func(_ context.Context, key string) error {
-				if tc.expire && key == bfDay(3).Key() {
-					clock.Advance(2 * tc.lease)
+			synctest.Test(t, func(t *testing.T) {
+				clock := ledgertest.NewClock(time.Now())
+				now := time.Now
+				if tc.expire {
+					now = clock.Now
 				}
-				return nil
-			})
-			w := bfDays(t, 1, 3)
-			var buf bytes.Buffer
-			rec := new(tranchetest.Recorder)
-			b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: "here", WaitForOthers: tc.wait, Now: now,
-				Lease: time.Second, Heartbeat: 50 * time.Millisecond, OnEvent: tranche.Hooks(rec.OnEvent, backfill.NewProgressReporter(&buf))}
-			id, err := b.ID()
-			if err != nil {
-				t.Fatal(err)
-			}
-			dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
-			p := bfDay(2)
-			lease, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: "other", RunID: backfill.RunID(dagID, p.Start, p.End),
-				Partitions: []tranche.TimePartition{p}, Lease: tc.lease, Policy: ledger.RerunFailed})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			if tc.finishes {
-				wg.Go(func() {
-					time.Sleep(100 * time.Millisecond)
-					if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
-						t.Error(err)
+				l := memledger.New(now)
+				dag := leaseDAG(t, new(tranche.MemoryDestination), func(_ context.Context, key string) error {
+					if tc.expire && key == bfDay(3).Key() {
+						clock.Advance(2 * tc.lease)
 					}
+					return nil
 				})
-			}
-			rep, err := b.Run(t.Context())
-			wg.Wait()
-			bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: tc.succeeded, Elsewhere: tc.elsewhere, Held: tc.held})
-			if err != nil || rep.Done() != (tc.held == 0) {
-				t.Errorf("Run: %v, done %v; want no error, done exactly when no partition is held", err, rep.Done())
-			}
-			events := rec.Events()
-			if last := events[len(events)-1]; last.Kind != tc.kind || last.Progress.Held != tc.held {
-				t.Errorf("last event %s, progress %+v; want %s, %d held", last.Kind, *last.Progress, tc.kind, tc.held)
-			}
-			if tc.held > 0 && !strings.Contains(buf.String(), "unfinished: 2/3 done, 0 failed, 0 skipped, 1 held elsewhere") {
-				t.Errorf("progress lines:\n%s\nwant the backfill unfinished, 1 held elsewhere", buf.String())
-			}
-			if tc.held == 0 && strings.Contains(buf.String(), "held elsewhere") && !strings.Contains(buf.String(), "succeeded") {
-				t.Errorf("progress lines:\n%s", buf.String())
-			}
+				w := bfDays(t, 1, 3)
+				var buf bytes.Buffer
+				rec := new(tranchetest.Recorder)
+				b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Worker: "here", WaitForOthers: tc.wait, Now: now,
+					Lease: time.Second, Heartbeat: 50 * time.Millisecond, OnEvent: tranche.Hooks(rec.OnEvent, backfill.NewProgressReporter(&buf))}
+				id, err := b.ID()
+				if err != nil {
+					t.Fatal(err)
+				}
+				dagID := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+				p := bfDay(2)
+				lease, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: dagID, Backfill: id, Worker: "other", RunID: backfill.RunID(dagID, p.Start, p.End),
+					Partitions: []tranche.TimePartition{p}, Lease: tc.lease, Policy: ledger.RerunFailed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				if tc.finishes {
+					wg.Go(func() {
+						time.Sleep(100 * time.Millisecond)
+						if err := l.Finish(t.Context(), lease, []ledger.Outcome{{State: ledger.StateSucceeded}}); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+				rep, err := b.Run(t.Context())
+				wg.Wait()
+				bfCheckReport(t, rep, backfill.Report{Total: 3, Succeeded: tc.succeeded, Elsewhere: tc.elsewhere, Held: tc.held})
+				if err != nil || rep.Done() != (tc.held == 0) {
+					t.Errorf("Run: %v, done %v; want no error, done exactly when no partition is held", err, rep.Done())
+				}
+				events := rec.Events()
+				if last := events[len(events)-1]; last.Kind != tc.kind || last.Progress.Held != tc.held {
+					t.Errorf("last event %s, progress %+v; want %s, %d held", last.Kind, *last.Progress, tc.kind, tc.held)
+				}
+				if tc.held > 0 && !strings.Contains(buf.String(), "unfinished: 2/3 done, 0 failed, 0 skipped, 1 held elsewhere") {
+					t.Errorf("progress lines:\n%s\nwant the backfill unfinished, 1 held elsewhere", buf.String())
+				}
+				if tc.held == 0 && strings.Contains(buf.String(), "held elsewhere") && !strings.Contains(buf.String(), "succeeded") {
+					t.Errorf("progress lines:\n%s", buf.String())
+				}
+			})
 		})
 	}
 }

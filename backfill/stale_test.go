@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -100,52 +101,53 @@ func TestBackfillStaleOwnSlots(t *testing.T) {
 				name = "without LatestReader/" + name
 			}
 			t.Run(name, func(t *testing.T) {
-				bfNoLeaks(t)
-				clock := ledgertest.NewClock(bfT0.Add(3 * time.Hour))
-				mem := memledger.New(clock.Now)
-				var l ledger.Ledger = mem
-				if plain {
-					l = plainLedger{mem}
-				}
-				p := new(bfProbe)
-				dag := bfCronDAG(t, p, c.g, time.UTC)
-				b := &backfill.Backfill{DAG: dag, Ledger: l, Now: clock.Now}
-				if c.chosen != nil {
-					for _, fire := range c.chosen {
-						b.Partitions = append(b.Partitions, slot(t, c.g, fire))
+				synctest.Test(t, func(t *testing.T) {
+					clock := ledgertest.NewClock(bfT0.Add(3 * time.Hour))
+					mem := memledger.New(clock.Now)
+					var l ledger.Ledger = mem
+					if plain {
+						l = plainLedger{mem}
 					}
-				} else {
-					b.Window = bfSlots(t, c.g, bfFire(t, c.from), bfFire(t, c.to))
-				}
-				plan, err := b.Plan(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
-				id := backfill.DAGIdentity(dag, c.g, time.UTC)
-				for _, ch := range c.changes {
-					s := slot(t, ch.g, ch.fire)
-					if ch.live {
-						if _, err := backfill.RunRecorded(t.Context(), l, nil, bfCronDAG(t, new(bfProbe), ch.g, time.UTC), s, "live"); err != nil {
-							t.Fatal(err)
+					p := new(bfProbe)
+					dag := bfCronDAG(t, p, c.g, time.UTC)
+					b := &backfill.Backfill{DAG: dag, Ledger: l, Now: clock.Now}
+					if c.chosen != nil {
+						for _, fire := range c.chosen {
+							b.Partitions = append(b.Partitions, slot(t, c.g, fire))
 						}
-						continue
+					} else {
+						b.Window = bfSlots(t, c.g, bfFire(t, c.from), bfFire(t, c.to))
 					}
-					bfSeed(t, l, clock, id, s, "live", ch.state, time.Second, time.Hour)
-				}
-				rep, err := b.Execute(t.Context(), plan)
-				var stale *backfill.StalePlanError
-				switch {
-				case c.stale && !errors.As(err, &stale):
-					t.Fatalf("Execute = %v, %v; want a *StalePlanError", rep, err)
-				case c.stale:
-					if len(p.Calls()) != 0 {
-						t.Errorf("ran %v of a stale plan", p.Calls())
+					plan, err := b.Plan(t.Context())
+					if err != nil {
+						t.Fatal(err)
 					}
-				case err != nil:
-					t.Fatalf("Execute = %v; want the plan run", err)
-				default:
-					bfCheckReport(t, rep, backfill.Report{Total: plan.Counts.Total, Succeeded: plan.Counts.Total})
-				}
+					id := backfill.DAGIdentity(dag, c.g, time.UTC)
+					for _, ch := range c.changes {
+						s := slot(t, ch.g, ch.fire)
+						if ch.live {
+							if _, err := backfill.RunRecorded(t.Context(), l, nil, bfCronDAG(t, new(bfProbe), ch.g, time.UTC), s, "live"); err != nil {
+								t.Fatal(err)
+							}
+							continue
+						}
+						bfSeed(t, l, clock, id, s, "live", ch.state, time.Second, time.Hour)
+					}
+					rep, err := b.Execute(t.Context(), plan)
+					var stale *backfill.StalePlanError
+					switch {
+					case c.stale && !errors.As(err, &stale):
+						t.Fatalf("Execute = %v, %v; want a *StalePlanError", rep, err)
+					case c.stale:
+						if len(p.Calls()) != 0 {
+							t.Errorf("ran %v of a stale plan", p.Calls())
+						}
+					case err != nil:
+						t.Fatalf("Execute = %v; want the plan run", err)
+					default:
+						bfCheckReport(t, rep, backfill.Report{Total: plan.Counts.Total, Succeeded: plan.Counts.Total})
+					}
+				})
 			})
 		}
 	}

@@ -36,7 +36,6 @@ import (
 // Once faults stop and leases expire, one clean run leaves every partition
 // succeeded exactly once.
 func TestBackfillStateMachine(t *testing.T) {
-	bfNoLeaks(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newBfMachine(rt)
 		rt.Repeat(map[string]func(*rapid.T){

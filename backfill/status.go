@@ -484,11 +484,11 @@ func (s *Status) Finished(ctx context.Context, n int, states ...ledger.State) ([
 	return out, nil
 }
 
-// CountOf counts the partitions of the backfill record describes by the
+// CountStatus counts the partitions of the backfill record describes by the
 // state of their latest attempt, as [StatusOf] does, without reading why
 // it is not progressing (its Blocked is empty): the state of a backfill
 // in a list of them, one aggregate query through a [ledger.LatestReader].
-func CountOf(ctx context.Context, l ledger.Reader, record ledger.BackfillRecord) (*Status, error) {
+func CountStatus(ctx context.Context, l ledger.Reader, record ledger.BackfillRecord) (*Status, error) {
 	s, err := statusOf(l, record)
 	if err != nil {
 		return nil, err

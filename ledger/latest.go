@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"iter"
-	"slices"
 	"time"
 )
 
@@ -96,35 +95,6 @@ func CountOf(i int, a Attempt, req CountRequest) LatestCount {
 	return LatestCount{Range: i, State: a.State, N: 1,
 		Live:  a.State == StateRunning && req.Now.Before(a.LeaseUntil),
 		Above: a.State == StateSucceeded && a.Revision > req.Revision}
-}
-
-// MergeCounts sums the groups of counts that agree on all but N and
-// returns them sorted by range, state, Live and Above, dropping empty
-// ones: the canonical form of an answer of
-// [LatestReader.CountLatest], for comparing answers.
-func MergeCounts(counts []LatestCount) []LatestCount {
-	key := func(c LatestCount) LatestCount { c.N = 0; return c }
-	sum := map[LatestCount]int{}
-	for _, c := range counts {
-		sum[key(c)] += c.N
-	}
-	out := make([]LatestCount, 0, len(sum))
-	for k, n := range sum {
-		if n != 0 {
-			k.N = n
-			out = append(out, k)
-		}
-	}
-	b := func(v bool) int {
-		if v {
-			return 1
-		}
-		return 0
-	}
-	slices.SortFunc(out, func(x, y LatestCount) int {
-		return cmp.Or(cmp.Compare(x.Range, y.Range), cmp.Compare(x.State, y.State), cmp.Compare(b(x.Live), b(y.Live)), cmp.Compare(b(x.Above), b(y.Above)))
-	})
-	return out
 }
 
 // FindRequest asks [LatestReader.FindLatest] for latest attempts.

@@ -139,7 +139,7 @@ func (c *call) dagBackfill(ctx context.Context, l ledger.Reader, d dagRef, cance
 			continue
 		}
 		if !canceled {
-			s, err := backfill.CountOf(ctx, l, r)
+			s, err := backfill.CountStatus(ctx, l, r)
 			if err != nil {
 				return "", err
 			}
@@ -261,6 +261,9 @@ func writeSummary(w io.Writer, sum *backfill.Summary, now time.Time) {
 	fmt.Fprintf(w, "  latest backfill  %s\n", bf)
 	for _, line := range schedulerLines(sum.Scheduler, now) {
 		fmt.Fprintf(w, "  scheduler        %s\n", line)
+	}
+	if sum.Limit.Max > 0 {
+		fmt.Fprintf(w, "  limit            %s\n", limitLine(sum.Limit, now))
 	}
 }
 

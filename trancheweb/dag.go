@@ -184,6 +184,7 @@ type dagLiveData struct {
 	Scheduler      []string
 	Waiting        bool
 	Pause          ledger.SchedulePause // the schedule's pause: while Paused, no scheduler starts a slot
+	Limit          ledger.Limit         // the DAG's limit of runs at once across every process; Max 0: none
 	Plan           bool                 // the DAG is registered: a backfill may be planned of it
 }
 
@@ -215,7 +216,7 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 	m := map[ledger.State]int{}
 	if !d.Empty {
 		live.Window = d.Window.String()
-		if g, err = backfill.GridOfWindow(ctx, h.l, dag, d.Window, h.opts.MaxCells); err != nil {
+		if g, err = backfill.WindowGrid(ctx, h.l, dag, d.Window, h.opts.MaxCells); err != nil {
 			return dagLiveData{}, err
 		}
 		// The grid's cells count every partition of the window: the
@@ -248,14 +249,18 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 	}
 	live.Signature = dagSignature(m, live.Backfills)
 	live.LatestBackfill = latestRow(live.Backfills)
-	runs, err := backfill.RunsOf(ctx, h.l, dag, d.G, d.Loc, h.opts.Now())
+	runs, err := backfill.RunSummary(ctx, h.l, dag, d.G, d.Loc, h.opts.Now())
 	if err != nil {
 		return dagLiveData{}, err
 	}
-	live.LatestRun, live.Waiting, live.Pause = runs.LatestRun, runs.Scheduler.Waiting, runs.Scheduler.Pause
+	live.LatestRun, live.Waiting, live.Pause, live.Limit = runs.LatestRun, runs.Scheduler.Waiting, runs.Scheduler.Pause, runs.Limit
 	if live.Pause.Paused {
 		// A page open when the schedule is paused or resumed redraws.
 		live.Signature += " paused"
+	}
+	if lim := live.Limit; lim.Max > 0 {
+		// And one whose limit, or what it holds back, changes.
+		live.Signature += fmt.Sprintf(" limit %d/%d/%d", lim.Max, lim.Running, lim.Waiting)
 	}
 	live.Scheduler = schedulerLines(runs.Scheduler, h.opts.Now())
 	_, live.Plan = h.byID[dag]
@@ -606,7 +611,7 @@ func (h *handler) dagSpanPage(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusOK, "span.html", page{Title: "Partitions", Fragment: fragment(r), Data: data})
 		return
 	}
-	s, err := backfill.StatusOfWindow(r.Context(), h.l, dag, d.Window)
+	s, err := backfill.WindowStatus(r.Context(), h.l, dag, d.Window)
 	if err != nil {
 		h.fail(w, r, err)
 		return

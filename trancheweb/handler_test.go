@@ -90,6 +90,34 @@ func TestPages(t *testing.T) {
 	}
 }
 
+// TestPagesOnReader serves the pages from a reader alone, with no method
+// that writes, as sqlite.OpenReader opens one: every page answers, a
+// write is refused as from a read-only server, and asking for writes of
+// a reader is a program's mistake NewHandler panics on.
+func TestPagesOnReader(t *testing.T) {
+	l := memledger.New(nil)
+	f := pagetest.New(t, l)
+	type readerOnly struct{ ledger.Reader }
+	h := NewHandler(readerOnly{l}, nil)
+	base := "/backfills/" + url.PathEscape(f.ID)
+	start := url.QueryEscape(instant(pagetest.Day(10).Start))
+	for _, path := range []string{"/", base, base + "/live", base + "/status.json", base + "/partition?start=" + start,
+		base + "/span?from=" + start + "&to=" + url.QueryEscape(instant(pagetest.Day(12).Start)), "/dags/" + url.PathEscape(f.DAG)} {
+		if status, body, _ := get(t, h, path); status != http.StatusOK {
+			t.Errorf("GET %s from a reader alone: %d; want 200\n%s", path, status, body)
+		}
+	}
+	if status, _ := post(t, h, base+"/cancel", url.Values{"token": {"whatever"}}); status != http.StatusForbidden {
+		t.Errorf("POST cancel to a reader's pages: %d; want 403", status)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("NewHandler of a reader alone with a WriteToken did not panic")
+		}
+	}()
+	NewHandler(readerOnly{l}, &Options{WriteToken: strings.Repeat("x", 32)})
+}
+
 // TestTriage: a backfill whose held partition runs while nothing
 // finished for longer than a lease is not progressing, and the page says
 // why; the index lists each backfill's state, progress and age, the

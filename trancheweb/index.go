@@ -109,7 +109,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	for i, b := range records {
 		rows[i] = recordOf(b)
 		g.Go(func() error {
-			s, err := backfill.CountOf(r.Context(), h.l, b)
+			s, err := backfill.CountStatus(r.Context(), h.l, b)
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,7 @@
 // lease while some are held), and a calendar grid of its
 // partitions ([backfill.Status.Grid]) whose cells show each partition's
 // history when clicked; and per DAG, the same grid and counts across all
-// its backfills ([backfill.GridOfWindow]), each partition in the state of
+// its backfills ([backfill.WindowGrid]), each partition in the state of
 // its latest attempt whichever backfill or run made it, "missing" where
 // none did, with its latest run (never a backfill's), its latest
 // backfill, what the ledger shows of its live scheduler ("waiting for

@@ -10,9 +10,9 @@ import (
 	"github.com/tranche-dev/tranche/ledger/address"
 )
 
-// TestParseAddress reads every form of address the README, the command's
+// TestParse reads every form of address the README, the command's
 // documentation and the examples show, and the refusals beside them.
-func TestParseAddress(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
 		want address.Address
@@ -62,7 +62,7 @@ func TestParseAddress(t *testing.T) {
 	}
 }
 
-func TestParseAddressRefuses(t *testing.T) {
+func TestParseRefuses(t *testing.T) {
 	const secret = "hunter2-secret"
 	for _, tt := range []struct{ in, want string }{
 		{"tranche.db", `"tranche.db" is not an address`},
@@ -109,11 +109,11 @@ func TestAccessString(t *testing.T) {
 // userinfo, or a password parameter.
 var passwordAt = regexp.MustCompile(`://[^:/?#@\s]*:%s@|(^|[?&\s:])password=%s`)
 
-// FuzzParseAddress checks that any text is refused or read without
+// FuzzParse checks that any text is refused or read without
 // panicking, that what is read reads back the same from its String,
 // and that neither a refusal nor String shows a PostgreSQL URL's
 // password.
-func FuzzParseAddress(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"sqlite:tranche.db", "sqlite:///abs/path", "sqlite://localhost/x", "postgres://u:p@h:5432/d?schema=s&sslmode=disable",
 		"postgres:host=h dbname=d schema='a b'", `postgres:password='x\'y' host=h`, "tranche.db", "sqlite:x?y", "postgresql://[::1]:5432/x"} {
 		f.Add(s, "")

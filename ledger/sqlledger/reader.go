@@ -34,6 +34,8 @@ func OpenReader(ctx context.Context, db *sql.DB, opts Options) (*Reader, error) 
 	return &Reader{l}, nil
 }
 
+var _ ledger.LimitReader = (*Reader)(nil)
+
 // Name returns the ledger's name, as its errors give it.
 func (r *Reader) Name() string { return r.l.name }
 
@@ -95,3 +97,8 @@ func (r *Reader) ChangedIn(ctx context.Context, dag string, from, to time.Time, 
 // Close closes the statements the reader prepared; the caller closes
 // the database after.
 func (r *Reader) Close() error { return r.l.Close() }
+
+// Limit returns the limit of dag, as [Ledger.Limit] does.
+func (r *Reader) Limit(ctx context.Context, dag string) (ledger.Limit, error) {
+	return r.l.Limit(ctx, dag)
+}
