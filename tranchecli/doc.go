@@ -37,6 +37,7 @@
 //	status DAG                  a DAG by name or identity: its latest run (never a backfill's), its latest
 //	                            backfill, its scheduler (paused, last slot, next due, missed, waiting for scheduler)
 //	                            and its limit of runs at once, with what runs and what waits
+//	                            and, for a DAG of several granularities, each asset's partitions by state, blocked and stale
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)

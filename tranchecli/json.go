@@ -110,6 +110,8 @@ type dagStatusJSON struct {
 	LatestBackfill *statusJSON   `json:"latest_backfill"`
 	Scheduler      schedulerJSON `json:"scheduler"`
 	Limit          *limitJSON    `json:"limit,omitempty"`
+	// Assets: a DAG of several granularities, each asset recorded apart.
+	Assets []assetJSON `json:"assets,omitempty"`
 }
 
 // limitJSON is a DAG's limit of runs at once (ledger.Limiter), when it
