@@ -189,6 +189,11 @@ type Backfill struct {
 	// worker minutes ahead of, or behind, the others.
 	Now func() time.Time
 
+	// only, in the backfill of one asset of a DAG of several
+	// granularities (see assets.go), names that asset: the DAG's other
+	// assets are its dependencies, only read.
+	only string
+
 	// reads, set by PlanFrom, is read in place of Ledger.
 	reads ledger.Reader
 }
@@ -224,6 +229,9 @@ type config struct {
 	// since is when the backfill was recorded; set by the plan.
 	versions []string
 	since    time.Time
+	// mixed: the DAG has assets of several granularities, which the
+	// backfill runs asset by asset (see assets.go).
+	mixed bool
 }
 
 // config validates the backfill before anything is read or written.
@@ -304,7 +312,11 @@ func (b *Backfill) fields() (*config, error) {
 			sel.window, sel.window.Start().Year())
 	}
 	if b.DAG != nil && sel.total > 0 && !unset {
-		errs = append(errs, checkAssets(b.DAG, sel.window, cfg.chunk)...)
+		if cfg.mixed = b.only == "" && mixedGranularities(b.DAG); cfg.mixed {
+			errs = append(errs, b.checkMixed(sel.window)...)
+		} else {
+			errs = append(errs, checkAssets(b.DAG, sel.window, cfg.chunk, b.only)...)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -325,12 +337,16 @@ func (b *Backfill) fields() (*config, error) {
 }
 
 // checkAssets refuses assets a backfill of window w cannot run partition
-// by partition.
-func checkAssets(dag *tranche.DAG, w tranche.TimePartitionWindow, chunk int) []error {
+// by partition: every asset, or the one named only (the others being
+// read, not run).
+func checkAssets(dag *tranche.DAG, w tranche.TimePartitionWindow, chunk int, only string) []error {
 	var unpartitioned, noWindow []string
 	var errs []error
 	g := w.Granularity()
 	for a := range dag.Assets() {
+		if only != "" && a.Name != only {
+			continue
+		}
 		p := a.Partitioning
 		switch {
 		case !a.Partitioning.Granularity.IsValid():
@@ -435,6 +451,9 @@ func (b *Backfill) Run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.mixed {
+		return b.runMixed(ctx, cfg, false)
+	}
 	if err := b.checkName(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -457,6 +476,10 @@ func (b *Backfill) Execute(ctx context.Context, plan *Plan) (*Report, error) {
 	}
 	if plan.Backfill != cfg.id {
 		return nil, fmt.Errorf("tranche: plan of backfill %s given to backfill %s", plan.Backfill, cfg.id)
+	}
+	if cfg.mixed {
+		// Each wave is planned once the waves before it ran.
+		return b.runMixed(ctx, cfg, false)
 	}
 	if err := b.checkName(ctx, cfg); err != nil {
 		return nil, err
@@ -519,6 +542,9 @@ func (b *Backfill) Resume(ctx context.Context) (*Report, error) {
 	cfg, err := b.config()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.mixed {
+		return b.runMixed(ctx, cfg, true)
 	}
 	if err := b.Ledger.ResumeBackfill(ctx, cfg.id); err != nil && !errors.Is(err, ledger.ErrUnknownBackfill) {
 		return nil, fmt.Errorf("tranche: resuming backfill %s: %w", cfg.id, err)

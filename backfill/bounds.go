@@ -16,22 +16,32 @@ import (
 // PartitioningOf returns the granularity of dag's partitioned assets and
 // the zone its backfills are in: the Partitioning.Location its assets
 // name, UTC when none does (a cron schedule's CRON_TZ still places its
-// slots). It fails when no asset is partitioned, or when they are
-// partitioned by two granularities or in two zones: a backfill takes
-// one.
+// slots). For a DAG of several granularities, which a backfill runs asset
+// by asset over each asset's partitions inside its window, it returns
+// the finest, so that a window of it ends where a span typed ends. It
+// fails when no asset is partitioned, when they are partitioned in two
+// zones (a backfill takes one), or by two granularities one of which is
+// a cron schedule.
 func PartitioningOf(dag *tranche.DAG) (tranche.TimeGranularity, *time.Location, error) {
 	var g tranche.TimeGranularity
 	var loc *time.Location
 	var from string
+	// A partition's length at a fixed instant orders granularities by
+	// fineness; calendar lengths vary, but never enough to reorder them.
+	ref := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	length := func(g tranche.TimeGranularity) time.Duration {
+		p := tranche.PartitionOf(g, ref)
+		return p.End.Sub(p.Start)
+	}
 	for a := range dag.Assets() {
 		pt := a.Partitioning
 		if !pt.Granularity.IsValid() {
 			continue
 		}
-		if g.IsValid() && pt.Granularity != g {
-			return g, nil, fmt.Errorf("tranche: its assets %s (%v) and %s (%v) are partitioned differently; a backfill takes one granularity", from, g, a.Name, pt.Granularity)
+		if g.IsValid() && pt.Granularity != g && (g.IsSchedule() || pt.Granularity.IsSchedule()) {
+			return g, nil, fmt.Errorf("tranche: its assets %s (%v) and %s (%v) are partitioned differently, by a cron schedule; a backfill takes one granularity", from, g, a.Name, pt.Granularity)
 		}
-		if from == "" {
+		if from == "" || length(pt.Granularity) < length(g) {
 			g, from = pt.Granularity, a.Name
 		}
 		if pt.Location != nil {

@@ -106,6 +106,11 @@ type Summary struct {
 
 	// Scheduler is what the ledger shows of the DAG's live scheduler.
 	Scheduler SchedulerSeen
+
+	// Limit is the DAG's limit of runs at once across every process
+	// ([ledger.Limiter]), with its runs and the slots waiting for it:
+	// the zero value when it has none, or the ledger keeps none.
+	Limit ledger.Limit
 }
 
 // SchedulerSeen is a scheduler as the ledger sees it: through the
@@ -182,7 +187,7 @@ func SummaryOf(ctx context.Context, l ledger.Reader, dag string, g tranche.TimeG
 	if err != nil {
 		return nil, err
 	}
-	sum.LatestRun, sum.Scheduler = runs.LatestRun, runs.Scheduler
+	sum.LatestRun, sum.Scheduler, sum.Limit = runs.LatestRun, runs.Scheduler, runs.Limit
 	return sum, nil
 }
 
@@ -221,6 +226,11 @@ func RunSummary(ctx context.Context, l ledger.Reader, dag string, g tranche.Time
 		return nil, err
 	}
 	sum.Scheduler.Pause = pause
+	if lim, ok := l.(ledger.LimitReader); ok {
+		if sum.Limit, err = lim.Limit(ctx, dag); err != nil {
+			return nil, err
+		}
+	}
 	if err := sum.Scheduler.next(ctx, l, dag, g, loc, now); err != nil {
 		return nil, err
 	}

@@ -49,6 +49,16 @@ skipped ([Report].Superseded), so that the old code's backfill, going on
 through a deploy, never replaces the new code's rows. A rollback reruns
 them under RerunAll, or from a backfill created after the deploy.
 
+A DAG whose assets have several granularities (hourly events, a daily
+rollup, a monthly report) is backfilled asset by asset: each asset's
+partitions inside the window, recorded under the asset's own identity
+([AssetPlan].DAG), in waves of assets, a partition once every partition
+it maps to ([tranche.Mapping]) has succeeded, reading them through
+[tranche.Runner.Read]. The plan says per asset what runs and why
+([Plan].Assets, [ActionBlocked]); a partition whose upstream succeeded
+again after it began is stale, which [ledger.RerunStale] runs again with
+its dependents; [AssetsOf] reads the whole DAG's state.
+
 [ID], [RunID] and [DAGIdentity] are stable hashes. memledger.New
 keeps a ledger in memory; the modules ledger/sqlite and ledger/postgres
 keep it in a database through the package sqlledger. [NewProgressReporter]

@@ -54,6 +54,10 @@ type Plan struct {
 	// as a plan with nothing to run, which is not recorded in the ledger.
 	Warnings []string
 
+	// Assets, for a DAG of several granularities, is each asset's plan,
+	// in the DAG's order; Counts sums them. Nil for a DAG of one.
+	Assets []AssetPlan
+
 	backfill *Backfill
 	// versions and since are config's, as the plan found them.
 	versions []string
@@ -81,6 +85,10 @@ type PlanItem struct {
 	// Chunk is the window of the run that holds the partition: the
 	// partition alone, or its chunk.
 	Chunk tranche.TimePartitionWindow
+	// Asset and Reason, in the plan of a DAG of several granularities,
+	// name the asset and why the action ("pending", "failed", "stale:
+	// upstream events 2026-03-08T05:00 rematerialized", what blocks it).
+	Asset, Reason string
 }
 
 // job is one run of a backfill: a partition, or a chunk of partitions,
@@ -448,6 +456,9 @@ func (b *Backfill) Plan(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.mixed {
+		return b.planMixed(ctx, cfg)
+	}
 	return b.plan(ctx, cfg)
 }
 
@@ -537,6 +548,15 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 	if other.n > 0 {
 		p.Warnings = append(p.Warnings, other.warning(cfg.codeVersion, cfg.rerun))
 	}
+	if lim, ok := b.Ledger.(ledger.LimitReader); ok && p.Counts.Runs > 0 {
+		l, err := lim.Limit(ctx, cfg.dag)
+		if err != nil {
+			return nil, err
+		}
+		if w := limitWarning(l, cfg.concurrency); w != "" {
+			p.Warnings = append(p.Warnings, w)
+		}
+	}
 	return p, nil
 }
 
@@ -622,6 +642,9 @@ func (b *Backfill) warnings(p *Plan, history bool) []string {
 // them, each with its action as the ledger stands now: while no attempt
 // at them changed since the plan was made, they are the plan's.
 func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
+	if p.Assets != nil {
+		return p.mixedItems
+	}
 	return func(yield func(PlanItem, error) bool) {
 		cfg, err := p.backfill.config()
 		if err != nil {

@@ -53,6 +53,7 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 	if p.Counts.SkipSuperseded > 0 {
 		fmt.Fprintf(&b, "              skip: landed by a newer version %d\n", p.Counts.SkipSuperseded)
 	}
+	p.mixedText(&b)
 	if p.Estimate > 0 {
 		fmt.Fprintf(&b, "  estimate    %v\n", p.Estimate.Round(time.Millisecond))
 	}
@@ -66,7 +67,7 @@ func (p *Plan) WriteText(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		line := "  " + item.Partition.Key() + "  " + string(item.Action)
+		line := "  " + mixedLine(item) + item.Partition.Key() + "  " + string(item.Action) + reasonText(item)
 		if a := item.Latest; a != nil {
 			line += fmt.Sprintf("  (latest: attempt %d %s by %s", a.Number, a.State, a.Worker)
 			if !a.Start.Equal(item.Partition.Start) {
@@ -108,6 +109,8 @@ type planItemJSON struct {
 	LatestAttempt int           `json:"latest_attempt,omitempty"`
 	LatestWorker  string        `json:"latest_worker,omitempty"`
 	LatestKey     string        `json:"latest_key,omitempty"` // the key of a former schedule's slot whose attempt is the latest
+	Asset         string        `json:"asset,omitempty"`
+	Reason        string        `json:"reason,omitempty"`
 }
 
 // WriteJSON writes the plan as one JSON object whose "partitions" array
@@ -131,7 +134,7 @@ func (p *Plan) WriteJSON(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		j := planItemJSON{Key: item.Partition.Key(), Start: item.Partition.Start.Format(time.RFC3339),
-			End: item.Partition.End.Format(time.RFC3339), Action: item.Action}
+			End: item.Partition.End.Format(time.RFC3339), Action: item.Action, Asset: item.Asset, Reason: item.Reason}
 		if a := item.Latest; a != nil {
 			j.LatestState, j.LatestAttempt, j.LatestWorker = a.State, a.Number, a.Worker
 			if !a.Start.Equal(item.Partition.Start) {

@@ -31,6 +31,11 @@ type Report struct {
 	Duration      time.Duration
 	Plan          *Plan
 
+	// Assets, for a DAG of several granularities, is what the backfill
+	// did with each asset, in the DAG's order; the counts above sum
+	// them, in asset partitions. Nil for a DAG of one.
+	Assets []AssetReport
+
 	// HookErr joins the panics of OnEvent, each a [*PanicError]; nil when
 	// none panicked. A panicking hook does not change the backfill.
 	HookErr error

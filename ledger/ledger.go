@@ -276,7 +276,9 @@ const (
 	// RerunStale runs what RerunFailed runs and the stale partitions:
 	// those whose latest success ran under another code version than
 	// the request's ([ClaimRequest.CodeVersion]), as after a change of
-	// an asset's code.
+	// an asset's code. A backfill of a DAG of several granularities
+	// also runs those that a partition they map to succeeded again
+	// after they began, and their dependents (see package backfill).
 	RerunStale RerunPolicy = "stale"
 )
 

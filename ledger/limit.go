@@ -37,12 +37,18 @@ import (
 // one grant, the first job's, refused with ErrLimited, and its cursor
 // does not move. The caller waits and claims again.
 type Limiter interface {
+	LimitReader
+
 	// SetLimit sets the limit of dag (l.Max; 0 removes it), recording
 	// l.By and l.Note and when by the ledger's clock (Limit.Since), and
 	// returns what it stored. It takes effect at the next claim of any
 	// process; runs in flight beyond a lowered limit finish.
 	SetLimit(ctx context.Context, dag string, l Limit) (Limit, error)
+}
 
+// A LimitReader reads the limits a [Limiter] holds: every Limiter, and a
+// ledger opened to read only whose writer is one (sqlledger.Reader).
+type LimitReader interface {
 	// Limit returns the limit of dag as SetLimit last set it, the zero
 	// value (no limit) when it never did, with the runs of dag holding
 	// live leases and the slots whose demand lasts, by the ledger's
@@ -82,9 +88,9 @@ type LimitError struct {
 
 func (e *LimitError) Error() string {
 	if e.Demand && e.Running < e.Max {
-		return fmt.Sprintf("%v: %d of %d run, and a slot of the DAG's schedule waits to go first", ErrLimited, e.Running, e.Max)
+		return fmt.Sprintf("%v: %d running, limit %d, and a slot of the DAG's schedule waits to go first", ErrLimited, e.Running, e.Max)
 	}
-	return fmt.Sprintf("%v: %d of %d run", ErrLimited, e.Running, e.Max)
+	return fmt.Sprintf("%v: %d running, limit %d", ErrLimited, e.Running, e.Max)
 }
 
 // Unwrap returns ErrLimited and ErrNotClaimable.

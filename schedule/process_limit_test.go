@@ -77,6 +77,13 @@ func TestProcessLimitLiveFirst(t *testing.T) {
 					t.Errorf("process %d: %v\n%s", i, err, outs[i])
 				}
 			}
+			defer func() {
+				if t.Failed() {
+					for i, out := range outs {
+						t.Logf("process %d's output:\n%s", i, out)
+					}
+				}
+			}()
 
 			runs := readTiming(t, timing)
 			var slots []tranche.TimePartition

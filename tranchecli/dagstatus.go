@@ -178,8 +178,17 @@ func (c *call) dagStatus(ctx context.Context, l ledger.Reader, d dagRef) error {
 	if err != nil {
 		return err
 	}
+	var span tranche.TimePartitionWindow
+	var assets []backfill.AssetPlan
+	if dag := c.p.DAGs[d.name]; dag != nil && severalGranularities(dag) {
+		if span, assets, err = backfill.AssetsOf(ctx, l, dag, time.Now()); err != nil {
+			return err
+		}
+	}
 	if c.opt.format == formatJSON {
-		line, err := json.Marshal(dagStatusOf(d.name, sum))
+		j := dagStatusOf(d.name, sum)
+		j.Assets = assetsJSON(assets)
+		line, err := json.Marshal(j)
 		if err != nil {
 			return err
 		}
@@ -189,7 +198,52 @@ func (c *call) dagStatus(ctx context.Context, l ledger.Reader, d dagRef) error {
 	w := bufio.NewWriter(c.stdout)
 	fmt.Fprintf(w, "dag %s\n", d.label())
 	writeSummary(w, sum, time.Now())
+	if len(assets) > 0 {
+		fmt.Fprintf(w, "  assets           each recorded on its own, over %s:\n", span)
+	}
+	for _, a := range assets {
+		fmt.Fprintf(w, "    %s (%v, %s): %d partitions: succeeded %d, failed %d, running %d, pending %d; blocked %d; stale %d\n",
+			a.Asset, a.Granularity, a.DAGName, a.Counts.Total, a.States[ledger.StateSucceeded], a.States[ledger.StateFailed]+a.States[ledger.StateCanceled],
+			a.States[ledger.StateRunning], a.States[ledger.StatePending], a.Blocked, a.Stale)
+	}
 	return w.Flush()
+}
+
+// severalGranularities reports whether dag's partitioned assets have
+// more than one granularity: its backfills record each asset apart.
+func severalGranularities(dag *tranche.DAG) bool {
+	var g tranche.TimeGranularity
+	for a := range dag.Assets() {
+		if p := a.Partitioning.Granularity; p.IsValid() {
+			if g.IsValid() && p != g {
+				return true
+			}
+			g = p
+		}
+	}
+	return false
+}
+
+// assetJSON is an asset of a DAG of several granularities in the JSON
+// form of its status.
+type assetJSON struct {
+	Asset       string               `json:"asset"`
+	Granularity string               `json:"granularity"`
+	DAG         string               `json:"dag"`
+	DAGName     string               `json:"dag_name"`
+	Total       int                  `json:"total"`
+	States      map[ledger.State]int `json:"states"`
+	Blocked     int                  `json:"blocked"`
+	Stale       int                  `json:"stale"`
+}
+
+func assetsJSON(assets []backfill.AssetPlan) []assetJSON {
+	var out []assetJSON
+	for _, a := range assets {
+		out = append(out, assetJSON{Asset: a.Asset, Granularity: a.Granularity.String(), DAG: a.DAG, DAGName: a.DAGName,
+			Total: a.Counts.Total, States: a.States, Blocked: a.Blocked, Stale: a.Stale})
+	}
+	return out
 }
 
 // writeSummary writes the lines of a DAG's summary: latest run, latest
@@ -207,6 +261,9 @@ func writeSummary(w io.Writer, sum *backfill.Summary, now time.Time) {
 	fmt.Fprintf(w, "  latest backfill  %s\n", bf)
 	for _, line := range schedulerLines(sum.Scheduler, now) {
 		fmt.Fprintf(w, "  scheduler        %s\n", line)
+	}
+	if sum.Limit.Max > 0 {
+		fmt.Fprintf(w, "  limit            %s\n", limitLine(sum.Limit, now))
 	}
 }
 

@@ -3,6 +3,7 @@ package tranchecli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -156,5 +157,64 @@ func TestPauseSchedule(t *testing.T) {
 	}
 	if out := h.must(0, "status", "events"); strings.Contains(out, "PAUSED") {
 		t.Errorf("status after the resume:\n%s", out)
+	}
+}
+
+// TestLimitCommand: limit DAG N records the DAG's limit in the ledger,
+// by whom and why; limit DAG shows it, status says it with its runs and
+// says that backfills wait when a slot waits, the JSON holds it; setting
+// the same limit changes nothing (exit 3), limit DAG 0 removes it, and a
+// limit that is no number is bad usage.
+func TestLimitCommand(t *testing.T) {
+	h := newHarness(t)
+	l := memledger.New(nil)
+	h.l, h.p.Ledger = l, l
+	h.must(0, append([]string{"run", "events", "--yes"}, week...)...)
+	id := backfill.DAGIdentity(h.p.DAGs["events"], tranche.Day, time.UTC)
+	if out := h.must(0, "limit", "events"); !strings.Contains(out, "no limit") {
+		t.Errorf("limit of a DAG without one: %s", out)
+	}
+	out := h.must(0, "limit", "events", "1", "--by", "alice", "--note", "the warehouse is small")
+	if !strings.Contains(out, "to 1 run at once across every process") {
+		t.Errorf("limit: %s", out)
+	}
+	got, err := l.Limit(context.Background(), id)
+	if err != nil || got.Max != 1 || got.By != "alice" || got.Note != "the warehouse is small" {
+		t.Fatalf("the ledger's limit: %+v, %v", got, err)
+	}
+	if out := h.must(3, "limit", id, "1"); !strings.Contains(out, "nothing was changed") {
+		t.Errorf("limit again: %s", out)
+	}
+	// A run holds the limit, and a live slot waits for it.
+	p := func(days int) tranche.TimePartition {
+		return tranche.PartitionOf(tranche.Day, time.Now().UTC().AddDate(0, 0, days))
+	}
+	if _, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: id, Worker: "w", RunID: "r", Partitions: []tranche.TimePartition{p(-30)},
+		Lease: time.Minute, Policy: ledger.RerunAll}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Claim(context.Background(), ledger.ClaimRequest{DAG: id, Worker: "s", RunID: "s", Partitions: []tranche.TimePartition{p(-1)},
+		Lease: time.Minute, Policy: ledger.RerunNone, Trigger: ledger.TriggerLive}); !errors.Is(err, ledger.ErrLimited) {
+		t.Fatalf("a live slot's claim at the limit = %v; want ErrLimited", err)
+	}
+	out = h.must(0, "status", "events")
+	if !strings.Contains(out, `  limit            at most 1 run at once across every process, set by alice 0s ago ("the warehouse is small"); 1 running, 1 slot waiting to go first: backfills are waiting for the DAG's limit`) {
+		t.Errorf("status under a limit:\n%s", out)
+	}
+	out = h.must(0, "status", "events", "--format", "json")
+	var v any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	checkJSON(t, readSchemas(t), "{dag_status}", v, "$")
+	if !strings.Contains(out, `"limit":{"max":1,"by":"alice","note":"the warehouse is small","since":"`) || !strings.Contains(out, `"running":1,"waiting_slots":1}`) {
+		t.Errorf("status --format json under a limit: %s", out)
+	}
+	h.must(2, "limit", "events", "many")
+	if out := h.must(0, "limit", "events", "0"); !strings.Contains(out, "Removed the limit of DAG events") {
+		t.Errorf("limit 0: %s", out)
+	}
+	if out := h.must(0, "status", "events"); strings.Contains(out, "  limit ") {
+		t.Errorf("status after the limit was removed:\n%s", out)
 	}
 }

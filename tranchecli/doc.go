@@ -26,8 +26,8 @@
 // function choosing between them by [address.Address.Scheme]). The read
 // commands (ls, status, history, plan) open the ledger for
 // [address.AccessRead]: they never create, migrate or write it, so that
-// a read-only file or a role allowed only SELECT can be read; cancel
-// pause and unpause open it for [address.AccessWrite], and resume, run and schedule, which
+// a read-only file or a role allowed only SELECT can be read; cancel,
+// pause, unpause and limit open it for [address.AccessWrite], and resume, run and schedule, which
 // run backfills, for [address.AccessCreate].
 //
 // # Subcommands
@@ -35,7 +35,9 @@
 //	ls                          the backfills of the ledger, oldest first, then a line per DAG
 //	status ID                   counts per state, why it is not progressing, and the partitions as a grid
 //	status DAG                  a DAG by name or identity: its latest run (never a backfill's), its latest
-//	                            backfill, and its scheduler (paused, last slot, next due, missed, waiting for scheduler)
+//	                            backfill, its scheduler (paused, last slot, next due, missed, waiting for scheduler)
+//	                            and its limit of runs at once, with what runs and what waits
+//	                            and, for a DAG of several granularities, each asset's partitions by state, blocked and stale
 //	       --partitions         also each partition's latest attempt, newest first (streamed)
 //	       --watch              a line each time the progress changes; exit 0 once it succeeded,
 //	                            1 once it ended otherwise (canceled, or failed with nothing running)
@@ -47,6 +49,9 @@
 //	pause DAG [--note TEXT]     pause the DAG's schedule in the ledger: no scheduler of it, in any process,
 //	          [--by WHO]        starts a slot until unpaused; slots due meanwhile are missed (catch-up rules)
 //	unpause DAG [--note TEXT]   resume a paused schedule; --by WHO is user@host by default
+//	limit DAG [N] [--note TEXT] the most runs of the DAG at once, in every process (schedulers, backfills,
+//	          [--by WHO]        runs by hand), held in the ledger: shown, or set to N (0 removes it);
+//	                            a due slot goes ahead of every backfill partition not yet started
 //	plan DAG FLAGS              what a backfill would do, writing nothing
 //	run DAG FLAGS               print the plan, confirm it on a terminal (--yes otherwise), run it
 //	schedule [DAG...] FLAGS     run each slot of the DAGs as it closes, until SIGINT or SIGTERM
@@ -166,6 +171,7 @@
 //	latest_run      object   its newest live, catch-up or manual attempt, as history writes it; null if none
 //	latest_backfill object   the status of its open backfill, else of the newest failing, else of the newest; null if none
 //	scheduler       object   the live scheduler, as the ledger sees it
+//	limit           object   present while the DAG has a limit of runs at once; absent otherwise
 //
 // A scheduler:
 //
@@ -182,6 +188,15 @@
 //	by            string   who paused it
 //	note          string   why, as they said; absent if nothing
 //	since         string   when, by the ledger's clock
+//
+// A limit:
+//
+//	max           number   at most this many runs of the DAG hold leases at once, across every process
+//	by            string   who set it
+//	note          string   why, as they said; absent if nothing
+//	since         string   when, by the ledger's clock
+//	running       number   the runs holding live leases
+//	waiting_slots number   the slots of its schedule waiting for the limit, ahead of every backfill
 //
 // A grid:
 //

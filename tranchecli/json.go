@@ -109,6 +109,20 @@ type dagStatusJSON struct {
 	LatestRun      *attemptJSON  `json:"latest_run"`
 	LatestBackfill *statusJSON   `json:"latest_backfill"`
 	Scheduler      schedulerJSON `json:"scheduler"`
+	Limit          *limitJSON    `json:"limit,omitempty"`
+	// Assets: a DAG of several granularities, each asset recorded apart.
+	Assets []assetJSON `json:"assets,omitempty"`
+}
+
+// limitJSON is a DAG's limit of runs at once (ledger.Limiter), when it
+// has one.
+type limitJSON struct {
+	Max     int    `json:"max"`
+	By      string `json:"by"`
+	Note    string `json:"note,omitempty"`
+	Since   string `json:"since"`
+	Running int    `json:"running"`
+	Waiting int    `json:"waiting_slots"`
 }
 
 type schedulerJSON struct {
@@ -149,6 +163,9 @@ func dagStatusOf(name string, sum *backfill.Summary) dagStatusJSON {
 	}
 	if pz := sc.Pause; pz.Paused {
 		j.Scheduler.Paused = &pauseJSON{By: pz.By, Note: pz.Note, Since: stamp(pz.Since)}
+	}
+	if lim := sum.Limit; lim.Max > 0 {
+		j.Limit = &limitJSON{Max: lim.Max, By: lim.By, Note: lim.Note, Since: stamp(lim.Since), Running: lim.Running, Waiting: lim.Waiting}
 	}
 	return j
 }

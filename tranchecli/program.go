@@ -215,6 +215,7 @@ var commands = []*command{
 	{name: "resume", args: "ID", min: 1, max: 1, access: address.AccessCreate, summary: "resume a canceled backfill, running it here when its DAG is registered", flags: resumeFlags, run: runResume},
 	{name: "pause", args: "DAG", min: 1, max: 1, access: address.AccessWrite, summary: "pause a DAG's schedule: its schedulers, in every process, start no slot until unpaused", flags: pauseFlags, run: runPause},
 	{name: "unpause", args: "DAG", min: 1, max: 1, access: address.AccessWrite, summary: "resume a DAG's paused schedule", flags: pauseFlags, run: runUnpause},
+	{name: "limit", args: "DAG [N]", min: 1, max: 2, access: address.AccessWrite, summary: "show, or set to N (0: none), the most runs of a DAG at once across every process; due slots go first", flags: limitFlags, run: runLimit},
 	{name: "plan", args: "DAG", min: 1, max: 1, summary: "print what a backfill of DAG would do, writing nothing", flags: planFlags, run: runPlan, needsDAGs: true},
 	{name: "run", args: "DAG", min: 1, max: 1, access: address.AccessCreate, summary: "plan a backfill of DAG, confirm it, and run it", flags: runFlags, run: runRun, needsDAGs: true},
 	{name: "schedule", args: "[DAG...]", max: math.MaxInt, access: address.AccessCreate, summary: "run each slot of the DAGs as it closes, until interrupted", help: scheduleHelp,

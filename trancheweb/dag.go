@@ -184,6 +184,7 @@ type dagLiveData struct {
 	Scheduler      []string
 	Waiting        bool
 	Pause          ledger.SchedulePause // the schedule's pause: while Paused, no scheduler starts a slot
+	Limit          ledger.Limit         // the DAG's limit of runs at once across every process; Max 0: none
 	Plan           bool                 // the DAG is registered: a backfill may be planned of it
 }
 
@@ -252,10 +253,14 @@ func (h *handler) dagLiveOf(ctx context.Context, r *http.Request, dag string) (d
 	if err != nil {
 		return dagLiveData{}, err
 	}
-	live.LatestRun, live.Waiting, live.Pause = runs.LatestRun, runs.Scheduler.Waiting, runs.Scheduler.Pause
+	live.LatestRun, live.Waiting, live.Pause, live.Limit = runs.LatestRun, runs.Scheduler.Waiting, runs.Scheduler.Pause, runs.Limit
 	if live.Pause.Paused {
 		// A page open when the schedule is paused or resumed redraws.
 		live.Signature += " paused"
+	}
+	if lim := live.Limit; lim.Max > 0 {
+		// And one whose limit, or what it holds back, changes.
+		live.Signature += fmt.Sprintf(" limit %d/%d/%d", lim.Max, lim.Running, lim.Waiting)
 	}
 	live.Scheduler = schedulerLines(runs.Scheduler, h.opts.Now())
 	_, live.Plan = h.byID[dag]

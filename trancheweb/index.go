@@ -23,6 +23,41 @@ type dagData struct {
 	Identity, Name string
 	Backfills      []recordData
 	Failing        int // backfills whose state is failed
+	// Assets: a registered DAG of several granularities, whose
+	// backfills record each asset apart (backfill.AssetsOf).
+	Assets []assetRow
+}
+
+// assetRow is an asset of a DAG of several granularities on the index.
+type assetRow struct {
+	Asset, Granularity, Identity, Name       string
+	Total, Succeeded, Failed, Running, Other int
+	Blocked, Stale                           int
+}
+
+// assetRows returns the rows of dag's assets when it has several
+// granularities; none otherwise.
+func (h *handler) assetRows(r *http.Request, dag *tranche.DAG) ([]assetRow, error) {
+	var g tranche.TimeGranularity
+	several := false
+	for a := range dag.Assets() {
+		if p := a.Partitioning.Granularity; p.IsValid() {
+			several = several || g.IsValid() && p != g
+			g = p
+		}
+	}
+	if !several {
+		return nil, nil
+	}
+	_, plans, err := backfill.AssetsOf(r.Context(), h.l, dag, h.opts.Now())
+	var rows []assetRow
+	for _, a := range plans {
+		st := a.States
+		rows = append(rows, assetRow{Asset: a.Asset, Granularity: a.Granularity.String(), Identity: a.DAG, Name: a.DAGName,
+			Total: a.Counts.Total, Succeeded: st[ledger.StateSucceeded], Failed: st[ledger.StateFailed] + st[ledger.StateCanceled],
+			Running: st[ledger.StateRunning], Other: st[ledger.StatePending], Blocked: a.Blocked, Stale: a.Stale})
+	}
+	return rows, err
 }
 
 type recordData struct {
@@ -112,6 +147,12 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		if id := h.registered[name]; id != "" && byDAG[id] == nil {
 			byDAG[id] = &dagData{Identity: id, Name: h.name(id)}
 			order = append(order, id)
+		}
+		if id := h.registered[name]; id != "" {
+			if byDAG[id].Assets, err = h.assetRows(r, h.opts.DAGs[name]); err != nil {
+				h.fail(w, r, err)
+				return
+			}
 		}
 	}
 	data := indexData{Launch: map[string]bool{}}

@@ -2,6 +2,8 @@ package trancheweb
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -56,5 +58,43 @@ func TestDAGLatestRun(t *testing.T) {
 	}
 	if doc.LatestRun.Key != "2026-01-11" || doc.LatestRun.Trigger != "live" || doc.LatestBackfill != f.Second || !doc.Waiting {
 		t.Errorf("status.json %s; want the live run of 2026-01-11, the latest backfill %s, waiting", body, f.Second)
+	}
+}
+
+// TestDAGLimit: a DAG's page says its limit, who set it, what runs, the
+// slots waiting, and that backfills wait for the limit; without a limit
+// it says nothing of one.
+func TestDAGLimit(t *testing.T) {
+	clock := time.Date(2026, 1, 12, 0, 10, 0, 0, time.UTC)
+	l := memledger.New(func() time.Time { return clock })
+	f := pagetest.NewDAG(t, l)
+	h := NewHandler(l, &Options{Now: func() time.Time { return clock }})
+	if _, body, _ := get(t, h, "/dags/"+f.DAG); strings.Contains(body, `id="limit"`) {
+		t.Errorf("the page of a DAG without a limit says one:\n%s", body)
+	}
+	// The fixture's backfill runs a partition: the limit leaves room
+	// for one more run.
+	lim, err := l.SetLimit(t.Context(), f.DAG, ledger.Limit{Max: 100, By: "alice", Note: "small warehouse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.SetLimit(t.Context(), f.DAG, ledger.Limit{Max: lim.Running + 1, By: "alice", Note: "small warehouse"}); err != nil {
+		t.Fatal(err)
+	}
+	day := func(d int) []tranche.TimePartition {
+		return []tranche.TimePartition{tranche.PartitionOf(tranche.Day, time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC))}
+	}
+	if _, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: f.DAG, Worker: "w", RunID: "r", Partitions: day(20), Lease: time.Minute, Policy: ledger.RerunAll}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Claim(t.Context(), ledger.ClaimRequest{DAG: f.DAG, Worker: "sched", RunID: "s", Partitions: day(11), Lease: time.Minute,
+		Policy: ledger.RerunAll, Trigger: ledger.TriggerLive}); !errors.Is(err, ledger.ErrLimited) {
+		t.Fatalf("a live slot's claim at the limit = %v; want ErrLimited", err)
+	}
+	_, body, _ := get(t, h, "/dags/"+f.DAG)
+	want := fmt.Sprintf(`<p id="limit">Limit: at most %d runs at once across every process, set by alice 2026-01-12 00:10:00 Z: small warehouse. %d running, 1 slot waiting to go first: backfills are waiting for the DAG's limit.</p>`,
+		lim.Running+1, lim.Running+1)
+	if !strings.Contains(body, want) {
+		t.Errorf("the DAG's page lacks\n%s\n%s", want, body)
 	}
 }

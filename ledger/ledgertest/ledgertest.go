@@ -111,6 +111,16 @@ func (c *Clock) Advance(d time.Duration) {
 //     whom and why, for that DAG alone, and resumes it, recording when
 //     and keeping when it was paused; pausing a paused schedule or
 //     resuming a running one changes nothing;
+//   - a ledger that is a [ledger.Limiter] keeps a DAG's limit, by whom,
+//     why and since when (a negative one refused), and counts its runs
+//     (a chunk as one, an expired lease as none): at the limit a
+//     backfill's claim, a run by hand and a live slot are refused with
+//     an error matching ErrLimited and ErrNotClaimable, writing nothing,
+//     while a claim that only records passes; a refused slot's demand
+//     holds back backfill claims and ClaimNext (one grant refused, the
+//     cursor unmoved) until the slot is claimed or its demand lapses;
+//     ClaimNext claims only what the limit leaves; of 12 concurrent
+//     claimers under a limit of 3, 3 are granted;
 //   - a ledger that is a [ledger.LatestReader] answers as Latest and
 //     History do, over random histories: CountLatest's groups,
 //     FindLatest's attempts in both orders, ChangedIn's partitions;

@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -208,5 +209,52 @@ func testLimitConcurrent(s *ledgerSuite) {
 	}
 	if got := s.readLimit(lim); got.Running != 3 {
 		s.t.Errorf("Limit after the claimers = %+v; want Running 3", got)
+	}
+
+	// Claims and ClaimNext of the same fresh partitions, under another
+	// DAG's limit of 2: at most 2 runs, each partition once.
+	const dag = "tranchetest-limited-dag"
+	if _, err := lim.SetLimit(s.ctx, dag, ledger.Limit{Max: 2, By: "ops"}); err != nil {
+		s.t.Fatal(err)
+	}
+	var mu sync.Mutex
+	held := map[string]int{}
+	contend(workers, func(w int) {
+		worker := fmt.Sprintf("worker-%d", w)
+		var got []*ledger.Lease
+		if w%2 == 0 {
+			r := req(worker, part(300+w%4))
+			r.DAG = dag
+			if l, err := s.l.Claim(s.ctx, r); err == nil {
+				got = append(got, l)
+			} else if !errors.Is(err, ledger.ErrNotClaimable) {
+				s.t.Errorf("%s: Claim = %v", worker, err)
+			}
+		} else {
+			r := nextReq(worker, span(300, 304), 2, 0)
+			r.DAG = dag
+			grants, err := s.l.ClaimNext(s.ctx, r)
+			if err != nil {
+				s.t.Errorf("%s: ClaimNext = %v", worker, err)
+			}
+			got = leases(grants)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range got {
+			for _, p := range l.Partitions {
+				held[p.Key()]++
+			}
+		}
+	})
+	n := 0
+	for key, c := range held {
+		n += c
+		if c != 1 {
+			s.t.Errorf("partition %s granted %d times; want once", key, c)
+		}
+	}
+	if n < 1 || n > 2 {
+		s.t.Errorf("claims of one DAG's fresh partitions under a limit of 2 granted %d runs; want 1 or 2", n)
 	}
 }

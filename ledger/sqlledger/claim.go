@@ -118,9 +118,18 @@ func (l *Ledger) Claim(ctx context.Context, req ledger.ClaimRequest) (*ledger.Le
 		if created {
 			newDAG = dagID
 		}
+		// The limit's row is locked after the statement that takes the
+		// revision lock shared, as in ClaimNext: locked before, a claim
+		// waiting for that lock behind a Revision would hold the limit
+		// from a ClaimNext that Revision waits for.
 		fresh, st, err := l.insertFresh(ctx, tx, dagID, req.Backfill, starts, true)
 		if err != nil {
 			return err
+		}
+		if st.limit > 0 {
+			l.limited.Store(dagID, true) // its next claim skips claimFresh
+		} else {
+			l.limited.Delete(dagID)
 		}
 		if len(fresh) == 0 { // the insert returned no start
 			if st, err = l.start(ctx, tx, dagID, req.Backfill); err != nil {
@@ -370,6 +379,9 @@ func (l *Ledger) claimFresh(ctx context.Context, op string, req ledger.ClaimRequ
 	dagID, err := l.dagID(ctx, nil, req.DAG)
 	if err != nil || dagID == 0 {
 		return nil, l.wrap(ctx, op, err)
+	}
+	if _, ok := l.limited.Load(dagID); ok {
+		return nil, nil // the statement would claim nothing
 	}
 	var clock any // nil: the database's
 	if l.clock != nil {

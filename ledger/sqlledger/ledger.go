@@ -147,6 +147,7 @@ type Ledger struct {
 
 	queries sync.Map // query as written -> as rebound for the driver
 	dags    sync.Map // DAG identity -> int64 id, for committed DAG rows only
+	limited sync.Map // DAG id -> true, when its last claim here found a limit: claimFresh would claim nothing
 
 	// Statements prepared by Open, by query as written: on db, run in
 	// transactions, and on reader.

@@ -125,13 +125,21 @@ func (l *Ledger) admitLimit(ctx context.Context, tx *sql.Tx, dagID int64, req le
 	return req.AdmitsLimit(limit, running, demand)
 }
 
+// countLimitLock locks and reads, in tx, the limit of DAG dagID: 0 for
+// none.
+func (l *Ledger) countLimitLock(ctx context.Context, tx *sql.Tx, dagID int64) (limit int, _ error) {
+	err := l.queryRow(ctx, tx, l.dialect.qLockLimit(), dagID).Scan(&limit)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return limit, err
+}
+
 // countLimit locks and reads, in tx, the limit of DAG dagID, and counts
 // its runs and the demands that last at now.
 func (l *Ledger) countLimit(ctx context.Context, tx *sql.Tx, dagID int64, now time.Time) (running int, demand bool, limit int, _ error) {
-	switch err := l.queryRow(ctx, tx, l.dialect.qLockLimit(), dagID).Scan(&limit); {
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, false, 0, nil
-	case err != nil:
+	limit, err := l.countLimitLock(ctx, tx, dagID)
+	if err != nil || limit == 0 {
 		return 0, false, 0, err
 	}
 	var waiting int

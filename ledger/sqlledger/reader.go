@@ -19,7 +19,13 @@ type Reader struct{ l *Ledger }
 var (
 	_ ledger.Reader       = (*Reader)(nil)
 	_ ledger.LatestReader = (*Reader)(nil)
+	_ ledger.LimitReader  = (*Reader)(nil)
 )
+
+// Limit implements [ledger.LimitReader].
+func (r *Reader) Limit(ctx context.Context, dag string) (ledger.Limit, error) {
+	return r.l.Limit(ctx, dag)
+}
 
 // OpenReader returns a reader of the ledger in db, which must hold it at
 // [SchemaVersion], as [Options.Existing] opens it: nothing is created,

@@ -1,0 +1,75 @@
+package tranchecli_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tranche-dev/tranche/internal/assettest"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+)
+
+// TestMixedGranularities plans and runs a backfill of a DAG of several
+// granularities (internal/assettest) from the command line: the plan
+// shows each asset's partitions and why they run or wait, the run lands
+// them, and ls and status show each asset's backfill by its name.
+func TestMixedGranularities(t *testing.T) {
+	h := newHarness(t)
+	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+	h.l = p.Ledger().(*memledger.Ledger)
+	h.p.Ledger, h.p.Runner = h.l, p.Runner()
+	h.p.DAGs["platform"] = p.DAG()
+	span := []string{"--from", "2026-03-08", "--to", "2026-03-09"}
+	out := h.must(0, append([]string{"plan", "platform"}, span...)...)
+	for _, want := range []string{
+		"asset       events (hour,", "): 47 partitions: run 47,", // March 8 has 23 hours, March 9 24
+		"asset       rollup (day,", "asset       model (day,", "asset       report (month,",
+		"events  2026-03-08T05:00-04:00  run  [pending]",
+		"rollup  2026-03-08  run  [pending; after events 2026-03-08T00:00-05:00]",
+		"model  2026-03-09  skip: blocked  [needs rollup 2026-03-02 (never run; outside the window); after rollup 2026-03-08]",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan does not say %q:\n%s", want, out)
+		}
+	}
+	js := h.must(0, append([]string{"plan", "platform", "--format", "json"}, span...)...)
+	if !strings.Contains(js, `"key":"2026-03-09","start":"2026-03-09T00:00:00-04:00","end":"2026-03-10T00:00:00-04:00","action":"skip: blocked","asset":"model","reason":"needs rollup 2026-03-02 (never run; outside the window); after rollup 2026-03-08"}`) {
+		t.Errorf("plan as JSON lacks the model day blocked:\n%s", js)
+	}
+	if strings.Contains(out, "report  2026-03") {
+		t.Errorf("plan holds the month, which is not inside the window:\n%s", out)
+	}
+	out = h.must(0, append([]string{"run", "platform", "--yes"}, span...)...)
+	if !strings.Contains(out, "49 succeeded here") || !strings.Contains(out, "2 not run") {
+		t.Errorf("run: 47 hours and 2 rollup days should succeed, the model days wait for days outside the window:\n%s", out)
+	}
+	out = h.must(0, "ls")
+	for _, name := range []string{"platform/events", "platform/rollup"} {
+		if !strings.Contains(out, name) {
+			t.Errorf("ls does not show %s:\n%s", name, out)
+		}
+	}
+	out = h.must(0, "status", "platform/rollup", "--color", "never")
+	if !strings.Contains(out, "succeeded") {
+		t.Errorf("status platform/rollup:\n%s", out)
+	}
+	// Three hours of March 8 reloaded: status counts the day stale.
+	hours := append([]string{"run", "platform", "--yes", "--rerun", "all"}, "--from", "2026-03-08T05:00", "--to", "2026-03-08T08:00")
+	if out := h.must(0, hours...); !strings.Contains(out, "3 succeeded here") {
+		t.Errorf("reload of 3 hours:\n%s", out)
+	}
+	out = h.must(0, "status", "platform")
+	for _, want := range []string{
+		"    events (hour, platform/events): 47 partitions: succeeded 47, failed 0, running 0, pending 0; blocked 0; stale 0\n",
+		"    rollup (day, platform/rollup): 2 partitions: succeeded 2, failed 0, running 0, pending 0; blocked 0; stale 1\n",
+		"    model (day, platform/model): 2 partitions: succeeded 0, failed 0, running 0, pending 2; blocked 2; stale 0\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status platform lacks %q:\n%s", want, out)
+		}
+	}
+	if out := h.must(0, "status", "platform", "--format", "json"); !strings.Contains(out, `"asset":"rollup","granularity":"day"`) || !strings.Contains(out, `"stale":1`) {
+		t.Errorf("status platform as JSON:\n%s", out)
+	}
+}
