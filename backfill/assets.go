@@ -554,6 +554,11 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 	var errs []error
 	stopped := false
 	for level := range levels {
+		if ctx.Err() != nil {
+			// Not planned, which reads the ledger under ctx: the assets
+			// of the waves left are counted not run.
+			break
+		}
 		plans, err := b.planUnits(ctx, cfg, units)
 		if err != nil {
 			return nil, err
@@ -601,11 +606,11 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 				stopped = true
 			}
 		}
-		if ctx.Err() != nil {
-			stopped = true
-		}
 	}
 	for i, ar := range reports {
+		if ar == nil {
+			ar = &AssetReport{Asset: units[i].name, DAG: units[i].id}
+		}
 		report.add(ar, len(units[i].parts))
 		report.Assets = append(report.Assets, *ar)
 	}
@@ -613,6 +618,10 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 	report.Duration = time.Since(start)
 	if len(errs) > 0 {
 		return report, errors.Join(errs...)
+	}
+	if ctx.Err() != nil && report.NotRun > 0 {
+		// Between two waves: no asset's backfill saw it.
+		return report, fmt.Errorf("tranche: backfill %s canceled: %w", cfg.id, context.Cause(ctx))
 	}
 	if report.Failed > 0 {
 		return report, fmt.Errorf("tranche: backfill %s: %d asset partitions failed", cfg.id, report.Failed)
@@ -660,7 +669,8 @@ func (b *Backfill) assetBackfill(cfg *config, u *assetUnit, plan *AssetPlan, onE
 type AssetReport struct {
 	Asset string
 	DAG   string // the identity under which the ledger records its partitions
-	// Plan is the asset's plan as the backfill planned its wave.
+	// Plan is the asset's plan as the backfill planned its wave: nil
+	// when its context ended before.
 	Plan *AssetPlan
 	// Report is that of the asset's own backfill: nil when none of its
 	// partitions was to run.
