@@ -133,3 +133,26 @@ func (e *limitEvents) count(k tranche.Kind) int {
 	}
 	return n
 }
+
+// TestLimitPlanFrom plans a backfill under a DAG's limit from a reader
+// alone (PlanFrom, as a ledger opened to read only is planned from): the
+// plan warns of the limit as Plan does, since PlanFrom promises the
+// same plan.
+func TestLimitPlanFrom(t *testing.T) {
+	ctx := t.Context()
+	l := memledger.New(nil)
+	dag := bfDAG(t, &bfProbe{}, false)
+	id := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	if _, err := l.SetLimit(ctx, id, ledger.Limit{Max: 2, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 13), Concurrency: 3}
+	plan, err := b.PlanFrom(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "the DAG's limit allows 2 runs at once"
+	if !strings.Contains(strings.Join(plan.Warnings, "\n"), want) {
+		t.Errorf("PlanFrom's warnings %q; want one saying %q", plan.Warnings, want)
+	}
+}
