@@ -34,6 +34,12 @@ func TestMixedGranularities(t *testing.T) {
 		}
 	}
 	js := h.must(0, append([]string{"plan", "platform", "--format", "json"}, span...)...)
+	// docs/json.md lists every field written, those of a DAG of several
+	// granularities too.
+	schemas := readSchemas(t)
+	for _, v := range decodeAll(t, js) {
+		checkJSON(t, schemas, "{plan}", v, "$")
+	}
 	if !strings.Contains(js, `"key":"2026-03-09","start":"2026-03-09T00:00:00-04:00","end":"2026-03-10T00:00:00-04:00","action":"skip: blocked","asset":"model","reason":"needs rollup 2026-03-02 (never run; outside the window); after rollup 2026-03-08"}`) {
 		t.Errorf("plan as JSON lacks the model day blocked:\n%s", js)
 	}
@@ -69,7 +75,11 @@ func TestMixedGranularities(t *testing.T) {
 			t.Errorf("status platform lacks %q:\n%s", want, out)
 		}
 	}
-	if out := h.must(0, "status", "platform", "--format", "json"); !strings.Contains(out, `"asset":"rollup","granularity":"day"`) || !strings.Contains(out, `"stale":1`) {
+	out = h.must(0, "status", "platform", "--format", "json")
+	for _, v := range decodeAll(t, out) {
+		checkJSON(t, schemas, "{dag_status}", v, "$")
+	}
+	if !strings.Contains(out, `"asset":"rollup","granularity":"day"`) || !strings.Contains(out, `"stale":1`) {
 		t.Errorf("status platform as JSON:\n%s", out)
 	}
 }
