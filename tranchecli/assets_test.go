@@ -83,3 +83,24 @@ func TestMixedGranularities(t *testing.T) {
 		t.Errorf("status platform as JSON:\n%s", out)
 	}
 }
+
+// TestMixedLimit limits a DAG of several granularities by its name:
+// its backfills claim each asset's partitions under the asset's own
+// identity, which a limit of the whole DAG would not hold, so the
+// command refuses it and names the identities to limit, and limits one
+// of them.
+func TestMixedLimit(t *testing.T) {
+	h := newHarness(t)
+	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+	h.l = p.Ledger().(*memledger.Ledger)
+	h.p.Ledger, h.p.Runner = h.l, p.Runner()
+	h.p.DAGs["platform"] = p.DAG()
+	h.must(0, "run", "platform", "--yes", "--from", "2026-03-08", "--to", "2026-03-08")
+	code, out, errs := h.run("limit", "platform", "2")
+	if code == 0 || !strings.Contains(errs, "platform/events") {
+		t.Errorf("limit platform 2: exit %d; want a refusal naming platform/events\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if out := h.must(0, "limit", "platform/events", "2"); !strings.Contains(out, "Limited DAG platform/events") {
+		t.Errorf("limit platform/events 2:\n%s", out)
+	}
+}
