@@ -574,6 +574,7 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 		}
 		var g errgroup.Group
 		var mu sync.Mutex
+		canceled := false
 		for i, u := range units {
 			if u.level != level {
 				continue
@@ -601,10 +602,15 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 				if err != nil {
 					errs = append(errs, fmt.Errorf("tranche: backfill of asset %q: %w", u.name, err))
 				}
+				// Canceled in the ledger, as an operator cancels the
+				// backfill they see running: the waves after it start
+				// nothing either.
+				canceled = canceled || errors.Is(err, ErrBackfillCanceled)
 				return nil
 			})
 		}
 		_ = g.Wait()
+		stopped = stopped || canceled
 		for _, ar := range reports {
 			if ar != nil && ar.Report != nil && ar.Report.Failed > 0 && cfg.onFailure == tranche.FailStop {
 				stopped = true

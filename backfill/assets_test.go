@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,5 +92,64 @@ func TestMixedCanceled(t *testing.T) {
 					rep.Total, rep.Succeeded, rep.Failed, rep.NotRun)
 			}
 		})
+	}
+}
+
+// TestMixedCanceledInLedger cancels, in the ledger, the backfill of the
+// first wave's asset of a backfill of several granularities (what an
+// operator sees running, `tranche cancel`): no later wave starts, as a
+// cancel stops every partition not yet started, and Run returns an
+// error matching ErrBackfillCanceled.
+func TestMixedCanceledInLedger(t *testing.T) {
+	out := new(tranche.MemoryDestination)
+	part := func(g tranche.TimeGranularity) tranche.Partitioning {
+		return tranche.Partitioning{Granularity: g, Location: time.UTC, Column: "at"}
+	}
+	var days atomic.Int32
+	mat := func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+		p, err := m.Partition()
+		return []tranche.Row{{"at": p.Start}}, err
+	}
+	dag, err := tranche.NewDAG(
+		tranche.Asset{Name: "hours", Partitioning: part(tranche.Hour), Destinations: []tranche.Destination{out}, Materialize: mat},
+		tranche.Asset{Name: "days", Deps: []string{"hours"}, Partitioning: part(tranche.Day), Destinations: []tranche.Destination{out},
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				days.Add(1)
+				return mat(ctx, m)
+			}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag.Name = "mixed"
+	runner := &tranche.Runner{Read: func(_ context.Context, asset string, p tranche.TimePartition) ([]tranche.Row, error) {
+		rows, _ := out.Rows(asset, p.Key())
+		return rows, nil
+	}}
+	first := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, first, first.AddDate(0, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := memledger.New(nil)
+	var once sync.Once
+	b := &backfill.Backfill{DAG: dag, Window: w, Ledger: l, Runner: runner, Concurrency: 1, Order: backfill.OldestFirst,
+		OnEvent: func(ctx context.Context, e tranche.Event) {
+			// Once the hours of the first day have landed, the operator
+			// cancels the backfill they see running.
+			if e.Kind == backfill.KindPartitionSucceeded && e.Partition.Start.Equal(first.Add(23*time.Hour)) {
+				once.Do(func() {
+					if err := l.CancelBackfill(ctx, e.Backfill, ledger.CancelOptions{}); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}}
+	rep, err := b.Run(context.Background())
+	if !errors.Is(err, backfill.ErrBackfillCanceled) {
+		t.Errorf("err = %v, want one matching ErrBackfillCanceled", err)
+	}
+	if n := days.Load(); n != 0 {
+		t.Errorf("%d days ran after the backfill was canceled (report %v)", n, rep)
 	}
 }
