@@ -99,7 +99,7 @@ func TestMixedCanceled(t *testing.T) {
 // first wave's asset of a backfill of several granularities (what an
 // operator sees running, `tranche cancel`): no later wave starts, as a
 // cancel stops every partition not yet started, and Run returns an
-// error matching ErrBackfillCanceled.
+// error matching ErrBackfillCanceled; Resume runs the rest.
 func TestMixedCanceledInLedger(t *testing.T) {
 	out := new(tranche.MemoryDestination)
 	part := func(g tranche.TimeGranularity) tranche.Partitioning {
@@ -151,5 +151,9 @@ func TestMixedCanceledInLedger(t *testing.T) {
 	}
 	if n := days.Load(); n != 0 {
 		t.Errorf("%d days ran after the backfill was canceled (report %v)", n, rep)
+	}
+	// Resumed, it runs the rest.
+	if rep, err := b.Resume(context.Background()); err != nil || days.Load() != 2 {
+		t.Errorf("Resume = %v, %v, %d days run; want both days", rep, err, days.Load())
 	}
 }
