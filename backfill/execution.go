@@ -573,12 +573,15 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 			})
 			return err
 		})
-		if !errors.Is(err, ledger.ErrLimited) || !x.awaitLimit(ctx, err) {
-			break // else claimed again once the DAG's limit leaves room
+		// Claimed again once the DAG's limit leaves room, unless the
+		// backfill stopped meanwhile: room may come only once runs
+		// elsewhere end, and the job would not start.
+		if !errors.Is(err, ledger.ErrLimited) || x.stop.Load() || !x.awaitLimit(ctx, err) {
+			break
 		}
 	}
 	switch {
-	case errors.Is(err, ledger.ErrLimited): // ctx ended while it waited
+	case errors.Is(err, ledger.ErrLimited): // ctx ended, or the backfill stopped, while it waited
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	case errors.Is(err, ledger.ErrBackfillCanceled):
