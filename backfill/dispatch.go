@@ -103,6 +103,9 @@ func (d *dispatcher) claim(keep int) {
 		}
 		d.takeOverDue()
 		want := d.want() // may wait for a slot: before the lease's clock starts
+		if d.ctx.Err() != nil || x.stop.Load() {
+			continue // stopped while it took over or waited for a slot
+		}
 		claimed := x.keeper.Now()
 		var grants []ledger.Grant
 		err := x.call(d.ctx, "a claim", func(ctx context.Context) (err error) {
