@@ -51,6 +51,34 @@ func runningOf(t *testing.T, db *sql.DB, worker string) map[string]int {
 	return out
 }
 
+// attemptsAt describes the attempts at the daily partition key, with
+// the ledger's clock: why a partition was not taken over.
+func attemptsAt(t *testing.T, db *sql.DB, key string) string {
+	t.Helper()
+	day, err := time.Parse(time.DateOnly, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(t.Context(), `SELECT a.attempt, a.worker, a.state, a.started_ms, a.lease_until_ms, CAST(unixepoch('subsec') * 1000 AS INTEGER)
+		FROM tranche_attempts a WHERE a.start_s = ? ORDER BY a.attempt`, day.Unix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:", key)
+	for rows.Next() {
+		var attempt int
+		var worker, state string
+		var started, until, now int64
+		if err := rows.Scan(&attempt, &worker, &state, &started, &until, &now); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, " attempt %d by %s %s, started %d ms ago, lease ended %d ms ago;", attempt, worker, state, now-started, now-until)
+	}
+	return b.String()
+}
+
 // pauseUntilTakenOver stops the workers (SIGSTOP) once each holds
 // partitions, waits until every partition they held then has been taken
 // over (failing after limit), and resumes them (SIGCONT). It returns
@@ -128,6 +156,13 @@ func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration)
 				break // stopped holding the write lock: try again
 			}
 			if time.Since(stopped) > limit {
+				for _, p := range ps {
+					for k, n := range runningOf(w.t, db, p.name) {
+						if held[k] == n {
+							w.t.Logf("not taken over: %s", attemptsAt(w.t, db, k))
+						}
+					}
+				}
 				w.t.Fatalf("%d of the %d partitions the stopped workers held not taken over %v after the stop; their leases are of a second by the ledger's clock (write lock held: %v)",
 					left, len(held), limit, locked())
 			}
