@@ -1,0 +1,223 @@
+package schedule_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/ledger"
+	"github.com/tranche-dev/tranche/ledger/memledger"
+	"github.com/tranche-dev/tranche/schedule"
+)
+
+// platform is a DAG of hourly events and a daily rollup of them, in New
+// York, from 2026-03-07: the rollup reads each hour of its day through
+// Runner.Read, from what the events' runs landed.
+type platform struct {
+	dag    *tranche.DAG
+	clock  func() time.Time
+	loc    *time.Location
+	runner *tranche.Runner
+
+	mu     sync.Mutex
+	landed map[string]bool // the hours whose run succeeded
+	days   []dayRun
+	// take is how long an hour's run takes (slept on synctest's clock).
+	take map[string]time.Duration
+}
+
+// dayRun is a run of the rollup: its day, when it ran by the
+// scheduler's clock, and how many of its hours had landed.
+type dayRun struct {
+	key   string
+	at    time.Time
+	hours int
+}
+
+func newPlatform(t testing.TB, clock func() time.Time) *platform {
+	t.Helper()
+	loc := mustLoad(t, "America/New_York")
+	pl := &platform{clock: clock, loc: loc, landed: map[string]bool{}, take: map[string]time.Duration{}}
+	first := time.Date(2026, 3, 7, 0, 0, 0, 0, loc)
+	part := func(g tranche.TimeGranularity) tranche.Partitioning {
+		return tranche.Partitioning{Granularity: g, Location: loc, First: first}
+	}
+	dag, err := tranche.NewDAG(
+		tranche.Asset{Name: "events", Partitioning: part(tranche.Hour), Materialize: pl.hour},
+		tranche.Asset{Name: "rollup", Deps: []string{"events"}, Partitioning: part(tranche.Day), Materialize: pl.day},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag.Name = "platform"
+	pl.dag = dag
+	pl.runner = &tranche.Runner{Read: func(_ context.Context, asset string, p tranche.TimePartition) ([]tranche.Row, error) {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		if !pl.landed[p.Key()] {
+			return nil, nil // not landed: the rollup makes do (RunLate)
+		}
+		return []tranche.Row{{"hour": p.Key()}}, nil
+	}}
+	return pl
+}
+
+func (pl *platform) hour(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+	p, err := m.Partition()
+	if err != nil {
+		return nil, err
+	}
+	pl.mu.Lock()
+	take := pl.take[p.Key()]
+	pl.mu.Unlock()
+	select {
+	case <-time.After(take):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	pl.mu.Lock()
+	pl.landed[p.Key()] = true
+	pl.mu.Unlock()
+	return []tranche.Row{{"hour": p.Key()}}, nil
+}
+
+func (pl *platform) day(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+	p, err := m.Partition()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := m.Input("events")
+	if err != nil {
+		return nil, err
+	}
+	pl.mu.Lock()
+	pl.days = append(pl.days, dayRun{key: p.Key(), at: pl.clock(), hours: len(rows)})
+	pl.mu.Unlock()
+	return []tranche.Row{{"day": p.Key(), "hours": len(rows)}}, nil
+}
+
+func (pl *platform) dayRuns() []dayRun {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return slices.Clone(pl.days)
+}
+
+// states returns the states of the attempts of the asset's partitions
+// starting in [from, to), oldest first, by key, as the ledger records
+// them under the asset's identity (that of a backfill of it).
+func (pl *platform) states(t testing.TB, l ledger.Ledger, asset string, g tranche.TimeGranularity, from, to time.Time) map[string]string {
+	t.Helper()
+	dag, err := backfill.AssetDAG(pl.dag, asset, pl.runner.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := backfill.DAGIdentity(dag, g, pl.loc)
+	out := map[string]string{}
+	for a, err := range l.Latest(context.Background(), id, from, to) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := l.History(context.Background(), id, a.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var states []string
+		for _, at := range h {
+			s := string(at.State)
+			if at.Err != "" {
+				s += " (" + at.Err + ")"
+			}
+			states = append(states, s)
+		}
+		out[a.Key] = strings.Join(states, ",")
+	}
+	return out
+}
+
+// TestMixedGranularities schedules hourly events and their daily rollup
+// in New York from 2026-03-06 23:30 to 2026-03-08 04:00, the hour
+// 2026-03-07 23:00 taking two hours to run (it lands at 03:00 EDT on
+// the 8th, the spring-forward). The rollup of the 7th comes due at midnight and waits for that
+// hour: under each setting of the deadline, it runs once the hour
+// landed, is recorded missed, or runs without it and, when asked, again
+// once it landed.
+func TestMixedGranularities(t *testing.T) {
+	cases := []struct {
+		name       string
+		wait       time.Duration
+		runLate    bool
+		rerunStale bool
+		// runs: the rollup's runs of the 7th, each at the clock's hour
+		// and with how many hours landed.
+		runs   []string
+		state  string // the 7th's attempts in the ledger
+		missed int
+	}{
+		{name: "waits for its hours", runs: []string{"03:00 24"}, state: "succeeded"}, // two hours after midnight: 03:00 EDT
+		{name: "deadline passed: missed", wait: time.Hour, missed: 1,
+			state: "canceled (missed: upstream events 2026-03-07T23:00-05:00 (running) had not succeeded 1h0m0s after the slot came due (WaitUpstream); a backfill runs it)"},
+		{name: "deadline passed: run late", wait: time.Hour, runLate: true, runs: []string{"01:00 23"}, state: "succeeded"},
+		{name: "run late, then the late hour reruns it", wait: time.Hour, runLate: true, rerunStale: true,
+			runs: []string{"01:00 23", "03:00 24"}, state: "succeeded,succeeded"},
+		{name: "stale but not asked", wait: time.Hour, runLate: true, runs: []string{"01:00 23"}, state: "succeeded"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				loc := mustLoad(t, "America/New_York")
+				clock := offsetClock(time.Date(2026, 3, 6, 23, 30, 0, 0, loc))
+				pl := newPlatform(t, clock)
+				pl.take["2026-03-07T23:00-05:00"] = 2 * time.Hour
+				l := memledger.New(clock)
+				var ev events
+				s := &schedule.Scheduler{DAG: pl.dag, Ledger: l, Runner: pl.runner, Now: clock, OnEvent: ev.hook,
+					WaitUpstream: c.wait, RunLate: c.runLate, RerunStale: c.rerunStale}
+				runFor(t, s, 28*time.Hour+30*time.Minute) // to 2026-03-08 04:00
+
+				var runs []string
+				for _, d := range pl.dayRuns() {
+					if d.key != "2026-03-07" {
+						t.Errorf("rollup ran %s at %v", d.key, d.at)
+						continue
+					}
+					// Within a heartbeat interval of the hour.
+					runs = append(runs, fmt.Sprintf("%s %d", d.at.In(loc).Truncate(time.Hour).Format("15:04"), d.hours))
+				}
+				if !slices.Equal(runs, c.runs) {
+					t.Errorf("rollup's runs of 2026-03-07: %q; want %q", runs, c.runs)
+				}
+				from, to := time.Date(2026, 3, 7, 0, 0, 0, 0, loc), time.Date(2026, 3, 8, 0, 0, 0, 0, loc)
+				days := pl.states(t, l, "rollup", tranche.Day, from, to)
+				if got := days["2026-03-07"]; got != c.state || len(days) != 1 {
+					t.Errorf("rollup's attempts: %q; want 2026-03-07: %q", days, c.state)
+				}
+				hours := pl.states(t, l, "events", tranche.Hour, from, to)
+				if len(hours) != 24 {
+					t.Errorf("%d hours of 2026-03-07 recorded; want 24: %v", len(hours), hours)
+				}
+				for k, st := range hours {
+					if st != "succeeded" {
+						t.Errorf("hour %s: %s; want succeeded", k, st)
+					}
+				}
+				st := s.Status()
+				if len(st.Assets) != 2 || st.Missed != c.missed {
+					t.Errorf("status: %d assets, %d missed; want 2, %d", len(st.Assets), st.Missed, c.missed)
+				}
+				if w := ev.of(schedule.KindWaiting); len(w) != 1 || !strings.HasPrefix(w[0], "2026-03-07 ") {
+					t.Errorf("waiting events: %q; want one, of 2026-03-07", w)
+				}
+				if n := len(ev.of(schedule.KindStale)); (n > 0) != c.rerunStale {
+					t.Errorf("%d stale events; want some only under RerunStale", n)
+				}
+			})
+		})
+	}
+}
