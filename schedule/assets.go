@@ -360,7 +360,13 @@ func (r *run) findStale(ctx context.Context) error {
 			continue
 		}
 		sl := &slot{p: p, trigger: ledger.TriggerCatchUp, rerun: true, revision: a.Revision}
-		r.pending = append(r.pending, sl)
+		// In order of its slot: before a later one that waits for its
+		// own upstream partitions.
+		at := slices.IndexFunc(r.pending, func(o *slot) bool { return o.p.Start.After(p.Start) })
+		if at < 0 {
+			at = len(r.pending)
+		}
+		r.pending = slices.Insert(r.pending, at, sl)
 		r.emit(KindStale, sl, func(e *tranche.Event) { e.Attrs = append(e.Attrs, slog.String("reason", why)) })
 	}
 	return nil

@@ -221,3 +221,79 @@ func TestMixedGranularities(t *testing.T) {
 		})
 	}
 }
+
+// TestMixedStaleReload shares a ledger between backfills and the
+// scheduler of hourly events and their daily rollup: a backfill lands
+// March 7 and 8 (New York), the scheduler then runs the hour from
+// 2026-03-09 23:00 and the 9th, and not the days the backfill landed;
+// then three hours of the 8th are reloaded (a backfill of the events
+// alone, rerun all). Under RerunStale the scheduler finds the 8th stale
+// and runs it again, and a backfill's plan then finds nothing stale;
+// otherwise the 8th is left stale, for a backfill to rerun.
+func TestMixedStaleReload(t *testing.T) {
+	for _, rerun := range []bool{false, true} {
+		t.Run(fmt.Sprint("RerunStale=", rerun), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				loc := mustLoad(t, "America/New_York")
+				clock := offsetClock(time.Date(2026, 3, 9, 23, 30, 0, 0, loc))
+				pl := newPlatform(t, clock)
+				l := memledger.New(clock)
+				hours, err := tranche.WindowBetween(tranche.Hour, time.Date(2026, 3, 7, 0, 0, 0, 0, loc), time.Date(2026, 3, 9, 23, 0, 0, 0, loc)) // to 22:00
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := (&backfill.Backfill{DAG: pl.dag, Window: hours, Ledger: l, Runner: pl.runner}).Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+				s := &schedule.Scheduler{DAG: pl.dag, Ledger: l, Runner: pl.runner, Now: clock, RerunStale: rerun}
+				stop := start(t, s)
+				time.Sleep(time.Hour) // to 00:30 on the 10th: the hour from 23:00 and the 9th run
+
+				events, err := backfill.AssetDAG(pl.dag, "events", pl.runner.Read)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reload, err := tranche.WindowBetween(tranche.Hour, time.Date(2026, 3, 8, 5, 0, 0, 0, loc), time.Date(2026, 3, 8, 7, 0, 0, 0, loc))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := (&backfill.Backfill{DAG: events, Window: reload, Ledger: l, Runner: pl.runner, Rerun: ledger.RerunAll}).Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(15 * time.Second) // a heartbeat interval (10 s), and the run
+				stop()
+
+				var runs []string
+				for _, d := range pl.dayRuns() {
+					runs = append(runs, d.key)
+				}
+				slices.Sort(runs[:min(2, len(runs))]) // the backfill's, at once
+				want := []string{"2026-03-07", "2026-03-08", "2026-03-09"}
+				if rerun {
+					want = append(want, "2026-03-08")
+				}
+				if !slices.Equal(runs, want) {
+					t.Errorf("rollup's runs: %q; want %q", runs, want)
+				}
+				days, err := tranche.WindowBetween(tranche.Day, time.Date(2026, 3, 7, 0, 0, 0, 0, loc), time.Date(2026, 3, 9, 0, 0, 0, 0, loc))
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan, err := (&backfill.Backfill{DAG: pl.dag, Window: days, Ledger: l, Runner: pl.runner, Rerun: ledger.RerunStale}).Plan(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stale := -1
+				for _, ap := range plan.Assets {
+					if ap.Asset == "rollup" {
+						stale = ap.Stale
+					}
+				}
+				if want := map[bool]int{false: 1, true: 0}[rerun]; stale != want {
+					t.Errorf("the plan finds %d stale days; want %d", stale, want)
+				}
+			})
+		})
+	}
+}

@@ -796,6 +796,9 @@ func (r *run) waits() (time.Duration, time.Duration) {
 		return wait, realWait
 	}
 	now := time.Now()
+	if g := r.s.gate; g != nil && g.stale {
+		at(g.looked.Add(r.cfg.heartbeat)) // the next look for stale slots
+	}
 	for _, sl := range r.pending {
 		switch {
 		case sl.check:
