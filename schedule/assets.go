@@ -65,9 +65,14 @@ func mixed(dag *tranche.DAG) bool {
 }
 
 // assetSchedulers returns the schedulers of the assets of s's DAG, of
-// several granularities, in the DAG's order.
-func (s *Scheduler) assetSchedulers() ([]*Scheduler, error) {
-	if s.Runner == nil || s.Runner.Read == nil {
+// several granularities, in the DAG's order; run: to run them, which
+// needs Runner.Read (a pause does not).
+func (s *Scheduler) assetSchedulers(run bool) ([]*Scheduler, error) {
+	var read func(context.Context, string, tranche.TimePartition) ([]tranche.Row, error)
+	if s.Runner != nil {
+		read = s.Runner.Read
+	}
+	if run && read == nil {
 		return nil, fmt.Errorf("tranche: scheduler: DAG %q has assets of several granularities, each run on its own slots, reading the partitions it maps to through Runner.Read; set it to read them from where the destinations wrote them", s.DAG.Name)
 	}
 	if s.WaitUpstream < 0 {
@@ -96,7 +101,7 @@ func (s *Scheduler) assetSchedulers() ([]*Scheduler, error) {
 	deps := map[string]gateDep{}
 	var out []*Scheduler
 	for a := range s.DAG.Assets() {
-		dag, err := backfill.AssetDAG(s.DAG, a.Name, s.Runner.Read)
+		dag, err := backfill.AssetDAG(s.DAG, a.Name, read)
 		if err != nil {
 			return nil, fmt.Errorf("tranche: scheduler: %w", err)
 		}
@@ -125,7 +130,7 @@ func (s *Scheduler) assetSchedulers() ([]*Scheduler, error) {
 // runAssets is Run of a DAG of several granularities: each asset's
 // scheduler, at once, until ctx ends.
 func (s *Scheduler) runAssets(ctx context.Context) error {
-	kids, err := s.assetSchedulers()
+	kids, err := s.assetSchedulers(true)
 	if err != nil {
 		return err
 	}
@@ -188,7 +193,7 @@ func assetsStatus(st *Status, kids []*Scheduler) {
 // assetsPause sets the pause of every asset's schedule of s's DAG of
 // several granularities, and returns the last.
 func (s *Scheduler) assetsPause(ctx context.Context, p ledger.SchedulePause) (ledger.SchedulePause, error) {
-	kids, err := s.assetSchedulers()
+	kids, err := s.assetSchedulers(false)
 	if err != nil {
 		return ledger.SchedulePause{}, err
 	}

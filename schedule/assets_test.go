@@ -297,3 +297,31 @@ func TestMixedStaleReload(t *testing.T) {
 		})
 	}
 }
+
+// TestMixedPause pauses a scheduler of two granularities, which needs
+// no Runner to: each asset's schedule is paused in the ledger, under the
+// identity its scheduler reads.
+func TestMixedPause(t *testing.T) {
+	ctx := t.Context()
+	pl := newPlatform(t, time.Now)
+	l := memledger.New(nil)
+	if _, err := (&schedule.Scheduler{DAG: pl.dag, Ledger: l}).Pause(ctx, "ops", "reload"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		asset string
+		g     tranche.TimeGranularity
+	}{{"events", tranche.Hour}, {"rollup", tranche.Day}} {
+		dag, err := backfill.AssetDAG(pl.dag, c.asset, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := l.SchedulePause(ctx, backfill.DAGIdentity(dag, c.g, pl.loc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Paused || p.By != "ops" {
+			t.Errorf("asset %s: pause %+v; want paused by ops", c.asset, p)
+		}
+	}
+}

@@ -1429,7 +1429,8 @@ func (r *run) decide(ctx context.Context) error {
 // under another scheduler's lease, or waits to run here. A backfill's
 // run does not count.
 func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
-	if r.inflight > 0 || slices.ContainsFunc(r.pending, func(sl *slot) bool { return !sl.byBackfill && sl.p.Start.Before(p.Start) }) {
+	// A stale slot's rerun is no earlier live slot either.
+	if r.inflight > 0 || slices.ContainsFunc(r.pending, func(sl *slot) bool { return !sl.byBackfill && !sl.rerun && sl.p.Start.Before(p.Start) }) {
 		return true, nil
 	}
 	prev := p.Prev()
