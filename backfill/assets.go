@@ -337,8 +337,9 @@ func (b *Backfill) latestOfUnits(ctx context.Context, units []*assetUnit) ([]map
 
 // planUnits decides, for each partition of each unit, what the backfill
 // does with it as the ledger stands now, dependencies first: a partition
-// that maps to one the backfill runs waits for it.
-func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUnit) ([]AssetPlan, error) {
+// that maps to one the backfill runs waits for it, unless that one's
+// wave (a level below wave) has run already.
+func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUnit, wave int) ([]AssetPlan, error) {
 	latest, err := b.latestOfUnits(ctx, units)
 	if err != nil {
 		return nil, err
@@ -353,7 +354,7 @@ func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUni
 		for k, p := range u.parts {
 			it := &ap.items[k]
 			it.p, it.latest = p, latest[i][p.Start.Unix()]
-			b.judgeItem(cfg, units, plans, latest, i, k, it, now)
+			b.judgeItem(cfg, units, plans, latest, i, k, it, now, wave)
 			if it.latest == nil {
 				ap.States[ledger.StatePending]++
 			} else {
@@ -380,8 +381,8 @@ func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUni
 	return plans, nil
 }
 
-// judgeItem decides partition k of unit i.
-func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan, latest []map[int64]*ledger.Attempt, i, k int, it *assetItem, now time.Time) {
+// judgeItem decides partition k of unit i, in the plan of wave.
+func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan, latest []map[int64]*ledger.Attempt, i, k int, it *assetItem, now time.Time, wave int) {
 	u := units[i]
 	own := it.latest
 	var waitFor, missing, newer string
@@ -389,7 +390,10 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 	for _, d := range u.deps {
 		up := units[d.unit]
 		for _, q := range d.mapped[k] {
-			if j, ok := up.index[q]; ok && plans[d.unit].items[j].runs {
+			// A wave that ran already runs nothing more: what it left
+			// (failed, or judged again to run under RerunAll) is read
+			// from the ledger below.
+			if j, ok := up.index[q]; ok && plans[d.unit].items[j].runs && up.level >= wave {
 				if waitFor == "" {
 					waitFor = up.name + " " + up.key(q)
 				}
@@ -514,7 +518,7 @@ func AssetsOf(ctx context.Context, l ledger.Reader, dag *tranche.DAG, now time.T
 	if units, err = b.assetUnits(w); err != nil {
 		return tranche.TimePartitionWindow{}, nil, err
 	}
-	plans, err := b.planUnits(ctx, &config{rerun: ledger.RerunFailed}, units)
+	plans, err := b.planUnits(ctx, &config{rerun: ledger.RerunFailed}, units, 0)
 	return w, plans, err
 }
 
@@ -524,7 +528,7 @@ func (b *Backfill) planMixed(ctx context.Context, cfg *config) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plans, err := b.planUnits(ctx, cfg, units)
+	plans, err := b.planUnits(ctx, cfg, units, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -583,7 +587,12 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 	var errs []error
 	stopped := false
 	for level := range levels {
-		plans, err := b.planUnits(ctx, cfg, units)
+		if ctx.Err() != nil {
+			// Not planned, which reads the ledger under ctx: the assets
+			// of the waves left are counted not run.
+			break
+		}
+		plans, err := b.planUnits(ctx, cfg, units, level)
 		if err != nil {
 			return nil, err
 		}
@@ -594,6 +603,7 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 		}
 		var g errgroup.Group
 		var mu sync.Mutex
+		canceled := false
 		for i, u := range units {
 			if u.level != level {
 				continue
@@ -621,20 +631,25 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 				if err != nil {
 					errs = append(errs, fmt.Errorf("tranche: backfill of asset %q: %w", u.name, err))
 				}
+				// Canceled in the ledger, as an operator cancels the
+				// backfill they see running: the waves after it start
+				// nothing either.
+				canceled = canceled || errors.Is(err, ErrBackfillCanceled)
 				return nil
 			})
 		}
 		_ = g.Wait()
+		stopped = stopped || canceled
 		for _, ar := range reports {
 			if ar != nil && ar.Report != nil && ar.Report.Failed > 0 && cfg.onFailure == tranche.FailStop {
 				stopped = true
 			}
 		}
-		if ctx.Err() != nil {
-			stopped = true
-		}
 	}
 	for i, ar := range reports {
+		if ar == nil {
+			ar = &AssetReport{Asset: units[i].name, DAG: units[i].id}
+		}
 		report.add(ar, len(units[i].parts))
 		report.Assets = append(report.Assets, *ar)
 	}
@@ -642,6 +657,10 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 	report.Duration = time.Since(start)
 	if len(errs) > 0 {
 		return report, errors.Join(errs...)
+	}
+	if ctx.Err() != nil && report.NotRun > 0 {
+		// Between two waves: no asset's backfill saw it.
+		return report, fmt.Errorf("tranche: backfill %s canceled: %w", cfg.id, context.Cause(ctx))
 	}
 	if report.Failed > 0 {
 		return report, fmt.Errorf("tranche: backfill %s: %d asset partitions failed", cfg.id, report.Failed)
@@ -689,7 +708,8 @@ func (b *Backfill) assetBackfill(cfg *config, u *assetUnit, plan *AssetPlan, onE
 type AssetReport struct {
 	Asset string
 	DAG   string // the identity under which the ledger records its partitions
-	// Plan is the asset's plan as the backfill planned its wave.
+	// Plan is the asset's plan as the backfill planned its wave: nil
+	// when its context ended before.
 	Plan *AssetPlan
 	// Report is that of the asset's own backfill: nil when none of its
 	// partitions was to run.

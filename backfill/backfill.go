@@ -62,6 +62,12 @@ import (
 //     renewal, by this worker's clock; a finish that hangs past that and
 //     a lease more is left behind (ErrLeftBehind), and the ledger fences
 //     it should it land after another worker took the partition over.
+//   - A worker cut off from its ledger returns: a call without an answer
+//     for a lease makes it read the backfill's record, and with no
+//     answer to that either within a lease it claims nothing more,
+//     abandons its calls in flight and returns an error that wraps the
+//     ledger's (for PostgreSQL, matching postgres.ErrConnectionLost). A
+//     call that is only slow (a claim waiting for a lock) is waited for.
 //
 // A DAG whose schedule moved keeps its history: when a cron schedule that
 // fires once a day, or once an hour, moves within its days ("0 2 * * *" to

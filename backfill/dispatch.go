@@ -103,10 +103,17 @@ func (d *dispatcher) claim(keep int) {
 		}
 		d.takeOverDue()
 		want := d.want() // may wait for a slot: before the lease's clock starts
+		if d.ctx.Err() != nil || x.stop.Load() {
+			continue // stopped while it took over or waited for a slot
+		}
 		claimed := x.keeper.Now()
-		grants, err := x.b.Ledger.ClaimNext(d.ctx, ledger.NextRequest{
-			DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
-			Want: want, Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
+		var grants []ledger.Grant
+		err := x.call(d.ctx, "a claim", func(ctx context.Context) (err error) {
+			grants, err = x.b.Ledger.ClaimNext(ctx, ledger.NextRequest{
+				DAG: x.cfg.dag, Backfill: x.cfg.id, Worker: x.cfg.worker, Jobs: d.jobs, Descending: x.b.Order == NewestFirst,
+				Want: want, Lease: x.cfg.lease, Policy: x.cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: x.cfg.codeVersion,
+			})
+			return err
 		})
 		switch {
 		case errors.Is(err, ledger.ErrBackfillCanceled):
@@ -278,7 +285,7 @@ func (x *execution) stoppedBefore(u *job) bool {
 func (x *execution) release(u *job, kept *leases.Kept) {
 	kept.Release()
 	// Fenced: taken over, as it may be once the lease lapsed.
-	_ = x.b.Ledger.Release(x.finishCtx, kept.Lease())
+	_ = x.call(x.finishCtx, "a release", func(ctx context.Context) error { return x.b.Ledger.Release(ctx, kept.Lease()) })
 	x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 }
 

@@ -1,6 +1,7 @@
 package backfill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,8 @@ type execution struct {
 	// finisher records successes in batches; nil when the ledger
 	// records one finish a call.
 	finisher *finisher
+	// watch tells when the worker lost its ledger (see lost.go).
+	watch watch
 
 	stop    atomic.Bool // no more claims
 	limited atomic.Bool // the DAG's limit refused the last claim (see awaitLimit)
@@ -108,6 +111,8 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	var stopFinish func()
 	x.finishCtx, stopFinish = finishContext(ctx)
 	defer stopFinish()
+	x.watch.ctx, x.watch.lose = context.WithCancelCause(x.finishCtx)
+	defer x.watch.lose(nil)
 	x.finisher = newFinisher(x)
 	// Every worker looks at each heartbeat whether the backfill was
 	// canceled with its running partitions to stop: the operator who
@@ -129,6 +134,7 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 		return nil
 	}
 	x.keeper = leases.NewKeeper(ctx, b.Ledger, cfg.heartbeat, cfg.lease, canceled)
+	x.keeper.NoAnswer = func(err error) { x.suspect("a heartbeat", err) }
 	if x.runner == nil {
 		x.runner = &tranche.Runner{}
 	}
@@ -138,9 +144,12 @@ func (b *Backfill) execute(ctx context.Context, cfg *config, plan *Plan) (*Repor
 	d := x.newDispatcher(ctx)
 	var scanErr error
 	seen := 0 // partitions the scan reached
-	for u, err := range b.scan(ctx, cfg, plan.Revision, b.Order) {
+	scanCtx, stopScan := context.WithCancelCause(ctx)
+	defer stopScan(nil)
+	defer context.AfterFunc(x.watch.ctx, func() { stopScan(context.Cause(x.watch.ctx)) })()
+	for u, err := range b.scan(scanCtx, cfg, plan.Revision, b.Order) {
 		if err != nil {
-			scanErr = err
+			scanErr = cmp.Or(x.lostLedger(), err)
 			break
 		}
 		if u.action == ledger.ActionRun && !recorded && ctx.Err() == nil && !x.stop.Load() {
@@ -383,13 +392,19 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 	slices.Sort(held)
 	from, to := time.Unix(0, held[0]), time.Unix(0, held[len(held)-1]+1)
 	latest := make(map[int64]ledger.Attempt, len(held))
-	for a, err := range x.b.Ledger.Latest(ctx, x.cfg.dag, from, to) {
-		if err != nil {
-			return nil, nil, 0, err
+	err = x.call(ctx, "a read of the partitions held elsewhere", func(ctx context.Context) error {
+		for a, err := range x.b.Ledger.Latest(ctx, x.cfg.dag, from, to) {
+			if err != nil {
+				return err
+			}
+			if _, ok := slices.BinarySearch(held, a.Start.UnixNano()); ok {
+				latest[a.Start.UnixNano()] = a
+			}
 		}
-		if _, ok := slices.BinarySearch(held, a.Start.UnixNano()); ok {
-			latest[a.Start.UnixNano()] = a
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	// The holders' leases are judged by the ledger's clock, which takes
 	// them over by it: a worker minutes behind it would otherwise leave
@@ -551,16 +566,22 @@ func (x *execution) claimJob(ctx context.Context, d *dispatcher, u *job) {
 	var claimed time.Duration
 	for {
 		claimed = x.keeper.Now() // the lease holds from no earlier, by the ledger's clock
-		lease, err = x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
-			DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
-			Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
+		err = x.call(ctx, "a claim", func(ctx context.Context) (err error) {
+			lease, err = x.b.Ledger.Claim(ctx, ledger.ClaimRequest{
+				DAG: cfg.dag, Backfill: cfg.id, Worker: cfg.worker, RunID: x.runID(u), Partitions: u.partitions,
+				Lease: cfg.lease, Policy: cfg.rerun, Revision: x.plan.Revision, Trigger: ledger.TriggerBackfill, CodeVersion: cfg.codeVersion,
+			})
+			return err
 		})
-		if !errors.Is(err, ledger.ErrLimited) || !x.awaitLimit(ctx, err) {
-			break // else claimed again once the DAG's limit leaves room
+		// Claimed again once the DAG's limit leaves room, unless the
+		// backfill stopped meanwhile: room may come only once runs
+		// elsewhere end, and the job would not start.
+		if !errors.Is(err, ledger.ErrLimited) || x.stop.Load() || !x.awaitLimit(ctx, err) {
+			break
 		}
 	}
 	switch {
-	case errors.Is(err, ledger.ErrLimited): // ctx ended while it waited
+	case errors.Is(err, ledger.ErrLimited): // ctx ended, or the backfill stopped, while it waited
 		x.count(func(r *Report) { r.NotRun += len(u.partitions) })
 		return
 	case errors.Is(err, ledger.ErrBackfillCanceled):
@@ -609,7 +630,7 @@ func (x *execution) begin(ctx context.Context, u *job, lease *ledger.Lease, kept
 		// with the partitions held elsewhere. It never runs under a
 		// lease it may have lost.
 		kept.Release()
-		switch err := b.Ledger.Release(x.finishCtx, lease); {
+		switch err := x.call(x.finishCtx, "a release", func(ctx context.Context) error { return b.Ledger.Release(ctx, lease) }); {
 		case err == nil:
 			x.holdElsewhere(u)
 		case errors.Is(err, ledger.ErrFenced):
@@ -789,6 +810,17 @@ func (x *execution) finish(ctx context.Context, scanErr error) (*Report, error) 
 		// Ordinary overlap: the run did its part, and other workers
 		// hold the rest. Not an error; the report and the event say it.
 		kind = KindUnfinished
+	}
+	if lost := x.lostLedger(); lost != nil && ctx.Err() == nil {
+		// Said once, whichever failure came first: the partitions that
+		// failed lost their leases with it.
+		kind = KindFailed
+		switch {
+		case err == nil:
+			err = fmt.Errorf("tranche: backfill %s: %w", report.Backfill, lost)
+		case !errors.Is(err, lost):
+			err = fmt.Errorf("%w; %w", err, lost)
+		}
 	}
 	if err != nil && report.Held > 0 {
 		err = fmt.Errorf("%w; and %s %s held by other workers", err, partitions(report.Held), plural(report.Held, "is", "are"))

@@ -230,3 +230,47 @@ func TestOrderUnderBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestFailStopClaimsNothingAfter fails the first of 8 days while the
+// second still runs, at Concurrency 2, under FailStop: the dispatcher,
+// waiting for a slot when the failure stops the backfill, claims
+// nothing more, so that a hook that sees the failure sees no partition
+// claimed after it, and the days after stay unclaimed (not run).
+func TestFailStopClaimsNothingAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &timedProbe{run: 5 * time.Second}
+		boom := errors.New("boom")
+		dag, err := tranche.NewDAG(tranche.Asset{Name: "raw",
+			Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: time.UTC, Column: "day"},
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				if part, _ := m.Partition(); part.Key() == "2026-01-01" {
+					time.Sleep(time.Second)
+					return nil, boom
+				}
+				return p.materialize(ctx, m)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dag.Name = "failstop"
+		var kinds []string
+		b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 8), Ledger: memledger.New(nil), Worker: "w",
+			Order: backfill.OldestFirst, Concurrency: 2, OnFailure: tranche.FailStop,
+			OnEvent: func(_ context.Context, e tranche.Event) {
+				if e.Kind == backfill.KindPartitionClaimed || e.Kind == backfill.KindPartitionFailed {
+					kinds = append(kinds, string(e.Kind)+" "+e.Partition.Key())
+				}
+			}}
+		rep, err := b.Run(t.Context())
+		if !errors.Is(err, boom) {
+			t.Fatalf("Run: %v; want the failure", err)
+		}
+		want := []string{"partition.claimed 2026-01-01", "partition.claimed 2026-01-02", "partition.failed 2026-01-01"}
+		if !slices.Equal(kinds, want) {
+			t.Errorf("events %v; want %v", kinds, want)
+		}
+		if rep.Succeeded != 1 || rep.Failed != 1 || rep.NotRun != 6 {
+			t.Errorf("report: %d succeeded, %d failed, %d not run; want 1, 1, 6", rep.Succeeded, rep.Failed, rep.NotRun)
+		}
+	})
+}

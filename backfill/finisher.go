@@ -283,6 +283,7 @@ func (x *execution) finishCall(calls []ledger.Finish, kept []*leases.Kept) ([]er
 	case errs := <-answer:
 		return errs, nil
 	case <-hung.C:
+	case <-x.watch.ctx.Done():
 	}
 	var until time.Duration
 	for _, k := range kept {
@@ -293,9 +294,15 @@ func (x *execution) finishCall(calls []ledger.Finish, kept []*leases.Kept) ([]er
 	case errs := <-answer:
 		return errs, nil
 	case <-hung.C:
+	case <-x.watch.ctx.Done():
 	}
-	return nil, leases.LeftBehind(fmt.Sprintf("the finish of %s (attempt %d of worker %s)",
-		leases.Describe(calls[0].Lease), calls[0].Lease.Attempts[0], calls[0].Lease.Worker), time.Since(sent), true)
+	what := fmt.Sprintf("the finish of %s (attempt %d of worker %s)", leases.Describe(calls[0].Lease), calls[0].Lease.Attempts[0], calls[0].Lease.Worker)
+	x.suspect(what, nil)
+	left := leases.LeftBehind(what, time.Since(sent), true)
+	if lost := x.lostLedger(); lost != nil {
+		return nil, fmt.Errorf("%w: %w", left, lost)
+	}
+	return nil, left
 }
 
 // sawCanceled stops the backfill before every job not started yet when
@@ -310,8 +317,11 @@ func (x *execution) sawCanceled(calls []ledger.Finish, errs []error) {
 		unknown = unknown || errs[i] != nil && !errors.Is(errs[i], ledger.ErrFenced)
 	}
 	if !canceled && unknown {
-		record, err := x.b.Ledger.Backfill(x.finishCtx, x.cfg.id)
-		canceled = err == nil && record.Canceled
+		_ = x.call(x.finishCtx, "a read of the backfill's record", func(ctx context.Context) error {
+			record, err := x.b.Ledger.Backfill(ctx, x.cfg.id)
+			canceled = err == nil && record.Canceled
+			return err
+		})
 	}
 	if canceled {
 		x.halt(fmt.Errorf("%w: %s", ErrBackfillCanceled, x.cfg.id), -1)

@@ -2,6 +2,8 @@ package backfill_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -132,4 +134,82 @@ func (e *limitEvents) count(k tranche.Kind) int {
 		}
 	}
 	return n
+}
+
+// TestLimitPlanFrom plans a backfill under a DAG's limit from a reader
+// alone (PlanFrom, as a ledger opened to read only is planned from): the
+// plan warns of the limit as Plan does, since PlanFrom promises the
+// same plan.
+func TestLimitPlanFrom(t *testing.T) {
+	ctx := t.Context()
+	l := memledger.New(nil)
+	dag := bfDAG(t, &bfProbe{}, false)
+	id := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+	if _, err := l.SetLimit(ctx, id, ledger.Limit{Max: 2, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 13), Concurrency: 3}
+	plan, err := b.PlanFrom(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "the DAG's limit allows 2 runs at once"
+	if !strings.Contains(strings.Join(plan.Warnings, "\n"), want) {
+		t.Errorf("PlanFrom's warnings %q; want one saying %q", plan.Warnings, want)
+	}
+}
+
+// TestLimitWaitStopsOnFailStop fails a partition under FailStop while
+// the backfill waits, for the DAG's limit, to take over a partition
+// another worker held: the wait ends with the backfill, which returns
+// at once, rather than once the limit leaves room (here when a live
+// slot's demand lapses, 10 minutes on) only to release the claim.
+func TestLimitWaitStopsOnFailStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		l := memledger.New(nil)
+		dag := bfDAG(t, &bfProbe{hook: func(_ context.Context, target string) error {
+			if target == bfDay(2).Key() {
+				time.Sleep(2 * time.Minute)
+				return errors.New("day 2 fails")
+			}
+			return nil
+		}}, false)
+		id := backfill.DAGIdentity(dag, tranche.Day, time.UTC)
+		if _, err := l.SetLimit(ctx, id, ledger.Limit{Max: 3, By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		claim := func(day int, lease time.Duration, trigger ledger.Trigger) error {
+			_, err := l.Claim(ctx, ledger.ClaimRequest{DAG: id, Worker: "other", RunID: fmt.Sprint("other-", day),
+				Partitions: []tranche.TimePartition{bfDay(day)}, Lease: lease, Policy: ledger.RerunAll, Trigger: trigger})
+			return err
+		}
+		// Day 20 runs elsewhere all along; day 1 is held a minute by a
+		// worker that then stops.
+		if err := claim(20, 24*time.Hour, ledger.TriggerManual); err != nil {
+			t.Fatal(err)
+		}
+		if err := claim(1, time.Minute, ledger.TriggerManual); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			// Once the backfill runs day 2, the limit is full: a live
+			// slot refused records its demand, which holds backfills
+			// back for 10 minutes.
+			time.Sleep(30 * time.Second)
+			if err := claim(22, 10*time.Minute, ledger.TriggerLive); !errors.Is(err, ledger.ErrLimited) {
+				t.Errorf("the live slot's claim: %v; want ErrLimited", err)
+			}
+		}()
+		start := time.Now()
+		b := &backfill.Backfill{DAG: dag, Window: bfDays(t, 1, 4), Ledger: l, Concurrency: 2, Order: backfill.OldestFirst,
+			OnFailure: tranche.FailStop, Worker: "w"}
+		rep, err := b.Run(ctx)
+		if err == nil || rep == nil || rep.Failed != 1 {
+			t.Fatalf("Run = %v, %v; want day 2 failed", rep, err)
+		}
+		if took := time.Since(start); took > 5*time.Minute {
+			t.Errorf("Run returned %v after it began, %v after day 2 failed; want it to stop waiting for the limit then", took, took-2*time.Minute)
+		}
+	})
 }

@@ -548,7 +548,7 @@ func (b *Backfill) plan(ctx context.Context, cfg *config) (*Plan, error) {
 	if other.n > 0 {
 		p.Warnings = append(p.Warnings, other.warning(cfg.codeVersion, cfg.rerun))
 	}
-	if lim, ok := b.Ledger.(ledger.LimitReader); ok && p.Counts.Runs > 0 {
+	if lim, ok := b.reader().(ledger.LimitReader); ok && p.Counts.Runs > 0 {
 		l, err := lim.Limit(ctx, cfg.dag)
 		if err != nil {
 			return nil, err

@@ -34,6 +34,12 @@ func TestMixedGranularities(t *testing.T) {
 		}
 	}
 	js := h.must(0, append([]string{"plan", "platform", "--format", "json"}, span...)...)
+	// docs/json.md lists every field written, those of a DAG of several
+	// granularities too.
+	schemas := readSchemas(t)
+	for _, v := range decodeAll(t, js) {
+		checkJSON(t, schemas, "{plan}", v, "$")
+	}
 	if !strings.Contains(js, `"key":"2026-03-09","start":"2026-03-09T00:00:00-04:00","end":"2026-03-10T00:00:00-04:00","action":"skip: blocked","asset":"model","reason":"needs rollup 2026-03-02 (never run; outside the window); after rollup 2026-03-08"}`) {
 		t.Errorf("plan as JSON lacks the model day blocked:\n%s", js)
 	}
@@ -69,7 +75,32 @@ func TestMixedGranularities(t *testing.T) {
 			t.Errorf("status platform lacks %q:\n%s", want, out)
 		}
 	}
-	if out := h.must(0, "status", "platform", "--format", "json"); !strings.Contains(out, `"asset":"rollup","granularity":"day"`) || !strings.Contains(out, `"stale":1`) {
+	out = h.must(0, "status", "platform", "--format", "json")
+	for _, v := range decodeAll(t, out) {
+		checkJSON(t, schemas, "{dag_status}", v, "$")
+	}
+	if !strings.Contains(out, `"asset":"rollup","granularity":"day"`) || !strings.Contains(out, `"stale":1`) {
 		t.Errorf("status platform as JSON:\n%s", out)
+	}
+}
+
+// TestMixedLimit limits a DAG of several granularities by its name:
+// its backfills claim each asset's partitions under the asset's own
+// identity, which a limit of the whole DAG would not hold, so the
+// command refuses it and names the identities to limit, and limits one
+// of them.
+func TestMixedLimit(t *testing.T) {
+	h := newHarness(t)
+	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+	h.l = p.Ledger().(*memledger.Ledger)
+	h.p.Ledger, h.p.Runner = h.l, p.Runner()
+	h.p.DAGs["platform"] = p.DAG()
+	h.must(0, "run", "platform", "--yes", "--from", "2026-03-08", "--to", "2026-03-08")
+	code, out, errs := h.run("limit", "platform", "2")
+	if code == 0 || !strings.Contains(errs, "platform/events") {
+		t.Errorf("limit platform 2: exit %d; want a refusal naming platform/events\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if out := h.must(0, "limit", "platform/events", "2"); !strings.Contains(out, "Limited DAG platform/events") {
+		t.Errorf("limit platform/events 2:\n%s", out)
 	}
 }

@@ -172,6 +172,18 @@
 //	latest_backfill object   the status of its open backfill, else of the newest failing, else of the newest; null if none
 //	scheduler       object   the live scheduler, as the ledger sees it
 //	limit           object   present while the DAG has a limit of runs at once; absent otherwise
+//	assets          array    for a DAG of several granularities a program registered, each asset; absent otherwise
+//
+// An asset:
+//
+//	asset         string   the asset's name
+//	granularity   string   its granularity
+//	dag           string   the identity the ledger records its partitions under
+//	dag_name      string   that identity's name: the DAG's, "/", the asset's
+//	total         number   its partitions in the span its backfills cover
+//	states        object   those partitions by the state of their latest attempt (pending, running, succeeded, failed, canceled); a state absent counts none
+//	blocked       number   those a backfill would find blocked
+//	stale         number   those a partition they map to succeeded again after they began
 //
 // A scheduler:
 //
@@ -250,5 +262,6 @@
 // plan writes [backfill.Plan.WriteJSON]'s object: backfill, dag, dag_name,
 // window, chosen, chunk_size, order, rerun, on_failure, concurrency,
 // revision, counts, estimate_ms, warnings and partitions (key, start,
-// end, action, latest_state, latest_attempt, latest_worker, latest_key).
+// end, action, latest_state, latest_attempt, latest_worker, latest_key,
+// and for a DAG of several granularities asset and reason).
 package tranchecli

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -28,6 +30,11 @@ func runLimit(ctx context.Context, c *call) error {
 		return err
 	case !ok:
 		return &unknownError{fmt.Sprintf("no DAG %q: give a DAG's name or identity, as '%s ls' lists them", c.args[0], c.name)}
+	}
+	if assets := assetNames(c.p.DAGs[d.name]); len(assets) > 0 {
+		// Its backfills claim under each asset's identity, which a limit
+		// of the whole DAG's would not hold.
+		return fmt.Errorf("tranche: DAG %s has assets of several granularities, whose backfills run asset by asset, each recorded under a DAG of its own (%s): limit those", d.name, strings.Join(assets, ", "))
 	}
 	lim, ok := l.(ledger.Limiter)
 	if !ok {
@@ -81,4 +88,29 @@ func limitLine(lim ledger.Limit, now time.Time) string {
 		line += ": backfills are waiting for the DAG's limit"
 	}
 	return line
+}
+
+// assetNames returns the names of the DAGs under which a backfill of dag
+// records its assets' partitions ("platform/events") when its assets
+// have several granularities, and nil otherwise.
+func assetNames(dag *tranche.DAG) []string {
+	if dag == nil {
+		return nil
+	}
+	var names []string
+	var g tranche.TimeGranularity
+	mixed := false
+	for a := range dag.Assets() {
+		p := a.Partitioning.Granularity
+		if !p.IsValid() {
+			continue
+		}
+		mixed = mixed || g.IsValid() && p != g
+		g = p
+		names = append(names, dag.Name+"/"+a.Name)
+	}
+	if !mixed {
+		return nil
+	}
+	return names
 }

@@ -18,6 +18,7 @@ import (
 func Run(t *testing.T, newLedger NewLedger) {
 	for name, check := range map[string]func(*testing.T, NewLedger){
 		"Backfill": Backfill, "RerunFailed": RerunFailed, "Stale": Stale, "Refusals": Refusals, "Workers": Workers, "FailStop": FailStop,
+		"RerunAll": RerunAll,
 	} {
 		t.Run(name, func(t *testing.T) { check(t, newLedger) })
 	}
@@ -433,5 +434,33 @@ func FailStop(t *testing.T, newLedger NewLedger) {
 	rep, err = p.march("").Run(ctx)
 	if err != nil || rep.Succeeded+rep.Skipped != 806 {
 		t.Errorf("March again: %v, %v", rep, err)
+	}
+}
+
+// RerunAll backfills March, then backfills it again under RerunAll:
+// every asset's partitions run once more, each wave after the one before
+// it, rather than the later waves waiting on partitions of an earlier one
+// that the plan judged to run again (rerun all) once that wave had run.
+func RerunAll(t *testing.T, newLedger NewLedger) {
+	p := New(t, newLedger)
+	ctx := context.Background()
+	if rep, err := p.march("").Run(ctx); err != nil || rep.Succeeded != 806 {
+		t.Fatalf("March: %v, %v", rep, err)
+	}
+	p.takeCalls()
+	rep, err := p.march(ledger.RerunAll).Run(ctx)
+	if err != nil || rep.Succeeded != 806 || rep.NotRun != 0 {
+		t.Errorf("March again under RerunAll: %v, %v; want 806 succeeded", rep, err)
+	}
+	want := map[string]int{"events": 743, "rollup": 31, "report": 1, "model": 31}
+	got := map[string]int{}
+	for _, c := range p.takeCalls() {
+		got[strings.Fields(c)[0]]++
+	}
+	if !equalMaps(got, want) {
+		t.Errorf("ran %v under RerunAll; want %v", got, want)
+	}
+	if len(p.readBad) > 0 {
+		t.Errorf("read before they succeeded: %v", p.readBad)
 	}
 }

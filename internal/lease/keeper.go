@@ -64,6 +64,12 @@ type Keeper struct {
 	// kept; its error cancels every kept lease's job with it.
 	stop func(context.Context) error
 
+	// NoAnswer, when not nil, is told of each heartbeat that got no
+	// answer before its lease lapsed, with its error: the ledger may be
+	// out of reach (a connection cut), which its user can check. Set
+	// before the first Keep.
+	NoAnswer func(err error)
+
 	tick time.Duration // how often the first heartbeats due are looked for
 
 	// base is the origin of the keeper's clock: instants are durations
@@ -98,6 +104,10 @@ type Keeper struct {
 // backfill's return.
 func (k *Keeper) closeWait() time.Duration { return max(k.every, 10*time.Millisecond) }
 
+// NewKeeper returns a keeper of leases of d in l, renewed every
+// interval (every) while ctx lasts. stop, when not nil, is called every
+// interval while leases are kept; its error cancels every kept lease's
+// job with it (a backfill canceled in the ledger).
 func NewKeeper(ctx context.Context, l ledger.Ledger, every, d time.Duration, stop func(context.Context) error) *Keeper {
 	margin := Margin(every, d)
 	// A first heartbeat goes out at most a tick late, well before the
@@ -108,7 +118,7 @@ func NewKeeper(ctx context.Context, l ledger.Ledger, every, d time.Duration, sto
 		inFlight: map[*Kept]time.Duration{}}
 }
 
-// now returns the present on the keeper's clock.
+// Now returns the present on the keeper's clock.
 func (k *Keeper) Now() time.Duration { return time.Since(k.base) }
 
 // Margin is how long before a lease of d, renewed every interval,
@@ -155,8 +165,8 @@ type Kept struct {
 	lapse     *time.Timer // set by the first heartbeat: the lease cannot lapse before it
 }
 
-// keep renews lease, claimed by a call sent at claimed (on the keeper's
-// clock, see now), until release is called, and returns it with the
+// Keep renews lease, claimed by a call sent at claimed (on the keeper's
+// clock, see Now), until release is called, and returns it with the
 // context to run its job under.
 func (k *Keeper) Keep(lease *ledger.Lease, claimed time.Duration, renewFailed func(error, time.Duration)) (*Kept, context.Context) {
 	runCtx, cancel := context.WithCancelCause(k.ctx)
@@ -233,14 +243,14 @@ func (k *Keeper) arm() {
 	}
 }
 
-// check returns nil while the lease holds by this worker's clock, and
+// Check returns nil while the lease holds by this worker's clock, and
 // otherwise why it does not, an error matching ErrFenced.
 func (kl *Kept) Check() error {
 	err, _ := kl.State()
 	return err
 }
 
-// state returns what check does, and whether the ledger said the lease
+// State returns what Check does, and whether the ledger said the lease
 // was lost to a newer attempt.
 func (kl *Kept) State() (err error, byLedger bool) {
 	kl.mu.Lock()
@@ -264,7 +274,7 @@ func (kl *Kept) lapsedErr(now time.Duration) error {
 	return &lapsedError{since: since, lease: k.d, margin: k.margin}
 }
 
-// release stops renewing the lease and cancels its context. A heartbeat
+// Release stops renewing the lease and cancels its context. A heartbeat
 // in flight is canceled, not waited for: it renews a copy of the lease,
 // and reports nothing once released.
 func (kl *Kept) Release() {
@@ -287,14 +297,16 @@ func (kl *Kept) Release() {
 	k.mu.Unlock()
 }
 
-// finish marks the lease's finish in flight.
+// Finishing marks the lease's finish in flight: a heartbeat the
+// ledger refuses meanwhile tells nothing, the finish itself says
+// whether a newer attempt took the partition.
 func (kl *Kept) Finishing() {
 	kl.mu.Lock()
 	kl.finishing = true
 	kl.mu.Unlock()
 }
 
-// stopRenewing stops renewing the lease, which then lapses in its time,
+// StopRenewing stops renewing the lease, which then lapses in its time,
 // and returns when, on the keeper's clock: its holder no longer holds
 // it then, and other workers may take it over once it expires.
 func (kl *Kept) StopRenewing() time.Duration {
@@ -375,11 +387,22 @@ func (kl *Kept) heartbeat() {
 		}
 	case lapsed:
 		// The call outlived the lease, which stopped the job.
-		err = fmt.Errorf("tranche: heartbeat timed out after %v, and the lease lapsed: %w", took.Round(time.Millisecond), context.DeadlineExceeded)
+		if errors.Is(err, context.Canceled) {
+			// Canceled by the lapse, which came first: the call had no
+			// answer within its deadline all the same.
+			err = context.DeadlineExceeded
+		}
+		err = fmt.Errorf("tranche: heartbeat timed out after %v, and the lease lapsed: %w", took.Round(time.Millisecond), err)
+		if k.NoAnswer != nil {
+			k.NoAnswer(err)
+		}
 	case kl.ctx.Err() != nil:
 		return // the job is stopping: its lease is about to be released
 	case timedOut:
 		err = fmt.Errorf("tranche: heartbeat timed out after %v: %w", took.Round(time.Millisecond), err)
+		if k.NoAnswer != nil {
+			k.NoAnswer(err)
+		}
 	}
 	kl.report(err, took)
 	if kl.lost == nil {
@@ -456,7 +479,7 @@ func (k *Keeper) checkStop() {
 	k.mu.Unlock()
 }
 
-// close stops the keeper once every lease is released, and waits for the
+// Close stops the keeper once every lease is released, and waits for the
 // calls in flight, which the released leases' contexts have canceled, for
 // at most closeWait: a call that ignores its context is left behind,
 // each heartbeat among them reported as a failed renewal of its

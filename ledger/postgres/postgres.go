@@ -142,7 +142,9 @@ var (
 	ErrConnect = errors.New("postgres: cannot connect to the server")
 
 	// ErrConnectionLost: an open connection broke mid-call (the server
-	// restarted or shut down, or the connection was terminated). The
+	// restarted or shut down, or the connection was terminated), or had
+	// no reply before the call's deadline, which closes it (the network
+	// went silent; the error matches context.DeadlineExceeded too). The
 	// call's transaction was rolled back, or, if it was committing, may
 	// have committed.
 	ErrConnectionLost = errors.New("postgres: connection to the server lost")
@@ -527,8 +529,15 @@ func classify(err error, role, database, where string) (kind error, hint string,
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return ErrConnect, "the server cannot be reached: check the host and port of the connection string, and that the server runs and accepts TCP connections from this machine", false
 	}
-	if pgconn.Timeout(err) {
-		return nil, "", false // the caller's deadline: the context says so
+	if pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) && err != context.DeadlineExceeded {
+		// No reply before the call's deadline (the caller's, or the
+		// connection's), as the driver reports it (database/sql's own
+		// is the context's error alone, for a call that waited for a
+		// connection and sent nothing): pgx closes a connection
+		// interrupted mid-call, whose state it no longer knows, so the
+		// call is as lost as on a connection that broke, its outcome as
+		// unknown.
+		return ErrConnectionLost, noReplyHint, false
 	}
 	if errors.Is(err, driver.ErrBadConn) {
 		// database/sql found every connection it tried dead before it
@@ -558,5 +567,7 @@ func permissionHint(msg, role, where, database string) string {
 	return fmt.Sprintf("role %s lacks a privilege on the ledger's tables in %s of database %s: workers need SELECT, INSERT, UPDATE and DELETE on the tranche_ tables and USAGE on the sequence tranche_revisions; nothing was written",
 		role, where, database)
 }
+
+const noReplyHint = "no reply from the server before the call's deadline (the network to it went silent, or the server, or a lock the call waited for, held it that long): the connection was closed with the call in flight, so the transaction was rolled back, or, if it was committing, may have committed; partitions a lost claim holds are taken over once its lease expires; the next call reconnects"
 
 const lostHint = "the connection to the server was lost (the server restarted or shut down, or the connection was terminated): the transaction was rolled back, or, if it was committing, may have committed; partitions a lost claim holds are taken over once its lease expires; the next call reconnects"

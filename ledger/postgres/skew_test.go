@@ -73,30 +73,40 @@ func (w *world) runningOf(db *sql.DB, worker string) map[string]int {
 func (w *world) pauseUntilTakenOver(ps []*proc, done int, limit time.Duration) (map[string]int, time.Time) {
 	w.t.Helper()
 	db := admin(w.t, w.url)
+	var stopped time.Time
+	held := map[string]int{}
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 		all := w.doneCount() >= done
 		for _, p := range ps {
 			all = all && len(w.runningOf(db, p.name)) > 0
 		}
-		if all {
-			break
-		}
 		if time.Since(start) > 60*time.Second {
 			w.t.Fatalf("%d executions in 60 s; want %d, and each of the workers to pause holding partitions", w.doneCount(), done)
 		}
-	}
-	for _, p := range ps {
-		p.cmd.Process.Signal(syscall.SIGSTOP)
-	}
-	stopped := time.Now()
-	// What they sent before the stop is served meanwhile.
-	time.Sleep(100 * time.Millisecond)
-	held := map[string]int{}
-	for _, p := range ps {
-		for k, n := range w.runningOf(db, p.name) {
-			held[k] = n
+		if !all {
+			continue
+		}
+		for _, p := range ps {
+			p.cmd.Process.Signal(syscall.SIGSTOP)
+		}
+		stopped = time.Now()
+		// What they sent before the stop is served meanwhile.
+		time.Sleep(100 * time.Millisecond)
+		for _, p := range ps {
+			for k, n := range w.runningOf(db, p.name) {
+				held[k] = n
+			}
+		}
+		if len(held) > 0 {
+			break
+		}
+		// The finishes they had sent landed every partition they held
+		// (2 of 40 trials under load): stop them again later.
+		for _, p := range ps {
+			p.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
+	told := false
 	for {
 		left := 0
 		for _, p := range ps {
@@ -109,6 +119,12 @@ func (w *world) pauseUntilTakenOver(ps []*proc, done int, limit time.Duration) (
 		if left == 0 {
 			break
 		}
+		if !told && time.Since(stopped) > 20*time.Second {
+			// Past the server's idle_in_transaction_session_timeout
+			// (15 s): say what the stopped workers' sessions hold.
+			told = true
+			w.logSessions(db)
+		}
 		if time.Since(stopped) > limit {
 			w.t.Fatalf("%d of the %d partitions the stopped workers held not taken over %v after the stop; their leases are of a second by the server's clock",
 				left, len(held), limit)
@@ -119,6 +135,28 @@ func (w *world) pauseUntilTakenOver(ps []*proc, done int, limit time.Duration) (
 		p.cmd.Process.Signal(syscall.SIGCONT)
 	}
 	return held, stopped
+}
+
+// logSessions logs the workers' sessions: their state, what they wait
+// for, whom they wait for and their last statement.
+func (w *world) logSessions(db *sql.DB) {
+	w.t.Helper()
+	rows, err := db.QueryContext(w.t.Context(), `SELECT application_name, pid, state, coalesce(wait_event_type, ''), coalesce(wait_event, ''),
+		pg_blocking_pids(pid)::text, now() - state_change, left(query, 200) FROM pg_stat_activity WHERE application_name LIKE 'pgworker-%' ORDER BY 1, 2`)
+	if err != nil {
+		w.t.Log(err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var app, state, wtype, wev, blockers, since, query string
+		var pid int
+		if err := rows.Scan(&app, &pid, &state, &wtype, &wev, &blockers, &since, &query); err != nil {
+			w.t.Log(err)
+			return
+		}
+		w.t.Logf("session %s %d: %s for %s, waiting %s/%s, blocked by %s: %q", app, pid, state, since, wtype, wev, blockers, query)
+	}
 }
 
 // TestSkewedClocks runs four workers, one 5 minutes ahead of the server

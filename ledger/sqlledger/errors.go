@@ -74,9 +74,29 @@ func (e *SchemaError) Error() string {
 		e.Ledger, e.Found, e.Known)
 }
 
+// isError reports whether err is an [*Error] already.
+func isError(err error) bool {
+	_, ok := errors.AsType[*Error](err)
+	return ok
+}
+
 // wrap turns a failure of op into an [*Error], leaving alone the ledger's
 // own errors and the context's.
 func (l *Ledger) wrap(ctx context.Context, op string, err error) error {
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded)) &&
+		!errors.Is(err, ledger.ErrNotClaimable) && !errors.Is(err, ledger.ErrFenced) && !errors.Is(err, ledger.ErrUnknownBackfill) &&
+		!isError(err) {
+		// A call that outlived its deadline: the dialect may know that
+		// the driver gave up the connection with the call in flight,
+		// whose outcome is then unknown.
+		e := err
+		if !errors.Is(e, context.DeadlineExceeded) {
+			e = fmt.Errorf("%w (%w)", ctx.Err(), e) // the driver's words for it
+		}
+		if class, hint, _ := l.dialect.classify(e); class != nil {
+			return &Error{Name: l.name, Op: op, Class: class, Hint: hint, Err: e}
+		}
+	}
 	switch {
 	case err == nil:
 		return nil
