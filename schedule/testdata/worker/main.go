@@ -66,9 +66,11 @@ var (
 	bfTake      = flag.Duration("bftake", time.Second, "how long a partition before -base takes (real time)")
 	timing      = flag.String("timing", "", "append start and end lines with the system's time here")
 
-	mixed  = flag.Bool("mixed", false, "add a daily rollup of the hours, both assets from -base: a DAG of two granularities")
-	waitUp = flag.Duration("waitupstream", 0, "with -mixed: the scheduler's WaitUpstream (the clock's time)")
-	asset  = flag.String("asset", "events", "with -mixed and -report: the asset whose slots to report")
+	mixed   = flag.Bool("mixed", false, "add a daily rollup of the hours, both assets from -base: a DAG of two granularities")
+	waitUp  = flag.Duration("waitupstream", 0, "with -mixed: the scheduler's WaitUpstream (the clock's time)")
+	asset   = flag.String("asset", "events", "with -mixed and -report: the asset whose slots to report")
+	runLate = flag.Bool("runlate", false, "with -mixed: the scheduler's RunLate")
+	stale   = flag.Bool("rerunstale", false, "with -mixed: the scheduler's RerunStale")
 )
 
 func main() {
@@ -216,7 +218,7 @@ func run() error {
 			return err
 		}
 		s := &schedule.Scheduler{DAG: d, Ledger: l, Worker: who, Lease: *lease, Heartbeat: *heartbeat, Now: now, After: after,
-			Runner: &tranche.Runner{Read: readNothing}, WaitUpstream: *waitUp,
+			Runner: &tranche.Runner{Read: readNothing}, WaitUpstream: *waitUp, RunLate: *runLate, RerunStale: *stale,
 			OnEvent: func(_ context.Context, e tranche.Event) {
 				switch e.Kind {
 				case schedule.KindLedgerError:
