@@ -358,8 +358,9 @@ type Status struct {
 	HookErr error
 
 	// Assets, for a DAG of several granularities, holds each asset's
-	// schedule's status, in the DAG's order; the counts and slots above
-	// are their sums. Nil for a DAG of one granularity.
+	// schedule's status, in the DAG's order (each DAG the asset's
+	// identity); the counts and slots above are their sums, and DAG,
+	// Last and Next are unset. Nil for a DAG of one granularity.
 	Assets []Status
 }
 
