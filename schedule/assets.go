@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -98,6 +99,16 @@ func (s *Scheduler) assetSchedulers(run bool) ([]*Scheduler, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
+	worker := s.Worker
+	if worker == "" {
+		// One name for every asset's scheduler of this one, as config
+		// would give each.
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "worker"
+		}
+		worker = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 	deps := map[string]gateDep{}
 	var out []*Scheduler
 	for a := range s.DAG.Assets() {
@@ -120,7 +131,7 @@ func (s *Scheduler) assetSchedulers(run bool) ([]*Scheduler, error) {
 		out = append(out, &Scheduler{
 			DAG: dag, Ledger: s.Ledger, Location: loc, Delay: s.Delay, MaxCatchUp: s.MaxCatchUp,
 			CatchUpWindow: s.CatchUpWindow, Overlap: s.Overlap, MaxQueue: s.MaxQueue, Budget: s.Budget,
-			Runner: s.Runner, Worker: s.Worker, Lease: s.Lease, Heartbeat: s.Heartbeat, OnEvent: s.OnEvent,
+			Runner: s.Runner, Worker: worker, Lease: s.Lease, Heartbeat: s.Heartbeat, OnEvent: s.OnEvent,
 			Now: s.Now, After: s.After, gate: gt, only: a.Name,
 		})
 	}
@@ -149,7 +160,7 @@ func (s *Scheduler) runAssets(ctx context.Context) error {
 		return errors.New("tranche: scheduler: Run called while the scheduler runs")
 	}
 	s.running, s.kids = true, kids
-	s.status = Status{Worker: s.Worker}
+	s.status = Status{Worker: kids[0].Worker}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

@@ -208,8 +208,8 @@ func TestMixedGranularities(t *testing.T) {
 					}
 				}
 				st := s.Status()
-				if len(st.Assets) != 2 || st.Missed != c.missed {
-					t.Errorf("status: %d assets, %d missed; want 2, %d", len(st.Assets), st.Missed, c.missed)
+				if len(st.Assets) != 2 || st.Missed != c.missed || st.Worker == "" || st.Assets[1].Worker != st.Worker {
+					t.Errorf("status: %d assets, %d missed, worker %q; want 2, %d, and each asset's worker the scheduler's", len(st.Assets), st.Missed, st.Worker, c.missed)
 				}
 				if w := ev.of(schedule.KindWaiting); len(w) != 1 || !strings.HasPrefix(w[0], "2026-03-07 ") {
 					t.Errorf("waiting events: %q; want one, of 2026-03-07", w)
