@@ -325,3 +325,42 @@ func TestMixedPause(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedOpenCoarser schedules hours that read their day's reference
+// data (Mapping{Open: true}): an hour runs at its close, not once its
+// day, which closes after it, has landed.
+func TestMixedOpenCoarser(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loc := mustLoad(t, "America/New_York")
+		clock := offsetClock(time.Date(2026, 3, 7, 0, 30, 0, 0, loc))
+		first := time.Date(2026, 3, 7, 0, 0, 0, 0, loc)
+		var mu sync.Mutex
+		var hours []string
+		dag, err := tranche.NewDAG(
+			tranche.Asset{Name: "ref", Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: loc, First: first},
+				Materialize: func(context.Context, *tranche.Materialization) ([]tranche.Row, error) { return nil, nil }},
+			tranche.Asset{Name: "events", Deps: []string{"ref"}, Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: loc, First: first},
+				Mappings: map[string]tranche.Mapping{"ref": {Open: true}},
+				Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+					p, err := m.Partition()
+					if err != nil {
+						return nil, err
+					}
+					mu.Lock()
+					hours = append(hours, p.Key()+" "+clock().Sub(p.End).Truncate(time.Minute).String())
+					mu.Unlock()
+					return nil, nil
+				}},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := func(context.Context, string, tranche.TimePartition) ([]tranche.Row, error) { return nil, nil }
+		s := &schedule.Scheduler{DAG: dag, Ledger: memledger.New(clock), Runner: &tranche.Runner{Read: read}, Now: clock}
+		runFor(t, s, 3*time.Hour)
+		want := []string{"2026-03-07T00:00-05:00 0s", "2026-03-07T01:00-05:00 0s", "2026-03-07T02:00-05:00 0s"}
+		if !slices.Equal(hours, want) {
+			t.Errorf("hours run, each with its lag after its close: %q; want %q", hours, want)
+		}
+	})
+}
