@@ -29,8 +29,10 @@ type platform struct {
 	mu     sync.Mutex
 	landed map[string]bool // the hours whose run succeeded
 	days   []dayRun
-	// take is how long an hour's run takes (slept on synctest's clock).
+	// take is how long an hour's run takes (slept on synctest's clock);
+	// fail, the hours whose next run fails.
 	take map[string]time.Duration
+	fail map[string]bool
 }
 
 // dayRun is a run of the rollup: its day, when it ran by the
@@ -44,7 +46,7 @@ type dayRun struct {
 func newPlatform(t testing.TB, clock func() time.Time) *platform {
 	t.Helper()
 	loc := mustLoad(t, "America/New_York")
-	pl := &platform{clock: clock, loc: loc, landed: map[string]bool{}, take: map[string]time.Duration{}}
+	pl := &platform{clock: clock, loc: loc, landed: map[string]bool{}, take: map[string]time.Duration{}, fail: map[string]bool{}}
 	first := time.Date(2026, 3, 7, 0, 0, 0, 0, loc)
 	part := func(g tranche.TimeGranularity) tranche.Partitioning {
 		return tranche.Partitioning{Granularity: g, Location: loc, First: first}
@@ -83,8 +85,12 @@ func (pl *platform) hour(ctx context.Context, m *tranche.Materialization) ([]tra
 		return nil, ctx.Err()
 	}
 	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.fail[p.Key()] {
+		delete(pl.fail, p.Key())
+		return nil, fmt.Errorf("hour %s: the source was down", p.Key())
+	}
 	pl.landed[p.Key()] = true
-	pl.mu.Unlock()
 	return []tranche.Row{{"hour": p.Key()}}, nil
 }
 
@@ -361,6 +367,47 @@ func TestMixedOpenCoarser(t *testing.T) {
 		want := []string{"2026-03-07T00:00-05:00 0s", "2026-03-07T01:00-05:00 0s", "2026-03-07T02:00-05:00 0s"}
 		if !slices.Equal(hours, want) {
 			t.Errorf("hours run, each with its lag after its close: %q; want %q", hours, want)
+		}
+	})
+}
+
+// TestMixedFailedHourBackfilled fails the hour 2026-03-07 23:00 (New
+// York): the 7th's rollup waits for it, a backfill of the hours (rerun
+// failed, its default) runs it again at 02:00, and the rollup then runs
+// live, with its 24 hours.
+func TestMixedFailedHourBackfilled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loc := mustLoad(t, "America/New_York")
+		clock := offsetClock(time.Date(2026, 3, 6, 23, 30, 0, 0, loc))
+		pl := newPlatform(t, clock)
+		pl.fail["2026-03-07T23:00-05:00"] = true
+		l := memledger.New(clock)
+		s := &schedule.Scheduler{DAG: pl.dag, Ledger: l, Runner: pl.runner, Now: clock}
+		stop := start(t, s)
+		time.Sleep(26*time.Hour + 30*time.Minute) // to 2026-03-08 02:00 EST, 03:00 EDT
+		if runs := pl.dayRuns(); len(runs) != 0 {
+			t.Fatalf("the rollup ran before its failed hour was rerun: %+v", runs)
+		}
+		events, err := backfill.AssetDAG(pl.dag, "events", pl.runner.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		day, err := tranche.WindowBetween(tranche.Hour, time.Date(2026, 3, 7, 0, 0, 0, 0, loc), time.Date(2026, 3, 8, 0, 0, 0, 0, loc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := (&backfill.Backfill{DAG: events, Window: day, Ledger: l, Runner: pl.runner}).Run(t.Context())
+		if err != nil || rep.Succeeded != 1 {
+			t.Fatalf("backfill of the 7th's hours: %v, %+v; want the failed hour run", err, rep)
+		}
+		time.Sleep(20 * time.Second) // two heartbeat intervals
+		stop()
+		runs := pl.dayRuns()
+		if len(runs) != 1 || runs[0].key != "2026-03-07" || runs[0].hours != 24 {
+			t.Errorf("rollup's runs: %+v; want 2026-03-07 once, with 24 hours", runs)
+		}
+		if got := pl.states(t, l, "rollup", tranche.Day, day.Start(), day.End())["2026-03-07"]; got != "succeeded" {
+			t.Errorf("the 7th's rollup: %q; want succeeded", got)
 		}
 	})
 }
