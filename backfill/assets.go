@@ -156,16 +156,10 @@ func (b *Backfill) assetUnits(w tranche.TimePartitionWindow) ([]*assetUnit, erro
 		if !a.Partitioning.First.IsZero() {
 			u.first = tranche.PartitionOf(u.g, a.Partitioning.First.In(loc)).Start
 		}
-		assets := []tranche.Asset{a}
-		for _, d := range a.Deps {
-			up, _ := b.DAG.Asset(d)
-			assets = append(assets, reader(up, read, a.Mappings[d].Offset == 0))
-		}
-		dag, err := tranche.NewDAG(assets...)
+		dag, err := AssetDAG(b.DAG, a.Name, read)
 		if err != nil {
-			return nil, fmt.Errorf("tranche: backfill: asset %q alone: %w", a.Name, err)
+			return nil, err
 		}
-		dag.Name = b.DAG.Name + "/" + a.Name
 		u.dag, u.id, u.code = dag, DAGIdentity(dag, u.g, loc), CodeVersion(dag)
 		// Its partitions inside the window, from its first.
 		p := tranche.PartitionOf(u.g, w.Start())
@@ -196,6 +190,41 @@ func (b *Backfill) assetUnits(w tranche.TimePartitionWindow) ([]*assetUnit, erro
 		units = append(units, u)
 	}
 	return units, nil
+}
+
+// AssetDAG returns the DAG under whose identity ([DAGIdentity], at the
+// asset's granularity) a backfill of dag, a DAG of several
+// granularities, records the partitions of its asset named asset, and
+// under which package schedule's Scheduler records them too, so that
+// the two share that history: the asset, and its dependencies beside
+// it, only read through read, never materialized or written. Its name
+// is dag's, "/", and the asset's ("platform/rollup").
+func AssetDAG(dag *tranche.DAG, asset string, read func(context.Context, string, tranche.TimePartition) ([]tranche.Row, error)) (*tranche.DAG, error) {
+	a, ok := dag.Asset(asset)
+	if !ok {
+		return nil, fmt.Errorf("tranche: backfill: DAG %q has no asset %q", dag.Name, asset)
+	}
+	assets := []tranche.Asset{a}
+	for _, d := range a.Deps {
+		up, _ := dag.Asset(d)
+		assets = append(assets, reader(up, read, a.Mappings[d].Offset == 0))
+	}
+	out, err := tranche.NewDAG(assets...)
+	if err != nil {
+		return nil, fmt.Errorf("tranche: backfill: asset %q alone: %w", a.Name, err)
+	}
+	out.Name = dag.Name + "/" + a.Name
+	return out, nil
+}
+
+// MappedPartitions returns the partitions of granularity g that mapping
+// m maps partition d of a dependent asset to, oldest first, in d's zone,
+// leaving out those starting before first (the dependency's
+// Partitioning.First as the start of its partition; zero for none):
+// the partitions a run of d reads, and that must have succeeded before
+// a backfill or a scheduler runs it.
+func MappedPartitions(m tranche.Mapping, g tranche.TimeGranularity, first time.Time, d tranche.TimePartition) []tranche.TimePartition {
+	return mappedPartitions(m, g, first, d)
 }
 
 // reader is asset a as the DAG of one of its dependents holds it: only

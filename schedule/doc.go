@@ -29,6 +29,13 @@ first, and older missed slots are reported ([KindMissed],
 comes due while an earlier one still runs does. Every event goes to
 [Scheduler.OnEvent], those of a slot with the [ledger.Trigger] that started it.
 
+A DAG whose assets have several granularities (hourly events, a daily
+rollup) runs asset by asset, each on its own slots, recorded as a
+backfill records each asset ([backfill.AssetDAG]): a slot runs once the
+partitions it maps to have succeeded ([KindWaiting] until then), with a
+deadline ([Scheduler].WaitUpstream), and, with RerunStale, again when
+one of them lands again after it ran ([KindStale]).
+
 The guide docs/scheduling.md, in the repository, says what a scheduler
 does and what it does not: it is not a distributed cron for arbitrary
 jobs.

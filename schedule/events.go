@@ -79,6 +79,20 @@ const (
 	// once a slot.
 	KindLimited tranche.Kind = "slot.limited"
 
+	// KindWaiting reports a due slot of an asset of a DAG of several
+	// granularities that waits for a partition it maps to (the
+	// attribute upstream names the first that has not succeeded): it
+	// is claimed once they all have, or at its deadline
+	// ([Scheduler].WaitUpstream) recorded missed, or, with RunLate, run
+	// anyway ([KindLate], the same attribute). Sent once a slot.
+	KindWaiting tranche.Kind = "slot.waiting"
+	KindLate    tranche.Kind = "slot.late"
+
+	// KindStale reports a slot that succeeded before a partition it
+	// maps to succeeded again (the attribute reason says which), found
+	// under [Scheduler].RerunStale: it runs again.
+	KindStale tranche.Kind = "slot.stale"
+
 	// KindQueue reports a change in the number of due slots this
 	// scheduler waits to run (queued behind a running one, or held by
 	// another worker): the attribute queued. It is DEBUG.
@@ -102,7 +116,8 @@ func kindLevel(k tranche.Kind) (level slog.Level, ok bool) {
 	case KindEarly, KindQueue:
 		return slog.LevelDebug, true
 	case KindStarted, KindStopped, KindPaused, KindResumed, KindClaimed, KindSucceeded, KindFailed,
-		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped, KindCanceled, KindLimited:
+		KindInterrupted, KindHeld, KindElsewhere, KindMissed, KindSkipped, KindCanceled, KindLimited,
+		KindWaiting, KindLate, KindStale:
 		return slog.LevelInfo, true
 	}
 	return 0, false

@@ -148,3 +148,109 @@ func Example_budget() {
 	// a backfill partition
 	// 7 days backfilled, 1 slot live
 }
+
+// A scheduler keeps a DAG of two granularities current: hourly hits and
+// their daily rollup, in New York. A backfill landed the 7th's hours to
+// 22:00 (backfills and the scheduler record each asset's partitions
+// alike, and skip what the other landed); the scheduler runs the hour
+// from 23:00 at midnight, and the 7th's rollup, due then too, once that
+// hour has landed. The example's clock runs an hour every 400 ms.
+func Example_granularities() {
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	const rate = 9000
+	start := time.Date(2026, 3, 7, 23, 59, 0, 0, newYork)
+	var t0 time.Time // set once the backfill ran
+	now := func() time.Time { return start.Add(time.Since(t0) * rate) }
+	after := func(d time.Duration) <-chan time.Time { return time.After(d / rate) }
+
+	var mu sync.Mutex
+	landed := map[string][]tranche.Row{} // the warehouse: rows by asset and partition
+	write := func(m *tranche.Materialization, rows []tranche.Row) ([]tranche.Row, error) {
+		p, err := m.Partition()
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		landed[m.Asset()+" "+p.Key()] = rows
+		return rows, nil
+	}
+	part := func(g tranche.TimeGranularity) tranche.Partitioning {
+		return tranche.Partitioning{Granularity: g, Location: newYork}
+	}
+	dag, err := tranche.NewDAG(
+		tranche.Asset{Name: "hits", Partitioning: part(tranche.Hour),
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				time.Sleep(200 * time.Millisecond) // half an hour of the example's clock
+				return write(m, []tranche.Row{{"hits": 10}})
+			}},
+		tranche.Asset{Name: "rollup", Deps: []string{"hits"}, Partitioning: part(tranche.Day),
+			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				hours, err := m.Input("hits") // every hour of the day, through Read
+				if err != nil {
+					return nil, err
+				}
+				fmt.Println("rollup of", len(hours), "hours")
+				return write(m, []tranche.Row{{"hours": len(hours)}})
+			}},
+	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	dag.Name = "platform"
+	runner := &tranche.Runner{Read: func(_ context.Context, asset string, p tranche.TimePartition) ([]tranche.Row, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		rows, ok := landed[asset+" "+p.Key()]
+		if !ok {
+			return nil, fmt.Errorf("%s %s has not landed", asset, p.Key())
+		}
+		return rows, nil
+	}}
+	l := memledger.New(nil)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	hours, err := tranche.WindowBetween(tranche.Hour, time.Date(2026, 3, 7, 0, 0, 0, 0, newYork), time.Date(2026, 3, 7, 23, 0, 0, 0, newYork))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := (&backfill.Backfill{DAG: dag, Window: hours, Ledger: l, Runner: runner, Concurrency: 4}).Run(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	t0 = time.Now()
+	s := &schedule.Scheduler{
+		DAG: dag, Ledger: l, Runner: runner, Now: now, After: after,
+		Lease: time.Second, Heartbeat: 50 * time.Millisecond, // how often a waiting day looks at its hours
+		WaitUpstream: 2 * time.Hour, // then recorded missed, for a backfill to run
+		OnEvent: func(_ context.Context, e tranche.Event) {
+			switch e.Kind {
+			case schedule.KindWaiting, schedule.KindSucceeded:
+				fmt.Println(e.DAG, e.Target, e.Kind)
+				if e.DAG == "platform/rollup" && e.Kind == schedule.KindSucceeded {
+					stop()
+				}
+			}
+		},
+	}
+	if err := s.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
+	for _, a := range s.Status().Assets {
+		fmt.Println(a.Last.Key(), a.LastState)
+	}
+	// Output:
+	// platform/rollup 2026-03-07 slot.waiting
+	// platform/hits 2026-03-07T23:00-05:00 slot.succeeded
+	// rollup of 24 hours
+	// platform/rollup 2026-03-07 slot.succeeded
+	// 2026-03-07T23:00-05:00 succeeded
+	// 2026-03-07 succeeded
+}

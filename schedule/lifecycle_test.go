@@ -418,7 +418,7 @@ func TestInvalid(t *testing.T) {
 			[]string{`unpartitioned assets "b"`}},
 		{"no partitions", &schedule.Scheduler{DAG: dag(), Ledger: l}, []string{"no asset is partitioned"}},
 		{"two granularities", &schedule.Scheduler{DAG: dag(asset("a", tranche.Partitioning{Granularity: tranche.Day}), asset("b", tranche.Partitioning{Granularity: tranche.Hour})), Ledger: l},
-			[]string{"partitioned differently"}},
+			[]string{"several granularities", "Runner.Read"}}, // runs them asset by asset, reading through Runner.Read
 		{"two zones", &schedule.Scheduler{DAG: daily, Ledger: l, Location: paris}, []string{"give one zone"}},
 		{"CRON_TZ and an asset's zone", &schedule.Scheduler{DAG: dag(asset("a", tranche.Partitioning{Granularity: mustCron(t, "CRON_TZ=Europe/Paris 0 2 * * *"), Location: ny})), Ledger: l},
 			[]string{"fires in Europe/Paris"}},

@@ -203,6 +203,45 @@ type Scheduler struct {
 	Now   func() time.Time
 	After func(d time.Duration) <-chan time.Time
 
+	// WaitUpstream, RunLate and RerunStale apply to a DAG whose assets
+	// have several granularities (see docs/granularities.md), which the
+	// scheduler runs asset by asset, each on its own slots and recorded
+	// under the identity a backfill records it under
+	// ([backfill.AssetDAG]), and which needs Runner.Read. A slot of an
+	// asset that maps to partitions of its dependencies
+	// ([tranche.Mapping]) is claimed once every one of them has
+	// succeeded in the ledger ([KindWaiting] until then): a day once
+	// its hours landed, not merely at midnight.
+	//
+	// WaitUpstream is how long after a slot comes due it waits for
+	// them; 0 means as long as it takes. It is the Scheduler's, one
+	// deadline for every asset, since it bounds how late the schedule
+	// may run, which is the operator's choice, where what an asset
+	// reads is the DAG's. Past it, the slot is recorded missed
+	// ([KindMissed], its error naming the partition that had not
+	// landed), for a backfill to run, or, with RunLate, run anyway
+	// ([KindLate]), for assets that make do with what landed.
+	//
+	// RerunStale runs again a slot of the newest due ones (as many as
+	// a catch-up runs) that succeeded before a partition it maps to
+	// succeeded again (a late hour, a reload, a backfill upstream):
+	// [KindStale], then a claim under policy [ledger.RerunAll] bounded
+	// by the stale attempt's revision, so that among replicas one
+	// reruns it. Its dependents are then stale in turn, and rerun by
+	// their own asset's schedule. Without it, stale slots are left to a
+	// backfill (policy stale).
+	WaitUpstream time.Duration
+	RunLate      bool
+	RerunStale   bool
+
+	// gate, for the scheduler of one asset of a DAG of several
+	// granularities, checks its upstream partitions; only names that
+	// asset, whose slots it runs. kids are the assets' schedulers of a
+	// DAG of several granularities.
+	gate *gate
+	only string
+	kids []*Scheduler
+
 	mu      sync.Mutex
 	running bool
 	status  Status
@@ -317,6 +356,12 @@ type Status struct {
 	// HookErr is the last panic of OnEvent, a [*tranche.PanicError]; nil
 	// when none panicked. A panicking hook changes nothing else.
 	HookErr error
+
+	// Assets, for a DAG of several granularities, holds each asset's
+	// schedule's status, in the DAG's order (each DAG the asset's
+	// identity); the counts and slots above are their sums, and DAG,
+	// Last and Next are unset. Nil for a DAG of one granularity.
+	Assets []Status
 }
 
 // Pause pauses the schedule of s's DAG in its Ledger, recording by (who)
@@ -341,6 +386,9 @@ func (s *Scheduler) Resume(ctx context.Context, by, note string) (ledger.Schedul
 }
 
 func (s *Scheduler) setPause(ctx context.Context, p ledger.SchedulePause) (ledger.SchedulePause, error) {
+	if s.gate == nil && s.DAG != nil && mixed(s.DAG) {
+		return s.assetsPause(ctx, p)
+	}
 	cfg, err := s.config()
 	if err != nil {
 		return ledger.SchedulePause{}, err
@@ -352,10 +400,12 @@ func (s *Scheduler) setPause(ctx context.Context, p ledger.SchedulePause) (ledge
 // It is safe to call while Run runs.
 func (s *Scheduler) Status() Status {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	st := s.status
+	kids := s.kids
+	s.mu.Unlock()
 	st.Running = slices.Clone(st.Running)
 	st.Waiting = slices.Clone(st.Waiting)
+	assetsStatus(&st, kids)
 	return st
 }
 
@@ -425,7 +475,7 @@ func (s *Scheduler) config() (*config, error) {
 		fail("lease %v and heartbeat %v: the lease must be positive and longer than the heartbeat", cfg.lease, cfg.heartbeat)
 	}
 	if s.DAG != nil {
-		g, loc, first, err := partitioning(s.DAG, s.Location)
+		g, loc, first, err := partitioning(s.DAG, s.Location, s.only)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
@@ -468,13 +518,16 @@ func nilable(k reflect.Kind) bool {
 // partitioning returns the granularity and zone of the DAG's slots, as a
 // backfill of it takes them (tranchecli reads them alike), and the latest
 // of its assets' First instants.
-func partitioning(dag *tranche.DAG, loc *time.Location) (g tranche.TimeGranularity, _ *time.Location, first time.Time, _ error) {
+func partitioning(dag *tranche.DAG, loc *time.Location, only string) (g tranche.TimeGranularity, _ *time.Location, first time.Time, _ error) {
 	fail := func(format string, args ...any) (tranche.TimeGranularity, *time.Location, time.Time, error) {
 		return g, nil, first, fmt.Errorf("tranche: scheduler: "+format, args...)
 	}
 	var from string
 	var unpartitioned []string
 	for a := range dag.Assets() {
+		if only != "" && a.Name != only {
+			continue // a dependency of another granularity, only read
+		}
 		p := a.Partitioning
 		if !p.Granularity.IsValid() {
 			unpartitioned = append(unpartitioned, fmt.Sprintf("%q", a.Name))
@@ -585,6 +638,12 @@ type slot struct {
 	// limited: the DAG's limit refused the slot's claim (KindLimited
 	// was emitted); claimed again at notBefore, its demand renewed.
 	limited bool
+	// waiting: KindWaiting was emitted (a gated asset's slot waits for
+	// its upstream partitions).
+	waiting bool
+	// rerun: a stale slot that succeeded at revision, run again.
+	rerun    bool
+	revision int64
 }
 
 // maxLimitPoll bounds how long a slot that the DAG's limit holds back
@@ -653,6 +712,9 @@ type run struct {
 // it: each is a [KindLedgerError] event, and the call is tried again a
 // heartbeat interval later.
 func (s *Scheduler) Run(ctx context.Context) error {
+	if s.gate == nil && s.DAG != nil && mixed(s.DAG) {
+		return s.runAssets(ctx)
+	}
 	cfg, err := s.config()
 	if err != nil {
 		return err
@@ -735,6 +797,9 @@ func (r *run) waits() (time.Duration, time.Duration) {
 		return wait, realWait
 	}
 	now := time.Now()
+	if g := r.s.gate; g != nil && g.stale {
+		at(g.looked.Add(r.cfg.heartbeat)) // the next look for stale slots
+	}
 	for _, sl := range r.pending {
 		switch {
 		case sl.check:
@@ -792,6 +857,9 @@ func (r *run) step(ctx context.Context) error {
 		return err
 	}
 	if err := r.refresh(ctx); err != nil {
+		return err
+	}
+	if err := r.findStale(ctx); err != nil {
 		return err
 	}
 	return r.dispatch(ctx)
@@ -1362,7 +1430,8 @@ func (r *run) decide(ctx context.Context) error {
 // under another scheduler's lease, or waits to run here. A backfill's
 // run does not count.
 func (r *run) busy(ctx context.Context, p tranche.TimePartition) (bool, error) {
-	if r.inflight > 0 || slices.ContainsFunc(r.pending, func(sl *slot) bool { return !sl.byBackfill && sl.p.Start.Before(p.Start) }) {
+	// A stale slot's rerun is no earlier live slot either.
+	if r.inflight > 0 || slices.ContainsFunc(r.pending, func(sl *slot) bool { return !sl.byBackfill && !sl.rerun && sl.p.Start.Before(p.Start) }) {
 		return true, nil
 	}
 	prev := p.Prev()
@@ -1499,6 +1568,21 @@ func (r *run) dispatch(ctx context.Context) error {
 			// Not closed by the ledger's clock, nor is any later slot.
 			return nil
 		}
+		if r.s.gate != nil {
+			v, err := r.admit(ctx, sl)
+			switch {
+			case err != nil:
+				return err
+			case v == gateDrop:
+				r.pending = slices.Delete(r.pending, i, i+1)
+				continue
+			case v == gateWait && !concurrent:
+				return nil // the later slots wait behind it
+			case v == gateWait:
+				i++
+				continue
+			}
+		}
 		started, err := r.claim(ctx, sl)
 		switch {
 		case err != nil:
@@ -1526,9 +1610,14 @@ func (r *run) claim(ctx context.Context, sl *slot) (bool, error) {
 		// Held by another worker until its lease expired: a takeover.
 		trigger = ledger.TriggerCatchUp
 	}
-	lease, err := r.s.Ledger.Claim(ctx, ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
+	req := ledger.ClaimRequest{DAG: cfg.dag, Worker: cfg.worker,
 		RunID: backfill.RunID(cfg.dag, sl.p.Start, sl.p.End), Partitions: []tranche.TimePartition{sl.p},
-		Lease: cfg.lease, Policy: ledger.RerunNone, Trigger: trigger, NotBefore: cfg.due(sl.p)})
+		Lease: cfg.lease, Policy: ledger.RerunNone, Trigger: trigger, NotBefore: cfg.due(sl.p)}
+	if sl.rerun {
+		// Stale: run again unless it ran since it was found stale.
+		req.Policy, req.Revision = ledger.RerunAll, sl.revision
+	}
+	lease, err := r.s.Ledger.Claim(ctx, req)
 	answered := time.Now()
 	var early *ledger.EarlyError
 	switch {

@@ -16,7 +16,9 @@
 // -backfill FROM/TO it runs a backfill of that window (RFC 3339 bounds)
 // as a worker of -concurrency instead of schedulers, each partition
 // before -base taking -bftake. -timing appends "start|end KEY WHO
-// UNIXNANO" lines, by the system's clock, for every run.
+// UNIXNANO" lines, by the system's clock, for every run. With -mixed
+// the DAG holds a daily rollup of the hours too ("rollup KEY WORKER PID"
+// in the audit), and -report -asset rollup reports its days.
 package main
 
 import (
@@ -63,6 +65,12 @@ var (
 	concurrency = flag.Int("concurrency", 1, "the backfill's concurrency")
 	bfTake      = flag.Duration("bftake", time.Second, "how long a partition before -base takes (real time)")
 	timing      = flag.String("timing", "", "append start and end lines with the system's time here")
+
+	mixed   = flag.Bool("mixed", false, "add a daily rollup of the hours, both assets from -base: a DAG of two granularities")
+	waitUp  = flag.Duration("waitupstream", 0, "with -mixed: the scheduler's WaitUpstream (the clock's time)")
+	asset   = flag.String("asset", "events", "with -mixed and -report: the asset whose slots to report")
+	runLate = flag.Bool("runlate", false, "with -mixed: the scheduler's RunLate")
+	stale   = flag.Bool("rerunstale", false, "with -mixed: the scheduler's RerunStale")
 )
 
 func main() {
@@ -124,9 +132,26 @@ func run() error {
 		fmt.Fprintf(logFile, "%s %s %s %d\n", what, key, who, os.Getpid())
 	}
 	dag := func(who string) (*tranche.DAG, error) {
-		return tranche.NewDAG(tranche.Asset{
+		var first time.Time
+		var more []tranche.Asset
+		if *mixed {
+			// From -base: the hours before it never run, so the first
+			// day reads the hours from -base on.
+			first = from
+			more = append(more, tranche.Asset{Name: "rollup", Deps: []string{"events"},
+				Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: loc, First: first},
+				Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+					p, err := m.Partition()
+					if err != nil {
+						return nil, err
+					}
+					note("rollup", p.Key(), who)
+					return nil, nil
+				}})
+		}
+		d, err := tranche.NewDAG(append([]tranche.Asset{{
 			Name:         "events",
-			Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: loc, Column: "slot"},
+			Partitioning: tranche.Partitioning{Granularity: tranche.Hour, Location: loc, Column: "slot", First: first},
 			Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 				p, err := m.Partition()
 				if err != nil {
@@ -151,7 +176,11 @@ func run() error {
 				return []tranche.Row{{"slot": p.Key()}}, nil
 			},
 			Destinations: []tranche.Destination{auditDest{note: note, who: who}},
-		})
+		}}, more...)...)
+		if d != nil && *mixed {
+			d.Name = "platform"
+		}
+		return d, err
 	}
 
 	ctx := context.Background()
@@ -189,6 +218,7 @@ func run() error {
 			return err
 		}
 		s := &schedule.Scheduler{DAG: d, Ledger: l, Worker: who, Lease: *lease, Heartbeat: *heartbeat, Now: now, After: after,
+			Runner: &tranche.Runner{Read: readNothing}, WaitUpstream: *waitUp, RunLate: *runLate, RerunStale: *stale,
 			OnEvent: func(_ context.Context, e tranche.Event) {
 				switch e.Kind {
 				case schedule.KindLedgerError:
@@ -290,8 +320,23 @@ func printReport(ctx context.Context, dag func(string) (*tranche.DAG, error), lo
 		return err
 	}
 	id := backfill.DAGIdentity(d, tranche.Hour, loc)
+	if *mixed {
+		a, err := backfill.AssetDAG(d, *asset, readNothing)
+		if err != nil {
+			return err
+		}
+		g := tranche.Hour
+		if *asset == "rollup" {
+			g = tranche.Day
+		}
+		id = backfill.DAGIdentity(a, g, loc)
+	}
+	lo := from.Add(-time.Hour)
+	if *mixed {
+		lo = from.Add(-48 * time.Hour) // the day holding -base
+	}
 	enc := json.NewEncoder(os.Stdout)
-	for a, err := range l.Latest(ctx, id, from.Add(-time.Hour), to) {
+	for a, err := range l.Latest(ctx, id, lo, to) {
 		if err != nil {
 			return err
 		}
@@ -318,6 +363,12 @@ func printReport(ctx context.Context, dag func(string) (*tranche.DAG, error), lo
 		return err
 	}
 	return nil
+}
+
+// readNothing is the runner's Read under -mixed: the rollup counts on
+// the scheduler, which runs a day once the ledger holds its hours.
+func readNothing(context.Context, string, tranche.TimePartition) ([]tranche.Row, error) {
+	return nil, nil
 }
 
 // closingLedger is a ledger the worker closes.
