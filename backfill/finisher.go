@@ -297,6 +297,7 @@ func (x *execution) finishCall(calls []ledger.Finish, kept []*leases.Kept) ([]er
 	case <-x.watch.ctx.Done():
 	}
 	what := fmt.Sprintf("the finish of %s (attempt %d of worker %s)", leases.Describe(calls[0].Lease), calls[0].Lease.Attempts[0], calls[0].Lease.Worker)
+	x.awaitProbe()
 	x.suspect(what, nil)
 	left := leases.LeftBehind(what, time.Since(sent), true)
 	if lost := x.lostLedger(); lost != nil {

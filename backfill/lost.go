@@ -33,7 +33,7 @@ type watch struct {
 	lose context.CancelCauseFunc
 
 	mu      sync.Mutex
-	probing bool
+	probing chan struct{} // closed when the probe under way ends; nil when none is
 	lost    error
 }
 
@@ -42,13 +42,32 @@ type watch struct {
 // error, when it returned one).
 func (x *execution) suspect(what string, err error) {
 	x.watch.mu.Lock()
-	if x.watch.probing || x.watch.lost != nil || x.watch.ctx.Err() != nil {
+	if x.watch.probing != nil || x.watch.lost != nil || x.watch.ctx.Err() != nil {
 		x.watch.mu.Unlock()
 		return
 	}
-	x.watch.probing = true
+	x.watch.probing = make(chan struct{})
 	x.watch.mu.Unlock()
 	go x.probe(what, err)
+}
+
+// awaitProbe waits for the probe under way, if one is, for at most a
+// lease (its own bound, should the ledger ignore its context), so that a
+// call given up meanwhile says whether the ledger was lost rather than
+// race the probe's verdict.
+func (x *execution) awaitProbe() {
+	x.watch.mu.Lock()
+	done := x.watch.probing
+	x.watch.mu.Unlock()
+	if done == nil {
+		return
+	}
+	t := time.NewTimer(x.cfg.lease)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // probe reads the backfill's record under a lease, and, with no answer
@@ -61,7 +80,8 @@ func (x *execution) probe(what string, cause error) {
 	cancel()
 	x.watch.mu.Lock()
 	defer x.watch.mu.Unlock()
-	x.watch.probing = false
+	close(x.watch.probing)
+	x.watch.probing = nil
 	if !noAnswer || x.watch.lost != nil {
 		return
 	}
