@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -34,22 +33,13 @@ func (r stalledReader) Read([]byte) (int, error) {
 // as the stalled worker itself gives the finish up then; the stalled
 // finish should record nothing.
 //
-// It fails today, and is skipped unless TRANCHE_KNOWN_FAULTS is set: the
-// other worker's takeover blocks on the row for as long as the worker
-// stalls. The server's idle_in_transaction_session_timeout does not end
-// a session inside a statement, and neither does a statement_timeout
-// set for the COPY (a COPY FROM STDIN left without data outlived a
-// timeout of 2 s by 5 s, by hand), so the fix is elsewhere: the taker
-// ending the stalled session (pg_terminate_backend of a session in a
-// COPY, waiting for its client, that holds the row), or rows sent in one
-// statement that waits for no client (INSERT from arrays). It is the
-// likely cause of TestSkewedClocks/sql/ahead-stopped's partition not
-// taken over a minute after the stop (a worker stopped inside the COPY
-// of its finish; the skew test now logs the sessions past 20 s).
+// No server timeout ends that session: idle_in_transaction_session_timeout
+// spares a session inside a statement, and statement_timeout is not
+// heeded while a COPY reads from its client. The taker ends it
+// (Dialect.EndStalled). This was the cause of
+// TestSkewedClocks/sql/*-stopped's partitions not taken over a minute
+// after the stop (a worker stopped inside the COPY of its finish).
 func TestStalledCopy(t *testing.T) {
-	if os.Getenv("TRANCHE_KNOWN_FAULTS") == "" {
-		t.Skip("a known fault, not fixed: set TRANCHE_KNOWN_FAULTS=1 to run it")
-	}
 	url := serverURL(t)
 	schema := freshSchema(t, url)
 	const lease = time.Second

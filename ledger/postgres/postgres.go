@@ -457,6 +457,13 @@ func dialectFor(cfg *pgx.ConnConfig, schema string) *sqlledger.Dialect {
 		// A heartbeat or a finish waits for a claim of its partitions
 		// to decide, and judges the fence on the outcome.
 		LeaseLock: " FOR UPDATE OF p",
+		// The session whose transaction holds the attempt's row (its
+		// xmax) and that waits for its client inside a statement, when
+		// this role may end it.
+		EndStalled: `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
+			WHERE a.backend_xid = (SELECT xmax FROM tranche_attempts WHERE dag_id = $1 AND start_s = $2 AND attempt = $3)
+				AND a.state = 'active' AND a.wait_event_type = 'Client' AND a.wait_event = 'ClientRead'
+				AND a.pid <> pg_backend_pid() AND pg_has_role(a.usesysid, 'MEMBER')`,
 		// Claims of a DAG under a limit take turns on its row.
 		LimitLock: " FOR UPDATE",
 		// The migration's lock, per schema: the schema is the first

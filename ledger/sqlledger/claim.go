@@ -485,6 +485,11 @@ func (l *Ledger) insertFresh(ctx context.Context, tx *sql.Tx, dagID int64, backf
 // matching [ledger.ErrNotClaimable] when the attempt finished since it
 // was read: a finish does not lock the partition's row.
 func (l *Ledger) takeOver(ctx context.Context, tx *sql.Tx, dagID int64, p tranche.TimePartition, r *latestRow, worker string, st txStart) error {
+	if l.dialect.EndStalled != "" {
+		if _, err := l.exec(ctx, tx, l.dialect.EndStalled, dagID, p.Start.Unix(), r.latest); err != nil {
+			return err
+		}
+	}
 	res, err := l.exec(ctx, tx, qTakeover, st.now.UnixMilli(), st.rev, ledger.TakeoverReason(r.attempt.LeaseUntil, worker), dagID, p.Start.Unix(), r.latest)
 	if err != nil {
 		return err

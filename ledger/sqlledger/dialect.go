@@ -53,6 +53,19 @@ type Dialect struct {
 	// never wait for each other.
 	ClaimLock string
 
+	// EndStalled, when not empty, is run in a claim's transaction
+	// before it takes over an attempt whose lease expired, with the
+	// attempt's DAG id, partition start and attempt as $1, $2 and $3. It
+	// ends a session that holds the attempt's row while it waits for its
+	// client inside a statement, which no server timeout ends (PostgreSQL:
+	// a COPY of a finish's rows whose worker was stopped or cut off;
+	// idle_in_transaction_session_timeout spares a session inside a
+	// statement, and statement_timeout is not heeded while it reads from
+	// its client). Without it the takeover would wait for as long as that
+	// worker stalls. The holder has lost its lease: its finish, which the
+	// takeover fences, is only ended sooner.
+	EndStalled string
+
 	// LeaseLock ends the query that reads the partitions a heartbeat or a
 	// finish is about to change: "" for SQLite, " FOR UPDATE OF p" for
 	// PostgreSQL, which waits for a concurrent claim of the same
