@@ -14,6 +14,7 @@ import (
 
 	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger/postgres"
 )
 
@@ -82,6 +83,7 @@ func TestOpenWhileLocked(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a process")
 	}
+	proctest.SkipRace(t)
 	url := serverURL(t)
 	schema := freshSchema(t, url)
 	first, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema})

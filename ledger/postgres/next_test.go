@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/ledgertest"
@@ -58,6 +59,7 @@ func TestClaimNextProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
+	proctest.SkipRace(t)
 	url := serverURL(t)
 	l := openFresh(t, url, nil)
 	schema := schemaOf(l)

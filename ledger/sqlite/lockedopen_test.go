@@ -15,6 +15,7 @@ import (
 
 	"github.com/tranche-dev/tranche/destination/column"
 	"github.com/tranche-dev/tranche/destination/sqldest"
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/sqlite"
 	"github.com/tranche-dev/tranche/ledger/sqlledger"
@@ -72,6 +73,7 @@ func TestOpenWhileLocked(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a process")
 	}
+	proctest.SkipRace(t)
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	first, err := sqlite.Open(t.Context(), path, nil)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/internal/schematest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/ledgertest"
@@ -56,6 +57,7 @@ func TestClaimNextProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
+	proctest.SkipRace(t)
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	l, err := sqlite.Open(t.Context(), path, nil)
 	if err != nil {
