@@ -146,10 +146,14 @@ func (s *Scheduler) runAssets(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	var clock func() time.Time
 	for _, k := range kids {
-		if _, err := k.config(); err != nil {
+		cfg, err := k.config()
+		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		clock = cfg.now
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -167,6 +171,10 @@ func (s *Scheduler) runAssets(ctx context.Context) error {
 		s.running = false
 		s.mu.Unlock()
 	}()
+	began := clock()
+	for _, k := range kids {
+		k.began = began
+	}
 	var wg sync.WaitGroup
 	errc := make(chan error, len(kids))
 	for _, k := range kids {

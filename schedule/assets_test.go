@@ -228,6 +228,45 @@ func TestMixedGranularities(t *testing.T) {
 	}
 }
 
+// TestMixedBeginsAtOneInstant starts the assets' schedulers of a DAG of
+// two granularities a moment before midnight, and has them first look
+// at the clock after it, as a loaded machine may: the hour from 23:00
+// and the day, both due at midnight, came due while Run ran, and run;
+// neither is taken for a slot due before the scheduler started.
+func TestMixedBeginsAtOneInstant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loc := mustLoad(t, "America/New_York")
+		clock := offsetClock(time.Date(2026, 3, 8, 0, 1, 0, 0, loc))
+		var calls int
+		var mu sync.Mutex
+		late := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			if calls++; calls == 1 {
+				return clock().Add(-2 * time.Minute) // Run begins at 23:59
+			}
+			return clock()
+		}
+		pl := newPlatform(t, clock)
+		l := memledger.New(clock)
+		hours, err := tranche.WindowBetween(tranche.Hour, time.Date(2026, 3, 7, 0, 0, 0, 0, loc), time.Date(2026, 3, 7, 23, 0, 0, 0, loc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (&backfill.Backfill{DAG: pl.dag, Ledger: l, Runner: pl.runner, Window: hours}).Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s := &schedule.Scheduler{DAG: pl.dag, Ledger: l, Runner: pl.runner, Now: late}
+		runFor(t, s, 30*time.Minute)
+		if got, want := pl.dayRuns(), []string{"2026-03-07 24"}; len(got) != 1 || fmt.Sprintf("%s %d", got[0].key, got[0].hours) != want[0] {
+			t.Errorf("rollup's runs: %v; want %q", got, want)
+		}
+		if got := pl.states(t, l, "events", tranche.Hour, time.Date(2026, 3, 7, 23, 0, 0, 0, loc), time.Date(2026, 3, 8, 0, 0, 0, 0, loc)); got["2026-03-07T23:00-05:00"] != "succeeded" {
+			t.Errorf("the hour from 23:00: %q; want succeeded", got)
+		}
+	})
+}
+
 // TestMixedStaleReload shares a ledger between backfills and the
 // scheduler of hourly events and their daily rollup: a backfill lands
 // March 7 and 8 (New York), the scheduler then runs the hour from

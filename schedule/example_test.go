@@ -162,7 +162,7 @@ func Example_granularities() {
 		return
 	}
 	const rate = 9000
-	start := time.Date(2026, 3, 7, 23, 59, 0, 0, newYork)
+	start := time.Date(2026, 3, 7, 23, 45, 0, 0, newYork)
 	var t0 time.Time // set once the backfill ran
 	now := func() time.Time { return start.Add(time.Since(t0) * rate) }
 	after := func(d time.Duration) <-chan time.Time { return time.After(d / rate) }

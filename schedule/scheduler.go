@@ -237,10 +237,13 @@ type Scheduler struct {
 	// gate, for the scheduler of one asset of a DAG of several
 	// granularities, checks its upstream partitions; only names that
 	// asset, whose slots it runs. kids are the assets' schedulers of a
-	// DAG of several granularities.
-	gate *gate
-	only string
-	kids []*Scheduler
+	// DAG of several granularities. began is when their Run began, by
+	// the scheduler's clock, so that every asset's scheduler resumes from
+	// one instant: a slot due after it came due while they ran.
+	gate  *gate
+	only  string
+	kids  []*Scheduler
+	began time.Time
 
 	mu      sync.Mutex
 	running bool
@@ -837,7 +840,11 @@ func (r *run) step(ctx context.Context) error {
 		}
 	}
 	if !r.started {
-		if err := r.begin(ctx, now); err != nil {
+		at := now
+		if !r.s.began.IsZero() {
+			at = r.s.began
+		}
+		if err := r.begin(ctx, at); err != nil {
 			return err
 		}
 		r.started = true
