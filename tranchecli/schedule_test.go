@@ -240,7 +240,9 @@ func TestScheduleReplicas(t *testing.T) {
 		tranchecli.SetClock(h.p, now, after)
 		outs[i] = &syncBuffer{}
 		h.p.Stdout, h.p.Stderr = outs[i], outs[i]
-		go func() { codes <- h.p.Main(ctx, []string{"schedule", "events"}) }()
+		// A lease of 3 s: a replica that found a day held looks again a
+		// second later, not the default ten.
+		go func() { codes <- h.p.Main(ctx, []string{"schedule", "--lease", "3s", "events"}) }()
 	}
 	// Both days must be over in both replicas: one that found a day held
 	// says it was done elsewhere only when it looks again, a heartbeat
