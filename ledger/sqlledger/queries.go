@@ -201,6 +201,14 @@ func (d *Dialect) qFinish(n int) string {
 			AND tranche_attempts.state = 'running' AND tranche_attempts.start_s = v.column1 AND tranche_attempts.attempt = v.column2`
 }
 
+// qFinishReturning is qFinish(n) returning, for each partition it
+// changed, its start, its attempt and whether its backfill was canceled,
+// so that the call a worker makes anyway tells it of a cancellation.
+func (d *Dialect) qFinishReturning(n int) string {
+	return d.qFinish(n) + ` RETURNING tranche_attempts.start_s, tranche_attempts.attempt,
+		(SELECT b.canceled FROM tranche_backfills b WHERE b.id = tranche_attempts.backfill)`
+}
+
 // laterStart is the SQL of an attempt's start once its run is known to
 // have begun at began, an expression of columns, when its run's length
 // ran is known (not negative): the later of the two, so that an attempt
@@ -440,7 +448,8 @@ func pairs(from, n int) string {
 // those that transactions run, on the reader those that reads run.
 func (l *Ledger) prepare(ctx context.Context) error {
 	l.wstmts, l.rstmts = map[string]*sql.Stmt{}, map[string]*sql.Stmt{}
-	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), qDAGID, qInsertDAG, qRevision, qBackfill,
+	l.qFinishOne = l.dialect.qFinishReturning(1)
+	writes := []string{l.qNow(), l.dialect.qStart(), l.dialect.qFinish(1), l.qFinishOne, qDAGID, qInsertDAG, qRevision, qBackfill,
 		l.dialect.qCancelBackfill(), l.dialect.qResumeBackfill(), qInsertBackfill,
 		qTakeover, qFinishEach, l.dialect.qInsertFresh(1, true), qReadLatest(1, l.dialect.ClaimLock), qReadLatest(1, l.dialect.LeaseLock), qInsertAttempts(1), qAdvanceLatest(1), qHeartbeat(1),
 		l.dialect.qLockCursor(), qMoveCursor, qReleased, qVersions, qRewindLatest(1), qWithdraw(1), qDeletePartitions(1)}
