@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -96,22 +97,6 @@ func (u *assetUnit) key(start int64) string {
 type assetDep struct {
 	unit   int
 	mapped [][]int64 // the starts, in Unix seconds: a year of a daily asset reading hours maps to 8,760
-}
-
-// mixedGranularities reports whether dag's partitioned assets have more
-// than one granularity: a backfill then runs each asset on its own.
-func mixedGranularities(dag *tranche.DAG) bool {
-	var g tranche.TimeGranularity
-	for a := range dag.Assets() {
-		switch p := a.Partitioning.Granularity; {
-		case !p.IsValid():
-		case !g.IsValid():
-			g = p
-		case p != g:
-			return true
-		}
-	}
-	return false
 }
 
 // checkMixed refuses what a backfill of several granularities cannot
@@ -385,8 +370,8 @@ func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUni
 func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan, latest []map[int64]*ledger.Attempt, i, k int, it *assetItem, now time.Time, wave int) {
 	u := units[i]
 	own := it.latest
-	var waitFor, missing, newer string
-	var newest time.Time
+	var waitFor, missing string
+	stale := granularities.NewStale(own)
 	for _, d := range u.deps {
 		up := units[d.unit]
 		for _, q := range d.mapped[k] {
@@ -414,11 +399,8 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 				}
 				continue
 			}
-			// Stale: the upstream partition's latest success ended after
-			// the partition's own latest success began to read it.
-			if own != nil && own.State == ledger.StateSucceeded && a.Finished.After(own.Started) && a.Finished.After(newest) {
-				newest = a.Finished
-				newer = fmt.Sprintf("stale: upstream %s %s rematerialized", up.name, up.key(q))
+			if stale.Newer(a) {
+				stale.Name(up.name, up.key(q))
 			}
 		}
 	}
@@ -444,8 +426,8 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 		it.action = ledger.ActionSkipRecorded
 	case own.State != ledger.StateSucceeded:
 		it.reason = string(own.State)
-	case newer != "":
-		it.stale, it.reason = true, newer
+	case stale.Why() != "":
+		it.stale, it.reason = true, stale.Why()
 	case waitFor != "":
 		it.stale, it.reason = true, "stale: upstream "+waitFor+" runs again first"
 	case cfg.rerun == ledger.RerunStale && own.CodeVersion != u.code:

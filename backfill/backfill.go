@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
@@ -312,7 +313,7 @@ func (b *Backfill) fields() (*config, error) {
 			sel.window, sel.window.Start().Year())
 	}
 	if b.DAG != nil && sel.total > 0 && !unset {
-		if cfg.mixed = b.only == "" && mixedGranularities(b.DAG); cfg.mixed {
+		if cfg.mixed = b.only == "" && granularities.Several(b.DAG); cfg.mixed {
 			errs = append(errs, b.checkMixed(sel.window)...)
 		} else {
 			errs = append(errs, checkAssets(b.DAG, sel.window, cfg.chunk, b.only)...)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -94,23 +95,14 @@ func limitLine(lim ledger.Limit, now time.Time) string {
 // records its assets' partitions ("platform/events") when its assets
 // have several granularities, and nil otherwise.
 func assetNames(dag *tranche.DAG) []string {
-	if dag == nil {
+	if dag == nil || !granularities.Several(dag) {
 		return nil
 	}
 	var names []string
-	var g tranche.TimeGranularity
-	mixed := false
 	for a := range dag.Assets() {
-		p := a.Partitioning.Granularity
-		if !p.IsValid() {
-			continue
+		if a.Partitioning.Granularity.IsValid() {
+			names = append(names, dag.Name+"/"+a.Name)
 		}
-		mixed = mixed || g.IsValid() && p != g
-		g = p
-		names = append(names, dag.Name+"/"+a.Name)
-	}
-	if !mixed {
-		return nil
 	}
 	return names
 }
