@@ -194,6 +194,11 @@ type Backfill struct {
 	// granularities (see assets.go), names that asset: the DAG's other
 	// assets are its dependencies, only read.
 	only string
+	// id, set with only, is the backfill's id: derived from the id of
+	// the backfill of several granularities that runs it
+	// (assetBackfillID), so that the id that backfill's plan shows
+	// reaches it.
+	id string
 
 	// reads, set by PlanFrom, is read in place of Ledger.
 	reads ledger.Reader
@@ -330,6 +335,9 @@ func (b *Backfill) fields() (*config, error) {
 		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
 	} else {
 		cfg.id = ID(cfg.dag, w, cfg.chunk)
+	}
+	if b.id != "" {
+		cfg.id = b.id
 	}
 	if cfg.worker == "" {
 		cfg.worker = defaultWorker()

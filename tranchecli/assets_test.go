@@ -1,10 +1,13 @@
 package tranchecli_test
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/assettest"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
@@ -102,5 +105,81 @@ func TestMixedLimit(t *testing.T) {
 	}
 	if out := h.must(0, "limit", "platform/events", "2"); !strings.Contains(out, "Limited DAG platform/events") {
 		t.Errorf("limit platform/events 2:\n%s", out)
+	}
+}
+
+// TestMixedPlanID takes the id that the plan of a backfill of several
+// granularities shows, as an operator copies it, to status, cancel and
+// resume: each acts on the backfills of its assets, which the ledger
+// records under ids of their own.
+func TestMixedPlanID(t *testing.T) {
+	h := newHarness(t)
+	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+	h.l = p.Ledger().(*memledger.Ledger)
+	h.p.Ledger, h.p.Runner = h.l, p.Runner()
+	h.p.DAGs["platform"] = p.DAG()
+	span := []string{"--from", "2026-03-08", "--to", "2026-03-09"}
+	js := h.must(0, append([]string{"plan", "platform", "--format", "json"}, span...)...)
+	var plan struct {
+		Backfill string `json:"backfill"`
+	}
+	if err := json.NewDecoder(strings.NewReader(js)).Decode(&plan); err != nil || plan.Backfill == "" {
+		t.Fatalf("plan as JSON: %v, id %q:\n%s", err, plan.Backfill, js)
+	}
+	id := plan.Backfill
+	if out := h.must(0, append([]string{"plan", "platform"}, span...)...); !strings.Contains(out, id) {
+		t.Errorf("the plan does not show id %s:\n%s", id, out)
+	}
+	h.must(0, append([]string{"run", "platform", "--yes"}, span...)...)
+
+	out := h.must(0, "status", id, "--color", "never")
+	for _, want := range []string{"Backfill " + id + " runs each asset of its DAG as a backfill of its own (3):",
+		"\nplatform/events (backfill ", "\nplatform/rollup (backfill ", "\nplatform/model (backfill "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status %s lacks %q:\n%s", id, want, out)
+		}
+	}
+	js = h.must(0, "status", id, "--format", "json")
+	var st struct {
+		Backfill string            `json:"backfill"`
+		Assets   []json.RawMessage `json:"assets"`
+	}
+	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Backfill != id || len(st.Assets) != 3 {
+		t.Errorf("status %s as JSON: %v, backfill %q, %d assets; want one object of its 3 assets:\n%s", id, err, st.Backfill, len(st.Assets), js)
+	}
+
+	// The model days wait for days outside the window: its backfill is
+	// not finished, and the cancel reaches it; events and rollup are done.
+	out = h.must(0, "cancel", id)
+	if !strings.Contains(out, "Canceled backfill "+id+" through its assets' backfills (platform/model ") || strings.Contains(out, "platform/events") {
+		t.Errorf("cancel %s:\n%s", id, out)
+	}
+	assets, err := backfill.AssetBackfills(context.Background(), h.l, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range assets {
+		if a.Canceled != (a.DAGName == "platform/model") {
+			t.Errorf("after cancel %s: %s canceled %v", id, a.DAGName, a.Canceled)
+		}
+	}
+	if out := h.must(3, "cancel", id); !strings.Contains(out, "nothing was changed") {
+		t.Errorf("cancel %s again:\n%s", id, out)
+	}
+	// Resumed here, where its DAG is registered.
+	out = h.must(0, "resume", id)
+	if !strings.Contains(out, "Resuming backfill "+id+" of DAG platform over") {
+		t.Errorf("resume %s:\n%s", id, out)
+	}
+	if assets, err = backfill.AssetBackfills(context.Background(), h.l, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range assets {
+		if a.Canceled {
+			t.Errorf("after resume %s: %s still canceled", id, a.DAGName)
+		}
+	}
+	if out := h.must(3, "resume", id); !strings.Contains(out, "nothing to resume") {
+		t.Errorf("resume %s again:\n%s", id, out)
 	}
 }
