@@ -3,10 +3,12 @@ package tranchecli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/internal/assettest"
 	"github.com/tranche-dev/tranche/ledger"
@@ -87,11 +89,10 @@ func TestMixedGranularities(t *testing.T) {
 	}
 }
 
-// TestMixedLimit limits a DAG of several granularities by its name:
-// its backfills claim each asset's partitions under the asset's own
-// identity, which a limit of the whole DAG would not hold, so the
-// command refuses it and names the identities to limit, and limits one
-// of them.
+// TestMixedLimit limits a DAG of several granularities by its name: the
+// limit is set on every asset's identity, in one group, so that the
+// ledger counts the runs of all its assets against it; 0 removes it from
+// them all. An asset's identity can still be limited alone.
 func TestMixedLimit(t *testing.T) {
 	h := newHarness(t)
 	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
@@ -99,9 +100,52 @@ func TestMixedLimit(t *testing.T) {
 	h.p.Ledger, h.p.Runner = h.l, p.Runner()
 	h.p.DAGs["platform"] = p.DAG()
 	h.must(0, "run", "platform", "--yes", "--from", "2026-03-08", "--to", "2026-03-08")
-	code, out, errs := h.run("limit", "platform", "2")
-	if code == 0 || !strings.Contains(errs, "platform/events") {
-		t.Errorf("limit platform 2: exit %d; want a refusal naming platform/events\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	out := h.must(0, "limit", "platform", "2")
+	if !strings.Contains(out, "Limited DAG platform") || !strings.Contains(out, "across every process and its 4 assets, each recorded under a DAG of its own (platform/events, platform/rollup, platform/model, platform/report)") {
+		t.Errorf("limit platform 2:\n%s", out)
+	}
+	ctx := context.Background()
+	march, err := tranche.NewTimePartitionWindow(tranche.Day, time.Date(2026, 3, 1, 0, 0, 0, 0, p.NY), time.Date(2026, 3, 31, 0, 0, 0, 0, p.NY))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Backfill(march, "").Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range plan.Assets {
+		if got, err := h.l.Limit(ctx, a.DAG); err != nil || got.Max != 2 || got.Group != "platform" {
+			t.Errorf("limit of asset %s (%s) = %+v, %v; want 2 in group platform", a.Asset, a.DAG, got, err)
+		}
+	}
+	// Two runs of two assets fill the DAG's limit: a third, of a third
+	// asset, waits.
+	claim := func(i int) error {
+		a := plan.Assets[i]
+		p := tranche.PartitionOf(a.Granularity, time.Date(2026, 3, 20, 0, 0, 0, 0, p.NY))
+		_, err := h.l.Claim(ctx, ledger.ClaimRequest{DAG: a.DAG, Worker: "w", RunID: "run-" + a.Asset, Partitions: []tranche.TimePartition{p},
+			Lease: time.Minute, Policy: ledger.RerunFailed})
+		return err
+	}
+	if err := errors.Join(claim(0), claim(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := claim(3); !errors.Is(err, ledger.ErrLimited) {
+		t.Errorf("a third run of the DAG's assets under its limit of 2 = %v; want ErrLimited", err)
+	}
+	if out := h.must(0, "limit", "platform"); !strings.Contains(out, "at most 2 runs at once across every process") || !strings.Contains(out, "2 running") {
+		t.Errorf("limit platform:\n%s", out)
+	}
+	if out := h.must(3, "limit", "platform", "2"); !strings.Contains(out, "nothing was changed") {
+		t.Errorf("limit platform 2 again:\n%s", out)
+	}
+	if out := h.must(0, "limit", "platform", "0"); !strings.Contains(out, "Removed the limit of DAG platform") {
+		t.Errorf("limit platform 0:\n%s", out)
+	}
+	for _, a := range plan.Assets {
+		if got, err := h.l.Limit(ctx, a.DAG); err != nil || got.Max != 0 || got.Group != "" {
+			t.Errorf("limit of asset %s after limit 0 = %+v, %v; want none", a.Asset, got, err)
+		}
 	}
 	if out := h.must(0, "limit", "platform/events", "2"); !strings.Contains(out, "Limited DAG platform/events") {
 		t.Errorf("limit platform/events 2:\n%s", out)
