@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/internal/idhash"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -30,13 +29,10 @@ func assetBackfillID(id, asset string) string {
 func (b *Backfill) recordAssets(ctx context.Context, cfg *config, units []*assetUnit, resume bool) error {
 	var canceled error
 	for _, u := range units {
-		if len(u.parts) == 0 {
+		if u.n == 0 {
 			continue
 		}
-		w, err := tranche.NewTimePartitionWindow(u.g, u.parts[0].Start, u.parts[len(u.parts)-1].Start)
-		if err != nil {
-			return err
-		}
+		w := u.window
 		id := assetBackfillID(cfg.id, u.name)
 		if resume {
 			if err := b.Ledger.ResumeBackfill(ctx, id); err != nil && !errors.Is(err, ledger.ErrUnknownBackfill) {

@@ -271,13 +271,18 @@ func (l *Ledger) finishRows(ctx context.Context, tx *sql.Tx, dagID int64, batch 
 		}
 	}
 	args = append(args, dagID, batch[todo[0]].Lease.Worker)
-	query := l.dialect.qFinish(n) + ` RETURNING tranche_attempts.start_s, tranche_attempts.attempt,
-		(SELECT b.canceled FROM tranche_backfills b WHERE b.id = tranche_attempts.backfill)`
+	query := l.qFinishOne // prepared: most finishes are of one partition
+	if n > 1 {
+		query = l.dialect.qFinishReturning(n)
+	}
 	var rows *sql.Rows
 	var err error
-	if tx == nil {
+	switch s := l.wstmts[query]; {
+	case tx == nil && s != nil:
+		rows, err = s.QueryContext(ctx, args...)
+	case tx == nil:
 		rows, err = l.db.QueryContext(ctx, l.q(query), args...)
-	} else {
+	default:
 		rows, err = l.query(ctx, tx, query, args...)
 	}
 	if err != nil {

@@ -152,6 +152,9 @@ type Ledger struct {
 	// Statements prepared by Open, by query as written: on db, run in
 	// transactions, and on reader.
 	wstmts, rstmts map[string]*sql.Stmt
+	// qFinishOne is the finish of one partition that FinishBatch runs,
+	// built once: it is the statement a partition costs.
+	qFinishOne string
 
 	// The leases this ledger granted and has not finished, with the
 	// work deferred to their finish (deferred.go).
