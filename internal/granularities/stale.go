@@ -8,11 +8,12 @@ import (
 )
 
 // Stale finds why a partition of an asset that maps to partitions of
-// its dependencies is stale, the one rule of a backfill's plan and of
-// the scheduler's RerunStale: an upstream partition whose latest
-// success ended after the partition's own latest success began was
-// materialized again after the partition read it. Of several, the one
-// that ended last is named.
+// its dependencies is stale, for the scheduler's RerunStale: an upstream
+// partition whose latest success ended after the partition's own latest
+// success began was materialized again after the partition read it. Of
+// several, the one that ended last is named. A backfill's plan applies
+// the same rule to its compact attempts (backfill's unitPlans.judge),
+// and says it in the same words.
 type Stale struct {
 	own    *ledger.Attempt
 	newest time.Time
