@@ -225,13 +225,13 @@ func TestProcessReplicaKilled(t *testing.T) {
 
 // TestProcessReplicaJoinsQueue runs three scheduler processes on one
 // SQLite file, and on one PostgreSQL ledger; the one that takes the slot
-// of 00:00 runs it for 10 s (10 hours of the clock), so that the later
+// of 00:00 runs it for 12 s (12 hours of the clock), so that the later
 // slots queue behind it (OverlapQueue). A fourth process joins with 8
 // slots queued: it records none of them missed, and every slot, queued
 // ones included, succeeds exactly once.
 func TestProcessReplicaJoinsQueue(t *testing.T) {
 	bin := buildWorker(t)
-	c := springClock(t, 3600, 14) // 14 hours in 14 seconds, from the first subtest's start
+	c := springClock(t, 3600, 16) // 16 hours in 16 seconds, from the first subtest's start
 	t.Run("sqlite", func(t *testing.T) {
 		c.epoch = time.Now()
 		joinQueue(t, bin, c, []string{"-db", filepath.Join(t.TempDir(), "ledger.db")})
@@ -250,7 +250,7 @@ func joinQueue(t *testing.T, bin string, c procClock, ledgerArgs []string) {
 	launch := func(worker string) {
 		var out bytes.Buffer
 		cmd := exec.Command(bin, append(append([]string{"-worker", worker, "-audit", audit,
-			"-slow", slow, "-slowtake", "10s"}, ledgerArgs...), c.args()...)...)
+			"-slow", slow, "-slowtake", "12s"}, ledgerArgs...), c.args()...)...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -260,9 +260,10 @@ func joinQueue(t *testing.T, bin string, c procClock, ledgerArgs []string) {
 	for i := range 3 {
 		launch(fmt.Sprintf("p%d", i))
 	}
-	// The slow slot closes at 01:00 (0.92 s in) and runs to 10.92 s; the
+	// The slow slot closes at 01:00 (0.92 s in) and runs to 12.92 s; the
 	// next closes at 1.92 s, and one more every second: 8 are queued
-	// from 8.92 s.
+	// from 8.92 s. The joiner has the 3.8 s left to begin (a loaded
+	// machine took more than 1.8 s to start it and read the ledger).
 	time.Sleep(time.Until(c.epoch.Add(9*time.Second + 100*time.Millisecond)))
 	joined := time.Now()
 	launch("joiner")
