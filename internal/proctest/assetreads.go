@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -120,25 +122,39 @@ type EveryLatest struct{ ledger.Reader }
 // ledger, no staleness), and the grid of the hourly asset's backfill;
 // with every, AssetsOf through [EveryLatest] too, whose answer must be
 // the same. It fails the test when AssetsOf counts other than
-// SeedAssets recorded. TRANCHE_ASSETS_PROFILE names a file for the CPU
-// profile of AssetsOf.
+// SeedAssets recorded. Each is run TRANCHE_ASSETS_RUNS times (1 if
+// unset), the medians logged; TRANCHE_ASSETS_PROFILE names a file for
+// the CPU profile of AssetsOf.
 func MeasureAssetsReads(t testing.TB, l ledger.Ledger, al *AssetsLedger, every bool) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	runs, _ := strconv.Atoi(os.Getenv("TRANCHE_ASSETS_RUNS"))
+	runs = max(runs, 1)
+	// measure runs f runs times and logs the median of its times, wall
+	// and CPU, and of the memory it allocated.
 	measure := func(what string, f func() error) time.Duration {
 		t.Helper()
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		t0 := time.Now()
-		if err := f(); err != nil {
-			t.Fatal(err)
+		var walls, cpus []time.Duration
+		var allocs []uint64
+		for range runs {
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			t0, c0 := time.Now(), CPUTime()
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+			walls, cpus = append(walls, time.Since(t0)), append(cpus, CPUTime()-c0)
+			runtime.ReadMemStats(&after)
+			allocs = append(allocs, (after.TotalAlloc-before.TotalAlloc)>>20)
 		}
-		took := time.Since(t0)
-		runtime.ReadMemStats(&after)
-		t.Logf("%s: %v, %d MB allocated", what, took.Round(time.Millisecond), (after.TotalAlloc-before.TotalAlloc)>>20)
-		return took
+		slices.Sort(walls)
+		slices.Sort(cpus)
+		slices.Sort(allocs)
+		t.Logf("%s: %v (%v–%v), CPU %v, %d MB allocated (median of %d)", what, walls[runs/2].Round(time.Millisecond),
+			walls[0].Round(time.Millisecond), walls[runs-1].Round(time.Millisecond), cpus[runs/2].Round(time.Millisecond), allocs[runs/2], runs)
+		return walls[runs/2]
 	}
 	var got []backfill.AssetPlan
 	assets := measure(fmt.Sprintf("AssetsOf, %d asset partitions (briefs)", al.Total), func() error {
