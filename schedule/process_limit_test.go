@@ -51,39 +51,9 @@ func TestProcessLimitLiveFirst(t *testing.T) {
 			timing := filepath.Join(dir, "timing")
 			c.epoch = time.Now().Add(500 * time.Millisecond) // the processes start meanwhile
 			window := base.Add(-72*time.Hour-30*time.Minute).Format(time.RFC3339) + "/" + base.Add(-24*time.Hour-30*time.Minute).Format(time.RFC3339)
-			var cmds []*exec.Cmd
-			var outs []*bytes.Buffer
-			for i := range 4 {
-				args := []string{"-worker", fmt.Sprintf("s%d", i), "-timing", timing, "-lease", "1s", "-heartbeat", "300ms"}
-				if i >= 2 {
-					args = []string{"-worker", fmt.Sprintf("b%d", i-2), "-timing", timing, "-lease", "2s", "-backfill", window,
-						"-concurrency", "2", "-bftake", bfTake.String()}
-				}
-				var out bytes.Buffer
-				cmd := exec.Command(bin, append(append(args, ledgerArgs...), c.args()...)...)
-				cmd.Stdout, cmd.Stderr = &out, &out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, &out)
-			}
-			t.Cleanup(func() {
-				for _, cmd := range cmds {
-					cmd.Process.Kill()
-				}
-			})
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Errorf("process %d: %v\n%s", i, err, outs[i])
-				}
-			}
-			defer func() {
-				if t.Failed() {
-					for i, out := range outs {
-						t.Logf("process %d's output:\n%s", i, out)
-					}
-				}
-			}()
+			sched := []string{"-timing", timing, "-lease", "1s", "-heartbeat", "300ms"}
+			bf := []string{"-timing", timing, "-lease", "2s", "-backfill", window, "-concurrency", "2", "-bftake", bfTake.String()}
+			runProcesses(t, bin, ledgerArgs, c, sched, bf)
 
 			runs := readTiming(t, timing)
 			var slots []tranche.TimePartition
@@ -247,39 +217,10 @@ func TestProcessLimitMixed(t *testing.T) {
 			c.epoch = time.Now().Add(500 * time.Millisecond) // the processes start meanwhile
 			// The 8th and the 9th: 48 hours, then their days.
 			window := first.Format(time.RFC3339) + "/" + first.AddDate(0, 0, 2).Format(time.RFC3339)
-			var cmds []*exec.Cmd
-			var outs []*bytes.Buffer
-			for i := range 4 {
-				args := []string{"-worker", fmt.Sprintf("s%d", i), "-timing", timing, "-lease", "3s", "-heartbeat", "300ms", "-take", "1s"}
-				if i >= 2 {
-					args = []string{"-worker", fmt.Sprintf("b%d", i-2), "-timing", timing, "-lease", "3s", "-backfill", window,
-						"-concurrency", "2", "-bftake", bfTake.String(), "-rolltake", rollTake.String()}
-				}
-				var out bytes.Buffer
-				cmd := exec.Command(bin, append(append(args, ledgerArgs...), c.args()...)...)
-				cmd.Stdout, cmd.Stderr = &out, &out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds, outs = append(cmds, cmd), append(outs, &out)
-			}
-			t.Cleanup(func() {
-				for _, cmd := range cmds {
-					cmd.Process.Kill()
-				}
-			})
-			for i, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Errorf("process %d: %v\n%s", i, err, outs[i])
-				}
-			}
-			defer func() {
-				if t.Failed() {
-					for i, out := range outs {
-						t.Logf("process %d's output:\n%s", i, out)
-					}
-				}
-			}()
+			sched := []string{"-timing", timing, "-lease", "3s", "-heartbeat", "300ms", "-take", "1s"}
+			bf := []string{"-timing", timing, "-lease", "3s", "-backfill", window, "-concurrency", "2",
+				"-bftake", bfTake.String(), "-rolltake", rollTake.String()}
+			runProcesses(t, bin, ledgerArgs, c, sched, bf)
 
 			runs := readTiming(t, timing)
 			bound := rollTake + 100*time.Millisecond + 500*time.Millisecond
@@ -319,5 +260,43 @@ func TestProcessLimitMixed(t *testing.T) {
 					ledgerKind, len(lags), lags[len(lags)/2], lags[len(lags)-1], bound, backfilled, days, most)
 			}
 		})
+	}
+}
+
+// runProcesses runs two scheduler processes of bin (workers s0 and s1,
+// with sched) and two backfill worker processes (b0 and b1, with bf),
+// each on ledgerArgs and c's clock, until they end; their output is
+// logged when the test fails.
+func runProcesses(t *testing.T, bin string, ledgerArgs []string, c procClock, sched, bf []string) {
+	t.Helper()
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for i := range 4 {
+		args := append([]string{"-worker", fmt.Sprintf("s%d", i)}, sched...)
+		if i >= 2 {
+			args = append([]string{"-worker", fmt.Sprintf("b%d", i-2)}, bf...)
+		}
+		var out bytes.Buffer
+		cmd := exec.Command(bin, append(append(args, ledgerArgs...), c.args()...)...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, &out)
+	}
+	t.Cleanup(func() {
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+		}
+		if t.Failed() {
+			for i, out := range outs {
+				t.Logf("process %d's output:\n%s", i, out)
+			}
+		}
+	})
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("process %d: %v\n%s", i, err, outs[i])
+		}
 	}
 }

@@ -20,11 +20,7 @@ import (
 // shows each asset's partitions and why they run or wait, the run lands
 // them, and ls and status show each asset's backfill by its name.
 func TestMixedGranularities(t *testing.T) {
-	h := newHarness(t)
-	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
-	h.l = p.Ledger().(*memledger.Ledger)
-	h.p.Ledger, h.p.Runner = h.l, p.Runner()
-	h.p.DAGs["platform"] = p.DAG()
+	h, _ := platformHarness(t)
 	span := []string{"--from", "2026-03-08", "--to", "2026-03-09"}
 	out := h.must(0, append([]string{"plan", "platform"}, span...)...)
 	for _, want := range []string{
@@ -94,11 +90,7 @@ func TestMixedGranularities(t *testing.T) {
 // ledger counts the runs of all its assets against it; 0 removes it from
 // them all. An asset's identity can still be limited alone.
 func TestMixedLimit(t *testing.T) {
-	h := newHarness(t)
-	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
-	h.l = p.Ledger().(*memledger.Ledger)
-	h.p.Ledger, h.p.Runner = h.l, p.Runner()
-	h.p.DAGs["platform"] = p.DAG()
+	h, p := platformHarness(t)
 	h.must(0, "run", "platform", "--yes", "--from", "2026-03-08", "--to", "2026-03-08")
 	out := h.must(0, "limit", "platform", "2")
 	if !strings.Contains(out, "Limited DAG platform") || !strings.Contains(out, "across every process and its 4 assets, each recorded under a DAG of its own (platform/events, platform/rollup, platform/model, platform/report)") {
@@ -157,11 +149,7 @@ func TestMixedLimit(t *testing.T) {
 // resume: each acts on the backfills of its assets, which the ledger
 // records under ids of their own.
 func TestMixedPlanID(t *testing.T) {
-	h := newHarness(t)
-	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
-	h.l = p.Ledger().(*memledger.Ledger)
-	h.p.Ledger, h.p.Runner = h.l, p.Runner()
-	h.p.DAGs["platform"] = p.DAG()
+	h, _ := platformHarness(t)
 	span := []string{"--from", "2026-03-08", "--to", "2026-03-09"}
 	js := h.must(0, append([]string{"plan", "platform", "--format", "json"}, span...)...)
 	var plan struct {
@@ -226,4 +214,16 @@ func TestMixedPlanID(t *testing.T) {
 	if out := h.must(3, "resume", id); !strings.Contains(out, "nothing to resume") {
 		t.Errorf("resume %s again:\n%s", id, out)
 	}
+}
+
+// platformHarness returns a harness whose program registers the DAG of
+// several granularities of internal/assettest as "platform", on its
+// ledger.
+func platformHarness(t *testing.T) (*harness, *assettest.Platform) {
+	h := newHarness(t)
+	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+	h.l = p.Ledger().(*memledger.Ledger)
+	h.p.Ledger, h.p.Runner = h.l, p.Runner()
+	h.p.DAGs["platform"] = p.DAG()
+	return h, p
 }
