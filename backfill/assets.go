@@ -144,22 +144,6 @@ type assetDep struct {
 	base, from []int64
 }
 
-// mixedGranularities reports whether dag's partitioned assets have more
-// than one granularity: a backfill then runs each asset on its own.
-func mixedGranularities(dag *tranche.DAG) bool {
-	var g tranche.TimeGranularity
-	for a := range dag.Assets() {
-		switch p := a.Partitioning.Granularity; {
-		case !p.IsValid():
-		case !g.IsValid():
-			g = p
-		case p != g:
-			return true
-		}
-	}
-	return false
-}
-
 // checkMixed refuses what a backfill of several granularities cannot
 // run: an unpartitioned asset, an asset in another zone than the
 // window, chosen partitions, and no way to read what the assets map to.
@@ -879,6 +863,13 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 			firstPlan = &Plan{Backfill: cfg.id, DAG: cfg.dag, DAGName: b.DAG.Name, Window: cfg.window, ChunkSize: cfg.chunk, Order: b.Order,
 				Rerun: cfg.rerun, OnFailure: cfg.onFailure, Concurrency: cfg.concurrency, Created: b.now(), Counts: sumCounts(plans),
 				Assets: plans, backfill: b}
+			if firstPlan.Counts.Run > 0 {
+				if err := b.recordAssets(ctx, cfg, units, resume); errors.Is(err, ErrBackfillCanceled) {
+					errs, stopped = append(errs, err), true
+				} else if err != nil {
+					return nil, err
+				}
+			}
 		}
 		var g errgroup.Group
 		var mu sync.Mutex
@@ -973,7 +964,7 @@ func (b *Backfill) assetBackfill(cfg *config, u *assetUnit, plan *AssetPlan, onE
 		DAG: u.dag, Ledger: b.Ledger, Runner: b.Runner, Worker: cfg.worker, Concurrency: b.Concurrency,
 		Budget: b.Budget, ChunkSize: b.ChunkSize, Order: b.Order, Rerun: ledger.RerunAll, OnFailure: b.OnFailure,
 		Lease: b.Lease, Heartbeat: b.Heartbeat, MaxPartitions: b.MaxPartitions, StopOnCancel: b.StopOnCancel,
-		WaitForOthers: true, OnEvent: onEvent, Now: b.Now, only: u.name,
+		WaitForOthers: true, OnEvent: onEvent, Now: b.Now, only: u.name, id: assetBackfillID(cfg.id, u.name),
 	}
 	if whole {
 		child.Window, child.Rerun = u.window, cfg.rerun
