@@ -777,6 +777,11 @@ func AssetsOf(ctx context.Context, l ledger.Reader, dag *tranche.DAG, now time.T
 		return tranche.TimePartitionWindow{}, nil, err
 	}
 	plans, err := b.planUnits(ctx, &config{rerun: ledger.RerunFailed}, units, 0)
+	for i := range plans {
+		// Counts are all a status reads: the briefs and items of a
+		// million partitions need not outlive the call.
+		plans[i].items, plans[i].set = nil, nil
+	}
 	return w, plans, err
 }
 

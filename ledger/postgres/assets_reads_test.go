@@ -51,3 +51,16 @@ func TestAssetsReads(t *testing.T) {
 	}
 	proctest.MeasureAssetsReads(t, l, al, os.Getenv("TRANCHE_ASSETS_EVERY") != "")
 }
+
+// TestAssetsBriefs is the SQLite ledger's test of the same name on
+// PostgreSQL.
+func TestAssetsBriefs(t *testing.T) {
+	url := serverURL(t)
+	schema := freshSchema(t, url)
+	l, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	proctest.MeasureAssetsReads(t, l, proctest.SeedAssets(t, l, admin(t, url), schema+".", 1, true), true)
+}

@@ -43,3 +43,18 @@ func TestAssetsReads(t *testing.T) {
 	al := proctest.SeedAssets(t, l, db, "", years, seed)
 	proctest.MeasureAssetsReads(t, l, al, os.Getenv("TRANCHE_ASSETS_EVERY") != "")
 }
+
+// TestAssetsBriefs holds the status of a DAG of several granularities
+// read in brief (ledger.BriefReader) to the same status read from every
+// latest attempt whole, over a year of proctest.SeedAssets' records,
+// some failed and some stale.
+func TestAssetsBriefs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "assets.db")
+	l := openLedgerAt(t, path, nil)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	proctest.MeasureAssetsReads(t, l, proctest.SeedAssets(t, l, db, "", 1, true), true)
+}
