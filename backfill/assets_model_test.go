@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
 )
@@ -18,8 +19,9 @@ import (
 // TestMixedPlanAsModel holds the plan of a backfill of several
 // granularities (briefs in arrays over each asset's span, reasons made
 // when read) to a plain model of its rules (every latest attempt whole,
-// in maps, each mapping's partitions listed by mappedPartitions: the plan
-// as it was first written), item by item, action and reason, for random
+// in maps, each mapping's partitions listed by mappedPartitions, stale
+// ones found by internal/granularities.Stale, the scheduler's rule: the
+// plan as it was first written), item by item, action and reason, for random
 // ledgers of the DAG of issue 32 around New York's spring transition:
 // each asset partition never run, succeeded, failed or running under a
 // live or expired lease, at random instants and code versions, under
@@ -199,8 +201,10 @@ func modelPlan(t *rapid.T, b *Backfill, w tranche.TimePartitionWindow, rerun led
 			it := &u.items[k]
 			it.p, it.latest = p, u.latest[p.Start.Unix()]
 			own := it.latest
-			var waitFor, missing, newer string
-			var newest time.Time
+			var waitFor, missing string
+			// The scheduler's staleness rule: the plan's, in arrays, must
+			// agree with it.
+			stale := granularities.NewStale(own)
 			for di, dk := range u.deps {
 				up := units[dk]
 				for _, q := range u.mapped[di][k] {
@@ -225,9 +229,8 @@ func modelPlan(t *rapid.T, b *Backfill, w tranche.TimePartitionWindow, rerun led
 						}
 						continue
 					}
-					if own != nil && own.State == ledger.StateSucceeded && a.Finished.After(own.Started) && a.Finished.After(newest) {
-						newest = a.Finished
-						newer = fmt.Sprintf("stale: upstream %s %s rematerialized", up.name, key(up, q))
+					if stale.Newer(a) {
+						stale.Name(up.name, key(up, q))
 					}
 				}
 			}
@@ -249,8 +252,8 @@ func modelPlan(t *rapid.T, b *Backfill, w tranche.TimePartitionWindow, rerun led
 					it.action = ledger.ActionSkipRecorded
 				case own.State != ledger.StateSucceeded:
 					it.reason = string(own.State)
-				case newer != "":
-					it.stale, it.reason = true, newer
+				case stale.Why() != "":
+					it.stale, it.reason = true, stale.Why()
 				case waitFor != "":
 					it.stale, it.reason = true, "stale: upstream "+waitFor+" runs again first"
 				case rerun == ledger.RerunStale && own.CodeVersion != u.code:
