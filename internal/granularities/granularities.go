@@ -1,8 +1,9 @@
-// Package granularities tells a DAG of several granularities from one of
-// a single granularity, for every package that treats the two apart: a
-// backfill and the scheduler run the former asset by asset, each asset
-// recorded under a DAG identity of its own, and the command and the
-// pages show its assets.
+// Package granularities holds what the packages that run a DAG of
+// several granularities share: [Several] tells such a DAG from one of a
+// single granularity, which a backfill and the scheduler run asset by
+// asset, each asset recorded under a DAG identity of its own, and the
+// command and the pages show by asset; [Stale] is the rule by which an
+// asset's partition is stale.
 package granularities
 
 import "github.com/tranche-dev/tranche"

@@ -13,7 +13,8 @@ import (
 // success began was materialized again after the partition read it. Of
 // several, the one that ended last is named. A backfill's plan applies
 // the same rule to its compact attempts (backfill's unitPlans.judge),
-// and says it in the same words.
+// and says it in the same words; backfill's TestMixedPlanAsModel holds
+// the two together.
 type Stale struct {
 	own    *ledger.Attempt
 	newest time.Time
