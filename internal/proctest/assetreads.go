@@ -63,8 +63,8 @@ type AssetsLedger struct {
 // asset an hour after the one before it, so that nothing is stale but
 // the rollup's days holding one of every 97th hour, which finished after
 // its day began, the rollup's days holding a failed hour (which runs
-// again first), and what reads them. With seed false it records nothing and returns what a
-// ledger seeded before holds.
+// again first), and what reads them. With seed false it records nothing
+// and returns what a ledger seeded before holds.
 func SeedAssets(t testing.TB, l ledger.Ledger, db *sql.DB, prefix string, years int, seed bool) *AssetsLedger {
 	t.Helper()
 	dag, ny := AssetsDAG(t)
@@ -164,7 +164,9 @@ func MeasureAssetsReads(t testing.TB, l ledger.Ledger, al *AssetsLedger, every b
 				return err
 			}
 			defer out.Close()
-			pprof.StartCPUProfile(out)
+			if err := pprof.StartCPUProfile(out); err != nil {
+				return err
+			}
 			defer pprof.StopCPUProfile()
 		}
 		_, plans, err := backfill.AssetsOf(ctx, l, al.DAG, now)
