@@ -14,7 +14,7 @@ import (
 // (proctest.AssetsDAG: hourly events, daily rollup and 7-day model,
 // monthly report, in New York) whose assets' partitions over
 // TRANCHE_ASSETS_YEARS years (9,502 a year: 105 years are a million)
-// are recorded by bulk inserts, a tenth failed and some stale
+// are recorded by bulk inserts, one in a hundred failed and some stale
 // (proctest.SeedAssets): backfill.AssetsOf, the whole DAG's status with
 // its blocked and stale partitions, beside the status of each asset's
 // backfill and the grid of the hourly one (proctest.MeasureAssetsReads).
