@@ -16,29 +16,7 @@ import (
 // day around New York's and Lord Howe's transitions and for each kind of
 // mapping: the two computations must never part.
 func TestMappedPartitionsAsRunner(t *testing.T) {
-	ny, err := time.LoadLocation("America/New_York")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lh, err := time.LoadLocation("Australia/Lord_Howe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quarter := tranche.Every(15, tranche.Minute)
-	cases := []struct {
-		up, down tranche.TimeGranularity
-		m        tranche.Mapping
-	}{
-		{tranche.Hour, tranche.Day, tranche.Mapping{}},
-		{quarter, tranche.Hour, tranche.Mapping{}},
-		{tranche.Day, tranche.Month, tranche.Mapping{}},
-		{tranche.Day, tranche.Week, tranche.Mapping{}},
-		{tranche.Day, tranche.Day, tranche.Mapping{Lookback: 7, Offset: 1}},
-		{tranche.Day, tranche.Day, tranche.Mapping{Offset: 1}},
-		{tranche.Hour, tranche.Day, tranche.Mapping{Lookback: 24}},
-		{tranche.Day, tranche.Hour, tranche.Mapping{Open: true}},
-		{tranche.Day, tranche.Month, tranche.Mapping{Lookback: 3, Offset: 2}},
-	}
+	ny, lh, cases := mappingCases(t)
 	days := []time.Time{
 		time.Date(2026, 3, 8, 12, 0, 0, 0, ny), time.Date(2026, 11, 1, 12, 0, 0, 0, ny), time.Date(2024, 11, 3, 12, 0, 0, 0, ny),
 		time.Date(2026, 4, 5, 12, 0, 0, 0, lh), time.Date(2026, 10, 4, 12, 0, 0, 0, lh),
@@ -96,30 +74,7 @@ func TestMappedPartitionsAsRunner(t *testing.T) {
 // transitions, with and without a first partition of the dependency
 // inside the window.
 func TestUnitSpansAsMappedPartitions(t *testing.T) {
-	ny, err := time.LoadLocation("America/New_York")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lh, err := time.LoadLocation("Australia/Lord_Howe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quarter := tranche.Every(15, tranche.Minute)
-	cases := []struct {
-		up, down tranche.TimeGranularity
-		m        tranche.Mapping
-	}{
-		{tranche.Hour, tranche.Day, tranche.Mapping{}},
-		{quarter, tranche.Hour, tranche.Mapping{}},
-		{tranche.Day, tranche.Month, tranche.Mapping{}},
-		{tranche.Day, tranche.Week, tranche.Mapping{}},
-		{tranche.Day, tranche.Day, tranche.Mapping{Lookback: 7, Offset: 1}},
-		{tranche.Day, tranche.Day, tranche.Mapping{Offset: 1}},
-		{tranche.Hour, tranche.Day, tranche.Mapping{Lookback: 24}},
-		{tranche.Day, tranche.Hour, tranche.Mapping{Open: true}},
-		{tranche.Day, tranche.Month, tranche.Mapping{Lookback: 3, Offset: 2}},
-		{tranche.Hour, tranche.Hour, tranche.Mapping{Lookback: 5, Offset: 3}},
-	}
+	ny, lh, cases := mappingCases(t)
 	windows := []struct{ from, to time.Time }{
 		{time.Date(2026, 2, 20, 0, 0, 0, 0, ny), time.Date(2026, 4, 20, 0, 0, 0, 0, ny)},
 		{time.Date(2026, 10, 20, 0, 0, 0, 0, ny), time.Date(2026, 12, 5, 0, 0, 0, 0, ny)},
@@ -173,5 +128,39 @@ func TestUnitSpansAsMappedPartitions(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// mappingCase is a dependency of a down asset on an up asset.
+type mappingCase struct {
+	up, down tranche.TimeGranularity
+	m        tranche.Mapping
+}
+
+// mappingCases returns New York and Lord Howe, whose transitions the
+// mapping tests cross (Lord Howe's of half an hour), and a dependency of
+// each kind of mapping: the same partition, those inside, the coarser
+// one holding it open, offsets and trailing windows.
+func mappingCases(t *testing.T) (ny, lh *time.Location, cases []mappingCase) {
+	t.Helper()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lh, err = time.LoadLocation("Australia/Lord_Howe"); err != nil {
+		t.Fatal(err)
+	}
+	quarter := tranche.Every(15, tranche.Minute)
+	return ny, lh, []mappingCase{
+		{tranche.Hour, tranche.Day, tranche.Mapping{}},
+		{quarter, tranche.Hour, tranche.Mapping{}},
+		{tranche.Day, tranche.Month, tranche.Mapping{}},
+		{tranche.Day, tranche.Week, tranche.Mapping{}},
+		{tranche.Day, tranche.Day, tranche.Mapping{Lookback: 7, Offset: 1}},
+		{tranche.Day, tranche.Day, tranche.Mapping{Offset: 1}},
+		{tranche.Hour, tranche.Day, tranche.Mapping{Lookback: 24}},
+		{tranche.Day, tranche.Hour, tranche.Mapping{Open: true}},
+		{tranche.Day, tranche.Month, tranche.Mapping{Lookback: 3, Offset: 2}},
+		{tranche.Hour, tranche.Hour, tranche.Mapping{Lookback: 5, Offset: 3}},
 	}
 }
