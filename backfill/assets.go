@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -710,7 +711,7 @@ func (s *unitPlans) reason(i, k int) string {
 	case reasonState:
 		r = string(s.latest[i][u.own+k].state)
 	case reasonNewer:
-		r = "stale: upstream " + s.name(it.newer) + " rematerialized"
+		r = granularities.Rematerialized(s.name(it.newer))
 	case reasonWaiting:
 		r = "stale: upstream " + s.name(it.waitFor) + " runs again first"
 	case reasonVersion:

@@ -13,8 +13,8 @@ import (
 // success began was materialized again after the partition read it. Of
 // several, the one that ended last is named. A backfill's plan applies
 // the same rule to its compact attempts (backfill's unitPlans.judge),
-// and says it in the same words; backfill's TestMixedPlanAsModel holds
-// the two together.
+// and says it in the same words ([Rematerialized]); backfill's
+// TestMixedPlanAsModel holds the two together.
 type Stale struct {
 	own    *ledger.Attempt
 	newest time.Time
@@ -46,7 +46,15 @@ func (s *Stale) Newer(a *ledger.Attempt) bool {
 // Name names the partition Newer last reported: key of the asset named
 // asset.
 func (s *Stale) Name(asset, key string) {
-	s.why = fmt.Sprintf("stale: upstream %s %s rematerialized", asset, key)
+	s.why = Rematerialized(asset + " " + key)
+}
+
+// Rematerialized returns why a partition is stale whose upstream
+// partition named partition ("events 2026-03-08T05:00-04:00": its asset
+// and key) was materialized again after it read it, in the words of a
+// scheduler's event and a backfill's plan alike.
+func Rematerialized(partition string) string {
+	return fmt.Sprintf("stale: upstream %s rematerialized", partition)
 }
 
 // Why returns why the partition is stale ("stale: upstream events
