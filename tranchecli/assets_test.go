@@ -128,6 +128,14 @@ func TestMixedLimit(t *testing.T) {
 	if out := h.must(0, "limit", "platform"); !strings.Contains(out, "at most 2 runs at once across every process") || !strings.Contains(out, "2 running") {
 		t.Errorf("limit platform:\n%s", out)
 	}
+	// An asset's identity shows the limit as its group's, whose runs it
+	// counts: full with none of its own.
+	if out := h.must(0, "limit", "platform/rollup"); !strings.Contains(out, "at most 2 runs at once across every process of the DAGs of group platform") {
+		t.Errorf("limit platform/rollup in group platform:\n%s", out)
+	}
+	if out := h.must(0, "status", "platform/rollup", "--format", "json"); !strings.Contains(out, `"group":"platform"`) {
+		t.Errorf("status platform/rollup as JSON in group platform:\n%s", out)
+	}
 	if out := h.must(3, "limit", "platform", "2"); !strings.Contains(out, "nothing was changed") {
 		t.Errorf("limit platform 2 again:\n%s", out)
 	}

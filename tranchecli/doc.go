@@ -206,6 +206,7 @@
 //	max           number   at most this many runs of the DAG hold leases at once, across every process
 //	by            string   who set it
 //	note          string   why, as they said; absent if nothing
+//	group         string   the group whose DAGs share it, whose runs and slots the counts are; absent if none
 //	since         string   when, by the ledger's clock
 //	running       number   the runs holding live leases
 //	waiting_slots number   the slots of its schedule waiting for the limit, ahead of every backfill

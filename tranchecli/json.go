@@ -120,6 +120,7 @@ type limitJSON struct {
 	Max     int    `json:"max"`
 	By      string `json:"by"`
 	Note    string `json:"note,omitempty"`
+	Group   string `json:"group,omitempty"`
 	Since   string `json:"since"`
 	Running int    `json:"running"`
 	Waiting int    `json:"waiting_slots"`
@@ -165,7 +166,7 @@ func dagStatusOf(name string, sum *backfill.Summary) dagStatusJSON {
 		j.Scheduler.Paused = &pauseJSON{By: pz.By, Note: pz.Note, Since: stamp(pz.Since)}
 	}
 	if lim := sum.Limit; lim.Max > 0 {
-		j.Limit = &limitJSON{Max: lim.Max, By: lim.By, Note: lim.Note, Since: stamp(lim.Since), Running: lim.Running, Waiting: lim.Waiting}
+		j.Limit = &limitJSON{Max: lim.Max, By: lim.By, Note: lim.Note, Group: lim.Group, Since: stamp(lim.Since), Running: lim.Running, Waiting: lim.Waiting}
 	}
 	return j
 }

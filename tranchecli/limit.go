@@ -78,7 +78,13 @@ func limitLine(lim ledger.Limit, now time.Time) string {
 	if lim.Max == 0 {
 		return "no limit of runs at once"
 	}
-	line := fmt.Sprintf("at most %s at once across every process, set by %s %s ago", counted(lim.Max, "run"), lim.By, age(now.Sub(lim.Since)))
+	line := fmt.Sprintf("at most %s at once across every process", counted(lim.Max, "run"))
+	if lim.Group != "" {
+		// Its counts are the group's: say so, or an asset's limit reads
+		// as full with none of its own runs.
+		line += fmt.Sprintf(" of the DAGs of group %s", lim.Group)
+	}
+	line += fmt.Sprintf(", set by %s %s ago", lim.By, age(now.Sub(lim.Since)))
 	if lim.Note != "" {
 		line += fmt.Sprintf(" (%q)", lim.Note)
 	}
