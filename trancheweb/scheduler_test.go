@@ -62,8 +62,9 @@ func TestDAGLatestRun(t *testing.T) {
 }
 
 // TestDAGLimit: a DAG's page says its limit, who set it, what runs, the
-// slots waiting, and that backfills wait for the limit; without a limit
-// it says nothing of one.
+// slots waiting, and that backfills wait for the limit, and the group
+// whose runs it counts when it has one; without a limit it says nothing
+// of one.
 func TestDAGLimit(t *testing.T) {
 	clock := time.Date(2026, 1, 12, 0, 10, 0, 0, time.UTC)
 	l := memledger.New(func() time.Time { return clock })
@@ -96,5 +97,13 @@ func TestDAGLimit(t *testing.T) {
 		lim.Running+1, lim.Running+1)
 	if !strings.Contains(body, want) {
 		t.Errorf("the DAG's page lacks\n%s\n%s", want, body)
+	}
+	// In a group, the counts are the group's: the page says whose.
+	if _, err := l.SetLimit(t.Context(), f.DAG, ledger.Limit{Max: lim.Running + 1, By: "alice", Group: "platform"}); err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ = get(t, h, "/dags/"+f.DAG)
+	if want := fmt.Sprintf("at most %d runs at once across every process of the DAGs of group platform, set by alice", lim.Running+1); !strings.Contains(body, want) {
+		t.Errorf("the page of a DAG limited in a group lacks\n%s\n%s", want, body)
 	}
 }
