@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -56,20 +58,49 @@ type AssetPlan struct {
 	// attempt, StatePending for those never attempted.
 	States map[ledger.State]int
 	items  []assetItem
+	// set is the plan of every asset, which the reasons of items read.
+	set *unitPlans
+	i   int // the asset's place in set
 }
 
-// assetItem is one partition of an asset's plan.
+// assetItem is one partition of an asset's plan: its action, and the
+// partitions of its dependencies that its reason names, the reason's
+// words made only when read (reason), since a status of a million
+// partitions reads none.
 type assetItem struct {
-	p      tranche.TimePartition
-	latest *ledger.Attempt
 	action ledger.Action
-	reason string
+	why    reasonKind
 	// runs: the backfill runs it, now or once what it waits for ran.
 	runs bool
 	// wait: a partition it maps to runs in the backfill first.
 	wait  bool
 	stale bool
+	// missing, waitFor and newer: the first mapped partition that has
+	// not succeeded and does not run, the first that runs first, and the
+	// one that succeeded last after the partition's own success began.
+	missing, waitFor, newer unitRef
 }
+
+// reasonKind is the kind of an item's reason.
+type reasonKind uint8
+
+const (
+	reasonNone reasonKind = iota
+	reasonBlocked
+	reasonPending
+	reasonTakeover
+	reasonState   // its latest attempt's state: failed, canceled
+	reasonNewer   // an upstream partition succeeded after it
+	reasonWaiting // stale: an upstream partition runs again first
+	reasonVersion
+	reasonAll
+)
+
+// unitRef names a partition of a unit: its place in the unit's span;
+// unit -1 names none.
+type unitRef struct{ unit, at int32 }
+
+var noRef = unitRef{unit: -1}
 
 // assetUnit is one asset of a backfill of several granularities.
 type assetUnit struct {
@@ -81,9 +112,16 @@ type assetUnit struct {
 	code  string       // its code version
 	level int          // its wave: 0 when it depends on no partitioned asset
 	first time.Time    // the start of its first partition; zero for none
-	parts []tranche.TimePartition
-	index map[int64]int // a partition's start → its place in parts
-	deps  []assetDep
+	// window holds its partitions inside the backfill's window, from
+	// its first; n counts them (the window is zero for none).
+	window tranche.TimePartitionWindow
+	n      int
+	// span holds the starts (Unix seconds) of the consecutive partitions
+	// the plan reads of it: its own, span[own:own+n], and those its
+	// dependents map to, which may reach outside the window.
+	span []int64
+	own  int
+	deps []assetDep
 }
 
 // key returns the key of u's partition starting at start (Unix seconds).
@@ -92,26 +130,18 @@ func (u *assetUnit) key(start int64) string {
 }
 
 // assetDep is a partitioned dependency of an asset unit: the unit and,
-// for each of the asset's partitions, those of the dependency it reads.
+// for each of the asset's partitions, the span of the dependency's
+// partitions it reads, span[lo[k]:hi[k]] (a year of a daily asset
+// reading hours maps to 8,760: two numbers a day, not 24).
 type assetDep struct {
 	unit   int
-	mapped [][]int64 // the starts, in Unix seconds: a year of a daily asset reading hours maps to 8,760
-}
-
-// mixedGranularities reports whether dag's partitioned assets have more
-// than one granularity: a backfill then runs each asset on its own.
-func mixedGranularities(dag *tranche.DAG) bool {
-	var g tranche.TimeGranularity
-	for a := range dag.Assets() {
-		switch p := a.Partitioning.Granularity; {
-		case !p.IsValid():
-		case !g.IsValid():
-			g = p
-		case p != g:
-			return true
-		}
-	}
-	return false
+	m      tranche.Mapping
+	lo, hi []int32
+	// base and from: for each partition, the starts of the partitions
+	// of the dependency holding its last instant and, unmapped (the
+	// same partition or those inside it), its first; the span's places
+	// are found from them once every dependent's needs are known.
+	base, from []int64
 }
 
 // checkMixed refuses what a backfill of several granularities cannot
@@ -151,8 +181,11 @@ func (b *Backfill) assetUnits(w tranche.TimePartitionWindow) ([]*assetUnit, erro
 	if b.Runner != nil {
 		read = b.Runner.Read
 	}
+	// from and to: the starts of the first and last partition each unit's
+	// span must hold (to < from: none).
+	var from, to []int64
 	for a := range b.DAG.Assets() {
-		u := &assetUnit{name: a.Name, g: a.Partitioning.Granularity, loc: loc, index: map[int64]int{}}
+		u := &assetUnit{name: a.Name, g: a.Partitioning.Granularity, loc: loc}
 		if !a.Partitioning.First.IsZero() {
 			u.first = tranche.PartitionOf(u.g, a.Partitioning.First.In(loc)).Start
 		}
@@ -163,33 +196,137 @@ func (b *Backfill) assetUnits(w tranche.TimePartitionWindow) ([]*assetUnit, erro
 		u.dag, u.id, u.code = dag, DAGIdentity(dag, u.g, loc), CodeVersion(dag)
 		// Its partitions inside the window, from its first.
 		p := tranche.PartitionOf(u.g, w.Start())
-		if p.Start.Before(w.Start()) || p.Start.Before(u.first) {
+		if p.Start.Before(w.Start()) {
 			p = p.Next()
 		}
-		for ; !p.End.After(w.End()); p = p.Next() {
-			if p.Start.Before(u.first) {
-				continue
-			}
-			u.index[p.Start.Unix()] = len(u.parts)
-			u.parts = append(u.parts, p)
+		if p.Start.Before(u.first) {
+			p = tranche.PartitionOf(u.g, u.first)
 		}
+		last := tranche.PartitionOf(u.g, w.End().Add(-time.Nanosecond))
+		if last.End.After(w.End()) {
+			last = last.Prev()
+		}
+		lo, hi := int64(1), int64(0)
+		if !last.Start.Before(p.Start) {
+			if u.window, err = tranche.NewTimePartitionWindow(u.g, p.Start, last.Start); err != nil {
+				return nil, err
+			}
+			u.n = u.window.Len()
+			lo, hi = p.Start.Unix(), last.Start.Unix()
+		}
+		from, to = append(from, lo), append(to, hi)
+		i := len(units)
 		for _, d := range a.Deps {
 			k := byName[d]
 			up := units[k]
 			u.level = max(u.level, up.level+1)
-			m := a.Mappings[d]
-			dep := assetDep{unit: k, mapped: make([][]int64, len(u.parts))}
-			for i, p := range u.parts {
-				var starts []int64
-				eachMapped(m, up.g, up.first, p, func(q tranche.TimePartition) { starts = append(starts, q.Start.Unix()) })
-				dep.mapped[i] = slices.Clip(starts)
+			dep := assetDep{unit: k, m: a.Mappings[d], base: make([]int64, 0, u.n)}
+			unmapped := dep.m.Lookback == 0 && dep.m.Offset == 0
+			if unmapped {
+				dep.from = make([]int64, 0, u.n)
+			}
+			// The partitions of the dependency holding each partition's
+			// first and last instants: consecutive partitions often share
+			// them (the hours of a day reading it).
+			var holding, first tranche.TimePartition
+			at := func(c *tranche.TimePartition, t time.Time) int64 {
+				if c.End.IsZero() || t.Before(c.Start) || !t.Before(c.End) {
+					*c = tranche.PartitionOf(up.g, t)
+				}
+				return c.Start.Unix()
+			}
+			if u.n > 0 {
+				for p := range u.window.OldestFirst() {
+					dep.base = append(dep.base, at(&holding, p.End.Add(-time.Second)))
+					if unmapped {
+						dep.from = append(dep.from, at(&first, p.Start))
+					}
+				}
+			}
+			// What the span of the dependency must hold: from the first
+			// partition's first mapped partition, stepped back as the
+			// mapping reaches, to the last's base.
+			if len(dep.base) > 0 {
+				lo := tranche.PartitionOf(up.g, time.Unix(dep.base[0], 0).In(loc))
+				if unmapped {
+					lo = tranche.PartitionOf(up.g, time.Unix(dep.from[0], 0).In(loc))
+				}
+				for range dep.m.Offset + max(1, dep.m.Lookback) - 1 {
+					lo = lo.Prev()
+				}
+				start := max(lo.Start.Unix(), clampFirst(up.first))
+				if from[k] > to[k] {
+					from[k], to[k] = start, dep.base[len(dep.base)-1]
+				} else {
+					from[k], to[k] = min(from[k], start), max(to[k], dep.base[len(dep.base)-1])
+				}
 			}
 			u.deps = append(u.deps, dep)
 		}
-		byName[a.Name] = len(units)
+		byName[a.Name] = i
 		units = append(units, u)
 	}
+	// The spans, then each mapping's places in its dependency's span.
+	for i, u := range units {
+		if from[i] > to[i] {
+			continue
+		}
+		sw, err := tranche.NewTimePartitionWindow(u.g, time.Unix(from[i], 0).In(loc), time.Unix(to[i], 0).In(loc))
+		if err != nil {
+			return nil, err
+		}
+		u.span = make([]int64, 0, sw.Len())
+		for p := range sw.OldestFirst() {
+			u.span = append(u.span, p.Start.Unix())
+		}
+		if u.n > 0 {
+			u.own = u.place(u.window.Start().Unix())
+		}
+	}
+	for _, u := range units {
+		for di := range u.deps {
+			d := &u.deps[di]
+			up := units[d.unit]
+			d.lo, d.hi = make([]int32, len(d.base)), make([]int32, len(d.base))
+			for k, base := range d.base {
+				var lo, hi int
+				if d.from != nil {
+					lo, hi = up.place(d.from[k]), up.place(base)+1
+				} else {
+					hi = up.place(base) - d.m.Offset + 1
+					lo = hi - max(1, d.m.Lookback)
+				}
+				// Those before the dependency's first lie before its span.
+				lo = max(lo, 0)
+				if hi < lo {
+					hi = lo
+				}
+				d.lo[k], d.hi[k] = int32(lo), int32(hi)
+			}
+			d.base, d.from = nil, nil
+		}
+	}
 	return units, nil
+}
+
+// clampFirst returns first in Unix seconds, or the least int64 for the
+// zero time (no first partition).
+func clampFirst(first time.Time) int64 {
+	if first.IsZero() {
+		return math.MinInt64
+	}
+	return first.Unix()
+}
+
+// place returns the place in u's span of its partition starting at start
+// (Unix seconds), or -1 when start lies before the span, as only a
+// partition before the unit's first does.
+func (u *assetUnit) place(start int64) int {
+	if len(u.span) == 0 || start < u.span[0] {
+		return -1
+	}
+	k, _ := slices.BinarySearch(u.span, start)
+	return k
 }
 
 // AssetDAG returns the DAG under whose identity ([DAGIdentity], at the
@@ -293,46 +430,114 @@ func eachMapped(m tranche.Mapping, g tranche.TimeGranularity, first time.Time, d
 	}
 }
 
+// brief is what a plan weighs of a partition's latest attempt: its
+// state ("" for none) and instants in Unix nanoseconds (0 for none), the
+// finish, or the lease's end while running. A plan of a million
+// partitions holds one a partition.
+type brief struct {
+	state          ledger.State
+	started, until int64
+}
+
+// briefOf returns the brief of b.
+func briefOf(b ledger.Brief) brief {
+	until := b.Finished
+	if b.State == ledger.StateRunning {
+		until = b.LeaseUntil
+	}
+	br := brief{state: b.State, started: b.Started.UnixNano()}
+	if !until.IsZero() {
+		br.until = until.UnixNano()
+	}
+	return br
+}
+
+// unitPlans is the plan of every unit of a backfill of several
+// granularities: what the reasons of its items read.
+type unitPlans struct {
+	units  []*assetUnit
+	plans  []AssetPlan
+	latest [][]brief  // by unit, by place in its span
+	codes  [][]string // by unit and place, the code versions of the latest attempts, read for rerun policy stale only
+}
+
 // latestOfUnits reads the latest attempt of each unit's partitions that
-// the plan looks at: its own, and those its dependents map to.
-func (b *Backfill) latestOfUnits(ctx context.Context, units []*assetUnit) ([]map[int64]*ledger.Attempt, error) {
-	from := make([]time.Time, len(units))
-	to := make([]time.Time, len(units))
-	for i, u := range units {
-		if len(u.parts) > 0 {
-			from[i], to[i] = u.parts[0].Start, u.parts[len(u.parts)-1].End
-		}
+// the plan looks at, its span, in brief: through a [ledger.BriefReader]
+// when the ledger is one, with the code versions (whole attempts) when
+// codes is set. (Reading a span in pieces at once, on several
+// connections, saved nothing at a million partitions on a loaded
+// machine: the database's work is the cost.)
+func (b *Backfill) latestOfUnits(ctx context.Context, units []*assetUnit, codes bool) ([][]brief, [][]string, error) {
+	latest := make([][]brief, len(units))
+	var versions [][]string
+	if codes {
+		versions = make([][]string, len(units))
 	}
-	for _, u := range units {
-		for _, d := range u.deps {
-			for _, ps := range d.mapped {
-				if len(ps) == 0 {
-					continue
-				}
-				if s := time.Unix(ps[0], 0); from[d.unit].IsZero() || s.Before(from[d.unit]) {
-					from[d.unit] = s
-				}
-				// Latest reads the partitions starting before to.
-				if e := time.Unix(ps[len(ps)-1]+1, 0); e.After(to[d.unit]) {
-					to[d.unit] = e
-				}
-			}
-		}
-	}
-	out := make([]map[int64]*ledger.Attempt, len(units))
+	r := b.reader()
+	br, ok := r.(ledger.BriefReader)
 	for i, u := range units {
-		out[i] = map[int64]*ledger.Attempt{}
-		if from[i].IsZero() {
+		latest[i] = make([]brief, len(u.span))
+		if versions != nil {
+			versions[i] = make([]string, len(u.span))
+		}
+		if len(u.span) == 0 {
 			continue
 		}
-		for a, err := range b.reader().Latest(ctx, u.id, from[i], to[i]) {
-			if err != nil {
-				return nil, fmt.Errorf("tranche: reading the attempts of asset %q: %w", u.name, err)
-			}
-			out[i][a.Start.Unix()] = &a
+		var codes []string
+		if versions != nil {
+			codes = versions[i]
+		}
+		if err := readSpan(ctx, r, br, ok, u, latest[i], codes); err != nil {
+			return nil, nil, fmt.Errorf("tranche: reading the attempts of asset %q: %w", u.name, err)
 		}
 	}
-	return out, nil
+	return latest, versions, nil
+}
+
+// readSpan reads the latest attempts of u's span into latest, by place,
+// and their code versions into versions when it is not nil (whole
+// attempts, through r.Latest); through br when ok, else r.Latest.
+func readSpan(ctx context.Context, r ledger.Reader, br ledger.BriefReader, ok bool, u *assetUnit, latest []brief, versions []string) error {
+	from, to := time.Unix(u.span[0], 0), time.Unix(u.span[len(u.span)-1]+1, 0)
+	k := 0
+	// put records the brief of the partition starting at start, which
+	// comes after the last put (Latest's order), at its place.
+	put := func(start int64, a brief) int {
+		for k < len(u.span) && u.span[k] < start {
+			k++
+		}
+		if k < len(u.span) && u.span[k] == start {
+			latest[k] = a
+			return k
+		}
+		return -1
+	}
+	switch {
+	case versions != nil:
+		for a, err := range r.Latest(ctx, u.id, from, to) {
+			if err != nil {
+				return err
+			}
+			if j := put(a.Start.Unix(), briefOf(ledger.BriefOf(a))); j >= 0 {
+				versions[j] = a.CodeVersion
+			}
+		}
+	case ok:
+		for a, err := range br.LatestBriefs(ctx, u.id, from, to) {
+			if err != nil {
+				return err
+			}
+			put(a.Start.Unix(), briefOf(a))
+		}
+	default:
+		for a, err := range r.Latest(ctx, u.id, from, to) {
+			if err != nil {
+				return err
+			}
+			put(a.Start.Unix(), briefOf(ledger.BriefOf(a)))
+		}
+	}
+	return nil
 }
 
 // planUnits decides, for each partition of each unit, what the backfill
@@ -340,25 +545,30 @@ func (b *Backfill) latestOfUnits(ctx context.Context, units []*assetUnit) ([]map
 // that maps to one the backfill runs waits for it, unless that one's
 // wave (a level below wave) has run already.
 func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUnit, wave int) ([]AssetPlan, error) {
-	latest, err := b.latestOfUnits(ctx, units)
+	latest, codes, err := b.latestOfUnits(ctx, units, cfg.rerun == ledger.RerunStale)
 	if err != nil {
 		return nil, err
 	}
-	now := b.now()
-	plans := make([]AssetPlan, len(units))
+	now := b.now().UnixNano()
+	set := &unitPlans{units: units, plans: make([]AssetPlan, len(units)), latest: latest, codes: codes}
 	for i, u := range units {
-		ap := &plans[i]
-		*ap = AssetPlan{Asset: u.name, Granularity: u.g, DAG: u.id, DAGName: u.dag.Name, items: make([]assetItem, len(u.parts)),
-			States: map[ledger.State]int{}}
-		ap.Counts.Total = len(u.parts)
-		for k, p := range u.parts {
+		ap := &set.plans[i]
+		*ap = AssetPlan{Asset: u.name, Granularity: u.g, DAG: u.id, DAGName: u.dag.Name, items: make([]assetItem, u.n),
+			States: map[ledger.State]int{}, set: set, i: i}
+		ap.Counts.Total = u.n
+		var states [len(briefStates) + 1]int // by place in briefStates; the last: other states
+		for k := range ap.items {
 			it := &ap.items[k]
-			it.p, it.latest = p, latest[i][p.Start.Unix()]
-			b.judgeItem(cfg, units, plans, latest, i, k, it, now, wave)
-			if it.latest == nil {
+			set.judge(cfg, i, k, now, wave)
+			switch st := latest[i][u.own+k].state; st {
+			case "":
 				ap.States[ledger.StatePending]++
-			} else {
-				ap.States[it.latest.State]++
+			default:
+				if j := slices.Index(briefStates[:], st); j >= 0 {
+					states[j]++
+				} else {
+					ap.States[st]++
+				}
 			}
 			switch {
 			case it.action == ActionBlocked:
@@ -377,81 +587,81 @@ func (b *Backfill) planUnits(ctx context.Context, cfg *config, units []*assetUni
 				ap.Stale++
 			}
 		}
+		for j, n := range states[:len(briefStates)] {
+			if n > 0 {
+				ap.States[briefStates[j]] += n
+			}
+		}
 	}
-	return plans, nil
+	return set.plans, nil
 }
 
-// judgeItem decides partition k of unit i, in the plan of wave.
-func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan, latest []map[int64]*ledger.Attempt, i, k int, it *assetItem, now time.Time, wave int) {
-	u := units[i]
-	own := it.latest
-	var waitFor, missing, newer string
-	var newest time.Time
+// briefStates are the states of latest attempts a plan counts apart.
+var briefStates = [...]ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateRunning, ledger.StateCanceled}
+
+// judge decides partition k of unit i, in the plan of wave, at now (Unix
+// nanoseconds).
+func (s *unitPlans) judge(cfg *config, i, k int, now int64, wave int) {
+	u := s.units[i]
+	it := &s.plans[i].items[k]
+	it.missing, it.waitFor, it.newer = noRef, noRef, noRef
+	own := &s.latest[i][u.own+k]
+	newest := int64(math.MinInt64)
 	for _, d := range u.deps {
-		up := units[d.unit]
-		for _, q := range d.mapped[k] {
+		up := s.units[d.unit]
+		items := s.plans[d.unit].items
+		latest := s.latest[d.unit]
+		for q := int(d.lo[k]); q < int(d.hi[k]); q++ {
 			// A wave that ran already runs nothing more: what it left
 			// (failed, or judged again to run under RerunAll) is read
 			// from the ledger below.
-			if j, ok := up.index[q]; ok && plans[d.unit].items[j].runs && up.level >= wave {
-				if waitFor == "" {
-					waitFor = up.name + " " + up.key(q)
+			if j := q - up.own; j >= 0 && j < up.n && items[j].runs && up.level >= wave {
+				if it.waitFor.unit < 0 {
+					it.waitFor = unitRef{int32(d.unit), int32(q)}
 				}
 				continue
 			}
-			a := latest[d.unit][q]
-			if a == nil || a.State != ledger.StateSucceeded {
-				if missing == "" {
-					why := "outside the window"
-					if j, ok := up.index[q]; ok {
-						why = string(plans[d.unit].items[j].action)
-					}
-					state := "never run"
-					if a != nil {
-						state = string(a.State)
-					}
-					missing = fmt.Sprintf("needs %s %s (%s; %s)", up.name, up.key(q), state, why)
+			a := &latest[q]
+			if a.state != ledger.StateSucceeded {
+				if it.missing.unit < 0 {
+					it.missing = unitRef{int32(d.unit), int32(q)}
 				}
 				continue
 			}
 			// Stale: the upstream partition's latest success ended after
 			// the partition's own latest success began to read it.
-			if own != nil && own.State == ledger.StateSucceeded && a.Finished.After(own.Started) && a.Finished.After(newest) {
-				newest = a.Finished
-				newer = fmt.Sprintf("stale: upstream %s %s rematerialized", up.name, up.key(q))
+			if own.state == ledger.StateSucceeded && a.until > own.started && a.until > newest {
+				newest = a.until
+				it.newer = unitRef{int32(d.unit), int32(q)}
 			}
 		}
 	}
-	switch {
-	case missing != "" && waitFor == "":
-		it.action, it.reason = ActionBlocked, missing
-		return
-	case missing != "":
-		it.action, it.reason = ActionBlocked, missing+"; after "+waitFor
+	if it.missing.unit >= 0 {
+		it.action, it.why = ActionBlocked, reasonBlocked
 		return
 	}
-	if own != nil && own.State == ledger.StateRunning && own.LeaseUntil.After(now) {
+	if own.state == ledger.StateRunning && own.until > now {
 		it.action = ledger.ActionSkipRunning
 		return
 	}
 	it.action = ledger.ActionRun
 	switch {
-	case own == nil:
-		it.reason = "pending"
-	case own.State == ledger.StateRunning:
-		it.reason = "lease expired: take over"
-	case own.State != ledger.StateSucceeded && cfg.rerun == ledger.RerunNone:
+	case own.state == "":
+		it.why = reasonPending
+	case own.state == ledger.StateRunning:
+		it.why = reasonTakeover
+	case own.state != ledger.StateSucceeded && cfg.rerun == ledger.RerunNone:
 		it.action = ledger.ActionSkipRecorded
-	case own.State != ledger.StateSucceeded:
-		it.reason = string(own.State)
-	case newer != "":
-		it.stale, it.reason = true, newer
-	case waitFor != "":
-		it.stale, it.reason = true, "stale: upstream "+waitFor+" runs again first"
-	case cfg.rerun == ledger.RerunStale && own.CodeVersion != u.code:
-		it.reason = fmt.Sprintf("stale: code version %q, now %q", own.CodeVersion, u.code)
+	case own.state != ledger.StateSucceeded:
+		it.why = reasonState
+	case it.newer.unit >= 0:
+		it.stale, it.why = true, reasonNewer
+	case it.waitFor.unit >= 0:
+		it.stale, it.why = true, reasonWaiting
+	case cfg.rerun == ledger.RerunStale && s.codes[i][u.own+k] != u.code:
+		it.why = reasonVersion
 	case cfg.rerun == ledger.RerunAll:
-		it.reason = "rerun all"
+		it.why = reasonAll
 	default:
 		it.action = ledger.ActionSkipSucceeded
 	}
@@ -459,11 +669,59 @@ func (b *Backfill) judgeItem(cfg *config, units []*assetUnit, plans []AssetPlan,
 		it.action = ledger.ActionSkipSucceeded
 	}
 	if it.action == ledger.ActionRun {
-		it.runs, it.wait = true, waitFor != ""
-		if it.wait && !strings.Contains(it.reason, waitFor) {
-			it.reason += "; after " + waitFor
-		}
+		it.runs, it.wait = true, it.waitFor.unit >= 0
 	}
+}
+
+// name returns the words of partition r: its asset and key.
+func (s *unitPlans) name(r unitRef) string {
+	up := s.units[r.unit]
+	return up.name + " " + up.key(up.span[r.at])
+}
+
+// reason returns the reason of partition k of unit i: what blocks it, or
+// why it runs ("pending", "failed", "stale: upstream events
+// 2026-03-08T05:00 rematerialized"), or "".
+func (s *unitPlans) reason(i, k int) string {
+	u := s.units[i]
+	it := &s.plans[i].items[k]
+	var r string
+	switch it.why {
+	case reasonBlocked:
+		m := it.missing
+		up := s.units[m.unit]
+		why := "outside the window"
+		if j := int(m.at) - up.own; j >= 0 && j < up.n {
+			why = string(s.plans[m.unit].items[j].action)
+		}
+		state := "never run"
+		if a := s.latest[m.unit][m.at]; a.state != "" {
+			state = string(a.state)
+		}
+		r = fmt.Sprintf("needs %s (%s; %s)", s.name(m), state, why)
+		if it.waitFor.unit >= 0 {
+			r += "; after " + s.name(it.waitFor)
+		}
+		return r
+	case reasonPending:
+		r = "pending"
+	case reasonTakeover:
+		r = "lease expired: take over"
+	case reasonState:
+		r = string(s.latest[i][u.own+k].state)
+	case reasonNewer:
+		r = "stale: upstream " + s.name(it.newer) + " rematerialized"
+	case reasonWaiting:
+		r = "stale: upstream " + s.name(it.waitFor) + " runs again first"
+	case reasonVersion:
+		r = fmt.Sprintf("stale: code version %q, now %q", s.codes[i][u.own+k], u.code)
+	case reasonAll:
+		r = "rerun all"
+	}
+	if it.wait && it.why != reasonWaiting {
+		r += "; after " + s.name(it.waitFor)
+	}
+	return r
 }
 
 // AssetsOf returns, for a DAG of several granularities, the window its
@@ -600,6 +858,13 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 			firstPlan = &Plan{Backfill: cfg.id, DAG: cfg.dag, DAGName: b.DAG.Name, Window: cfg.window, ChunkSize: cfg.chunk, Order: b.Order,
 				Rerun: cfg.rerun, OnFailure: cfg.onFailure, Concurrency: cfg.concurrency, Created: b.now(), Counts: sumCounts(plans),
 				Assets: plans, backfill: b}
+			if firstPlan.Counts.Run > 0 {
+				if err := b.recordAssets(ctx, cfg, units, resume); errors.Is(err, ErrBackfillCanceled) {
+					errs, stopped = append(errs, err), true
+				} else if err != nil {
+					return nil, err
+				}
+			}
 		}
 		var g errgroup.Group
 		var mu sync.Mutex
@@ -650,7 +915,7 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 		if ar == nil {
 			ar = &AssetReport{Asset: units[i].name, DAG: units[i].id}
 		}
-		report.add(ar, len(units[i].parts))
+		report.add(ar, units[i].n)
 		report.Assets = append(report.Assets, *ar)
 	}
 	report.Plan = firstPlan
@@ -675,12 +940,16 @@ func (b *Backfill) runMixed(ctx context.Context, cfg *config, resume bool) (*Rep
 func (b *Backfill) assetBackfill(cfg *config, u *assetUnit, plan *AssetPlan, onEvent func(context.Context, tranche.Event)) *Backfill {
 	var run []tranche.TimePartition
 	whole := cfg.rerun != ledger.RerunStale
-	for _, it := range plan.items {
-		switch {
-		case it.runs && !it.wait:
-			run = append(run, it.p)
-		case it.action != ledger.ActionSkipSucceeded:
-			whole = false // blocked, waiting, held, or left alone: chosen
+	k := 0
+	if u.n > 0 {
+		for p := range u.window.OldestFirst() {
+			switch it := &plan.items[k]; {
+			case it.runs && !it.wait:
+				run = append(run, p)
+			case it.action != ledger.ActionSkipSucceeded:
+				whole = false // blocked, waiting, held, or left alone: chosen
+			}
+			k++
 		}
 	}
 	if len(run) == 0 {
@@ -690,14 +959,11 @@ func (b *Backfill) assetBackfill(cfg *config, u *assetUnit, plan *AssetPlan, onE
 		DAG: u.dag, Ledger: b.Ledger, Runner: b.Runner, Worker: cfg.worker, Concurrency: b.Concurrency,
 		Budget: b.Budget, ChunkSize: b.ChunkSize, Order: b.Order, Rerun: ledger.RerunAll, OnFailure: b.OnFailure,
 		Lease: b.Lease, Heartbeat: b.Heartbeat, MaxPartitions: b.MaxPartitions, StopOnCancel: b.StopOnCancel,
-		WaitForOthers: true, OnEvent: onEvent, Now: b.Now, only: u.name,
+		WaitForOthers: true, OnEvent: onEvent, Now: b.Now, only: u.name, id: assetBackfillID(cfg.id, u.name),
 	}
 	if whole {
-		w, err := tranche.NewTimePartitionWindow(u.g, u.parts[0].Start, u.parts[len(u.parts)-1].Start)
-		if err == nil {
-			child.Window, child.Rerun = w, cfg.rerun
-			return child
-		}
+		child.Window, child.Rerun = u.window, cfg.rerun
+		return child
 	}
 	child.Partitions = run
 	return child
@@ -766,12 +1032,45 @@ func (r *Report) add(ar *AssetReport, total int) {
 }
 
 // mixedItems yields the partitions of a plan of several granularities,
-// asset by asset in the DAG's order, each oldest first.
-func (p *Plan) mixedItems(yield func(PlanItem, error) bool) {
-	for _, ap := range p.Assets {
-		for _, it := range ap.items {
-			w, _ := tranche.NewTimePartitionWindow(it.p.Granularity, it.p.Start, it.p.Start)
-			if !yield(PlanItem{Asset: ap.Asset, Partition: it.p, Action: it.action, Reason: it.reason, Latest: it.latest, Chunk: w}, nil) {
+// asset by asset in the DAG's order, each oldest first, with their
+// actions and reasons as planned and their latest attempts as the
+// ledger stands now (the plan weighed them in brief).
+func (p *Plan) mixedItems(ctx context.Context) iter.Seq2[PlanItem, error] {
+	return func(yield func(PlanItem, error) bool) {
+		for _, ap := range p.Assets {
+			u := ap.set.units[ap.i]
+			if u.n == 0 {
+				continue
+			}
+			next, stop := iter.Pull2(p.backfill.reader().Latest(ctx, ap.DAG, u.window.Start(), u.window.End()))
+			a, err, more := next()
+			k := 0
+			for part := range u.window.OldestFirst() {
+				for more && err == nil && a.Start.Before(part.Start) {
+					a, err, more = next()
+				}
+				if err != nil {
+					stop()
+					yield(PlanItem{}, fmt.Errorf("tranche: reading the attempts of asset %q: %w", ap.Asset, err))
+					return
+				}
+				var latest *ledger.Attempt
+				if more && a.Start.Equal(part.Start) {
+					found := a
+					latest = &found
+					a, err, more = next()
+				}
+				w, _ := tranche.NewTimePartitionWindow(part.Granularity, part.Start, part.Start)
+				it := &ap.items[k]
+				if !yield(PlanItem{Asset: ap.Asset, Partition: part, Action: it.action, Reason: ap.set.reason(ap.i, k), Latest: latest, Chunk: w}, nil) {
+					stop()
+					return
+				}
+				k++
+			}
+			stop()
+			if err != nil {
+				yield(PlanItem{}, fmt.Errorf("tranche: reading the attempts of asset %q: %w", ap.Asset, err))
 				return
 			}
 		}

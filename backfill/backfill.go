@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
 	"github.com/tranche-dev/tranche/internal/zone"
@@ -193,6 +194,11 @@ type Backfill struct {
 	// granularities (see assets.go), names that asset: the DAG's other
 	// assets are its dependencies, only read.
 	only string
+	// id, set with only, is the backfill's id: derived from the id of
+	// the backfill of several granularities that runs it
+	// (assetBackfillID), so that the id that backfill's plan shows
+	// reaches it.
+	id string
 
 	// reads, set by PlanFrom, is read in place of Ledger.
 	reads ledger.Reader
@@ -312,7 +318,7 @@ func (b *Backfill) fields() (*config, error) {
 			sel.window, sel.window.Start().Year())
 	}
 	if b.DAG != nil && sel.total > 0 && !unset {
-		if cfg.mixed = b.only == "" && mixedGranularities(b.DAG); cfg.mixed {
+		if cfg.mixed = b.only == "" && granularities.Several(b.DAG); cfg.mixed {
 			errs = append(errs, b.checkMixed(sel.window)...)
 		} else {
 			errs = append(errs, checkAssets(b.DAG, sel.window, cfg.chunk, b.only)...)
@@ -329,6 +335,9 @@ func (b *Backfill) fields() (*config, error) {
 		cfg.id = backfillIDOf(cfg.dag, sel.starts(), cfg.chunk)
 	} else {
 		cfg.id = ID(cfg.dag, w, cfg.chunk)
+	}
+	if b.id != "" {
+		cfg.id = b.id
 	}
 	if cfg.worker == "" {
 		cfg.worker = defaultWorker()

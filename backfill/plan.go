@@ -643,7 +643,7 @@ func (b *Backfill) warnings(p *Plan, history bool) []string {
 // at them changed since the plan was made, they are the plan's.
 func (p *Plan) Items(ctx context.Context) iter.Seq2[PlanItem, error] {
 	if p.Assets != nil {
-		return p.mixedItems
+		return p.mixedItems(ctx)
 	}
 	return func(yield func(PlanItem, error) bool) {
 		cfg, err := p.backfill.config()

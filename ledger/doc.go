@@ -25,7 +25,10 @@
 // attempts where it keeps them, grouped by what [ClaimRequest.Judge]
 // reads, so that a backfill's status, grid and plan cost a query, not a
 // read of every attempt. Package backfill falls back to [Reader.Latest] for a ledger
-// without it.
+// without it. A [BriefReader], optional too, reads each partition's
+// latest attempt in brief ([Brief]: its start, state and instants), all
+// that the status of a DAG of several granularities weighs of each of a
+// million partitions.
 //
 // Operators name a ledger by an address (sqlite:PATH, postgres://…),
 // which package ledger/address reads.

@@ -113,3 +113,43 @@ type FindRequest struct {
 func FinishedLater(a, b Attempt) int {
 	return cmp.Or(b.Finished.Compare(a.Finished), b.Start.Compare(a.Start))
 }
+
+// A BriefReader is a [Reader] that reads the latest attempts of a range
+// of partitions in brief: each partition's start, state and instants,
+// what the status of a DAG of several granularities weighs of every
+// partition (its state, and whether an upstream partition succeeded
+// again after it ran), without the strings of a whole [Attempt]. It is
+// optional, as [LatestReader] is: package backfill asks a ledger for
+// it with a type assertion and reads [Reader.Latest] when the ledger
+// lacks it. Its answers must be [BriefOf] Latest's; ledgertest checks
+// that they are.
+type BriefReader interface {
+	// LatestBriefs yields the brief of the latest attempt of each
+	// recorded partition of dag whose start lies in [from, to), oldest
+	// partition first.
+	LatestBriefs(ctx context.Context, dag string, from, to time.Time) iter.Seq2[Brief, error]
+}
+
+// Brief is the part of a partition's latest attempt that
+// [BriefReader.LatestBriefs] reads: the fields of [Attempt] of the same
+// names, Finished only once it finished and LeaseUntil only while it
+// runs.
+type Brief struct {
+	Start      time.Time // the partition's start
+	State      State
+	Started    time.Time
+	Finished   time.Time // zero while running
+	LeaseUntil time.Time // zero unless running
+}
+
+// BriefOf returns the brief of attempt a: the derivation from
+// [Reader.Latest] that a BriefReader must agree with.
+func BriefOf(a Attempt) Brief {
+	b := Brief{Start: a.Start, State: a.State, Started: a.Started}
+	if a.State == StateRunning {
+		b.LeaseUntil = a.LeaseUntil
+	} else {
+		b.Finished = a.Finished
+	}
+	return b
+}

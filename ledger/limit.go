@@ -63,13 +63,22 @@ type Limit struct {
 	Max  int
 	By   string // who set it last
 	Note string // why, in their words
+	// Group, when not "", names the DAGs that share this limit: every
+	// DAG whose limit was set with the same Group. A claim of any of
+	// them counts the runs, and waits for the slots' demands, of them
+	// all, against its own DAG's Max (set them alike). A DAG of several
+	// granularities, whose assets are recorded under DAG identities of
+	// their own, is limited as a whole so, grouped by its name. "" for
+	// a limit of the DAG alone.
+	Group string
 	// Since is when, by the ledger's clock, it was set last; zero if
 	// never. A ledger sets it; a request's is ignored.
 	Since time.Time
 
 	// Running and Waiting are read by [Limiter.Limit]: the runs of the
 	// DAG holding live leases, and the slots of its schedule waiting
-	// for the limit (their demand lasts). A request's are ignored.
+	// for the limit (their demand lasts), those of every DAG of its
+	// Group under one. A request's are ignored.
 	Running, Waiting int
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/internal/zone"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -47,22 +48,6 @@ type gateDep struct {
 	loc   *time.Location
 	first time.Time // the start of its first partition; zero for none
 	m     tranche.Mapping
-}
-
-// mixed reports whether dag's partitioned assets have more than one
-// granularity.
-func mixed(dag *tranche.DAG) bool {
-	var g tranche.TimeGranularity
-	for a := range dag.Assets() {
-		switch p := a.Partitioning.Granularity; {
-		case !p.IsValid():
-		case !g.IsValid():
-			g = p
-		case p != g:
-			return true
-		}
-	}
-	return false
 }
 
 // assetSchedulers returns the schedulers of the assets of s's DAG, of
@@ -238,44 +223,21 @@ const (
 // maps to that has not succeeded ("events 2026-03-08T05:00-04:00
 // (failed)"), or "" when all have.
 func (g *gate) upstream(ctx context.Context, l ledger.Ledger, p tranche.TimePartition) (string, error) {
-	for _, d := range g.deps {
-		ps := backfill.MappedPartitions(d.m, d.g, d.first, p)
-		if len(ps) == 0 {
-			continue
+	why := ""
+	err := g.mapped(ctx, l, p, func(d gateDep, q tranche.TimePartition, a *ledger.Attempt) bool {
+		switch {
+		case q.End.After(p.End):
+			// Open: a coarser partition holding the slot, or one after
+			// it, which cannot have landed when the slot closes; the
+			// mapping declared reading it open.
+		case a == nil:
+			why = fmt.Sprintf("%s %s (never run)", d.name, q.Key())
+		case a.State != ledger.StateSucceeded:
+			why = fmt.Sprintf("%s %s (%s)", d.name, q.Key(), a.State)
 		}
-		got, err := d.latest(ctx, l, ps)
-		if err != nil {
-			return "", err
-		}
-		for _, q := range ps {
-			if q.End.After(p.End) {
-				// Open: a coarser partition holding the slot, or one
-				// after it, which cannot have landed when the slot
-				// closes; the mapping declared reading it open.
-				continue
-			}
-			switch a := got[q.Start.Unix()]; {
-			case a == nil:
-				return fmt.Sprintf("%s %s (never run)", d.name, q.Key()), nil
-			case a.State != ledger.StateSucceeded:
-				return fmt.Sprintf("%s %s (%s)", d.name, q.Key(), a.State), nil
-			}
-		}
-	}
-	return "", nil
-}
-
-// latest returns the latest attempts of d's partitions ps, by start in
-// Unix seconds.
-func (d gateDep) latest(ctx context.Context, l ledger.Ledger, ps []tranche.TimePartition) (map[int64]*ledger.Attempt, error) {
-	got := map[int64]*ledger.Attempt{}
-	for a, err := range l.Latest(ctx, d.id, ps[0].Start, ps[len(ps)-1].End) {
-		if err != nil {
-			return nil, fmt.Errorf("tranche: reading the attempts of asset %q: %w", d.name, err)
-		}
-		got[a.Start.Unix()] = &a
-	}
-	return got, nil
+		return why == ""
+	})
+	return why, err
 }
 
 // staleBy reports, for a slot of a gated asset whose latest attempt own
@@ -283,25 +245,39 @@ func (d gateDep) latest(ctx context.Context, l ledger.Ledger, ps []tranche.TimeP
 // own began ("stale: upstream events 2026-03-08T05:00-04:00
 // rematerialized"), or "" when none did.
 func (g *gate) staleBy(ctx context.Context, l ledger.Ledger, p tranche.TimePartition, own *ledger.Attempt) (string, error) {
-	var newest time.Time
-	why := ""
+	stale := granularities.NewStale(own)
+	err := g.mapped(ctx, l, p, func(d gateDep, q tranche.TimePartition, a *ledger.Attempt) bool {
+		if stale.Newer(a) {
+			stale.Name(d.name, q.Key())
+		}
+		return true
+	})
+	return stale.Why(), err
+}
+
+// mapped calls yield with each partition of each dependency that slot p
+// maps to, and its latest attempt (nil: never attempted), dependency by
+// dependency, each oldest first, until yield returns false.
+func (g *gate) mapped(ctx context.Context, l ledger.Ledger, p tranche.TimePartition, yield func(gateDep, tranche.TimePartition, *ledger.Attempt) bool) error {
 	for _, d := range g.deps {
 		ps := backfill.MappedPartitions(d.m, d.g, d.first, p)
 		if len(ps) == 0 {
 			continue
 		}
-		got, err := d.latest(ctx, l, ps)
-		if err != nil {
-			return "", err
+		got := map[int64]*ledger.Attempt{}
+		for a, err := range l.Latest(ctx, d.id, ps[0].Start, ps[len(ps)-1].End) {
+			if err != nil {
+				return fmt.Errorf("tranche: reading the attempts of asset %q: %w", d.name, err)
+			}
+			got[a.Start.Unix()] = &a
 		}
 		for _, q := range ps {
-			if a := got[q.Start.Unix()]; a != nil && a.State == ledger.StateSucceeded && a.Finished.After(own.Started) && a.Finished.After(newest) {
-				newest = a.Finished
-				why = fmt.Sprintf("stale: upstream %s %s rematerialized", d.name, q.Key())
+			if !yield(d, q, got[q.Start.Unix()]) {
+				return nil
 			}
 		}
 	}
-	return why, nil
+	return nil
 }
 
 // whyUpstream is why a slot whose upstream partitions had not succeeded

@@ -100,7 +100,22 @@ func TestBudgetBesideYearBackfill(t *testing.T) {
 	from := time.Now()
 	res, err := bf.Run(t.Context())
 	until := time.Now()
-	time.Sleep(2 * day) // the slot that closed last starts
+	// The slots that closed during the backfill start, the last of
+	// them within a partition and the margin unless the machine stalls
+	// it: wait for them (a fixed sleep failed when a stall under -race
+	// outlasted it), then stop.
+	for deadline := until.Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(day / 5) {
+		mu.Lock()
+		all := true
+		for p := tranche.PartitionOf(tranche.Day, base); closed(p).Before(until) && all; p = p.Next() {
+			_, ran := started[p.Key()]
+			all = ran || closed(p).Before(from)
+		}
+		mu.Unlock()
+		if all {
+			break
+		}
+	}
 	stop()
 	if err != nil || res.Succeeded != window.Len() {
 		t.Fatalf("backfill: %v, %v; want %d partitions succeeded", res, err, window.Len())

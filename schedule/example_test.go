@@ -74,12 +74,19 @@ func Example() {
 
 // A scheduler and a backfill of the same DAG share one budget of a
 // single run at a time: the day that closes while the backfill's first
-// partition runs (the example's clock reaches midnight 200 ms in) runs
-// as soon as that partition ends, before the backfill's next one, which
-// waits for the place all along (the backfill runs two at a time).
+// partition runs (the example's clock reaches midnight 200 ms after the
+// scheduler first reads it) runs as soon as that partition ends, before
+// the backfill's next one, which waits for the place all along (the
+// backfill runs two at a time).
 func Example_budget() {
-	start, t0 := time.Date(2026, 1, 8, 23, 59, 59, 800_000_000, time.UTC), time.Now()
-	now := func() time.Time { return start.Add(time.Since(t0)) }
+	// The example's clock starts when the scheduler first reads it.
+	start := time.Date(2026, 1, 8, 23, 59, 59, 800_000_000, time.UTC)
+	var t0 time.Time
+	var once sync.Once
+	now := func() time.Time {
+		once.Do(func() { t0 = time.Now() })
+		return start.Add(time.Since(t0))
+	}
 
 	claimed := make(chan struct{}) // the live slot holds its lease, and asks for a place
 	var mu sync.Mutex

@@ -207,3 +207,117 @@ func overlap(runs []timedRun) int {
 	}
 	return most
 }
+
+// TestProcessLimitMixed is TestProcessLimitLiveFirst for a DAG of two
+// granularities (hourly events, a daily rollup of them, each asset
+// recorded under an identity of its own) limited as a whole: the limit of
+// 2 is set on both identities in one group (as tranche limit platform 2
+// does), two scheduler processes run both assets live, an hour's run
+// taking 1 s of its 1.5 s, and two backfill worker processes backfill
+// two days of both before them, an hour in 0.25 s, a day in 2 s. Never
+// more than 2 runs of the DAG overlap, of either asset, live or
+// backfilled (a limit of each identity alone lets the two days run beside
+// a live hour: 3); every live hour starts within a day's run of its
+// close, and the rollup days run.
+func TestProcessLimitMixed(t *testing.T) {
+	for _, ledgerKind := range []string{"postgres", "sqlite"} {
+		t.Run(ledgerKind, func(t *testing.T) {
+			bin := buildWorker(t)
+			dir := t.TempDir()
+			base, err := time.Parse(time.RFC3339, "2024-01-10T00:30:00-05:00")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const rate, hours = 2400, 12 // an hour in 1.5 s
+			c := procClock{base: base, until: base.Add(hours * time.Hour), epoch: time.Now(), rate: rate}
+			first := time.Date(2024, 1, 8, 0, 0, 0, 0, base.Location())
+			mixed := []string{"-mixed", "-first", first.Format(time.RFC3339)}
+			var ledgerArgs []string
+			if ledgerKind == "postgres" {
+				ledgerArgs = pgLedger(t, bin, c)
+			} else {
+				ledgerArgs = []string{"-db", filepath.Join(dir, "ledger.db")}
+			}
+			ledgerArgs = append(ledgerArgs, mixed...)
+			if out, err := exec.Command(bin, append(append([]string{"-setlimit", "2"}, ledgerArgs...), c.args()...)...).CombinedOutput(); err != nil {
+				t.Fatalf("setting the limit: %v\n%s", err, out)
+			}
+			const bfTake, rollTake = 250 * time.Millisecond, 2 * time.Second
+			timing := filepath.Join(dir, "timing")
+			c.epoch = time.Now().Add(500 * time.Millisecond) // the processes start meanwhile
+			// The 8th and the 9th: 48 hours, then their days.
+			window := first.Format(time.RFC3339) + "/" + first.AddDate(0, 0, 2).Format(time.RFC3339)
+			var cmds []*exec.Cmd
+			var outs []*bytes.Buffer
+			for i := range 4 {
+				args := []string{"-worker", fmt.Sprintf("s%d", i), "-timing", timing, "-lease", "3s", "-heartbeat", "300ms", "-take", "1s"}
+				if i >= 2 {
+					args = []string{"-worker", fmt.Sprintf("b%d", i-2), "-timing", timing, "-lease", "3s", "-backfill", window,
+						"-concurrency", "2", "-bftake", bfTake.String(), "-rolltake", rollTake.String()}
+				}
+				var out bytes.Buffer
+				cmd := exec.Command(bin, append(append(args, ledgerArgs...), c.args()...)...)
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				cmds, outs = append(cmds, cmd), append(outs, &out)
+			}
+			t.Cleanup(func() {
+				for _, cmd := range cmds {
+					cmd.Process.Kill()
+				}
+			})
+			for i, cmd := range cmds {
+				if err := cmd.Wait(); err != nil {
+					t.Errorf("process %d: %v\n%s", i, err, outs[i])
+				}
+			}
+			defer func() {
+				if t.Failed() {
+					for i, out := range outs {
+						t.Logf("process %d's output:\n%s", i, out)
+					}
+				}
+			}()
+
+			runs := readTiming(t, timing)
+			bound := rollTake + 100*time.Millisecond + 500*time.Millisecond
+			var lags []time.Duration
+			for p := tranche.PartitionOf(tranche.Hour, base); !p.End.After(c.until.Add(-90 * time.Minute)); p = p.Next() {
+				r, ok := runs[p.Key()]
+				if !ok {
+					t.Errorf("slot %s never started", p.Key())
+					continue
+				}
+				lag := r[0].start.Sub(c.epoch.Add(p.End.Sub(base) / rate))
+				lags = append(lags, lag)
+				if lag > bound {
+					t.Errorf("slot %s started %v after its close; want at most %v", p.Key(), lag, bound)
+				}
+			}
+			var all []timedRun
+			days, backfilled := 0, 0
+			for key, rs := range runs {
+				all = append(all, rs...)
+				if strings.HasPrefix(key, "rollup-") {
+					days++
+				} else if rs[0].who[0] == 'b' {
+					backfilled++
+				}
+			}
+			most := overlap(all)
+			if most > 2 {
+				t.Errorf("%d runs of the DAG's two assets overlapped; want at most its limit, 2", most)
+			}
+			if days < 2 || backfilled < 4 {
+				t.Errorf("%d rollup days ran, %d backfilled hours; want the backfill's 2 days, and its hours beside the schedule", days, backfilled)
+			}
+			slices.Sort(lags)
+			if len(lags) > 0 {
+				t.Logf("%s: %d live hours, lag median %v, max %v (bound %v); %d backfilled hours, %d rollup days; at most %d runs at once",
+					ledgerKind, len(lags), lags[len(lags)/2], lags[len(lags)-1], bound, backfilled, days, most)
+			}
+		})
+	}
+}

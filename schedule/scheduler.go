@@ -15,6 +15,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/internal/hookcall"
 	leases "github.com/tranche-dev/tranche/internal/lease"
 	"github.com/tranche-dev/tranche/internal/slotmatch"
@@ -389,7 +390,7 @@ func (s *Scheduler) Resume(ctx context.Context, by, note string) (ledger.Schedul
 }
 
 func (s *Scheduler) setPause(ctx context.Context, p ledger.SchedulePause) (ledger.SchedulePause, error) {
-	if s.gate == nil && s.DAG != nil && mixed(s.DAG) {
+	if s.gate == nil && s.DAG != nil && granularities.Several(s.DAG) {
 		return s.assetsPause(ctx, p)
 	}
 	cfg, err := s.config()
@@ -715,7 +716,7 @@ type run struct {
 // it: each is a [KindLedgerError] event, and the call is tried again a
 // heartbeat interval later.
 func (s *Scheduler) Run(ctx context.Context) error {
-	if s.gate == nil && s.DAG != nil && mixed(s.DAG) {
+	if s.gate == nil && s.DAG != nil && granularities.Several(s.DAG) {
 		return s.runAssets(ctx)
 	}
 	cfg, err := s.config()

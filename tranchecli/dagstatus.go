@@ -14,6 +14,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -180,7 +181,7 @@ func (c *call) dagStatus(ctx context.Context, l ledger.Reader, d dagRef) error {
 	}
 	var span tranche.TimePartitionWindow
 	var assets []backfill.AssetPlan
-	if dag := c.p.DAGs[d.name]; dag != nil && severalGranularities(dag) {
+	if dag := c.p.DAGs[d.name]; dag != nil && granularities.Several(dag) {
 		if span, assets, err = backfill.AssetsOf(ctx, l, dag, time.Now()); err != nil {
 			return err
 		}
@@ -207,21 +208,6 @@ func (c *call) dagStatus(ctx context.Context, l ledger.Reader, d dagRef) error {
 			a.States[ledger.StateRunning], a.States[ledger.StatePending], a.Blocked, a.Stale)
 	}
 	return w.Flush()
-}
-
-// severalGranularities reports whether dag's partitioned assets have
-// more than one granularity: its backfills record each asset apart.
-func severalGranularities(dag *tranche.DAG) bool {
-	var g tranche.TimeGranularity
-	for a := range dag.Assets() {
-		if p := a.Partitioning.Granularity; p.IsValid() {
-			if g.IsValid() && p != g {
-				return true
-			}
-			g = p
-		}
-	}
-	return false
 }
 
 // assetJSON is an asset of a DAG of several granularities in the JSON

@@ -1,14 +1,18 @@
 package tranchecli
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -31,14 +35,12 @@ func runLimit(ctx context.Context, c *call) error {
 	case !ok:
 		return &unknownError{fmt.Sprintf("no DAG %q: give a DAG's name or identity, as '%s ls' lists them", c.args[0], c.name)}
 	}
-	if assets := assetNames(c.p.DAGs[d.name]); len(assets) > 0 {
-		// Its backfills claim under each asset's identity, which a limit
-		// of the whole DAG's would not hold.
-		return fmt.Errorf("tranche: DAG %s has assets of several granularities, whose backfills run asset by asset, each recorded under a DAG of its own (%s): limit those", d.name, strings.Join(assets, ", "))
-	}
 	lim, ok := l.(ledger.Limiter)
 	if !ok {
 		return fmt.Errorf("tranche: the ledger keeps no limits of DAGs (it is no ledger.Limiter)")
+	}
+	if dag := c.p.DAGs[d.name]; dag != nil && granularities.Several(dag) {
+		return c.limitMixed(ctx, l, lim, d, dag)
 	}
 	before, err := lim.Limit(ctx, d.id)
 	if err != nil {
@@ -90,27 +92,92 @@ func limitLine(lim ledger.Limit, now time.Time) string {
 	return line
 }
 
-// assetNames returns the names of the DAGs under which a backfill of dag
-// records its assets' partitions ("platform/events") when its assets
-// have several granularities, and nil otherwise.
-func assetNames(dag *tranche.DAG) []string {
-	if dag == nil {
+// limitMixed shows, or with N sets, the limit of a DAG of several
+// granularities: one limit of the runs of all its assets at once, each
+// recorded under a DAG identity of its own, set on each identity in a
+// group named by the DAG (ledger.Limit.Group).
+func (c *call) limitMixed(ctx context.Context, l ledger.Reader, lim ledger.Limiter, d dagRef, dag *tranche.DAG) error {
+	ids, names, err := assetIdentities(ctx, l, dag, d.loc)
+	if err != nil {
+		return err
+	}
+	before, err := lim.Limit(ctx, ids[0])
+	if err != nil {
+		return err
+	}
+	assets := fmt.Sprintf("its %d assets, each recorded under a DAG of its own (%s)", len(names), strings.Join(names, ", "))
+	if len(c.args) == 1 {
+		fmt.Fprintf(c.stdout, "DAG %s: %s, across %s\n", d.label(), limitLine(before, time.Now()), assets)
 		return nil
 	}
-	var names []string
-	var g tranche.TimeGranularity
-	mixed := false
+	n, err := strconv.Atoi(c.args[1])
+	if err != nil || n < 0 {
+		return &usageErr{fmt.Errorf("%s: want a number of runs, 0 or more (0 removes the limit)", c.args[1])}
+	}
+	group := dag.Name
+	if n == 0 {
+		group = ""
+	}
+	same := true
+	for _, id := range ids {
+		got, err := lim.Limit(ctx, id)
+		if err != nil {
+			return err
+		}
+		same = same && got.Max == n && got.Group == group
+	}
+	if same {
+		fmt.Fprintf(c.stdout, "DAG %s: %s, across %s; nothing was changed.\n", d.label(), limitLine(before, time.Now()), assets)
+		return exitErr(exitNothing)
+	}
+	var after ledger.Limit
+	for _, id := range ids {
+		if after, err = lim.SetLimit(ctx, id, ledger.Limit{Max: n, By: c.opt.by, Note: c.opt.note, Group: group}); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		fmt.Fprintf(c.stdout, "Removed the limit of DAG %s, %s at once across %s: its schedulers, backfills and runs by hand claim without waiting for each other.\n",
+			d.label(), counted(before.Max, "run"), assets)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "Limited DAG %s to %s at once across every process and %s: a due slot of any asset goes ahead of every backfill partition not yet started; runs in flight finish. Now %s.\n",
+		d.label(), counted(n, "run"), assets, limitLine(after, time.Now()))
+	return nil
+}
+
+// assetIdentities returns the DAG identities under which the assets of
+// dag, a DAG of several granularities, are recorded (backfill.AssetDAG):
+// each in its partitioning's zone (else loc, else UTC), and any other
+// that the ledger's backfills of the asset recorded (another window's
+// zone), with the assets' names ("platform/events").
+func assetIdentities(ctx context.Context, l ledger.Reader, dag *tranche.DAG, loc *time.Location) (ids, names []string, _ error) {
+	records, err := l.Backfills(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	for a := range dag.Assets() {
-		p := a.Partitioning.Granularity
-		if !p.IsValid() {
+		g := a.Partitioning.Granularity
+		if !g.IsValid() {
 			continue
 		}
-		mixed = mixed || g.IsValid() && p != g
-		g = p
-		names = append(names, dag.Name+"/"+a.Name)
+		one, err := backfill.AssetDAG(dag, a.Name, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		zone := cmp.Or(a.Partitioning.Location, loc, time.UTC)
+		if id := backfill.DAGIdentity(one, g, zone); !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+		for _, r := range records {
+			if r.DAGName == one.Name && !slices.Contains(ids, r.DAG) {
+				ids = append(ids, r.DAG)
+			}
+		}
+		names = append(names, one.Name)
 	}
-	if !mixed {
-		return nil
+	if len(ids) == 0 {
+		return nil, nil, fmt.Errorf("tranche: DAG %s has no partitioned asset to limit", dag.Name)
 	}
-	return names
+	return ids, names, nil
 }

@@ -185,6 +185,12 @@ func runStatus(ctx context.Context, c *call) error {
 		return err
 	}
 	arg := c.args[0]
+	if assets, err := c.assetBackfills(ctx, l, arg); err != nil || len(assets) > 0 {
+		if err != nil {
+			return err
+		}
+		return c.mixedStatus(ctx, l, arg, assets)
+	}
 	id, d, isDAG, err := c.resolve(ctx, l, arg)
 	switch {
 	case err != nil:
@@ -197,6 +203,11 @@ func runStatus(ctx context.Context, c *call) error {
 	if c.opt.watch {
 		return c.watch(ctx, l, id)
 	}
+	return c.statusOne(ctx, l, id)
+}
+
+// statusOne writes the status of backfill id.
+func (c *call) statusOne(ctx context.Context, l ledger.Reader, id string) error {
 	s, err := backfill.StatusOf(ctx, l, id, time.Now())
 	if err != nil {
 		return err

@@ -206,6 +206,12 @@ func runResume(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
+	if assets, err := c.assetBackfills(ctx, l, c.args[0]); err != nil || len(assets) > 0 {
+		if err != nil {
+			return err
+		}
+		return c.mixedResume(ctx, l, c.args[0], assets)
+	}
 	id, err := c.backfillID(ctx, l, c.args[0], true)
 	if err != nil {
 		return err
@@ -275,6 +281,12 @@ func runCancel(ctx context.Context, c *call) error {
 	l, err := c.writer(ctx)
 	if err != nil {
 		return err
+	}
+	if assets, err := c.assetBackfills(ctx, l, c.args[0]); err != nil || len(assets) > 0 {
+		if err != nil {
+			return err
+		}
+		return c.mixedCancel(ctx, l, c.args[0], assets)
 	}
 	id, err := c.backfillID(ctx, l, c.args[0], false)
 	if err != nil {

@@ -50,6 +50,7 @@ at all.
 	tranche.schedule.lag         histogram, s          tranche.trigger
 	tranche.schedule.slots       counter, {slot}       tranche.slot.state
 	tranche.schedule.queued      gauge, {slot}
+	tranche.schedule.upstream    counter, {slot}       tranche.slot.upstream
 
 with tranche.dag as well under WithDAG; without it, the partition
 counts take tranche.dag from the backfill's events, which name the DAG
@@ -62,7 +63,12 @@ come from its events: the lag is from a slot's close to its claim (its
 slot.claimed event), by trigger (live or catch-up); tranche.slot.state
 is succeeded, failed, missed (older than the catch-up window), skipped
 (by the overlap policy) or canceled (stopped by a later slot under
-cancel-other); the queue is recorded as it changes. Run and backfill
+cancel-other); the queue is recorded as it changes. Of a DAG of several
+granularities, whose assets' schedulers name their DAG "DAG/asset",
+tranche.slot.upstream counts a slot waiting for the partitions it maps
+to (waiting, once a slot), run at its deadline without them (late,
+Scheduler.RunLate), or run again because one of them was materialized
+again after it ran (stale, Scheduler.RerunStale). Run and backfill
 ids are not metric attributes: each would be a new series. A run's, an
 asset's and a write's measurements are made in the context of their
 span, so that a sampled one's exemplar points to it.

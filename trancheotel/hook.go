@@ -204,7 +204,8 @@ func (h *hook) onEvent(ctx context.Context, e tranche.Event) {
 	}
 	switch e.Kind {
 	case schedule.KindClaimed, schedule.KindQueue, schedule.KindSucceeded, schedule.KindFailed,
-		schedule.KindMissed, schedule.KindSkipped, schedule.KindCanceled:
+		schedule.KindMissed, schedule.KindSkipped, schedule.KindCanceled,
+		schedule.KindWaiting, schedule.KindLate, schedule.KindStale:
 		// A scheduler's: measured, and, as kinds the run's span does
 		// not know, its events when the run is traced.
 		h.metrics.schedule(ctx, h, &e)

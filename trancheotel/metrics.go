@@ -21,6 +21,10 @@ const (
 	MetricScheduleLag   = "tranche.schedule.lag"
 	MetricScheduleSlots = "tranche.schedule.slots"
 	MetricQueued        = "tranche.schedule.queued"
+	// MetricScheduleUpstream counts the slots of the assets of a DAG of
+	// several granularities that the partitions they map to held back
+	// or made stale, by tranche.slot.upstream.
+	MetricScheduleUpstream = "tranche.schedule.upstream"
 )
 
 // durationBuckets are the histograms' bucket boundaries, in seconds: a
@@ -32,7 +36,7 @@ type instruments struct {
 	runDuration, assetDuration, writeDuration metric.Float64Histogram
 	rows, partitionCount                      metric.Int64Counter
 	lag                                       metric.Float64Histogram
-	slots                                     metric.Int64Counter
+	slots, upstream                           metric.Int64Counter
 	queued                                    metric.Int64Gauge
 }
 
@@ -65,6 +69,9 @@ func newInstruments(m metric.Meter) *instruments {
 	in.slots, err = m.Int64Counter(MetricScheduleSlots, metric.WithUnit("{slot}"),
 		metric.WithDescription("Slots a scheduler ran (succeeded, failed), stopped (canceled) or did not run (missed, skipped), by state."))
 	report(err)
+	in.upstream, err = m.Int64Counter(MetricScheduleUpstream, metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots of assets of a DAG of several granularities that waited for the partitions they map to (waiting), ran at their deadline without them (late), or ran again once one was materialized again after them (stale), by tranche.slot.upstream."))
+	report(err)
 	in.queued, err = m.Int64Gauge(MetricQueued, metric.WithUnit("{slot}"),
 		metric.WithDescription("Due slots a scheduler waits to run: queued behind a running one, or held by another worker."))
 	report(err)
@@ -77,7 +84,7 @@ type setKey struct {
 	instrument         uint8
 	dag                string // the event's DAG name, without WithDAG
 	asset, destination string
-	status             string // tranche.status, or tranche.partition.state
+	status             string // tranche.status, tranche.partition.state, tranche.slot.state or tranche.slot.upstream
 	trigger            string // tranche.trigger, of a run
 }
 
@@ -90,6 +97,7 @@ const (
 	lagSet
 	slotSet
 	queueSet
+	upstreamSet
 )
 
 // maxSets bounds the attribute sets kept: their number is that of the
@@ -129,6 +137,8 @@ func (h *hook) measurement(k setKey) metric.MeasurementOption {
 		kvs = append(kvs, attribute.String(keyPartitionState, k.status))
 	case slotSet:
 		kvs = append(kvs, attribute.String(keySlotState, k.status))
+	case upstreamSet:
+		kvs = append(kvs, attribute.String(keySlotUpstream, k.status))
 	case rowsSet, lagSet, queueSet:
 	default:
 		kvs = append(kvs, attribute.String(keyStatus, k.status))
@@ -223,6 +233,11 @@ func (m *instruments) schedule(ctx context.Context, h *hook, e *tranche.Event) {
 				m.queued.Record(ctx, a.Value.Int64(), h.measurement(k))
 			}
 		}
+	case schedule.KindWaiting, schedule.KindLate, schedule.KindStale:
+		if m.upstream.Enabled(ctx) {
+			k.instrument, k.status = upstreamSet, upstreamStates[e.Kind]
+			m.upstream.Add(ctx, 1, h.measurement(k))
+		}
 	default:
 		state, ok := slotStates[e.Kind]
 		if ok && m.slots.Enabled(ctx) {
@@ -230,6 +245,14 @@ func (m *instruments) schedule(ctx context.Context, h *hook, e *tranche.Event) {
 			m.slots.Add(ctx, 1, h.measurement(k))
 		}
 	}
+}
+
+// upstreamStates are the tranche.slot.upstream of the scheduler's
+// events of slots that map to partitions of other assets.
+var upstreamStates = map[tranche.Kind]string{
+	schedule.KindWaiting: "waiting",
+	schedule.KindLate:    "late",
+	schedule.KindStale:   "stale",
 }
 
 // slotStates are the tranche.slot.state of the scheduler's slot events.

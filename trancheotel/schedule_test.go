@@ -2,6 +2,7 @@ package trancheotel_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,6 +73,80 @@ func TestScheduleMetrics(t *testing.T) {
 		}
 		if q, ok := got[trancheotel.MetricQueued][dagName]; !ok || q.Value != 0 {
 			t.Errorf("%s: %v; want a last value of 0", trancheotel.MetricQueued, got[trancheotel.MetricQueued])
+		}
+	})
+}
+
+// TestScheduleUpstreamMetrics schedules hourly events and their daily
+// rollup, a DAG of two granularities, from 2026-03-06 23:30 to
+// 2026-03-08 04:00 UTC, the hour 2026-03-07 23:00 taking two hours: the
+// rollup of the 7th waits for it at midnight, runs late at its deadline
+// (an hour, RunLate), and runs again once the hour landed (RerunStale),
+// each counted once under the rollup's DAG name.
+func TestScheduleUpstreamMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := time.Date(2026, 3, 6, 23, 30, 0, 0, time.UTC)
+		t0 := time.Now()
+		clock := func() time.Time { return base.Add(time.Since(t0)) }
+		var mu sync.Mutex
+		landed := map[string]bool{}
+		part := func(g tranche.TimeGranularity) tranche.Partitioning {
+			return tranche.Partitioning{Granularity: g, Location: time.UTC, First: time.Date(2026, 3, 7, 0, 0, 0, 0, time.UTC)}
+		}
+		dag, err := tranche.NewDAG(
+			tranche.Asset{Name: "events", Partitioning: part(tranche.Hour),
+				Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+					p, err := m.Partition()
+					if err != nil {
+						return nil, err
+					}
+					if p.Key() == "2026-03-07T23:00Z" {
+						time.Sleep(2 * time.Hour)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					landed[p.Key()] = true
+					return nil, nil
+				}},
+			tranche.Asset{Name: "rollup", Deps: []string{"events"}, Partitioning: part(tranche.Day),
+				Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+					_, err := m.Input("events")
+					return nil, err
+				}},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dag.Name = "platform"
+		runner := &tranche.Runner{Read: func(_ context.Context, _ string, p tranche.TimePartition) ([]tranche.Row, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !landed[p.Key()] {
+				return nil, nil
+			}
+			return []tranche.Row{{"hour": p.Key()}}, nil
+		}}
+		tel := newTelemetry()
+		hook, _ := tel.hook()
+		s := &schedule.Scheduler{DAG: dag, Ledger: memledger.New(clock), Runner: runner, Now: clock, OnEvent: hook,
+			WaitUpstream: time.Hour, RunLate: true, RerunStale: true}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		time.Sleep(28*time.Hour + 30*time.Minute)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got := tel.collect(t)
+		rollup := "tranche.dag=platform/rollup"
+		want := map[string]point{
+			rollup + ",tranche.slot.upstream=waiting": {Value: 1},
+			rollup + ",tranche.slot.upstream=late":    {Value: 1},
+			rollup + ",tranche.slot.upstream=stale":   {Value: 1},
+		}
+		if diff := cmp.Diff(want, got[trancheotel.MetricScheduleUpstream]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", trancheotel.MetricScheduleUpstream, diff)
 		}
 	})
 }

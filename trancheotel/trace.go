@@ -28,6 +28,7 @@ const (
 	keyError          = "tranche.error"
 	keyPartitionState = "tranche.partition.state"
 	keySlotState      = "tranche.slot.state"
+	keySlotUpstream   = "tranche.slot.upstream"
 )
 
 // runSpans is a traced run in progress: its span, and the spans of its

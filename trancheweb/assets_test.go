@@ -2,6 +2,7 @@ package trancheweb
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -77,5 +78,49 @@ func TestMixedGranularities(t *testing.T) {
 	if status, page, _ := get(t, h, "/dags/"+url.PathEscape(id)+"/plan?"+q.Encode()); status != 200 || !strings.Contains(page, `id="plan"`) ||
 		!strings.Contains(page, `model <code>2026-03-10</code></td><td>skip: blocked <span class="muted reason">(needs rollup 2026-03-03 (never run; outside the window))</span>`) {
 		t.Errorf("the plan of March 10: %d\n%s", status, page)
+	}
+}
+
+// TestMixedPlanIDPages takes the id that the plan of a backfill of
+// several granularities shows to the pages: its page is the index,
+// which shows the DAG's assets, and the cancel and resume of it act on
+// the backfills of its assets.
+func TestMixedPlanIDPages(t *testing.T) {
+	p := assettest.New(t, func(_ testing.TB, now func() time.Time) ledger.Ledger { return memledger.New(now) })
+	ctx := context.Background()
+	days, err := tranche.NewTimePartitionWindow(tranche.Day, time.Date(2026, 3, 8, 0, 0, 0, 0, p.NY), time.Date(2026, 3, 9, 0, 0, 0, 0, p.NY))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Backfill(days, "")
+	id, err := b.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const token = "0123456789abcdef-the-token"
+	h := NewHandler(p.Ledger(), &Options{WriteToken: token, DAGs: map[string]*tranche.DAG{"platform": p.DAG()}})
+	if status, _, hd := get(t, h, "/backfills/"+id); status != http.StatusFound || hd.Get("Location") != "/" {
+		t.Errorf("GET the page of %s: %d to %q; want 302 to the index", id, status, hd.Get("Location"))
+	}
+	canceled := func() (n int) {
+		assets, err := backfill.AssetBackfills(ctx, p.Ledger(), id)
+		if err != nil || len(assets) != 3 {
+			t.Fatalf("AssetBackfills(%s) = %d, %v; want 3", id, len(assets), err)
+		}
+		for _, a := range assets {
+			if a.Canceled {
+				n++
+			}
+		}
+		return n
+	}
+	if status, _ := post(t, h, "/backfills/"+id+"/cancel", url.Values{"token": {token}}); status != http.StatusSeeOther || canceled() != 3 {
+		t.Errorf("POST cancel of %s: %d, %d of 3 asset backfills canceled; want 303, all", id, status, canceled())
+	}
+	if status, _ := post(t, h, "/backfills/"+id+"/resume", url.Values{"token": {token}}); status != http.StatusSeeOther || canceled() != 0 {
+		t.Errorf("POST resume of %s: %d, %d of 3 asset backfills canceled; want 303, none", id, status, canceled())
 	}
 }

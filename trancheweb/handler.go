@@ -395,5 +395,10 @@ func (h *handler) pageNamed(ctx context.Context, arg string) string {
 	if len(found) == 1 {
 		return "/backfills/" + url.PathEscape(found[0])
 	}
+	if assets, err := backfill.AssetBackfills(ctx, h.l, arg); err == nil && len(assets) > 0 {
+		// A backfill of several granularities, as its plan names it:
+		// the index shows its DAG's assets and their backfills.
+		return "/"
+	}
 	return ""
 }

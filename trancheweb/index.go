@@ -10,6 +10,7 @@ import (
 
 	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
+	"github.com/tranche-dev/tranche/internal/granularities"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -38,15 +39,7 @@ type assetRow struct {
 // assetRows returns the rows of dag's assets when it has several
 // granularities; none otherwise.
 func (h *handler) assetRows(r *http.Request, dag *tranche.DAG) ([]assetRow, error) {
-	var g tranche.TimeGranularity
-	several := false
-	for a := range dag.Assets() {
-		if p := a.Partitioning.Granularity; p.IsValid() {
-			several = several || g.IsValid() && p != g
-			g = p
-		}
-	}
-	if !several {
+	if !granularities.Several(dag) {
 		return nil, nil
 	}
 	_, plans, err := backfill.AssetsOf(r.Context(), h.l, dag, h.opts.Now())

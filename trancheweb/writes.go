@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
 )
 
@@ -68,7 +69,9 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, do func(ctx cont
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	h.write(w, r, func(ctx context.Context, id string) error {
-		return h.w.CancelBackfill(ctx, id, ledger.CancelOptions{StopRunning: r.PostFormValue("stop_running") == "on"})
+		// The id of a backfill of several granularities, as its plan
+		// shows it, cancels the backfills of its assets.
+		return backfill.CancelBackfill(ctx, h.w, id, ledger.CancelOptions{StopRunning: r.PostFormValue("stop_running") == "on"})
 	})
 }
 
@@ -94,6 +97,11 @@ func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
 // only marks it resumed, for its workers, and a retry of one is refused.
 func (h *handler) runAgain(ctx context.Context, id string, resume bool) error {
 	record, err := h.l.Backfill(ctx, id)
+	if errors.Is(err, ledger.ErrUnknownBackfill) && resume {
+		// The id of a backfill of several granularities resumes the
+		// backfills of its assets, for the workers that run them.
+		return backfill.ResumeBackfill(ctx, h.w, id)
+	}
 	if err != nil {
 		return err
 	}

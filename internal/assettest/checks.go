@@ -2,9 +2,11 @@ package assettest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 func Run(t *testing.T, newLedger NewLedger) {
 	for name, check := range map[string]func(*testing.T, NewLedger){
 		"Backfill": Backfill, "RerunFailed": RerunFailed, "Stale": Stale, "Refusals": Refusals, "Workers": Workers, "FailStop": FailStop,
-		"RerunAll": RerunAll,
+		"RerunAll": RerunAll, "PlanID": PlanID,
 	} {
 		t.Run(name, func(t *testing.T) { check(t, newLedger) })
 	}
@@ -462,5 +464,88 @@ func RerunAll(t *testing.T, newLedger NewLedger) {
 	}
 	if len(p.readBad) > 0 {
 		t.Errorf("read before they succeeded: %v", p.readBad)
+	}
+}
+
+// PlanID checks that the id a backfill's plan shows reaches the
+// backfills of its assets, as an operator who copies it expects: before
+// anything ran it names nothing; canceled by it
+// (backfill.CancelBackfill) while the first wave runs, no later wave
+// starts, every asset's backfill (backfill.AssetBackfills, one an asset,
+// under the asset's identity) is canceled, and a run of it starts
+// nothing; resumed by it (backfill.ResumeBackfill), a run lands the
+// rest, through the same asset backfills.
+func PlanID(t *testing.T, newLedger NewLedger) {
+	p := New(t, newLedger)
+	ctx := context.Background()
+	b := p.march(ledger.RerunFailed)
+	plan, err := b.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := plan.Backfill
+	if got, err := backfill.AssetBackfills(ctx, p.ledger, id); err != nil || len(got) != 0 {
+		t.Errorf("AssetBackfills before a run = %v, %v; want none", got, err)
+	}
+	if err := backfill.CancelBackfill(ctx, p.ledger, id, ledger.CancelOptions{}); !errors.Is(err, ledger.ErrUnknownBackfill) {
+		t.Errorf("CancelBackfill before a run = %v; want one matching ErrUnknownBackfill", err)
+	}
+	var once sync.Once
+	b.OnEvent = func(ctx context.Context, e tranche.Event) {
+		if e.Kind == backfill.KindPartitionSucceeded {
+			once.Do(func() {
+				if err := backfill.CancelBackfill(ctx, p.ledger, id, ledger.CancelOptions{}); err != nil {
+					t.Errorf("CancelBackfill(%s) while it runs: %v", id, err)
+				}
+			})
+		}
+	}
+	if _, err := b.Run(ctx); !errors.Is(err, backfill.ErrBackfillCanceled) {
+		t.Errorf("Run canceled by the plan's id = %v; want one matching ErrBackfillCanceled", err)
+	}
+	calls := p.takeCalls()
+	if n := len(calls) - count(calls, "events "); n != 0 || len(calls) == 0 {
+		t.Errorf("canceled in the first wave: %d calls, %d of them of later waves; want some, none of later waves", len(calls), n)
+	}
+	records, err := backfill.AssetBackfills(ctx, p.ledger, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAsset := map[string]ledger.BackfillRecord{}
+	for _, r := range records {
+		asset := strings.TrimPrefix(r.DAGName, "platform/")
+		byAsset[asset] = r
+		if !r.Canceled || r.DAG != p.ids[asset] {
+			t.Errorf("asset backfill %s of %s: canceled %v, DAG %s; want canceled, DAG %s", r.ID, r.DAGName, r.Canceled, r.DAG, p.ids[asset])
+		}
+	}
+	if len(records) != 4 || len(byAsset) != 4 {
+		t.Errorf("AssetBackfills = %d records of %d assets; want one of each of the 4", len(records), len(byAsset))
+	}
+	b.OnEvent = nil
+	if _, err := b.Run(ctx); !errors.Is(err, backfill.ErrBackfillCanceled) {
+		t.Errorf("Run of the canceled backfill = %v; want one matching ErrBackfillCanceled", err)
+	}
+	if calls := p.takeCalls(); len(calls) != 0 {
+		t.Errorf("a run of the canceled backfill ran %d partitions: %v", len(calls), calls[:min(5, len(calls))])
+	}
+	if err := backfill.ResumeBackfill(ctx, p.ledger, id); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := b.Run(ctx)
+	if err != nil {
+		t.Fatalf("Run once resumed: %v", err)
+	}
+	calls = p.takeCalls()
+	if got, want := [3]int{count(calls, "rollup "), count(calls, "report "), count(calls, "model ")}, [3]int{31, 1, 31}; got != want {
+		t.Errorf("resumed: rollup, report and model ran %v partitions; want %v", got, want)
+	}
+	for _, a := range rep.Assets {
+		if a.Report != nil && a.Report.Backfill != byAsset[a.Asset].ID {
+			t.Errorf("asset %s ran as backfill %s; want %s, which the plan's id reaches", a.Asset, a.Report.Backfill, byAsset[a.Asset].ID)
+		}
+	}
+	if again, err := backfill.AssetBackfills(ctx, p.ledger, id); err != nil || len(again) != 4 {
+		t.Errorf("AssetBackfills after the run = %d, %v; want the same 4", len(again), err)
 	}
 }

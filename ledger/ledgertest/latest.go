@@ -13,15 +13,17 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// testLatestReader checks a ledger that is a [ledger.LatestReader]
-// against the answers derived from Latest and History, over random
-// histories of claims, takeovers and finishes, each of a DAG of its own:
-// CountLatest's groups, FindLatest's attempts in both orders and
-// ChangedIn's partitions, for random ranges, instants and revisions. A
-// ledger without the interface passes.
+// testLatestReader checks a ledger that is a [ledger.LatestReader] or
+// a [ledger.BriefReader] against the answers derived from Latest and
+// History, over random histories of claims, takeovers and finishes, each
+// of a DAG of its own: CountLatest's groups, FindLatest's attempts in
+// both orders and ChangedIn's partitions, for random ranges, instants
+// and revisions, and LatestBriefs' briefs of each range. A ledger
+// without either interface passes.
 func testLatestReader(s *ledgerSuite) {
 	lr, ok := s.l.(ledger.LatestReader)
-	if !ok {
+	br, briefs := s.l.(ledger.BriefReader)
+	if !ok && !briefs {
 		return
 	}
 	history := 0
@@ -111,6 +113,27 @@ func testLatestReader(s *ledgerSuite) {
 				latest[i] = append(latest[i], a)
 			}
 		}
+		if briefs {
+			for i, r := range ranges {
+				var got []ledger.Brief
+				for b, err := range br.LatestBriefs(s.ctx, dag, r.From, r.To) {
+					if err != nil {
+						rt.Fatalf("LatestBriefs = %v", err)
+					}
+					got = append(got, b)
+				}
+				want := make([]ledger.Brief, len(latest[i]))
+				for k, a := range latest[i] {
+					want[k] = ledger.BriefOf(a)
+				}
+				if !slices.EqualFunc(got, want, sameBrief) {
+					rt.Fatalf("LatestBriefs(%s, %s) =\n%+v\nwant, as Latest reads:\n%+v", r.From, r.To, got, want)
+				}
+			}
+		}
+		if !ok {
+			return
+		}
 
 		count := ledger.CountRequest{DAG: dag, Ranges: ranges,
 			Now:      s.clock.Now().Add(time.Duration(rapid.IntRange(-90, 90).Draw(rt, "now offset")) * time.Second),
@@ -196,7 +219,15 @@ func testLatestReader(s *ledgerSuite) {
 	} else {
 		rapid.Check(rapidTB{s.t, "LatestReader"}, check)
 	}
-	testNewestTies(s, lr)
+	if ok {
+		testNewestTies(s, lr)
+	}
+}
+
+// sameBrief reports whether two briefs agree, their instants compared
+// as instants.
+func sameBrief(a, b ledger.Brief) bool {
+	return a.Start.Equal(b.Start) && a.State == b.State && a.Started.Equal(b.Started) && a.Finished.Equal(b.Finished) && a.LeaseUntil.Equal(b.LeaseUntil)
 }
 
 // testNewestTies checks FindLatest's Newest where failures finished at

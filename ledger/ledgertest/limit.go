@@ -258,3 +258,121 @@ func testLimitConcurrent(s *ledgerSuite) {
 		s.t.Errorf("claims of one DAG's fresh partitions under a limit of 2 granted %d runs; want 1 or 2", n)
 	}
 }
+
+// The DAGs of a limit group: the assets of a DAG of several
+// granularities, each recorded under an identity of its own, and one
+// outside the group.
+const (
+	groupHours = "tranchetest-group-hours"
+	groupDays  = "tranchetest-group-days"
+	groupAlone = "tranchetest-group-alone"
+	groupName  = "tranchetest-platform"
+)
+
+// groupReq is req of the DAG dag.
+func groupReq(dag, worker string, p tranche.TimePartition) ledger.ClaimRequest {
+	r := req(worker, p)
+	r.DAG, r.RunID = dag, dag+"-"+worker+"-"+p.Key()
+	return r
+}
+
+func testLimitGroup(s *ledgerSuite) {
+	lim := s.limiter()
+	if lim == nil {
+		return
+	}
+	for _, dag := range []string{groupHours, groupDays} {
+		got, err := lim.SetLimit(s.ctx, dag, ledger.Limit{Max: 2, By: "ops", Group: groupName})
+		if err != nil || got.Max != 2 || got.Group != groupName {
+			s.t.Fatalf("SetLimit(%s, 2 in group %s) = %+v, %v", dag, groupName, got, err)
+		}
+	}
+	// One run of each DAG of the group: the group's limit of 2 is
+	// reached for both, and for neither DAG alone.
+	hours := s.claim(groupReq(groupHours, alpha, part(0)))
+	days := s.claim(groupReq(groupDays, beta, part(0)))
+	for _, dag := range []string{groupHours, groupDays} {
+		got, err := lim.Limit(s.ctx, dag)
+		if err != nil || got.Running != 2 || got.Group != groupName {
+			s.t.Errorf("Limit(%s) with a run of each DAG of its group = %+v, %v; want Running 2, Group %s", dag, got, err, groupName)
+		}
+	}
+	s.limited(groupReq(groupHours, gamma, part(1)), "a claim of one DAG of a group whose runs of its other DAGs fill the limit")
+	s.limited(groupReq(groupDays, gamma, part(1)), "a claim of another DAG of the group at its limit")
+	r := nextReq(gamma, span(10, 14), 2, 0)
+	r.DAG = groupDays
+	grants, err := s.l.ClaimNext(s.ctx, r)
+	if err != nil || len(leases(grants)) != 0 {
+		s.t.Errorf("ClaimNext of a DAG of a group at its limit = %v, %v; want nothing granted", grants, err)
+	}
+	// A DAG outside the group, without a limit, claims as ever.
+	s.finish(s.claim(groupReq(groupAlone, gamma, part(1))), succeeded)
+
+	// A slot of one DAG refused for the limit waits before the
+	// backfills of every DAG of the group.
+	slot := slotReq(alpha, part(5))
+	slot.DAG, slot.RunID = groupDays, "group-slot"
+	s.limited(slot, "a live slot of a DAG of a group at its limit")
+	if got, err := lim.Limit(s.ctx, groupHours); err != nil || got.Waiting != 1 {
+		s.t.Errorf("Limit(%s) while a slot of %s waits = %+v, %v; want Waiting 1", groupHours, groupDays, got, err)
+	}
+	s.finish(hours, succeeded)
+	s.limited(groupReq(groupHours, gamma, part(2)), "a backfill's claim of one DAG of a group while a slot of another waits")
+	s.finish(s.claim(slot), succeeded)
+	next := s.claim(groupReq(groupHours, gamma, part(2)))
+	s.limited(groupReq(groupDays, gamma, part(3)), "a claim of a group at its limit again")
+	s.finish(next, succeeded)
+	s.finish(days, succeeded)
+
+	// Out of the group (Group ""), a DAG's limit counts its own runs.
+	if _, err := lim.SetLimit(s.ctx, groupDays, ledger.Limit{Max: 1, By: "ops"}); err != nil {
+		s.t.Fatal(err)
+	}
+	h := s.claim(groupReq(groupHours, alpha, part(6)))
+	d := s.claim(groupReq(groupDays, beta, part(6)))
+	if got, err := lim.Limit(s.ctx, groupDays); err != nil || got.Running != 1 || got.Group != "" {
+		s.t.Errorf("Limit(%s) out of the group = %+v, %v; want Running 1 (its own), no Group", groupDays, got, err)
+	}
+	if got, err := lim.Limit(s.ctx, groupHours); err != nil || got.Running != 1 {
+		s.t.Errorf("Limit(%s), alone in its group = %+v, %v; want Running 1", groupHours, got, err)
+	}
+	s.finish(h, succeeded)
+	s.finish(d, succeeded)
+}
+
+func testLimitGroupConcurrent(s *ledgerSuite) {
+	lim := s.limiter()
+	if lim == nil {
+		return
+	}
+	dags := []string{groupHours, groupDays, groupAlone}
+	for _, dag := range dags {
+		if _, err := lim.SetLimit(s.ctx, dag, ledger.Limit{Max: 3, By: "ops", Group: groupName}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	const workers = 12
+	var granted atomic.Int32
+	contend(workers, func(w int) {
+		dag := dags[w%len(dags)]
+		var err error
+		if w%2 == 0 {
+			_, err = s.l.Claim(s.ctx, groupReq(dag, fmt.Sprintf("worker-%d", w), part(w)))
+			if err == nil {
+				granted.Add(1)
+			}
+		} else {
+			r := nextReq(fmt.Sprintf("worker-%d", w), span(100+10*w, 110+10*w), 2, 0)
+			r.DAG, r.Backfill = dag, fmt.Sprintf("backfill-%d", w)
+			var grants []ledger.Grant
+			grants, err = s.l.ClaimNext(s.ctx, r)
+			granted.Add(int32(len(leases(grants))))
+		}
+		if err != nil && !errors.Is(err, ledger.ErrLimited) {
+			s.t.Errorf("worker %d: %v; want a lease or ErrLimited", w, err)
+		}
+	})
+	if n := granted.Load(); n != 3 {
+		s.t.Errorf("%d concurrent claimers of the 3 DAGs of a group limited to 3 were granted %d runs; want 3", workers, n)
+	}
+}

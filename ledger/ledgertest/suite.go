@@ -56,6 +56,8 @@ var ledgerTests = []struct {
 	{"SchedulePause", testSchedulePause},
 	{"Limit", testLimit},
 	{"LimitConcurrent", testLimitConcurrent},
+	{"LimitGroup", testLimitGroup},
+	{"LimitGroupConcurrent", testLimitGroupConcurrent},
 	{"BackfillRecordFields", testBackfillRecordFields},
 	{"BackfillDAGName", testBackfillDAGName},
 	{"CodeVersions", testCodeVersions},

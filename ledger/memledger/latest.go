@@ -110,3 +110,17 @@ func (l *Ledger) ChangedIn(ctx context.Context, dag string, from, to time.Time, 
 	}
 	return out, nil
 }
+
+var _ ledger.BriefReader = (*Ledger)(nil)
+
+// LatestBriefs implements [ledger.BriefReader] through Latest, which in
+// memory costs no more.
+func (l *Ledger) LatestBriefs(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Brief, error] {
+	return func(yield func(ledger.Brief, error) bool) {
+		for a, err := range l.Latest(ctx, dag, from, to) {
+			if !yield(ledger.BriefOf(a), err) || err != nil {
+				return
+			}
+		}
+	}
+}

@@ -28,7 +28,7 @@ func (l *Ledger) SetLimit(ctx context.Context, dag string, lim ledger.Limit) (le
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.limitOf(dag)
-	st.limit = ledger.Limit{Max: lim.Max, By: lim.By, Note: lim.Note, Since: l.now()}
+	st.limit = ledger.Limit{Max: lim.Max, By: lim.By, Note: lim.Note, Group: lim.Group, Since: l.now()}
 	return l.readLimit(dag, l.now()), nil
 }
 
@@ -60,9 +60,29 @@ func (l *Ledger) readLimit(dag string, now time.Time) ledger.Limit {
 		return ledger.Limit{}
 	}
 	lim := st.limit
-	lim.Running = l.running(dag, now)
-	lim.Waiting = st.waiting(now)
+	lim.Running, lim.Waiting = l.counts(dag, now)
 	return lim
+}
+
+// counts returns, under l.mu, the runs holding live leases at now and
+// the demands that last then of the DAGs dag's limit counts: dag, and
+// under a group every DAG of it.
+func (l *Ledger) counts(dag string, now time.Time) (running, waiting int) {
+	st := l.limits[dag]
+	if st == nil || st.limit.Group == "" {
+		if st != nil {
+			waiting = st.waiting(now)
+		}
+		return l.running(dag, now), waiting
+	}
+	for d, m := range l.limits {
+		if d == dag || m.limit.Group == st.limit.Group {
+			// A run's lease is of one DAG: the sum counts each once.
+			running += l.running(d, now)
+			waiting += m.waiting(now)
+		}
+	}
+	return running, waiting
 }
 
 // waiting counts the demands that last at now.
@@ -100,7 +120,8 @@ func (l *Ledger) admitLimit(req ledger.ClaimRequest, now time.Time) error {
 	if st == nil || st.limit.Max <= 0 || req.Record {
 		return nil
 	}
-	err := req.AdmitsLimit(st.limit.Max, l.running(req.DAG, now), st.waiting(now) > 0)
+	running, waiting := l.counts(req.DAG, now)
+	err := req.AdmitsLimit(st.limit.Max, running, waiting > 0)
 	if err != nil && req.Demands() {
 		for _, p := range req.Partitions {
 			st.demands[p.Start.UnixNano()] = now.Add(req.Lease)
@@ -128,7 +149,8 @@ func (l *Ledger) allowance(req ledger.NextRequest, now time.Time) (int, error) {
 	if st == nil || st.limit.Max <= 0 {
 		return req.Want, nil
 	}
-	running, demand := l.running(req.DAG, now), st.waiting(now) > 0
+	running, waiting := l.counts(req.DAG, now)
+	demand := waiting > 0
 	n := req.Allowance(st.limit.Max, running, demand)
 	if n == 0 {
 		return 0, &ledger.LimitError{DAG: req.DAG, Max: st.limit.Max, Running: running, Demand: demand}

@@ -167,6 +167,8 @@ var (
 	_ ledger.Ledger       = (*Ledger)(nil)
 	_ ledger.Reader       = (*Reader)(nil)
 	_ ledger.LatestReader = (*Reader)(nil)
+	_ ledger.BriefReader  = (*Reader)(nil)
+	_ ledger.BriefReader  = (*Ledger)(nil)
 )
 
 // Open connects to the database of connString, a PostgreSQL URL

@@ -9,10 +9,10 @@ import (
 	"github.com/tranche-dev/tranche/ledger"
 )
 
-// TestLatestPaging crosses the pages Latest reads (4,096 attempts each):
-// a partition whose attempts straddle a page's end, and a partition with
-// more attempts than a page holds. The conformance suite's ledgers are
-// smaller than a page.
+// TestLatestPaging crosses the pages Latest and LatestBriefs read (4,096
+// attempts each): a partition whose attempts straddle a page's end, and
+// a partition with more attempts than a page holds. The conformance
+// suite's ledgers are smaller than a page.
 func TestLatestPaging(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records thousands of attempts")
@@ -73,6 +73,26 @@ func TestLatestPaging(t *testing.T) {
 	if i != n {
 		t.Fatalf("Latest yielded %d attempts; want %d", i, n)
 	}
+	briefs := func(dag string, to time.Time) {
+		t.Helper()
+		var want, got []ledger.Brief
+		for a, err := range l.Latest(ctx, dag, first, to) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, ledger.BriefOf(a))
+		}
+		for b, err := range l.LatestBriefs(ctx, dag, first, to) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, b)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("LatestBriefs of %s differ from the briefs of Latest's %d attempts (%d briefs)", dag, len(want), len(got))
+		}
+	}
+	briefs("paging", part(n).Start)
 
 	// One partition with more attempts than a page, between two others.
 	run("paging-one", []tranche.TimePartition{part(0), part(1), part(2)}, ledger.StateFailed)
@@ -89,4 +109,5 @@ func TestLatestPaging(t *testing.T) {
 	if !slices.Equal(got, []int{1, 4098, 1}) {
 		t.Errorf("Latest attempt numbers %v; want [1 4098 1]", got)
 	}
+	briefs("paging-one", part(3).Start)
 }

@@ -120,6 +120,8 @@ var (
 	_ ledger.Ledger       = (*Ledger)(nil)
 	_ ledger.Reader       = (*Reader)(nil)
 	_ ledger.LatestReader = (*Reader)(nil)
+	_ ledger.BriefReader  = (*Reader)(nil)
+	_ ledger.BriefReader  = (*Ledger)(nil)
 )
 
 // Errors of [Open] about the file itself, before SQLite opens it, match

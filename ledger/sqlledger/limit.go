@@ -16,16 +16,21 @@ var _ ledger.Limiter = (*Ledger)(nil)
 
 const (
 	// qSetLimit sets the limit of DAG $1.
-	qSetLimit = `INSERT INTO tranche_limits (dag_id, max_running, by_whom, note, since_ms) VALUES ($1, $2, $3, $4, $5)
+	qSetLimit = `INSERT INTO tranche_limits (dag_id, max_running, by_whom, note, since_ms, limit_group) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (dag_id) DO UPDATE SET max_running = excluded.max_running, by_whom = excluded.by_whom,
-			note = excluded.note, since_ms = excluded.since_ms`
+			note = excluded.note, since_ms = excluded.since_ms, limit_group = excluded.limit_group`
 	// qReadLimit reads the limit of DAG identity $2, with its runs
 	// holding live leases (a run is a worker's run id: a lease) and the
-	// demands that last, at $1's clock or, when NULL, the database's.
-	qReadLimit = `SELECT l.max_running, l.by_whom, l.note, l.since_ms,
-			(SELECT COUNT(DISTINCT a.worker || ' ' || a.run_id) FROM tranche_attempts a
-				WHERE a.dag_id = l.dag_id AND a.state = 'running' AND a.lease_until_ms > c.now_ms),
-			(SELECT COUNT(*) FROM tranche_demands m WHERE m.dag_id = l.dag_id AND m.until_ms > c.now_ms)
+	// demands that last, at $1's clock or, when NULL, the database's:
+	// those of every DAG of its group under one (a run id is of one
+	// DAG, so the count of each DAG's adds up).
+	qReadLimit = `SELECT l.max_running, l.by_whom, l.note, l.since_ms, l.limit_group,
+			(SELECT COUNT(DISTINCT a.dag_id || ' ' || a.worker || ' ' || a.run_id) FROM tranche_attempts a
+				WHERE a.dag_id IN (SELECT g.dag_id FROM tranche_limits g WHERE g.dag_id = l.dag_id OR (l.limit_group <> '' AND g.limit_group = l.limit_group))
+					AND a.state = 'running' AND a.lease_until_ms > c.now_ms),
+			(SELECT COUNT(*) FROM tranche_demands m
+				WHERE m.dag_id IN (SELECT g.dag_id FROM tranche_limits g WHERE g.dag_id = l.dag_id OR (l.limit_group <> '' AND g.limit_group = l.limit_group))
+					AND m.until_ms > c.now_ms)
 		FROM (SELECT COALESCE(CAST($1 AS BIGINT), {{now}}) AS now_ms) c, tranche_limits l
 		JOIN tranche_dags d ON d.id = l.dag_id
 		WHERE d.dag = $2`
@@ -34,6 +39,13 @@ const (
 	qCountLimit = `SELECT
 		(SELECT COUNT(DISTINCT worker || ' ' || run_id) FROM tranche_attempts WHERE dag_id = $1 AND state = 'running' AND lease_until_ms > $2),
 		(SELECT COUNT(*) FROM tranche_demands WHERE dag_id = $3 AND until_ms > $4)`
+	// qCountGroupLimit counts the runs of the DAGs of limit group $1
+	// holding leases live at $2, and their demands that last at $4 ($3:
+	// the group again).
+	qCountGroupLimit = `SELECT
+		(SELECT COUNT(DISTINCT dag_id || ' ' || worker || ' ' || run_id) FROM tranche_attempts
+			WHERE dag_id IN (SELECT dag_id FROM tranche_limits WHERE limit_group = $1) AND state = 'running' AND lease_until_ms > $2),
+		(SELECT COUNT(*) FROM tranche_demands WHERE dag_id IN (SELECT dag_id FROM tranche_limits WHERE limit_group = $3) AND until_ms > $4)`
 	// qDemand records, or renews, the demand of the slot of DAG $1
 	// starting at $2, until $3.
 	qDemand = `INSERT INTO tranche_demands (dag_id, start_s, until_ms) VALUES ($1, $2, $3)
@@ -43,9 +55,13 @@ const (
 )
 
 // qLockLimit reads, and where the dialect locks rows, locks, the limit of
-// DAG $1.
+// DAG $1 (and $2) and, when it has a group, those of every DAG of the group, in
+// the order of their ids: the claims of any DAG of a group take turns,
+// and lock in one order, so that two never wait for each other.
 func (d *Dialect) qLockLimit() string {
-	return `SELECT max_running FROM tranche_limits WHERE dag_id = $1` + d.LimitLock
+	return `SELECT dag_id, max_running, limit_group FROM tranche_limits
+		WHERE dag_id = $1 OR limit_group = (SELECT limit_group FROM tranche_limits WHERE dag_id = $2 AND limit_group <> '')
+		ORDER BY dag_id` + d.LimitLock
 }
 
 // qDropDemands deletes the demands of DAG $1 of the slots starting at n
@@ -76,7 +92,7 @@ func (l *Ledger) SetLimit(ctx context.Context, dag string, lim ledger.Limit) (le
 		if err != nil {
 			return err
 		}
-		_, err = l.exec(ctx, tx, qSetLimit, dagID, lim.Max, lim.By, lim.Note, now.UnixMilli())
+		_, err = l.exec(ctx, tx, qSetLimit, dagID, lim.Max, lim.By, lim.Note, now.UnixMilli(), lim.Group)
 		return err
 	})
 	if err != nil {
@@ -98,7 +114,7 @@ func (l *Ledger) Limit(ctx context.Context, dag string) (ledger.Limit, error) {
 		}
 		var since int64
 		err := l.reader.QueryRowContext(ctx, l.q(strings.ReplaceAll(qReadLimit, "{{now}}", l.dialect.Now)), clock, dag).
-			Scan(&lim.Max, &lim.By, &lim.Note, &since, &lim.Running, &lim.Waiting)
+			Scan(&lim.Max, &lim.By, &lim.Note, &since, &lim.Group, &lim.Running, &lim.Waiting)
 		if errors.Is(err, sql.ErrNoRows) {
 			lim = ledger.Limit{}
 			return nil
@@ -125,26 +141,43 @@ func (l *Ledger) admitLimit(ctx context.Context, tx *sql.Tx, dagID int64, req le
 	return req.AdmitsLimit(limit, running, demand)
 }
 
-// countLimitLock locks and reads, in tx, the limit of DAG dagID: 0 for
-// none.
-func (l *Ledger) countLimitLock(ctx context.Context, tx *sql.Tx, dagID int64) (limit int, _ error) {
-	err := l.queryRow(ctx, tx, l.dialect.qLockLimit(), dagID).Scan(&limit)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+// countLimitLock locks and reads, in tx, the limit of DAG dagID (0 for
+// none) and its group ("" for none), locking those of its group too.
+func (l *Ledger) countLimitLock(ctx context.Context, tx *sql.Tx, dagID int64) (limit int, group string, _ error) {
+	rows, err := l.query(ctx, tx, l.dialect.qLockLimit(), dagID, dagID)
+	if err != nil {
+		return 0, "", err
 	}
-	return limit, err
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var max int
+		var g string
+		if err := rows.Scan(&id, &max, &g); err != nil {
+			return 0, "", err
+		}
+		if id == dagID {
+			limit, group = max, g
+		}
+	}
+	return limit, group, rows.Err()
 }
 
 // countLimit locks and reads, in tx, the limit of DAG dagID, and counts
-// its runs and the demands that last at now.
+// its runs and the demands that last at now: those of every DAG of its
+// group under one.
 func (l *Ledger) countLimit(ctx context.Context, tx *sql.Tx, dagID int64, now time.Time) (running int, demand bool, limit int, _ error) {
-	limit, err := l.countLimitLock(ctx, tx, dagID)
+	limit, group, err := l.countLimitLock(ctx, tx, dagID)
 	if err != nil || limit == 0 {
 		return 0, false, 0, err
 	}
 	var waiting int
 	ms := now.UnixMilli()
-	if err := l.queryRow(ctx, tx, qCountLimit, dagID, ms, dagID, ms).Scan(&running, &waiting); err != nil {
+	q, args := qCountLimit, []any{dagID, ms, dagID, ms}
+	if group != "" {
+		q, args = qCountGroupLimit, []any{group, ms, group, ms}
+	}
+	if err := l.queryRow(ctx, tx, q, args...).Scan(&running, &waiting); err != nil {
 		return 0, false, 0, err
 	}
 	return running, waiting > 0, limit, nil

@@ -12,7 +12,7 @@ func TestPlaceholdersInOrder(t *testing.T) {
 	l := &Ledger{dialect: &SQLite}
 	queries := []string{l.qNow(), SQLite.qStart(), SQLite.qClaimFresh(), qDAGID, qInsertDAG, qRevision, qBackfill, qBackfills, SQLite.qCancelBackfill(), SQLite.qResumeBackfill(), qRevisionIn, qRecentSuccesses,
 		qInsertBackfill, qTakeover, qFinishEach, qHistory, qAttempts, createSchemaTable, SQLite.qLockCursor(), qMoveCursor, qReleased, qVersions,
-		qSetLimit, qReadLimit, qCountLimit, qDemand, qLapsedDemands, SQLite.qLockLimit(),
+		qSetLimit, qReadLimit, qCountLimit, qCountGroupLimit, qDemand, qLapsedDemands, SQLite.qLockLimit(),
 		`INSERT INTO tranche_schema (version, description, applied_ms) VALUES ($1, $2, $3)`}
 	for _, n := range []int{1, 2, 7, batchRows} {
 		queries = append(queries, SQLite.qInsertFresh(n, true), SQLite.qInsertFresh(n, false), SQLite.qFinish(n), qReadLatest(n, " FOR UPDATE OF p SKIP LOCKED"),

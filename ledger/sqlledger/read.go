@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 
@@ -43,58 +44,113 @@ const latestPage = 4096
 // time, in the order of the primary key, and keeps each partition's last;
 // it holds no connection while the loop body runs.
 func (l *Ledger) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
-	return func(yield func(ledger.Attempt, error) bool) {
+	return latestIn(ctx, l, dag, from, to, qAttempts, latestPage,
+		func(rows *sql.Rows) (ledger.Attempt, int64, error) {
+			a, err := scanAttempt(rows, dag)
+			return a, a.Start.Unix(), err
+		},
+		func(a ledger.Attempt) ledger.Attempt { return a })
+}
+
+var _ ledger.BriefReader = (*Ledger)(nil)
+
+// briefStates are the states of qBriefs' codes, in order.
+var briefStates = [4]ledger.State{ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateCanceled}
+
+// LatestBriefs implements [ledger.BriefReader], a page of attempts at a
+// time as Latest reads them, each of three integers.
+func (l *Ledger) LatestBriefs(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Brief, error] {
+	return latestIn(ctx, l, dag, from, to, qBriefs, latestPage,
+		func(rows *sql.Rows) (ledger.Brief, int64, error) {
+			// Scanned into interfaces, the drivers' own values: into
+			// integers, database/sql converts each through reflection, a
+			// quarter of the client's time of reading a million.
+			var k, s, at any
+			if err := rows.Scan(&k, &s, &at); err != nil {
+				return ledger.Brief{}, 0, err
+			}
+			key, ok1 := k.(int64)
+			started, ok2 := s.(int64)
+			until, ok3 := at.(int64)
+			if !ok1 || !ok2 || !ok3 && at != nil {
+				return ledger.Brief{}, 0, fmt.Errorf("tranche: a brief of an attempt of DAG %s reads %T, %T, %T; want integers", dag, k, s, at)
+			}
+			b := ledger.Brief{Start: time.Unix(key>>2, 0).UTC(), State: briefStates[key&3], Started: time.UnixMilli(started).UTC()}
+			switch {
+			case at == nil:
+			case b.State == ledger.StateRunning:
+				b.LeaseUntil = time.UnixMilli(until).UTC()
+			default:
+				b.Finished = time.UnixMilli(until).UTC()
+			}
+			return b, key >> 2, nil
+		},
+		ledger.BriefOf)
+}
+
+// latestIn yields the latest of the rows of each partition of dag whose
+// start lies in [from, to), read by query (whose parameters are the DAG,
+// the bounds in Unix seconds and the page's length) a page at a time in
+// the order of the primary key: scan reads a row and its partition's
+// start, and of reads a row from a partition's whole attempt, for a
+// partition whose attempts fill a page. It holds no connection while the
+// loop body runs.
+func latestIn[T any](ctx context.Context, l *Ledger, dag string, from, to time.Time, query string, pageLen int,
+	scan func(*sql.Rows) (T, int64, error), of func(ledger.Attempt) T) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var zero T
 		next, end := ceilUnix(from), ceilUnix(to)
-		page := make([]ledger.Attempt, 0, latestPage)
+		page := make([]T, 0, pageLen)
+		starts := make([]int64, 0, pageLen)
 		for next < end {
 			if err := ctx.Err(); err != nil {
-				yield(ledger.Attempt{}, err)
+				yield(zero, err)
 				return
 			}
-			page = page[:0]
+			page, starts = page[:0], starts[:0]
 			read := 0
 			err := l.read(ctx, "reading the latest attempts of DAG "+dag, func() error {
-				rows, err := l.readRows(ctx, qAttempts, dag, next, end, latestPage)
+				rows, err := l.readRows(ctx, query, dag, next, end, pageLen)
 				if err != nil {
 					return err
 				}
 				defer rows.Close()
 				for rows.Next() {
-					a, err := scanAttempt(rows, dag)
+					a, start, err := scan(rows)
 					if err != nil {
 						return err
 					}
 					read++
-					if n := len(page); n > 0 && page[n-1].Start.Equal(a.Start) {
+					if n := len(page); n > 0 && starts[n-1] == start {
 						page[n-1] = a // a later attempt at the same partition
 					} else {
-						page = append(page, a)
+						page, starts = append(page, a), append(starts, start)
 					}
 				}
 				return rows.Err()
 			})
 			if err != nil {
-				yield(ledger.Attempt{}, err)
+				yield(zero, err)
 				return
 			}
-			full := read == latestPage
+			full := read == pageLen
 			if full && len(page) > 0 {
 				// The last partition's attempts may go on in the next
 				// page: read it again from there.
-				last := page[len(page)-1]
+				last := starts[len(starts)-1]
 				if len(page) == 1 {
 					// One partition filled the page: its latest attempt
 					// is its history's last.
-					h, err := l.History(ctx, dag, last.Start)
+					h, err := l.History(ctx, dag, time.Unix(last, 0))
 					if err != nil {
-						yield(ledger.Attempt{}, err)
+						yield(zero, err)
 						return
 					}
-					page[0] = h[len(h)-1]
-					next = last.Start.Unix() + 1
+					page[0] = of(h[len(h)-1])
+					next = last + 1
 				} else {
 					page = page[:len(page)-1]
-					next = last.Start.Unix()
+					next = last
 				}
 			}
 			for _, a := range page {

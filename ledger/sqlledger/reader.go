@@ -98,6 +98,11 @@ func (r *Reader) ChangedIn(ctx context.Context, dag string, from, to time.Time, 
 	return r.l.ChangedIn(ctx, dag, from, to, after)
 }
 
+// LatestBriefs implements [ledger.BriefReader].
+func (r *Reader) LatestBriefs(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Brief, error] {
+	return r.l.LatestBriefs(ctx, dag, from, to)
+}
+
 // Close closes the statements the reader prepared; the caller closes
 // the database after.
 func (r *Reader) Close() error { return r.l.Close() }

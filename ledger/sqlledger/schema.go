@@ -207,6 +207,15 @@ var migrations = []migration{{
 			PRIMARY KEY (dag_id, start_s)
 		){{table_options}}`,
 	},
+}, {
+	version:     12,
+	description: "limits shared by a group of DAGs",
+	statements: []string{
+		// The group whose DAGs share the limit (ledger.Limit.Group: the
+		// assets of a DAG of several granularities); '' for a limit of
+		// the DAG alone, as every limit set before version 12 is.
+		`ALTER TABLE tranche_limits ADD COLUMN limit_group TEXT NOT NULL DEFAULT ''`,
+	},
 }}
 
 // SchemaVersion is the version of the newest schema this release knows. A

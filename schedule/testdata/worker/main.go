@@ -18,10 +18,13 @@
 // before -base taking -bftake. -timing appends "start|end KEY WHO
 // UNIXNANO" lines, by the system's clock, for every run. With -mixed
 // the DAG holds a daily rollup of the hours too ("rollup KEY WORKER PID"
-// in the audit), and -report -asset rollup reports its days.
+// in the audit; "rollup-KEY" in -timing), both from -first (else
+// -base), and -report -asset rollup reports its days; -setlimit then
+// sets the limit of both assets' identities, in one group.
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -66,11 +69,13 @@ var (
 	bfTake      = flag.Duration("bftake", time.Second, "how long a partition before -base takes (real time)")
 	timing      = flag.String("timing", "", "append start and end lines with the system's time here")
 
-	mixed   = flag.Bool("mixed", false, "add a daily rollup of the hours, both assets from -base: a DAG of two granularities")
-	waitUp  = flag.Duration("waitupstream", 0, "with -mixed: the scheduler's WaitUpstream (the clock's time)")
-	asset   = flag.String("asset", "events", "with -mixed and -report: the asset whose slots to report")
-	runLate = flag.Bool("runlate", false, "with -mixed: the scheduler's RunLate")
-	stale   = flag.Bool("rerunstale", false, "with -mixed: the scheduler's RerunStale")
+	mixed    = flag.Bool("mixed", false, "add a daily rollup of the hours, both assets from -base: a DAG of two granularities")
+	waitUp   = flag.Duration("waitupstream", 0, "with -mixed: the scheduler's WaitUpstream (the clock's time)")
+	asset    = flag.String("asset", "events", "with -mixed and -report: the asset whose slots to report")
+	runLate  = flag.Bool("runlate", false, "with -mixed: the scheduler's RunLate")
+	firstAt  = flag.String("first", "", "with -mixed: the assets' first partition (RFC 3339); -base when empty")
+	rollTake = flag.Duration("rolltake", 0, "with -mixed: how long a day before -base takes (real time); -bftake when 0")
+	stale    = flag.Bool("rerunstale", false, "with -mixed: the scheduler's RerunStale")
 )
 
 func main() {
@@ -138,14 +143,32 @@ func run() error {
 			// From -base: the hours before it never run, so the first
 			// day reads the hours from -base on.
 			first = from
+			if *firstAt != "" {
+				f, err := time.Parse(time.RFC3339, *firstAt)
+				if err != nil {
+					return nil, err
+				}
+				first = f
+			}
 			more = append(more, tranche.Asset{Name: "rollup", Deps: []string{"events"},
 				Partitioning: tranche.Partitioning{Granularity: tranche.Day, Location: loc, First: first},
-				Materialize: func(_ context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
+				Materialize: func(ctx context.Context, m *tranche.Materialization) ([]tranche.Row, error) {
 					p, err := m.Partition()
 					if err != nil {
 						return nil, err
 					}
 					note("rollup", p.Key(), who)
+					clocked("start", "rollup-"+p.Key(), who)
+					d := *take
+					if p.End.Before(from) {
+						d = cmp.Or(*rollTake, *bfTake)
+					}
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+					clocked("end", "rollup-"+p.Key(), who)
 					return nil, nil
 				}})
 		}
@@ -252,8 +275,21 @@ func limit(ctx context.Context, dag func(string) (*tranche.DAG, error), loc *tim
 	if err != nil {
 		return err
 	}
-	_, err = l.(ledger.Limiter).SetLimit(ctx, backfill.DAGIdentity(d, tranche.Hour, loc), ledger.Limit{Max: *setLimit, By: "test"})
-	return err
+	if !*mixed {
+		_, err = l.(ledger.Limiter).SetLimit(ctx, backfill.DAGIdentity(d, tranche.Hour, loc), ledger.Limit{Max: *setLimit, By: "test"})
+		return err
+	}
+	// Each asset's identity, in one group: as tranche limit DAG N does.
+	for a, g := range map[string]tranche.TimeGranularity{"events": tranche.Hour, "rollup": tranche.Day} {
+		one, err := backfill.AssetDAG(d, a, readNothing)
+		if err != nil {
+			return err
+		}
+		if _, err := l.(ledger.Limiter).SetLimit(ctx, backfill.DAGIdentity(one, g, loc), ledger.Limit{Max: *setLimit, By: "test", Group: d.Name}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runBackfill runs a backfill of -backfill as worker -worker until ctx
@@ -285,6 +321,7 @@ func runBackfill(ctx context.Context, dag func(string) (*tranche.DAG, error), lo
 		return err
 	}
 	b := &backfill.Backfill{DAG: d, Ledger: l, Window: window, Concurrency: *concurrency, Worker: *worker, Lease: *lease,
+		Runner: &tranche.Runner{Read: readNothing},
 		OnEvent: func(_ context.Context, e tranche.Event) {
 			if e.Kind == backfill.KindPartitionFailed || e.Kind == backfill.KindPartitionUnclaimed {
 				fmt.Fprintf(os.Stderr, "%s: %s %s: %v\n", *worker, e.Kind, e.Target, e.Err)
