@@ -23,6 +23,15 @@
 //   - Its outcome is recorded even after the program's context ended,
 //     for [FinishGrace] ([FinishContext]); the ledger fences the call,
 //     so a partition taken over meanwhile records nothing.
+//
+// The claim half of the loop stays with each caller, which hands the
+// lease it gets to a [Keeper]: a backfill claims the next jobs of its
+// window in batches, ahead of its slots, in the order of a cursor its
+// workers take turns on ([ledger.Leaser.ClaimNext]), while a scheduler
+// claims one slot at a time, no earlier than the slot's close by the
+// ledger's clock ([ledger.ClaimRequest.NotBefore], refused with a
+// [ledger.EarlyError]). Beyond the lease the two share no step, so that
+// one claim for both would carry each one's rules unused by the other.
 package lease
 
 import (
