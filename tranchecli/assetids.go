@@ -121,11 +121,7 @@ func (c *call) mixedResume(ctx context.Context, l ledger.Ledger, id string, asse
 		fmt.Fprintf(c.stdout, "Resumed backfill %s through its assets' backfills (%s). Its DAG is not registered in %s: the workers running it take it up.\n", id, assetsLine(assets), c.name)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, b.Window)
-	b.Ledger = l
-	b.OnEvent = backfill.NewProgressReporter(c.stdout)
-	res, err := b.Resume(ctx)
-	return c.report(res, err)
+	return c.resumeHere(ctx, l, b, id, name, b.Window.String())
 }
 
 // registeredMixed returns the backfill of several granularities id over

@@ -235,7 +235,13 @@ func runResume(ctx context.Context, c *call) error {
 		fmt.Fprintf(c.stdout, "Resumed backfill %s. Its DAG, %s, is not registered in %s: the workers running it take it up.\n", id, c.dagLabelOf(ctx, l, record), c.name)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, record.Window)
+	return c.resumeHere(ctx, l, b, id, name, record.Window)
+}
+
+// resumeHere resumes backfill id, b of the registered DAG name over
+// window, in this process on l, reporting its progress and outcome.
+func (c *call) resumeHere(ctx context.Context, l ledger.Ledger, b *backfill.Backfill, id, name, window string) error {
+	fmt.Fprintf(c.stdout, "Resuming backfill %s of DAG %s over %s here.\n", id, name, window)
 	b.Ledger = l
 	b.OnEvent = backfill.NewProgressReporter(c.stdout)
 	res, err := b.Resume(ctx)
