@@ -51,6 +51,23 @@ func runningOf(t *testing.T, db *sql.DB, worker string) map[string]int {
 	return out
 }
 
+// workerOf returns the worker of attempt n at the daily partition key,
+// or "" when there is none.
+func workerOf(t *testing.T, db *sql.DB, key string, n int) string {
+	t.Helper()
+	day, err := time.Parse(time.DateOnly, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worker string
+	err = db.QueryRowContext(t.Context(), `SELECT a.worker FROM tranche_attempts a
+		JOIN tranche_partitions p USING (dag_id, start_s) WHERE p.start_s = ? AND a.attempt = ?`, day.Unix(), n).Scan(&worker)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return worker
+}
+
 // attemptsAt describes the attempts at the daily partition key, with
 // the ledger's clock: why a partition was not taken over.
 func attemptsAt(t *testing.T, db *sql.DB, key string) string {
@@ -127,9 +144,30 @@ func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration)
 		stopped := time.Now()
 		time.Sleep(100 * time.Millisecond)
 		held := map[string]int{}
+		stoppedNames := map[string]bool{}
 		for _, p := range ps {
+			stoppedNames[p.name] = true
 			for k, n := range runningOf(w.t, db, p.name) {
 				held[k] = n
+			}
+		}
+		running := map[string]bool{}
+		for _, p := range w.procs {
+			if !stoppedNames[p.name] {
+				running[p.name] = true
+			}
+		}
+		for k, n := range held {
+			// A partition a stopped worker had just taken over from the
+			// one worker still running: that worker was fenced from it,
+			// or let its lease lapse, and counted it failed, and a
+			// backfill does not run again in one run a partition it
+			// failed (the next run does), so nothing takes it over here.
+			// Seen under load, where the worker stalled past its lease
+			// just before the stop. (With others running, they do.)
+			if prev := workerOf(w.t, db, k, n-1); n > 1 && len(running) == 1 && running[prev] {
+				w.t.Logf("%s: taken over from %s, still running, just before the stop; left to the next run", attemptsAt(w.t, db, k), prev)
+				delete(held, k)
 			}
 		}
 		resume := func() {
