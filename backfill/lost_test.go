@@ -123,14 +123,14 @@ func TestLostLedgerReturns(t *testing.T) {
 		l := &silentLedger{Ledger: memledger.New(nil)}
 		b := &backfill.Backfill{DAG: p.dag(t), Window: bfDays(t, 1, 20), Ledger: l, Worker: "a", Concurrency: 2,
 			Order: backfill.OldestFirst, Lease: lease, Heartbeat: heartbeat}
-		var cutAt time.Time
+		cut := make(chan time.Time, 1)
 		go func() {
 			time.Sleep(3*run + run/2)
 			l.cut.Store(true)
-			cutAt = time.Now()
+			cut <- time.Now()
 		}()
 		rep, err := b.Run(ctx)
-		took := time.Since(cutAt)
+		took := time.Since(<-cut)
 		if err == nil || !strings.Contains(err.Error(), "lost the ledger") || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Run = %v; want an error saying it lost the ledger, wrapping the ledger's (context.DeadlineExceeded)", err)
 		}
