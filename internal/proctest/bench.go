@@ -27,6 +27,13 @@ type Bench struct {
 	Offset int       // this worker's first partition, in hours after First
 	Ops    int       // partitions to claim and finish
 	Chunk  int       // partitions per claim and finish; 0 means 1
+	// Ahead, when positive, claims Ahead partitions a call (Chunk is
+	// then 1), through ClaimNext along the cursor of a backfill of this
+	// worker's own, and finishes each alone, one commit a partition: the
+	// floor, in the ledger, of a backfill of Concurrency 1 that records
+	// each success before its next partition starts, its claims made
+	// ahead (issue 28's promise).
+	Ahead int
 }
 
 // BenchResult is what [Bench.Run] prints: the partitions done, and the
@@ -62,7 +69,13 @@ func (b Bench) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.Wr
 		return fmt.Errorf("waiting for the start: %w", err)
 	}
 	start := time.Now()
-	for i := 0; i+chunk <= b.Ops; i += chunk {
+	if b.Ahead > 0 {
+		var err error
+		if lat, err = b.runAhead(ctx, l); err != nil {
+			return err
+		}
+	}
+	for i := 0; b.Ahead <= 0 && i+chunk <= b.Ops; i += chunk {
 		for j := range ps {
 			ps[j] = tranche.PartitionOf(tranche.Hour, b.First.Add(time.Duration(b.Offset+i+j)*time.Hour))
 		}
@@ -84,6 +97,44 @@ func (b Bench) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.Wr
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
 	return json.NewEncoder(out).Encode(BenchResult{Ops: len(lat) * chunk, MedianUS: q(0.5), P90US: q(0.9), P99US: q(0.99), Seconds: total.Seconds()})
+}
+
+// runAhead claims b.Ops partitions Ahead a call and finishes each
+// alone, returning the latency of each finish.
+func (b Bench) runAhead(ctx context.Context, l ledger.Ledger) ([]time.Duration, error) {
+	id := "bench-" + b.Worker
+	if _, err := l.PutBackfill(ctx, ledger.BackfillRecord{ID: id, DAG: "bench-dag", Window: "bench", Chunk: 1}); err != nil {
+		return nil, err
+	}
+	jobs := make([]ledger.Job, b.Ops)
+	for i := range jobs {
+		p := tranche.PartitionOf(tranche.Hour, b.First.Add(time.Duration(b.Offset+i)*time.Hour))
+		jobs[i] = ledger.Job{RunID: "bench", Partitions: []tranche.TimePartition{p}}
+	}
+	done := []ledger.Outcome{{State: ledger.StateSucceeded, Rows: 1}}
+	lat := make([]time.Duration, 0, b.Ops)
+	for len(jobs) > 0 {
+		grants, err := l.ClaimNext(ctx, ledger.NextRequest{DAG: "bench-dag", Backfill: id, Worker: b.Worker, Jobs: jobs,
+			Want: b.Ahead, Lease: time.Minute})
+		if err != nil {
+			return nil, err
+		}
+		if len(grants) == 0 {
+			return nil, fmt.Errorf("ClaimNext granted nothing of %d jobs", len(jobs))
+		}
+		for _, g := range grants {
+			if g.Lease == nil {
+				return nil, fmt.Errorf("ClaimNext refused a partition of this worker's own: %w", g.Err)
+			}
+			t0 := time.Now()
+			if err := l.Finish(ctx, g.Lease, done); err != nil {
+				return nil, err
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		jobs = jobs[len(grants):]
+	}
+	return lat, nil
 }
 
 // RunBench runs worker commands in bench mode at once: it starts them,

@@ -78,7 +78,7 @@ func sqliteWorker(b *testing.B) string {
 func BenchmarkThroughput(b *testing.B) {
 	url := serverURL(b)
 	pg := pgworker(b)
-	for _, kind := range []string{"postgres", "postgres-chunk=10", "sqlite", "sqlite-chunk=10"} {
+	for _, kind := range []string{"postgres", "postgres-chunk=10", "postgres-ahead=64", "sqlite", "sqlite-chunk=10", "sqlite-ahead=64"} {
 		for _, n := range []int{1, 4, 16} {
 			b.Run(fmt.Sprintf("%s/workers=%d", kind, n), func(b *testing.B) {
 				chunk := 1
@@ -95,6 +95,9 @@ func BenchmarkThroughput(b *testing.B) {
 					base = []string{pg, "-mode", "bench", "-url", url, "-schema", freshSchema(b, url)}
 				}
 				base = append(base, "-from", "1900-01-01", "-chunk", strconv.Itoa(chunk))
+				if strings.HasSuffix(kind, "-ahead=64") {
+					base = append(base, "-ahead", "64")
+				}
 				// One process creates the tables before the others race.
 				if out, err := exec.Command(base[0], append(base[1:], "-worker", "setup", "-ops", strconv.Itoa(chunk), "-offset", "-20")...).CombinedOutput(); err != nil {
 					b.Fatalf("%v: %s", err, out)

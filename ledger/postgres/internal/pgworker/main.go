@@ -69,6 +69,7 @@ var (
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "bench: the first partition, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
+	ahead       = flag.Int("ahead", 0, "bench: partitions claimed a call, each finished alone (-chunk 1)")
 	partitions  = flag.Int("partitions", 1000, "shared: hourly partitions in the backfill")
 	ignoreCtx   = flag.Bool("ignorectx", false, "work through a canceled context")
 	pauseAt     = flag.String("pause", "", "where to stop itself once: materialize, beforewrite, write or staged")
@@ -129,7 +130,7 @@ func run() error {
 	defer l.Close()
 	switch *mode {
 	case "bench":
-		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk}.Run(ctx, l, os.Stdin, os.Stdout)
+		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk, Ahead: *ahead}.Run(ctx, l, os.Stdin, os.Stdout)
 	case "shared":
 		return proctest.Shared{Worker: *worker, Partitions: *partitions, Concurrency: *concurrency, Work: *work,
 			Lease: *lease, Heartbeat: *heartbeat, Deadline: *deadline}.Run(ctx, l, os.Stdin, os.Stdout)

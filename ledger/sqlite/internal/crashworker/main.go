@@ -64,6 +64,7 @@ var (
 	ops         = flag.Int("ops", 1000, "bench: claims and finishes")
 	offset      = flag.Int("offset", 0, "stale: the partition, in days after -from; bench: the first, in hours after -from")
 	chunk       = flag.Int("chunk", 1, "bench: partitions per claim")
+	ahead       = flag.Int("ahead", 0, "bench: partitions claimed a call, each finished alone (-chunk 1)")
 	partitions  = flag.Int("partitions", 1000, "shared: hourly partitions in the backfill")
 	sink        = flag.String("sink", "files", "where the rows go: files (under -dest), sql (tables in the ledger's file, committed with the ledger), or sql-separate (the same tables, committed on their own)")
 	waitOthers  = flag.Bool("waitothers", false, "wait for the partitions other workers hold (Backfill.WaitForOthers)")
@@ -151,7 +152,7 @@ func run() error {
 	}
 	switch *mode {
 	case "bench":
-		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk}.Run(ctx, l, os.Stdin, os.Stdout)
+		return proctest.Bench{Worker: *worker, First: first, Offset: *offset, Ops: *ops, Chunk: *chunk, Ahead: *ahead}.Run(ctx, l, os.Stdin, os.Stdout)
 	case "stale":
 		return stale(ctx, l, first)
 	case "shared":
