@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -173,5 +174,62 @@ func TestBackfillSharedByWorkers(t *testing.T) {
 			}
 			t.Logf("%d ClaimNext and %d Claim calls for %d partitions", l.next.Load(), l.claims.Load(), w.Len())
 		})
+	}
+}
+
+// readCounting is the in-memory ledger, its reads of latest attempts
+// counted: whole (Latest) and in brief (LatestBriefs).
+type readCounting struct {
+	*memledger.Ledger
+	whole, brief atomic.Int64
+}
+
+func (c *readCounting) Latest(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Attempt, error] {
+	c.whole.Add(1)
+	return c.Ledger.Latest(ctx, dag, from, to)
+}
+
+func (c *readCounting) LatestBriefs(ctx context.Context, dag string, from, to time.Time) iter.Seq2[ledger.Brief, error] {
+	c.brief.Add(1)
+	return c.Ledger.LatestBriefs(ctx, dag, from, to)
+}
+
+// Workers that wait for each other read what the others hold in brief,
+// where the ledger reads briefs: every worker reads each partition the
+// others ran, and the holders' names and the attempts' other strings,
+// which only a worker that judges the holders' leases needs, were most
+// of the cost. The backfill still lands every partition once.
+func TestWaitingWorkersReadBriefs(t *testing.T) {
+	l := &readCounting{Ledger: memledger.New(nil)}
+	p := new(bfProbe)
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, bfDay(1).Start, bfDay(1).Start.AddDate(1, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers = 4
+	var wg sync.WaitGroup
+	var elsewhere atomic.Int64
+	for i := range workers {
+		wg.Go(func() {
+			b := &backfill.Backfill{DAG: bfDAG(t, p, false), Window: w, Ledger: l, Worker: fmt.Sprint("w", i), WaitForOthers: true}
+			rep, err := b.Run(t.Context())
+			if err != nil {
+				t.Errorf("worker %d: %v", i, err)
+				return
+			}
+			elsewhere.Add(int64(rep.Elsewhere))
+		})
+	}
+	wg.Wait()
+	if calls := p.Calls(); len(calls) != w.Len() || len(slices.Compact(slices.Sorted(slices.Values(calls)))) != w.Len() {
+		t.Errorf("%d partitions materialized; want each of %d once", len(calls), w.Len())
+	}
+	if elsewhere.Load() == 0 {
+		t.Fatal("no worker counted a partition done elsewhere: nothing was held, the test tests nothing")
+	}
+	// Each worker's scan reads the year whole, in one batch: the
+	// settling of what the others held reads nothing else whole.
+	if whole, brief := l.whole.Load(), l.brief.Load(); whole != workers || brief == 0 {
+		t.Errorf("the workers read latest attempts whole %d times and in brief %d times; want %d whole (their scans), the rest in brief", whole, brief, workers)
 	}
 }

@@ -2,11 +2,13 @@ package backfill_test
 
 import (
 	"context"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/tranche-dev/tranche"
 	"github.com/tranche-dev/tranche/backfill"
 	"github.com/tranche-dev/tranche/ledger"
 	"github.com/tranche-dev/tranche/ledger/memledger"
@@ -85,4 +87,33 @@ func TestFinishBatches(t *testing.T) {
 			l.mu.Unlock()
 		}
 	})
+}
+
+// TestFinishKeepsItsCallers runs a year of no-work days at Concurrency
+// 1: each success is recorded by a call on a goroutine apart from the
+// job's, so that a call that hangs can be left behind, but that
+// goroutine is kept from one call to the next, not made for each (a new
+// goroutine, and its stack grown to a database driver's depth, cost a
+// fifth of a worker's CPU).
+func TestFinishKeepsItsCallers(t *testing.T) {
+	w, err := tranche.NewTimePartitionWindow(tranche.Day, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2020, 12, 31, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backfill.Backfill{DAG: bfDAG(t, &bfProbe{}, false), Window: w, Ledger: memledger.New(nil), Worker: "w1"}
+	created := func() uint64 {
+		s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := created()
+	rep, err := b.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := created() - before
+	bfCheckReport(t, rep, backfill.Report{Total: w.Len(), Succeeded: w.Len()})
+	if made > uint64(w.Len()/4) {
+		t.Errorf("the backfill of %d partitions made %d goroutines; want far fewer than one a partition", w.Len(), made)
+	}
 }
