@@ -49,7 +49,12 @@ type execution struct {
 	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
 	report  Report
 	stopped error   // why claims stopped, for the report's error
-	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts
+	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts, and of those lost
+	// lost is the partitions of held this worker was fenced from, by
+	// start (Unix ns): Report.Failed counts them, not Report.Held. Under
+	// WaitForOthers the run waits for the worker that took each over,
+	// and takes it over in turn should that worker die.
+	lost map[int64]bool
 
 	// tried is when settleHeld last tried to take each held partition
 	// over, so that a ledger that judges its lease live (by its own
@@ -283,7 +288,7 @@ func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver boo
 	x.mu.Lock()
 	held := x.held
 	x.held = nil
-	x.report.Held -= len(held)
+	x.report.Held -= x.countsHeld(held)
 	x.mu.Unlock()
 	if len(held) == 0 {
 		return r, false
@@ -295,18 +300,68 @@ func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver boo
 	}
 	r.wait, r.unrenewed = wait, x.unrenewed(ctx, waiting)
 	x.mu.Lock()
-	x.report.Held += len(waiting)
+	x.report.Held += x.countsHeld(waiting)
 	x.held = append(x.held, waiting...)
 	x.mu.Unlock()
 	if !takeOver {
 		return r, true
 	}
 	for _, part := range run {
+		x.found(part.p)
 		u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ledger.ActionRun}
 		x.claimJob(ctx, d, u)
 	}
 	r.ran = len(run)
 	return r, true
+}
+
+// countsHeld returns how many of starts Report.Held counts: those not
+// lost, which Report.Failed counts. Called under x.mu.
+func (x *execution) countsHeld(starts []int64) int {
+	n := len(starts)
+	for _, start := range starts {
+		if x.lost[start] {
+			n--
+		}
+	}
+	return n
+}
+
+// lose counts a job's partitions, which this worker was fenced from and
+// failed, among the held ones under WaitForOthers, so that the run
+// settles them as it settles the partitions other workers hold: the
+// worker that took one over may die before it finishes. Called under
+// x.mu.
+func (x *execution) lose(u *job) {
+	if x.lost == nil {
+		x.lost = map[int64]bool{}
+	}
+	for _, p := range u.partitions {
+		start := p.Start.UnixNano()
+		x.held = append(x.held, start)
+		x.lost[start] = true
+	}
+}
+
+// found undoes the failure of a lost partition that the run takes over
+// again: its count and its entry among the failures go, so that the run
+// counts it once, by its run here.
+func (x *execution) found(p tranche.TimePartition) {
+	start := p.Start.UnixNano()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.lost[start] {
+		return
+	}
+	delete(x.lost, start)
+	x.report.Failed--
+	key := p.Key()
+	for i := len(x.report.Failures) - 1; i >= 0; i-- {
+		if x.report.Failures[i].Key == key {
+			x.report.Failures = slices.Delete(x.report.Failures, i, i+1)
+			break
+		}
+	}
 }
 
 // unrenewed counts the partitions of waiting whose leases, by what
@@ -449,7 +504,20 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 		if ok && a.State == ledger.StateRunning {
 			x.seeLease(start, a)
 		}
+		x.mu.Lock()
+		lost := x.lost[start]
+		x.mu.Unlock()
 		switch {
+		case lost && (!ok || a.State == ledger.StateSucceeded || a.Worker == x.cfg.worker ||
+			a.State.Terminal() && x.cfg.rerun == ledger.RerunNone):
+			// Settled, and failed here: finished by the worker that took
+			// it over, or still this worker's attempt (its lease lapsed
+			// by its own clock, not taken over), which a later run runs
+			// again as it runs every partition that failed.
+			x.mu.Lock()
+			delete(x.lost, start)
+			x.mu.Unlock()
+			continue
 		case ok && a.State == ledger.StateSucceeded,
 			ok && a.State.Terminal() && x.cfg.rerun == ledger.RerunNone:
 			done++
@@ -756,6 +824,9 @@ func (x *execution) fail(ctx context.Context, u *job, err error) {
 		r.Failed += len(u.partitions)
 		for _, p := range u.partitions {
 			r.Failures = append(r.Failures, Failure{Key: p.Key(), Err: err})
+		}
+		if x.b.WaitForOthers && errors.Is(err, ledger.ErrFenced) {
+			x.lose(u)
 		}
 	})
 	// Claims stop before the event goes out, so that a hook that sees the
