@@ -152,7 +152,11 @@ type Backfill struct {
 	// WaitForOthers makes Run wait, once it has run what it could, for
 	// the partitions other workers hold: it returns when each has
 	// succeeded there, or failed there and ran here again, and it takes
-	// over those whose holders' leases expire meanwhile. By default Run
+	// over those whose holders' leases expire meanwhile. A partition this
+	// worker lost to a newer attempt (its failure matching
+	// tranche.ErrFenced) is one of them: it counts failed, and Run waits
+	// for the worker that took it over, and takes it over in turn should
+	// that worker's lease expire. By default Run
 	// returns once it has run what it could, reporting them in
 	// [Report].Held (not an error: ordinary overlap), after taking over
 	// the partitions whose leases expired before its end and, unless

@@ -51,7 +51,12 @@ type execution struct {
 	stopSeq int // once stopped, the jobs numbered above it in the order of claims do not start
 	report  Report
 	stopped error   // why claims stopped, for the report's error
-	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts
+	held    []int64 // the starts (Unix ns) of the partitions Report.Held counts, and of those lost
+	// lost is the partitions of held this worker was fenced from, by
+	// start (Unix ns): Report.Failed counts them, not Report.Held. Under
+	// WaitForOthers the run waits for the worker that took each over,
+	// and takes it over in turn should that worker die.
+	lost map[int64]bool
 
 	// tried is when settleHeld last tried to take each held partition
 	// over, so that a ledger that judges its lease live (by its own
@@ -287,7 +292,7 @@ func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver boo
 	x.mu.Lock()
 	held := x.held
 	x.held = nil
-	x.report.Held -= len(held)
+	x.report.Held -= x.countsHeld(held)
 	x.mu.Unlock()
 	if len(held) == 0 {
 		return r, false
@@ -302,13 +307,14 @@ func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver boo
 		r.unrenewed = x.unrenewed(ctx, waiting)
 	}
 	x.mu.Lock()
-	x.report.Held += len(waiting)
+	x.report.Held += x.countsHeld(waiting)
 	x.held = append(x.held, waiting...)
 	x.mu.Unlock()
 	if !takeOver {
 		return r, true
 	}
 	for _, part := range run {
+		x.found(part.p)
 		u := &job{window: part.window, partitions: []tranche.TimePartition{part.p}, action: ledger.ActionRun}
 		x.claimJob(ctx, d, u)
 	}
@@ -321,6 +327,55 @@ func (x *execution) settleRound(ctx context.Context, d *dispatcher, takeOver boo
 // their names: not when the run waits for the holders anyway
 // (WaitForOthers), or returns what they hold (ReturnHeld).
 func (x *execution) judgesHolders() bool { return !x.b.WaitForOthers && !x.b.ReturnHeld }
+
+// countsHeld returns how many of starts Report.Held counts: those not
+// lost, which Report.Failed counts. Called under x.mu.
+func (x *execution) countsHeld(starts []int64) int {
+	n := len(starts)
+	for _, start := range starts {
+		if x.lost[start] {
+			n--
+		}
+	}
+	return n
+}
+
+// lose counts a job's partitions, which this worker was fenced from and
+// failed, among the held ones under WaitForOthers, so that the run
+// settles them as it settles the partitions other workers hold: the
+// worker that took one over may die before it finishes. Called under
+// x.mu.
+func (x *execution) lose(u *job) {
+	if x.lost == nil {
+		x.lost = map[int64]bool{}
+	}
+	for _, p := range u.partitions {
+		start := p.Start.UnixNano()
+		x.held = append(x.held, start)
+		x.lost[start] = true
+	}
+}
+
+// found undoes the failure of a lost partition that the run takes over
+// again: its count and its entry among the failures go, so that the run
+// counts it once, by its run here.
+func (x *execution) found(p tranche.TimePartition) {
+	start := p.Start.UnixNano()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.lost[start] {
+		return
+	}
+	delete(x.lost, start)
+	x.report.Failed--
+	key := p.Key()
+	for i := len(x.report.Failures) - 1; i >= 0; i-- {
+		if x.report.Failures[i].Key == key {
+			x.report.Failures = slices.Delete(x.report.Failures, i, i+1)
+			break
+		}
+	}
+}
 
 // unrenewed counts the partitions of waiting whose leases, by what
 // sortHeld read, stopped being renewed: not moved since the run first
@@ -450,7 +505,20 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 		if ok && a.State == ledger.StateRunning && x.judgesHolders() {
 			x.seeLease(start, a)
 		}
+		x.mu.Lock()
+		lost := x.lost[start]
+		x.mu.Unlock()
 		switch {
+		case lost && (!ok || a.State == ledger.StateSucceeded || a.Worker == x.cfg.worker ||
+			a.State.Terminal() && x.cfg.rerun == ledger.RerunNone):
+			// Settled, and failed here: finished by the worker that took
+			// it over, or still this worker's attempt (its lease lapsed
+			// by its own clock, not taken over), which a later run runs
+			// again as it runs every partition that failed.
+			x.mu.Lock()
+			delete(x.lost, start)
+			x.mu.Unlock()
+			continue
 		case ok && a.State == ledger.StateSucceeded,
 			ok && a.State.Terminal() && x.cfg.rerun == ledger.RerunNone:
 			done++
@@ -484,9 +552,11 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 
 // readHeld reads the latest attempts of the held partitions (starts,
 // Unix ns, sorted), by start. Where the ledger reads in brief
-// ([ledger.BriefReader]) and settling does not judge the holders
-// (judgesHolders), it reads briefs, without the holders' names and the
-// other strings of each attempt: every worker sharing a backfill reads
+// ([ledger.BriefReader]), settling does not judge the holders
+// (judgesHolders) and this worker lost none of them (whose latest
+// attempt it tells from its own by the holder's name), it reads briefs,
+// without the holders' names and the other strings of each attempt:
+// every worker sharing a backfill reads
 // each partition that the others run, which made whole attempts a
 // seventh of the workers' CPU, and more of the server's, in a backfill
 // of no-work partitions shared by 16 processes.
@@ -498,8 +568,11 @@ func (x *execution) readHeld(ctx context.Context, held []int64) (map[int64]ledge
 			latest[a.Start.UnixNano()] = a
 		}
 	}
+	x.mu.Lock()
+	lost := len(x.lost) > 0
+	x.mu.Unlock()
 	br, brief := x.b.Ledger.(ledger.BriefReader)
-	brief = brief && !x.judgesHolders()
+	brief = brief && !x.judgesHolders() && !lost
 	err := x.call(ctx, "a read of the partitions held elsewhere", func(ctx context.Context) error {
 		if brief {
 			for b, err := range br.LatestBriefs(ctx, x.cfg.dag, from, to) {
@@ -796,6 +869,9 @@ func (x *execution) fail(ctx context.Context, u *job, err error) {
 		r.Failed += len(u.partitions)
 		for _, p := range u.partitions {
 			r.Failures = append(r.Failures, Failure{Key: p.Key(), Err: err})
+		}
+		if x.b.WaitForOthers && errors.Is(err, ledger.ErrFenced) {
+			x.lose(u)
 		}
 	})
 	// Claims stop before the event goes out, so that a hook that sees the

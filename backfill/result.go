@@ -14,8 +14,12 @@ type Report struct {
 	Total    int // partitions in the window, or chosen
 
 	Succeeded int // partitions this worker ran that succeeded
-	Failed    int // partitions this worker ran that failed (or lost to a newer attempt)
-	Skipped   int // partitions that had succeeded already, or were left alone by the rerun policy
+	// Failed counts the partitions this worker ran that failed, or lost
+	// to a newer attempt (fenced). Under WaitForOthers, a partition lost
+	// and then taken over again, once the worker that took it died, counts
+	// by its last run here: a partition counts once.
+	Failed  int
+	Skipped int // partitions that had succeeded already, or were left alone by the rerun policy
 	// Superseded counts those of Skipped that another version of the
 	// DAG landed after the backfill was created (a deploy: the new
 	// code's rows, which this backfill leaves; see

@@ -4,13 +4,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tranche-dev/tranche"
+	"github.com/tranche-dev/tranche/destination/files"
 	"github.com/tranche-dev/tranche/internal/proctest"
 	"github.com/tranche-dev/tranche/ledger"
 )
@@ -51,21 +55,20 @@ func runningOf(t *testing.T, db *sql.DB, worker string) map[string]int {
 	return out
 }
 
-// workerOf returns the worker of attempt n at the daily partition key,
-// or "" when there is none.
-func workerOf(t *testing.T, db *sql.DB, key string, n int) string {
+// attemptOf returns the worker and the error of attempt n at the daily
+// partition key, or "" when there is none.
+func attemptOf(t *testing.T, db *sql.DB, key string, n int) (worker, msg string) {
 	t.Helper()
 	day, err := time.Parse(time.DateOnly, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var worker string
-	err = db.QueryRowContext(t.Context(), `SELECT a.worker FROM tranche_attempts a
-		JOIN tranche_partitions p USING (dag_id, start_s) WHERE p.start_s = ? AND a.attempt = ?`, day.Unix(), n).Scan(&worker)
+	err = db.QueryRowContext(t.Context(), `SELECT a.worker, COALESCE(a.error, '') FROM tranche_attempts a
+		JOIN tranche_partitions p USING (dag_id, start_s) WHERE p.start_s = ? AND a.attempt = ?`, day.Unix(), n).Scan(&worker, &msg)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		t.Fatal(err)
 	}
-	return worker
+	return worker, msg
 }
 
 // attemptsAt describes the attempts at the daily partition key, with
@@ -105,7 +108,9 @@ func attemptsAt(t *testing.T, db *sql.DB, key string) string {
 // lock, and the others can write nothing, take nothing over, until it
 // resumes: SQLite has no server to end its session. When the others
 // make no progress for 3 s and the lock is held, the workers are resumed
-// and stopped again a moment later, up to 10 times.
+// and stopped again a moment later, up to 10 times; so are they at once
+// when one holds the files destination's lock of a partition's folder
+// (see lockedFolders).
 func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration) map[string]int {
 	w.t.Helper()
 	probe, err := sql.Open("sqlite", "file:"+w.ledger+"?_pragma=busy_timeout(0)")
@@ -158,15 +163,17 @@ func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration)
 			}
 		}
 		for k, n := range held {
-			// A partition a stopped worker had just taken over from the
-			// one worker still running: that worker was fenced from it,
-			// or let its lease lapse, and counted it failed, and a
+			// A partition a stopped worker ran again after the one
+			// worker still running let its lease lapse by its own clock
+			// (stalled under load) and recorded it failed itself: a
 			// backfill does not run again in one run a partition it
 			// failed (the next run does), so nothing takes it over here.
-			// Seen under load, where the worker stalled past its lease
-			// just before the stop. (With others running, they do.)
-			if prev := workerOf(w.t, db, k, n-1); n > 1 && len(running) == 1 && running[prev] {
-				w.t.Logf("%s: taken over from %s, still running, just before the stop; left to the next run", attemptsAt(w.t, db, k), prev)
+			// (With others running, they do.) One that worker was fenced
+			// from, taken over by a worker stopped since, it waits for
+			// (WaitForOthers) and takes over again.
+			prev, msg := attemptOf(w.t, db, k, n-1)
+			if n > 1 && len(running) == 1 && running[prev] && !strings.Contains(msg, "taken over") {
+				w.t.Logf("%s: failed by %s, still running, and run again just before the stop; left to the next run", attemptsAt(w.t, db, k), prev)
 				delete(held, k)
 			}
 		}
@@ -174,6 +181,17 @@ func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration)
 			for _, p := range ps {
 				p.signal(w.t, syscall.SIGCONT)
 			}
+		}
+		if keys := w.lockedFolders(held); len(keys) > 0 && tries < 10 {
+			// Stopped inside the files destination's renames, holding
+			// the folders' locks: the newer attempts of those
+			// partitions wait for the stopped worker, and so do the
+			// running worker's slots, as every writer waits for a
+			// worker stopped inside SQLite's write transaction.
+			w.t.Logf("stopped holding the files destination's locks of %v: again", keys)
+			resume()
+			time.Sleep(time.Duration(20+10*tries) * time.Millisecond)
+			continue
 		}
 		for {
 			left := 0
@@ -185,7 +203,7 @@ func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration)
 				}
 			}
 			if left == 0 {
-				w.t.Logf("stopped %d workers holding %d partitions, taken over in %v (%d stops inside a write transaction before)",
+				w.t.Logf("stopped %d workers holding %d partitions, taken over in %v (%d stops inside a write transaction or the files destination's lock before)",
 					len(ps), len(held), time.Since(stopped).Round(time.Millisecond), tries)
 				resume()
 				return held
@@ -209,6 +227,40 @@ func (w *world) pauseUntilTakenOver(db *sql.DB, ps []*proc, limit time.Duration)
 		resume()
 		time.Sleep(time.Duration(20+10*tries) * time.Millisecond)
 	}
+}
+
+// lockedFolders returns the keys of held whose folders in the files
+// destination are locked: a worker stopped between the lock of a
+// partition's folder and its release (the fence's check, the renames, a
+// sync of the folder) holds the lock until it resumes, and the
+// partition's newer attempt waits for it in its write, holding its slot
+// meanwhile (flock(2) has no owner to end, as SQLite has no server to
+// end a stopped worker's session). A worker that runs alone with every
+// slot so waiting takes nothing else over: TestSkewedClocks saw its 2
+// slots wait on the folders of 2 partitions a stopped worker was
+// writing, and 11 other partitions whose leases had expired left alone
+// for 30 s.
+func (w *world) lockedFolders(held map[string]int) []string {
+	w.t.Helper()
+	var keys []string
+	for k := range held {
+		f, err := os.Open(filepath.Dir((&files.Destination{Dir: w.dest}).Path("events", "day", k)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // not written yet, or the SQL destination's
+		}
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			keys = append(keys, k)
+		case err != nil:
+			w.t.Fatal(err)
+		}
+		f.Close() // releases the lock it took
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // TestSkewedClocks is the PostgreSQL ledger's TestSkewedClocks on the
