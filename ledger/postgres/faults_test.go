@@ -264,7 +264,19 @@ func (w *world) checkLanded() outcome {
 		}
 		for _, a := range h[:len(h)-1] {
 			switch {
-			case a.State == ledger.StateFailed && strings.Contains(a.Err, "taken over by worker "+h[a.Number].Worker):
+			case a.State == ledger.StateFailed && strings.Contains(a.Err, "taken over by worker "):
+				// By the next attempt's worker, or by a worker that then
+				// released its claim unstarted: Release withdraws the
+				// taking attempt and steps the partition back to this one,
+				// failed as the takeover recorded it, naming a worker whose
+				// attempt the history no longer holds (seen once in
+				// TestChaos and once in TestServerRestart). That worker
+				// must not have started it.
+				by := a.Err[strings.LastIndex(a.Err, "taken over by worker ")+len("taken over by worker "):]
+				if by != h[a.Number].Worker && started[fmt.Sprintf("%s/%s/%d", key, by, a.Number+1)] > 0 {
+					w.t.Errorf("partition %s: attempt %d by %s taken over by %s, whose attempt %d started but is not in the history, where %s's is",
+						key, a.Number, a.Worker, by, a.Number+1, h[a.Number].Worker)
+				}
 				o.takeovers++
 				o.byWorker[a.Worker] = append(o.byWorker[a.Worker], key)
 				if a.Finished.Before(a.LeaseUntil) {
@@ -274,7 +286,7 @@ func (w *world) checkLanded() outcome {
 			case a.State == ledger.StateFailed && strings.Contains(a.Err, "lease not renewed"):
 				o.stopped++
 			default:
-				w.t.Errorf("partition %s: attempt %d by %s %s %q; want it failed, taken over by the next attempt's worker %s, or stopped by its own",
+				w.t.Errorf("partition %s: attempt %d by %s %s %q; want it failed, taken over (the next attempt's worker is %s), or stopped by its own",
 					key, a.Number, a.Worker, a.State, a.Err, h[a.Number].Worker)
 			}
 		}
