@@ -172,7 +172,16 @@ func run() error {
 			return err
 		}
 		defer d.Close()
-		if err := d.CreateTables(ctx); err != nil {
+		// As the ledger's opening: the network may drop a reply
+		// (TestNetLostReplies failed once on it here, before any run).
+		for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+			err = d.CreateTables(ctx)
+			if err == nil || time.Since(start) > 20*time.Second || ctx.Err() != nil ||
+				!errors.Is(err, postgres.ErrConnect) && !errors.Is(err, postgres.ErrConnectionLost) {
+				break
+			}
+		}
+		if err != nil {
 			return err
 		}
 		events.Destination = d
