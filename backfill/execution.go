@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -458,7 +459,13 @@ type heldRun struct {
 // how long to wait before looking again (at most an interval).
 func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (run []heldRun, waiting []int64, wait time.Duration, err error) {
 	slices.Sort(held)
-	latest, err := x.readHeld(ctx, held)
+	// A partition is marked lost as it joins x.held, under x.mu: those
+	// of this round were marked before it took them, so one copy of
+	// the marks serves the round.
+	x.mu.Lock()
+	lost := maps.Clone(x.lost)
+	x.mu.Unlock()
+	latest, err := x.readHeld(ctx, held, len(lost) == 0)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -505,11 +512,8 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 		if ok && a.State == ledger.StateRunning && x.judgesHolders() {
 			x.seeLease(start, a)
 		}
-		x.mu.Lock()
-		lost := x.lost[start]
-		x.mu.Unlock()
 		switch {
-		case lost && (!ok || a.State == ledger.StateSucceeded || a.Worker == x.cfg.worker ||
+		case lost[start] && (!ok || a.State == ledger.StateSucceeded || a.Worker == x.cfg.worker ||
 			a.State.Terminal() && x.cfg.rerun == ledger.RerunNone):
 			// Settled, and failed here: finished by the worker that took
 			// it over, or still this worker's attempt (its lease lapsed
@@ -553,14 +557,14 @@ func (x *execution) sortHeld(ctx context.Context, held []int64, takeOver bool) (
 // readHeld reads the latest attempts of the held partitions (starts,
 // Unix ns, sorted), by start. Where the ledger reads in brief
 // ([ledger.BriefReader]), settling does not judge the holders
-// (judgesHolders) and this worker lost none of them (whose latest
-// attempt it tells from its own by the holder's name), it reads briefs,
-// without the holders' names and the other strings of each attempt:
-// every worker sharing a backfill reads
-// each partition that the others run, which made whole attempts a
-// seventh of the workers' CPU, and more of the server's, in a backfill
-// of no-work partitions shared by 16 processes.
-func (x *execution) readHeld(ctx context.Context, held []int64) (map[int64]ledger.Attempt, error) {
+// (judgesHolders) and no partition held is one this worker lost (whose
+// latest attempt it tells from its own by the holder's name: noneLost
+// says so), it reads briefs, without the holders' names and the other
+// strings of each attempt: every worker sharing a backfill reads each
+// partition that the others run, which made whole attempts an eighth of
+// the workers' CPU, and more of the server's, in a backfill of no-work
+// partitions shared by 16 processes.
+func (x *execution) readHeld(ctx context.Context, held []int64, noneLost bool) (map[int64]ledger.Attempt, error) {
 	from, to := time.Unix(0, held[0]), time.Unix(0, held[len(held)-1]+1)
 	latest := make(map[int64]ledger.Attempt, len(held))
 	keep := func(a ledger.Attempt) {
@@ -568,11 +572,8 @@ func (x *execution) readHeld(ctx context.Context, held []int64) (map[int64]ledge
 			latest[a.Start.UnixNano()] = a
 		}
 	}
-	x.mu.Lock()
-	lost := len(x.lost) > 0
-	x.mu.Unlock()
 	br, brief := x.b.Ledger.(ledger.BriefReader)
-	brief = brief && !x.judgesHolders() && !lost
+	brief = brief && !x.judgesHolders() && noneLost
 	err := x.call(ctx, "a read of the partitions held elsewhere", func(ctx context.Context) error {
 		if brief {
 			for b, err := range br.LatestBriefs(ctx, x.cfg.dag, from, to) {

@@ -353,8 +353,8 @@ func (x *execution) recorded(ctx context.Context, u *job, failure, err error) {
 // keeps between calls: a call runs apart from the job that waits for
 // it, so that one that hangs can be left behind (finishCall), but a
 // goroutine made for each call, and its stack grown to the depth of a
-// database driver's, cost a worker that runs no-work partitions a fifth
-// of its CPU. A caller left in a hung call is replaced by a new one for
+// database driver's, cost a worker that runs no-work partitions an
+// eighth of its CPU. A caller left in a hung call is replaced by a new one for
 // the next call; it ends once its call returns after the execution.
 type callers struct {
 	calls chan func() // unbuffered: a send succeeds only to an idle caller

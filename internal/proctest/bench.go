@@ -56,12 +56,10 @@ const Ready = "ready"
 // the partitions, and prints a BenchResult to out as JSON.
 func (b Bench) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.Writer) error {
 	chunk := max(b.Chunk, 1)
-	ps := make([]tranche.TimePartition, chunk)
-	outcomes := make([]ledger.Outcome, chunk)
-	for i := range outcomes {
-		outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1}
+	run := b.runEach
+	if b.Ahead > 0 {
+		chunk, run = 1, b.runAhead
 	}
-	lat := make([]time.Duration, 0, b.Ops/chunk)
 	if _, err := fmt.Fprintln(out, Ready); err != nil {
 		return err
 	}
@@ -69,26 +67,9 @@ func (b Bench) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.Wr
 		return fmt.Errorf("waiting for the start: %w", err)
 	}
 	start := time.Now()
-	if b.Ahead > 0 {
-		var err error
-		if lat, err = b.runAhead(ctx, l); err != nil {
-			return err
-		}
-	}
-	for i := 0; b.Ahead <= 0 && i+chunk <= b.Ops; i += chunk {
-		for j := range ps {
-			ps[j] = tranche.PartitionOf(tranche.Hour, b.First.Add(time.Duration(b.Offset+i+j)*time.Hour))
-		}
-		t0 := time.Now()
-		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: b.Worker, RunID: "bench",
-			Partitions: ps, Lease: time.Minute})
-		if err != nil {
-			return err
-		}
-		if err := l.Finish(ctx, lease, outcomes); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
+	lat, err := run(ctx, l)
+	if err != nil {
+		return err
 	}
 	if len(lat) == 0 {
 		return fmt.Errorf("bench of %d partitions in chunks of %d: nothing to do", b.Ops, chunk)
@@ -97,6 +78,34 @@ func (b Bench) Run(ctx context.Context, l ledger.Ledger, in io.Reader, out io.Wr
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
 	return json.NewEncoder(out).Encode(BenchResult{Ops: len(lat) * chunk, MedianUS: q(0.5), P90US: q(0.9), P99US: q(0.99), Seconds: total.Seconds()})
+}
+
+// runEach claims and finishes b.Ops partitions, b.Chunk a call, and
+// returns the latency of each claim plus finish.
+func (b Bench) runEach(ctx context.Context, l ledger.Ledger) ([]time.Duration, error) {
+	chunk := max(b.Chunk, 1)
+	ps := make([]tranche.TimePartition, chunk)
+	outcomes := make([]ledger.Outcome, chunk)
+	for i := range outcomes {
+		outcomes[i] = ledger.Outcome{State: ledger.StateSucceeded, Rows: 1}
+	}
+	lat := make([]time.Duration, 0, b.Ops/chunk)
+	for i := 0; i+chunk <= b.Ops; i += chunk {
+		for j := range ps {
+			ps[j] = tranche.PartitionOf(tranche.Hour, b.First.Add(time.Duration(b.Offset+i+j)*time.Hour))
+		}
+		t0 := time.Now()
+		lease, err := l.Claim(ctx, ledger.ClaimRequest{DAG: "bench-dag", Backfill: "bench", Worker: b.Worker, RunID: "bench",
+			Partitions: ps, Lease: time.Minute})
+		if err != nil {
+			return nil, err
+		}
+		if err := l.Finish(ctx, lease, outcomes); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, nil
 }
 
 // runAhead claims b.Ops partitions Ahead a call and finishes each

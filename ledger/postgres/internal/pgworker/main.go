@@ -108,6 +108,19 @@ func main() {
 	}
 }
 
+// untilConnected calls f until it succeeds, fails other than by the
+// server being unreachable or the connection lost, ctx ends, or 20 s
+// have passed, and returns its last error.
+func untilConnected(ctx context.Context, f func() error) error {
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		err := f()
+		if err == nil || time.Since(start) > 20*time.Second || ctx.Err() != nil ||
+			!errors.Is(err, postgres.ErrConnect) && !errors.Is(err, postgres.ErrConnectionLost) {
+			return err
+		}
+	}
+}
+
 func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -117,13 +130,10 @@ func run() error {
 	}
 	var l *postgres.Ledger
 	// The server may be restarting: keep trying for a while.
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+	err = untilConnected(ctx, func() (err error) {
 		l, err = postgres.Open(ctx, *url, &postgres.Options{Schema: *schema, MaxConns: *maxConns})
-		if err == nil || time.Since(start) > 20*time.Second || ctx.Err() != nil ||
-			!errors.Is(err, postgres.ErrConnect) && !errors.Is(err, postgres.ErrConnectionLost) {
-			break
-		}
-	}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -174,14 +184,7 @@ func run() error {
 		defer d.Close()
 		// As the ledger's opening: the network may drop a reply
 		// (TestNetLostReplies failed once on it here, before any run).
-		for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-			err = d.CreateTables(ctx)
-			if err == nil || time.Since(start) > 20*time.Second || ctx.Err() != nil ||
-				!errors.Is(err, postgres.ErrConnect) && !errors.Is(err, postgres.ErrConnectionLost) {
-				break
-			}
-		}
-		if err != nil {
+		if err := untilConnected(ctx, func() error { return d.CreateTables(ctx) }); err != nil {
 			return err
 		}
 		events.Destination = d
